@@ -1,0 +1,239 @@
+//! The reserved event vocabulary (R-C3): which types berth itself understands, the
+//! `data` fields it relies on, and the fail-closed rules for types it does not know.
+
+use crate::error::{Error, Result};
+use crate::event::Event;
+use crate::limits::EVENT_BYTES_MAX;
+use serde_json::Value;
+
+pub const TURN_START: &str = "turn/start";
+pub const TURN_END: &str = "turn/end";
+pub const STEP_START: &str = "step/start";
+pub const STEP_END: &str = "step/end";
+pub const USER_MESSAGE: &str = "user/message";
+pub const SYSTEM_MESSAGE: &str = "system/message";
+pub const ASSISTANT_MESSAGE: &str = "assistant/message";
+pub const TOOL_CALL: &str = "tool/call";
+pub const TOOL_RESULT: &str = "tool/result";
+pub const CHECKPOINT: &str = "checkpoint";
+pub const SESSION_END_SEED: &str = "session/end-seed";
+
+/// Every type berth knows, in the reserved namespaces.
+pub const KNOWN_EVENT_TYPES: [&str; 11] = [
+    TURN_START,
+    TURN_END,
+    STEP_START,
+    STEP_END,
+    USER_MESSAGE,
+    SYSTEM_MESSAGE,
+    ASSISTANT_MESSAGE,
+    TOOL_CALL,
+    TOOL_RESULT,
+    CHECKPOINT,
+    SESSION_END_SEED,
+];
+
+/// Namespaces reserved for berth's own vocabulary (`checkpoint` is reserved as a whole).
+pub const RESERVED_NAMESPACES: [&str; 7] =
+    ["turn/", "step/", "tool/", "user/", "assistant/", "system/", "session/"];
+
+/// The `turn/end` reasons berth defines; any other non-empty string is an extension.
+pub const TURN_END_REASONS: [&str; 6] =
+    ["completed", "aborted", "error", "max_tokens", "interrupted", "max-tokens"];
+
+pub fn is_known(event_type: &str) -> bool {
+    KNOWN_EVENT_TYPES.contains(&event_type)
+}
+
+pub fn is_reserved(event_type: &str) -> bool {
+    event_type == CHECKPOINT
+        || event_type.starts_with("checkpoint/")
+        || RESERVED_NAMESPACES.iter().any(|namespace| event_type.starts_with(namespace))
+}
+
+/// Does this event make a session non-blank (a conversation happened)?
+pub fn is_conversation_event(event_type: &str) -> bool {
+    matches!(event_type, USER_MESSAGE | ASSISTANT_MESSAGE | SYSTEM_MESSAGE | TOOL_RESULT | TOOL_CALL)
+}
+
+/// Append-side validation: size, reserved types' `data` shapes, and no unknown type in a
+/// reserved namespace. Types outside the reserved namespaces are accepted verbatim.
+pub fn validate_for_append(event: &Event) -> Result<()> {
+    let encoded_bytes = event.data.len_bytes() + event.event_type.as_str().len() + 64;
+    if encoded_bytes > EVENT_BYTES_MAX {
+        return Err(Error::LimitExceeded {
+            what: "event bytes",
+            limit: EVENT_BYTES_MAX as u64,
+            actual: encoded_bytes as u64,
+        });
+    }
+    let event_type = event.event_type.as_str();
+    if !is_reserved(event_type) {
+        return Ok(());
+    }
+    if !is_known(event_type) {
+        return Err(Error::invalid(
+            "event type",
+            format!("{event_type:?} is in a reserved namespace but is not a berth event type"),
+        ));
+    }
+    validate_reserved_data(event_type, &event.data.to_value())
+        .map_err(|reason| Error::invalid("event data", format!("{event_type} at seq {}: {reason}", event.seq)))
+}
+
+/// Read-side rule: a stored type in a reserved namespace that this build does not know
+/// was written by a newer berth; unless the writer marked it ignorable, refuse.
+pub fn check_stored(event: &Event) -> Result<()> {
+    let event_type = event.event_type.as_str();
+    if is_reserved(event_type) && !is_known(event_type) && !event.ignorable {
+        return Err(unsupported_type(event));
+    }
+    Ok(())
+}
+
+/// Rule for readers that reconstruct state (turn repair): every type must be known, or
+/// marked ignorable by its writer.
+pub fn check_reconstructable(event: &Event) -> Result<()> {
+    if is_known(event.event_type.as_str()) || event.ignorable {
+        return Ok(());
+    }
+    Err(unsupported_type(event))
+}
+
+fn unsupported_type(event: &Event) -> Error {
+    Error::FormatUnsupported {
+        reason: format!(
+            "event type {:?} at seq {} is unknown to this build and not marked ignorable (likely written by a newer berth or another application)",
+            event.event_type.as_str(),
+            event.seq
+        ),
+        location: None,
+    }
+}
+
+fn validate_reserved_data(event_type: &str, data: &Value) -> std::result::Result<(), String> {
+    let object = data.as_object().ok_or("data must be an object")?;
+    let integer = |field: &str| -> std::result::Result<(), String> {
+        match object.get(field) {
+            Some(value) if value.as_u64().is_some() => Ok(()),
+            _ => Err(format!("{field} must be a non-negative integer")),
+        }
+    };
+    let string = |field: &str| -> std::result::Result<(), String> {
+        match object.get(field) {
+            Some(Value::String(text)) if !text.is_empty() => Ok(()),
+            _ => Err(format!("{field} must be a non-empty string")),
+        }
+    };
+    let present = |field: &str| -> std::result::Result<(), String> {
+        object.get(field).map(|_| ()).ok_or_else(|| format!("{field} is required"))
+    };
+    match event_type {
+        TURN_START => integer("turn"),
+        TURN_END => integer("turn").and_then(|_| string("reason")),
+        STEP_START | STEP_END => integer("turn").and_then(|_| integer("step")),
+        USER_MESSAGE | SYSTEM_MESSAGE => present("content"),
+        ASSISTANT_MESSAGE => {
+            present("content")?;
+            match object.get("tool_calls") {
+                None | Some(Value::Null) => Ok(()),
+                Some(Value::Array(calls)) => calls.iter().try_for_each(validate_requested_call),
+                Some(_) => Err("tool_calls must be an array".into()),
+            }
+        }
+        TOOL_CALL => string("call_id").and_then(|_| string("name")).and_then(|_| present("arguments")),
+        TOOL_RESULT => {
+            string("call_id")?;
+            present("content")?;
+            if let Some(flag) = object.get("is_error") {
+                flag.as_bool().ok_or("is_error must be a boolean")?;
+            }
+            match object.get("error") {
+                None | Some(Value::Null) => Ok(()),
+                Some(Value::Object(error)) => match (error.get("code"), error.get("name")) {
+                    (Some(Value::String(_)), Some(Value::String(_))) => Ok(()),
+                    _ => Err("error must be {code, name} strings".into()),
+                },
+                Some(_) => Err("error must be an object".into()),
+            }
+        }
+        CHECKPOINT => present("state"),
+        _ => Ok(()), // session/end-seed: no required fields
+    }
+}
+
+fn validate_requested_call(call: &Value) -> std::result::Result<(), String> {
+    let call = call.as_object().ok_or("each tool call must be an object")?;
+    match (call.get("call_id"), call.get("name"), call.get("arguments")) {
+        (Some(Value::String(id)), Some(Value::String(_)), Some(_)) if !id.is_empty() => Ok(()),
+        _ => Err("each tool call needs call_id, name and arguments".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::Timestamp;
+    use serde_json::json;
+
+    fn event(event_type: &str, data: Value) -> Event {
+        Event::new(0, event_type, Timestamp(0), data).unwrap()
+    }
+
+    #[test]
+    fn reserved_shapes_are_checked() {
+        let good = [
+            (TURN_START, json!({"turn": 0})),
+            (TURN_END, json!({"turn": 0, "reason": "completed"})),
+            (TURN_END, json!({"turn": 0, "reason": "plugin/custom"})),
+            (STEP_START, json!({"turn": 0, "step": 1})),
+            (USER_MESSAGE, json!({"content": "hi"})),
+            (ASSISTANT_MESSAGE, json!({"content": [], "tool_calls": [{"call_id": "c", "name": "n", "arguments": {}}]})),
+            (TOOL_CALL, json!({"call_id": "c", "name": "n", "arguments": "{}"})),
+            (TOOL_RESULT, json!({"call_id": "c", "content": "x", "is_error": true, "error": {"code": "E", "name": "N"}})),
+            (CHECKPOINT, json!({"state": {"k": 1}})),
+            (SESSION_END_SEED, json!({})),
+        ];
+        for (event_type, data) in good {
+            assert!(validate_for_append(&event(event_type, data.clone())).is_ok(), "{event_type} {data}");
+        }
+        let bad = [
+            (TURN_START, json!({})),
+            (TURN_START, json!({"turn": -1})),
+            (TURN_END, json!({"turn": 0})),
+            (TURN_END, json!({"turn": 0, "reason": ""})),
+            (STEP_END, json!({"turn": 0})),
+            (USER_MESSAGE, json!({})),
+            (USER_MESSAGE, json!("hi")),
+            (ASSISTANT_MESSAGE, json!({"content": "", "tool_calls": [{"name": "n"}]})),
+            (TOOL_CALL, json!({"call_id": "c", "name": "n"})),
+            (TOOL_RESULT, json!({"content": "x"})),
+            (TOOL_RESULT, json!({"call_id": "c", "content": "x", "error": {"code": 1}})),
+            (CHECKPOINT, json!({})),
+            ("turn/pause", json!({})),
+        ];
+        for (event_type, data) in bad {
+            assert_eq!(
+                validate_for_append(&event(event_type, data.clone())).unwrap_err().code(),
+                "invalid",
+                "{event_type} {data}"
+            );
+        }
+    }
+
+    #[test]
+    fn extension_types_are_kept_verbatim() {
+        assert!(validate_for_append(&event("myapp/anything", json!([1, 2]))).is_ok());
+        assert!(check_stored(&event("myapp/anything", json!(null))).is_ok());
+    }
+
+    #[test]
+    fn unknown_types_fail_closed_unless_ignorable() {
+        let newer = event("turn/pause", json!({}));
+        assert_eq!(check_stored(&newer).unwrap_err().code(), "format_unsupported");
+        assert!(check_stored(&newer.clone().with_ignorable(true)).is_ok());
+        let extension = event("myapp/x", json!({}));
+        assert_eq!(check_reconstructable(&extension).unwrap_err().code(), "format_unsupported");
+        assert!(check_reconstructable(&extension.with_ignorable(true)).is_ok());
+    }
+}
