@@ -1,0 +1,1 @@
+//! The embedded JSONL backend (R-J1…R-J5).

@@ -1,0 +1,125 @@
+//! The physical seam every storage backend implements. Semantics (validation,
+//! contiguity, registry, live path) live in `LogStore`; a backend only stores and
+//! retrieves already-validated batches and owns the cross-process writer lease.
+
+use async_trait::async_trait;
+use berth_core::{Epoch, Event, ProjectId, Result, SessionHeader, SessionId, SessionKey, TenantId, UserId};
+use serde::{Deserialize, Serialize};
+
+/// Opaque "has it changed?" token (R-P6). Equal tokens mean unchanged; comparable only
+/// within one store instance and one session. Ownership churn never changes it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ChangeToken(pub String);
+
+/// What `stat` knows without reading the log body.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogStat {
+    pub header: SessionHeader,
+    pub change_token: ChangeToken,
+    /// Number of events, when cheap for the backend to know.
+    pub event_count: Option<u64>,
+    /// Physical size, when the backend has one.
+    pub size_bytes: Option<u64>,
+}
+
+/// A page of `list`: sessions of one tenant ordered by id, after an optional cursor.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListQuery {
+    pub tenant: TenantId,
+    pub user: Option<UserId>,
+    pub project: Option<ProjectId>,
+    /// Return sessions whose id sorts strictly after this one.
+    pub after: Option<SessionId>,
+    pub limit: usize,
+}
+
+impl ListQuery {
+    pub fn tenant(tenant: TenantId) -> ListQuery {
+        ListQuery { tenant, user: None, project: None, after: None, limit: berth_core::limits::PAGE_SIZE_DEFAULT }
+    }
+
+    pub fn matches(&self, header: &SessionHeader) -> bool {
+        header.scope.tenant == self.tenant
+            && self.user.as_ref().is_none_or(|user| *user == header.scope.user)
+            && self.project.as_ref().is_none_or(|project| header.scope.project.as_ref() == Some(project))
+            && self.after.as_ref().is_none_or(|after| header.id > *after)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListPage {
+    pub items: Vec<LogStat>,
+    /// Pass as `ListQuery::after` to continue; `None` when this was the last page.
+    pub next_cursor: Option<SessionId>,
+}
+
+/// What a write open found and repaired at the physical level.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TailRecovery {
+    /// Bytes after the last committed record that were not a valid record.
+    pub torn_bytes: u64,
+    /// Where the discarded bytes were kept (backend-specific), once truncated.
+    pub kept_copy: Option<String>,
+}
+
+#[async_trait]
+pub trait LogBackend: Send + Sync + 'static {
+    /// Short name for diagnostics and change tokens (`memory`, `jsonl`, `postgres`).
+    fn name(&self) -> &'static str;
+
+    /// A materialized session's stat, without reading its log body.
+    async fn stat(&self, key: &SessionKey) -> Result<Option<LogStat>>;
+
+    /// Materialized sessions matching `query`, ordered by id, at most `query.limit`.
+    async fn list(&self, query: &ListQuery) -> Result<Vec<LogStat>>;
+
+    /// Opens a materialized session for reading; `NotFound` if absent. Never takes the
+    /// writer lease.
+    async fn open_reader(&self, key: &SessionKey) -> Result<Box<dyn LogReader>>;
+
+    /// Claims the cross-process writer lease (bumping the epoch) and opens the log for
+    /// appending. `NotFound` if absent, `AlreadyOwned` if another holder has it,
+    /// `Corrupt` if the log is damaged mid-way, `FormatUnsupported` for a newer format
+    /// or an unknown reserved event type.
+    async fn open_writer(&self, key: &SessionKey) -> Result<Box<dyn LogWriter>>;
+
+    /// Physically creates a session with its header and first batch (possibly empty)
+    /// atomically, and returns a writer holding the lease. `AlreadyExists` if it exists.
+    async fn materialize(&self, header: &SessionHeader, first_batch: &[Event]) -> Result<Box<dyn LogWriter>>;
+}
+
+#[async_trait]
+pub trait LogReader: Send + Sync {
+    fn header(&self) -> &SessionHeader;
+
+    /// Events `offset .. offset + length` of the valid, committed prefix as it is now
+    /// (fewer at the end of the log; never a torn tail).
+    async fn read(&mut self, offset: u64, length: u64) -> Result<Vec<Event>>;
+}
+
+#[async_trait]
+pub trait LogWriter: Send + Sync {
+    fn header(&self) -> &SessionHeader;
+
+    /// The seq the next appended event must carry.
+    fn next_seq(&self) -> u64;
+
+    /// This writer's fencing epoch.
+    fn epoch(&self) -> Epoch;
+
+    /// What the write open found at the tail, if anything was torn.
+    fn recovery(&self) -> Option<TailRecovery>;
+
+    async fn read(&mut self, offset: u64, length: u64) -> Result<Vec<Event>>;
+
+    /// Appends a validated batch whose first seq is `next_seq()`. Durable on return when
+    /// the backend syncs per append. On failure nothing of the batch is visible.
+    async fn append(&mut self, batch: &[Event]) -> Result<()>;
+
+    /// Durability barrier for everything appended so far.
+    async fn sync(&mut self) -> Result<()>;
+
+    /// Releases the writer lease. Idempotent; the writer is unusable afterwards.
+    async fn release(&mut self) -> Result<()>;
+}

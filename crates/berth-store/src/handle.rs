@@ -1,0 +1,484 @@
+//! `SessionHandle`: one type for both accesses (R-P2). Mutation through a read handle
+//! is `ReadOnly`; every operation after `close` is `HandleClosed`.
+
+use crate::backend::{LogReader, LogWriter, TailRecovery};
+use crate::live::{event_bytes, LiveBuffer};
+use crate::store::StoreInner;
+use berth_core::limits::{BATCH_BYTES_MAX, BATCH_EVENTS_MAX, LIVE_BUFFER_BYTES_MAX, LIVE_WINDOW_BYTES_MAX, LIVE_WINDOW_MS};
+use berth_core::vocabulary::{check_stored, validate_for_append};
+use berth_core::{Concurrency, Epoch, Error, Event, Location, Result, SessionHeader, SessionKey};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Access {
+    Read,
+    Write,
+}
+
+enum State {
+    /// A created write handle whose session is not materialized yet.
+    Pending,
+    Writer(Box<dyn LogWriter>),
+    /// `reader` is `None` while the session was pending when opened.
+    Reader { reader: Option<Box<dyn LogReader>>, observed_len: u64 },
+    Closed,
+}
+
+pub(crate) struct HandleShared {
+    store: Arc<StoreInner>,
+    key: SessionKey,
+    header: SessionHeader,
+    access: Access,
+    pending_id: u64,
+    epoch: Option<Epoch>,
+    recovery: Option<TailRecovery>,
+    state: tokio::sync::Mutex<State>,
+    live: Mutex<LiveBuffer>,
+    closed: AtomicBool,
+    pending: AtomicBool,
+    weak_self: Weak<HandleShared>,
+}
+
+impl HandleShared {
+    fn build(
+        store: Arc<StoreInner>,
+        header: SessionHeader,
+        access: Access,
+        state: State,
+        next_seq: u64,
+        pending_id: u64,
+        epoch: Option<Epoch>,
+        recovery: Option<TailRecovery>,
+    ) -> Arc<HandleShared> {
+        let pending = matches!(state, State::Pending);
+        Arc::new_cyclic(|weak_self| HandleShared {
+            store,
+            key: header.key(),
+            header,
+            access,
+            pending_id,
+            epoch,
+            recovery,
+            state: tokio::sync::Mutex::new(state),
+            live: Mutex::new(LiveBuffer::new(next_seq)),
+            closed: AtomicBool::new(false),
+            pending: AtomicBool::new(pending),
+            weak_self: weak_self.clone(),
+        })
+    }
+
+    pub(crate) fn new_pending(store: Arc<StoreInner>, header: SessionHeader, pending_id: u64) -> Arc<HandleShared> {
+        Self::build(store, header, Access::Write, State::Pending, 0, pending_id, None, None)
+    }
+
+    pub(crate) fn new_writer(store: Arc<StoreInner>, writer: Box<dyn LogWriter>) -> Arc<HandleShared> {
+        let header = writer.header().clone();
+        let (next_seq, epoch, recovery) = (writer.next_seq(), writer.epoch(), writer.recovery());
+        Self::build(store, header, Access::Write, State::Writer(writer), next_seq, 0, Some(epoch), recovery)
+    }
+
+    pub(crate) fn new_reader(
+        store: Arc<StoreInner>,
+        header: SessionHeader,
+        reader: Option<Box<dyn LogReader>>,
+    ) -> Arc<HandleShared> {
+        Self::build(store, header, Access::Read, State::Reader { reader, observed_len: 0 }, 0, 0, None, None)
+    }
+
+    pub(crate) fn header(&self) -> &SessionHeader {
+        &self.header
+    }
+
+    pub(crate) fn pending_id(&self) -> u64 {
+        self.pending_id
+    }
+
+    pub(crate) fn is_pending(&self) -> bool {
+        self.pending.load(Ordering::Acquire) && !self.closed.load(Ordering::Acquire)
+    }
+
+    fn live(&self) -> MutexGuard<'_, LiveBuffer> {
+        self.live.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn check_open(&self, operation: &'static str) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::HandleClosed { id: self.key.id.to_string(), operation });
+        }
+        Ok(())
+    }
+
+    fn check_writable(&self, operation: &'static str) -> Result<()> {
+        self.check_open(operation)?;
+        if self.access == Access::Read {
+            return Err(Error::ReadOnly { id: self.key.id.to_string(), operation });
+        }
+        Ok(())
+    }
+
+    /// Writes one batch through the state: materializes a pending session first.
+    async fn write_batch(&self, state: &mut State, batch: &[Event]) -> Result<()> {
+        match state {
+            State::Pending => {
+                let writer = self.store.backend.materialize(&self.header, batch).await?;
+                *state = State::Writer(writer);
+                self.pending.store(false, Ordering::Release);
+                Ok(())
+            }
+            State::Writer(writer) => writer.append(batch).await,
+            State::Reader { .. } => Err(Error::ReadOnly { id: self.key.id.to_string(), operation: "append" }),
+            State::Closed => Err(Error::HandleClosed { id: self.key.id.to_string(), operation: "append" }),
+        }
+    }
+
+    /// One drain attempt of everything buffered, in batches. On failure the undrained
+    /// events go back in front (order kept) and the timer pauses.
+    async fn drain(&self, state: &mut State) -> Result<()> {
+        loop {
+            let batch = {
+                let mut live = self.live();
+                live.timer_armed = false;
+                live.take_batch()
+            };
+            if batch.is_empty() {
+                return Ok(());
+            }
+            if let Err(error) = self.write_batch(state, &batch).await {
+                self.live().restore_front(batch);
+                return Err(error);
+            }
+        }
+    }
+
+    /// An explicit drain (flush, append, close): retries a failed background batch
+    /// exactly once and reports the outcome; success clears the pause.
+    async fn drain_explicit(&self, state: &mut State) -> Result<()> {
+        self.drain(state).await?;
+        let mut live = self.live();
+        live.paused = false;
+        live.background_error = None;
+        Ok(())
+    }
+
+    async fn drain_background(self: Arc<Self>) {
+        let mut state = self.state.lock().await;
+        if self.live().paused || matches!(*state, State::Closed) {
+            return;
+        }
+        if let Err(error) = self.drain(&mut state).await {
+            tracing::warn!(
+                session = %self.key,
+                %error,
+                "background write for session failed (buffered events retained)"
+            );
+            self.live().background_error = Some(error);
+        }
+    }
+
+    fn spawn_drain(&self, delay: Option<Duration>) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return; // no runtime: events wait for the next explicit drain
+        };
+        let weak = self.weak_self.clone();
+        runtime.spawn(async move {
+            if let Some(delay) = delay {
+                tokio::time::sleep(delay).await;
+            }
+            if let Some(shared) = weak.upgrade() {
+                shared.drain_background().await;
+            }
+        });
+    }
+}
+
+impl Drop for HandleShared {
+    /// A handle dropped without `close`: drain and release in the background when a
+    /// runtime exists (failures are logged, not thrown); otherwise dropping the writer
+    /// releases its lease and buffered events are lost (they were never acknowledged).
+    fn drop(&mut self) {
+        let state = std::mem::replace(self.state.get_mut(), State::Closed);
+        let events: Vec<Event> = self.live().events.drain(..).collect();
+        let key = self.key.clone();
+        let store = self.store.clone();
+        let header = self.header.clone();
+        let needs_final_drain = matches!(state, State::Writer(_)) || (!events.is_empty() && matches!(state, State::Pending));
+        let runtime = tokio::runtime::Handle::try_current().ok();
+        match (runtime, needs_final_drain) {
+            (Some(runtime), true) => {
+                runtime.spawn(async move {
+                    let outcome = final_drain(&store, &header, state, events).await;
+                    if let Err(error) = outcome {
+                        tracing::warn!(session = %key, %error, "final drain for session failed");
+                    }
+                    store.release_slot(&key, None);
+                });
+            }
+            _ => drop(state),
+        }
+    }
+}
+
+async fn final_drain(store: &StoreInner, header: &SessionHeader, state: State, events: Vec<Event>) -> Result<()> {
+    let mut writer = match state {
+        State::Writer(writer) => writer,
+        State::Pending => store.backend.materialize(header, &[]).await?,
+        _ => return Ok(()),
+    };
+    let mut outcome = Ok(());
+    if !events.is_empty() {
+        outcome = writer.append(&events).await;
+    }
+    if outcome.is_ok() {
+        outcome = writer.sync().await;
+    }
+    let released = writer.release().await;
+    outcome.and(released)
+}
+
+/// An open session log. Cheap to clone; clones share the same handle (closing one
+/// closes all).
+#[derive(Clone)]
+pub struct SessionHandle {
+    shared: Arc<HandleShared>,
+}
+
+impl std::fmt::Debug for SessionHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SessionHandle({}, {:?})", self.shared.key, self.shared.access)
+    }
+}
+
+impl SessionHandle {
+    pub(crate) fn from_shared(shared: Arc<HandleShared>) -> SessionHandle {
+        SessionHandle { shared }
+    }
+
+    pub(crate) fn shared(&self) -> &HandleShared {
+        &self.shared
+    }
+
+    pub fn key(&self) -> &SessionKey {
+        &self.shared.key
+    }
+
+    pub fn header(&self) -> &SessionHeader {
+        &self.shared.header
+    }
+
+    pub fn access(&self) -> Access {
+        self.shared.access
+    }
+
+    /// The writer lease's fencing epoch (write handles of materialized sessions).
+    pub fn epoch(&self) -> Option<Epoch> {
+        self.shared.epoch
+    }
+
+    /// What the write open found at the physical tail (a torn tail it will truncate).
+    pub fn recovery(&self) -> Option<&TailRecovery> {
+        self.shared.recovery.as_ref()
+    }
+
+    /// The seq this handle accepts next (stored events plus published ones).
+    pub fn next_seq(&self) -> u64 {
+        self.shared.live().next_seq
+    }
+
+    /// Events `offset ..` (at most `length`, or to the end) of the committed log; never
+    /// a torn tail; monotonic per handle.
+    pub async fn read(&self, offset: u64, length: Option<u64>) -> Result<Vec<Event>> {
+        let shared = &self.shared;
+        shared.check_open("read")?;
+        let length = length.unwrap_or(u64::MAX);
+        let mut state = shared.state.lock().await;
+        let events = match &mut *state {
+            State::Pending => Vec::new(),
+            State::Writer(writer) => writer.read(offset, length).await?,
+            State::Reader { reader, observed_len } => {
+                if reader.is_none() {
+                    match shared.store.backend.open_reader(&shared.key).await {
+                        Ok(opened) => *reader = Some(opened),
+                        Err(Error::NotFound { .. }) => return Ok(Vec::new()),
+                        Err(error) => return Err(error),
+                    }
+                }
+                let reader = reader.as_mut().expect("opened above");
+                let events = reader.read(offset, length).await?;
+                check_monotonic(&shared.key, offset, length, events.len() as u64, observed_len)?;
+                events
+            }
+            State::Closed => return Err(Error::HandleClosed { id: shared.key.id.to_string(), operation: "read" }),
+        };
+        drop(state);
+        events.iter().try_for_each(check_stored)?;
+        Ok(events)
+    }
+
+    /// Appends a batch whose first seq is the handle's next seq, after any published
+    /// events. Resolves when the batch is stored (durable if the backend syncs per
+    /// append). On error nothing of the batch is stored.
+    pub async fn append(&self, batch: &[Event]) -> Result<()> {
+        let shared = &self.shared;
+        shared.check_writable("append")?;
+        if batch.is_empty() {
+            return Ok(());
+        }
+        validate_batch(&shared.header, batch)?;
+        let mut state = shared.state.lock().await;
+        shared.check_open("append")?;
+        shared.drain_explicit(&mut state).await?;
+        let start = {
+            let mut live = shared.live();
+            check_contiguous(live.next_seq, batch)?;
+            let start = live.next_seq;
+            live.next_seq += batch.len() as u64;
+            start
+        };
+        let outcome = shared.write_batch(&mut state, batch).await;
+        if outcome.is_err() {
+            let mut live = shared.live();
+            if live.events.is_empty() && live.next_seq == start + batch.len() as u64 {
+                live.next_seq = start;
+            }
+        }
+        outcome
+    }
+
+    /// Publishes one event without waiting: it is stored within the live window (or
+    /// sooner when the window fills). Only `flush` or `close` make it durable and surface
+    /// a background failure.
+    pub fn publish(&self, event: Event) -> Result<()> {
+        let shared = &self.shared;
+        shared.check_writable("publish")?;
+        validate_batch(&shared.header, std::slice::from_ref(&event))?;
+        let (arm_timer, drain_now) = {
+            let mut live = shared.live();
+            check_contiguous(live.next_seq, std::slice::from_ref(&event))?;
+            let size = event_bytes(&event);
+            if live.bytes + size > LIVE_BUFFER_BYTES_MAX {
+                return Err(Error::LimitExceeded {
+                    what: "live buffer bytes",
+                    limit: LIVE_BUFFER_BYTES_MAX as u64,
+                    actual: (live.bytes + size) as u64,
+                });
+            }
+            live.push(event);
+            let arm_timer = !live.timer_armed && !live.paused;
+            if arm_timer {
+                live.timer_armed = true;
+            }
+            (arm_timer, !live.paused && live.bytes >= LIVE_WINDOW_BYTES_MAX)
+        };
+        if drain_now {
+            shared.spawn_drain(None);
+        } else if arm_timer {
+            shared.spawn_drain(Some(Duration::from_millis(LIVE_WINDOW_MS)));
+        }
+        Ok(())
+    }
+
+    /// Durability barrier: drains published events (retrying a failed background batch
+    /// exactly once and reporting its failure), then syncs; materializes an empty created
+    /// session.
+    pub async fn flush(&self) -> Result<()> {
+        let shared = &self.shared;
+        shared.check_writable("flush")?;
+        let mut state = shared.state.lock().await;
+        shared.check_open("flush")?;
+        shared.drain_explicit(&mut state).await?;
+        match &mut *state {
+            State::Pending => shared.write_batch(&mut state, &[]).await,
+            State::Writer(writer) => writer.sync().await,
+            _ => Ok(()),
+        }
+    }
+
+    /// Idempotent, not cancellable: drains until empty, completes durability, and always
+    /// releases ownership. A never-materialized session is erased.
+    pub async fn close(&self) -> Result<()> {
+        let shared = self.shared.clone();
+        // Run to completion even if the caller's future is dropped.
+        let task = async move {
+            let mut state = shared.state.lock().await;
+            if matches!(*state, State::Closed) {
+                return Ok(());
+            }
+            let mut outcome = Ok(());
+            if shared.access == Access::Write {
+                outcome = shared.drain_explicit(&mut state).await;
+            }
+            let previous = std::mem::replace(&mut *state, State::Closed);
+            shared.closed.store(true, Ordering::Release);
+            if let State::Writer(mut writer) = previous {
+                let synced = writer.sync().await;
+                let released = writer.release().await;
+                outcome = outcome.and(synced).and(released);
+            }
+            if shared.access == Access::Write {
+                shared.live().events.clear();
+                shared.store.release_slot(&shared.key, Some(&shared));
+            }
+            outcome
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => runtime
+                .spawn(task)
+                .await
+                .unwrap_or_else(|join| Err(Error::Unavailable { reason: format!("close task failed: {join}") })),
+            Err(_) => task.await,
+        }
+    }
+}
+
+fn validate_batch(header: &SessionHeader, batch: &[Event]) -> Result<()> {
+    if batch.len() > BATCH_EVENTS_MAX {
+        return Err(Error::LimitExceeded {
+            what: "batch events",
+            limit: BATCH_EVENTS_MAX as u64,
+            actual: batch.len() as u64,
+        });
+    }
+    let bytes: usize = batch.iter().map(event_bytes).sum();
+    if bytes > BATCH_BYTES_MAX {
+        return Err(Error::LimitExceeded { what: "batch bytes", limit: BATCH_BYTES_MAX as u64, actual: bytes as u64 });
+    }
+    let parallel = matches!(header.policy.concurrency, Concurrency::Parallel { .. });
+    for event in batch {
+        validate_for_append(event)?;
+        if parallel && event.run.is_none() {
+            return Err(Error::invalid(
+                "event",
+                format!("seq {}: every event of a parallel session carries its run", event.seq),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn check_contiguous(next_seq: u64, batch: &[Event]) -> Result<()> {
+    for (index, event) in batch.iter().enumerate() {
+        let expected = next_seq + index as u64;
+        if event.seq.get() != expected {
+            return Err(Error::SeqConflict { expected, actual: event.seq.get() });
+        }
+    }
+    Ok(())
+}
+
+/// A read handle never observes an older state than an earlier read on it.
+fn check_monotonic(key: &SessionKey, offset: u64, length: u64, returned: u64, observed_len: &mut u64) -> Result<()> {
+    let wanted_known = observed_len.saturating_sub(offset).min(length);
+    if returned < wanted_known {
+        return Err(Error::Corrupt {
+            reason: format!("log of {key} shrank below {observed_len} events already read"),
+            location: Location { artifact: key.to_string(), offset: None, seq: Some(offset + returned) },
+        });
+    }
+    if returned > 0 {
+        *observed_len = (*observed_len).max(offset + returned);
+    }
+    Ok(())
+}

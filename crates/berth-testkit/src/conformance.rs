@@ -1,0 +1,1 @@
+//! Generic conformance bodies (filled in by the conformance work).

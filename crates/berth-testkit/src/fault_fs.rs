@@ -1,0 +1,1 @@
+//! Fault-injecting file layer (filled in by the JSONL work).

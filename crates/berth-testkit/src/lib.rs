@@ -1,0 +1,12 @@
+//! berth's test kit: everything a backend needs to prove it keeps the contract.
+//!
+//! - `conformance`: one generic async body per contract clause, run against every
+//!   backend through a `ConformanceBackend` factory (memory, JSONL, later PostgreSQL).
+//! - `fault_fs`: a fault-injecting implementation of the JSONL backend's `Fs` trait.
+//! - `clock`: a `FakeClock` that tests move by hand.
+
+pub mod clock;
+pub mod conformance;
+pub mod fault_fs;
+
+pub use clock::FakeClock;
