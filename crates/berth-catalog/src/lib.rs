@@ -1,0 +1,56 @@
+//! The Catalog seam (R-S2, R-S10, R-S11, R-S12; R-J4): everything about a session that
+//! is not its event log — metadata with compare-and-set on `revision`, attached runs,
+//! the per-tenant tamper-evident audit log, retention policies and the listing index.
+//! Listing never reads a log body.
+
+pub mod audit;
+pub mod memory;
+mod types;
+
+pub use audit::{AuditDraft, AuditEntry, AuditVerification};
+pub use types::*;
+
+use async_trait::async_trait;
+use berth_core::{Result, Revision, SessionKey, TenantId};
+
+#[async_trait]
+pub trait Catalog: Send + Sync + 'static {
+    /// Short name for diagnostics (`memory`, `sqlite`, `postgres`).
+    fn name(&self) -> &'static str;
+
+    /// Inserts a new session record. `AlreadyExists` if the key exists.
+    async fn insert(&self, record: &SessionRecord) -> Result<()>;
+
+    async fn get(&self, key: &SessionKey) -> Result<Option<SessionRecord>>;
+
+    /// Compare-and-set: stores `record` iff the stored revision equals `expected`
+    /// (atomic across processes). `record.revision` must be `expected + 1`.
+    /// `RevisionConflict {expected, actual}` otherwise; `NotFound` if the session is gone.
+    async fn update(&self, record: &SessionRecord, expected: Revision) -> Result<()>;
+
+    /// Removes a session's record iff its revision equals `expected`.
+    async fn remove(&self, key: &SessionKey, expected: Revision) -> Result<()>;
+
+    /// Sessions matching `query`, sorted by `last_activity` descending then id
+    /// descending, starting after `query.cursor`, at most `query.limit` items.
+    async fn list(&self, query: &SessionQuery) -> Result<Vec<SessionRecord>>;
+
+    /// Every tenant that has sessions, an audit log or a retention policy.
+    async fn tenants(&self) -> Result<Vec<TenantId>>;
+
+    /// Appends to the tenant's audit log, chaining the hash of the previous entry
+    /// atomically (concurrent appenders never fork the chain).
+    async fn append_audit(&self, draft: AuditDraft) -> Result<AuditEntry>;
+
+    /// A tenant's audit entries in stored order, starting at position `from_seq`
+    /// (entry seqs are positions in an intact log), at most `limit`.
+    async fn read_audit(&self, tenant: &TenantId, from_seq: u64, limit: usize) -> Result<Vec<AuditEntry>>;
+
+    /// The latest audit entry's (seq, hash), kept separately so that removing entries
+    /// from the end of the log is detectable.
+    async fn audit_head(&self, tenant: &TenantId) -> Result<Option<(u64, String)>>;
+
+    async fn retention(&self, tenant: &TenantId) -> Result<Option<RetentionPolicy>>;
+
+    async fn set_retention(&self, tenant: &TenantId, policy: &RetentionPolicy) -> Result<()>;
+}

@@ -1,0 +1,152 @@
+//! Catalog records and queries.
+
+use berth_core::lifecycle::{Lifecycle, Status};
+use berth_core::{Revision, RunId, SessionHeader, SessionId, SessionKey, Timestamp, UserId};
+use berth_core::{ProjectId, TenantId};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+
+/// What happened to a run's attachment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    Attached,
+    /// Detached by the run itself with an outcome.
+    Detached,
+    /// Its lease lapsed; detached by the next attach.
+    Abandoned,
+    /// Detached by `on_busy = interrupt`.
+    Interrupted,
+    /// Detached by a forced close.
+    Cancelled,
+}
+
+/// A run attached to a session.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunRecord {
+    pub run_id: RunId,
+    /// The user the run acts for (the principal's user at attach).
+    pub attached_by: UserId,
+    pub attached_at: Timestamp,
+    /// The run's attachment lease, extended by heartbeat.
+    pub lease_until: Timestamp,
+    pub status: RunStatus,
+}
+
+/// A session's catalog record: the immutable header plus mutable metadata.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionRecord {
+    pub header: SessionHeader,
+    pub status: Status,
+    /// The activity lease.
+    pub lease_until: Timestamp,
+    pub last_activity: Timestamp,
+    pub revision: Revision,
+    pub title: Option<String>,
+    pub labels: BTreeSet<String>,
+    /// Events stored (a hint maintained by the service).
+    pub event_count: u64,
+    /// No conversation event yet (listing hides blank sessions unless asked).
+    pub blank: bool,
+    /// Currently attached runs.
+    pub runs: Vec<RunRecord>,
+    /// When `status` last changed (retention counts from here for terminal sessions).
+    pub status_changed_at: Timestamp,
+}
+
+impl SessionRecord {
+    pub fn key(&self) -> SessionKey {
+        self.header.key()
+    }
+
+    pub fn lifecycle(&self) -> Lifecycle {
+        Lifecycle { status: self.status, lease_until: self.lease_until, runs_attached: self.runs.len() as u32 }
+    }
+}
+
+/// Where a listing continues: the last item's sort key.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ListCursor {
+    pub last_activity: Timestamp,
+    pub id: SessionId,
+}
+
+impl ListCursor {
+    pub fn of(record: &SessionRecord) -> ListCursor {
+        ListCursor { last_activity: record.last_activity, id: record.header.id.clone() }
+    }
+
+    /// An opaque string form for APIs: `<last_activity>.<id>`.
+    pub fn encode(&self) -> String {
+        format!("{}.{}", self.last_activity.0, self.id)
+    }
+
+    pub fn decode(text: &str) -> berth_core::Result<ListCursor> {
+        let invalid = || berth_core::Error::invalid("cursor", "not a cursor this server issued");
+        let (time, id) = text.split_once('.').ok_or_else(invalid)?;
+        Ok(ListCursor {
+            last_activity: Timestamp(time.parse().map_err(|_| invalid())?),
+            id: SessionId::parse(id).map_err(|_| invalid())?,
+        })
+    }
+}
+
+/// A listing query. Every field but `tenant` narrows it.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct SessionQuery {
+    pub tenant: Option<TenantId>,
+    pub user: Option<UserId>,
+    pub project: Option<ProjectId>,
+    /// Empty means any status.
+    pub statuses: Vec<Status>,
+    pub label: Option<String>,
+    pub parent: Option<SessionId>,
+    pub active_since: Option<Timestamp>,
+    pub active_before: Option<Timestamp>,
+    pub lease_before: Option<Timestamp>,
+    pub created_before: Option<Timestamp>,
+    pub status_changed_before: Option<Timestamp>,
+    pub include_blank: bool,
+    pub cursor: Option<ListCursor>,
+    pub limit: usize,
+}
+
+impl SessionQuery {
+    pub fn tenant(tenant: TenantId) -> SessionQuery {
+        SessionQuery { tenant: Some(tenant), limit: berth_core::limits::PAGE_SIZE_DEFAULT, ..SessionQuery::default() }
+    }
+
+    /// The reference semantics every catalog must match (used by the memory catalog
+    /// and by tests).
+    pub fn matches(&self, record: &SessionRecord) -> bool {
+        let header = &record.header;
+        let scope = &header.scope;
+        self.tenant.as_ref().is_none_or(|t| *t == scope.tenant)
+            && self.user.as_ref().is_none_or(|u| *u == scope.user)
+            && self.project.as_ref().is_none_or(|p| scope.project.as_ref() == Some(p))
+            && (self.statuses.is_empty() || self.statuses.contains(&record.status))
+            && self.label.as_ref().is_none_or(|l| record.labels.contains(l))
+            && self.parent.as_ref().is_none_or(|p| header.parent.as_ref().map(|r| &r.session) == Some(p))
+            && self.active_since.is_none_or(|t| record.last_activity >= t)
+            && self.active_before.is_none_or(|t| record.last_activity < t)
+            && self.lease_before.is_none_or(|t| record.lease_until < t)
+            && self.created_before.is_none_or(|t| header.created_at < t)
+            && self.status_changed_before.is_none_or(|t| record.status_changed_at < t)
+            && (self.include_blank || !record.blank)
+            && self.cursor.as_ref().is_none_or(|c| {
+                (record.last_activity, &header.id) < (c.last_activity, &c.id)
+            })
+    }
+}
+
+/// Per-tenant retention (R-S11). `None` fields do not apply.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetentionPolicy {
+    /// Expire live sessions with no activity for this long.
+    pub idle_ttl_ms: Option<u64>,
+    /// Expire live sessions older than this, whatever their activity.
+    pub max_age_ms: Option<u64>,
+    /// Delete closed and expired sessions this long after they became terminal.
+    pub delete_terminal_after_ms: Option<u64>,
+}
