@@ -5,6 +5,7 @@
 //! - `fault_fs`: a fault-injecting implementation of the JSONL backend's `Fs` trait.
 //! - `clock`: a `FakeClock` that tests move by hand.
 
+pub mod catalog_conformance;
 pub mod clock;
 pub mod conformance;
 pub mod fault_fs;

@@ -1,0 +1,1 @@
+//! Generic Catalog conformance bodies (memory, SQLite, later PostgreSQL).
