@@ -87,6 +87,14 @@ pub trait LogBackend: Send + Sync + 'static {
     /// Physically creates a session with its header and first batch (possibly empty)
     /// atomically, and returns a writer holding the lease. `AlreadyExists` if it exists.
     async fn materialize(&self, header: &SessionHeader, first_batch: &[Event]) -> Result<Box<dyn LogWriter>>;
+
+    /// Physically erases a session's log (the service's `delete`). `Ok(false)` if it did
+    /// not exist; `AlreadyOwned` if a writer holds its lease. Never touches another
+    /// session's data.
+    async fn erase(&self, key: &SessionKey) -> Result<bool> {
+        let _ = key;
+        Err(berth_core::Error::Unavailable { reason: format!("backend {} cannot erase sessions", self.name()) })
+    }
 }
 
 #[async_trait]

@@ -128,6 +128,15 @@ impl LogBackend for MemoryBackend {
         }))
     }
 
+    async fn erase(&self, key: &SessionKey) -> Result<bool> {
+        let mut sessions = self.storage.sessions();
+        match sessions.get(key) {
+            None => Ok(false),
+            Some(session) if session.writer_held => Err(Error::AlreadyOwned { id: key.id.to_string() }),
+            Some(_) => Ok(sessions.remove(key).is_some()),
+        }
+    }
+
     async fn materialize(&self, header: &SessionHeader, first_batch: &[Event]) -> Result<Box<dyn LogWriter>> {
         let key = header.key();
         let mut sessions = self.storage.sessions();

@@ -212,6 +212,17 @@ impl LogStore {
         Ok(ListPage { items, next_cursor })
     }
 
+    /// Erases a session's log physically. Refuses (`AlreadyOwned`) while a write handle
+    /// of this instance (or, through the backend's lease, of another process) is open.
+    pub async fn erase(&self, key: &SessionKey) -> Result<bool> {
+        if let Some(Slot::Owned(weak)) = self.inner.registry().get(key) {
+            if weak.strong_count() > 0 {
+                return Err(already_owned(key));
+            }
+        }
+        self.inner.backend.erase(key).await
+    }
+
     /// Backend-wide durability barrier: drains and flushes every active write handle,
     /// and reports every failure together without abandoning the sweep. A handle closed
     /// concurrently counts as flushed.
