@@ -174,3 +174,86 @@ pub fn transition(state: Lifecycle, event: LifecycleEvent, now: Timestamp) -> Re
         _ => Err(invalid()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TTL: u64 = 1_000;
+    const NOW: Timestamp = Timestamp(10_000);
+
+    fn state(status: Status, runs_attached: u32) -> Lifecycle {
+        Lifecycle { status, lease_until: Timestamp(20_000), runs_attached }
+    }
+
+    /// The expected outcome of every (state, event) pair, written out as a table:
+    /// `Ok((status, runs))`, or the error code.
+    fn expected(status: Status, runs: u32, event: LifecycleEvent) -> Result<(Status, u32), &'static str> {
+        use LifecycleEvent as E;
+        use Status as S;
+        match (status, event) {
+            (S::Closed | S::Expired, E::Reopen { .. }) => Ok((S::Idle, 0)),
+            (S::Closed | S::Expired, _) => Err("terminal"),
+            (S::Creating, E::Created { .. }) => Ok((S::Active, 0)),
+            (S::Creating, _) => Err("invalid_transition"),
+            (S::Active | S::Idle, E::Created { .. } | E::Reopen { .. }) => Err("invalid_transition"),
+            (S::Active | S::Idle, E::Attached { .. }) => Ok((S::Active, runs + 1)),
+            (S::Active, E::Heartbeat { .. }) if runs > 0 => Ok((S::Active, runs)),
+            (S::Active | S::Idle, E::Heartbeat { .. }) => Err("invalid_transition"),
+            (S::Active | S::Idle, E::Appended { .. }) => Ok((status, runs)),
+            (S::Active, E::Detached) if runs == 1 => Ok((S::Idle, 0)),
+            (S::Active, E::Detached) if runs > 1 => Ok((S::Active, runs - 1)),
+            (S::Active | S::Idle, E::Detached) => Err("invalid_transition"),
+            (S::Active | S::Idle, E::Expire) => Ok((S::Expired, 0)),
+            (S::Active | S::Idle, E::Close) if runs == 0 => Ok((S::Closed, 0)),
+            (S::Active | S::Idle, E::Close) => Err("invalid_transition"),
+        }
+    }
+
+    #[test]
+    fn every_state_event_pair_matches_the_table() {
+        let mut checked = 0;
+        for status in Status::ALL {
+            for runs in [0, 1, 2] {
+                if runs > 0 && status != Status::Active {
+                    continue; // only active sessions have runs attached
+                }
+                for event in LifecycleEvent::samples(TTL) {
+                    let actual = transition(state(status, runs), event, NOW);
+                    let actual = actual.map(|next| (next.status, next.runs_attached)).map_err(|error| error.code());
+                    assert_eq!(actual, expected(status, runs, event), "{status} with {runs} runs, {event:?}");
+                    checked += 1;
+                }
+            }
+        }
+        assert_eq!(checked, 7 * 8);
+    }
+
+    #[test]
+    fn leases_only_grow_and_reopen_restarts_them() {
+        let live = state(Status::Active, 1);
+        let extended = transition(live, LifecycleEvent::Heartbeat { ttl_ms: 50_000 }, NOW).unwrap();
+        assert_eq!(extended.lease_until, Timestamp(60_000));
+        let shorter = transition(live, LifecycleEvent::Appended { ttl_ms: 1 }, NOW).unwrap();
+        assert_eq!(shorter.lease_until, live.lease_until, "a short ttl never shortens the lease");
+        let closed = Lifecycle { status: Status::Closed, ..live };
+        let reopened = transition(closed, LifecycleEvent::Reopen { ttl_ms: TTL }, NOW).unwrap();
+        assert_eq!(reopened.lease_until, Timestamp(11_000));
+    }
+
+    #[test]
+    fn a_lapsed_lease_is_never_acted_on() {
+        let lapsed = Lifecycle { status: Status::Idle, lease_until: Timestamp(5), runs_attached: 0 };
+        for event in LifecycleEvent::samples(TTL) {
+            let outcome = transition(lapsed, event, NOW);
+            match event {
+                LifecycleEvent::Expire => assert_eq!(outcome.unwrap().status, Status::Expired),
+                _ => assert_eq!(outcome.unwrap_err().code(), "terminal", "{event:?}"),
+            }
+        }
+        assert_eq!(observe(lapsed, NOW).status, Status::Expired);
+        assert_eq!(observe(lapsed, Timestamp(5)).status, Status::Idle, "now == lease_until is still live");
+        let closed = Lifecycle { status: Status::Closed, ..lapsed };
+        assert_eq!(observe(closed, NOW), closed, "terminal states stay as they are");
+    }
+}

@@ -163,3 +163,145 @@ fn apply(state: &mut RunTurnState, event: &Event) {
         _ => {}
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::Timestamp;
+
+    struct Log(Vec<Event>);
+
+    impl Log {
+        fn new() -> Log {
+            Log(Vec::new())
+        }
+        fn push(&mut self, run: Option<&str>, event_type: &str, data: Value) -> &mut Log {
+            let seq = self.0.len() as u64;
+            let mut event = Event::new(seq, event_type, Timestamp(100 + seq), data).unwrap();
+            event.run = run.map(|r| RunId::parse(r).unwrap());
+            self.0.push(event);
+            self
+        }
+        fn closers(&self) -> Vec<(String, Option<String>, Value)> {
+            interrupted_turn_closers(&self.0)
+                .unwrap()
+                .into_iter()
+                .enumerate()
+                .map(|(index, event)| {
+                    assert_eq!(event.seq.get(), self.0.len() as u64 + index as u64, "seqs continue the log");
+                    assert_eq!(event.time, self.0.last().unwrap().time, "time is the last real event's");
+                    (event.event_type.to_string(), event.run.map(|r| r.to_string()), event.data.to_value())
+                })
+                .collect()
+        }
+    }
+
+    fn codes(closers: &[(String, Option<String>, Value)]) -> Vec<String> {
+        closers
+            .iter()
+            .map(|(t, _, data)| match t.as_str() {
+                "tool/result" => format!("result:{}:{}", data["call_id"].as_str().unwrap(), data["error"]["code"].as_str().unwrap()),
+                "step/end" => format!("step/end:{}", data["step"]),
+                _ => format!("{t}:{}", data["reason"].as_str().unwrap_or("")),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn empty_and_balanced_logs_need_nothing() {
+        assert!(Log::new().closers().is_empty());
+        let mut log = Log::new();
+        log.push(None, "turn/start", json!({"turn": 0}))
+            .push(None, "user/message", json!({"content": "hi"}))
+            .push(None, "step/start", json!({"turn": 0, "step": 0}))
+            .push(None, "assistant/message", json!({"content": "hello"}))
+            .push(None, "step/end", json!({"turn": 0, "step": 0}))
+            .push(None, "turn/end", json!({"turn": 0, "reason": "completed"}));
+        assert!(log.closers().is_empty());
+    }
+
+    #[test]
+    fn open_turn_with_pending_calls_gets_exact_closers() {
+        let mut log = Log::new();
+        log.push(None, "turn/start", json!({"turn": 3}))
+            .push(None, "step/start", json!({"turn": 3, "step": 1}))
+            .push(
+                None,
+                "assistant/message",
+                json!({"content": "", "tool_calls": [
+                    {"call_id": "a", "name": "read", "arguments": {}},
+                    {"call_id": "b", "name": "write", "arguments": {}},
+                    {"call_id": "c", "name": "ls", "arguments": {}}
+                ]}),
+            )
+            .push(None, "tool/call", json!({"call_id": "b", "name": "write", "arguments": {}}))
+            .push(None, "tool/result", json!({"call_id": "c", "content": "ok"}));
+        let closers = log.closers();
+        assert_eq!(
+            codes(&closers),
+            ["result:a:TOOL_NOT_STARTED", "result:b:TOOL_OUTCOME_UNKNOWN", "step/end:1", "turn/end:interrupted"]
+        );
+        assert_eq!(closers[1].2["call_seq"], 3);
+        assert_eq!(closers[0].2["is_error"], true);
+        assert_eq!(closers[3].2["turn"], 3);
+    }
+
+    #[test]
+    fn tool_call_without_request_and_no_open_step() {
+        let mut log = Log::new();
+        log.push(None, "turn/start", json!({"turn": 0}))
+            .push(None, "tool/call", json!({"call_id": "x", "name": "n", "arguments": 1}));
+        assert_eq!(codes(&log.closers()), ["result:x:TOOL_OUTCOME_UNKNOWN", "turn/end:interrupted"]);
+    }
+
+    #[test]
+    fn a_step_end_settles_its_calls() {
+        let mut log = Log::new();
+        log.push(None, "turn/start", json!({"turn": 0}))
+            .push(None, "step/start", json!({"turn": 0, "step": 0}))
+            .push(None, "assistant/message", json!({"content": "", "tool_calls": [{"call_id": "a", "name": "n", "arguments": {}}]}))
+            .push(None, "step/end", json!({"turn": 0, "step": 0}));
+        assert_eq!(codes(&log.closers()), ["turn/end:interrupted"]);
+    }
+
+    #[test]
+    fn interleaved_runs_are_repaired_separately_in_turn_order() {
+        let mut log = Log::new();
+        log.push(Some("r2"), "turn/start", json!({"turn": 0}))
+            .push(Some("r1"), "turn/start", json!({"turn": 0}))
+            .push(Some("r1"), "step/start", json!({"turn": 0, "step": 0}))
+            .push(Some("r2"), "turn/end", json!({"turn": 0, "reason": "completed"}))
+            .push(Some("r2"), "turn/start", json!({"turn": 1}))
+            .push(Some("r1"), "tool/call", json!({"call_id": "k", "name": "n", "arguments": {}}))
+            .push(Some("r3"), "turn/start", json!({"turn": 0}))
+            .push(Some("r3"), "turn/end", json!({"turn": 0, "reason": "error"}));
+        let closers = log.closers();
+        let runs: Vec<Option<String>> = closers.iter().map(|(_, run, _)| run.clone()).collect();
+        assert_eq!(
+            codes(&closers),
+            ["result:k:TOOL_OUTCOME_UNKNOWN", "step/end:0", "turn/end:interrupted", "turn/end:interrupted"]
+        );
+        assert_eq!(runs, [Some("r1".into()), Some("r1".into()), Some("r1".into()), Some("r2".into())]);
+        assert_eq!(closers[3].2["turn"], 1);
+    }
+
+    #[test]
+    fn repairing_twice_appends_nothing_the_second_time() {
+        let mut log = Log::new();
+        log.push(None, "turn/start", json!({"turn": 0}))
+            .push(None, "step/start", json!({"turn": 0, "step": 0}));
+        let closers = interrupted_turn_closers(&log.0).unwrap();
+        log.0.extend(closers);
+        assert!(log.closers().is_empty());
+    }
+
+    #[test]
+    fn unknown_types_fail_closed_unless_ignorable() {
+        let mut log = Log::new();
+        log.push(None, "turn/start", json!({"turn": 0}));
+        log.0.push(Event::new(1, "myapp/note", Timestamp(1), json!({})).unwrap().with_ignorable(true));
+        assert_eq!(log.closers().len(), 1);
+        log.0.push(Event::new(2, "myapp/state", Timestamp(1), json!({})).unwrap());
+        assert_eq!(interrupted_turn_closers(&log.0).unwrap_err().code(), "format_unsupported");
+    }
+}

@@ -1,1 +1,0 @@
-//! Generic conformance bodies (filled in by the conformance work).
