@@ -5,7 +5,9 @@ use std::fmt;
 
 /// Milliseconds since the Unix epoch. Wall-clock time, used for records and leases that
 /// are compared with other wall-clock times; never for measuring local intervals.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 #[serde(transparent)]
 pub struct Timestamp(pub u64);
 

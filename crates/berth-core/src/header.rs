@@ -115,8 +115,14 @@ impl SessionHeader {
             });
         }
         if let Some(origin) = &self.origin {
-            if origin.is_empty() || origin.len() > LABEL_BYTES_MAX || origin.chars().any(char::is_control) {
-                return Err(Error::invalid("origin", "1-128 bytes without control characters"));
+            if origin.is_empty()
+                || origin.len() > LABEL_BYTES_MAX
+                || origin.chars().any(char::is_control)
+            {
+                return Err(Error::invalid(
+                    "origin",
+                    "1-128 bytes without control characters",
+                ));
             }
         }
         if let Concurrency::Parallel { runs_max } = self.policy.concurrency {

@@ -14,7 +14,10 @@ pub fn check_id(what: &'static str, text: &str) -> Result<()> {
         return Err(Error::invalid(what, "empty"));
     }
     if text.len() > ID_BYTES_MAX {
-        return Err(Error::invalid(what, format!("{} bytes, at most {ID_BYTES_MAX}", text.len())));
+        return Err(Error::invalid(
+            what,
+            format!("{} bytes, at most {ID_BYTES_MAX}", text.len()),
+        ));
     }
     if text == "." || text == ".." {
         return Err(Error::invalid(what, "\".\" and \"..\" are not ids"));
@@ -159,7 +162,18 @@ mod tests {
     fn rejects_odd_ids_before_storage() {
         let long = "a".repeat(ID_BYTES_MAX + 1);
         for bad in [
-            "", ".", "..", "../x", "a/b", "a\\b", "a\0b", "%2e%2e", "a b", "é", "ａ", "a\n",
+            "",
+            ".",
+            "..",
+            "../x",
+            "a/b",
+            "a\\b",
+            "a\0b",
+            "%2e%2e",
+            "a b",
+            "é",
+            "ａ",
+            "a\n",
             long.as_str(),
         ] {
             let error = SessionId::parse(bad).unwrap_err();

@@ -203,9 +203,13 @@ impl StrictValue {
 
     fn nested<E: serde::de::Error>(self) -> Result<StrictValue, E> {
         if self.depth + 1 > JSON_DEPTH_MAX {
-            return Err(E::custom(format!("json nested deeper than {JSON_DEPTH_MAX}")));
+            return Err(E::custom(format!(
+                "json nested deeper than {JSON_DEPTH_MAX}"
+            )));
         }
-        Ok(StrictValue { depth: self.depth + 1 })
+        Ok(StrictValue {
+            depth: self.depth + 1,
+        })
     }
 }
 
@@ -282,9 +286,13 @@ mod tests {
 
     #[test]
     fn canonical_form_sorts_keys_and_is_compact() {
-        let text = JsonText::parse(r#"{ "b": 1, "a": [true, null, "x\u0041"], "c": {"z":1,"y":2} }"#)
-            .unwrap();
-        assert_eq!(text.as_str(), r#"{"a":[true,null,"xA"],"b":1,"c":{"y":2,"z":1}}"#);
+        let text =
+            JsonText::parse(r#"{ "b": 1, "a": [true, null, "x\u0041"], "c": {"z":1,"y":2} }"#)
+                .unwrap();
+        assert_eq!(
+            text.as_str(),
+            r#"{"a":[true,null,"xA"],"b":1,"c":{"y":2,"z":1}}"#
+        );
     }
 
     #[test]

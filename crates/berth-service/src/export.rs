@@ -1,0 +1,200 @@
+//! Export and import (R-S13): the logical log as canonical JSONL — one header line
+//! (`{"berth":"session-export","version":0,"header":…,"metadata":…}`) then one line per
+//! event — byte-identical whichever backend stored it; a ZIP of a session and its forks.
+//! Import into any backend; export → import → export is byte-identical.
+
+use crate::{Principal, SessionService};
+use berth_catalog::{SessionQuery, SessionRecord};
+use berth_core::json::{canonical_string, parse_strict};
+use berth_core::{Error, Event, Result, SessionHeader, SessionId};
+use berth_store::Access;
+use std::io::{Read, Write};
+
+pub const EXPORT_MAGIC: &str = "session-export";
+pub const EXPORT_VERSION: u64 = 0;
+
+impl SessionService {
+    /// The session's logical log as canonical JSONL.
+    pub async fn export(&self, principal: &Principal, id: &SessionId) -> Result<Vec<u8>> {
+        let record = self.load(principal, id, "export").await?;
+        let bytes = self.export_record(&record).await?;
+        self.audit_ok(
+            principal,
+            "export",
+            &record,
+            serde_json::json!({"bytes": bytes.len()}),
+        )
+        .await;
+        Ok(bytes)
+    }
+
+    async fn export_record(&self, record: &SessionRecord) -> Result<Vec<u8>> {
+        let handle = self.store.open(&record.key(), Access::Read).await?;
+        let events = handle.read(0, None).await;
+        let _ = handle.close().await;
+        let events = events?;
+        let mut metadata =
+            serde_json::to_value(record).map_err(|e| Error::invalid("metadata", e.to_string()))?;
+        let header = metadata
+            .as_object_mut()
+            .and_then(|object| object.remove("header"))
+            .unwrap_or_default();
+        let first = serde_json::json!({"berth": EXPORT_MAGIC, "version": EXPORT_VERSION, "header": header, "metadata": metadata});
+        let mut out = canonical_string(&first).into_bytes();
+        out.push(b'\n');
+        for event in &events {
+            out.extend_from_slice(event.to_canonical_json().as_bytes());
+            out.push(b'\n');
+        }
+        Ok(out)
+    }
+
+    /// A ZIP holding the session and, recursively, its forks (parents first).
+    pub async fn export_zip(&self, principal: &Principal, id: &SessionId) -> Result<Vec<u8>> {
+        let root = self.load(principal, id, "export").await?;
+        let mut order = vec![root];
+        let mut index = 0;
+        while index < order.len() {
+            let mut forks = self.forks_of(principal, &order[index]).await?;
+            forks.sort_by(|a, b| a.header.id.cmp(&b.header.id));
+            order.extend(forks);
+            index += 1;
+        }
+        let mut writer = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+        let options = zip::write::SimpleFileOptions::default()
+            .compression_method(zip::CompressionMethod::Deflated)
+            .last_modified_time(zip::DateTime::default());
+        for (position, record) in order.iter().enumerate() {
+            let bytes = self.export_record(record).await?;
+            let name = format!("{position:04}-{}.jsonl", record.header.id);
+            writer.start_file(name, options).map_err(zip_error)?;
+            writer
+                .write_all(&bytes)
+                .map_err(|e| Error::io("zip write", &e))?;
+        }
+        let bytes = writer.finish().map_err(zip_error)?.into_inner();
+        let details = serde_json::json!({"sessions": order.len(), "bytes": bytes.len()});
+        self.audit_ok(principal, "export", &order[0], details).await;
+        Ok(bytes)
+    }
+
+    async fn forks_of(
+        &self,
+        principal: &Principal,
+        record: &SessionRecord,
+    ) -> Result<Vec<SessionRecord>> {
+        let mut query = SessionQuery::tenant(principal.tenant.clone());
+        query.parent = Some(record.header.id.clone());
+        query.include_blank = true;
+        query.limit = berth_core::limits::PAGE_SIZE_MAX;
+        let forks = self.catalog.list(&query).await?;
+        Ok(forks
+            .into_iter()
+            .filter(|fork| fork.status != berth_core::lifecycle::Status::Creating)
+            .filter(|fork| principal.can_access(&fork.header.scope))
+            .collect())
+    }
+
+    /// Imports one exported session into this service's backends, keeping its header,
+    /// metadata and events exactly. The export must belong to the caller's tenant.
+    pub async fn import(&self, principal: &Principal, bytes: &[u8]) -> Result<SessionRecord> {
+        let (record, events) = parse_export(bytes)?;
+        if record.header.scope.tenant != principal.tenant {
+            return Err(Error::Forbidden {
+                reason: "the export belongs to another tenant".into(),
+            });
+        }
+        if !principal.can_access(&record.header.scope) {
+            return Err(Error::Forbidden {
+                reason: "the export belongs to another user or project".into(),
+            });
+        }
+        self.create_from_record(principal, record, &events, "import")
+            .await
+    }
+
+    /// Imports every session of a ZIP made by `export_zip`, in order.
+    pub async fn import_zip(
+        &self,
+        principal: &Principal,
+        bytes: &[u8],
+    ) -> Result<Vec<SessionRecord>> {
+        let mut archive = zip::ZipArchive::new(std::io::Cursor::new(bytes)).map_err(zip_error)?;
+        let mut names: Vec<String> = archive.file_names().map(str::to_owned).collect();
+        names.sort();
+        let mut imported = Vec::new();
+        for name in names {
+            let mut file = archive.by_name(&name).map_err(zip_error)?;
+            if file.size() > 1 << 34 {
+                return Err(Error::LimitExceeded {
+                    what: "zip entry bytes",
+                    limit: 1 << 34,
+                    actual: file.size(),
+                });
+            }
+            let mut content = Vec::new();
+            file.read_to_end(&mut content)
+                .map_err(|e| Error::io("zip read", &e))?;
+            drop(file);
+            imported.push(self.import(principal, &content).await?);
+        }
+        Ok(imported)
+    }
+}
+
+/// Parses an export into its record and events (validated; seqs contiguous from 0).
+pub fn parse_export(bytes: &[u8]) -> Result<(SessionRecord, Vec<Event>)> {
+    let mut lines = bytes.split(|byte| *byte == b'\n');
+    let first = lines
+        .next()
+        .filter(|line| !line.is_empty())
+        .ok_or_else(|| Error::invalid("export", "empty"))?;
+    let mut first = parse_strict(first)?;
+    let object = first
+        .as_object_mut()
+        .ok_or_else(|| Error::invalid("export", "first line is not an object"))?;
+    if object.get("berth").and_then(|v| v.as_str()) != Some(EXPORT_MAGIC) {
+        return Err(Error::invalid("export", "not a berth session export"));
+    }
+    let version = object
+        .get("version")
+        .and_then(|v| v.as_u64())
+        .unwrap_or(u64::MAX);
+    if version != EXPORT_VERSION {
+        return Err(Error::FormatUnsupported {
+            reason: format!("export version {version} (this build reads {EXPORT_VERSION})"),
+            location: None,
+        });
+    }
+    let header: SessionHeader = serde_json::from_value(object.remove("header").unwrap_or_default())
+        .map_err(|e| Error::invalid("export header", e.to_string()))?;
+    header.validate()?;
+    let mut metadata = object.remove("metadata").unwrap_or_default();
+    if let Some(map) = metadata.as_object_mut() {
+        map.insert(
+            "header".into(),
+            serde_json::to_value(&header).unwrap_or_default(),
+        );
+    }
+    let record: SessionRecord = serde_json::from_value(metadata)
+        .map_err(|e| Error::invalid("export metadata", e.to_string()))?;
+    let mut events = Vec::new();
+    for line in lines.filter(|line| !line.is_empty()) {
+        let text = std::str::from_utf8(line)
+            .map_err(|_| Error::invalid("export", "event line is not UTF-8"))?;
+        let event: Event = serde_json::from_str(text)
+            .map_err(|e| Error::invalid("export event", e.to_string()))?;
+        if event.seq.get() != events.len() as u64 {
+            return Err(Error::invalid(
+                "export",
+                format!("event seq {} out of order", event.seq),
+            ));
+        }
+        events.push(event);
+    }
+    Ok((record, events))
+}
+
+fn zip_error(error: zip::result::ZipError) -> Error {
+    Error::invalid("zip", error.to_string())
+}

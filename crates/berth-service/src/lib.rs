@@ -1,0 +1,995 @@
+//! `SessionService`: the public Rust API the server and CLI use (SPEC §7).
+//!
+//! Every operation takes a `Principal` and authorizes it against the session's scope
+//! *before* looking at status (R-S1). Sessions are looked up by (caller's tenant, id),
+//! so another tenant's session and a missing one take the same path and give the same
+//! `NotFound`. Every denial is audited. Metadata changes are compare-and-set on
+//! `revision` in the `Catalog`; events go through the `LogStore`'s write handle, which
+//! this service caches per session while it is in use.
+
+mod export;
+mod principal;
+mod runs;
+mod sweep;
+mod types;
+
+pub use principal::{Principal, Role};
+pub use types::*;
+
+use berth_catalog::{
+    AuditDraft, AuditEntry, AuditVerification, Catalog, ListCursor, RetentionPolicy, RunStatus,
+};
+use berth_catalog::{SessionQuery, SessionRecord};
+use berth_core::lifecycle::{self, LifecycleEvent, Status};
+use berth_core::limits::{
+    BATCH_BYTES_MAX, BATCH_EVENTS_MAX, LABELS_MAX, LABEL_BYTES_MAX, PAGE_SIZE_DEFAULT,
+    PAGE_SIZE_MAX, TITLE_BYTES_MAX,
+};
+use berth_core::{
+    Clock, Error, Event, EventType, ParentRef, Result, Revision, Scope, Seq, SessionHeader,
+    SessionId,
+};
+use berth_core::{SessionKey, Timestamp};
+use berth_store::{Access, LogStore, SessionHandle};
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+/// Internal compare-and-set retries before giving up with the conflict.
+const CAS_RETRIES_MAX: usize = 16;
+
+/// A `creating` record older than this is an abandoned create (crash mid-create).
+pub const ABANDONED_CREATE_MS: u64 = 60 * 60 * 1000;
+
+pub struct SessionService {
+    store: LogStore,
+    catalog: Arc<dyn Catalog>,
+    clock: Arc<dyn Clock>,
+    writers: tokio::sync::Mutex<HashMap<SessionKey, SessionHandle>>,
+}
+
+impl std::fmt::Debug for SessionService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "SessionService({}, {})",
+            self.store.backend_name(),
+            self.catalog.name()
+        )
+    }
+}
+
+impl SessionService {
+    pub fn new(
+        store: LogStore,
+        catalog: Arc<dyn Catalog>,
+        clock: Arc<dyn Clock>,
+    ) -> SessionService {
+        SessionService {
+            store,
+            catalog,
+            clock,
+            writers: tokio::sync::Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn store(&self) -> &LogStore {
+        &self.store
+    }
+
+    pub fn catalog(&self) -> &Arc<dyn Catalog> {
+        &self.catalog
+    }
+
+    pub fn now(&self) -> Timestamp {
+        self.clock.now()
+    }
+
+    // ----- audit -------------------------------------------------------------------
+
+    /// A draft audit record for `action` by `actor`, stamped now; callers fill the rest.
+    fn audit_draft(
+        &self,
+        tenant: &berth_core::TenantId,
+        actor: String,
+        action: &str,
+    ) -> AuditDraft {
+        AuditDraft {
+            tenant: tenant.clone(),
+            time: self.now(),
+            actor,
+            action: action.to_owned(),
+            session: None,
+            revision: None,
+            outcome: "ok".to_owned(),
+            details: serde_json::Value::Null,
+        }
+    }
+
+    /// Appends to the audit log. The operation it records already happened, so a
+    /// failure here is logged loudly rather than turned into the operation's error.
+    async fn audit(&self, draft: AuditDraft) {
+        let (tenant, action) = (draft.tenant.clone(), draft.action.clone());
+        if let Err(error) = self.catalog.append_audit(draft).await {
+            tracing::error!(%tenant, action, %error, "audit append failed");
+        }
+    }
+
+    async fn audit_ok(
+        &self,
+        principal: &Principal,
+        action: &str,
+        record: &SessionRecord,
+        details: serde_json::Value,
+    ) {
+        let mut draft = self.audit_draft(&principal.tenant, principal.actor(), action);
+        draft.session = Some(record.header.id.clone());
+        draft.revision = Some(record.revision);
+        draft.details = details;
+        self.audit(draft).await;
+    }
+
+    async fn denied(
+        &self,
+        principal: &Principal,
+        action: &str,
+        id: &SessionId,
+        error: Error,
+    ) -> Error {
+        let mut draft = self.audit_draft(&principal.tenant, principal.actor(), action);
+        draft.session = Some(id.clone());
+        draft.outcome = "denied".to_owned();
+        draft.details = serde_json::json!({"code": error.code()});
+        self.audit(draft).await;
+        error
+    }
+
+    // ----- lookup, authorization, expiry -------------------------------------------
+
+    /// Loads a session the principal may access, marking a lapsed one expired first
+    /// (R-S3, audited). Missing, other tenant's, and out-of-scope sessions are all
+    /// `NotFound` (audited as denials).
+    async fn load(
+        &self,
+        principal: &Principal,
+        id: &SessionId,
+        action: &str,
+    ) -> Result<SessionRecord> {
+        let key = SessionKey::new(principal.tenant.clone(), id.clone());
+        let record = match self.catalog.get(&key).await? {
+            Some(record)
+                if record.status != Status::Creating
+                    && principal.can_access(&record.header.scope) =>
+            {
+                record
+            }
+            _ => {
+                return Err(self
+                    .denied(principal, action, id, Error::session_not_found(id))
+                    .await)
+            }
+        };
+        self.observe_expiry(record).await
+    }
+
+    async fn observe_expiry(&self, mut record: SessionRecord) -> Result<SessionRecord> {
+        for _ in 0..CAS_RETRIES_MAX {
+            let now = self.now();
+            if !record.lifecycle().is_lapsed(now) {
+                return Ok(record);
+            }
+            let expected = record.revision;
+            let mut next = record.clone();
+            apply_expire(&mut next, now);
+            match self.save(&mut next, expected).await {
+                Ok(()) => {
+                    self.close_writer(&next.key()).await;
+                    self.audit_system(
+                        &next,
+                        "expire",
+                        serde_json::json!({"reason": "activity lease lapsed"}),
+                    )
+                    .await;
+                    return Ok(next);
+                }
+                Err(Error::RevisionConflict { .. }) => {
+                    record = self.reload(&record.key()).await?;
+                }
+                Err(error) => return Err(error),
+            }
+        }
+        Err(Error::Unavailable {
+            reason: "metadata kept changing; retry".into(),
+        })
+    }
+
+    async fn audit_system(&self, record: &SessionRecord, action: &str, details: serde_json::Value) {
+        let key = record.key();
+        let mut draft = self.audit_draft(&key.tenant, "system:lifecycle".into(), action);
+        draft.session = Some(key.id);
+        draft.revision = Some(record.revision);
+        draft.details = details;
+        self.audit(draft).await;
+    }
+
+    async fn reload(&self, key: &SessionKey) -> Result<SessionRecord> {
+        self.catalog
+            .get(key)
+            .await?
+            .ok_or_else(|| Error::session_not_found(&key.id))
+    }
+
+    /// Bumps the revision and stores `record` iff the stored revision is `expected`.
+    async fn save(&self, record: &mut SessionRecord, expected: Revision) -> Result<()> {
+        record.revision = Revision(expected.0 + 1);
+        self.catalog.update(record, expected).await
+    }
+
+    /// Load → check `expected_revision` → apply `change` → compare-and-set, retrying
+    /// internal conflicts when the caller did not pin a revision.
+    async fn mutate<T>(
+        &self,
+        principal: &Principal,
+        id: &SessionId,
+        action: &str,
+        expected_revision: Option<Revision>,
+        mut change: impl FnMut(&mut SessionRecord, Timestamp) -> Result<T>,
+    ) -> Result<(SessionRecord, T)> {
+        for _ in 0..CAS_RETRIES_MAX {
+            let record = self.load(principal, id, action).await?;
+            if let Some(expected) = expected_revision {
+                if expected != record.revision {
+                    return Err(Error::RevisionConflict {
+                        expected: expected.0,
+                        actual: record.revision.0,
+                    });
+                }
+            }
+            let mut next = record.clone();
+            let value = change(&mut next, self.now())?;
+            match self.save(&mut next, record.revision).await {
+                Ok(()) => return Ok((next, value)),
+                Err(Error::RevisionConflict { .. }) if expected_revision.is_none() => continue,
+                Err(error) => return Err(error),
+            }
+        }
+        Err(Error::Unavailable {
+            reason: "metadata kept changing; retry".into(),
+        })
+    }
+
+    // ----- write handles -------------------------------------------------------------
+
+    async fn writer(&self, key: &SessionKey) -> Result<SessionHandle> {
+        let mut writers = self.writers.lock().await;
+        if let Some(handle) = writers.get(key) {
+            return Ok(handle.clone());
+        }
+        let handle = self
+            .store
+            .open(key, Access::Write)
+            .await
+            .map_err(|error| match error {
+                Error::AlreadyOwned { id } => Error::Busy {
+                    id,
+                    reason: "its log is open for writing by another process".into(),
+                },
+                other => other,
+            })?;
+        writers.insert(key.clone(), handle.clone());
+        Ok(handle)
+    }
+
+    async fn close_writer(&self, key: &SessionKey) {
+        let handle = self.writers.lock().await.remove(key);
+        if let Some(handle) = handle {
+            if let Err(error) = handle.close().await {
+                tracing::warn!(session = %key, %error, "closing write handle failed");
+            }
+        }
+    }
+
+    /// Closes every cached write handle (draining them), e.g. at shutdown.
+    pub async fn shutdown(&self) -> Result<()> {
+        let handles: Vec<SessionHandle> = self
+            .writers
+            .lock()
+            .await
+            .drain()
+            .map(|(_, handle)| handle)
+            .collect();
+        let mut failures = Vec::new();
+        for handle in handles {
+            if let Err(error) = handle.close().await {
+                failures.push((handle.key().to_string(), error));
+            }
+        }
+        if failures.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::Many(failures))
+        }
+    }
+
+    // ----- create, get, list, metadata ---------------------------------------------------
+
+    pub async fn create(
+        &self,
+        principal: &Principal,
+        request: CreateSession,
+    ) -> Result<SessionRecord> {
+        let now = self.now();
+        let user = request
+            .user
+            .clone()
+            .unwrap_or_else(|| principal.user.clone());
+        if user != principal.user && !principal.is_privileged() {
+            return Err(Error::Forbidden {
+                reason: "only service and admin principals create sessions for other users".into(),
+            });
+        }
+        let project = request
+            .project
+            .clone()
+            .or_else(|| principal.project.clone());
+        if principal.role == principal::Role::User
+            && principal.project.is_some()
+            && project != principal.project
+        {
+            return Err(Error::Forbidden {
+                reason: "a project-scoped principal creates sessions in its own project".into(),
+            });
+        }
+        let id = request
+            .id
+            .clone()
+            .unwrap_or_else(|| SessionId::generate(now));
+        let scope = Scope {
+            tenant: principal.tenant.clone(),
+            user,
+            project,
+        };
+        let mut header = SessionHeader::new(id, scope, now);
+        header.origin = request.origin.clone();
+        header.delegation_depth = request.delegation_depth;
+        header.policy = request.policy.clone().unwrap_or_default();
+        header.validate()?;
+        validate_metadata(request.title.as_deref(), &request.labels)?;
+        let record = new_record(header, request.title, request.labels, now);
+        self.create_from_record(principal, record, &[], "create")
+            .await
+    }
+
+    /// Inserts `record` as `creating` (one revision below its final one), materializes
+    /// the log with `events`, then stores the final record by compare-and-set. A crash in
+    /// between leaves a `creating` record that the sweeper removes.
+    async fn create_from_record(
+        &self,
+        principal: &Principal,
+        record: SessionRecord,
+        events: &[Event],
+        action: &str,
+    ) -> Result<SessionRecord> {
+        let key = record.key();
+        let creating_revision = Revision(record.revision.0.saturating_sub(1));
+        let mut creating = record.clone();
+        creating.status = Status::Creating;
+        creating.revision = creating_revision;
+        self.catalog.insert(&creating).await?;
+        let materialized = async {
+            let handle = self.store.create(record.header.clone()).await?;
+            let outcome = async {
+                append_chunked(&handle, events).await?;
+                handle.flush().await
+            }
+            .await;
+            let closed = handle.close().await;
+            outcome.and(closed)
+        }
+        .await;
+        if let Err(error) = materialized {
+            let _ = self.catalog.remove(&key, creating_revision).await;
+            return Err(error);
+        }
+        self.catalog.update(&record, creating_revision).await?;
+        self.audit_ok(
+            principal,
+            action,
+            &record,
+            serde_json::json!({"events": events.len()}),
+        )
+        .await;
+        Ok(record)
+    }
+
+    pub async fn get(&self, principal: &Principal, id: &SessionId) -> Result<SessionRecord> {
+        self.load(principal, id, "get").await
+    }
+
+    pub async fn list(&self, principal: &Principal, request: &ListRequest) -> Result<SessionPage> {
+        let limit = request.limit.unwrap_or(PAGE_SIZE_DEFAULT);
+        if limit == 0 || limit > PAGE_SIZE_MAX {
+            return Err(Error::LimitExceeded {
+                what: "page size",
+                limit: PAGE_SIZE_MAX as u64,
+                actual: limit as u64,
+            });
+        }
+        let mut query = SessionQuery::tenant(principal.tenant.clone());
+        query.user = request.user.clone();
+        query.project = request.project.clone();
+        if principal.role == principal::Role::User {
+            query.user = Some(principal.user.clone());
+            if principal.project.is_some() {
+                query.project = principal.project.clone();
+            }
+        }
+        query.statuses = if request.statuses.is_empty() {
+            vec![
+                Status::Active,
+                Status::Idle,
+                Status::Closed,
+                Status::Expired,
+            ]
+        } else {
+            request
+                .statuses
+                .iter()
+                .copied()
+                .filter(|status| *status != Status::Creating)
+                .collect()
+        };
+        query.label = request.label.clone();
+        query.active_since = request.active_since;
+        query.active_before = request.active_before;
+        query.include_blank = request.include_blank;
+        query.cursor = request
+            .cursor
+            .as_deref()
+            .map(ListCursor::decode)
+            .transpose()?;
+        query.limit = limit + 1;
+        let mut items = self.catalog.list(&query).await?;
+        let next_cursor = if items.len() > limit {
+            items.truncate(limit);
+            items.last().map(|record| ListCursor::of(record).encode())
+        } else {
+            None
+        };
+        Ok(SessionPage { items, next_cursor })
+    }
+
+    pub async fn update_metadata(
+        &self,
+        principal: &Principal,
+        id: &SessionId,
+        update: MetadataUpdate,
+    ) -> Result<SessionRecord> {
+        if let Some(Some(title)) = &update.title {
+            validate_metadata(Some(title), &BTreeSet::new())?;
+        }
+        if let Some(labels) = &update.labels {
+            validate_metadata(None, labels)?;
+        }
+        let (record, ()) = self
+            .mutate(
+                principal,
+                id,
+                "update",
+                update.expected_revision,
+                |record, _now| {
+                    if let Some(title) = &update.title {
+                        record.title = title.clone();
+                    }
+                    if let Some(labels) = &update.labels {
+                        record.labels = labels.clone();
+                    }
+                    Ok(())
+                },
+            )
+            .await?;
+        Ok(record)
+    }
+
+    // ----- events --------------------------------------------------------------------
+
+    pub async fn read(
+        &self,
+        principal: &Principal,
+        id: &SessionId,
+        offset: u64,
+        length: Option<u64>,
+    ) -> Result<Vec<Event>> {
+        let record = self.load(principal, id, "read").await?;
+        let handle = self.store.open(&record.key(), Access::Read).await?;
+        let events = handle.read(offset, length).await;
+        let _ = handle.close().await;
+        events
+    }
+
+    pub async fn append(
+        &self,
+        principal: &Principal,
+        id: &SessionId,
+        request: AppendRequest,
+    ) -> Result<AppendOutcome> {
+        if request.events.len() > BATCH_EVENTS_MAX {
+            return Err(Error::LimitExceeded {
+                what: "batch events",
+                limit: BATCH_EVENTS_MAX as u64,
+                actual: request.events.len() as u64,
+            });
+        }
+        let record = self.load(principal, id, "append").await?;
+        self.check_append_allowed(principal, &record, request.run.as_ref())
+            .await?;
+        let key = record.key();
+        let now = self.now();
+        let writer = self.writer(&key).await?;
+        let next_seq = writer.next_seq();
+        let start = request.expected_seq.unwrap_or(next_seq);
+        let events = build_events(&request, start, now)?;
+        if start != next_seq {
+            return self
+                .check_retry(&writer, &request, start, next_seq, events)
+                .await;
+        }
+        if events.is_empty() {
+            return Ok(AppendOutcome {
+                first_seq: start,
+                next_seq,
+                duplicate: false,
+            });
+        }
+        writer.append(&events).await?;
+        let new_next = start + events.len() as u64;
+        let conversation = events
+            .iter()
+            .any(|event| berth_core::vocabulary::is_conversation_event(event.event_type.as_str()));
+        let ttl_ms = record.header.policy.activity_ttl_ms;
+        self.mutate(principal, id, "append", None, |record, now| {
+            record.event_count = record.event_count.max(new_next);
+            record.blank &= !conversation;
+            record.last_activity = now;
+            let next = lifecycle::transition(
+                record.lifecycle(),
+                LifecycleEvent::Appended { ttl_ms },
+                now,
+            )?;
+            record.lease_until = next.lease_until;
+            Ok(())
+        })
+        .await?;
+        Ok(AppendOutcome {
+            first_seq: start,
+            next_seq: new_next,
+            duplicate: false,
+        })
+    }
+
+    async fn check_append_allowed(
+        &self,
+        principal: &Principal,
+        record: &SessionRecord,
+        run: Option<&berth_core::RunId>,
+    ) -> Result<()> {
+        if record.status.is_terminal() {
+            return Err(Error::Terminal {
+                state: record.status.to_string(),
+            });
+        }
+        let parallel = matches!(
+            record.header.policy.concurrency,
+            berth_core::Concurrency::Parallel { .. }
+        );
+        match run {
+            Some(run) => {
+                let attached = record
+                    .runs
+                    .iter()
+                    .find(|r| &r.run_id == run && r.status == RunStatus::Attached);
+                match attached {
+                    Some(r) if principal.is_privileged() || r.attached_by == principal.user => {
+                        Ok(())
+                    }
+                    _ => Err(Error::NotFound {
+                        what: "run",
+                        id: run.to_string(),
+                    }),
+                }
+            }
+            None if parallel => Err(Error::invalid(
+                "append",
+                "a parallel session's events carry their run",
+            )),
+            None if principal.is_privileged() => Ok(()),
+            None => Err(Error::Forbidden {
+                reason: "appends come from an attached run (or a service principal)".into(),
+            }),
+        }
+    }
+
+    /// `expected_seq` behind the log: identical stored events make the retry a success
+    /// without duplicates; anything else is `SeqConflict`.
+    async fn check_retry(
+        &self,
+        writer: &SessionHandle,
+        request: &AppendRequest,
+        start: u64,
+        next_seq: u64,
+        events: Vec<Event>,
+    ) -> Result<AppendOutcome> {
+        let conflict = Error::SeqConflict {
+            expected: next_seq,
+            actual: start,
+        };
+        if start > next_seq || start + events.len() as u64 > next_seq {
+            return Err(conflict);
+        }
+        let stored = writer.read(start, Some(events.len() as u64)).await?;
+        let same = stored.len() == events.len()
+            && stored
+                .iter()
+                .zip(&events)
+                .zip(&request.events)
+                .all(|((stored, new), draft)| {
+                    stored.event_type == new.event_type
+                        && stored.data == new.data
+                        && stored.run == new.run
+                        && stored.ignorable == new.ignorable
+                        && (draft.time.is_none() || stored.time == new.time)
+                });
+        if same {
+            Ok(AppendOutcome {
+                first_seq: start,
+                next_seq,
+                duplicate: true,
+            })
+        } else {
+            Err(conflict)
+        }
+    }
+
+    // ----- close, delete, fork, reopen -------------------------------------------------------
+
+    pub async fn close(
+        &self,
+        principal: &Principal,
+        id: &SessionId,
+        policy: ClosePolicy,
+        expected_revision: Option<Revision>,
+    ) -> Result<SessionRecord> {
+        let (record, cancelled) = self
+            .mutate(principal, id, "close", expected_revision, |record, now| {
+                if record.status.is_terminal() {
+                    return Err(Error::Terminal {
+                        state: record.status.to_string(),
+                    });
+                }
+                let mut cancelled = Vec::new();
+                if !record.runs.is_empty() {
+                    if policy == ClosePolicy::Refuse {
+                        return Err(Error::Busy {
+                            id: record.header.id.to_string(),
+                            reason: format!(
+                                "{} run(s) attached; detach them or close with cancel_runs",
+                                record.runs.len()
+                            ),
+                        });
+                    }
+                    for mut run in record.runs.drain(..) {
+                        run.status = RunStatus::Cancelled;
+                        cancelled.push(run);
+                    }
+                }
+                let next = lifecycle::transition(record.lifecycle(), LifecycleEvent::Close, now)?;
+                record.status = next.status;
+                record.status_changed_at = now;
+                Ok(cancelled)
+            })
+            .await?;
+        self.close_writer(&record.key()).await;
+        for run in &cancelled {
+            self.audit_ok(
+                principal,
+                "detach",
+                &record,
+                serde_json::json!({"run": run.run_id, "status": "cancelled"}),
+            )
+            .await;
+        }
+        self.audit_ok(
+            principal,
+            "close",
+            &record,
+            serde_json::json!({"cancelled_runs": cancelled.len()}),
+        )
+        .await;
+        Ok(record)
+    }
+
+    pub async fn delete(
+        &self,
+        principal: &Principal,
+        id: &SessionId,
+        expected_revision: Option<Revision>,
+    ) -> Result<()> {
+        let record = self.load(principal, id, "delete").await?;
+        if let Some(expected) = expected_revision {
+            if expected != record.revision {
+                return Err(Error::RevisionConflict {
+                    expected: expected.0,
+                    actual: record.revision.0,
+                });
+            }
+        }
+        let key = record.key();
+        self.close_writer(&key).await;
+        let size_bytes = self
+            .store
+            .stat(&key)
+            .await?
+            .and_then(|stat| stat.size_bytes);
+        self.store.erase(&key).await.map_err(|error| match error {
+            Error::AlreadyOwned { id } => Error::Busy {
+                id,
+                reason: "its log is open for writing".into(),
+            },
+            other => other,
+        })?;
+        self.catalog.remove(&key, record.revision).await?;
+        let details = serde_json::json!({
+            "events": record.event_count,
+            "bytes": size_bytes,
+            "status": record.status,
+            "owner": record.header.scope.user,
+        });
+        self.audit_ok(principal, "delete", &record, details).await;
+        Ok(())
+    }
+
+    /// Forks `id` at `upto_seq` (default: the whole log) into a new session of the same
+    /// scope whose header records the parent and cut. Allowed from closed and expired
+    /// sessions: the explicit way to continue a finished conversation.
+    pub async fn fork(
+        &self,
+        principal: &Principal,
+        id: &SessionId,
+        upto_seq: Option<u64>,
+        new_id: Option<SessionId>,
+    ) -> Result<SessionRecord> {
+        let source = self.load(principal, id, "fork").await?;
+        let handle = self.store.open(&source.key(), Access::Read).await?;
+        let all = handle.read(0, upto_seq).await;
+        let _ = handle.close().await;
+        let mut events = all?;
+        let cut = events.len() as u64;
+        if let Some(upto) = upto_seq {
+            if upto > cut {
+                return Err(Error::invalid(
+                    "upto_seq",
+                    format!("{upto} is past the end of the log ({cut} events)"),
+                ));
+            }
+        }
+        let now = self.now();
+        let mut header = SessionHeader::new(
+            new_id.unwrap_or_else(|| SessionId::generate(now)),
+            source.header.scope.clone(),
+            now,
+        );
+        header.parent = Some(ParentRef {
+            session: source.header.id.clone(),
+            cut_seq: cut,
+        });
+        header.origin = Some("fork".into());
+        header.delegation_depth = source.header.delegation_depth;
+        header.policy = source.header.policy.clone();
+        let last_time = events.last().map_or(now, |event| event.time);
+        events.push(Event {
+            seq: Seq(cut),
+            event_type: EventType::parse(berth_core::vocabulary::SESSION_END_SEED)
+                .expect("reserved type"),
+            time: last_time,
+            run: None,
+            data: berth_core::JsonText::from(
+                &serde_json::json!({"inherited_events": cut, "parent": source.header.id}),
+            ),
+            ignorable: false,
+        });
+        let mut record = new_record(header, source.title.clone(), source.labels.clone(), now);
+        record.event_count = events.len() as u64;
+        record.blank = !events
+            .iter()
+            .any(|e| berth_core::vocabulary::is_conversation_event(e.event_type.as_str()));
+        let record = self
+            .create_from_record(principal, record, &events, "fork")
+            .await?;
+        self.audit_ok(
+            principal,
+            "forked",
+            &source,
+            serde_json::json!({"fork": record.header.id, "cut_seq": cut}),
+        )
+        .await;
+        Ok(record)
+    }
+
+    /// Admin only: the one audited way out of `closed` / `expired`.
+    pub async fn reopen(&self, principal: &Principal, id: &SessionId) -> Result<SessionRecord> {
+        if let Err(error) = principal.require_admin("reopen") {
+            return Err(self.denied(principal, "reopen", id, error).await);
+        }
+        let (record, ()) = self
+            .mutate(principal, id, "reopen", None, |record, now| {
+                let ttl_ms = record.header.policy.activity_ttl_ms;
+                let next = lifecycle::transition(
+                    record.lifecycle(),
+                    LifecycleEvent::Reopen { ttl_ms },
+                    now,
+                )?;
+                record.status = next.status;
+                record.lease_until = next.lease_until;
+                record.status_changed_at = now;
+                Ok(())
+            })
+            .await?;
+        self.audit_ok(principal, "reopen", &record, serde_json::json!({}))
+            .await;
+        Ok(record)
+    }
+
+    // ----- audit, retention ----------------------------------------------------------------
+
+    /// Admin only: the tenant's audit log from position `from`.
+    pub async fn audit_log(
+        &self,
+        principal: &Principal,
+        from: u64,
+        limit: usize,
+    ) -> Result<Vec<AuditEntry>> {
+        principal.require_admin("reading the audit log")?;
+        self.catalog
+            .read_audit(&principal.tenant, from, limit.min(PAGE_SIZE_MAX))
+            .await
+    }
+
+    /// Admin only: verifies the tenant's whole audit chain against its head.
+    pub async fn verify_audit(&self, principal: &Principal) -> Result<AuditVerification> {
+        principal.require_admin("verifying the audit log")?;
+        verify_tenant_audit(self.catalog.as_ref(), &principal.tenant).await
+    }
+
+    pub async fn set_retention(
+        &self,
+        principal: &Principal,
+        policy: RetentionPolicy,
+    ) -> Result<()> {
+        principal.require_admin("setting retention")?;
+        self.catalog
+            .set_retention(&principal.tenant, &policy)
+            .await?;
+        let mut draft = self.audit_draft(&principal.tenant, principal.actor(), "retention");
+        draft.details = serde_json::to_value(&policy).unwrap_or_default();
+        self.audit(draft).await;
+        Ok(())
+    }
+}
+
+/// Reads a tenant's whole audit log and verifies it.
+pub async fn verify_tenant_audit(
+    catalog: &dyn Catalog,
+    tenant: &berth_core::TenantId,
+) -> Result<AuditVerification> {
+    let mut entries = Vec::new();
+    loop {
+        let page = catalog
+            .read_audit(tenant, entries.len() as u64, PAGE_SIZE_MAX)
+            .await?;
+        let done = page.len() < PAGE_SIZE_MAX;
+        entries.extend(page);
+        if done {
+            break;
+        }
+    }
+    let head = catalog.audit_head(tenant).await?;
+    Ok(berth_catalog::audit::verify(&entries, head))
+}
+
+fn new_record(
+    header: SessionHeader,
+    title: Option<String>,
+    labels: BTreeSet<String>,
+    now: Timestamp,
+) -> SessionRecord {
+    let ttl_ms = header.policy.activity_ttl_ms;
+    SessionRecord {
+        header,
+        status: Status::Active,
+        lease_until: now.plus_ms(ttl_ms),
+        last_activity: now,
+        // Revision 0 is the transient `creating` record; the first live revision is 1.
+        revision: Revision(1),
+        title,
+        labels,
+        event_count: 0,
+        blank: true,
+        runs: Vec::new(),
+        status_changed_at: now,
+    }
+}
+
+fn apply_expire(record: &mut SessionRecord, now: Timestamp) {
+    record.status = Status::Expired;
+    record.status_changed_at = now;
+    for run in &mut record.runs {
+        run.status = RunStatus::Abandoned;
+    }
+    record.runs.clear();
+}
+
+fn validate_metadata(title: Option<&str>, labels: &BTreeSet<String>) -> Result<()> {
+    if let Some(title) = title {
+        if title.len() > TITLE_BYTES_MAX {
+            return Err(Error::LimitExceeded {
+                what: "title bytes",
+                limit: TITLE_BYTES_MAX as u64,
+                actual: title.len() as u64,
+            });
+        }
+    }
+    if labels.len() > LABELS_MAX {
+        return Err(Error::LimitExceeded {
+            what: "labels",
+            limit: LABELS_MAX as u64,
+            actual: labels.len() as u64,
+        });
+    }
+    for label in labels {
+        if label.is_empty() || label.len() > LABEL_BYTES_MAX || label.chars().any(char::is_control)
+        {
+            return Err(Error::invalid(
+                "label",
+                format!("{label:?}: 1-{LABEL_BYTES_MAX} bytes, no control characters"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn build_events(request: &AppendRequest, start: u64, now: Timestamp) -> Result<Vec<Event>> {
+    request
+        .events
+        .iter()
+        .enumerate()
+        .map(|(index, draft)| {
+            Ok(Event {
+                seq: Seq(start + index as u64),
+                event_type: EventType::parse(&draft.event_type)?,
+                time: draft.time.unwrap_or(now),
+                run: request.run.clone(),
+                data: draft.data.clone(),
+                ignorable: draft.ignorable,
+            })
+        })
+        .collect()
+}
+
+/// Appends `events` in batches within the batch limits.
+pub(crate) async fn append_chunked(handle: &SessionHandle, events: &[Event]) -> Result<()> {
+    let mut start = 0;
+    while start < events.len() {
+        let mut end = start;
+        let mut bytes = 0;
+        while end < events.len() && end - start < BATCH_EVENTS_MAX {
+            let size = events[end].data.len_bytes() + events[end].event_type.as_str().len() + 64;
+            if end > start && bytes + size > BATCH_BYTES_MAX {
+                break;
+            }
+            bytes += size;
+            end += 1;
+        }
+        handle.append(&events[start..end]).await?;
+        start = end;
+    }
+    Ok(())
+}

@@ -1,0 +1,275 @@
+//! Runs (R-S4, R-S5) and resume with repair (R-S6).
+//!
+//! Attaching is an explicit, side-effecting operation — never a hidden effect of
+//! reading. A lease is not authorization: every run operation re-checks the scope, and
+//! `detach` requires the same run and the same user that attached it (symmetric checks).
+
+use crate::types::{AttachRequest, Attachment, OnBusy, ResumeOutcome};
+use crate::{Principal, SessionService};
+use berth_catalog::{RunRecord, RunStatus, SessionRecord};
+use berth_core::lifecycle::{self, LifecycleEvent};
+use berth_core::repair::interrupted_turn_closers;
+use berth_core::vocabulary::CHECKPOINT;
+use berth_core::{Concurrency, Error, Event, Result, Revision, RunId, Seq, SessionId, Timestamp};
+use std::collections::HashSet;
+
+impl SessionService {
+    /// Attaches a run: checks scope, status, the activity lease and the concurrency
+    /// policy; detaches lapsed runs as `abandoned` (and, with `on_busy = interrupt`, the
+    /// oldest run as `interrupted`); records the run and returns its lease.
+    pub async fn attach(
+        &self,
+        principal: &Principal,
+        id: &SessionId,
+        request: AttachRequest,
+    ) -> Result<Attachment> {
+        let run_id = request
+            .run_id
+            .clone()
+            .unwrap_or_else(|| RunId::generate(self.now()));
+        let (record, displaced) = self
+            .mutate(
+                principal,
+                id,
+                "attach",
+                request.expected_revision,
+                |record, now| attach_in(record, principal, &run_id, request.on_busy, now),
+            )
+            .await?;
+        for run in &displaced {
+            let action = if run.status == RunStatus::Abandoned {
+                "abandon"
+            } else {
+                "detach"
+            };
+            let details = serde_json::json!({"run": run.run_id, "status": run.status});
+            self.audit_ok(principal, action, &record, details).await;
+        }
+        let run = record
+            .runs
+            .iter()
+            .find(|run| run.run_id == run_id)
+            .cloned()
+            .expect("attached above");
+        self.audit_ok(
+            principal,
+            "attach",
+            &record,
+            serde_json::json!({"run": run_id}),
+        )
+        .await;
+        Ok(Attachment {
+            run,
+            revision: record.revision,
+            session_lease_until: record.lease_until,
+            displaced,
+        })
+    }
+
+    /// Extends a run's attachment lease (and the session's activity lease).
+    pub async fn heartbeat(
+        &self,
+        principal: &Principal,
+        id: &SessionId,
+        run_id: &RunId,
+    ) -> Result<RunRecord> {
+        let (_, run) = self
+            .mutate(principal, id, "heartbeat", None, |record, now| {
+                let ttl_ms = record.header.policy.activity_ttl_ms;
+                let run_ttl_ms = record.header.policy.run_lease_ttl_ms;
+                let index = find_own_run(record, principal, run_id)?;
+                let next = lifecycle::transition(
+                    record.lifecycle(),
+                    LifecycleEvent::Heartbeat { ttl_ms },
+                    now,
+                )?;
+                record.lease_until = next.lease_until;
+                record.last_activity = now;
+                let run = &mut record.runs[index];
+                run.lease_until = now.plus_ms(run_ttl_ms);
+                Ok(run.clone())
+            })
+            .await?;
+        Ok(run)
+    }
+
+    /// Detaches a run with an outcome. Requires the same run, attached by the same user
+    /// (or a service/admin principal), and `expected_revision` when given.
+    pub async fn detach(
+        &self,
+        principal: &Principal,
+        id: &SessionId,
+        run_id: &RunId,
+        outcome: &str,
+        expected_revision: Option<Revision>,
+    ) -> Result<SessionRecord> {
+        let (record, ()) = self
+            .mutate(principal, id, "detach", expected_revision, |record, now| {
+                let index = find_own_run(record, principal, run_id)?;
+                let next =
+                    lifecycle::transition(record.lifecycle(), LifecycleEvent::Detached, now)?;
+                record.runs.remove(index);
+                record.status = next.status;
+                record.last_activity = now;
+                Ok(())
+            })
+            .await?;
+        if record.runs.is_empty() {
+            // Nobody is writing: release the writer lease so other processes can.
+            self.close_writer(&record.key()).await;
+        }
+        let details = serde_json::json!({"run": run_id, "status": "detached", "outcome": outcome});
+        self.audit_ok(principal, "detach", &record, details).await;
+        Ok(record)
+    }
+
+    /// Resume after a crash: a new legal attachment first, then read the log through the
+    /// write handle, append the R-C5 closers for every run that is no longer attached
+    /// (once: a second resume finds nothing open), and return the latest checkpoint.
+    pub async fn resume(
+        &self,
+        principal: &Principal,
+        id: &SessionId,
+        request: AttachRequest,
+    ) -> Result<ResumeOutcome> {
+        let attachment = self.attach(principal, id, request).await?;
+        let outcome = self.repair_after_attach(principal, id, attachment).await;
+        if outcome.is_err() {
+            tracing::warn!(session = %id, "resume failed after attaching; the run stays attached");
+        }
+        outcome
+    }
+
+    async fn repair_after_attach(
+        &self,
+        principal: &Principal,
+        id: &SessionId,
+        attachment: Attachment,
+    ) -> Result<ResumeOutcome> {
+        let record = self.load(principal, id, "resume").await?;
+        let key = record.key();
+        let writer = self.writer(&key).await?;
+        let events = writer.read(0, None).await?;
+        let attached: HashSet<&RunId> = record.runs.iter().map(|run| &run.run_id).collect();
+        let detached_events: Vec<Event> = events
+            .iter()
+            .filter(|event| event.run.as_ref().is_none_or(|run| !attached.contains(run)))
+            .cloned()
+            .collect();
+        let mut closers = interrupted_turn_closers(&detached_events)?;
+        let next_seq = writer.next_seq();
+        for (index, closer) in closers.iter_mut().enumerate() {
+            closer.seq = Seq(next_seq + index as u64);
+        }
+        if !closers.is_empty() {
+            writer.append(&closers).await?;
+            let new_next = next_seq + closers.len() as u64;
+            self.mutate(principal, id, "resume", None, |record, now| {
+                record.event_count = record.event_count.max(new_next);
+                record.last_activity = now;
+                Ok(())
+            })
+            .await?;
+            let details = serde_json::json!({"closers": closers.len(), "first_seq": next_seq});
+            self.audit_ok(principal, "repair", &record, details).await;
+        }
+        let checkpoint = events
+            .iter()
+            .chain(&closers)
+            .rev()
+            .find(|event| event.event_type.as_str() == CHECKPOINT)
+            .cloned();
+        let next_seq = writer.next_seq();
+        Ok(ResumeOutcome {
+            attachment,
+            repaired: closers,
+            checkpoint,
+            next_seq,
+        })
+    }
+}
+
+/// The attach decision on a loaded record (pure apart from its arguments).
+fn attach_in(
+    record: &mut SessionRecord,
+    principal: &Principal,
+    run_id: &RunId,
+    on_busy: OnBusy,
+    now: Timestamp,
+) -> Result<Vec<RunRecord>> {
+    if record.status.is_terminal() {
+        return Err(Error::Terminal {
+            state: record.status.to_string(),
+        });
+    }
+    if record.runs.iter().any(|run| &run.run_id == run_id) {
+        return Err(Error::AlreadyExists {
+            what: "run",
+            id: run_id.to_string(),
+        });
+    }
+    let mut displaced = Vec::new();
+    // Runs whose lease lapsed are detached as abandoned by this attach.
+    let (lapsed, live): (Vec<RunRecord>, Vec<RunRecord>) =
+        record.runs.drain(..).partition(|run| run.lease_until < now);
+    record.runs = live;
+    displaced.extend(lapsed.into_iter().map(|mut run| {
+        run.status = RunStatus::Abandoned;
+        run
+    }));
+    let runs_max = match record.header.policy.concurrency {
+        Concurrency::Serial => 1,
+        Concurrency::Parallel { runs_max } => runs_max as usize,
+    };
+    if record.runs.len() >= runs_max {
+        match on_busy {
+            OnBusy::Reject => {
+                return Err(Error::Busy {
+                    id: record.header.id.to_string(),
+                    reason: format!(
+                        "{} run(s) attached (policy allows {runs_max})",
+                        record.runs.len()
+                    ),
+                });
+            }
+            OnBusy::Interrupt => {
+                let mut oldest = record.runs.remove(0);
+                oldest.status = RunStatus::Interrupted;
+                displaced.push(oldest);
+            }
+        }
+    }
+    let ttl_ms = record.header.policy.activity_ttl_ms;
+    let next = lifecycle::transition(record.lifecycle(), LifecycleEvent::Attached { ttl_ms }, now)?;
+    record.status = next.status;
+    record.lease_until = next.lease_until;
+    record.last_activity = now;
+    record.runs.push(RunRecord {
+        run_id: run_id.clone(),
+        attached_by: principal.user.clone(),
+        attached_at: now,
+        lease_until: now.plus_ms(record.header.policy.run_lease_ttl_ms),
+        status: RunStatus::Attached,
+    });
+    Ok(displaced)
+}
+
+/// The index of `run_id` among the attached runs, if the principal may act for it.
+fn find_own_run(record: &SessionRecord, principal: &Principal, run_id: &RunId) -> Result<usize> {
+    if record.status.is_terminal() {
+        return Err(Error::Terminal {
+            state: record.status.to_string(),
+        });
+    }
+    record
+        .runs
+        .iter()
+        .position(|run| {
+            &run.run_id == run_id
+                && (principal.is_privileged() || run.attached_by == principal.user)
+        })
+        .ok_or_else(|| Error::NotFound {
+            what: "run",
+            id: run_id.to_string(),
+        })
+}

@@ -1,0 +1,135 @@
+//! Retention (R-S11): a sweeper that applies each tenant's policy in bounded batches.
+//! It expires (never reactivates) and deletes; every action is audited as `system`.
+
+use crate::types::SweepReport;
+use crate::{apply_expire, SessionService, ABANDONED_CREATE_MS};
+use berth_catalog::{SessionQuery, SessionRecord};
+use berth_core::lifecycle::Status;
+use berth_core::{Error, Result, Timestamp};
+
+impl SessionService {
+    /// One bounded sweep: at most `batch_max` actions across all tenants. Returns what it
+    /// did and whether more candidates remain (call again).
+    pub async fn sweep(&self, batch_max: usize) -> Result<SweepReport> {
+        let mut report = SweepReport::default();
+        let now = self.now();
+        for tenant in self.catalog.tenants().await? {
+            let policy = self.catalog.retention(&tenant).await?.unwrap_or_default();
+            let live = vec![Status::Active, Status::Idle];
+            let mut expiry_queries = vec![SessionQuery {
+                lease_before: Some(now),
+                ..base(&tenant, live.clone())
+            }];
+            if let Some(idle_ttl_ms) = policy.idle_ttl_ms {
+                let cutoff = Timestamp(now.0.saturating_sub(idle_ttl_ms));
+                expiry_queries.push(SessionQuery {
+                    active_before: Some(cutoff),
+                    ..base(&tenant, live.clone())
+                });
+            }
+            if let Some(max_age_ms) = policy.max_age_ms {
+                let cutoff = Timestamp(now.0.saturating_sub(max_age_ms));
+                expiry_queries.push(SessionQuery {
+                    created_before: Some(cutoff),
+                    ..base(&tenant, live.clone())
+                });
+            }
+            for mut query in expiry_queries {
+                query.limit = batch_max.saturating_sub(actions(&report)) + 1;
+                for record in self.catalog.list(&query).await? {
+                    if actions(&report) >= batch_max {
+                        report.more = true;
+                        return Ok(report);
+                    }
+                    if self.expire_by_policy(record).await? {
+                        report.expired += 1;
+                    }
+                }
+            }
+            if let Some(after_ms) = policy.delete_terminal_after_ms {
+                let cutoff = Timestamp(now.0.saturating_sub(after_ms));
+                let mut query = base(&tenant, vec![Status::Closed, Status::Expired]);
+                query.status_changed_before = Some(cutoff);
+                query.limit = batch_max.saturating_sub(actions(&report)) + 1;
+                for record in self.catalog.list(&query).await? {
+                    if actions(&report) >= batch_max {
+                        report.more = true;
+                        return Ok(report);
+                    }
+                    if self.delete_by_policy(record).await? {
+                        report.deleted += 1;
+                    }
+                }
+            }
+            let mut query = base(&tenant, vec![Status::Creating]);
+            query.created_before = Some(Timestamp(now.0.saturating_sub(ABANDONED_CREATE_MS)));
+            query.limit = batch_max.saturating_sub(actions(&report)) + 1;
+            for record in self.catalog.list(&query).await? {
+                if actions(&report) >= batch_max {
+                    report.more = true;
+                    return Ok(report);
+                }
+                if self.delete_by_policy(record).await? {
+                    report.abandoned_creates += 1;
+                }
+            }
+        }
+        Ok(report)
+    }
+
+    async fn expire_by_policy(&self, record: SessionRecord) -> Result<bool> {
+        let mut next = record.clone();
+        apply_expire(&mut next, self.now());
+        match self.save(&mut next, record.revision).await {
+            Ok(()) => {
+                self.close_writer(&next.key()).await;
+                self.audit_system(&next, "expire", serde_json::json!({"reason": "retention"}))
+                    .await;
+                Ok(true)
+            }
+            Err(Error::RevisionConflict { .. } | Error::NotFound { .. }) => Ok(false),
+            Err(error) => Err(error),
+        }
+    }
+
+    async fn delete_by_policy(&self, record: SessionRecord) -> Result<bool> {
+        let key = record.key();
+        self.close_writer(&key).await;
+        let size_bytes = self
+            .store
+            .stat(&key)
+            .await?
+            .and_then(|stat| stat.size_bytes);
+        match self.store.erase(&key).await {
+            Ok(_) => {}
+            Err(Error::AlreadyOwned { .. }) => return Ok(false),
+            Err(error) => return Err(error),
+        }
+        match self.catalog.remove(&key, record.revision).await {
+            Ok(()) => {}
+            Err(Error::RevisionConflict { .. } | Error::NotFound { .. }) => return Ok(false),
+            Err(error) => return Err(error),
+        }
+        let details = serde_json::json!({
+            "reason": "retention",
+            "events": record.event_count,
+            "bytes": size_bytes,
+            "status": record.status,
+            "owner": record.header.scope.user,
+        });
+        self.audit_system(&record, "delete", details).await;
+        Ok(true)
+    }
+}
+
+fn base(tenant: &berth_core::TenantId, statuses: Vec<Status>) -> SessionQuery {
+    SessionQuery {
+        statuses,
+        include_blank: true,
+        ..SessionQuery::tenant(tenant.clone())
+    }
+}
+
+fn actions(report: &SweepReport) -> usize {
+    (report.expired + report.deleted + report.abandoned_creates) as usize
+}

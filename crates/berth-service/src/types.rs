@@ -1,0 +1,195 @@
+//! Requests and results of the service's operations.
+
+use berth_catalog::{RunRecord, SessionRecord};
+use berth_core::lifecycle::Status;
+use berth_core::{
+    Event, JsonText, ProjectId, Revision, RunId, SessionId, SessionPolicy, Timestamp, UserId,
+};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateSession {
+    /// Client-chosen id; a time-ordered id is generated when absent.
+    #[serde(default)]
+    pub id: Option<SessionId>,
+    /// Owner; defaults to the caller. Only `service`/`admin` may create for another user.
+    #[serde(default)]
+    pub user: Option<UserId>,
+    /// Defaults to the caller's project.
+    #[serde(default)]
+    pub project: Option<ProjectId>,
+    #[serde(default)]
+    pub policy: Option<SessionPolicy>,
+    #[serde(default)]
+    pub title: Option<String>,
+    #[serde(default)]
+    pub labels: BTreeSet<String>,
+    #[serde(default)]
+    pub origin: Option<String>,
+    #[serde(default)]
+    pub delegation_depth: u32,
+}
+
+/// An event to append: the service assigns `seq` (and `time` when absent).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewEvent {
+    #[serde(rename = "type")]
+    pub event_type: String,
+    #[serde(default = "JsonText::null")]
+    pub data: JsonText,
+    #[serde(default)]
+    pub time: Option<Timestamp>,
+    #[serde(default)]
+    pub ignorable: bool,
+}
+
+impl NewEvent {
+    pub fn new(event_type: &str, data: serde_json::Value) -> NewEvent {
+        NewEvent {
+            event_type: event_type.to_owned(),
+            data: JsonText::from(&data),
+            time: None,
+            ignorable: false,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AppendRequest {
+    /// The attached run appending (required for `user` principals).
+    #[serde(default)]
+    pub run: Option<RunId>,
+    /// The seq the first event must get; makes retries idempotent.
+    #[serde(default)]
+    pub expected_seq: Option<u64>,
+    pub events: Vec<NewEvent>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AppendOutcome {
+    pub first_seq: u64,
+    pub next_seq: u64,
+    /// The events were already stored identically (a retry); nothing was written.
+    pub duplicate: bool,
+}
+
+/// What to do when a `serial` session (or a full `parallel` one) already has a run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnBusy {
+    #[default]
+    Reject,
+    /// Detach the current (oldest) run as `interrupted` first.
+    Interrupt,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AttachRequest {
+    #[serde(default)]
+    pub run_id: Option<RunId>,
+    #[serde(default)]
+    pub expected_revision: Option<Revision>,
+    #[serde(default)]
+    pub on_busy: OnBusy,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Attachment {
+    pub run: RunRecord,
+    pub revision: Revision,
+    /// The session's activity lease after the attach.
+    pub session_lease_until: Timestamp,
+    /// Runs detached to make room (`abandoned` or `interrupted`).
+    pub displaced: Vec<RunRecord>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResumeOutcome {
+    pub attachment: Attachment,
+    /// The closers appended to repair interrupted turns (empty if none were open).
+    pub repaired: Vec<Event>,
+    /// The latest `checkpoint` event, if any.
+    pub checkpoint: Option<Event>,
+    pub next_seq: u64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetadataUpdate {
+    /// `Some(None)` clears the title.
+    #[serde(default, with = "double_option")]
+    pub title: Option<Option<String>>,
+    #[serde(default)]
+    pub labels: Option<BTreeSet<String>>,
+    #[serde(default)]
+    pub expected_revision: Option<Revision>,
+}
+
+mod double_option {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    pub fn serialize<S: Serializer>(
+        value: &Option<Option<String>>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        value.serialize(s)
+    }
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<Option<String>>, D::Error> {
+        Option::<String>::deserialize(d).map(Some)
+    }
+}
+
+/// How `close` treats attached runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClosePolicy {
+    /// Refuse (`Busy`) while runs are attached.
+    #[default]
+    Refuse,
+    /// Detach them as `cancelled` (audited), then close.
+    CancelRuns,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListRequest {
+    #[serde(default)]
+    pub user: Option<UserId>,
+    #[serde(default)]
+    pub project: Option<ProjectId>,
+    #[serde(default)]
+    pub statuses: Vec<Status>,
+    #[serde(default)]
+    pub label: Option<String>,
+    #[serde(default)]
+    pub active_since: Option<Timestamp>,
+    #[serde(default)]
+    pub active_before: Option<Timestamp>,
+    #[serde(default)]
+    pub include_blank: bool,
+    #[serde(default)]
+    pub cursor: Option<String>,
+    #[serde(default)]
+    pub limit: Option<usize>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionPage {
+    pub items: Vec<SessionRecord>,
+    pub next_cursor: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SweepReport {
+    pub expired: u64,
+    pub deleted: u64,
+    pub abandoned_creates: u64,
+    /// More candidates remain beyond this batch.
+    pub more: bool,
+}
