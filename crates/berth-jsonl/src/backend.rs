@@ -1,0 +1,613 @@
+//! `JsonlBackend`: the `LogBackend` of the embedded store. One directory per session,
+//! `<root>/tenants/<tenant>/sessions/<id>/`, holding the log, the lock file, the epoch
+//! file and any kept torn-tail copies. Paths use the tenant and the session id because
+//! that pair is the session's key (ids are unique per tenant); the user and project live
+//! in the header, so a session never moves when they are looked up differently.
+
+use crate::format::{self, LineCursor, LineFault, NextLine, LOG_FILE, LOG_TEMP_PREFIX, SESSIONS_DIR, TENANTS_DIR};
+use crate::fs::{write_all_at, Fs, FsFile, OpenOptions, OsFs};
+use crate::lease;
+use crate::log::{FileSource, LogView, SparseIndex};
+use crate::writer::{JsonlWriter, PendingTruncation, WriterCore};
+use async_trait::async_trait;
+use berth_core::{Epoch, Error, Event, Location, Result, SessionHeader, SessionId, SessionKey};
+use berth_store::{ChangeToken, ListQuery, LogBackend, LogReader, LogStat, LogWriter};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// When appends reach stable storage (R-J5).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Durability {
+    /// `fdatasync` before every append returns: an acknowledged append survives power
+    /// loss (on a medium that honours flushes).
+    #[default]
+    PerAppend,
+    /// Appends are written but synced only at flush and close: an acknowledged append
+    /// survives a process crash, but only a completed flush survives power loss.
+    Barrier,
+}
+
+/// Configuration of a `JsonlBackend`.
+#[derive(Clone)]
+pub struct JsonlOptions {
+    pub durability: Durability,
+    /// The file system (the real one, or a fault-injecting one in tests).
+    pub fs: Arc<dyn Fs>,
+}
+
+impl Default for JsonlOptions {
+    fn default() -> Self {
+        JsonlOptions { durability: Durability::PerAppend, fs: Arc::new(OsFs) }
+    }
+}
+
+impl std::fmt::Debug for JsonlOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JsonlOptions").field("durability", &self.durability).finish_non_exhaustive()
+    }
+}
+
+/// The embedded JSONL backend over one data root. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct JsonlBackend {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    root: PathBuf,
+    options: JsonlOptions,
+}
+
+/// Runs blocking file work off the async runtime.
+pub(crate) async fn blocking<T: Send + 'static>(work: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .unwrap_or_else(|join| Err(Error::Unavailable { reason: format!("storage task failed: {join}") }))
+}
+
+fn symlink_refused(artifact: String) -> Error {
+    Error::Corrupt {
+        reason: "a symlink inside the data root; refusing to follow it".into(),
+        location: Location { artifact, offset: None, seq: None },
+    }
+}
+
+/// Maps an error opening a session file: `NotFound` for a missing session, `Corrupt` for a
+/// symlink (`ELOOP` under `O_NOFOLLOW`), `Io` otherwise.
+fn open_error(error: &io::Error, key: &SessionKey, artifact: &str, operation: &'static str) -> Error {
+    if error.kind() == io::ErrorKind::NotFound {
+        return Error::session_not_found(&key.id);
+    }
+    if error.raw_os_error() == Some(libc::ELOOP) {
+        return symlink_refused(artifact.to_owned());
+    }
+    Error::io(operation, error)
+}
+
+fn header_error(fault: LineFault, artifact: &str) -> Error {
+    let location = Location { artifact: artifact.to_owned(), offset: Some(0), seq: None };
+    match fault {
+        LineFault::Damaged => Error::Corrupt { reason: "header record fails its checksum".into(), location },
+        LineFault::Invalid(reason) => Error::Corrupt { reason, location },
+        LineFault::Unsupported(reason) => Error::FormatUnsupported { reason, location: Some(location) },
+    }
+}
+
+/// Reads and decodes line 1 of an open log; returns it and its length.
+fn read_header(file: &dyn FsFile, key: &SessionKey, artifact: &str) -> Result<(format::HeaderRecord, u64)> {
+    let len = file.len().map_err(|error| Error::io("stat log", &error))?;
+    let mut cursor = LineCursor::new(0, len);
+    let record = match cursor.next_line(&FileSource(file)).map_err(|error| Error::io("read log", &error))? {
+        NextLine::Line { bytes, .. } => format::decode_header_line(bytes).map_err(|fault| header_error(fault, artifact))?,
+        NextLine::Unterminated { .. } | NextLine::End => {
+            return Err(header_error(LineFault::Invalid("header record is missing or incomplete".into()), artifact))
+        }
+    };
+    check_header_key(&record.header, key, artifact)?;
+    Ok((record, cursor.position()))
+}
+
+fn check_header_key(header: &SessionHeader, key: &SessionKey, artifact: &str) -> Result<()> {
+    if header.key() != *key {
+        return Err(Error::Corrupt {
+            reason: format!("header names session {} but the log is stored as {key}", header.key()),
+            location: Location { artifact: artifact.to_owned(), offset: Some(0), seq: None },
+        });
+    }
+    Ok(())
+}
+
+impl JsonlBackend {
+    /// Opens the data root, creating it (mode 0700) if missing.
+    pub fn open(root: impl Into<PathBuf>, options: JsonlOptions) -> Result<JsonlBackend> {
+        let root = root.into();
+        let backend = JsonlBackend { inner: Arc::new(Inner { root, options }) };
+        backend.create_root()?;
+        Ok(backend)
+    }
+
+    fn create_root(&self) -> Result<()> {
+        let fs = self.fs();
+        let mut missing = Vec::new();
+        let mut path = self.inner.root.as_path();
+        loop {
+            match fs.metadata(path) {
+                Ok(meta) if meta.is_dir || meta.is_symlink => break,
+                Ok(_) => return Err(Error::invalid("data root", format!("{} is not a directory", path.display()))),
+                Err(error) if error.kind() == io::ErrorKind::NotFound => missing.push(path.to_path_buf()),
+                Err(error) => return Err(Error::io("stat data root", &error)),
+            }
+            match path.parent() {
+                Some(parent) if !parent.as_os_str().is_empty() => path = parent,
+                _ => break,
+            }
+        }
+        for directory in missing.iter().rev() {
+            ensure_dir(fs, directory)?;
+        }
+        Ok(())
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.inner.root
+    }
+
+    pub fn options(&self) -> &JsonlOptions {
+        &self.inner.options
+    }
+
+    fn fs(&self) -> &dyn Fs {
+        self.inner.options.fs.as_ref()
+    }
+
+    fn tenant_sessions_dir(&self, tenant: &berth_core::TenantId) -> PathBuf {
+        self.inner
+            .root
+            .join(TENANTS_DIR)
+            .join(format::encode_segment(tenant.as_str()))
+            .join(SESSIONS_DIR)
+    }
+
+    /// `<root>/tenants/<tenant>/sessions/<id>`.
+    pub fn session_dir(&self, key: &SessionKey) -> PathBuf {
+        self.tenant_sessions_dir(&key.tenant).join(format::encode_segment(key.id.as_str()))
+    }
+
+    /// `<session dir>/session.jsonl`.
+    pub fn log_path(&self, key: &SessionKey) -> PathBuf {
+        self.session_dir(key).join(LOG_FILE)
+    }
+
+    /// The log's path relative to the root: how errors name it (never an absolute path).
+    pub fn artifact(&self, key: &SessionKey) -> String {
+        format!(
+            "{TENANTS_DIR}/{}/{SESSIONS_DIR}/{}/{LOG_FILE}",
+            format::encode_segment(key.tenant.as_str()),
+            format::encode_segment(key.id.as_str())
+        )
+    }
+
+    /// The directories between the root and the session directory, outermost first.
+    fn session_dir_chain(&self, key: &SessionKey) -> [PathBuf; 4] {
+        let tenants = self.inner.root.join(TENANTS_DIR);
+        let tenant = tenants.join(format::encode_segment(key.tenant.as_str()));
+        let sessions = tenant.join(SESSIONS_DIR);
+        let session = sessions.join(format::encode_segment(key.id.as_str()));
+        [tenants, tenant, sessions, session]
+    }
+
+    /// Checks that no directory between the root and the session is a symlink.
+    /// `Ok(false)` if one is missing.
+    fn check_session_dirs(&self, key: &SessionKey) -> Result<bool> {
+        for directory in self.session_dir_chain(key) {
+            match self.fs().metadata(&directory) {
+                Ok(meta) if meta.is_dir => {}
+                Ok(meta) if meta.is_symlink => return Err(symlink_refused(self.relative(&directory))),
+                Ok(_) => return Err(Error::invalid("data root", format!("{} is not a directory", self.relative(&directory)))),
+                Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(false),
+                Err(error) => return Err(Error::io("stat session directory", &error)),
+            }
+        }
+        Ok(true)
+    }
+
+    fn relative(&self, path: &Path) -> String {
+        path.strip_prefix(&self.inner.root).unwrap_or(path).display().to_string()
+    }
+
+    // -----------------------------------------------------------------------------------
+    // Blocking implementations
+
+    /// `stat` without the runtime: reads only the header line and file metadata.
+    pub fn stat_blocking(&self, key: &SessionKey) -> Result<Option<LogStat>> {
+        if !self.check_session_dirs(key)? {
+            return Ok(None);
+        }
+        let artifact = self.artifact(key);
+        let file = match self.fs().open(&self.log_path(key), OpenOptions::read_only()) {
+            Ok(file) => file,
+            Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(error) => return Err(open_error(&error, key, &artifact, "open log")),
+        };
+        let meta = file.metadata().map_err(|error| Error::io("stat log", &error))?;
+        let (record, _) = read_header(file.as_ref(), key, &artifact)?;
+        // Only the log's own identity and times: the lock and epoch files are separate,
+        // so ownership churn never changes the token.
+        let token = format!("jsonl:{}:{}:{}:{}:{}", meta.dev, meta.ino, meta.len, meta.mtime_ns, meta.ctime_ns);
+        Ok(Some(LogStat {
+            header: record.header,
+            change_token: ChangeToken(token),
+            event_count: None,
+            size_bytes: Some(meta.len),
+        }))
+    }
+
+    /// `list` without the runtime: reads header lines only, in id order, stopping at
+    /// `limit` matches. A session whose header cannot be read is skipped with a warning
+    /// (`fsck` reports it) so one damaged log does not hide a tenant's others.
+    pub fn list_blocking(&self, query: &ListQuery) -> Result<Vec<LogStat>> {
+        let directory = self.tenant_sessions_dir(&query.tenant);
+        let names = match self.fs().read_dir(&directory) {
+            Ok(names) => names,
+            Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(error) => return Err(Error::io("list sessions", &error)),
+        };
+        let mut ids: Vec<SessionId> = names
+            .iter()
+            .filter_map(|name| name.to_str())
+            .filter_map(format::decode_segment)
+            .filter_map(|id| SessionId::parse(&id).ok())
+            .filter(|id| query.after.as_ref().is_none_or(|after| id > after))
+            .collect();
+        ids.sort();
+        let mut items = Vec::new();
+        for id in ids {
+            if items.len() >= query.limit {
+                break;
+            }
+            let key = SessionKey::new(query.tenant.clone(), id);
+            match self.stat_blocking(&key) {
+                Ok(Some(stat)) if query.matches(&stat.header) => items.push(stat),
+                Ok(_) => {}
+                Err(error) => tracing::warn!(session = %key, %error, "listing skips a session whose header is unreadable"),
+            }
+        }
+        Ok(items)
+    }
+
+    fn open_reader_blocking(&self, key: &SessionKey) -> Result<JsonlReader> {
+        if !self.check_session_dirs(key)? {
+            return Err(Error::session_not_found(&key.id));
+        }
+        let artifact = self.artifact(key);
+        let file = self
+            .fs()
+            .open(&self.log_path(key), OpenOptions::read_only())
+            .map_err(|error| open_error(&error, key, &artifact, "open log"))?;
+        let (record, header_len) = read_header(file.as_ref(), key, &artifact)?;
+        let view = LogView::new(file, artifact, header_len, record.epoch);
+        Ok(JsonlReader { header: record.header, view: Arc::new(Mutex::new(view)) })
+    }
+
+    /// The write open, synchronously: lease, full scan, durable epoch bump.
+    pub(crate) fn open_writer_blocking(&self, key: &SessionKey) -> Result<WriterCore> {
+        if !self.check_session_dirs(key)? {
+            return Err(Error::session_not_found(&key.id));
+        }
+        let fs = self.fs();
+        let session_dir = self.session_dir(key);
+        let log_path = self.log_path(key);
+        let artifact = self.artifact(key);
+        match fs.metadata(&log_path) {
+            Ok(meta) if meta.is_symlink => return Err(symlink_refused(artifact)),
+            Ok(_) => {}
+            Err(error) => return Err(open_error(&error, key, &artifact, "stat log")),
+        }
+        let lease = lease::acquire(fs, &session_dir, key.id.as_str())?;
+        let file = fs
+            .open(&log_path, OpenOptions::read_write())
+            .map_err(|error| open_error(&error, key, &artifact, "open log"))?;
+        let len = file.len().map_err(|error| Error::io("stat log", &error))?;
+        let mut index = SparseIndex::new();
+        let outcome = format::scan_source(&FileSource(file.as_ref()), len, &mut |seq, offset| index.note(seq, offset))
+            .map_err(|error| Error::io("scan log", &error))?;
+        if let Some(error) = outcome.error(&artifact) {
+            return Err(error);
+        }
+        let Some(record) = outcome.header.clone() else {
+            return Err(header_error(LineFault::Invalid("header record is missing".into()), &artifact));
+        };
+        check_header_key(&record.header, key, &artifact)?;
+        let torn = match outcome.status {
+            format::ScanStatus::TornTail { torn_bytes } => {
+                Some(PendingTruncation { committed_len: outcome.committed_len, torn_bytes })
+            }
+            _ => None,
+        };
+        let stored_epoch = lease::read_epoch(fs, &session_dir, &self.relative(&session_dir))?;
+        let epoch = Epoch(stored_epoch.0.max(outcome.last_epoch.0) + 1);
+        lease::write_epoch(fs, &session_dir, epoch)?;
+        remove_leftover_temp_logs(fs, &session_dir);
+        let mut view = LogView::new(file, artifact, outcome.header_len, record.epoch);
+        view.set_index(index);
+        view.set_known(outcome.events, outcome.committed_len, outcome.last_epoch);
+        Ok(WriterCore::new(
+            self.inner.options.fs.clone(),
+            key.id.to_string(),
+            session_dir,
+            lease,
+            view,
+            record.header,
+            epoch,
+            self.inner.options.durability,
+            torn,
+        ))
+    }
+
+    /// Materialization, synchronously: directories, lease, epoch, temp file with the
+    /// header and first batch, fsync, no-overwrite publish (`link`), directory fsync.
+    pub(crate) fn materialize_blocking(&self, header: &SessionHeader, first_batch: &[Event]) -> Result<WriterCore> {
+        let key = header.key();
+        let fs = self.fs();
+        let already_exists = || Error::AlreadyExists { what: "session", id: key.id.to_string() };
+        let chain = self.session_dir_chain(&key);
+        for directory in &chain {
+            ensure_dir(fs, directory)?;
+        }
+        let session_dir = self.session_dir(&key);
+        let log_path = self.log_path(&key);
+        let artifact = self.artifact(&key);
+        if log_exists(fs, &log_path)? {
+            return Err(already_exists());
+        }
+        // Another holder means the session exists or is being created elsewhere.
+        let lease = lease::acquire(fs, &session_dir, key.id.as_str()).map_err(|error| match error {
+            Error::AlreadyOwned { .. } => already_exists(),
+            other => other,
+        })?;
+        if log_exists(fs, &log_path)? {
+            return Err(already_exists());
+        }
+        remove_leftover_temp_logs(fs, &session_dir);
+        let epoch = Epoch(lease::read_epoch(fs, &session_dir, &self.relative(&session_dir))?.0 + 1);
+        lease::write_epoch(fs, &session_dir, epoch)?;
+        let mut bytes = format::encode_header_line(header, epoch);
+        let header_len = bytes.len() as u64;
+        let mut line_offsets = Vec::with_capacity(first_batch.len());
+        for event in first_batch {
+            line_offsets.push(bytes.len() as u64);
+            bytes.extend_from_slice(&format::encode_event_line(event, epoch));
+        }
+        let temp_path = session_dir.join(format!("{LOG_TEMP_PREFIX}{epoch}"));
+        publish_new_file(fs, &temp_path, &log_path, &bytes).map_err(|error| match error {
+            Error::Io { kind: io::ErrorKind::AlreadyExists, .. } => already_exists(),
+            other => other,
+        })?;
+        fs.sync_dir(&session_dir).map_err(|error| Error::io("sync session directory", &error))?;
+        if let Err(error) = fs.remove_file(&temp_path) {
+            tracing::warn!(path = %temp_path.display(), %error, "could not remove a published temp file");
+        }
+        let file = fs
+            .open(&log_path, OpenOptions::read_write())
+            .map_err(|error| open_error(&error, &key, &artifact, "open log"))?;
+        let mut view = LogView::new(file, artifact, header_len, epoch);
+        view.note_appended(0, &line_offsets, bytes.len() as u64, epoch);
+        Ok(WriterCore::new(
+            self.inner.options.fs.clone(),
+            key.id.to_string(),
+            session_dir,
+            lease,
+            view,
+            header.clone(),
+            epoch,
+            self.inner.options.durability,
+            None,
+        ))
+    }
+
+    /// Deletes a session's directory (the service's delete). Takes the writer lease
+    /// first, so a session with a live writer anywhere is refused (`AlreadyOwned`).
+    /// `Ok(false)` if there was nothing to delete. The log is removed first (and that
+    /// made durable): from then on the session does not exist, whatever happens next.
+    pub async fn erase(&self, key: &SessionKey) -> Result<bool> {
+        let backend = self.clone();
+        let key = key.clone();
+        blocking(move || backend.erase_blocking(&key)).await
+    }
+
+    /// `erase` without the runtime.
+    pub fn erase_blocking(&self, key: &SessionKey) -> Result<bool> {
+        if !self.check_session_dirs(key)? {
+            return Ok(false);
+        }
+        let fs = self.fs();
+        let session_dir = self.session_dir(key);
+        let lease = match lease::acquire(fs, &session_dir, key.id.as_str()) {
+            Ok(lease) => lease,
+            Err(Error::NotFound { .. }) => return Ok(false),
+            Err(error) => return Err(error),
+        };
+        let log_path = self.log_path(key);
+        let existed = match fs.remove_file(&log_path) {
+            Ok(()) => true,
+            Err(error) if error.kind() == io::ErrorKind::NotFound => false,
+            Err(error) => return Err(Error::io("remove log", &error)),
+        };
+        fs.sync_dir(&session_dir).map_err(|error| Error::io("sync session directory", &error))?;
+        let names = fs.read_dir(&session_dir).map_err(|error| Error::io("list session directory", &error))?;
+        // The lock file goes last, while we still hold its lock.
+        let (lock, others): (Vec<_>, Vec<_>) = names.into_iter().partition(|name| name == format::LOCK_FILE);
+        for name in others.iter().chain(lock.iter()) {
+            if let Err(error) = fs.remove_file(&session_dir.join(name)) {
+                if error.kind() != io::ErrorKind::NotFound {
+                    return Err(Error::io("remove session file", &error));
+                }
+            }
+        }
+        match fs.remove_dir(&session_dir) {
+            Ok(()) => {
+                let sessions_dir = self.tenant_sessions_dir(&key.tenant);
+                fs.sync_dir(&sessions_dir).map_err(|error| Error::io("sync sessions directory", &error))?;
+            }
+            // A concurrent opener re-created the lock file: the directory stays, empty of
+            // any log, which is a session that does not exist.
+            Err(error) => tracing::warn!(session = %key, %error, "session directory left in place after erase"),
+        }
+        drop(lease);
+        Ok(existed)
+    }
+}
+
+fn log_exists(fs: &dyn Fs, log_path: &Path) -> Result<bool> {
+    match fs.metadata(log_path) {
+        Ok(_) => Ok(true),
+        Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(error) => Err(Error::io("stat log", &error)),
+    }
+}
+
+/// Creates `directory` (mode 0700) if missing and fsyncs its parent so the new entry is
+/// durable; refuses a symlink in its place.
+fn ensure_dir(fs: &dyn Fs, directory: &Path) -> Result<()> {
+    match fs.create_dir(directory) {
+        Ok(()) => {
+            if let Some(parent) = directory.parent().filter(|parent| !parent.as_os_str().is_empty()) {
+                fs.sync_dir(parent).map_err(|error| Error::io("sync parent directory", &error))?;
+            }
+            Ok(())
+        }
+        Err(error) if error.kind() == io::ErrorKind::AlreadyExists => match fs.metadata(directory) {
+            Ok(meta) if meta.is_dir => Ok(()),
+            Ok(meta) if meta.is_symlink => Err(symlink_refused(directory.display().to_string())),
+            Ok(_) => Err(Error::invalid("data root", format!("{} is not a directory", directory.display()))),
+            Err(error) => Err(Error::io("stat directory", &error)),
+        },
+        Err(error) => Err(Error::io("create directory", &error)),
+    }
+}
+
+/// Writes `bytes` to a fresh temp file, fsyncs it, and links it to `final_path`, which
+/// fails (`AlreadyExists`) instead of replacing an existing file.
+fn publish_new_file(fs: &dyn Fs, temp_path: &Path, final_path: &Path, bytes: &[u8]) -> Result<()> {
+    let temp = match fs.open(temp_path, OpenOptions::write_new()) {
+        Ok(file) => file,
+        Err(error) if error.kind() == io::ErrorKind::AlreadyExists => {
+            // A leftover from a crashed materialization with the same epoch: never
+            // published, so it is garbage.
+            fs.remove_file(temp_path).map_err(|error| Error::io("remove temp log", &error))?;
+            fs.open(temp_path, OpenOptions::write_new()).map_err(|error| Error::io("create temp log", &error))?
+        }
+        Err(error) => return Err(Error::io("create temp log", &error)),
+    };
+    let written = write_all_at(temp.as_ref(), bytes, 0)
+        .and_then(|()| temp.sync_all())
+        .map_err(|error| Error::io("write temp log", &error));
+    drop(temp);
+    let published = written.and_then(|()| fs.hard_link(temp_path, final_path).map_err(|error| Error::io("publish log", &error)));
+    if published.is_err() {
+        let _ = fs.remove_file(temp_path);
+    }
+    published
+}
+
+/// Removes temp logs a crashed materialization left behind. Only a lease holder calls
+/// this; failures are harmless (temp files are never read).
+fn remove_leftover_temp_logs(fs: &dyn Fs, session_dir: &Path) {
+    let Ok(names) = fs.read_dir(session_dir) else {
+        return;
+    };
+    for name in names {
+        if name.to_str().is_some_and(|name| name.starts_with(LOG_TEMP_PREFIX)) {
+            let _ = fs.remove_file(&session_dir.join(name));
+        }
+    }
+}
+
+#[async_trait]
+impl LogBackend for JsonlBackend {
+    fn name(&self) -> &'static str {
+        "jsonl"
+    }
+
+    async fn stat(&self, key: &SessionKey) -> Result<Option<LogStat>> {
+        let backend = self.clone();
+        let key = key.clone();
+        blocking(move || backend.stat_blocking(&key)).await
+    }
+
+    async fn list(&self, query: &ListQuery) -> Result<Vec<LogStat>> {
+        let backend = self.clone();
+        let query = query.clone();
+        blocking(move || backend.list_blocking(&query)).await
+    }
+
+    async fn open_reader(&self, key: &SessionKey) -> Result<Box<dyn LogReader>> {
+        Ok(Box::new(self.open_jsonl_reader(key).await?))
+    }
+
+    async fn open_writer(&self, key: &SessionKey) -> Result<Box<dyn LogWriter>> {
+        Ok(Box::new(self.open_jsonl_writer(key).await?))
+    }
+
+    async fn materialize(&self, header: &SessionHeader, first_batch: &[Event]) -> Result<Box<dyn LogWriter>> {
+        let backend = self.clone();
+        let header = header.clone();
+        let first_batch = first_batch.to_vec();
+        let core = blocking(move || backend.materialize_blocking(&header, &first_batch)).await?;
+        Ok(Box::new(JsonlWriter::new(core)))
+    }
+}
+
+impl JsonlBackend {
+    /// `open_reader` returning the concrete reader (for tests and tools).
+    pub async fn open_jsonl_reader(&self, key: &SessionKey) -> Result<JsonlReader> {
+        let backend = self.clone();
+        let key = key.clone();
+        blocking(move || backend.open_reader_blocking(&key)).await
+    }
+
+    /// `open_writer` returning the concrete writer (for `fsck` and tests).
+    pub async fn open_jsonl_writer(&self, key: &SessionKey) -> Result<JsonlWriter> {
+        let backend = self.clone();
+        let key = key.clone();
+        let core = blocking(move || backend.open_writer_blocking(&key)).await?;
+        Ok(JsonlWriter::new(core))
+    }
+}
+
+/// A read handle's backend half: re-checks the file length on every read, so it sees
+/// appends made by a writer in this or another process; never modifies anything.
+pub struct JsonlReader {
+    header: SessionHeader,
+    view: Arc<Mutex<LogView>>,
+}
+
+impl JsonlReader {
+    /// Entries in this reader's sparse seq index (bounded by `INDEX_ENTRIES_MAX`).
+    pub fn index_entries(&self) -> usize {
+        lock_view(&self.view).index_len()
+    }
+}
+
+fn lock_view(view: &Mutex<LogView>) -> MutexGuard<'_, LogView> {
+    view.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[async_trait]
+impl LogReader for JsonlReader {
+    fn header(&self) -> &SessionHeader {
+        &self.header
+    }
+
+    async fn read(&mut self, offset: u64, length: u64) -> Result<Vec<Event>> {
+        let view = self.view.clone();
+        blocking(move || {
+            let mut view = lock_view(&view);
+            let len = view.file.len().map_err(|error| Error::io("stat log", &error))?;
+            view.read(offset, length, len)
+        })
+        .await
+    }
+}

@@ -1,0 +1,266 @@
+//! The file-system seam of the embedded backend: every file operation the backend
+//! performs goes through `Fs` / `FsFile`, so tests can inject faults (`FaultFs` in
+//! `berth-testkit`) behind the same trait as the real file system (`OsFs`).
+//!
+//! Every open refuses to follow a symlink in the final component (`O_NOFOLLOW`) and sets
+//! `O_CLOEXEC`, so a child process never inherits a descriptor (and with it the writer
+//! lease's `flock`).
+
+use std::ffi::OsString;
+use std::fs::{self, File};
+use std::io;
+use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt};
+use std::path::Path;
+
+/// Mode of every directory the backend creates: owner only.
+pub const DIR_MODE: u32 = 0o700;
+/// Mode of every file the backend creates: owner only.
+pub const FILE_MODE: u32 = 0o600;
+
+/// How to open a file. Always `O_NOFOLLOW | O_CLOEXEC`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OpenOptions {
+    pub read: bool,
+    pub write: bool,
+    /// Create if missing (`O_CREAT`).
+    pub create: bool,
+    /// Fail if it exists (`O_CREAT | O_EXCL`).
+    pub create_new: bool,
+    /// Truncate to zero on open (`O_TRUNC`).
+    pub truncate: bool,
+}
+
+impl OpenOptions {
+    pub fn read_only() -> OpenOptions {
+        OpenOptions { read: true, ..OpenOptions::default() }
+    }
+
+    pub fn read_write() -> OpenOptions {
+        OpenOptions { read: true, write: true, ..OpenOptions::default() }
+    }
+
+    /// Read-write, created if missing (the lock file).
+    pub fn read_write_create() -> OpenOptions {
+        OpenOptions { read: true, write: true, create: true, ..OpenOptions::default() }
+    }
+
+    /// Write-only, created or truncated (temp files and kept copies).
+    pub fn write_truncate() -> OpenOptions {
+        OpenOptions { write: true, create: true, truncate: true, ..OpenOptions::default() }
+    }
+
+    /// Write-only, must not exist yet.
+    pub fn write_new() -> OpenOptions {
+        OpenOptions { write: true, create_new: true, ..OpenOptions::default() }
+    }
+}
+
+/// What `lstat`/`fstat` tell the backend about a file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileMeta {
+    pub is_dir: bool,
+    pub is_file: bool,
+    pub is_symlink: bool,
+    pub len: u64,
+    pub dev: u64,
+    pub ino: u64,
+    pub mtime_ns: i128,
+    pub ctime_ns: i128,
+}
+
+impl FileMeta {
+    fn from_std(meta: &fs::Metadata) -> FileMeta {
+        let file_type = meta.file_type();
+        FileMeta {
+            is_dir: file_type.is_dir(),
+            is_file: file_type.is_file(),
+            is_symlink: file_type.is_symlink(),
+            len: meta.len(),
+            dev: meta.dev(),
+            ino: meta.ino(),
+            mtime_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
+            ctime_ns: i128::from(meta.ctime()) * 1_000_000_000 + i128::from(meta.ctime_nsec()),
+        }
+    }
+}
+
+/// The file system as the backend uses it. Paths are absolute.
+pub trait Fs: Send + Sync + 'static {
+    fn open(&self, path: &Path, options: OpenOptions) -> io::Result<Box<dyn FsFile>>;
+    /// Opens a directory read-only (for `flock` and `fsync`).
+    fn open_dir(&self, path: &Path) -> io::Result<Box<dyn FsFile>>;
+    /// Creates one directory with mode `DIR_MODE` (`AlreadyExists` if present).
+    fn create_dir(&self, path: &Path) -> io::Result<()>;
+    /// `fsync` of a directory, making its entries (creates, links, renames) durable.
+    fn sync_dir(&self, path: &Path) -> io::Result<()>;
+    /// `link(2)`: fails with `AlreadyExists` instead of replacing `to`.
+    fn hard_link(&self, from: &Path, to: &Path) -> io::Result<()>;
+    /// `rename(2)`: atomically replaces `to`.
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
+    fn remove_file(&self, path: &Path) -> io::Result<()>;
+    fn remove_dir(&self, path: &Path) -> io::Result<()>;
+    /// Names of a directory's entries, in no particular order.
+    fn read_dir(&self, path: &Path) -> io::Result<Vec<OsString>>;
+    /// `lstat(2)`: never follows a symlink.
+    fn metadata(&self, path: &Path) -> io::Result<FileMeta>;
+}
+
+/// An open file (or directory).
+pub trait FsFile: Send + Sync {
+    /// `pread(2)`: may return fewer bytes than asked.
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize>;
+    /// `pwrite(2)`: may write fewer bytes than asked (a short write).
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize>;
+    /// `fdatasync(2)`.
+    fn sync_data(&self) -> io::Result<()>;
+    /// `fsync(2)`.
+    fn sync_all(&self) -> io::Result<()>;
+    /// `ftruncate(2)`.
+    fn set_len(&self, len: u64) -> io::Result<()>;
+    /// Current length (`fstat`).
+    fn len(&self) -> io::Result<u64>;
+    fn is_empty(&self) -> io::Result<bool> {
+        Ok(self.len()? == 0)
+    }
+    /// `flock(LOCK_EX | LOCK_NB)`: `Ok(false)` when another open file description holds
+    /// it. Released when the last descriptor of this description closes.
+    fn try_lock(&self) -> io::Result<bool>;
+    /// `fstat(2)`.
+    fn metadata(&self) -> io::Result<FileMeta>;
+    /// `(dev, ino)` of the open file, to compare with what a path names now.
+    fn identity(&self) -> io::Result<(u64, u64)> {
+        let meta = self.metadata()?;
+        Ok((meta.dev, meta.ino))
+    }
+}
+
+/// The real file system.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct OsFs;
+
+impl Fs for OsFs {
+    fn open(&self, path: &Path, options: OpenOptions) -> io::Result<Box<dyn FsFile>> {
+        let file = fs::OpenOptions::new()
+            .read(options.read)
+            .write(options.write)
+            .create(options.create)
+            .create_new(options.create_new)
+            .truncate(options.truncate)
+            .mode(FILE_MODE)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(path)?;
+        Ok(Box::new(OsFile(file)))
+    }
+
+    fn open_dir(&self, path: &Path) -> io::Result<Box<dyn FsFile>> {
+        let file = fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(path)?;
+        Ok(Box::new(OsFile(file)))
+    }
+
+    fn create_dir(&self, path: &Path) -> io::Result<()> {
+        fs::DirBuilder::new().mode(DIR_MODE).create(path)
+    }
+
+    fn sync_dir(&self, path: &Path) -> io::Result<()> {
+        self.open_dir(path)?.sync_all()
+    }
+
+    fn hard_link(&self, from: &Path, to: &Path) -> io::Result<()> {
+        fs::hard_link(from, to)
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        fs::rename(from, to)
+    }
+
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        fs::remove_file(path)
+    }
+
+    fn remove_dir(&self, path: &Path) -> io::Result<()> {
+        fs::remove_dir(path)
+    }
+
+    fn read_dir(&self, path: &Path) -> io::Result<Vec<OsString>> {
+        fs::read_dir(path)?.map(|entry| entry.map(|entry| entry.file_name())).collect()
+    }
+
+    fn metadata(&self, path: &Path) -> io::Result<FileMeta> {
+        fs::symlink_metadata(path).map(|meta| FileMeta::from_std(&meta))
+    }
+}
+
+/// A real open file.
+#[derive(Debug)]
+pub struct OsFile(pub File);
+
+impl FsFile for OsFile {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        self.0.read_at(buf, offset)
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
+        self.0.write_at(buf, offset)
+    }
+
+    fn sync_data(&self) -> io::Result<()> {
+        self.0.sync_data()
+    }
+
+    fn sync_all(&self) -> io::Result<()> {
+        self.0.sync_all()
+    }
+
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.0.set_len(len)
+    }
+
+    fn len(&self) -> io::Result<u64> {
+        self.0.metadata().map(|meta| meta.len())
+    }
+
+    fn try_lock(&self) -> io::Result<bool> {
+        match self.0.try_lock() {
+            Ok(()) => Ok(true),
+            Err(fs::TryLockError::WouldBlock) => Ok(false),
+            Err(fs::TryLockError::Error(error)) => Err(error),
+        }
+    }
+
+    fn metadata(&self) -> io::Result<FileMeta> {
+        self.0.metadata().map(|meta| FileMeta::from_std(&meta))
+    }
+}
+
+/// Reads exactly `buf.len()` bytes at `offset`, or fewer at end of file. Returns the
+/// number read.
+pub fn read_full_at(file: &dyn FsFile, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match file.read_at(&mut buf[filled..], offset + filled as u64) {
+            Ok(0) => break,
+            Ok(read) => filled += read,
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(filled)
+}
+
+/// Writes all of `buf` at `offset`, continuing after short writes. A zero-length write
+/// is an error (`WriteZero`). On error, some prefix of `buf` may have been written.
+pub fn write_all_at(file: &dyn FsFile, buf: &[u8], offset: u64) -> io::Result<()> {
+    let mut written = 0;
+    while written < buf.len() {
+        match file.write_at(&buf[written..], offset + written as u64) {
+            Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "write returned 0 bytes")),
+            Ok(count) => written += count,
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,311 @@
+//! Reading an open log with memory bounded by a constant: a sparse seq → byte-offset
+//! index with a fixed number of entries, and forward scans from the nearest entry with a
+//! bounded buffer. Shared by read handles (which re-check the file length on every read)
+//! and write handles (which know their own committed end).
+
+use crate::format::{self, LineCursor, LineFault, NextLine, ReadAt, ScanStatus};
+use crate::fs::FsFile;
+use berth_core::{Epoch, Error, Event, Location, Result};
+use std::io;
+
+/// Most entries the sparse index keeps; when full, the stride doubles.
+pub const INDEX_ENTRIES_MAX: usize = 1024;
+
+/// A sparse map from seq to the byte offset where that seq's line starts. Holds the
+/// seqs that are multiples of `stride`; at most `INDEX_ENTRIES_MAX` of them.
+#[derive(Clone, Debug)]
+pub struct SparseIndex {
+    stride: u64,
+    entries: Vec<(u64, u64)>,
+}
+
+impl SparseIndex {
+    pub fn new() -> SparseIndex {
+        SparseIndex { stride: 1, entries: Vec::new() }
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Records that `seq`'s line starts at `offset` (seqs arrive in increasing order).
+    pub fn note(&mut self, seq: u64, offset: u64) {
+        if seq % self.stride != 0 || self.entries.last().is_some_and(|(last, _)| *last >= seq) {
+            return;
+        }
+        self.entries.push((seq, offset));
+        if self.entries.len() > INDEX_ENTRIES_MAX {
+            self.stride *= 2;
+            let stride = self.stride;
+            self.entries.retain(|(seq, _)| seq % stride == 0);
+        }
+        debug_assert!(self.entries.len() <= INDEX_ENTRIES_MAX);
+    }
+
+    /// The entry with the largest seq ≤ `seq`.
+    pub fn floor(&self, seq: u64) -> Option<(u64, u64)> {
+        let after = self.entries.partition_point(|(entry, _)| *entry <= seq);
+        after.checked_sub(1).map(|index| self.entries[index])
+    }
+
+    /// Forgets entries for seqs ≥ `events` (the log shrank).
+    pub fn truncate(&mut self, events: u64) {
+        let keep = self.entries.partition_point(|(entry, _)| *entry < events);
+        self.entries.truncate(keep);
+    }
+}
+
+impl Default for SparseIndex {
+    fn default() -> Self {
+        SparseIndex::new()
+    }
+}
+
+/// Adapts an open file to the scanner's byte source.
+pub struct FileSource<'a>(pub &'a dyn FsFile);
+
+impl ReadAt for FileSource<'_> {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        self.0.read_at(buf, offset)
+    }
+}
+
+/// Damage found at the end of the known prefix; sticky until the file shrinks.
+#[derive(Clone, Debug)]
+struct Damage {
+    /// File length when the damage was classified.
+    file_len: u64,
+    error: Error,
+}
+
+/// The validated view of one open log file.
+pub struct LogView {
+    pub file: Box<dyn FsFile>,
+    /// Path relative to the data root, for error locations.
+    pub artifact: String,
+    /// End of the header line: where seq 0 starts.
+    pub header_len: u64,
+    pub header_epoch: Epoch,
+    index: SparseIndex,
+    /// Events `0..known_events` were validated and end at `known_end`.
+    known_events: u64,
+    known_end: u64,
+    last_epoch: Epoch,
+    damage: Option<Damage>,
+}
+
+impl LogView {
+    pub fn new(file: Box<dyn FsFile>, artifact: String, header_len: u64, header_epoch: Epoch) -> LogView {
+        let mut index = SparseIndex::new();
+        index.note(0, header_len);
+        LogView {
+            file,
+            artifact,
+            header_len,
+            header_epoch,
+            index,
+            known_events: 0,
+            known_end: header_len,
+            last_epoch: header_epoch,
+            damage: None,
+        }
+    }
+
+    pub fn known_events(&self) -> u64 {
+        self.known_events
+    }
+
+    pub fn known_end(&self) -> u64 {
+        self.known_end
+    }
+
+    pub fn last_epoch(&self) -> Epoch {
+        self.last_epoch
+    }
+
+    pub fn index_len(&self) -> usize {
+        self.index.len()
+    }
+
+    /// Marks `events` events ending at `end` as validated (after a full scan).
+    pub fn set_known(&mut self, events: u64, end: u64, last_epoch: Epoch) {
+        self.known_events = events;
+        self.known_end = end;
+        self.last_epoch = last_epoch;
+    }
+
+    /// Takes an index built by a full scan (which notes seq 0 only if it exists).
+    pub fn set_index(&mut self, mut index: SparseIndex) {
+        if index.is_empty() {
+            index.note(0, self.header_len);
+        }
+        self.index = index;
+    }
+
+    /// Records appended by this process's writer: line start offsets, then the new end.
+    pub fn note_appended(&mut self, first_seq: u64, line_offsets: &[u64], end: u64, epoch: Epoch) {
+        debug_assert_eq!(first_seq, self.known_events);
+        for (index, offset) in line_offsets.iter().enumerate() {
+            self.index.note(first_seq + index as u64, *offset);
+        }
+        self.known_events = first_seq + line_offsets.len() as u64;
+        self.known_end = end;
+        self.last_epoch = epoch;
+    }
+
+    /// Forgets everything from event `events` on (the writer rolled back, or the file
+    /// shrank under a reader).
+    pub fn forget_from(&mut self, events: u64, end: u64, last_epoch: Epoch) {
+        self.index.truncate(events);
+        self.index.note(0, self.header_len);
+        self.known_events = events;
+        self.known_end = end;
+        self.last_epoch = last_epoch;
+        self.damage = None;
+    }
+
+    fn corrupt(&self, reason: String, offset: u64, seq: u64) -> Error {
+        Error::Corrupt {
+            reason,
+            location: Location { artifact: self.artifact.clone(), offset: Some(offset), seq: Some(seq) },
+        }
+    }
+
+    /// Events `offset .. offset + length` of the valid prefix inside `0..visible_end`.
+    /// Stops quietly at a torn tail (or an append in progress); fails `Corrupt` when the
+    /// range reaches damage that a valid record follows.
+    pub fn read(&mut self, offset: u64, length: u64, visible_end: u64) -> Result<Vec<Event>> {
+        if visible_end < self.known_end {
+            // The file shrank below what was validated: start over from the header.
+            self.forget_from(0, self.header_len, self.header_epoch);
+        }
+        if let Some(damage) = &self.damage {
+            if damage.file_len != visible_end {
+                self.damage = None;
+            }
+        }
+        let want_end = offset.saturating_add(length);
+        let mut events = Vec::new();
+        if length == 0 {
+            return Ok(events);
+        }
+        let (mut seq, start) = if offset < self.known_events {
+            self.index.floor(offset).unwrap_or((0, self.header_len))
+        } else {
+            (self.known_events, self.known_end)
+        };
+        let mut cursor = LineCursor::new(start, visible_end);
+        while seq < want_end {
+            if seq >= self.known_events {
+                if let Some(damage) = &self.damage {
+                    return Err(damage.error.clone());
+                }
+            }
+            let source = FileSource(self.file.as_ref());
+            let (line_offset, line) = match cursor.next_line(&source).map_err(|error| Error::io("read log", &error))? {
+                NextLine::End => break,
+                NextLine::Unterminated { offset: line_offset } if seq >= self.known_events => {
+                    self.fault_at(line_offset, seq, LineFault::Damaged, visible_end)?;
+                    break;
+                }
+                NextLine::Unterminated { offset: line_offset } => {
+                    return Err(self.corrupt("validated record changed on disk".into(), line_offset, seq));
+                }
+                NextLine::Line { offset: line_offset, bytes } => (line_offset, bytes),
+            };
+            let line_end = line_offset + line.len() as u64 + 1;
+            if seq < self.known_events {
+                if seq >= offset {
+                    let (event, _) = format::decode_event_line(line).map_err(|_| {
+                        self.corrupt("validated record changed on disk".into(), line_offset, seq)
+                    })?;
+                    events.push(event);
+                }
+            } else {
+                let checked = if seq >= offset {
+                    format::decode_event_line(line).and_then(|(event, epoch)| {
+                        check_seq_epoch(event.seq.get(), epoch, seq, self.last_epoch)?;
+                        berth_core::vocabulary::check_stored(&event)
+                            .map_err(|error| LineFault::Unsupported(error.to_string()))?;
+                        Ok((Some(event), epoch))
+                    })
+                } else {
+                    format::check_event(line, seq, self.last_epoch).map(|epoch| (None, epoch))
+                };
+                match checked {
+                    Ok((event, epoch)) => {
+                        self.index.note(seq, line_offset);
+                        self.known_events = seq + 1;
+                        self.known_end = line_end;
+                        self.last_epoch = epoch;
+                        events.extend(event);
+                    }
+                    Err(fault) => {
+                        self.fault_at(line_offset, seq, fault, visible_end)?;
+                        break;
+                    }
+                }
+            }
+            seq += 1;
+        }
+        Ok(events)
+    }
+
+    /// Classifies a bad line at the end of the known prefix: a torn tail is not an error
+    /// (the read stops there); corruption is remembered and returned.
+    fn fault_at(&mut self, offset: u64, seq: u64, fault: LineFault, visible_end: u64) -> Result<()> {
+        let source = FileSource(self.file.as_ref());
+        let status = format::classify_fault(&source, visible_end, offset, seq, fault)
+            .map_err(|error| Error::io("read log", &error))?;
+        let error = match status {
+            ScanStatus::Clean | ScanStatus::TornTail { .. } => return Ok(()),
+            ScanStatus::Corrupt { reason, offset, seq } => Error::Corrupt {
+                reason,
+                location: Location { artifact: self.artifact.clone(), offset: Some(offset), seq },
+            },
+            ScanStatus::Unsupported { reason, seq } => Error::FormatUnsupported {
+                reason,
+                location: Some(Location { artifact: self.artifact.clone(), offset: Some(offset), seq }),
+            },
+        };
+        self.damage = Some(Damage { file_len: visible_end, error: error.clone() });
+        Err(error)
+    }
+}
+
+fn check_seq_epoch(found_seq: u64, epoch: Epoch, expected_seq: u64, previous_epoch: Epoch) -> Result<(), LineFault> {
+    if found_seq != expected_seq {
+        return Err(LineFault::Invalid(format!(
+            "seq {found_seq} where seq {expected_seq} was expected (a gap or a duplicate)"
+        )));
+    }
+    if epoch < previous_epoch {
+        return Err(LineFault::Invalid(format!("epoch {epoch} after epoch {previous_epoch} (epochs never go back)")));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn index_stays_bounded_and_floors_correctly() {
+        let mut index = SparseIndex::new();
+        for seq in 0..100_000u64 {
+            index.note(seq, seq * 10);
+            assert!(index.len() <= INDEX_ENTRIES_MAX);
+        }
+        for probe in [0u64, 1, 127, 128, 5_000, 99_999] {
+            let (seq, offset) = index.floor(probe).unwrap();
+            assert!(seq <= probe && probe - seq < 256, "{probe} -> {seq}");
+            assert_eq!(offset, seq * 10);
+        }
+        index.truncate(500);
+        assert!(index.floor(99_999).unwrap().0 < 500);
+    }
+}

@@ -1,0 +1,350 @@
+//! The write path of one session: lazy torn-tail truncation, appends with
+//! write-then-fdatasync, rollback and poisoning on any failure, and the lease's life.
+//!
+//! A failed or short write, or a failed sync, is never retried on the same file (after a
+//! failed `fsync` the kernel may have dropped the dirty pages and a retry can falsely
+//! succeed). The file is truncated back to the last length known good and the writer is
+//! poisoned: every later append or sync fails `Poisoned` without touching the disk.
+
+use crate::backend::Durability;
+use crate::format::{self, BROKEN_PREFIX, READ_CHUNK_BYTES};
+use crate::fs::{read_full_at, write_all_at, Fs, OpenOptions};
+use crate::lease::Lease;
+use crate::log::LogView;
+use async_trait::async_trait;
+use berth_core::{Epoch, Error, Event, Result, SessionHeader};
+use berth_store::{LogWriter, TailRecovery};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// A batch encoded for one writer epoch: the bytes to append, and where each record
+/// starts inside them.
+pub(crate) struct EncodedBatch {
+    pub first_seq: u64,
+    pub bytes: Vec<u8>,
+    pub line_offsets: Vec<u64>,
+}
+
+pub(crate) fn encode_batch(batch: &[Event], epoch: Epoch) -> EncodedBatch {
+    let mut bytes = Vec::new();
+    let mut line_offsets = Vec::with_capacity(batch.len());
+    for event in batch {
+        line_offsets.push(bytes.len() as u64);
+        bytes.extend_from_slice(&format::encode_event_line(event, epoch));
+    }
+    EncodedBatch { first_seq: batch.first().map_or(0, |event| event.seq.get()), bytes, line_offsets }
+}
+
+/// A torn tail found by the write open, truncated before the first append.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PendingTruncation {
+    pub committed_len: u64,
+    pub torn_bytes: u64,
+}
+
+/// The prefix of the log known to be on stable storage.
+#[derive(Clone, Copy, Debug)]
+struct DurablePoint {
+    end: u64,
+    events: u64,
+    last_epoch: Epoch,
+}
+
+/// The synchronous state of a write handle. Runs inside `spawn_blocking`.
+pub(crate) struct WriterCore {
+    pub fs: Arc<dyn Fs>,
+    pub id: String,
+    pub session_dir: PathBuf,
+    pub lease: Option<Lease>,
+    pub view: LogView,
+    pub header: SessionHeader,
+    pub epoch: Epoch,
+    pub durability: Durability,
+    pub torn: Option<PendingTruncation>,
+    pub recovery: Option<TailRecovery>,
+    durable: DurablePoint,
+    poisoned: Option<String>,
+}
+
+impl WriterCore {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        fs: Arc<dyn Fs>,
+        id: String,
+        session_dir: PathBuf,
+        lease: Lease,
+        view: LogView,
+        header: SessionHeader,
+        epoch: Epoch,
+        durability: Durability,
+        torn: Option<PendingTruncation>,
+    ) -> WriterCore {
+        let durable = DurablePoint { end: view.known_end(), events: view.known_events(), last_epoch: view.last_epoch() };
+        let recovery = torn.map(|torn| TailRecovery { torn_bytes: torn.torn_bytes, kept_copy: None });
+        WriterCore {
+            fs,
+            id,
+            session_dir,
+            lease: Some(lease),
+            view,
+            header,
+            epoch,
+            durability,
+            torn,
+            recovery,
+            durable,
+            poisoned: None,
+        }
+    }
+
+    pub fn next_seq(&self) -> u64 {
+        self.view.known_events()
+    }
+
+    fn check_usable(&self, operation: &'static str) -> Result<()> {
+        if self.lease.is_none() {
+            return Err(Error::HandleClosed { id: self.id.clone(), operation });
+        }
+        if let Some(cause) = &self.poisoned {
+            return Err(Error::Poisoned { id: self.id.clone(), cause: cause.clone() });
+        }
+        Ok(())
+    }
+
+    pub fn read(&mut self, offset: u64, length: u64) -> Result<Vec<Event>> {
+        if self.lease.is_none() {
+            return Err(Error::HandleClosed { id: self.id.clone(), operation: "read" });
+        }
+        let end = self.view.known_end();
+        self.view.read(offset, length, end)
+    }
+
+    pub fn append(&mut self, batch: &EncodedBatch) -> Result<()> {
+        self.check_usable("append")?;
+        let expected = self.view.known_events();
+        if batch.first_seq != expected {
+            return Err(Error::SeqConflict { expected, actual: batch.first_seq });
+        }
+        if batch.line_offsets.is_empty() {
+            return Ok(());
+        }
+        self.truncate_torn_tail()?;
+        let start = self.view.known_end();
+        if let Err(error) = write_all_at(self.view.file.as_ref(), &batch.bytes, start) {
+            return Err(self.fail("append write", &error, start));
+        }
+        if self.durability == Durability::PerAppend {
+            if let Err(error) = self.view.file.sync_data() {
+                return Err(self.fail("append sync", &error, self.durable.end));
+            }
+        }
+        let offsets: Vec<u64> = batch.line_offsets.iter().map(|offset| start + offset).collect();
+        let end = start + batch.bytes.len() as u64;
+        self.view.note_appended(batch.first_seq, &offsets, end, self.epoch);
+        if self.durability == Durability::PerAppend {
+            self.mark_durable();
+        }
+        Ok(())
+    }
+
+    pub fn sync(&mut self) -> Result<()> {
+        self.check_usable("sync")?;
+        if self.durable.end == self.view.known_end() {
+            return Ok(());
+        }
+        if let Err(error) = self.view.file.sync_data() {
+            return Err(self.fail("sync", &error, self.durable.end));
+        }
+        self.mark_durable();
+        Ok(())
+    }
+
+    pub fn release(&mut self) {
+        self.lease = None;
+    }
+
+    fn mark_durable(&mut self) {
+        self.durable =
+            DurablePoint { end: self.view.known_end(), events: self.view.known_events(), last_epoch: self.view.last_epoch() };
+    }
+
+    /// After a failed write or sync: truncate back to `rollback_len` (the pre-batch length
+    /// for a failed write, the last durable length for a failed sync), sync that, and
+    /// poison the writer whatever happens.
+    fn fail(&mut self, operation: &'static str, error: &std::io::Error, rollback_len: u64) -> Error {
+        let file = self.view.file.as_ref();
+        let rolled_back = file.set_len(rollback_len).and_then(|()| file.sync_all());
+        let (events, last_epoch) = if rollback_len >= self.view.known_end() {
+            (self.view.known_events(), self.view.last_epoch())
+        } else {
+            (self.durable.events, self.durable.last_epoch)
+        };
+        let rollback_len = rollback_len.min(self.view.known_end());
+        self.view.forget_from(events, rollback_len, last_epoch);
+        let rollback = match &rolled_back {
+            Ok(()) => format!("rolled back to {rollback_len} bytes"),
+            Err(rollback_error) => format!("rollback to {rollback_len} bytes also failed: {rollback_error}"),
+        };
+        tracing::error!(session = %self.id, %error, %rollback, "{operation} failed; write handle poisoned");
+        self.poisoned = Some(format!("{operation} failed: {error}; {rollback}"));
+        Error::Io { operation, kind: error.kind(), message: format!("{error}; {rollback}") }
+    }
+
+    /// Truncates the torn tail found at open (once, before the first append), keeping a
+    /// copy of the discarded bytes. Any failure poisons the writer.
+    pub fn truncate_torn_tail(&mut self) -> Result<()> {
+        let Some(torn) = self.torn else {
+            return Ok(());
+        };
+        match self.copy_and_truncate(torn) {
+            Ok(kept_copy) => {
+                self.torn = None;
+                self.recovery = Some(TailRecovery { torn_bytes: torn.torn_bytes, kept_copy });
+                Ok(())
+            }
+            Err((operation, error)) => {
+                let message = format!("torn-tail truncation failed during {operation}: {error}");
+                tracing::error!(session = %self.id, %message, "write handle poisoned");
+                self.poisoned = Some(message);
+                Err(Error::io(operation, &error))
+            }
+        }
+    }
+
+    fn copy_and_truncate(&self, torn: PendingTruncation) -> Result<Option<String>, (&'static str, std::io::Error)> {
+        let file = self.view.file.as_ref();
+        let file_len = file.len().map_err(|error| ("stat log", error))?;
+        if file_len <= torn.committed_len {
+            return Ok(None);
+        }
+        let name = format!("{BROKEN_PREFIX}{}-{}", self.epoch, torn.committed_len);
+        let copy_path = self.session_dir.join(&name);
+        let copy = self.fs.open(&copy_path, OpenOptions::write_truncate()).map_err(|error| ("create torn-tail copy", error))?;
+        let mut buf = vec![0; READ_CHUNK_BYTES];
+        let mut offset = torn.committed_len;
+        while offset < file_len {
+            let want = usize::try_from(file_len - offset).unwrap_or(usize::MAX).min(buf.len());
+            let read = read_full_at(file, &mut buf[..want], offset).map_err(|error| ("read torn tail", error))?;
+            if read == 0 {
+                break;
+            }
+            write_all_at(copy.as_ref(), &buf[..read], offset - torn.committed_len)
+                .map_err(|error| ("write torn-tail copy", error))?;
+            offset += read as u64;
+        }
+        copy.sync_all().map_err(|error| ("sync torn-tail copy", error))?;
+        drop(copy);
+        self.fs.sync_dir(&self.session_dir).map_err(|error| ("sync session directory", error))?;
+        file.set_len(torn.committed_len).map_err(|error| ("truncate torn tail", error))?;
+        file.sync_all().map_err(|error| ("sync truncated log", error))?;
+        tracing::warn!(
+            session = %self.id,
+            committed_len = torn.committed_len,
+            torn_bytes = file_len - torn.committed_len,
+            kept_copy = %name,
+            "recovered from a torn tail"
+        );
+        Ok(Some(name))
+    }
+}
+
+/// The `LogWriter` the front holds: a thin async shell over a `WriterCore` whose file
+/// work runs in `spawn_blocking`. The core sits behind a mutex so an operation whose
+/// caller gave up still completes consistently in the background.
+pub struct JsonlWriter {
+    header: SessionHeader,
+    epoch: Epoch,
+    recovery: Option<TailRecovery>,
+    next_seq: u64,
+    core: Arc<Mutex<WriterCore>>,
+}
+
+impl JsonlWriter {
+    pub(crate) fn new(core: WriterCore) -> JsonlWriter {
+        JsonlWriter {
+            header: core.header.clone(),
+            epoch: core.epoch,
+            recovery: core.recovery.clone(),
+            next_seq: core.next_seq(),
+            core: Arc::new(Mutex::new(core)),
+        }
+    }
+
+    async fn with_core<T: Send + 'static>(
+        &mut self,
+        work: impl FnOnce(&mut WriterCore) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let core = self.core.clone();
+        let (outcome, next_seq) = crate::backend::blocking(move || {
+            let mut core = lock(&core);
+            let outcome = work(&mut core);
+            Ok((outcome, core.next_seq()))
+        })
+        .await?;
+        self.next_seq = next_seq;
+        outcome
+    }
+
+    /// Entries in this writer's sparse seq index (bounded by `INDEX_ENTRIES_MAX`).
+    pub fn index_entries(&self) -> usize {
+        lock(&self.core).view.index_len()
+    }
+
+    /// Truncates a pending torn tail now (what `fsck --repair` does); returns what was
+    /// recovered, if anything.
+    pub async fn repair_torn_tail(&mut self) -> Result<Option<TailRecovery>> {
+        self.with_core(|core| {
+            core.check_usable("repair")?;
+            let had_torn = core.torn.is_some();
+            core.truncate_torn_tail()?;
+            Ok(if had_torn { core.recovery.clone() } else { None })
+        })
+        .await
+    }
+}
+
+fn lock(core: &Mutex<WriterCore>) -> MutexGuard<'_, WriterCore> {
+    // A panic inside a core operation poisons the mutex; the core's own `poisoned` state
+    // is what matters, so keep using it.
+    core.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[async_trait]
+impl LogWriter for JsonlWriter {
+    fn header(&self) -> &SessionHeader {
+        &self.header
+    }
+
+    fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
+
+    fn epoch(&self) -> Epoch {
+        self.epoch
+    }
+
+    fn recovery(&self) -> Option<TailRecovery> {
+        self.recovery.clone()
+    }
+
+    async fn read(&mut self, offset: u64, length: u64) -> Result<Vec<Event>> {
+        self.with_core(move |core| core.read(offset, length)).await
+    }
+
+    async fn append(&mut self, batch: &[Event]) -> Result<()> {
+        let encoded = encode_batch(batch, self.epoch);
+        self.with_core(move |core| core.append(&encoded)).await
+    }
+
+    async fn sync(&mut self) -> Result<()> {
+        self.with_core(|core| core.sync()).await
+    }
+
+    async fn release(&mut self) -> Result<()> {
+        self.with_core(|core| {
+            core.release();
+            Ok(())
+        })
+        .await
+    }
+}
