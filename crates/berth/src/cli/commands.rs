@@ -1,0 +1,910 @@
+//! One function per CLI command; each returns its exit code or a typed error.
+
+use super::output::{print_json, print_value, session_detail, session_line};
+use super::{data_root, Cli, Command, PrincipalArgs};
+use berth_catalog::RetentionPolicy;
+use berth_core::lifecycle::Status;
+use berth_core::{
+    Concurrency, Error, Result, Revision, RunId, SessionId, SessionKey, SessionPolicy, TenantId,
+};
+use berth_service::{
+    AppendRequest, AttachRequest, ClosePolicy, CreateSession, ListRequest, MetadataUpdate,
+    NewEvent, OnBusy, SessionService,
+};
+use berth_store::{Access, ListQuery};
+use clap::{Args, Subcommand};
+use std::collections::BTreeSet;
+use std::io::{BufRead, Read, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Subcommand, Debug)]
+pub enum SessionsCommand {
+    /// Create a session.
+    New {
+        #[command(flatten)]
+        principal: PrincipalArgs,
+        #[arg(long)]
+        id: Option<String>,
+        /// Owner (defaults to --user; service and admin principals may create for others).
+        #[arg(long)]
+        owner: Option<String>,
+        #[arg(long)]
+        title: Option<String>,
+        #[arg(long = "label")]
+        labels: Vec<String>,
+        /// Allow up to N concurrent runs (default: serial, one run).
+        #[arg(long)]
+        parallel: Option<u32>,
+        /// Activity lease TTL in milliseconds.
+        #[arg(long)]
+        ttl_ms: Option<u64>,
+    },
+    /// List sessions (newest activity first).
+    Ls {
+        #[command(flatten)]
+        principal: PrincipalArgs,
+        #[arg(long = "status")]
+        statuses: Vec<String>,
+        #[arg(long)]
+        label: Option<String>,
+        #[arg(long)]
+        owner: Option<String>,
+        /// Include blank sessions (no conversation yet).
+        #[arg(long)]
+        all: bool,
+        #[arg(long)]
+        limit: Option<usize>,
+        #[arg(long)]
+        cursor: Option<String>,
+    },
+    /// Show a session's metadata.
+    Show {
+        #[command(flatten)]
+        principal: PrincipalArgs,
+        id: String,
+    },
+    /// Show a session's metadata and its log's storage stat (change token, size).
+    Stat {
+        #[command(flatten)]
+        principal: PrincipalArgs,
+        id: String,
+    },
+    /// Print a session's events as JSON lines.
+    Cat {
+        #[command(flatten)]
+        principal: PrincipalArgs,
+        id: String,
+        #[arg(long, default_value_t = 0)]
+        from: u64,
+        #[arg(long)]
+        limit: Option<u64>,
+    },
+    /// Close a session (terminal; refuses while runs are attached unless --cancel-runs).
+    Close {
+        #[command(flatten)]
+        principal: PrincipalArgs,
+        id: String,
+        #[arg(long)]
+        cancel_runs: bool,
+        #[arg(long)]
+        expected_revision: Option<u64>,
+    },
+    /// Fork a session (also a closed or expired one) into a new session.
+    Fork {
+        #[command(flatten)]
+        principal: PrincipalArgs,
+        id: String,
+        /// Copy events before this seq (default: all).
+        #[arg(long)]
+        upto: Option<u64>,
+        #[arg(long)]
+        new_id: Option<String>,
+    },
+    /// Reopen a closed or expired session (admin; audited).
+    Reopen {
+        #[command(flatten)]
+        principal: PrincipalArgs,
+        id: String,
+    },
+    /// Set a session's title and labels.
+    Update {
+        #[command(flatten)]
+        principal: PrincipalArgs,
+        id: String,
+        #[arg(long)]
+        title: Option<String>,
+        #[arg(long = "label")]
+        labels: Option<Vec<String>>,
+        #[arg(long)]
+        expected_revision: Option<u64>,
+    },
+    /// Delete a session's log and metadata (the audit log keeps a record).
+    Delete {
+        #[command(flatten)]
+        principal: PrincipalArgs,
+        id: String,
+        #[arg(long)]
+        expected_revision: Option<u64>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum RunsCommand {
+    /// Attach a run; prints the run and its lease.
+    Attach {
+        #[command(flatten)]
+        principal: PrincipalArgs,
+        session: String,
+        #[arg(long)]
+        run: Option<String>,
+        /// Detach the current run as interrupted if the session is busy.
+        #[arg(long)]
+        interrupt: bool,
+        #[arg(long)]
+        expected_revision: Option<u64>,
+    },
+    /// Extend a run's lease.
+    Heartbeat {
+        #[command(flatten)]
+        principal: PrincipalArgs,
+        session: String,
+        run: String,
+    },
+    /// Detach a run with an outcome.
+    Detach {
+        #[command(flatten)]
+        principal: PrincipalArgs,
+        session: String,
+        run: String,
+        #[arg(long, default_value = "completed")]
+        outcome: String,
+        #[arg(long)]
+        expected_revision: Option<u64>,
+    },
+    /// Attach a new run and repair turns a crash left open; prints what was repaired.
+    Resume {
+        #[command(flatten)]
+        principal: PrincipalArgs,
+        session: String,
+        #[arg(long)]
+        run: Option<String>,
+        #[arg(long)]
+        interrupt: bool,
+    },
+}
+
+#[derive(Args, Debug)]
+pub struct AppendArgs {
+    #[command(flatten)]
+    principal: PrincipalArgs,
+    session: String,
+    /// JSON lines file; `-` or absent reads stdin.
+    file: Option<PathBuf>,
+    #[arg(long)]
+    run: Option<String>,
+    #[arg(long)]
+    expected_seq: Option<u64>,
+}
+
+#[derive(Args, Debug)]
+pub struct ExportArgs {
+    #[command(flatten)]
+    principal: PrincipalArgs,
+    session: String,
+    /// A ZIP holding the session and its forks.
+    #[arg(long)]
+    zip: bool,
+    /// Output file (default stdout).
+    #[arg(short, long)]
+    output: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct ImportArgs {
+    #[command(flatten)]
+    principal: PrincipalArgs,
+    file: PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub struct GcArgs {
+    /// Most actions per batch.
+    #[arg(long, default_value_t = 500)]
+    batch: usize,
+    /// Run batches until nothing is left (default: one batch).
+    #[arg(long)]
+    all: bool,
+    /// Set this tenant's retention policy first (needs --tenant).
+    #[command(flatten)]
+    principal: PrincipalArgs,
+    #[arg(long)]
+    idle_ttl_ms: Option<u64>,
+    #[arg(long)]
+    max_age_ms: Option<u64>,
+    #[arg(long)]
+    delete_terminal_after_ms: Option<u64>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum AuditCommand {
+    /// Verify the tenant's audit hash chain (exit 6 if broken).
+    Verify {
+        #[command(flatten)]
+        principal: PrincipalArgs,
+    },
+    /// Print audit entries.
+    Log {
+        #[command(flatten)]
+        principal: PrincipalArgs,
+        #[arg(long, default_value_t = 0)]
+        from: u64,
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+    },
+}
+
+#[derive(Args, Debug)]
+pub struct FsckArgs {
+    /// Data directory (default: --data).
+    dir: Option<PathBuf>,
+    /// Truncate torn tails (keeping a copy of the discarded bytes). Never touches
+    /// corrupt logs.
+    #[arg(long)]
+    repair: bool,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum LogCommand {
+    /// List the event logs of a tenant.
+    Ls {
+        #[arg(long)]
+        tenant: String,
+        #[arg(long, default_value_t = 1000)]
+        limit: usize,
+    },
+    /// A log's header, change token and size, without reading its body.
+    Stat {
+        #[arg(long)]
+        tenant: String,
+        id: String,
+    },
+    /// A log's events as JSON lines.
+    Cat {
+        #[arg(long)]
+        tenant: String,
+        id: String,
+        #[arg(long, default_value_t = 0)]
+        from: u64,
+        #[arg(long)]
+        limit: Option<u64>,
+    },
+}
+
+pub async fn run(cli: Cli) -> Result<ExitCode> {
+    let json = cli.json;
+    match cli.command {
+        Command::Fsck(args) => fsck(&cli.data, args, json).await,
+        Command::Log(command) => log_command(&cli.data, command, json).await,
+        command => {
+            let service = berth::open_service(&cli.data, berth::system_clock()).await?;
+            let outcome = service_command(&service, command, json).await;
+            let shutdown = service.shutdown().await;
+            let code = outcome?;
+            shutdown?;
+            Ok(code)
+        }
+    }
+}
+
+fn session_id(text: &str) -> Result<SessionId> {
+    SessionId::parse(text)
+}
+
+fn run_id(text: &str) -> Result<RunId> {
+    RunId::parse(text)
+}
+
+async fn service_command(
+    service: &SessionService,
+    command: Command,
+    json: bool,
+) -> Result<ExitCode> {
+    match command {
+        Command::Sessions(command) => sessions(service, command, json).await,
+        Command::Runs(command) => runs(service, command, json).await,
+        Command::Append(args) => append(service, args, json).await,
+        Command::Export(args) => export(service, args).await,
+        Command::Import(args) => {
+            let principal = args.principal.principal()?;
+            let bytes = std::fs::read(&args.file).map_err(|e| Error::io("read import file", &e))?;
+            let records = if bytes.starts_with(b"PK") {
+                service.import_zip(&principal, &bytes).await?
+            } else {
+                vec![service.import(&principal, &bytes).await?]
+            };
+            for record in &records {
+                print_value(record, json, session_line);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Gc(args) => gc(service, args, json).await,
+        Command::Audit(command) => audit(service, command, json).await,
+        Command::Fsck(_) | Command::Log(_) => unreachable!("dispatched before opening the service"),
+    }
+}
+
+async fn sessions(
+    service: &SessionService,
+    command: SessionsCommand,
+    json: bool,
+) -> Result<ExitCode> {
+    match command {
+        SessionsCommand::New {
+            principal,
+            id,
+            owner,
+            title,
+            labels,
+            parallel,
+            ttl_ms,
+        } => {
+            let principal = principal.principal()?;
+            let mut policy = SessionPolicy::default();
+            if let Some(runs_max) = parallel {
+                policy.concurrency = Concurrency::Parallel { runs_max };
+            }
+            if let Some(ttl_ms) = ttl_ms {
+                policy.activity_ttl_ms = ttl_ms;
+            }
+            let request = CreateSession {
+                id: id.as_deref().map(session_id).transpose()?,
+                user: owner
+                    .as_deref()
+                    .map(berth_core::UserId::parse)
+                    .transpose()?,
+                policy: Some(policy),
+                title,
+                labels: labels.into_iter().collect(),
+                ..CreateSession::default()
+            };
+            let record = service.create(&principal, request).await?;
+            print_value(&record, json, |record| record.header.id.to_string());
+        }
+        SessionsCommand::Ls {
+            principal,
+            statuses,
+            label,
+            owner,
+            all,
+            limit,
+            cursor,
+        } => {
+            let principal = principal.principal()?;
+            let statuses = statuses
+                .iter()
+                .map(|status| Status::parse(status))
+                .collect::<Result<Vec<_>>>()?;
+            let request = ListRequest {
+                user: owner
+                    .as_deref()
+                    .map(berth_core::UserId::parse)
+                    .transpose()?,
+                statuses,
+                label,
+                include_blank: all,
+                cursor,
+                limit,
+                ..ListRequest::default()
+            };
+            let page = service.list(&principal, &request).await?;
+            if json {
+                print_json(&page);
+            } else {
+                page.items
+                    .iter()
+                    .for_each(|record| println!("{}", session_line(record)));
+                if let Some(cursor) = &page.next_cursor {
+                    println!("next: --cursor {cursor}");
+                }
+            }
+        }
+        SessionsCommand::Show { principal, id } => {
+            let record = service
+                .get(&principal.principal()?, &session_id(&id)?)
+                .await?;
+            print_value(&record, json, session_detail);
+        }
+        SessionsCommand::Stat { principal, id } => {
+            let record = service
+                .get(&principal.principal()?, &session_id(&id)?)
+                .await?;
+            let stat = service.store().stat(&record.key()).await?;
+            let value = serde_json::json!({
+                "session": record,
+                "log": stat.map(|stat| serde_json::json!({
+                    "change_token": stat.change_token,
+                    "event_count": stat.event_count,
+                    "size_bytes": stat.size_bytes,
+                })),
+            });
+            print_json(&value);
+        }
+        SessionsCommand::Cat {
+            principal,
+            id,
+            from,
+            limit,
+        } => {
+            let events = service
+                .read(&principal.principal()?, &session_id(&id)?, from, limit)
+                .await?;
+            print_events(&events)?;
+        }
+        SessionsCommand::Close {
+            principal,
+            id,
+            cancel_runs,
+            expected_revision,
+        } => {
+            let policy = if cancel_runs {
+                ClosePolicy::CancelRuns
+            } else {
+                ClosePolicy::Refuse
+            };
+            let record = service
+                .close(
+                    &principal.principal()?,
+                    &session_id(&id)?,
+                    policy,
+                    expected_revision.map(Revision),
+                )
+                .await?;
+            print_value(&record, json, session_line);
+        }
+        SessionsCommand::Fork {
+            principal,
+            id,
+            upto,
+            new_id,
+        } => {
+            let new_id = new_id.as_deref().map(session_id).transpose()?;
+            let record = service
+                .fork(&principal.principal()?, &session_id(&id)?, upto, new_id)
+                .await?;
+            print_value(&record, json, |record| record.header.id.to_string());
+        }
+        SessionsCommand::Reopen { principal, id } => {
+            let record = service
+                .reopen(&principal.principal()?, &session_id(&id)?)
+                .await?;
+            print_value(&record, json, session_line);
+        }
+        SessionsCommand::Update {
+            principal,
+            id,
+            title,
+            labels,
+            expected_revision,
+        } => {
+            let update = MetadataUpdate {
+                title: title.map(Some),
+                labels: labels.map(|labels| labels.into_iter().collect::<BTreeSet<_>>()),
+                expected_revision: expected_revision.map(Revision),
+            };
+            let record = service
+                .update_metadata(&principal.principal()?, &session_id(&id)?, update)
+                .await?;
+            print_value(&record, json, session_line);
+        }
+        SessionsCommand::Delete {
+            principal,
+            id,
+            expected_revision,
+        } => {
+            service
+                .delete(
+                    &principal.principal()?,
+                    &session_id(&id)?,
+                    expected_revision.map(Revision),
+                )
+                .await?;
+            print_value(&serde_json::json!({"deleted": id}), json, |_| {
+                format!("deleted {id}")
+            });
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn runs(service: &SessionService, command: RunsCommand, json: bool) -> Result<ExitCode> {
+    match command {
+        RunsCommand::Attach {
+            principal,
+            session,
+            run,
+            interrupt,
+            expected_revision,
+        } => {
+            let request = AttachRequest {
+                run_id: run.as_deref().map(run_id).transpose()?,
+                expected_revision: expected_revision.map(Revision),
+                on_busy: if interrupt {
+                    OnBusy::Interrupt
+                } else {
+                    OnBusy::Reject
+                },
+            };
+            let attachment = service
+                .attach(&principal.principal()?, &session_id(&session)?, request)
+                .await?;
+            print_value(&attachment, json, |a| {
+                format!(
+                    "{} lease_until {} revision {}",
+                    a.run.run_id, a.run.lease_until.0, a.revision.0
+                )
+            });
+        }
+        RunsCommand::Heartbeat {
+            principal,
+            session,
+            run,
+        } => {
+            let run = service
+                .heartbeat(
+                    &principal.principal()?,
+                    &session_id(&session)?,
+                    &run_id(&run)?,
+                )
+                .await?;
+            print_value(&run, json, |run| {
+                format!("{} lease_until {}", run.run_id, run.lease_until.0)
+            });
+        }
+        RunsCommand::Detach {
+            principal,
+            session,
+            run,
+            outcome,
+            expected_revision,
+        } => {
+            let record = service
+                .detach(
+                    &principal.principal()?,
+                    &session_id(&session)?,
+                    &run_id(&run)?,
+                    &outcome,
+                    expected_revision.map(Revision),
+                )
+                .await?;
+            print_value(&record, json, session_line);
+        }
+        RunsCommand::Resume {
+            principal,
+            session,
+            run,
+            interrupt,
+        } => {
+            let request = AttachRequest {
+                run_id: run.as_deref().map(run_id).transpose()?,
+                expected_revision: None,
+                on_busy: if interrupt {
+                    OnBusy::Interrupt
+                } else {
+                    OnBusy::Reject
+                },
+            };
+            let outcome = service
+                .resume(&principal.principal()?, &session_id(&session)?, request)
+                .await?;
+            print_value(&outcome, json, |outcome| {
+                let mut text = format!(
+                    "run {} attached; repaired {} event(s); next seq {}",
+                    outcome.attachment.run.run_id,
+                    outcome.repaired.len(),
+                    outcome.next_seq
+                );
+                for event in &outcome.repaired {
+                    text.push_str(&format!("\n  + {}", event.to_canonical_json()));
+                }
+                if let Some(checkpoint) = &outcome.checkpoint {
+                    text.push_str(&format!(
+                        "\ncheckpoint at seq {}: {}",
+                        checkpoint.seq, checkpoint.data
+                    ));
+                }
+                text
+            });
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn append(service: &SessionService, args: AppendArgs, json: bool) -> Result<ExitCode> {
+    let principal = args.principal.principal()?;
+    let mut text = String::new();
+    match &args.file {
+        Some(path) if path.as_os_str() != "-" => {
+            text = std::fs::read_to_string(path).map_err(|e| Error::io("read events file", &e))?;
+        }
+        _ => {
+            std::io::stdin()
+                .read_to_string(&mut text)
+                .map_err(|e| Error::io("read stdin", &e))?;
+        }
+    }
+    let mut events = Vec::new();
+    for (number, line) in text
+        .lines()
+        .enumerate()
+        .filter(|(_, line)| !line.trim().is_empty())
+    {
+        let event: NewEvent = serde_json::from_str(line)
+            .map_err(|error| Error::invalid("event", format!("line {}: {error}", number + 1)))?;
+        events.push(event);
+    }
+    let request = AppendRequest {
+        run: args.run.as_deref().map(run_id).transpose()?,
+        expected_seq: args.expected_seq,
+        events,
+    };
+    let outcome = service
+        .append(&principal, &session_id(&args.session)?, request)
+        .await?;
+    print_value(&outcome, json, |o| {
+        format!(
+            "appended seqs {}..{}{}",
+            o.first_seq,
+            o.next_seq,
+            if o.duplicate { " (already stored)" } else { "" }
+        )
+    });
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn export(service: &SessionService, args: ExportArgs) -> Result<ExitCode> {
+    let principal = args.principal.principal()?;
+    let id = session_id(&args.session)?;
+    let bytes = if args.zip {
+        service.export_zip(&principal, &id).await?
+    } else {
+        service.export(&principal, &id).await?
+    };
+    match &args.output {
+        Some(path) => std::fs::write(path, &bytes).map_err(|e| Error::io("write export", &e))?,
+        None => std::io::stdout()
+            .write_all(&bytes)
+            .map_err(|e| Error::io("write stdout", &e))?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn gc(service: &SessionService, args: GcArgs, json: bool) -> Result<ExitCode> {
+    if args.idle_ttl_ms.is_some()
+        || args.max_age_ms.is_some()
+        || args.delete_terminal_after_ms.is_some()
+    {
+        let policy = RetentionPolicy {
+            idle_ttl_ms: args.idle_ttl_ms,
+            max_age_ms: args.max_age_ms,
+            delete_terminal_after_ms: args.delete_terminal_after_ms,
+        };
+        service
+            .set_retention(&args.principal.principal()?, policy)
+            .await?;
+    }
+    let mut total = berth_service::SweepReport::default();
+    loop {
+        let report = service.sweep(args.batch).await?;
+        total.expired += report.expired;
+        total.deleted += report.deleted;
+        total.abandoned_creates += report.abandoned_creates;
+        total.more = report.more;
+        if !(args.all && report.more) {
+            break;
+        }
+    }
+    print_value(&total, json, |r| {
+        format!(
+            "expired {} deleted {} abandoned creates {}{}",
+            r.expired,
+            r.deleted,
+            r.abandoned_creates,
+            if r.more { " (more remain)" } else { "" }
+        )
+    });
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn audit(service: &SessionService, command: AuditCommand, json: bool) -> Result<ExitCode> {
+    match command {
+        AuditCommand::Verify { principal } => {
+            let verdict = service.verify_audit(&principal.principal()?).await?;
+            print_value(&verdict, json, |v| match v.broken_at {
+                None => format!("audit log intact: {} entries", v.entries),
+                Some(seq) => format!(
+                    "audit log BROKEN at entry {seq}: {}",
+                    v.reason.as_deref().unwrap_or("")
+                ),
+            });
+            Ok(if verdict.broken_at.is_some() {
+                ExitCode::from(6)
+            } else {
+                ExitCode::SUCCESS
+            })
+        }
+        AuditCommand::Log {
+            principal,
+            from,
+            limit,
+        } => {
+            let entries = service
+                .audit_log(&principal.principal()?, from, limit)
+                .await?;
+            if json {
+                print_json(&entries);
+            } else {
+                for entry in entries {
+                    let session = entry
+                        .draft
+                        .session
+                        .as_ref()
+                        .map(|s| s.to_string())
+                        .unwrap_or_default();
+                    println!(
+                        "{:>6} {} {:<20} {:<10} {:<8} {}",
+                        entry.seq,
+                        entry.draft.time.0,
+                        entry.draft.actor,
+                        entry.draft.action,
+                        entry.draft.outcome,
+                        session
+                    );
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn print_events(events: &[berth_core::Event]) -> Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    for event in events {
+        writeln!(stdout, "{}", event.to_canonical_json())
+            .map_err(|e| Error::io("write stdout", &e))?;
+    }
+    Ok(())
+}
+
+async fn fsck(data: &str, args: FsckArgs, json: bool) -> Result<ExitCode> {
+    let root = match args.dir {
+        Some(dir) => dir,
+        None => data_root(data)?,
+    };
+    let reports = berth_jsonl::fsck::check_root(&root)?;
+    let backend = if args.repair {
+        Some(berth_jsonl::JsonlBackend::open(
+            root.clone(),
+            Default::default(),
+        )?)
+    } else {
+        None
+    };
+    let (mut torn_left, mut damaged) = (0, 0);
+    let mut rows = Vec::new();
+    for report in reports {
+        let mut repaired = None;
+        let status = match &report.status {
+            berth_jsonl::fsck::SessionStatus::Ok { .. } => "ok",
+            berth_jsonl::fsck::SessionStatus::TornTail { .. } => {
+                if let Some(backend) = &backend {
+                    repaired =
+                        Some(berth_jsonl::fsck::repair_torn_tail(backend, &report.key).await?);
+                    "repaired"
+                } else {
+                    torn_left += 1;
+                    "torn_tail"
+                }
+            }
+            berth_jsonl::fsck::SessionStatus::Corrupt { .. } => {
+                damaged += 1;
+                "corrupt"
+            }
+            _ => {
+                damaged += 1;
+                "unsupported"
+            }
+        };
+        rows.push(serde_json::json!({
+            "tenant": report.key.tenant,
+            "session": report.key.id,
+            "artifact": report.artifact,
+            "status": status,
+            "detail": format!("{:?}", report.status),
+            "repaired": repaired.flatten(),
+        }));
+    }
+    if json {
+        print_json(
+            &serde_json::json!({"sessions": rows, "torn_tails": torn_left, "damaged": damaged}),
+        );
+    } else {
+        for row in &rows {
+            println!(
+                "{:<12} {}/{}  {}",
+                row["status"].as_str().unwrap_or(""),
+                row["tenant"].as_str().unwrap_or(""),
+                row["session"].as_str().unwrap_or(""),
+                row["detail"].as_str().unwrap_or("")
+            );
+        }
+        println!(
+            "{} session(s); {} torn tail(s) left; {} damaged",
+            rows.len(),
+            torn_left,
+            damaged
+        );
+    }
+    Ok(if damaged > 0 {
+        ExitCode::from(11)
+    } else if torn_left > 0 {
+        ExitCode::from(10)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+async fn log_command(data: &str, command: LogCommand, json: bool) -> Result<ExitCode> {
+    let backends = berth::open_backends(&berth::StoreUrl::parse(data)?).await?;
+    let store = backends.store;
+    match command {
+        LogCommand::Ls { tenant, limit } => {
+            let mut query = ListQuery::tenant(TenantId::parse(&tenant)?);
+            query.limit = limit.min(berth_core::limits::PAGE_SIZE_MAX);
+            let page = store.list(&query).await?;
+            for stat in &page.items {
+                if json {
+                    println!(
+                        "{}",
+                        serde_json::json!({"id": stat.header.id, "header": stat.header, "change_token": stat.change_token, "size_bytes": stat.size_bytes})
+                    );
+                } else {
+                    println!(
+                        "{:<40} {:>10} bytes  {}",
+                        stat.header.id.as_str(),
+                        stat.size_bytes.unwrap_or(0),
+                        stat.change_token.0
+                    );
+                }
+            }
+        }
+        LogCommand::Stat { tenant, id } => {
+            let key = SessionKey::new(TenantId::parse(&tenant)?, session_id(&id)?);
+            let stat = store
+                .stat(&key)
+                .await?
+                .ok_or_else(|| Error::session_not_found(&id))?;
+            print_json(
+                &serde_json::json!({"header": stat.header, "change_token": stat.change_token, "event_count": stat.event_count, "size_bytes": stat.size_bytes}),
+            );
+        }
+        LogCommand::Cat {
+            tenant,
+            id,
+            from,
+            limit,
+        } => {
+            let key = SessionKey::new(TenantId::parse(&tenant)?, session_id(&id)?);
+            let handle = store.open(&key, Access::Read).await?;
+            let events = handle.read(from, limit).await;
+            let _ = handle.close().await;
+            print_events(&events?)?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[allow(dead_code)]
+fn read_lines(reader: impl BufRead) -> Vec<String> {
+    reader.lines().map_while(std::result::Result::ok).collect()
+}

@@ -1,0 +1,150 @@
+//! Argument parsing and dispatch for the `berth` binary.
+
+mod commands;
+mod output;
+
+use berth_core::{Error, ProjectId, TenantId, UserId};
+use berth_service::{Principal, Role};
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "berth",
+    version,
+    about = "A durable, multi-tenant session store for AI-agent runtimes"
+)]
+pub struct Cli {
+    /// Where the data lives: a directory (embedded backend), file:///path, or memory:.
+    #[arg(
+        long,
+        global = true,
+        env = "BERTH_DATA",
+        default_value = "./berth-data"
+    )]
+    pub data: String,
+    /// Print machine-readable JSON instead of text.
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The principal the command acts as. The tenant is required for every session
+/// operation; the default role is `admin` (an operator with the data directory at hand
+/// already has every right to it).
+#[derive(Args, Debug, Clone)]
+pub struct PrincipalArgs {
+    #[arg(long, env = "BERTH_TENANT")]
+    pub tenant: Option<String>,
+    #[arg(long, env = "BERTH_USER", default_value = "operator")]
+    pub user: String,
+    #[arg(long, env = "BERTH_PROJECT")]
+    pub project: Option<String>,
+    #[arg(long, env = "BERTH_ROLE", default_value = "admin")]
+    pub role: String,
+}
+
+impl PrincipalArgs {
+    pub fn principal(&self) -> Result<Principal, Error> {
+        let tenant = self
+            .tenant
+            .as_deref()
+            .ok_or_else(|| Error::invalid("arguments", "--tenant is required"))?;
+        Ok(Principal {
+            tenant: TenantId::parse(tenant)?,
+            user: UserId::parse(&self.user)?,
+            project: self.project.as_deref().map(ProjectId::parse).transpose()?,
+            role: Role::parse(&self.role)?,
+        })
+    }
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Create, list, show, read, close, fork, reopen and delete sessions.
+    #[command(subcommand)]
+    Sessions(commands::SessionsCommand),
+    /// Attach, heartbeat, detach and resume runs.
+    #[command(subcommand)]
+    Runs(commands::RunsCommand),
+    /// Append events (JSON lines of {type, data, time?, ignorable?}) from a file or stdin.
+    Append(commands::AppendArgs),
+    /// Export a session as canonical JSONL (or a ZIP with its forks).
+    Export(commands::ExportArgs),
+    /// Import a session exported by `berth export`.
+    Import(commands::ImportArgs),
+    /// Apply retention policies and expire lapsed sessions, in bounded batches.
+    Gc(commands::GcArgs),
+    /// Read and verify the tamper-evident audit log.
+    #[command(subcommand)]
+    Audit(commands::AuditCommand),
+    /// Verify every log under a data directory; `--repair` truncates torn tails only.
+    Fsck(commands::FsckArgs),
+    /// Storage-level inspection of the event logs (no catalog, no authorization).
+    #[command(subcommand)]
+    Log(commands::LogCommand),
+}
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("BERTH_LOG")
+                .unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("berth: cannot start the runtime: {error}");
+            return ExitCode::from(1);
+        }
+    };
+    let json = cli.json;
+    match runtime.block_on(commands::run(cli)) {
+        Ok(code) => code,
+        Err(error) => {
+            output::print_error(&error, json);
+            ExitCode::from(exit_code(&error))
+        }
+    }
+}
+
+/// The documented exit code of an error kind.
+pub fn exit_code(error: &Error) -> u8 {
+    match error {
+        Error::NotFound { .. } => 3,
+        Error::AlreadyExists { .. }
+        | Error::AlreadyOwned { .. }
+        | Error::RevisionConflict { .. }
+        | Error::SeqConflict { .. }
+        | Error::Busy { .. }
+        | Error::Fenced { .. }
+        | Error::OwnershipLost { .. } => 4,
+        Error::Forbidden { .. }
+        | Error::Terminal { .. }
+        | Error::InvalidTransition { .. }
+        | Error::Invalid { .. }
+        | Error::LimitExceeded { .. }
+        | Error::ReadOnly { .. }
+        | Error::HandleClosed { .. } => 5,
+        Error::Corrupt { .. } | Error::FormatUnsupported { .. } => 6,
+        _ => 1,
+    }
+}
+
+pub fn data_root(data: &str) -> Result<PathBuf, Error> {
+    match berth::StoreUrl::parse(data)? {
+        berth::StoreUrl::Embedded(root) => Ok(root),
+        berth::StoreUrl::Memory => Err(Error::invalid(
+            "--data",
+            "this command needs a data directory",
+        )),
+    }
+}
