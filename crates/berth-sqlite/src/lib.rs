@@ -1,0 +1,292 @@
+//! The embedded Catalog on SQLite (R-J4): session metadata with compare-and-set on
+//! `revision` that is atomic across processes, the listing index, the per-tenant audit
+//! hash chain and retention policies, in one WAL-mode database file
+//! (`catalog.sqlite` in the data root).
+//!
+//! Connections. One writer connection behind a mutex does every write, each in a
+//! `BEGIN IMMEDIATE` transaction: SQLite's write lock is taken at `BEGIN`, before the
+//! revision is read, so a compare-and-set can never interleave with another writer in
+//! this process (the mutex) or in another process (the file lock, waited for up to the
+//! busy timeout, then `Unavailable`). Reads use a small pool of separate connections:
+//! in WAL mode they see the last committed snapshot and never wait for the writer.
+//! A listing runs inside one read transaction, so the sub-queries it merges share
+//! one snapshot. All SQLite calls run on tokio's blocking pool, never on the runtime.
+//!
+//! `open_in_memory` keeps everything on the writer connection (a second connection to
+//! `:memory:` would be a different database).
+
+mod catalog;
+mod error;
+mod listing;
+pub mod schema;
+
+pub use schema::{CATALOG_FILE_NAME, SCHEMA_VERSION};
+
+use crate::error::Failure;
+use berth_core::{Error, Result};
+use rusqlite::{Connection, OpenFlags, TransactionBehavior};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// Tuning for `SqliteCatalog::open_with`.
+#[derive(Clone, Debug)]
+pub struct SqliteOptions {
+    /// How long a connection waits for another process's lock before `Unavailable`.
+    pub busy_timeout: Duration,
+    /// Read connections kept open between calls (more are opened under load and
+    /// closed afterwards).
+    pub idle_readers_max: usize,
+}
+
+impl Default for SqliteOptions {
+    fn default() -> Self {
+        SqliteOptions {
+            busy_timeout: Duration::from_secs(5),
+            idle_readers_max: 4,
+        }
+    }
+}
+
+/// The SQLite catalog. Cheap to clone; clones share the connections.
+#[derive(Clone)]
+pub struct SqliteCatalog {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    writer: Mutex<Connection>,
+    /// `None` for an in-memory database: reads then use the writer connection.
+    readers: Option<ReaderPool>,
+    /// The database file's name, for error locations (never the full path).
+    artifact: String,
+}
+
+struct ReaderPool {
+    path: PathBuf,
+    options: SqliteOptions,
+    idle: Mutex<Vec<Connection>>,
+}
+
+impl std::fmt::Debug for SqliteCatalog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteCatalog")
+            .field("artifact", &self.shared.artifact)
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic inside a closure drops its transaction (rolled back), so the connection
+    // behind a poisoned mutex is still consistent.
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl SqliteCatalog {
+    /// Opens (creating if needed) the catalog file at `path` and applies pending schema
+    /// migrations, with default options. Blocking: call it at start-up or inside
+    /// `tokio::task::spawn_blocking`.
+    pub fn open(path: impl AsRef<Path>) -> Result<SqliteCatalog> {
+        SqliteCatalog::open_with(path, SqliteOptions::default())
+    }
+
+    /// `open` with explicit options.
+    pub fn open_with(path: impl AsRef<Path>, options: SqliteOptions) -> Result<SqliteCatalog> {
+        let path = path.as_ref().to_path_buf();
+        let artifact = path.file_name().map_or_else(
+            || CATALOG_FILE_NAME.to_owned(),
+            |n| n.to_string_lossy().into(),
+        );
+        let writer = open_writer(&path, &options)
+            .map_err(|failure| failure.into_error("open catalog", &artifact))?;
+        let readers = ReaderPool {
+            path,
+            options,
+            idle: Mutex::new(Vec::new()),
+        };
+        Ok(SqliteCatalog {
+            shared: Arc::new(Shared {
+                writer: Mutex::new(writer),
+                readers: Some(readers),
+                artifact,
+            }),
+        })
+    }
+
+    /// A private in-memory catalog (tests, `memory:`-style embedding with SQL semantics).
+    pub fn open_in_memory() -> Result<SqliteCatalog> {
+        let artifact = ":memory:".to_owned();
+        let setup = || -> Result<Connection, Failure> {
+            let mut connection = Connection::open_in_memory()?;
+            configure(&connection, &SqliteOptions::default())?;
+            schema::migrate(&mut connection, ":memory:")?;
+            Ok(connection)
+        };
+        let writer = setup().map_err(|failure| failure.into_error("open catalog", &artifact))?;
+        Ok(SqliteCatalog {
+            shared: Arc::new(Shared {
+                writer: Mutex::new(writer),
+                readers: None,
+                artifact,
+            }),
+        })
+    }
+
+    /// Test hook: runs raw SQL on the writer connection, so tamper-detection tests can
+    /// change, delete or reorder stored rows behind the catalog's back.
+    #[cfg(feature = "test-hooks")]
+    pub async fn execute_for_tests(&self, sql: &str) -> Result<()> {
+        let sql = sql.to_owned();
+        self.write("test hook", move |transaction| {
+            Ok(transaction.execute_batch(&sql)?)
+        })
+        .await
+    }
+
+    /// Runs `work` in one `BEGIN IMMEDIATE` transaction on the writer connection, on
+    /// the blocking pool. Commits iff `work` succeeds.
+    async fn write<T, F>(&self, operation: &'static str, work: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&rusqlite::Transaction<'_>) -> Result<T, Failure> + Send + 'static,
+    {
+        let shared = Arc::clone(&self.shared);
+        blocking(move || {
+            let mut connection = lock(&shared.writer);
+            let outcome = (|| {
+                let transaction =
+                    connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+                let value = work(&transaction)?;
+                transaction.commit()?;
+                Ok(value)
+            })();
+            outcome.map_err(|failure: Failure| failure.into_error(operation, &shared.artifact))
+        })
+        .await
+    }
+
+    /// Runs `work` in one read transaction (one snapshot) on a reader connection.
+    async fn read<T, F>(&self, operation: &'static str, work: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, Failure> + Send + 'static,
+    {
+        let shared = Arc::clone(&self.shared);
+        blocking(move || {
+            let run = |connection: &mut Connection| -> Result<T, Failure> {
+                let transaction =
+                    connection.transaction_with_behavior(TransactionBehavior::Deferred)?;
+                let value = work(&transaction)?;
+                transaction.finish()?;
+                Ok(value)
+            };
+            let outcome = match &shared.readers {
+                None => run(&mut lock(&shared.writer)),
+                Some(pool) => pool.take().and_then(|mut connection| {
+                    let value = run(&mut connection);
+                    pool.give_back(connection);
+                    value
+                }),
+            };
+            outcome.map_err(|failure| failure.into_error(operation, &shared.artifact))
+        })
+        .await
+    }
+}
+
+impl ReaderPool {
+    fn take(&self) -> Result<Connection, Failure> {
+        if let Some(connection) = lock(&self.idle).pop() {
+            return Ok(connection);
+        }
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let connection = Connection::open_with_flags(&self.path, flags)?;
+        connection.busy_timeout(self.options.busy_timeout)?;
+        // Readers never write; this makes an accidental write through one an error.
+        connection.pragma_update(None, "query_only", true)?;
+        Ok(connection)
+    }
+
+    fn give_back(&self, connection: Connection) {
+        let mut idle = lock(&self.idle);
+        if idle.len() < self.options.idle_readers_max {
+            idle.push(connection);
+        }
+    }
+}
+
+/// Runs blocking SQLite work on tokio's blocking pool.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T> + Send + 'static,
+) -> Result<T> {
+    match tokio::task::spawn_blocking(work).await {
+        Ok(outcome) => outcome,
+        Err(join_error) if join_error.is_panic() => {
+            std::panic::resume_unwind(join_error.into_panic())
+        }
+        Err(_) => Err(Error::Unavailable {
+            reason: "catalog worker was cancelled (runtime shutting down)".into(),
+        }),
+    }
+}
+
+fn open_writer(path: &Path, options: &SqliteOptions) -> Result<Connection, Failure> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+        | OpenFlags::SQLITE_OPEN_CREATE
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let mut connection = Connection::open_with_flags(path, flags)?;
+    configure(&connection, options)?;
+    enable_wal(&connection, options.busy_timeout)?;
+    schema::migrate(
+        &mut connection,
+        &path.file_name().unwrap_or_default().to_string_lossy(),
+    )?;
+    Ok(connection)
+}
+
+/// Per-connection settings (none of these persist in the file).
+fn configure(connection: &Connection, options: &SqliteOptions) -> Result<(), Failure> {
+    connection.busy_timeout(options.busy_timeout)?;
+    // FULL: the WAL is fsynced at every commit, so a committed CAS survives power loss.
+    connection.pragma_update(None, "synchronous", "FULL")?;
+    connection.pragma_update(None, "foreign_keys", true)?;
+    // Schema objects never run code on our behalf (defence against a crafted file).
+    connection.pragma_update(None, "trusted_schema", false)?;
+    Ok(())
+}
+
+/// Switches the file to WAL (persistent). The switch needs an exclusive lock and may
+/// report busy without consulting the busy handler while another process opens the
+/// same fresh file, so it is retried until the busy timeout.
+fn enable_wal(connection: &Connection, busy_timeout: Duration) -> Result<(), Failure> {
+    let deadline = Instant::now() + busy_timeout;
+    loop {
+        let outcome: rusqlite::Result<String> =
+            connection.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0));
+        match outcome {
+            Ok(mode) if mode.eq_ignore_ascii_case("wal") => return Ok(()),
+            Ok(mode) => {
+                return Err(Error::Unavailable {
+                    reason: format!("catalog database refused WAL mode ({mode})"),
+                }
+                .into())
+            }
+            Err(error) if is_busy(&error) && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(error) => return Err(error.into()),
+        }
+    }
+}
+
+fn is_busy(error: &rusqlite::Error) -> bool {
+    matches!(
+        error.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+    )
+}
+
+#[cfg(test)]
+mod tests;

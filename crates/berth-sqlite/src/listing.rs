@@ -1,0 +1,249 @@
+//! Listing pages (R-S12): turns a `SessionQuery` into index range scans.
+//!
+//! Each page is answered by one or a few sub-queries. A sub-query fixes an equality
+//! prefix of one index (tenant, then label / parent / project / user / status, then
+//! `blank`) and reads that index in `(last_activity DESC, id DESC)` order from the
+//! cursor on, stopping after `limit` matches. When the query allows several values of a
+//! prefix column (several statuses, or blank and non-blank sessions) there is one
+//! sub-query per value and their sorted results are merged here, because one SQL query
+//! over `status IN (…)` would have to sort every match before returning the first.
+//! The other filters are checked on the rows the scan passes.
+//!
+//! `INDEXED BY` pins each shape to the index it was designed for: if a schema change
+//! ever made that index unusable, the statement fails to prepare instead of silently
+//! becoming a full scan.
+
+use crate::catalog::time_column;
+use berth_catalog::SessionQuery;
+use berth_core::lifecycle::Status;
+use rusqlite::types::Value;
+
+/// Which index drives a page.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Driver {
+    /// `sessions_by_activity`: tenant only.
+    Activity,
+    /// `sessions_by_status`: tenant + one status.
+    Status,
+    /// `sessions_by_user`: tenant + user.
+    User,
+    /// `sessions_by_project`: tenant + project.
+    Project,
+    /// `sessions_by_parent`: tenant + fork parent.
+    Parent,
+    /// `session_labels_by_activity`: tenant + label.
+    Label,
+    /// `session_labels_by_status`: tenant + label + one status.
+    LabelStatus,
+    /// No tenant: a cross-tenant sweep (maintenance only; not index-bounded).
+    AnyTenant,
+}
+
+impl Driver {
+    pub(crate) fn choose(query: &SessionQuery) -> Driver {
+        match query {
+            SessionQuery { tenant: None, .. } => Driver::AnyTenant,
+            SessionQuery {
+                label: Some(_),
+                statuses,
+                ..
+            } if statuses.is_empty() => Driver::Label,
+            SessionQuery { label: Some(_), .. } => Driver::LabelStatus,
+            SessionQuery {
+                parent: Some(_), ..
+            } => Driver::Parent,
+            SessionQuery {
+                project: Some(_), ..
+            } => Driver::Project,
+            SessionQuery { user: Some(_), .. } => Driver::User,
+            SessionQuery { statuses, .. } if !statuses.is_empty() => Driver::Status,
+            _ => Driver::Activity,
+        }
+    }
+
+    fn index(self) -> Option<&'static str> {
+        match self {
+            Driver::Activity => Some("sessions_by_activity"),
+            Driver::Status => Some("sessions_by_status"),
+            Driver::User => Some("sessions_by_user"),
+            Driver::Project => Some("sessions_by_project"),
+            Driver::Parent => Some("sessions_by_parent"),
+            Driver::Label => Some("session_labels_by_activity"),
+            Driver::LabelStatus => Some("session_labels_by_status"),
+            Driver::AnyTenant => None,
+        }
+    }
+
+    fn splits_status(self) -> bool {
+        matches!(self, Driver::Status | Driver::LabelStatus)
+    }
+
+    fn drives_from_labels(self) -> bool {
+        matches!(self, Driver::Label | Driver::LabelStatus)
+    }
+}
+
+/// One sub-query: SQL text and its positional parameters.
+#[derive(Debug)]
+pub(crate) struct SubQuery {
+    pub sql: String,
+    pub params: Vec<Value>,
+}
+
+/// The sub-queries whose merged, re-sorted and truncated results answer `query`.
+pub(crate) fn plan(query: &SessionQuery) -> Vec<SubQuery> {
+    let driver = Driver::choose(query);
+    let mut statuses: Vec<Option<Status>> = vec![None];
+    if driver.splits_status() {
+        let mut distinct = query.statuses.clone();
+        distinct.sort_by_key(|status| status.as_str());
+        distinct.dedup();
+        statuses = distinct.into_iter().map(Some).collect();
+    }
+    let blanks: &[Option<bool>] = match (driver, query.include_blank) {
+        (Driver::AnyTenant, _) => &[None],
+        (_, false) => &[Some(false)],
+        (_, true) => &[Some(false), Some(true)],
+    };
+    let mut sub_queries = Vec::new();
+    for status in &statuses {
+        for blank in blanks {
+            sub_queries.push(sub_query(query, driver, *status, *blank));
+        }
+    }
+    sub_queries
+}
+
+/// Builds one sub-query; `status` / `blank` are the prefix values this one fixes.
+fn sub_query(
+    query: &SessionQuery,
+    driver: Driver,
+    status: Option<Status>,
+    blank: Option<bool>,
+) -> SubQuery {
+    let mut builder = Builder {
+        conditions: Vec::new(),
+        params: Vec::new(),
+    };
+    let sort = if driver.drives_from_labels() {
+        "k"
+    } else {
+        "s"
+    };
+    let from = match (driver.index(), driver.drives_from_labels()) {
+        (Some(index), true) => format!(
+            "session_labels AS k INDEXED BY {index} CROSS JOIN sessions AS s ON s.tenant = k.tenant AND s.id = k.id"
+        ),
+        (Some(index), false) => format!("sessions AS s INDEXED BY {index}"),
+        (None, _) => "sessions AS s".to_owned(),
+    };
+    if let Some(tenant) = &query.tenant {
+        builder.equals(&format!("{sort}.tenant"), text(tenant.as_str()));
+    }
+    builder.label(query, driver);
+    match status {
+        Some(status) => builder.equals(&format!("{sort}.status"), text(status.as_str())),
+        None if !query.statuses.is_empty() => builder.status_in(&query.statuses),
+        None => {}
+    }
+    match blank {
+        Some(blank) => builder.equals(&format!("{sort}.blank"), Value::Integer(blank.into())),
+        None if !query.include_blank => builder.conditions.push("s.blank = 0".into()),
+        None => {}
+    }
+    builder.residual_filters(query, sort);
+    let mut order = format!("{sort}.last_activity DESC, {sort}.id DESC");
+    if driver == Driver::AnyTenant {
+        // Equal (last_activity, id) in several tenants: tenant order, as the reference.
+        order.push_str(", s.tenant ASC");
+    }
+    let limit = i64::try_from(query.limit).unwrap_or(i64::MAX);
+    builder.params.push(Value::Integer(limit));
+    let conditions = if builder.conditions.is_empty() {
+        "1".to_owned()
+    } else {
+        builder.conditions.join(" AND ")
+    };
+    SubQuery {
+        sql: format!(
+            "SELECT s.record_json FROM {from} WHERE {conditions} ORDER BY {order} LIMIT ?"
+        ),
+        params: builder.params,
+    }
+}
+
+fn text(text: &str) -> Value {
+    Value::Text(text.to_owned())
+}
+
+struct Builder {
+    conditions: Vec<String>,
+    params: Vec<Value>,
+}
+
+impl Builder {
+    fn push(&mut self, condition: String, value: Value) {
+        self.conditions.push(condition);
+        self.params.push(value);
+    }
+
+    fn equals(&mut self, column: &str, value: Value) {
+        self.push(format!("{column} = ?"), value);
+    }
+
+    fn label(&mut self, query: &SessionQuery, driver: Driver) {
+        let Some(label) = &query.label else { return };
+        if driver.drives_from_labels() {
+            self.equals("k.label", text(label));
+        } else {
+            let exists = "EXISTS (SELECT 1 FROM session_labels AS l WHERE l.tenant = s.tenant AND l.id = s.id AND l.label = ?)";
+            self.push(exists.to_owned(), text(label));
+        }
+    }
+
+    fn status_in(&mut self, statuses: &[Status]) {
+        let marks = vec!["?"; statuses.len()].join(", ");
+        self.conditions.push(format!("s.status IN ({marks})"));
+        self.params.extend(
+            statuses
+                .iter()
+                .map(|status| Value::from(status.as_str().to_owned())),
+        );
+    }
+
+    /// Filters that are not part of the driving index's prefix.
+    fn residual_filters(&mut self, query: &SessionQuery, sort: &str) {
+        if let Some(parent) = &query.parent {
+            self.equals("s.parent", text(parent.as_str()));
+        }
+        if let Some(project) = &query.project {
+            self.equals("s.project", text(project.as_str()));
+        }
+        if let Some(user) = &query.user {
+            self.equals("s.user", text(user.as_str()));
+        }
+        let time = |timestamp| Value::Integer(time_column(timestamp));
+        if let Some(since) = query.active_since {
+            self.push(format!("{sort}.last_activity >= ?"), time(since));
+        }
+        if let Some(before) = query.active_before {
+            self.push(format!("{sort}.last_activity < ?"), time(before));
+        }
+        if let Some(before) = query.lease_before {
+            self.push("s.lease_until < ?".into(), time(before));
+        }
+        if let Some(before) = query.created_before {
+            self.push("s.created_at < ?".into(), time(before));
+        }
+        if let Some(before) = query.status_changed_before {
+            self.push("s.status_changed_at < ?".into(), time(before));
+        }
+        if let Some(cursor) = &query.cursor {
+            // A row-value comparison: SQLite turns it into a range bound on the index.
+            self.conditions
+                .push(format!("({sort}.last_activity, {sort}.id) < (?, ?)"));
+            self.params.push(time(cursor.last_activity));
+            self.params.push(text(cursor.id.as_str()));
+        }
+    }
+}

@@ -1,0 +1,155 @@
+//! The catalog's on-disk format: every table, index and format constant in one place,
+//! and the forward-only migrations that `open` applies.
+//!
+//! Layout rules:
+//! - The tenant leads every key and every index, so one tenant's rows are one range
+//!   and no query can wander into another tenant's rows by accident.
+//! - Every listing shape the service uses is an equality prefix followed by the sort
+//!   key `(last_activity DESC, id DESC)`, so a page is a range scan of at most `limit`
+//!   index entries (keyset pagination: the cursor is a range bound, never an OFFSET).
+//! - `blank` sits in the equality prefix because every default listing hides blank
+//!   sessions; a listing that includes them merges the two ranges in Rust.
+//! - `session_labels` repeats `status`, `blank` and `last_activity` from `sessions`
+//!   so that label listings are range scans too (a label index that stopped at `id`
+//!   would have to read every session carrying the label, then sort them).
+//! - `record_json` holds the whole `SessionRecord`; the other columns are an index of
+//!   it. Timestamps beyond `i64::MAX` ms (year ~292 million) are clamped to `i64::MAX`
+//!   in the index columns; the record keeps the exact value.
+
+use berth_core::{Error, Location};
+use rusqlite::{Connection, TransactionBehavior};
+
+/// The file name callers give `SqliteCatalog::open` inside the data root.
+pub const CATALOG_FILE_NAME: &str = "catalog.sqlite";
+
+/// `PRAGMA application_id`: "brth". Marks a file as a berth catalog so that another
+/// program's SQLite database is refused instead of being migrated.
+pub const APPLICATION_ID: i32 = 0x6272_7468;
+
+/// The schema version this build writes (`PRAGMA user_version`). Equal to the number
+/// of migrations; a database with a larger number was written by a newer berth.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// Forward-only migrations; `MIGRATIONS[n]` takes the schema from version n to n + 1.
+/// Never edit a shipped entry: append a new one.
+const MIGRATIONS: &[&str] = &[V1];
+
+const V1: &str = "
+CREATE TABLE sessions (
+    tenant            TEXT    NOT NULL,
+    id                TEXT    NOT NULL,
+    user              TEXT    NOT NULL,
+    project           TEXT,
+    status            TEXT    NOT NULL,
+    last_activity     INTEGER NOT NULL,
+    lease_until       INTEGER NOT NULL,
+    created_at        INTEGER NOT NULL,
+    status_changed_at INTEGER NOT NULL,
+    revision          INTEGER NOT NULL,
+    blank             INTEGER NOT NULL CHECK (blank IN (0, 1)),
+    parent            TEXT,
+    record_json       TEXT    NOT NULL,
+    PRIMARY KEY (tenant, id)
+) STRICT;
+CREATE INDEX sessions_by_activity ON sessions (tenant, blank, last_activity DESC, id DESC);
+CREATE INDEX sessions_by_status ON sessions (tenant, status, blank, last_activity DESC, id DESC);
+CREATE INDEX sessions_by_user ON sessions (tenant, user, blank, last_activity DESC, id DESC);
+CREATE INDEX sessions_by_project ON sessions (tenant, project, blank, last_activity DESC, id DESC)
+    WHERE project IS NOT NULL;
+CREATE INDEX sessions_by_parent ON sessions (tenant, parent, blank, last_activity DESC, id DESC)
+    WHERE parent IS NOT NULL;
+
+CREATE TABLE session_labels (
+    tenant        TEXT    NOT NULL,
+    id            TEXT    NOT NULL,
+    label         TEXT    NOT NULL,
+    status        TEXT    NOT NULL,
+    blank         INTEGER NOT NULL CHECK (blank IN (0, 1)),
+    last_activity INTEGER NOT NULL,
+    PRIMARY KEY (tenant, id, label),
+    FOREIGN KEY (tenant, id) REFERENCES sessions (tenant, id) ON DELETE CASCADE
+) STRICT, WITHOUT ROWID;
+CREATE INDEX session_labels_by_activity
+    ON session_labels (tenant, label, blank, last_activity DESC, id DESC);
+CREATE INDEX session_labels_by_status
+    ON session_labels (tenant, label, status, blank, last_activity DESC, id DESC);
+
+CREATE TABLE audit (
+    tenant     TEXT    NOT NULL,
+    seq        INTEGER NOT NULL,
+    entry_json TEXT    NOT NULL,
+    PRIMARY KEY (tenant, seq)
+) STRICT;
+
+CREATE TABLE audit_heads (
+    tenant TEXT    NOT NULL PRIMARY KEY,
+    seq    INTEGER NOT NULL,
+    hash   TEXT    NOT NULL
+) STRICT;
+
+CREATE TABLE retention (
+    tenant      TEXT NOT NULL PRIMARY KEY,
+    policy_json TEXT NOT NULL
+) STRICT;
+";
+
+/// Brings the database to `SCHEMA_VERSION` inside one `BEGIN IMMEDIATE` transaction:
+/// when two processes open a fresh file at once, the second waits for the first's
+/// write lock and then finds the schema already current.
+pub(crate) fn migrate(
+    connection: &mut Connection,
+    artifact: &str,
+) -> Result<(), crate::error::Failure> {
+    let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let version: i64 = transaction.query_row("PRAGMA user_version", [], |row| row.get(0))?;
+    let application_id: i32 =
+        transaction.query_row("PRAGMA application_id", [], |row| row.get(0))?;
+    check_identity(&transaction, version, application_id, artifact)?;
+    for (from, migration) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+        tracing::info!(artifact, from, to = from + 1, "migrating catalog schema");
+        transaction.execute_batch(migration)?;
+    }
+    if version != SCHEMA_VERSION {
+        transaction.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+        transaction.pragma_update(None, "application_id", APPLICATION_ID)?;
+    }
+    transaction.commit()?;
+    Ok(())
+}
+
+/// Refuses a database written by a newer berth, or one that is not a berth catalog.
+fn check_identity(
+    connection: &Connection,
+    version: i64,
+    application_id: i32,
+    artifact: &str,
+) -> Result<(), crate::error::Failure> {
+    let location = || {
+        Some(Location {
+            artifact: artifact.to_owned(),
+            offset: None,
+            seq: None,
+        })
+    };
+    if version > SCHEMA_VERSION {
+        return Err(Error::FormatUnsupported {
+            reason: format!(
+                "catalog schema version {version} was written by a newer berth (this build reads up to version {SCHEMA_VERSION}); upgrade berth to open it"
+            ),
+            location: location(),
+        }
+        .into());
+    }
+    let foreign_id = application_id != 0 && application_id != APPLICATION_ID;
+    let fresh = version == 0 && application_id == 0;
+    let tables: i64 =
+        connection.query_row("SELECT count(*) FROM sqlite_schema", [], |row| row.get(0))?;
+    if foreign_id || (fresh && tables > 0) || version < 0 {
+        return Err(Error::FormatUnsupported {
+            reason: "this SQLite database is not a berth catalog".into(),
+            location: location(),
+        }
+        .into());
+    }
+    Ok(())
+}

@@ -1,0 +1,1 @@
+//! Unit tests: schema, migrations, error mapping and query plans.
