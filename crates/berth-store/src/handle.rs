@@ -4,9 +4,11 @@
 use crate::backend::{LogReader, LogWriter, TailRecovery};
 use crate::live::{event_bytes, LiveBuffer};
 use crate::store::StoreInner;
-use berth_core::limits::{BATCH_BYTES_MAX, BATCH_EVENTS_MAX, LIVE_BUFFER_BYTES_MAX, LIVE_WINDOW_BYTES_MAX, LIVE_WINDOW_MS};
+use berth_core::limits::{
+    BATCH_BYTES_MAX, BATCH_EVENTS_MAX, JSON_DEPTH_MAX, LIVE_BUFFER_BYTES_MAX, LIVE_WINDOW_BYTES_MAX, LIVE_WINDOW_MS,
+};
 use berth_core::vocabulary::{check_stored, validate_for_append};
-use berth_core::{Concurrency, Epoch, Error, Event, Location, Result, SessionHeader, SessionKey};
+use berth_core::{Concurrency, Epoch, Error, Event, JsonText, Location, Result, SessionHeader, SessionKey};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
@@ -23,7 +25,10 @@ enum State {
     Pending,
     Writer(Box<dyn LogWriter>),
     /// `reader` is `None` while the session was pending when opened.
-    Reader { reader: Option<Box<dyn LogReader>>, observed_len: u64 },
+    Reader {
+        reader: Option<Box<dyn LogReader>>,
+        observed_len: u64,
+    },
     Closed,
 }
 
@@ -33,7 +38,8 @@ pub(crate) struct HandleShared {
     header: SessionHeader,
     access: Access,
     pending_id: u64,
-    epoch: Option<Epoch>,
+    /// Set at open, or when a created session materializes.
+    epoch: Mutex<Option<Epoch>>,
     recovery: Option<TailRecovery>,
     state: tokio::sync::Mutex<State>,
     live: Mutex<LiveBuffer>,
@@ -43,24 +49,26 @@ pub(crate) struct HandleShared {
 }
 
 impl HandleShared {
+    /// A writer's next seq, epoch and tail recovery come from the writer itself.
     fn build(
         store: Arc<StoreInner>,
         header: SessionHeader,
         access: Access,
         state: State,
-        next_seq: u64,
         pending_id: u64,
-        epoch: Option<Epoch>,
-        recovery: Option<TailRecovery>,
     ) -> Arc<HandleShared> {
         let pending = matches!(state, State::Pending);
+        let (next_seq, epoch, recovery) = match &state {
+            State::Writer(writer) => (writer.next_seq(), Some(writer.epoch()), writer.recovery()),
+            _ => (0, None, None),
+        };
         Arc::new_cyclic(|weak_self| HandleShared {
             store,
             key: header.key(),
             header,
             access,
             pending_id,
-            epoch,
+            epoch: Mutex::new(epoch),
             recovery,
             state: tokio::sync::Mutex::new(state),
             live: Mutex::new(LiveBuffer::new(next_seq)),
@@ -71,13 +79,12 @@ impl HandleShared {
     }
 
     pub(crate) fn new_pending(store: Arc<StoreInner>, header: SessionHeader, pending_id: u64) -> Arc<HandleShared> {
-        Self::build(store, header, Access::Write, State::Pending, 0, pending_id, None, None)
+        Self::build(store, header, Access::Write, State::Pending, pending_id)
     }
 
     pub(crate) fn new_writer(store: Arc<StoreInner>, writer: Box<dyn LogWriter>) -> Arc<HandleShared> {
         let header = writer.header().clone();
-        let (next_seq, epoch, recovery) = (writer.next_seq(), writer.epoch(), writer.recovery());
-        Self::build(store, header, Access::Write, State::Writer(writer), next_seq, 0, Some(epoch), recovery)
+        Self::build(store, header, Access::Write, State::Writer(writer), 0)
     }
 
     pub(crate) fn new_reader(
@@ -85,7 +92,7 @@ impl HandleShared {
         header: SessionHeader,
         reader: Option<Box<dyn LogReader>>,
     ) -> Arc<HandleShared> {
-        Self::build(store, header, Access::Read, State::Reader { reader, observed_len: 0 }, 0, 0, None, None)
+        Self::build(store, header, Access::Read, State::Reader { reader, observed_len: 0 }, 0)
     }
 
     pub(crate) fn header(&self) -> &SessionHeader {
@@ -124,6 +131,7 @@ impl HandleShared {
         match state {
             State::Pending => {
                 let writer = self.store.backend.materialize(&self.header, batch).await?;
+                *self.epoch.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(writer.epoch());
                 *state = State::Writer(writer);
                 self.pending.store(false, Ordering::Release);
                 Ok(())
@@ -163,6 +171,41 @@ impl HandleShared {
         Ok(())
     }
 
+    /// The final drain of `close`: drains until the buffer is empty and marks the handle
+    /// closed while holding the live lock, so a concurrent `publish` is either drained
+    /// here or refused with `HandleClosed`, never accepted and then dropped. On failure
+    /// the undrained events are discarded (they were never acknowledged as durable).
+    async fn drain_and_seal(&self, state: &mut State) -> Result<()> {
+        loop {
+            let outcome = self.drain_explicit(state).await;
+            let mut live = self.live();
+            if outcome.is_err() || live.events.is_empty() {
+                self.closed.store(true, Ordering::Release);
+                live.events.clear();
+                live.bytes = 0;
+                return outcome;
+            }
+        }
+    }
+
+    /// Closes the handle without touching storage, after `close` itself failed beyond
+    /// the error vocabulary (a panicking backend): drops the writer (which releases its
+    /// lease) and the registry slot, so ownership is released as `close` promises.
+    async fn abandon(&self) {
+        let mut state = self.state.lock().await;
+        let previous = std::mem::replace(&mut *state, State::Closed);
+        {
+            let mut live = self.live();
+            self.closed.store(true, Ordering::Release);
+            live.events.clear();
+            live.bytes = 0;
+        }
+        drop(previous);
+        if self.access == Access::Write {
+            self.store.release_slot(&self.key, Some(self));
+        }
+    }
+
     async fn drain_background(self: Arc<Self>) {
         let mut state = self.state.lock().await;
         if self.live().paused || matches!(*state, State::Closed) {
@@ -198,38 +241,75 @@ impl Drop for HandleShared {
     /// A handle dropped without `close`: drain and release in the background when a
     /// runtime exists (failures are logged, not thrown); otherwise dropping the writer
     /// releases its lease and buffered events are lost (they were never acknowledged).
+    ///
+    /// While the background drain runs, the registry slot stays claimed: the backend
+    /// writer (and its lease) is still in use, so another write open or a `create` of
+    /// the same id in this instance must wait (`AlreadyOwned` / `AlreadyExists`) rather
+    /// than race the drain.
     fn drop(&mut self) {
         let state = std::mem::replace(self.state.get_mut(), State::Closed);
-        let events: Vec<Event> = self.live().events.drain(..).collect();
-        let key = self.key.clone();
-        let store = self.store.clone();
-        let header = self.header.clone();
-        let needs_final_drain = matches!(state, State::Writer(_)) || (!events.is_empty() && matches!(state, State::Pending));
+        let buffered = std::mem::take(&mut *self.live());
+        let owns_slot = self.access == Access::Write && !self.closed.load(Ordering::Acquire);
+        let needs_final_drain =
+            matches!(state, State::Writer(_)) || (!buffered.events.is_empty() && matches!(state, State::Pending));
         let runtime = tokio::runtime::Handle::try_current().ok();
         match (runtime, needs_final_drain) {
             (Some(runtime), true) => {
+                let claim = ClaimRelease {
+                    store: self.store.clone(),
+                    key: self.key.clone(),
+                    claimed: owns_slot && self.store.reclaim_slot(&self.key, self),
+                };
+                let header = self.header.clone();
                 runtime.spawn(async move {
-                    let outcome = final_drain(&store, &header, state, events).await;
-                    if let Err(error) = outcome {
-                        tracing::warn!(session = %key, %error, "final drain for session failed");
+                    // Released when this task ends, also if it panics or never runs.
+                    let claim = claim;
+                    if let Err(error) = final_drain(&claim.store, &header, state, buffered).await {
+                        tracing::warn!(session = %claim.key, %error, "final drain for session failed");
                     }
-                    store.release_slot(&key, None);
                 });
             }
-            _ => drop(state),
+            _ => {
+                drop(state);
+                if owns_slot {
+                    self.store.release_slot(&self.key, Some(self));
+                }
+            }
         }
     }
 }
 
-async fn final_drain(store: &StoreInner, header: &SessionHeader, state: State, events: Vec<Event>) -> Result<()> {
+/// Releases a registry claim when dropped.
+struct ClaimRelease {
+    store: Arc<StoreInner>,
+    key: SessionKey,
+    claimed: bool,
+}
+
+impl Drop for ClaimRelease {
+    fn drop(&mut self) {
+        if self.claimed {
+            self.store.release_slot(&self.key, None);
+        }
+    }
+}
+
+async fn final_drain(store: &StoreInner, header: &SessionHeader, state: State, mut buffered: LiveBuffer) -> Result<()> {
     let mut writer = match state {
         State::Writer(writer) => writer,
-        State::Pending => store.backend.materialize(header, &[]).await?,
+        State::Pending => store.backend.materialize(header, &buffered.take_batch()).await?,
         _ => return Ok(()),
     };
     let mut outcome = Ok(());
-    if !events.is_empty() {
-        outcome = writer.append(&events).await;
+    loop {
+        let batch = buffered.take_batch();
+        if batch.is_empty() {
+            break;
+        }
+        outcome = writer.append(&batch).await;
+        if outcome.is_err() {
+            break;
+        }
     }
     if outcome.is_ok() {
         outcome = writer.sync().await;
@@ -274,7 +354,7 @@ impl SessionHandle {
 
     /// The writer lease's fencing epoch (write handles of materialized sessions).
     pub fn epoch(&self) -> Option<Epoch> {
-        self.shared.epoch
+        *self.shared.epoch.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// What the write open found at the physical tail (a torn tail it will truncate).
@@ -356,6 +436,8 @@ impl SessionHandle {
         validate_batch(&shared.header, std::slice::from_ref(&event))?;
         let (arm_timer, drain_now) = {
             let mut live = shared.live();
+            // Checked again under the live lock: `close` seals the handle under it.
+            shared.check_open("publish")?;
             check_contiguous(live.next_seq, std::slice::from_ref(&event))?;
             let size = event_bytes(&event);
             if live.bytes + size > LIVE_BUFFER_BYTES_MAX {
@@ -408,7 +490,7 @@ impl SessionHandle {
             }
             let mut outcome = Ok(());
             if shared.access == Access::Write {
-                outcome = shared.drain_explicit(&mut state).await;
+                outcome = shared.drain_and_seal(&mut state).await;
             }
             let previous = std::mem::replace(&mut *state, State::Closed);
             shared.closed.store(true, Ordering::Release);
@@ -424,10 +506,13 @@ impl SessionHandle {
             outcome
         };
         match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => runtime
-                .spawn(task)
-                .await
-                .unwrap_or_else(|join| Err(Error::Unavailable { reason: format!("close task failed: {join}") })),
+            Ok(runtime) => match runtime.spawn(task).await {
+                Ok(outcome) => outcome,
+                Err(join) => {
+                    self.shared.abandon().await;
+                    Err(Error::Unavailable { reason: format!("close of session {} failed: {join}", self.shared.key) })
+                }
+            },
             Err(_) => task.await,
         }
     }
@@ -448,6 +533,7 @@ fn validate_batch(header: &SessionHeader, batch: &[Event]) -> Result<()> {
     let parallel = matches!(header.policy.concurrency, Concurrency::Parallel { .. });
     for event in batch {
         validate_for_append(event)?;
+        check_event_data(event)?;
         if parallel && event.run.is_none() {
             return Err(Error::invalid(
                 "event",
@@ -456,6 +542,52 @@ fn validate_batch(header: &SessionHeader, batch: &[Event]) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// `JsonText` can be built without its checks (`From<&Value>` skips the depth limit,
+/// `from_trusted_raw` skips everything), and the store is where events enter storage:
+/// data must be within the depth limit (`LimitExceeded`), strict (no duplicate keys)
+/// and canonical (`Invalid`), or a backend would store text it cannot read back.
+fn check_event_data(event: &Event) -> Result<()> {
+    let text = event.data.as_str();
+    let depth = json_nesting_depth(text);
+    if depth > JSON_DEPTH_MAX {
+        return Err(Error::LimitExceeded { what: "json depth", limit: JSON_DEPTH_MAX as u64, actual: depth as u64 });
+    }
+    let canonical =
+        JsonText::parse(text).map_err(|error| Error::invalid("event data", format!("seq {}: {error}", event.seq)))?;
+    if canonical.as_str() != text {
+        return Err(Error::invalid("event data", format!("seq {}: data is not canonical json", event.seq)));
+    }
+    Ok(())
+}
+
+/// The deepest nesting of arrays and objects in JSON text (brackets inside strings do
+/// not count). Linear, no recursion, so it is safe on hostile input.
+fn json_nesting_depth(text: &str) -> usize {
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    let (mut in_string, mut escaped) = (false, false);
+    for byte in text.bytes() {
+        if in_string {
+            match (escaped, byte) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match byte {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
 }
 
 fn check_contiguous(next_seq: u64, batch: &[Event]) -> Result<()> {

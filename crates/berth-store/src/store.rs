@@ -33,9 +33,7 @@ impl StoreInner {
     pub(crate) fn release_slot(&self, key: &SessionKey, owner: Option<&HandleShared>) {
         let mut registry = self.registry();
         let ours = match (registry.get(key), owner) {
-            (Some(Slot::Owned(weak)), Some(owner)) => {
-                weak.as_ptr() == owner as *const HandleShared || weak.strong_count() == 0
-            }
+            (Some(Slot::Owned(weak)), Some(owner)) => std::ptr::eq(weak.as_ptr(), owner) || weak.strong_count() == 0,
             (Some(Slot::Claiming), None) => true,
             _ => false,
         };
@@ -55,12 +53,28 @@ impl StoreInner {
             .collect()
     }
 
+    /// Turns `key`'s slot from "owned by `owner`" into a claim, so the session stays
+    /// owned while a dropped handle's final drain still holds the backend writer.
+    /// Returns whether it did (the caller then releases the claim when done).
+    pub(crate) fn reclaim_slot(&self, key: &SessionKey, owner: &HandleShared) -> bool {
+        let mut registry = self.registry();
+        let ours = matches!(registry.get(key), Some(Slot::Owned(weak)) if std::ptr::eq(weak.as_ptr(), owner));
+        if ours {
+            registry.insert(key.clone(), Slot::Claiming);
+        }
+        ours
+    }
+
     /// The pending (never materialized) handle for `key`, if any.
     fn pending(&self, key: &SessionKey) -> Option<Arc<HandleShared>> {
-        match self.registry().get(key) {
-            Some(Slot::Owned(weak)) => weak.upgrade().filter(|shared| shared.is_pending()),
-            _ => None,
-        }
+        // Upgrade only after the registry lock is released: if the upgraded handle turns
+        // out to be the last one (its owner dropped it meanwhile), dropping it runs
+        // `HandleShared::drop`, which takes the registry lock itself.
+        let weak = match self.registry().get(key) {
+            Some(Slot::Owned(weak)) => weak.clone(),
+            _ => return None,
+        };
+        weak.upgrade().filter(|shared| shared.is_pending())
     }
 }
 
@@ -215,10 +229,10 @@ impl LogStore {
     /// Erases a session's log physically. Refuses (`AlreadyOwned`) while a write handle
     /// of this instance (or, through the backend's lease, of another process) is open.
     pub async fn erase(&self, key: &SessionKey) -> Result<bool> {
-        if let Some(Slot::Owned(weak)) = self.inner.registry().get(key) {
-            if weak.strong_count() > 0 {
-                return Err(already_owned(key));
-            }
+        match self.inner.registry().get(key) {
+            Some(Slot::Claiming) => return Err(already_owned(key)),
+            Some(Slot::Owned(weak)) if weak.strong_count() > 0 => return Err(already_owned(key)),
+            _ => {}
         }
         self.inner.backend.erase(key).await
     }
