@@ -1,8 +1,9 @@
-//! State-machine property test: random operation sequences against the LogStore on the
-//! memory backend and against a plain in-memory model (`conformance::model`).
+//! State-machine property test: random operation sequences against the LogStore and
+//! against a plain in-memory model (`conformance::model`), on the memory backend and on
+//! the JSONL backend in a temporary data root.
 
 use berth_testkit::conformance::model::{op_strategy, run_model};
-use berth_testkit::conformance::MemoryConformance;
+use berth_testkit::conformance::{JsonlConformance, MemoryConformance};
 use proptest::collection::vec;
 use proptest::prelude::*;
 
@@ -16,5 +17,15 @@ proptest! {
     #[test]
     fn memory_store_matches_the_model(ops in vec(op_strategy(), 1..48)) {
         paused_runtime().block_on(run_model(&MemoryConformance::new(), &ops));
+    }
+}
+
+proptest! {
+    // Every case is a fresh data root with fsync per append: fewer cases.
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+    #[test]
+    fn jsonl_store_matches_the_model(ops in vec(op_strategy(), 1..48)) {
+        paused_runtime().block_on(run_model(&JsonlConformance::new(), &ops));
     }
 }

@@ -8,6 +8,8 @@
 //!   byte bounds, publish validation and publish-during-close.
 //! - [`model`]: a state-machine model of the seam for the proptest in
 //!   `tests/logstore_model.rs`.
+//! - [`jsonl`]: `JsonlConformance`, the embedded backend in a temporary data root (the
+//!   memory backend's `MemoryConformance` lives here in `mod.rs`).
 //! - [`fault`]: `FaultyBackend`, a wrapper over any `LogBackend` that fails, panics or
 //!   holds appends on demand (the live clauses' failure injection).
 //!
@@ -36,10 +38,12 @@
 //! |---|---|---|
 //! | memory | `logstore::torn_tail_is_never_served_and_truncated_by_the_write_path` (dsh §3.1 #19) | not applicable: the memory "disk" stores whole events, so there is no physical tail to tear; `corrupt_tail` returns `None` and the clause reports the skip. |
 //!
-//! Every other clause runs on every backend with all hooks.
+//! Every other clause runs on every backend with all hooks. JSONL (`JsonlConformance`,
+//! `tests/conformance_jsonl.rs`) supports all four hooks and has no divergence.
 
 pub mod fault;
 pub mod fixtures;
+pub mod jsonl;
 pub mod live;
 pub mod logstore;
 pub mod model;
@@ -51,6 +55,7 @@ use berth_store::LogStore;
 use std::sync::Arc;
 
 pub use fault::{FaultPlan, FaultyBackend};
+pub use jsonl::JsonlConformance;
 
 /// A backend under test: hands out `LogStore` instances over one storage, plus the
 /// physical hooks some clauses need. Every instance it hands out must route its appends
