@@ -14,7 +14,7 @@ use berth_service::{
 use berth_store::{Access, ListQuery};
 use clap::{Args, Subcommand};
 use std::collections::BTreeSet;
-use std::io::{BufRead, Read, Write};
+use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -281,9 +281,56 @@ pub enum LogCommand {
     },
 }
 
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// Small counts, few rounds: a smoke run (no timing assertions anywhere).
+    #[arg(long)]
+    quick: bool,
+    /// Directory for temporary data, on the disk to measure (default: the system temp dir).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Also write report.md and report.json here.
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+async fn bench(args: BenchArgs, json: bool) -> Result<ExitCode> {
+    let options = berth_bench::BenchOptions {
+        quick: args.quick,
+        dir: args
+            .dir
+            .unwrap_or_else(std::env::temp_dir)
+            .join("berth-bench"),
+    };
+    let mut report = berth_bench::run(&options, |step| eprintln!("berth bench: {step}")).await?;
+    report.command = std::env::args().collect::<Vec<_>>().join(" ");
+    let markdown = format!(
+        "Machine: {}\n\nCommand: `{}`\n\n{}",
+        report.machine,
+        report.command,
+        report.markdown()
+    );
+    let raw = serde_json::to_string_pretty(&report)
+        .map_err(|e| Error::invalid("report", e.to_string()))?;
+    if let Some(out) = &args.out {
+        std::fs::create_dir_all(out).map_err(|e| Error::io("create report dir", &e))?;
+        std::fs::write(out.join("report.md"), &markdown)
+            .map_err(|e| Error::io("write report", &e))?;
+        std::fs::write(out.join("report.json"), &raw).map_err(|e| Error::io("write report", &e))?;
+    }
+    if json {
+        println!("{raw}");
+    } else {
+        println!("{markdown}");
+    }
+    let _ = std::fs::remove_dir_all(&options.dir);
+    Ok(ExitCode::SUCCESS)
+}
+
 pub async fn run(cli: Cli) -> Result<ExitCode> {
     let json = cli.json;
     match cli.command {
+        Command::Bench(args) => bench(args, json).await,
         Command::Fsck(args) => fsck(&cli.data, args, json).await,
         Command::Log(command) => log_command(&cli.data, command, json).await,
         command => {
@@ -330,7 +377,9 @@ async fn service_command(
         }
         Command::Gc(args) => gc(service, args, json).await,
         Command::Audit(command) => audit(service, command, json).await,
-        Command::Fsck(_) | Command::Log(_) => unreachable!("dispatched before opening the service"),
+        Command::Fsck(_) | Command::Log(_) | Command::Bench(_) => {
+            unreachable!("dispatched before opening the service")
+        }
     }
 }
 
@@ -902,9 +951,4 @@ async fn log_command(data: &str, command: LogCommand, json: bool) -> Result<Exit
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-#[allow(dead_code)]
-fn read_lines(reader: impl BufRead) -> Vec<String> {
-    reader.lines().map_while(std::result::Result::ok).collect()
 }

@@ -85,6 +85,8 @@ pub enum Command {
     /// Storage-level inspection of the event logs (no catalog, no authorization).
     #[command(subcommand)]
     Log(commands::LogCommand),
+    /// Measure every workload beside its reference (raw fdatasync, SQLite), interleaved.
+    Bench(commands::BenchArgs),
 }
 
 pub fn main() -> ExitCode {
