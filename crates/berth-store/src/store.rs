@@ -120,21 +120,13 @@ impl LogStore {
             }
             registry.insert(key.clone(), Slot::Claiming);
         }
-        let existing = self.inner.backend.stat(&key).await;
-        match existing {
-            Ok(None) => {}
-            Ok(Some(_)) => {
-                self.inner.release_slot(&key, None);
-                return Err(already_exists(&key));
-            }
-            Err(error) => {
-                self.inner.release_slot(&key, None);
-                return Err(error);
-            }
+        let _claim = ClaimGuard { inner: &self.inner, key: &key };
+        if self.inner.backend.stat(&key).await?.is_some() {
+            return Err(already_exists(&key));
         }
         let pending_id = self.inner.pending_counter.fetch_add(1, Ordering::Relaxed);
         let shared = HandleShared::new_pending(self.inner.clone(), header, pending_id);
-        self.inner.registry().insert(key, Slot::Owned(Arc::downgrade(&shared)));
+        self.inner.registry().insert(key.clone(), Slot::Owned(Arc::downgrade(&shared)));
         Ok(SessionHandle::from_shared(shared))
     }
 
@@ -168,17 +160,11 @@ impl LogStore {
             }
             registry.insert(key.clone(), Slot::Claiming);
         }
-        match self.inner.backend.open_writer(key).await {
-            Ok(writer) => {
-                let shared = HandleShared::new_writer(self.inner.clone(), writer);
-                self.inner.registry().insert(key.clone(), Slot::Owned(Arc::downgrade(&shared)));
-                Ok(SessionHandle::from_shared(shared))
-            }
-            Err(error) => {
-                self.inner.release_slot(key, None);
-                Err(error)
-            }
-        }
+        let _claim = ClaimGuard { inner: &self.inner, key };
+        let writer = self.inner.backend.open_writer(key).await?;
+        let shared = HandleShared::new_writer(self.inner.clone(), writer);
+        self.inner.registry().insert(key.clone(), Slot::Owned(Arc::downgrade(&shared)));
+        Ok(SessionHandle::from_shared(shared))
     }
 
     /// Header, change token and size hints, without reading the log. `None` if absent.
@@ -267,6 +253,20 @@ impl LogStore {
             0 => Ok(()),
             _ => Err(Error::Many(failures)),
         }
+    }
+}
+
+/// Releases an in-progress claim (`Slot::Claiming`) when dropped: on an error, and when
+/// the `create` / `open` future is cancelled mid-way, so a cancelled call never leaves
+/// the id owned forever. Once the slot holds the new handle, dropping it does nothing.
+struct ClaimGuard<'a> {
+    inner: &'a StoreInner,
+    key: &'a SessionKey,
+}
+
+impl Drop for ClaimGuard<'_> {
+    fn drop(&mut self) {
+        self.inner.release_slot(self.key, None);
     }
 }
 

@@ -27,6 +27,9 @@ pub struct FaultPlan {
     state: Mutex<PlanState>,
     /// `true` while appends may proceed.
     gate: watch::Sender<bool>,
+    /// `true` while `stat` and write opens may proceed (they are how `create` and
+    /// `open(write)` check and claim a session).
+    claims_gate: watch::Sender<bool>,
 }
 
 impl std::fmt::Debug for FaultPlan {
@@ -37,7 +40,11 @@ impl std::fmt::Debug for FaultPlan {
 
 impl FaultPlan {
     pub fn new() -> Arc<FaultPlan> {
-        Arc::new(FaultPlan { state: Mutex::new(PlanState::default()), gate: watch::Sender::new(true) })
+        Arc::new(FaultPlan {
+            state: Mutex::new(PlanState::default()),
+            gate: watch::Sender::new(true),
+            claims_gate: watch::Sender::new(true),
+        })
     }
 
     fn state(&self) -> MutexGuard<'_, PlanState> {
@@ -75,6 +82,21 @@ impl FaultPlan {
 
     pub fn release_appends(&self) {
         self.gate.send_replace(true);
+    }
+
+    /// `stat` and `open_writer` wait at a gate until `release_claims`: a test can cancel
+    /// a `create` or `open(write)` while its claim is in flight.
+    pub fn hold_claims(&self) {
+        self.claims_gate.send_replace(false);
+    }
+
+    pub fn release_claims(&self) {
+        self.claims_gate.send_replace(true);
+    }
+
+    async fn before_claim(&self) {
+        let mut gate = self.claims_gate.subscribe();
+        let _ = gate.wait_for(|open| *open).await;
     }
 
     async fn before_append(&self, key: &SessionKey) -> Result<()> {
@@ -123,6 +145,7 @@ impl<B: LogBackend> LogBackend for FaultyBackend<B> {
     }
 
     async fn stat(&self, key: &SessionKey) -> Result<Option<LogStat>> {
+        self.plan.before_claim().await;
         self.inner.stat(key).await
     }
 
@@ -135,6 +158,7 @@ impl<B: LogBackend> LogBackend for FaultyBackend<B> {
     }
 
     async fn open_writer(&self, key: &SessionKey) -> Result<Box<dyn LogWriter>> {
+        self.plan.before_claim().await;
         let writer = self.inner.open_writer(key).await?;
         Ok(self.wrap(key.clone(), writer))
     }

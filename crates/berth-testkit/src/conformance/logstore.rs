@@ -255,6 +255,31 @@ pub async fn dropped_handle_keeps_ownership_until_its_final_drain_ends(backend: 
     assert_matches!(store.create(header).await, Err(Error::AlreadyExists { .. }));
 }
 
+/// Cancellation safety of ownership: a `create` or `open(write)` future dropped while
+/// its claim is in flight (e.g. by a request timeout) leaves nothing behind; the id can
+/// be created or opened right after.
+pub async fn cancelled_create_or_open_releases_its_claim(backend: &dyn ConformanceBackend) {
+    let store = backend.store().await;
+    let faults = backend.faults();
+    let stored = header("cancelled-open");
+    let writer = store.create(stored.clone()).await.unwrap();
+    writer.append(&one_turn_log()).await.unwrap();
+    writer.close().await.unwrap();
+    let fresh = header("cancelled-create");
+
+    faults.hold_claims();
+    let deadline = std::time::Duration::from_millis(10);
+    assert!(tokio::time::timeout(deadline, store.open(&stored.key(), Access::Write)).await.is_err());
+    assert!(tokio::time::timeout(deadline, store.create(fresh.clone())).await.is_err());
+    faults.release_claims();
+
+    let writer = store.open(&stored.key(), Access::Write).await.expect("the cancelled open left no claim");
+    assert_eq!(writer.next_seq(), 6);
+    writer.close().await.unwrap();
+    let creator = store.create(fresh).await.expect("the cancelled create left no claim");
+    creator.close().await.unwrap();
+}
+
 /// dsh §3.1 #10: the store-wide flush materializes every active write handle and counts
 /// a handle that is closing concurrently as flushed; a fresh instance then sees the
 /// flushed empty session but not the one closed without an append.
