@@ -206,6 +206,28 @@ impl HandleShared {
         }
     }
 
+    /// `append` after validation, holding the state lock for the whole write.
+    async fn append_validated(&self, batch: &[Event]) -> Result<()> {
+        let mut state = self.state.lock().await;
+        self.check_open("append")?;
+        self.drain_explicit(&mut state).await?;
+        let start = {
+            let mut live = self.live();
+            check_contiguous(live.next_seq, batch)?;
+            let start = live.next_seq;
+            live.next_seq += batch.len() as u64;
+            start
+        };
+        let outcome = self.write_batch(&mut state, batch).await;
+        if outcome.is_err() {
+            let mut live = self.live();
+            if live.events.is_empty() && live.next_seq == start + batch.len() as u64 {
+                live.next_seq = start;
+            }
+        }
+        outcome
+    }
+
     async fn drain_background(self: Arc<Self>) {
         let mut state = self.state.lock().await;
         if self.live().paused || matches!(*state, State::Closed) {
@@ -400,33 +422,19 @@ impl SessionHandle {
     /// Appends a batch whose first seq is the handle's next seq, after any published
     /// events. Resolves when the batch is stored (durable if the backend syncs per
     /// append). On error nothing of the batch is stored.
+    ///
+    /// Not cancellable once validated: the write runs to completion even if the caller's
+    /// future is dropped, so the handle's next seq always matches what was stored.
     pub async fn append(&self, batch: &[Event]) -> Result<()> {
-        let shared = &self.shared;
-        shared.check_writable("append")?;
+        self.shared.check_writable("append")?;
         if batch.is_empty() {
             return Ok(());
         }
-        validate_batch(&shared.header, batch)?;
-        let mut state = shared.state.lock().await;
-        shared.check_open("append")?;
-        shared.drain_explicit(&mut state).await?;
-        let start = {
-            let mut live = shared.live();
-            check_contiguous(live.next_seq, batch)?;
-            let start = live.next_seq;
-            live.next_seq += batch.len() as u64;
-            start
-        };
-        let outcome = shared.write_batch(&mut state, batch).await;
-        if outcome.is_err() {
-            let mut live = shared.live();
-            if live.events.is_empty() && live.next_seq == start + batch.len() as u64 {
-                live.next_seq = start;
-            }
-        }
-        outcome
+        validate_batch(&self.shared.header, batch)?;
+        let shared = self.shared.clone();
+        let batch = batch.to_vec();
+        run_to_completion(&self.shared.key, async move { shared.append_validated(&batch).await }).await
     }
-
     /// Publishes one event without waiting: it is stored within the live window (or
     /// sooner when the window fills). Only `flush` or `close` make it durable and surface
     /// a background failure.
@@ -465,17 +473,22 @@ impl SessionHandle {
     /// Durability barrier: drains published events (retrying a failed background batch
     /// exactly once and reporting its failure), then syncs; materializes an empty created
     /// session.
+    ///
+    /// Not cancellable: a dropped caller does not abort a drain half-way.
     pub async fn flush(&self) -> Result<()> {
-        let shared = &self.shared;
-        shared.check_writable("flush")?;
-        let mut state = shared.state.lock().await;
-        shared.check_open("flush")?;
-        shared.drain_explicit(&mut state).await?;
-        match &mut *state {
-            State::Pending => shared.write_batch(&mut state, &[]).await,
-            State::Writer(writer) => writer.sync().await,
-            _ => Ok(()),
-        }
+        self.shared.check_writable("flush")?;
+        let shared = self.shared.clone();
+        run_to_completion(&self.shared.key, async move {
+            let mut state = shared.state.lock().await;
+            shared.check_open("flush")?;
+            shared.drain_explicit(&mut state).await?;
+            match &mut *state {
+                State::Pending => shared.write_batch(&mut state, &[]).await,
+                State::Writer(writer) => writer.sync().await,
+                _ => Ok(()),
+            }
+        })
+        .await
     }
 
     /// Idempotent, not cancellable: drains until empty, completes durability, and always
@@ -515,6 +528,21 @@ impl SessionHandle {
             },
             Err(_) => task.await,
         }
+    }
+}
+
+/// Runs `work` as its own task when a runtime exists, so it completes even if the
+/// awaiting future is dropped (a storage write is never abandoned half-way by a
+/// cancelled caller). A panic inside becomes `Unavailable`.
+async fn run_to_completion<F>(key: &SessionKey, work: F) -> Result<()>
+where
+    F: std::future::Future<Output = Result<()>> + Send + 'static,
+{
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) => runtime.spawn(work).await.unwrap_or_else(|join| {
+            Err(Error::Unavailable { reason: format!("write to session {key} failed: {join}") })
+        }),
+        Err(_) => work.await,
     }
 }
 

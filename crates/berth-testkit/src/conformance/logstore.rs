@@ -280,6 +280,34 @@ pub async fn cancelled_create_or_open_releases_its_claim(backend: &dyn Conforman
     creator.close().await.unwrap();
 }
 
+/// Cancellation safety of writes: an `append` or `flush` whose caller gives up while the
+/// write is in flight still completes (it is never abandoned half-way), so the handle's
+/// next seq matches the stored log and nothing published is lost.
+pub async fn cancelled_append_or_flush_still_completes(backend: &dyn ConformanceBackend) {
+    let store = backend.store().await;
+    let faults = backend.faults();
+    let header = header("cancelled-append");
+    let key = header.key();
+    let writer = store.create(header).await.unwrap();
+    writer.append(&one_turn_log()).await.unwrap();
+    let deadline = std::time::Duration::from_millis(10);
+
+    faults.hold_appends();
+    assert!(tokio::time::timeout(deadline, writer.append(&second_turn())).await.is_err(), "the append was held");
+    faults.release_appends();
+    eventually("the abandoned append completes", || async { stored_events(&store, &key).await.len() == 8 }).await;
+    assert_eq!(writer.next_seq(), 8);
+    writer.append(&[marker(8)]).await.expect("the handle continues at the stored next seq");
+
+    writer.publish(marker(9)).unwrap();
+    faults.hold_appends();
+    assert!(tokio::time::timeout(deadline, writer.flush()).await.is_err(), "the flush was held");
+    faults.release_appends();
+    eventually("the abandoned flush completes", || async { stored_events(&store, &key).await.len() == 10 }).await;
+    writer.close().await.unwrap();
+    assert_eq!(seqs(&stored_events(&store, &key).await), (0..10).collect::<Vec<_>>());
+}
+
 /// dsh §3.1 #10: the store-wide flush materializes every active write handle and counts
 /// a handle that is closing concurrently as flushed; a fresh instance then sees the
 /// flushed empty session but not the one closed without an append.

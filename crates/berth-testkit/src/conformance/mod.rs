@@ -179,6 +179,7 @@ macro_rules! logstore_conformance {
                 closed_handle_rejects_operations_close_is_idempotent_and_drop_releases,
                 dropped_handle_keeps_ownership_until_its_final_drain_ends,
                 cancelled_create_or_open_releases_its_claim,
+                cancelled_append_or_flush_still_completes,
                 store_flush_materializes_every_handle_and_counts_closing_as_flushed,
                 created_unappended_session_is_visible_here_and_invisible_to_fresh_instance,
                 close_without_append_erases_created_session,
