@@ -54,7 +54,7 @@ fn session(tenant: &TenantId, index: u64) -> SessionRecord {
         title: Some(format!("session {index}")),
         labels,
         event_count: random % 500,
-        blank: (random >> 32) % 10 == 0,
+        blank: (random >> 32) % 10 < 1,
         runs: Vec::new(),
         status_changed_at: last_activity,
     }
