@@ -18,13 +18,7 @@ impl SessionService {
     pub async fn export(&self, principal: &Principal, id: &SessionId) -> Result<Vec<u8>> {
         let record = self.load(principal, id, "export").await?;
         let bytes = self.export_record(&record).await?;
-        self.audit_ok(
-            principal,
-            "export",
-            &record,
-            serde_json::json!({"bytes": bytes.len()}),
-        )
-        .await;
+        self.audit_ok(principal, "export", &record, serde_json::json!({"bytes": bytes.len()})).await;
         Ok(bytes)
     }
 
@@ -33,12 +27,8 @@ impl SessionService {
         let events = handle.read(0, None).await;
         let _ = handle.close().await;
         let events = events?;
-        let mut metadata =
-            serde_json::to_value(record).map_err(|e| Error::invalid("metadata", e.to_string()))?;
-        let header = metadata
-            .as_object_mut()
-            .and_then(|object| object.remove("header"))
-            .unwrap_or_default();
+        let mut metadata = serde_json::to_value(record).map_err(|e| Error::invalid("metadata", e.to_string()))?;
+        let header = metadata.as_object_mut().and_then(|object| object.remove("header")).unwrap_or_default();
         let first = serde_json::json!({"berth": EXPORT_MAGIC, "version": EXPORT_VERSION, "header": header, "metadata": metadata});
         let mut out = canonical_string(&first).into_bytes();
         out.push(b'\n');
@@ -68,9 +58,7 @@ impl SessionService {
             let bytes = self.export_record(record).await?;
             let name = format!("{position:04}-{}.jsonl", record.header.id);
             writer.start_file(name, options).map_err(zip_error)?;
-            writer
-                .write_all(&bytes)
-                .map_err(|e| Error::io("zip write", &e))?;
+            writer.write_all(&bytes).map_err(|e| Error::io("zip write", &e))?;
         }
         let bytes = writer.finish().map_err(zip_error)?.into_inner();
         let details = serde_json::json!({"sessions": order.len(), "bytes": bytes.len()});
@@ -78,11 +66,7 @@ impl SessionService {
         Ok(bytes)
     }
 
-    async fn forks_of(
-        &self,
-        principal: &Principal,
-        record: &SessionRecord,
-    ) -> Result<Vec<SessionRecord>> {
+    async fn forks_of(&self, principal: &Principal, record: &SessionRecord) -> Result<Vec<SessionRecord>> {
         let mut query = SessionQuery::tenant(principal.tenant.clone());
         query.parent = Some(record.header.id.clone());
         query.include_blank = true;
@@ -100,25 +84,16 @@ impl SessionService {
     pub async fn import(&self, principal: &Principal, bytes: &[u8]) -> Result<SessionRecord> {
         let (record, events) = parse_export(bytes)?;
         if record.header.scope.tenant != principal.tenant {
-            return Err(Error::Forbidden {
-                reason: "the export belongs to another tenant".into(),
-            });
+            return Err(Error::Forbidden { reason: "the export belongs to another tenant".into() });
         }
         if !principal.can_access(&record.header.scope) {
-            return Err(Error::Forbidden {
-                reason: "the export belongs to another user or project".into(),
-            });
+            return Err(Error::Forbidden { reason: "the export belongs to another user or project".into() });
         }
-        self.create_from_record(principal, record, &events, "import")
-            .await
+        self.create_from_record(principal, record, &events, "import").await
     }
 
     /// Imports every session of a ZIP made by `export_zip`, in order.
-    pub async fn import_zip(
-        &self,
-        principal: &Principal,
-        bytes: &[u8],
-    ) -> Result<Vec<SessionRecord>> {
+    pub async fn import_zip(&self, principal: &Principal, bytes: &[u8]) -> Result<Vec<SessionRecord>> {
         let mut archive = zip::ZipArchive::new(std::io::Cursor::new(bytes)).map_err(zip_error)?;
         let mut names: Vec<String> = archive.file_names().map(str::to_owned).collect();
         names.sort();
@@ -126,15 +101,10 @@ impl SessionService {
         for name in names {
             let mut file = archive.by_name(&name).map_err(zip_error)?;
             if file.size() > 1 << 34 {
-                return Err(Error::LimitExceeded {
-                    what: "zip entry bytes",
-                    limit: 1 << 34,
-                    actual: file.size(),
-                });
+                return Err(Error::LimitExceeded { what: "zip entry bytes", limit: 1 << 34, actual: file.size() });
             }
             let mut content = Vec::new();
-            file.read_to_end(&mut content)
-                .map_err(|e| Error::io("zip read", &e))?;
+            file.read_to_end(&mut content).map_err(|e| Error::io("zip read", &e))?;
             drop(file);
             imported.push(self.import(principal, &content).await?);
         }
@@ -145,21 +115,13 @@ impl SessionService {
 /// Parses an export into its record and events (validated; seqs contiguous from 0).
 pub fn parse_export(bytes: &[u8]) -> Result<(SessionRecord, Vec<Event>)> {
     let mut lines = bytes.split(|byte| *byte == b'\n');
-    let first = lines
-        .next()
-        .filter(|line| !line.is_empty())
-        .ok_or_else(|| Error::invalid("export", "empty"))?;
+    let first = lines.next().filter(|line| !line.is_empty()).ok_or_else(|| Error::invalid("export", "empty"))?;
     let mut first = parse_strict(first)?;
-    let object = first
-        .as_object_mut()
-        .ok_or_else(|| Error::invalid("export", "first line is not an object"))?;
+    let object = first.as_object_mut().ok_or_else(|| Error::invalid("export", "first line is not an object"))?;
     if object.get("berth").and_then(|v| v.as_str()) != Some(EXPORT_MAGIC) {
         return Err(Error::invalid("export", "not a berth session export"));
     }
-    let version = object
-        .get("version")
-        .and_then(|v| v.as_u64())
-        .unwrap_or(u64::MAX);
+    let version = object.get("version").and_then(|v| v.as_u64()).unwrap_or(u64::MAX);
     if version != EXPORT_VERSION {
         return Err(Error::FormatUnsupported {
             reason: format!("export version {version} (this build reads {EXPORT_VERSION})"),
@@ -171,24 +133,16 @@ pub fn parse_export(bytes: &[u8]) -> Result<(SessionRecord, Vec<Event>)> {
     header.validate()?;
     let mut metadata = object.remove("metadata").unwrap_or_default();
     if let Some(map) = metadata.as_object_mut() {
-        map.insert(
-            "header".into(),
-            serde_json::to_value(&header).unwrap_or_default(),
-        );
+        map.insert("header".into(), serde_json::to_value(&header).unwrap_or_default());
     }
-    let record: SessionRecord = serde_json::from_value(metadata)
-        .map_err(|e| Error::invalid("export metadata", e.to_string()))?;
+    let record: SessionRecord =
+        serde_json::from_value(metadata).map_err(|e| Error::invalid("export metadata", e.to_string()))?;
     let mut events = Vec::new();
     for line in lines.filter(|line| !line.is_empty()) {
-        let text = std::str::from_utf8(line)
-            .map_err(|_| Error::invalid("export", "event line is not UTF-8"))?;
-        let event: Event = serde_json::from_str(text)
-            .map_err(|e| Error::invalid("export event", e.to_string()))?;
+        let text = std::str::from_utf8(line).map_err(|_| Error::invalid("export", "event line is not UTF-8"))?;
+        let event: Event = serde_json::from_str(text).map_err(|e| Error::invalid("export event", e.to_string()))?;
         if event.seq.get() != events.len() as u64 {
-            return Err(Error::invalid(
-                "export",
-                format!("event seq {} out of order", event.seq),
-            ));
+            return Err(Error::invalid("export", format!("event seq {} out of order", event.seq)));
         }
         events.push(event);
     }

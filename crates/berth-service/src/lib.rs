@@ -16,19 +16,13 @@ mod types;
 pub use principal::{Principal, Role};
 pub use types::*;
 
-use berth_catalog::{
-    AuditDraft, AuditEntry, AuditVerification, Catalog, ListCursor, RetentionPolicy, RunStatus,
-};
+use berth_catalog::{AuditDraft, AuditEntry, AuditVerification, Catalog, ListCursor, RetentionPolicy, RunStatus};
 use berth_catalog::{SessionQuery, SessionRecord};
 use berth_core::lifecycle::{self, LifecycleEvent, Status};
 use berth_core::limits::{
-    BATCH_BYTES_MAX, BATCH_EVENTS_MAX, LABELS_MAX, LABEL_BYTES_MAX, PAGE_SIZE_DEFAULT,
-    PAGE_SIZE_MAX, TITLE_BYTES_MAX,
+    BATCH_BYTES_MAX, BATCH_EVENTS_MAX, LABELS_MAX, LABEL_BYTES_MAX, PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX, TITLE_BYTES_MAX,
 };
-use berth_core::{
-    Clock, Error, Event, EventType, ParentRef, Result, Revision, Scope, Seq, SessionHeader,
-    SessionId,
-};
+use berth_core::{Clock, Error, Event, EventType, ParentRef, Result, Revision, Scope, Seq, SessionHeader, SessionId};
 use berth_core::{SessionKey, Timestamp};
 use berth_store::{Access, LogStore, SessionHandle};
 use std::collections::{BTreeSet, HashMap};
@@ -49,27 +43,13 @@ pub struct SessionService {
 
 impl std::fmt::Debug for SessionService {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "SessionService({}, {})",
-            self.store.backend_name(),
-            self.catalog.name()
-        )
+        write!(f, "SessionService({}, {})", self.store.backend_name(), self.catalog.name())
     }
 }
 
 impl SessionService {
-    pub fn new(
-        store: LogStore,
-        catalog: Arc<dyn Catalog>,
-        clock: Arc<dyn Clock>,
-    ) -> SessionService {
-        SessionService {
-            store,
-            catalog,
-            clock,
-            writers: tokio::sync::Mutex::new(HashMap::new()),
-        }
+    pub fn new(store: LogStore, catalog: Arc<dyn Catalog>, clock: Arc<dyn Clock>) -> SessionService {
+        SessionService { store, catalog, clock, writers: tokio::sync::Mutex::new(HashMap::new()) }
     }
 
     pub fn store(&self) -> &LogStore {
@@ -87,12 +67,7 @@ impl SessionService {
     // ----- audit -------------------------------------------------------------------
 
     /// A draft audit record for `action` by `actor`, stamped now; callers fill the rest.
-    fn audit_draft(
-        &self,
-        tenant: &berth_core::TenantId,
-        actor: String,
-        action: &str,
-    ) -> AuditDraft {
+    fn audit_draft(&self, tenant: &berth_core::TenantId, actor: String, action: &str) -> AuditDraft {
         AuditDraft {
             tenant: tenant.clone(),
             time: self.now(),
@@ -114,13 +89,7 @@ impl SessionService {
         }
     }
 
-    async fn audit_ok(
-        &self,
-        principal: &Principal,
-        action: &str,
-        record: &SessionRecord,
-        details: serde_json::Value,
-    ) {
+    async fn audit_ok(&self, principal: &Principal, action: &str, record: &SessionRecord, details: serde_json::Value) {
         let mut draft = self.audit_draft(&principal.tenant, principal.actor(), action);
         draft.session = Some(record.header.id.clone());
         draft.revision = Some(record.revision);
@@ -128,13 +97,7 @@ impl SessionService {
         self.audit(draft).await;
     }
 
-    async fn denied(
-        &self,
-        principal: &Principal,
-        action: &str,
-        id: &SessionId,
-        error: Error,
-    ) -> Error {
+    async fn denied(&self, principal: &Principal, action: &str, id: &SessionId, error: Error) -> Error {
         let mut draft = self.audit_draft(&principal.tenant, principal.actor(), action);
         draft.session = Some(id.clone());
         draft.outcome = "denied".to_owned();
@@ -148,25 +111,11 @@ impl SessionService {
     /// Loads a session the principal may access, marking a lapsed one expired first
     /// (R-S3, audited). Missing, other tenant's, and out-of-scope sessions are all
     /// `NotFound` (audited as denials).
-    async fn load(
-        &self,
-        principal: &Principal,
-        id: &SessionId,
-        action: &str,
-    ) -> Result<SessionRecord> {
+    async fn load(&self, principal: &Principal, id: &SessionId, action: &str) -> Result<SessionRecord> {
         let key = SessionKey::new(principal.tenant.clone(), id.clone());
         let record = match self.catalog.get(&key).await? {
-            Some(record)
-                if record.status != Status::Creating
-                    && principal.can_access(&record.header.scope) =>
-            {
-                record
-            }
-            _ => {
-                return Err(self
-                    .denied(principal, action, id, Error::session_not_found(id))
-                    .await)
-            }
+            Some(record) if record.status != Status::Creating && principal.can_access(&record.header.scope) => record,
+            _ => return Err(self.denied(principal, action, id, Error::session_not_found(id)).await),
         };
         self.observe_expiry(record).await
     }
@@ -183,12 +132,7 @@ impl SessionService {
             match self.save(&mut next, expected).await {
                 Ok(()) => {
                     self.close_writer(&next.key()).await;
-                    self.audit_system(
-                        &next,
-                        "expire",
-                        serde_json::json!({"reason": "activity lease lapsed"}),
-                    )
-                    .await;
+                    self.audit_system(&next, "expire", serde_json::json!({"reason": "activity lease lapsed"})).await;
                     return Ok(next);
                 }
                 Err(Error::RevisionConflict { .. }) => {
@@ -197,9 +141,7 @@ impl SessionService {
                 Err(error) => return Err(error),
             }
         }
-        Err(Error::Unavailable {
-            reason: "metadata kept changing; retry".into(),
-        })
+        Err(Error::Unavailable { reason: "metadata kept changing; retry".into() })
     }
 
     async fn audit_system(&self, record: &SessionRecord, action: &str, details: serde_json::Value) {
@@ -212,10 +154,7 @@ impl SessionService {
     }
 
     async fn reload(&self, key: &SessionKey) -> Result<SessionRecord> {
-        self.catalog
-            .get(key)
-            .await?
-            .ok_or_else(|| Error::session_not_found(&key.id))
+        self.catalog.get(key).await?.ok_or_else(|| Error::session_not_found(&key.id))
     }
 
     /// Bumps the revision and stores `record` iff the stored revision is `expected`.
@@ -238,10 +177,7 @@ impl SessionService {
             let record = self.load(principal, id, action).await?;
             if let Some(expected) = expected_revision {
                 if expected != record.revision {
-                    return Err(Error::RevisionConflict {
-                        expected: expected.0,
-                        actual: record.revision.0,
-                    });
+                    return Err(Error::RevisionConflict { expected: expected.0, actual: record.revision.0 });
                 }
             }
             let mut next = record.clone();
@@ -252,9 +188,7 @@ impl SessionService {
                 Err(error) => return Err(error),
             }
         }
-        Err(Error::Unavailable {
-            reason: "metadata kept changing; retry".into(),
-        })
+        Err(Error::Unavailable { reason: "metadata kept changing; retry".into() })
     }
 
     // ----- write handles -------------------------------------------------------------
@@ -264,17 +198,12 @@ impl SessionService {
         if let Some(handle) = writers.get(key) {
             return Ok(handle.clone());
         }
-        let handle = self
-            .store
-            .open(key, Access::Write)
-            .await
-            .map_err(|error| match error {
-                Error::AlreadyOwned { id } => Error::Busy {
-                    id,
-                    reason: "its log is open for writing by another process".into(),
-                },
-                other => other,
-            })?;
+        let handle = self.store.open(key, Access::Write).await.map_err(|error| match error {
+            Error::AlreadyOwned { id } => {
+                Error::Busy { id, reason: "its log is open for writing by another process".into() }
+            }
+            other => other,
+        })?;
         writers.insert(key.clone(), handle.clone());
         Ok(handle)
     }
@@ -290,13 +219,7 @@ impl SessionService {
 
     /// Closes every cached write handle (draining them), e.g. at shutdown.
     pub async fn shutdown(&self) -> Result<()> {
-        let handles: Vec<SessionHandle> = self
-            .writers
-            .lock()
-            .await
-            .drain()
-            .map(|(_, handle)| handle)
-            .collect();
+        let handles: Vec<SessionHandle> = self.writers.lock().await.drain().map(|(_, handle)| handle).collect();
         let mut failures = Vec::new();
         for handle in handles {
             if let Err(error) = handle.close().await {
@@ -312,42 +235,22 @@ impl SessionService {
 
     // ----- create, get, list, metadata ---------------------------------------------------
 
-    pub async fn create(
-        &self,
-        principal: &Principal,
-        request: CreateSession,
-    ) -> Result<SessionRecord> {
+    pub async fn create(&self, principal: &Principal, request: CreateSession) -> Result<SessionRecord> {
         let now = self.now();
-        let user = request
-            .user
-            .clone()
-            .unwrap_or_else(|| principal.user.clone());
+        let user = request.user.clone().unwrap_or_else(|| principal.user.clone());
         if user != principal.user && !principal.is_privileged() {
             return Err(Error::Forbidden {
                 reason: "only service and admin principals create sessions for other users".into(),
             });
         }
-        let project = request
-            .project
-            .clone()
-            .or_else(|| principal.project.clone());
-        if principal.role == principal::Role::User
-            && principal.project.is_some()
-            && project != principal.project
-        {
+        let project = request.project.clone().or_else(|| principal.project.clone());
+        if principal.role == principal::Role::User && principal.project.is_some() && project != principal.project {
             return Err(Error::Forbidden {
                 reason: "a project-scoped principal creates sessions in its own project".into(),
             });
         }
-        let id = request
-            .id
-            .clone()
-            .unwrap_or_else(|| SessionId::generate(now));
-        let scope = Scope {
-            tenant: principal.tenant.clone(),
-            user,
-            project,
-        };
+        let id = request.id.clone().unwrap_or_else(|| SessionId::generate(now));
+        let scope = Scope { tenant: principal.tenant.clone(), user, project };
         let mut header = SessionHeader::new(id, scope, now);
         header.origin = request.origin.clone();
         header.delegation_depth = request.delegation_depth;
@@ -355,8 +258,7 @@ impl SessionService {
         header.validate()?;
         validate_metadata(request.title.as_deref(), &request.labels)?;
         let record = new_record(header, request.title, request.labels, now);
-        self.create_from_record(principal, record, &[], "create")
-            .await
+        self.create_from_record(principal, record, &[], "create").await
     }
 
     /// Inserts `record` as `creating` (one revision below its final one), materializes
@@ -391,13 +293,7 @@ impl SessionService {
             return Err(error);
         }
         self.catalog.update(&record, creating_revision).await?;
-        self.audit_ok(
-            principal,
-            action,
-            &record,
-            serde_json::json!({"events": events.len()}),
-        )
-        .await;
+        self.audit_ok(principal, action, &record, serde_json::json!({"events": events.len()})).await;
         Ok(record)
     }
 
@@ -408,11 +304,7 @@ impl SessionService {
     pub async fn list(&self, principal: &Principal, request: &ListRequest) -> Result<SessionPage> {
         let limit = request.limit.unwrap_or(PAGE_SIZE_DEFAULT);
         if limit == 0 || limit > PAGE_SIZE_MAX {
-            return Err(Error::LimitExceeded {
-                what: "page size",
-                limit: PAGE_SIZE_MAX as u64,
-                actual: limit as u64,
-            });
+            return Err(Error::LimitExceeded { what: "page size", limit: PAGE_SIZE_MAX as u64, actual: limit as u64 });
         }
         let mut query = SessionQuery::tenant(principal.tenant.clone());
         query.user = request.user.clone();
@@ -424,29 +316,15 @@ impl SessionService {
             }
         }
         query.statuses = if request.statuses.is_empty() {
-            vec![
-                Status::Active,
-                Status::Idle,
-                Status::Closed,
-                Status::Expired,
-            ]
+            vec![Status::Active, Status::Idle, Status::Closed, Status::Expired]
         } else {
-            request
-                .statuses
-                .iter()
-                .copied()
-                .filter(|status| *status != Status::Creating)
-                .collect()
+            request.statuses.iter().copied().filter(|status| *status != Status::Creating).collect()
         };
         query.label = request.label.clone();
         query.active_since = request.active_since;
         query.active_before = request.active_before;
         query.include_blank = request.include_blank;
-        query.cursor = request
-            .cursor
-            .as_deref()
-            .map(ListCursor::decode)
-            .transpose()?;
+        query.cursor = request.cursor.as_deref().map(ListCursor::decode).transpose()?;
         query.limit = limit + 1;
         let mut items = self.catalog.list(&query).await?;
         let next_cursor = if items.len() > limit {
@@ -471,21 +349,15 @@ impl SessionService {
             validate_metadata(None, labels)?;
         }
         let (record, ()) = self
-            .mutate(
-                principal,
-                id,
-                "update",
-                update.expected_revision,
-                |record, _now| {
-                    if let Some(title) = &update.title {
-                        record.title = title.clone();
-                    }
-                    if let Some(labels) = &update.labels {
-                        record.labels = labels.clone();
-                    }
-                    Ok(())
-                },
-            )
+            .mutate(principal, id, "update", update.expected_revision, |record, _now| {
+                if let Some(title) = &update.title {
+                    record.title = title.clone();
+                }
+                if let Some(labels) = &update.labels {
+                    record.labels = labels.clone();
+                }
+                Ok(())
+            })
             .await?;
         Ok(record)
     }
@@ -506,12 +378,7 @@ impl SessionService {
         events
     }
 
-    pub async fn append(
-        &self,
-        principal: &Principal,
-        id: &SessionId,
-        request: AppendRequest,
-    ) -> Result<AppendOutcome> {
+    pub async fn append(&self, principal: &Principal, id: &SessionId, request: AppendRequest) -> Result<AppendOutcome> {
         if request.events.len() > BATCH_EVENTS_MAX {
             return Err(Error::LimitExceeded {
                 what: "batch events",
@@ -520,8 +387,7 @@ impl SessionService {
             });
         }
         let record = self.load(principal, id, "append").await?;
-        self.check_append_allowed(principal, &record, request.run.as_ref())
-            .await?;
+        self.check_append_allowed(principal, &record, request.run.as_ref()).await?;
         let key = record.key();
         let now = self.now();
         let writer = self.writer(&key).await?;
@@ -529,41 +395,26 @@ impl SessionService {
         let start = request.expected_seq.unwrap_or(next_seq);
         let events = build_events(&request, start, now)?;
         if start != next_seq {
-            return self
-                .check_retry(&writer, &request, start, next_seq, events)
-                .await;
+            return self.check_retry(&writer, &request, start, next_seq, events).await;
         }
         if events.is_empty() {
-            return Ok(AppendOutcome {
-                first_seq: start,
-                next_seq,
-                duplicate: false,
-            });
+            return Ok(AppendOutcome { first_seq: start, next_seq, duplicate: false });
         }
         writer.append(&events).await?;
         let new_next = start + events.len() as u64;
-        let conversation = events
-            .iter()
-            .any(|event| berth_core::vocabulary::is_conversation_event(event.event_type.as_str()));
+        let conversation =
+            events.iter().any(|event| berth_core::vocabulary::is_conversation_event(event.event_type.as_str()));
         let ttl_ms = record.header.policy.activity_ttl_ms;
         self.mutate(principal, id, "append", None, |record, now| {
             record.event_count = record.event_count.max(new_next);
             record.blank &= !conversation;
             record.last_activity = now;
-            let next = lifecycle::transition(
-                record.lifecycle(),
-                LifecycleEvent::Appended { ttl_ms },
-                now,
-            )?;
+            let next = lifecycle::transition(record.lifecycle(), LifecycleEvent::Appended { ttl_ms }, now)?;
             record.lease_until = next.lease_until;
             Ok(())
         })
         .await?;
-        Ok(AppendOutcome {
-            first_seq: start,
-            next_seq: new_next,
-            duplicate: false,
-        })
+        Ok(AppendOutcome { first_seq: start, next_seq: new_next, duplicate: false })
     }
 
     async fn check_append_allowed(
@@ -573,38 +424,22 @@ impl SessionService {
         run: Option<&berth_core::RunId>,
     ) -> Result<()> {
         if record.status.is_terminal() {
-            return Err(Error::Terminal {
-                state: record.status.to_string(),
-            });
+            return Err(Error::Terminal { state: record.status.to_string() });
         }
-        let parallel = matches!(
-            record.header.policy.concurrency,
-            berth_core::Concurrency::Parallel { .. }
-        );
+        let parallel = matches!(record.header.policy.concurrency, berth_core::Concurrency::Parallel { .. });
         match run {
             Some(run) => {
-                let attached = record
-                    .runs
-                    .iter()
-                    .find(|r| &r.run_id == run && r.status == RunStatus::Attached);
+                let attached = record.runs.iter().find(|r| &r.run_id == run && r.status == RunStatus::Attached);
                 match attached {
-                    Some(r) if principal.is_privileged() || r.attached_by == principal.user => {
-                        Ok(())
-                    }
-                    _ => Err(Error::NotFound {
-                        what: "run",
-                        id: run.to_string(),
-                    }),
+                    Some(r) if principal.is_privileged() || r.attached_by == principal.user => Ok(()),
+                    _ => Err(Error::NotFound { what: "run", id: run.to_string() }),
                 }
             }
-            None if parallel => Err(Error::invalid(
-                "append",
-                "a parallel session's events carry their run",
-            )),
+            None if parallel => Err(Error::invalid("append", "a parallel session's events carry their run")),
             None if principal.is_privileged() => Ok(()),
-            None => Err(Error::Forbidden {
-                reason: "appends come from an attached run (or a service principal)".into(),
-            }),
+            None => {
+                Err(Error::Forbidden { reason: "appends come from an attached run (or a service principal)".into() })
+            }
         }
     }
 
@@ -618,32 +453,21 @@ impl SessionService {
         next_seq: u64,
         events: Vec<Event>,
     ) -> Result<AppendOutcome> {
-        let conflict = Error::SeqConflict {
-            expected: next_seq,
-            actual: start,
-        };
+        let conflict = Error::SeqConflict { expected: next_seq, actual: start };
         if start > next_seq || start + events.len() as u64 > next_seq {
             return Err(conflict);
         }
         let stored = writer.read(start, Some(events.len() as u64)).await?;
         let same = stored.len() == events.len()
-            && stored
-                .iter()
-                .zip(&events)
-                .zip(&request.events)
-                .all(|((stored, new), draft)| {
-                    stored.event_type == new.event_type
-                        && stored.data == new.data
-                        && stored.run == new.run
-                        && stored.ignorable == new.ignorable
-                        && (draft.time.is_none() || stored.time == new.time)
-                });
+            && stored.iter().zip(&events).zip(&request.events).all(|((stored, new), draft)| {
+                stored.event_type == new.event_type
+                    && stored.data == new.data
+                    && stored.run == new.run
+                    && stored.ignorable == new.ignorable
+                    && (draft.time.is_none() || stored.time == new.time)
+            });
         if same {
-            Ok(AppendOutcome {
-                first_seq: start,
-                next_seq,
-                duplicate: true,
-            })
+            Ok(AppendOutcome { first_seq: start, next_seq, duplicate: true })
         } else {
             Err(conflict)
         }
@@ -661,9 +485,7 @@ impl SessionService {
         let (record, cancelled) = self
             .mutate(principal, id, "close", expected_revision, |record, now| {
                 if record.status.is_terminal() {
-                    return Err(Error::Terminal {
-                        state: record.status.to_string(),
-                    });
+                    return Err(Error::Terminal { state: record.status.to_string() });
                 }
                 let mut cancelled = Vec::new();
                 if !record.runs.is_empty() {
@@ -689,21 +511,10 @@ impl SessionService {
             .await?;
         self.close_writer(&record.key()).await;
         for run in &cancelled {
-            self.audit_ok(
-                principal,
-                "detach",
-                &record,
-                serde_json::json!({"run": run.run_id, "status": "cancelled"}),
-            )
-            .await;
+            self.audit_ok(principal, "detach", &record, serde_json::json!({"run": run.run_id, "status": "cancelled"}))
+                .await;
         }
-        self.audit_ok(
-            principal,
-            "close",
-            &record,
-            serde_json::json!({"cancelled_runs": cancelled.len()}),
-        )
-        .await;
+        self.audit_ok(principal, "close", &record, serde_json::json!({"cancelled_runs": cancelled.len()})).await;
         Ok(record)
     }
 
@@ -716,24 +527,14 @@ impl SessionService {
         let record = self.load(principal, id, "delete").await?;
         if let Some(expected) = expected_revision {
             if expected != record.revision {
-                return Err(Error::RevisionConflict {
-                    expected: expected.0,
-                    actual: record.revision.0,
-                });
+                return Err(Error::RevisionConflict { expected: expected.0, actual: record.revision.0 });
             }
         }
         let key = record.key();
         self.close_writer(&key).await;
-        let size_bytes = self
-            .store
-            .stat(&key)
-            .await?
-            .and_then(|stat| stat.size_bytes);
+        let size_bytes = self.store.stat(&key).await?.and_then(|stat| stat.size_bytes);
         self.store.erase(&key).await.map_err(|error| match error {
-            Error::AlreadyOwned { id } => Error::Busy {
-                id,
-                reason: "its log is open for writing".into(),
-            },
+            Error::AlreadyOwned { id } => Error::Busy { id, reason: "its log is open for writing".into() },
             other => other,
         })?;
         self.catalog.remove(&key, record.revision).await?;
@@ -765,52 +566,31 @@ impl SessionService {
         let cut = events.len() as u64;
         if let Some(upto) = upto_seq {
             if upto > cut {
-                return Err(Error::invalid(
-                    "upto_seq",
-                    format!("{upto} is past the end of the log ({cut} events)"),
-                ));
+                return Err(Error::invalid("upto_seq", format!("{upto} is past the end of the log ({cut} events)")));
             }
         }
         let now = self.now();
-        let mut header = SessionHeader::new(
-            new_id.unwrap_or_else(|| SessionId::generate(now)),
-            source.header.scope.clone(),
-            now,
-        );
-        header.parent = Some(ParentRef {
-            session: source.header.id.clone(),
-            cut_seq: cut,
-        });
+        let mut header =
+            SessionHeader::new(new_id.unwrap_or_else(|| SessionId::generate(now)), source.header.scope.clone(), now);
+        header.parent = Some(ParentRef { session: source.header.id.clone(), cut_seq: cut });
         header.origin = Some("fork".into());
         header.delegation_depth = source.header.delegation_depth;
         header.policy = source.header.policy.clone();
         let last_time = events.last().map_or(now, |event| event.time);
         events.push(Event {
             seq: Seq(cut),
-            event_type: EventType::parse(berth_core::vocabulary::SESSION_END_SEED)
-                .expect("reserved type"),
+            event_type: EventType::parse(berth_core::vocabulary::SESSION_END_SEED).expect("reserved type"),
             time: last_time,
             run: None,
-            data: berth_core::JsonText::from(
-                &serde_json::json!({"inherited_events": cut, "parent": source.header.id}),
-            ),
+            data: berth_core::JsonText::from(&serde_json::json!({"inherited_events": cut, "parent": source.header.id})),
             ignorable: false,
         });
         let mut record = new_record(header, source.title.clone(), source.labels.clone(), now);
         record.event_count = events.len() as u64;
-        record.blank = !events
-            .iter()
-            .any(|e| berth_core::vocabulary::is_conversation_event(e.event_type.as_str()));
-        let record = self
-            .create_from_record(principal, record, &events, "fork")
-            .await?;
-        self.audit_ok(
-            principal,
-            "forked",
-            &source,
-            serde_json::json!({"fork": record.header.id, "cut_seq": cut}),
-        )
-        .await;
+        record.blank = !events.iter().any(|e| berth_core::vocabulary::is_conversation_event(e.event_type.as_str()));
+        let record = self.create_from_record(principal, record, &events, "fork").await?;
+        self.audit_ok(principal, "forked", &source, serde_json::json!({"fork": record.header.id, "cut_seq": cut}))
+            .await;
         Ok(record)
     }
 
@@ -822,35 +602,23 @@ impl SessionService {
         let (record, ()) = self
             .mutate(principal, id, "reopen", None, |record, now| {
                 let ttl_ms = record.header.policy.activity_ttl_ms;
-                let next = lifecycle::transition(
-                    record.lifecycle(),
-                    LifecycleEvent::Reopen { ttl_ms },
-                    now,
-                )?;
+                let next = lifecycle::transition(record.lifecycle(), LifecycleEvent::Reopen { ttl_ms }, now)?;
                 record.status = next.status;
                 record.lease_until = next.lease_until;
                 record.status_changed_at = now;
                 Ok(())
             })
             .await?;
-        self.audit_ok(principal, "reopen", &record, serde_json::json!({}))
-            .await;
+        self.audit_ok(principal, "reopen", &record, serde_json::json!({})).await;
         Ok(record)
     }
 
     // ----- audit, retention ----------------------------------------------------------------
 
     /// Admin only: the tenant's audit log from position `from`.
-    pub async fn audit_log(
-        &self,
-        principal: &Principal,
-        from: u64,
-        limit: usize,
-    ) -> Result<Vec<AuditEntry>> {
+    pub async fn audit_log(&self, principal: &Principal, from: u64, limit: usize) -> Result<Vec<AuditEntry>> {
         principal.require_admin("reading the audit log")?;
-        self.catalog
-            .read_audit(&principal.tenant, from, limit.min(PAGE_SIZE_MAX))
-            .await
+        self.catalog.read_audit(&principal.tenant, from, limit.min(PAGE_SIZE_MAX)).await
     }
 
     /// Admin only: verifies the tenant's whole audit chain against its head.
@@ -859,15 +627,9 @@ impl SessionService {
         verify_tenant_audit(self.catalog.as_ref(), &principal.tenant).await
     }
 
-    pub async fn set_retention(
-        &self,
-        principal: &Principal,
-        policy: RetentionPolicy,
-    ) -> Result<()> {
+    pub async fn set_retention(&self, principal: &Principal, policy: RetentionPolicy) -> Result<()> {
         principal.require_admin("setting retention")?;
-        self.catalog
-            .set_retention(&principal.tenant, &policy)
-            .await?;
+        self.catalog.set_retention(&principal.tenant, &policy).await?;
         let mut draft = self.audit_draft(&principal.tenant, principal.actor(), "retention");
         draft.details = serde_json::to_value(&policy).unwrap_or_default();
         self.audit(draft).await;
@@ -876,15 +638,10 @@ impl SessionService {
 }
 
 /// Reads a tenant's whole audit log and verifies it.
-pub async fn verify_tenant_audit(
-    catalog: &dyn Catalog,
-    tenant: &berth_core::TenantId,
-) -> Result<AuditVerification> {
+pub async fn verify_tenant_audit(catalog: &dyn Catalog, tenant: &berth_core::TenantId) -> Result<AuditVerification> {
     let mut entries = Vec::new();
     loop {
-        let page = catalog
-            .read_audit(tenant, entries.len() as u64, PAGE_SIZE_MAX)
-            .await?;
+        let page = catalog.read_audit(tenant, entries.len() as u64, PAGE_SIZE_MAX).await?;
         let done = page.len() < PAGE_SIZE_MAX;
         entries.extend(page);
         if done {
@@ -895,12 +652,7 @@ pub async fn verify_tenant_audit(
     Ok(berth_catalog::audit::verify(&entries, head))
 }
 
-fn new_record(
-    header: SessionHeader,
-    title: Option<String>,
-    labels: BTreeSet<String>,
-    now: Timestamp,
-) -> SessionRecord {
+fn new_record(header: SessionHeader, title: Option<String>, labels: BTreeSet<String>, now: Timestamp) -> SessionRecord {
     let ttl_ms = header.policy.activity_ttl_ms;
     SessionRecord {
         header,
@@ -938,15 +690,10 @@ fn validate_metadata(title: Option<&str>, labels: &BTreeSet<String>) -> Result<(
         }
     }
     if labels.len() > LABELS_MAX {
-        return Err(Error::LimitExceeded {
-            what: "labels",
-            limit: LABELS_MAX as u64,
-            actual: labels.len() as u64,
-        });
+        return Err(Error::LimitExceeded { what: "labels", limit: LABELS_MAX as u64, actual: labels.len() as u64 });
     }
     for label in labels {
-        if label.is_empty() || label.len() > LABEL_BYTES_MAX || label.chars().any(char::is_control)
-        {
+        if label.is_empty() || label.len() > LABEL_BYTES_MAX || label.chars().any(char::is_control) {
             return Err(Error::invalid(
                 "label",
                 format!("{label:?}: 1-{LABEL_BYTES_MAX} bytes, no control characters"),

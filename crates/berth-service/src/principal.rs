@@ -28,10 +28,7 @@ impl Role {
             "user" => Ok(Role::User),
             "service" => Ok(Role::Service),
             "admin" => Ok(Role::Admin),
-            _ => Err(Error::invalid(
-                "role",
-                format!("{text:?} is not user, service or admin"),
-            )),
+            _ => Err(Error::invalid("role", format!("{text:?} is not user, service or admin"))),
         }
     }
 }
@@ -47,12 +44,7 @@ pub struct Principal {
 
 impl Principal {
     pub fn user(tenant: TenantId, user: UserId, project: Option<ProjectId>) -> Principal {
-        Principal {
-            tenant,
-            user,
-            project,
-            role: Role::User,
-        }
+        Principal { tenant, user, project, role: Role::User }
     }
 
     /// `user:<id>`, `service:<id>` or `admin:<id>` for audit records.
@@ -74,19 +66,14 @@ impl Principal {
             Role::Service | Role::Admin => true,
             Role::User => {
                 self.user == scope.user
-                    && self
-                        .project
-                        .as_ref()
-                        .is_none_or(|project| scope.project.as_ref() == Some(project))
+                    && self.project.as_ref().is_none_or(|project| scope.project.as_ref() == Some(project))
             }
         }
     }
 
     pub fn require_admin(&self, action: &str) -> Result<()> {
         if self.role != Role::Admin {
-            return Err(Error::Forbidden {
-                reason: format!("{action} requires the admin role"),
-            });
+            return Err(Error::Forbidden { reason: format!("{action} requires the admin role") });
         }
         Ok(())
     }

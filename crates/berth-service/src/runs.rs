@@ -17,72 +17,31 @@ impl SessionService {
     /// Attaches a run: checks scope, status, the activity lease and the concurrency
     /// policy; detaches lapsed runs as `abandoned` (and, with `on_busy = interrupt`, the
     /// oldest run as `interrupted`); records the run and returns its lease.
-    pub async fn attach(
-        &self,
-        principal: &Principal,
-        id: &SessionId,
-        request: AttachRequest,
-    ) -> Result<Attachment> {
-        let run_id = request
-            .run_id
-            .clone()
-            .unwrap_or_else(|| RunId::generate(self.now()));
+    pub async fn attach(&self, principal: &Principal, id: &SessionId, request: AttachRequest) -> Result<Attachment> {
+        let run_id = request.run_id.clone().unwrap_or_else(|| RunId::generate(self.now()));
         let (record, displaced) = self
-            .mutate(
-                principal,
-                id,
-                "attach",
-                request.expected_revision,
-                |record, now| attach_in(record, principal, &run_id, request.on_busy, now),
-            )
+            .mutate(principal, id, "attach", request.expected_revision, |record, now| {
+                attach_in(record, principal, &run_id, request.on_busy, now)
+            })
             .await?;
         for run in &displaced {
-            let action = if run.status == RunStatus::Abandoned {
-                "abandon"
-            } else {
-                "detach"
-            };
+            let action = if run.status == RunStatus::Abandoned { "abandon" } else { "detach" };
             let details = serde_json::json!({"run": run.run_id, "status": run.status});
             self.audit_ok(principal, action, &record, details).await;
         }
-        let run = record
-            .runs
-            .iter()
-            .find(|run| run.run_id == run_id)
-            .cloned()
-            .expect("attached above");
-        self.audit_ok(
-            principal,
-            "attach",
-            &record,
-            serde_json::json!({"run": run_id}),
-        )
-        .await;
-        Ok(Attachment {
-            run,
-            revision: record.revision,
-            session_lease_until: record.lease_until,
-            displaced,
-        })
+        let run = record.runs.iter().find(|run| run.run_id == run_id).cloned().expect("attached above");
+        self.audit_ok(principal, "attach", &record, serde_json::json!({"run": run_id})).await;
+        Ok(Attachment { run, revision: record.revision, session_lease_until: record.lease_until, displaced })
     }
 
     /// Extends a run's attachment lease (and the session's activity lease).
-    pub async fn heartbeat(
-        &self,
-        principal: &Principal,
-        id: &SessionId,
-        run_id: &RunId,
-    ) -> Result<RunRecord> {
+    pub async fn heartbeat(&self, principal: &Principal, id: &SessionId, run_id: &RunId) -> Result<RunRecord> {
         let (_, run) = self
             .mutate(principal, id, "heartbeat", None, |record, now| {
                 let ttl_ms = record.header.policy.activity_ttl_ms;
                 let run_ttl_ms = record.header.policy.run_lease_ttl_ms;
                 let index = find_own_run(record, principal, run_id)?;
-                let next = lifecycle::transition(
-                    record.lifecycle(),
-                    LifecycleEvent::Heartbeat { ttl_ms },
-                    now,
-                )?;
+                let next = lifecycle::transition(record.lifecycle(), LifecycleEvent::Heartbeat { ttl_ms }, now)?;
                 record.lease_until = next.lease_until;
                 record.last_activity = now;
                 let run = &mut record.runs[index];
@@ -106,8 +65,7 @@ impl SessionService {
         let (record, ()) = self
             .mutate(principal, id, "detach", expected_revision, |record, now| {
                 let index = find_own_run(record, principal, run_id)?;
-                let next =
-                    lifecycle::transition(record.lifecycle(), LifecycleEvent::Detached, now)?;
+                let next = lifecycle::transition(record.lifecycle(), LifecycleEvent::Detached, now)?;
                 record.runs.remove(index);
                 record.status = next.status;
                 record.last_activity = now;
@@ -126,12 +84,7 @@ impl SessionService {
     /// Resume after a crash: a new legal attachment first, then read the log through the
     /// write handle, append the R-C5 closers for every run that is no longer attached
     /// (once: a second resume finds nothing open), and return the latest checkpoint.
-    pub async fn resume(
-        &self,
-        principal: &Principal,
-        id: &SessionId,
-        request: AttachRequest,
-    ) -> Result<ResumeOutcome> {
+    pub async fn resume(&self, principal: &Principal, id: &SessionId, request: AttachRequest) -> Result<ResumeOutcome> {
         let attachment = self.attach(principal, id, request).await?;
         let outcome = self.repair_after_attach(principal, id, attachment).await;
         if outcome.is_err() {
@@ -173,19 +126,10 @@ impl SessionService {
             let details = serde_json::json!({"closers": closers.len(), "first_seq": next_seq});
             self.audit_ok(principal, "repair", &record, details).await;
         }
-        let checkpoint = events
-            .iter()
-            .chain(&closers)
-            .rev()
-            .find(|event| event.event_type.as_str() == CHECKPOINT)
-            .cloned();
+        let checkpoint =
+            events.iter().chain(&closers).rev().find(|event| event.event_type.as_str() == CHECKPOINT).cloned();
         let next_seq = writer.next_seq();
-        Ok(ResumeOutcome {
-            attachment,
-            repaired: closers,
-            checkpoint,
-            next_seq,
-        })
+        Ok(ResumeOutcome { attachment, repaired: closers, checkpoint, next_seq })
     }
 }
 
@@ -198,20 +142,14 @@ fn attach_in(
     now: Timestamp,
 ) -> Result<Vec<RunRecord>> {
     if record.status.is_terminal() {
-        return Err(Error::Terminal {
-            state: record.status.to_string(),
-        });
+        return Err(Error::Terminal { state: record.status.to_string() });
     }
     if record.runs.iter().any(|run| &run.run_id == run_id) {
-        return Err(Error::AlreadyExists {
-            what: "run",
-            id: run_id.to_string(),
-        });
+        return Err(Error::AlreadyExists { what: "run", id: run_id.to_string() });
     }
     let mut displaced = Vec::new();
     // Runs whose lease lapsed are detached as abandoned by this attach.
-    let (lapsed, live): (Vec<RunRecord>, Vec<RunRecord>) =
-        record.runs.drain(..).partition(|run| run.lease_until < now);
+    let (lapsed, live): (Vec<RunRecord>, Vec<RunRecord>) = record.runs.drain(..).partition(|run| run.lease_until < now);
     record.runs = live;
     displaced.extend(lapsed.into_iter().map(|mut run| {
         run.status = RunStatus::Abandoned;
@@ -226,10 +164,7 @@ fn attach_in(
             OnBusy::Reject => {
                 return Err(Error::Busy {
                     id: record.header.id.to_string(),
-                    reason: format!(
-                        "{} run(s) attached (policy allows {runs_max})",
-                        record.runs.len()
-                    ),
+                    reason: format!("{} run(s) attached (policy allows {runs_max})", record.runs.len()),
                 });
             }
             OnBusy::Interrupt => {
@@ -257,19 +192,11 @@ fn attach_in(
 /// The index of `run_id` among the attached runs, if the principal may act for it.
 fn find_own_run(record: &SessionRecord, principal: &Principal, run_id: &RunId) -> Result<usize> {
     if record.status.is_terminal() {
-        return Err(Error::Terminal {
-            state: record.status.to_string(),
-        });
+        return Err(Error::Terminal { state: record.status.to_string() });
     }
     record
         .runs
         .iter()
-        .position(|run| {
-            &run.run_id == run_id
-                && (principal.is_privileged() || run.attached_by == principal.user)
-        })
-        .ok_or_else(|| Error::NotFound {
-            what: "run",
-            id: run_id.to_string(),
-        })
+        .position(|run| &run.run_id == run_id && (principal.is_privileged() || run.attached_by == principal.user))
+        .ok_or_else(|| Error::NotFound { what: "run", id: run_id.to_string() })
 }

@@ -16,23 +16,14 @@ impl SessionService {
         for tenant in self.catalog.tenants().await? {
             let policy = self.catalog.retention(&tenant).await?.unwrap_or_default();
             let live = vec![Status::Active, Status::Idle];
-            let mut expiry_queries = vec![SessionQuery {
-                lease_before: Some(now),
-                ..base(&tenant, live.clone())
-            }];
+            let mut expiry_queries = vec![SessionQuery { lease_before: Some(now), ..base(&tenant, live.clone()) }];
             if let Some(idle_ttl_ms) = policy.idle_ttl_ms {
                 let cutoff = Timestamp(now.0.saturating_sub(idle_ttl_ms));
-                expiry_queries.push(SessionQuery {
-                    active_before: Some(cutoff),
-                    ..base(&tenant, live.clone())
-                });
+                expiry_queries.push(SessionQuery { active_before: Some(cutoff), ..base(&tenant, live.clone()) });
             }
             if let Some(max_age_ms) = policy.max_age_ms {
                 let cutoff = Timestamp(now.0.saturating_sub(max_age_ms));
-                expiry_queries.push(SessionQuery {
-                    created_before: Some(cutoff),
-                    ..base(&tenant, live.clone())
-                });
+                expiry_queries.push(SessionQuery { created_before: Some(cutoff), ..base(&tenant, live.clone()) });
             }
             for mut query in expiry_queries {
                 query.limit = batch_max.saturating_sub(actions(&report)) + 1;
@@ -83,8 +74,7 @@ impl SessionService {
         match self.save(&mut next, record.revision).await {
             Ok(()) => {
                 self.close_writer(&next.key()).await;
-                self.audit_system(&next, "expire", serde_json::json!({"reason": "retention"}))
-                    .await;
+                self.audit_system(&next, "expire", serde_json::json!({"reason": "retention"})).await;
                 Ok(true)
             }
             Err(Error::RevisionConflict { .. } | Error::NotFound { .. }) => Ok(false),
@@ -95,11 +85,7 @@ impl SessionService {
     async fn delete_by_policy(&self, record: SessionRecord) -> Result<bool> {
         let key = record.key();
         self.close_writer(&key).await;
-        let size_bytes = self
-            .store
-            .stat(&key)
-            .await?
-            .and_then(|stat| stat.size_bytes);
+        let size_bytes = self.store.stat(&key).await?.and_then(|stat| stat.size_bytes);
         match self.store.erase(&key).await {
             Ok(_) => {}
             Err(Error::AlreadyOwned { .. }) => return Ok(false),
@@ -123,11 +109,7 @@ impl SessionService {
 }
 
 fn base(tenant: &berth_core::TenantId, statuses: Vec<Status>) -> SessionQuery {
-    SessionQuery {
-        statuses,
-        include_blank: true,
-        ..SessionQuery::tenant(tenant.clone())
-    }
+    SessionQuery { statuses, include_blank: true, ..SessionQuery::tenant(tenant.clone()) }
 }
 
 fn actions(report: &SweepReport) -> usize {

@@ -2,9 +2,7 @@
 
 use berth_catalog::{RunRecord, SessionRecord};
 use berth_core::lifecycle::Status;
-use berth_core::{
-    Event, JsonText, ProjectId, Revision, RunId, SessionId, SessionPolicy, Timestamp, UserId,
-};
+use berth_core::{Event, JsonText, ProjectId, Revision, RunId, SessionId, SessionPolicy, Timestamp, UserId};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 
@@ -48,12 +46,7 @@ pub struct NewEvent {
 
 impl NewEvent {
     pub fn new(event_type: &str, data: serde_json::Value) -> NewEvent {
-        NewEvent {
-            event_type: event_type.to_owned(),
-            data: JsonText::from(&data),
-            time: None,
-            ignorable: false,
-        }
+        NewEvent { event_type: event_type.to_owned(), data: JsonText::from(&data), time: None, ignorable: false }
     }
 }
 
@@ -132,15 +125,10 @@ pub struct MetadataUpdate {
 
 mod double_option {
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
-    pub fn serialize<S: Serializer>(
-        value: &Option<Option<String>>,
-        s: S,
-    ) -> Result<S::Ok, S::Error> {
+    pub fn serialize<S: Serializer>(value: &Option<Option<String>>, s: S) -> Result<S::Ok, S::Error> {
         value.serialize(s)
     }
-    pub fn deserialize<'de, D: Deserializer<'de>>(
-        d: D,
-    ) -> Result<Option<Option<String>>, D::Error> {
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
         Option::<String>::deserialize(d).map(Some)
     }
 }
