@@ -93,6 +93,9 @@ async fn main() {
     let middle = catalog.list(&SessionQuery { limit: 1_000, ..base.clone() }).await.expect("list");
     deep.cursor = Some(ListCursor::of(&middle[999]));
     let status_label = SessionQuery { statuses: vec![Status::Active], label: Some("label-3".into()), ..base.clone() };
+    let visible = vec![Status::Active, Status::Idle, Status::Closed, Status::Expired];
+    let service_default = SessionQuery { statuses: visible, limit: 51, ..base.clone() };
+    let user = first_page.first().map(|record| record.header.scope.user.clone());
     let shapes = [
         ("first page (tenant, 50, newest first)", base.clone()),
         ("page after 1,000 (cursor)", deep),
@@ -100,8 +103,10 @@ async fn main() {
         ("status=active + label", status_label.clone()),
         ("status=active + label, blank included", SessionQuery { include_blank: true, ..status_label }),
         ("label", SessionQuery { label: Some("label-7".into()), ..base.clone() }),
-        ("user", SessionQuery { user: first_page.first().map(|r| r.header.scope.user.clone()), ..base.clone() }),
+        ("user", SessionQuery { user: user.clone(), ..base.clone() }),
         ("status in (active, idle)", SessionQuery { statuses: vec![Status::Active, Status::Idle], ..base.clone() }),
+        ("service default (4 statuses, limit 51)", service_default.clone()),
+        ("service default for a user", SessionQuery { user, ..service_default }),
     ];
     for (name, query) in &shapes {
         let (median, items) = median_of(&catalog, query).await;

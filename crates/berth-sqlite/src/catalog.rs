@@ -29,47 +29,32 @@ fn revision_from_column(column: i64) -> Revision {
 }
 
 fn seq_column(seq: u64) -> Result<i64, Failure> {
-    i64::try_from(seq).map_err(|_| {
-        Failure::Berth(Error::LimitExceeded {
-            what: "audit seq",
-            limit: i64::MAX as u64,
-            actual: seq,
-        })
-    })
+    i64::try_from(seq)
+        .map_err(|_| Failure::Berth(Error::LimitExceeded { what: "audit seq", limit: i64::MAX as u64, actual: seq }))
 }
 
 fn seq_from_column(column: i64) -> Result<u64, Failure> {
-    u64::try_from(column)
-        .map_err(|_| Failure::Corrupt(format!("audit head holds a negative seq {column}")))
+    u64::try_from(column).map_err(|_| Failure::Corrupt(format!("audit head holds a negative seq {column}")))
 }
 
 fn decode<T: DeserializeOwned>(json: &str, what: &str) -> Result<T, Failure> {
-    serde_json::from_str(json)
-        .map_err(|_| Failure::Corrupt(format!("stored {what} does not decode")))
+    serde_json::from_str(json).map_err(|_| Failure::Corrupt(format!("stored {what} does not decode")))
 }
 
 fn encode<T: serde::Serialize>(value: &T, what: &'static str) -> Result<String, Failure> {
-    serde_json::to_string(value)
-        .map_err(|error| Failure::Berth(Error::invalid(what, error.to_string())))
+    serde_json::to_string(value).map_err(|error| Failure::Berth(Error::invalid(what, error.to_string())))
 }
 
 /// Column order of `INSERT_SESSION` and `UPDATE_SESSION`.
 fn session_values(record: &SessionRecord) -> Result<Vec<Value>, Failure> {
     let header = &record.header;
     let text = |text: &str| Value::Text(text.to_owned());
-    let optional =
-        |text: Option<&str>| text.map_or(Value::Null, |text| Value::Text(text.to_owned()));
+    let optional = |text: Option<&str>| text.map_or(Value::Null, |text| Value::Text(text.to_owned()));
     Ok(vec![
         text(header.scope.tenant.as_str()),
         text(header.id.as_str()),
         text(header.scope.user.as_str()),
-        optional(
-            header
-                .scope
-                .project
-                .as_ref()
-                .map(|project| project.as_str()),
-        ),
+        optional(header.scope.project.as_ref().map(|project| project.as_str())),
         text(record.status.as_str()),
         Value::Integer(time_column(record.last_activity)),
         Value::Integer(time_column(record.lease_until)),
@@ -82,8 +67,7 @@ fn session_values(record: &SessionRecord) -> Result<Vec<Value>, Failure> {
     ])
 }
 
-const INSERT_SESSION: &str =
-    "INSERT INTO sessions (tenant, id, user, project, status, last_activity, lease_until, \
+const INSERT_SESSION: &str = "INSERT INTO sessions (tenant, id, user, project, status, last_activity, lease_until, \
      created_at, status_changed_at, revision, blank, parent, record_json) \
      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)";
 
@@ -93,16 +77,9 @@ const UPDATE_SESSION: &str = "UPDATE sessions SET user = ?3, project = ?4, statu
 
 fn insert_record(connection: &Connection, record: &SessionRecord) -> Result<(), Failure> {
     let values = session_values(record)?;
-    match connection
-        .prepare_cached(INSERT_SESSION)?
-        .execute(params_from_iter(values))
-    {
+    match connection.prepare_cached(INSERT_SESSION)?.execute(params_from_iter(values)) {
         Err(error) if is_unique_violation(&error) => {
-            return Err(Error::AlreadyExists {
-                what: "session",
-                id: record.header.id.to_string(),
-            }
-            .into())
+            return Err(Error::AlreadyExists { what: "session", id: record.header.id.to_string() }.into())
         }
         outcome => outcome?,
     };
@@ -131,9 +108,7 @@ fn insert_labels(connection: &Connection, record: &SessionRecord) -> Result<(), 
 fn stored_revision(connection: &Connection, key: &SessionKey) -> Result<Option<Revision>, Failure> {
     let revision = connection
         .prepare_cached("SELECT revision FROM sessions WHERE tenant = ?1 AND id = ?2")?
-        .query_row((key.tenant.as_str(), key.id.as_str()), |row| {
-            row.get::<_, i64>(0)
-        })
+        .query_row((key.tenant.as_str(), key.id.as_str()), |row| row.get::<_, i64>(0))
         .optional()?;
     Ok(revision.map(revision_from_column))
 }
@@ -141,11 +116,7 @@ fn stored_revision(connection: &Connection, key: &SessionKey) -> Result<Option<R
 /// The same checks, in the same order, as the reference (memory) catalog.
 fn check_cas(stored: Revision, expected: Revision, record: &SessionRecord) -> Result<(), Failure> {
     if stored != expected {
-        return Err(Error::RevisionConflict {
-            expected: expected.0,
-            actual: stored.0,
-        }
-        .into());
+        return Err(Error::RevisionConflict { expected: expected.0, actual: stored.0 }.into());
     }
     if record.revision.0 != expected.0.wrapping_add(1) {
         return Err(Error::invalid("revision", "an update must carry expected + 1").into());
@@ -158,9 +129,7 @@ impl SqliteCatalog {
     /// (`AlreadyExists` names the first duplicate). For imports and seeding.
     pub async fn insert_many(&self, records: Vec<SessionRecord>) -> Result<()> {
         self.write("insert sessions", move |transaction| {
-            records
-                .iter()
-                .try_for_each(|record| insert_record(transaction, record))
+            records.iter().try_for_each(|record| insert_record(transaction, record))
         })
         .await
     }
@@ -194,10 +163,7 @@ impl Catalog for SqliteCatalog {
 
     async fn insert(&self, record: &SessionRecord) -> Result<()> {
         let record = record.clone();
-        self.write("insert session", move |transaction| {
-            insert_record(transaction, &record)
-        })
-        .await
+        self.write("insert session", move |transaction| insert_record(transaction, &record)).await
     }
 
     async fn get(&self, key: &SessionKey) -> Result<Option<SessionRecord>> {
@@ -207,8 +173,7 @@ impl Catalog for SqliteCatalog {
                 .prepare_cached("SELECT record_json FROM sessions WHERE tenant = ?1 AND id = ?2")?
                 .query_row((key.tenant.as_str(), key.id.as_str()), |row| row.get(0))
                 .optional()?;
-            json.map(|json| decode(&json, &format!("session record {key}")))
-                .transpose()
+            json.map(|json| decode(&json, &format!("session record {key}"))).transpose()
         })
         .await
     }
@@ -217,12 +182,9 @@ impl Catalog for SqliteCatalog {
         let record = record.clone();
         self.write("update session", move |transaction| {
             let key = record.key();
-            let stored = stored_revision(transaction, &key)?
-                .ok_or_else(|| Error::session_not_found(&key.id))?;
+            let stored = stored_revision(transaction, &key)?.ok_or_else(|| Error::session_not_found(&key.id))?;
             check_cas(stored, expected, &record)?;
-            transaction
-                .prepare_cached(UPDATE_SESSION)?
-                .execute(params_from_iter(session_values(&record)?))?;
+            transaction.prepare_cached(UPDATE_SESSION)?.execute(params_from_iter(session_values(&record)?))?;
             transaction
                 .prepare_cached("DELETE FROM session_labels WHERE tenant = ?1 AND id = ?2")?
                 .execute((key.tenant.as_str(), key.id.as_str()))?;
@@ -234,14 +196,9 @@ impl Catalog for SqliteCatalog {
     async fn remove(&self, key: &SessionKey, expected: Revision) -> Result<()> {
         let key = key.clone();
         self.write("remove session", move |transaction| {
-            let stored = stored_revision(transaction, &key)?
-                .ok_or_else(|| Error::session_not_found(&key.id))?;
+            let stored = stored_revision(transaction, &key)?.ok_or_else(|| Error::session_not_found(&key.id))?;
             if stored != expected {
-                return Err(Error::RevisionConflict {
-                    expected: expected.0,
-                    actual: stored.0,
-                }
-                .into());
+                return Err(Error::RevisionConflict { expected: expected.0, actual: stored.0 }.into());
             }
             // The label rows go with it (ON DELETE CASCADE).
             transaction
@@ -259,26 +216,21 @@ impl Catalog for SqliteCatalog {
         let sub_queries = listing::plan(query);
         let limit = query.limit;
         self.read("list sessions", move |connection| {
-            let mut records = Vec::new();
+            let mut rows: Vec<(i64, String, String, String)> = Vec::new();
             for sub_query in &sub_queries {
                 let mut statement = connection.prepare_cached(&sub_query.sql)?;
-                let mut rows = statement.query(params_from_iter(sub_query.params.iter()))?;
-                while let Some(row) = rows.next()? {
-                    records.push(decode::<SessionRecord>(
-                        row.get_ref(0)?.as_str()?,
-                        "session record",
-                    )?);
+                let mut cursor = statement.query(params_from_iter(sub_query.params.iter()))?;
+                while let Some(row) = cursor.next()? {
+                    rows.push((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?));
                 }
             }
-            // Merge the sub-queries' pages: the reference order, ties across tenants
-            // (tenant-less sweeps only) in tenant order.
-            records.sort_by(|a, b| {
-                (b.last_activity, &b.header.id)
-                    .cmp(&(a.last_activity, &a.header.id))
-                    .then_with(|| a.header.scope.tenant.cmp(&b.header.scope.tenant))
-            });
-            records.truncate(limit);
-            Ok(records)
+            if sub_queries.len() > 1 {
+                // Merge the sub-queries' pages: the reference order; equal
+                // (last_activity, id) in several tenants (tenant-less sweeps) by tenant.
+                rows.sort_by(|a, b| (b.0, &b.1).cmp(&(a.0, &a.1)).then_with(|| a.2.cmp(&b.2)));
+            }
+            rows.truncate(limit);
+            rows.iter().map(|row| decode::<SessionRecord>(&row.3, "session record")).collect()
         })
         .await
     }
@@ -290,10 +242,8 @@ impl Catalog for SqliteCatalog {
             let mut tenants = Vec::new();
             while let Some(row) = rows.next()? {
                 let text = row.get_ref(0)?.as_str()?;
-                tenants.push(
-                    TenantId::parse(text)
-                        .map_err(|_| Failure::Corrupt("stored tenant id is invalid".into()))?,
-                );
+                tenants
+                    .push(TenantId::parse(text).map_err(|_| Failure::Corrupt("stored tenant id is invalid".into()))?);
             }
             Ok(tenants)
         })
@@ -320,9 +270,7 @@ impl Catalog for SqliteCatalog {
                 .execute((tenant.as_str(), seq, encode(&entry, "audit entry")?));
             match insert {
                 Err(error) if is_unique_violation(&error) => {
-                    return Err(Failure::Corrupt(format!(
-                        "audit log of {tenant} holds an entry past its head"
-                    )))
+                    return Err(Failure::Corrupt(format!("audit log of {tenant} holds an entry past its head")))
                 }
                 outcome => outcome?,
             };
@@ -337,12 +285,7 @@ impl Catalog for SqliteCatalog {
         .await
     }
 
-    async fn read_audit(
-        &self,
-        tenant: &TenantId,
-        from_seq: u64,
-        limit: usize,
-    ) -> Result<Vec<AuditEntry>> {
+    async fn read_audit(&self, tenant: &TenantId, from_seq: u64, limit: usize) -> Result<Vec<AuditEntry>> {
         let tenant = tenant.clone();
         let from_seq = i64::try_from(from_seq).unwrap_or(i64::MAX);
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
@@ -368,8 +311,7 @@ impl Catalog for SqliteCatalog {
                 .prepare_cached("SELECT seq, hash FROM audit_heads WHERE tenant = ?1")?
                 .query_row([tenant.as_str()], |row| Ok((row.get(0)?, row.get(1)?)))
                 .optional()?;
-            head.map(|(seq, hash)| Ok((seq_from_column(seq)?, hash)))
-                .transpose()
+            head.map(|(seq, hash)| Ok((seq_from_column(seq)?, hash))).transpose()
         })
         .await
     }
@@ -381,16 +323,14 @@ impl Catalog for SqliteCatalog {
                 .prepare_cached("SELECT policy_json FROM retention WHERE tenant = ?1")?
                 .query_row([tenant.as_str()], |row| row.get(0))
                 .optional()?;
-            json.map(|json| decode(&json, "retention policy"))
-                .transpose()
+            json.map(|json| decode(&json, "retention policy")).transpose()
         })
         .await
     }
 
     async fn set_retention(&self, tenant: &TenantId, policy: &RetentionPolicy) -> Result<()> {
         let tenant = tenant.clone();
-        let json = encode(policy, "retention policy")
-            .map_err(|failure| failure.into_error("set retention", ""))?;
+        let json = encode(policy, "retention policy").map_err(|failure| failure.into_error("set retention", ""))?;
         self.write("set retention", move |transaction| {
             transaction
                 .prepare_cached(

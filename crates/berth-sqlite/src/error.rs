@@ -39,14 +39,9 @@ impl Failure {
         match self {
             Failure::Berth(error) => error,
             Failure::Sql(error) => classify(&error, operation, artifact),
-            Failure::Corrupt(reason) => Error::Corrupt {
-                reason,
-                location: Location {
-                    artifact: artifact.to_owned(),
-                    offset: None,
-                    seq: None,
-                },
-            },
+            Failure::Corrupt(reason) => {
+                Error::Corrupt { reason, location: Location { artifact: artifact.to_owned(), offset: None, seq: None } }
+            }
         }
     }
 }
@@ -65,17 +60,9 @@ pub(crate) fn is_unique_violation(error: &rusqlite::Error) -> bool {
 pub(crate) fn classify(error: &rusqlite::Error, operation: &'static str, artifact: &str) -> Error {
     let corrupt = |reason: &str| Error::Corrupt {
         reason: format!("catalog {reason} during {operation}"),
-        location: Location {
-            artifact: artifact.to_owned(),
-            offset: None,
-            seq: None,
-        },
+        location: Location { artifact: artifact.to_owned(), offset: None, seq: None },
     };
-    let io = |kind: ErrorKind, message: &str| Error::Io {
-        operation,
-        kind,
-        message: message.to_owned(),
-    };
+    let io = |kind: ErrorKind, message: &str| Error::Io { operation, kind, message: message.to_owned() };
     // The raw error (which may quote SQL) goes to the log only, never to callers.
     tracing::debug!(%error, operation, artifact, "catalog database error");
     let failure = match error {
@@ -101,7 +88,9 @@ pub(crate) fn classify(error: &rusqlite::Error, operation: &'static str, artifac
         ErrorCode::ReadOnly | ErrorCode::PermissionDenied => {
             io(ErrorKind::PermissionDenied, "catalog database is not writable")
         }
-        ErrorCode::ConstraintViolation => Error::invalid("catalog row", format!("constraint violated during {operation}")),
+        ErrorCode::ConstraintViolation => {
+            Error::invalid("catalog row", format!("constraint violated during {operation}"))
+        }
         ErrorCode::TooBig => Error::invalid("catalog row", format!("too big during {operation}")),
         other => io(ErrorKind::Other, &format!("catalog database error ({other:?})")),
     }

@@ -41,10 +41,7 @@ pub struct SqliteOptions {
 
 impl Default for SqliteOptions {
     fn default() -> Self {
-        SqliteOptions {
-            busy_timeout: Duration::from_secs(5),
-            idle_readers_max: 4,
-        }
+        SqliteOptions { busy_timeout: Duration::from_secs(5), idle_readers_max: 4 }
     }
 }
 
@@ -70,18 +67,14 @@ struct ReaderPool {
 
 impl std::fmt::Debug for SqliteCatalog {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SqliteCatalog")
-            .field("artifact", &self.shared.artifact)
-            .finish_non_exhaustive()
+        f.debug_struct("SqliteCatalog").field("artifact", &self.shared.artifact).finish_non_exhaustive()
     }
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic inside a closure drops its transaction (rolled back), so the connection
     // behind a poisoned mutex is still consistent.
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl SqliteCatalog {
@@ -95,24 +88,10 @@ impl SqliteCatalog {
     /// `open` with explicit options.
     pub fn open_with(path: impl AsRef<Path>, options: SqliteOptions) -> Result<SqliteCatalog> {
         let path = path.as_ref().to_path_buf();
-        let artifact = path.file_name().map_or_else(
-            || CATALOG_FILE_NAME.to_owned(),
-            |n| n.to_string_lossy().into(),
-        );
-        let writer = open_writer(&path, &options)
-            .map_err(|failure| failure.into_error("open catalog", &artifact))?;
-        let readers = ReaderPool {
-            path,
-            options,
-            idle: Mutex::new(Vec::new()),
-        };
-        Ok(SqliteCatalog {
-            shared: Arc::new(Shared {
-                writer: Mutex::new(writer),
-                readers: Some(readers),
-                artifact,
-            }),
-        })
+        let artifact = path.file_name().map_or_else(|| CATALOG_FILE_NAME.to_owned(), |n| n.to_string_lossy().into());
+        let writer = open_writer(&path, &options).map_err(|failure| failure.into_error("open catalog", &artifact))?;
+        let readers = ReaderPool { path, options, idle: Mutex::new(Vec::new()) };
+        Ok(SqliteCatalog { shared: Arc::new(Shared { writer: Mutex::new(writer), readers: Some(readers), artifact }) })
     }
 
     /// A private in-memory catalog (tests, `memory:`-style embedding with SQL semantics).
@@ -125,13 +104,7 @@ impl SqliteCatalog {
             Ok(connection)
         };
         let writer = setup().map_err(|failure| failure.into_error("open catalog", &artifact))?;
-        Ok(SqliteCatalog {
-            shared: Arc::new(Shared {
-                writer: Mutex::new(writer),
-                readers: None,
-                artifact,
-            }),
-        })
+        Ok(SqliteCatalog { shared: Arc::new(Shared { writer: Mutex::new(writer), readers: None, artifact }) })
     }
 
     /// Test hook: runs raw SQL on the writer connection, so tamper-detection tests can
@@ -139,10 +112,7 @@ impl SqliteCatalog {
     #[cfg(feature = "test-hooks")]
     pub async fn execute_for_tests(&self, sql: &str) -> Result<()> {
         let sql = sql.to_owned();
-        self.write("test hook", move |transaction| {
-            Ok(transaction.execute_batch(&sql)?)
-        })
-        .await
+        self.write("test hook", move |transaction| Ok(transaction.execute_batch(&sql)?)).await
     }
 
     /// Runs `work` in one `BEGIN IMMEDIATE` transaction on the writer connection, on
@@ -156,8 +126,7 @@ impl SqliteCatalog {
         blocking(move || {
             let mut connection = lock(&shared.writer);
             let outcome = (|| {
-                let transaction =
-                    connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+                let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
                 let value = work(&transaction)?;
                 transaction.commit()?;
                 Ok(value)
@@ -176,8 +145,7 @@ impl SqliteCatalog {
         let shared = Arc::clone(&self.shared);
         blocking(move || {
             let run = |connection: &mut Connection| -> Result<T, Failure> {
-                let transaction =
-                    connection.transaction_with_behavior(TransactionBehavior::Deferred)?;
+                let transaction = connection.transaction_with_behavior(TransactionBehavior::Deferred)?;
                 let value = work(&transaction)?;
                 transaction.finish()?;
                 Ok(value)
@@ -218,31 +186,20 @@ impl ReaderPool {
 }
 
 /// Runs blocking SQLite work on tokio's blocking pool.
-async fn blocking<T: Send + 'static>(
-    work: impl FnOnce() -> Result<T> + Send + 'static,
-) -> Result<T> {
+async fn blocking<T: Send + 'static>(work: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
     match tokio::task::spawn_blocking(work).await {
         Ok(outcome) => outcome,
-        Err(join_error) if join_error.is_panic() => {
-            std::panic::resume_unwind(join_error.into_panic())
-        }
-        Err(_) => Err(Error::Unavailable {
-            reason: "catalog worker was cancelled (runtime shutting down)".into(),
-        }),
+        Err(join_error) if join_error.is_panic() => std::panic::resume_unwind(join_error.into_panic()),
+        Err(_) => Err(Error::Unavailable { reason: "catalog worker was cancelled (runtime shutting down)".into() }),
     }
 }
 
 fn open_writer(path: &Path, options: &SqliteOptions) -> Result<Connection, Failure> {
-    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
-        | OpenFlags::SQLITE_OPEN_CREATE
-        | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let mut connection = Connection::open_with_flags(path, flags)?;
     configure(&connection, options)?;
     enable_wal(&connection, options.busy_timeout)?;
-    schema::migrate(
-        &mut connection,
-        &path.file_name().unwrap_or_default().to_string_lossy(),
-    )?;
+    schema::migrate(&mut connection, &path.file_name().unwrap_or_default().to_string_lossy())?;
     Ok(connection)
 }
 
@@ -263,15 +220,11 @@ fn configure(connection: &Connection, options: &SqliteOptions) -> Result<(), Fai
 fn enable_wal(connection: &Connection, busy_timeout: Duration) -> Result<(), Failure> {
     let deadline = Instant::now() + busy_timeout;
     loop {
-        let outcome: rusqlite::Result<String> =
-            connection.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0));
+        let outcome: rusqlite::Result<String> = connection.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0));
         match outcome {
             Ok(mode) if mode.eq_ignore_ascii_case("wal") => return Ok(()),
             Ok(mode) => {
-                return Err(Error::Unavailable {
-                    reason: format!("catalog database refused WAL mode ({mode})"),
-                }
-                .into())
+                return Err(Error::Unavailable { reason: format!("catalog database refused WAL mode ({mode})") }.into())
             }
             Err(error) if is_busy(&error) && Instant::now() < deadline => {
                 std::thread::sleep(Duration::from_millis(5));
@@ -282,10 +235,7 @@ fn enable_wal(connection: &Connection, busy_timeout: Duration) -> Result<(), Fai
 }
 
 fn is_busy(error: &rusqlite::Error) -> bool {
-    matches!(
-        error.sqlite_error_code(),
-        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
-    )
+    matches!(error.sqlite_error_code(), Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked))
 }
 
 #[cfg(test)]

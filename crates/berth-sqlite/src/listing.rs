@@ -43,18 +43,10 @@ impl Driver {
     pub(crate) fn choose(query: &SessionQuery) -> Driver {
         match query {
             SessionQuery { tenant: None, .. } => Driver::AnyTenant,
-            SessionQuery {
-                label: Some(_),
-                statuses,
-                ..
-            } if statuses.is_empty() => Driver::Label,
+            SessionQuery { label: Some(_), statuses, .. } if statuses.is_empty() => Driver::Label,
             SessionQuery { label: Some(_), .. } => Driver::LabelStatus,
-            SessionQuery {
-                parent: Some(_), ..
-            } => Driver::Parent,
-            SessionQuery {
-                project: Some(_), ..
-            } => Driver::Project,
+            SessionQuery { parent: Some(_), .. } => Driver::Parent,
+            SessionQuery { project: Some(_), .. } => Driver::Project,
             SessionQuery { user: Some(_), .. } => Driver::User,
             SessionQuery { statuses, .. } if !statuses.is_empty() => Driver::Status,
             _ => Driver::Activity,
@@ -83,7 +75,9 @@ impl Driver {
     }
 }
 
-/// One sub-query: SQL text and its positional parameters.
+/// One sub-query: SQL text and its positional parameters. It selects the sort key
+/// `(last_activity, id, tenant)` and then `record_json`, so that merged pages are
+/// ordered and cut from the columns and only the records kept are decoded.
 #[derive(Debug)]
 pub(crate) struct SubQuery {
     pub sql: String,
@@ -115,21 +109,9 @@ pub(crate) fn plan(query: &SessionQuery) -> Vec<SubQuery> {
 }
 
 /// Builds one sub-query; `status` / `blank` are the prefix values this one fixes.
-fn sub_query(
-    query: &SessionQuery,
-    driver: Driver,
-    status: Option<Status>,
-    blank: Option<bool>,
-) -> SubQuery {
-    let mut builder = Builder {
-        conditions: Vec::new(),
-        params: Vec::new(),
-    };
-    let sort = if driver.drives_from_labels() {
-        "k"
-    } else {
-        "s"
-    };
+fn sub_query(query: &SessionQuery, driver: Driver, status: Option<Status>, blank: Option<bool>) -> SubQuery {
+    let mut builder = Builder { conditions: Vec::new(), params: Vec::new() };
+    let sort = if driver.drives_from_labels() { "k" } else { "s" };
     let from = match (driver.index(), driver.drives_from_labels()) {
         (Some(index), true) => format!(
             "session_labels AS k INDEXED BY {index} CROSS JOIN sessions AS s ON s.tenant = k.tenant AND s.id = k.id"
@@ -159,14 +141,10 @@ fn sub_query(
     }
     let limit = i64::try_from(query.limit).unwrap_or(i64::MAX);
     builder.params.push(Value::Integer(limit));
-    let conditions = if builder.conditions.is_empty() {
-        "1".to_owned()
-    } else {
-        builder.conditions.join(" AND ")
-    };
+    let conditions = if builder.conditions.is_empty() { "1".to_owned() } else { builder.conditions.join(" AND ") };
     SubQuery {
         sql: format!(
-            "SELECT s.record_json FROM {from} WHERE {conditions} ORDER BY {order} LIMIT ?"
+            "SELECT {sort}.last_activity, {sort}.id, s.tenant, s.record_json FROM {from} WHERE {conditions} ORDER BY {order} LIMIT ?"
         ),
         params: builder.params,
     }
@@ -196,7 +174,8 @@ impl Builder {
         if driver.drives_from_labels() {
             self.equals("k.label", text(label));
         } else {
-            let exists = "EXISTS (SELECT 1 FROM session_labels AS l WHERE l.tenant = s.tenant AND l.id = s.id AND l.label = ?)";
+            let exists =
+                "EXISTS (SELECT 1 FROM session_labels AS l WHERE l.tenant = s.tenant AND l.id = s.id AND l.label = ?)";
             self.push(exists.to_owned(), text(label));
         }
     }
@@ -204,11 +183,7 @@ impl Builder {
     fn status_in(&mut self, statuses: &[Status]) {
         let marks = vec!["?"; statuses.len()].join(", ");
         self.conditions.push(format!("s.status IN ({marks})"));
-        self.params.extend(
-            statuses
-                .iter()
-                .map(|status| Value::from(status.as_str().to_owned())),
-        );
+        self.params.extend(statuses.iter().map(|status| Value::from(status.as_str().to_owned())));
     }
 
     /// Filters that are not part of the driving index's prefix.
@@ -240,8 +215,7 @@ impl Builder {
         }
         if let Some(cursor) = &query.cursor {
             // A row-value comparison: SQLite turns it into a range bound on the index.
-            self.conditions
-                .push(format!("({sort}.last_activity, {sort}.id) < (?, ?)"));
+            self.conditions.push(format!("({sort}.last_activity, {sort}.id) < (?, ?)"));
             self.params.push(time(cursor.last_activity));
             self.params.push(text(cursor.id.as_str()));
         }

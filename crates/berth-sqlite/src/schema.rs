@@ -14,7 +14,10 @@
 //!   would have to read every session carrying the label, then sort them).
 //! - `record_json` holds the whole `SessionRecord`; the other columns are an index of
 //!   it. Timestamps beyond `i64::MAX` ms (year ~292 million) are clamped to `i64::MAX`
-//!   in the index columns; the record keeps the exact value.
+//!   in the index columns; the record keeps the exact value. Known divergence from the
+//!   reference: among sessions whose `last_activity` is beyond `i64::MAX`, and for
+//!   filter bounds beyond `i64::MAX`, listing compares the clamped values. (An
+//!   "infinite" `lease_until` of `u64::MAX` filters exactly for every realistic bound.)
 
 use berth_core::{Error, Location};
 use rusqlite::{Connection, TransactionBehavior};
@@ -96,14 +99,10 @@ CREATE TABLE retention (
 /// Brings the database to `SCHEMA_VERSION` inside one `BEGIN IMMEDIATE` transaction:
 /// when two processes open a fresh file at once, the second waits for the first's
 /// write lock and then finds the schema already current.
-pub(crate) fn migrate(
-    connection: &mut Connection,
-    artifact: &str,
-) -> Result<(), crate::error::Failure> {
+pub(crate) fn migrate(connection: &mut Connection, artifact: &str) -> Result<(), crate::error::Failure> {
     let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let version: i64 = transaction.query_row("PRAGMA user_version", [], |row| row.get(0))?;
-    let application_id: i32 =
-        transaction.query_row("PRAGMA application_id", [], |row| row.get(0))?;
+    let application_id: i32 = transaction.query_row("PRAGMA application_id", [], |row| row.get(0))?;
     check_identity(&transaction, version, application_id, artifact)?;
     for (from, migration) in MIGRATIONS.iter().enumerate().skip(version as usize) {
         tracing::info!(artifact, from, to = from + 1, "migrating catalog schema");
@@ -124,13 +123,7 @@ fn check_identity(
     application_id: i32,
     artifact: &str,
 ) -> Result<(), crate::error::Failure> {
-    let location = || {
-        Some(Location {
-            artifact: artifact.to_owned(),
-            offset: None,
-            seq: None,
-        })
-    };
+    let location = || Some(Location { artifact: artifact.to_owned(), offset: None, seq: None });
     if version > SCHEMA_VERSION {
         return Err(Error::FormatUnsupported {
             reason: format!(
@@ -142,8 +135,7 @@ fn check_identity(
     }
     let foreign_id = application_id != 0 && application_id != APPLICATION_ID;
     let fresh = version == 0 && application_id == 0;
-    let tables: i64 =
-        connection.query_row("SELECT count(*) FROM sqlite_schema", [], |row| row.get(0))?;
+    let tables: i64 = connection.query_row("SELECT count(*) FROM sqlite_schema", [], |row| row.get(0))?;
     if foreign_id || (fresh && tables > 0) || version < 0 {
         return Err(Error::FormatUnsupported {
             reason: "this SQLite database is not a berth catalog".into(),

@@ -17,131 +17,65 @@ fn explain(catalog: &SqliteCatalog, query: &SessionQuery) -> Vec<Vec<String>> {
     plan(query)
         .iter()
         .map(|sub_query| {
-            let mut statement = connection
-                .prepare(&format!("EXPLAIN QUERY PLAN {}", sub_query.sql))
-                .expect("prepare");
+            let mut statement = connection.prepare(&format!("EXPLAIN QUERY PLAN {}", sub_query.sql)).expect("prepare");
             let rows = statement
-                .query_map(rusqlite::params_from_iter(sub_query.params.iter()), |row| {
-                    row.get::<_, String>(3)
-                })
+                .query_map(rusqlite::params_from_iter(sub_query.params.iter()), |row| row.get::<_, String>(3))
                 .expect("explain");
-            rows.collect::<rusqlite::Result<Vec<String>>>()
-                .expect("plan rows")
+            rows.collect::<rusqlite::Result<Vec<String>>>().expect("plan rows")
         })
         .collect()
 }
 
 /// The listing shapes the service uses, with the index each must be answered from.
 fn listing_shapes() -> Vec<(&'static str, SessionQuery, &'static str)> {
-    let cursor = Some(ListCursor {
-        last_activity: Timestamp(5_000),
-        id: SessionId::parse("s-9").expect("id"),
-    });
+    let cursor = Some(ListCursor { last_activity: Timestamp(5_000), id: SessionId::parse("s-9").expect("id") });
     let alice = Some(UserId::parse("alice").expect("user"));
     let base = tenant_query();
-    let status = SessionQuery {
-        statuses: vec![Status::Active],
+    let status = SessionQuery { statuses: vec![Status::Active], ..base.clone() };
+    let label = SessionQuery { label: Some("red".into()), ..base.clone() };
+    let status_label = SessionQuery { label: Some("red".into()), ..status.clone() };
+    // What `SessionService::list` sends when the caller names no status, and what the
+    // retention sweeper sends.
+    let visible = vec![Status::Active, Status::Idle, Status::Closed, Status::Expired];
+    let service_default = SessionQuery { statuses: visible, limit: 51, ..base.clone() };
+    let sweep = SessionQuery {
+        statuses: vec![Status::Active, Status::Idle],
+        lease_before: Some(Timestamp(9)),
+        include_blank: true,
         ..base.clone()
-    };
-    let label = SessionQuery {
-        label: Some("red".into()),
-        ..base.clone()
-    };
-    let status_label = SessionQuery {
-        label: Some("red".into()),
-        ..status.clone()
     };
     vec![
+        ("service listing default", service_default.clone(), "sessions_by_status"),
+        (
+            "service listing default for a user",
+            SessionQuery { user: alice.clone(), ..service_default },
+            "sessions_by_user",
+        ),
+        ("retention sweep", sweep, "sessions_by_status"),
         ("tenant", base.clone(), "sessions_by_activity"),
-        (
-            "tenant, next page",
-            SessionQuery {
-                cursor: cursor.clone(),
-                ..base.clone()
-            },
-            "sessions_by_activity",
-        ),
-        (
-            "tenant, blank included",
-            SessionQuery {
-                include_blank: true,
-                ..base.clone()
-            },
-            "sessions_by_activity",
-        ),
+        ("tenant, next page", SessionQuery { cursor: cursor.clone(), ..base.clone() }, "sessions_by_activity"),
+        ("tenant, blank included", SessionQuery { include_blank: true, ..base.clone() }, "sessions_by_activity"),
         ("tenant + status", status.clone(), "sessions_by_status"),
-        (
-            "tenant + status, next page",
-            SessionQuery {
-                cursor: cursor.clone(),
-                ..status.clone()
-            },
-            "sessions_by_status",
-        ),
+        ("tenant + status, next page", SessionQuery { cursor: cursor.clone(), ..status.clone() }, "sessions_by_status"),
         (
             "tenant + 2 statuses",
-            SessionQuery {
-                statuses: vec![Status::Active, Status::Idle],
-                ..base.clone()
-            },
+            SessionQuery { statuses: vec![Status::Active, Status::Idle], ..base.clone() },
             "sessions_by_status",
         ),
-        (
-            "tenant + user",
-            SessionQuery {
-                user: alice.clone(),
-                ..base.clone()
-            },
-            "sessions_by_user",
-        ),
-        (
-            "tenant + user + status",
-            SessionQuery {
-                user: alice,
-                ..status.clone()
-            },
-            "sessions_by_user",
-        ),
-        (
-            "tenant + label",
-            label.clone(),
-            "session_labels_by_activity",
-        ),
-        (
-            "tenant + label, next page",
-            SessionQuery {
-                cursor: cursor.clone(),
-                ..label
-            },
-            "session_labels_by_activity",
-        ),
-        (
-            "tenant + status + label",
-            status_label.clone(),
-            "session_labels_by_status",
-        ),
-        (
-            "tenant + status + label, next page",
-            SessionQuery {
-                cursor,
-                ..status_label
-            },
-            "session_labels_by_status",
-        ),
+        ("tenant + user", SessionQuery { user: alice.clone(), ..base.clone() }, "sessions_by_user"),
+        ("tenant + user + status", SessionQuery { user: alice, ..status.clone() }, "sessions_by_user"),
+        ("tenant + label", label.clone(), "session_labels_by_activity"),
+        ("tenant + label, next page", SessionQuery { cursor: cursor.clone(), ..label }, "session_labels_by_activity"),
+        ("tenant + status + label", status_label.clone(), "session_labels_by_status"),
+        ("tenant + status + label, next page", SessionQuery { cursor, ..status_label }, "session_labels_by_status"),
         (
             "tenant + project",
-            SessionQuery {
-                project: Some(berth_core::ProjectId::parse("p").expect("project")),
-                ..base.clone()
-            },
+            SessionQuery { project: Some(berth_core::ProjectId::parse("p").expect("project")), ..base.clone() },
             "sessions_by_project",
         ),
         (
             "tenant + parent",
-            SessionQuery {
-                parent: Some(SessionId::parse("root").expect("id")),
-                ..base
-            },
+            SessionQuery { parent: Some(SessionId::parse("root").expect("id")), ..base },
             "sessions_by_parent",
         ),
     ]
@@ -156,10 +90,7 @@ fn listing_shapes_use_their_index_without_scan_or_sort() {
         assert_ne!(Driver::choose(&query), Driver::AnyTenant);
         for lines in explain(&catalog, &query) {
             eprintln!("{name}: {lines:?}");
-            assert!(
-                lines[0].starts_with("SEARCH") && lines[0].contains(index),
-                "{name}: {lines:?}"
-            );
+            assert!(lines[0].starts_with("SEARCH") && lines[0].contains(index), "{name}: {lines:?}");
             for line in &lines {
                 assert!(!line.contains("TEMP B-TREE"), "{name}: sorts: {lines:?}");
                 assert!(!line.starts_with("SCAN"), "{name}: scans: {lines:?}");
@@ -171,22 +102,9 @@ fn listing_shapes_use_their_index_without_scan_or_sort() {
 #[test]
 fn cursor_bounds_the_index_range() {
     let catalog = SqliteCatalog::open_in_memory().expect("open");
-    let cursor = Some(ListCursor {
-        last_activity: Timestamp(1),
-        id: SessionId::parse("s").expect("id"),
-    });
-    let label = SessionQuery {
-        label: Some("red".into()),
-        cursor: cursor.clone(),
-        ..tenant_query()
-    };
-    for query in [
-        SessionQuery {
-            cursor,
-            ..tenant_query()
-        },
-        label,
-    ] {
+    let cursor = Some(ListCursor { last_activity: Timestamp(1), id: SessionId::parse("s").expect("id") });
+    let label = SessionQuery { label: Some("red".into()), cursor: cursor.clone(), ..tenant_query() };
+    for query in [SessionQuery { cursor, ..tenant_query() }, label] {
         let lines = explain(&catalog, &query).remove(0);
         assert!(lines[0].contains("(last_activity,id)<(?,?)"), "{lines:?}");
     }
@@ -200,18 +118,14 @@ fn reopening_keeps_the_schema_version_wal_and_identity() {
     let catalog = SqliteCatalog::open(&path).expect("reopen");
     let connection = lock(&catalog.shared.writer);
     let pragma = |name: &str| -> String {
-        connection
-            .query_row(&format!("PRAGMA {name}"), [], |row| {
-                row.get::<_, rusqlite::types::Value>(0)
-            })
-            .map_or_else(
-                |error| panic!("{name}: {error}"),
-                |value| match value {
-                    rusqlite::types::Value::Integer(number) => number.to_string(),
-                    rusqlite::types::Value::Text(text) => text,
-                    other => format!("{other:?}"),
-                },
-            )
+        connection.query_row(&format!("PRAGMA {name}"), [], |row| row.get::<_, rusqlite::types::Value>(0)).map_or_else(
+            |error| panic!("{name}: {error}"),
+            |value| match value {
+                rusqlite::types::Value::Integer(number) => number.to_string(),
+                rusqlite::types::Value::Text(text) => text,
+                other => format!("{other:?}"),
+            },
+        )
     };
     assert_eq!(pragma("user_version"), SCHEMA_VERSION.to_string());
     assert_eq!(pragma("application_id"), schema::APPLICATION_ID.to_string());
@@ -226,8 +140,7 @@ fn a_newer_schema_version_is_refused() {
     let path = dir.path().join(CATALOG_FILE_NAME);
     drop(SqliteCatalog::open(&path).expect("create"));
     let raw = Connection::open(&path).expect("raw");
-    raw.pragma_update(None, "user_version", SCHEMA_VERSION + 1)
-        .expect("bump");
+    raw.pragma_update(None, "user_version", SCHEMA_VERSION + 1).expect("bump");
     drop(raw);
     let error = SqliteCatalog::open(&path).expect_err("newer schema");
     assert_eq!(error.code(), "format_unsupported", "{error}");
@@ -239,15 +152,12 @@ fn another_programs_database_is_refused_untouched() {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("other.sqlite");
     let raw = Connection::open(&path).expect("raw");
-    raw.execute_batch("CREATE TABLE notes (body TEXT)")
-        .expect("create");
+    raw.execute_batch("CREATE TABLE notes (body TEXT)").expect("create");
     drop(raw);
     let error = SqliteCatalog::open(&path).expect_err("foreign database");
     assert_eq!(error.code(), "format_unsupported", "{error}");
     let raw = Connection::open(&path).expect("raw");
-    let tables: i64 = raw
-        .query_row("SELECT count(*) FROM sqlite_schema", [], |row| row.get(0))
-        .expect("count");
+    let tables: i64 = raw.query_row("SELECT count(*) FROM sqlite_schema", [], |row| row.get(0)).expect("count");
     assert_eq!(tables, 1, "nothing was migrated into it");
 }
 
@@ -259,10 +169,7 @@ fn a_file_that_is_not_a_database_is_corrupt() {
     let error = SqliteCatalog::open(&path).expect_err("garbage");
     assert_eq!(error.code(), "corrupt", "{error}");
     let text = error.to_string();
-    assert!(
-        text.contains(CATALOG_FILE_NAME) && !text.contains(dir.path().to_str().expect("utf-8")),
-        "{text}"
-    );
+    assert!(text.contains(CATALOG_FILE_NAME) && !text.contains(dir.path().to_str().expect("utf-8")), "{text}");
 }
 
 /// A write lock held by another connection beyond the busy timeout is `Unavailable`;
@@ -271,38 +178,21 @@ fn a_file_that_is_not_a_database_is_corrupt() {
 async fn a_lock_held_beyond_the_busy_timeout_is_unavailable() {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join(CATALOG_FILE_NAME);
-    let options = SqliteOptions {
-        busy_timeout: Duration::from_millis(100),
-        ..SqliteOptions::default()
-    };
+    let options = SqliteOptions { busy_timeout: Duration::from_millis(100), ..SqliteOptions::default() };
     let catalog = SqliteCatalog::open_with(&path, options).expect("open");
     let record = berth_testkit_like_record();
     catalog.insert(&record).await.expect("insert");
 
     let holder = Connection::open(&path).expect("raw");
-    holder
-        .execute_batch("BEGIN IMMEDIATE")
-        .expect("take the write lock");
+    holder.execute_batch("BEGIN IMMEDIATE").expect("take the write lock");
     let mut next = record.clone();
     next.revision = berth_core::Revision(1);
-    let error = catalog
-        .update(&next, berth_core::Revision(0))
-        .await
-        .expect_err("locked");
+    let error = catalog.update(&next, berth_core::Revision(0)).await.expect_err("locked");
     assert_eq!(error.code(), "unavailable", "{error}");
-    assert!(
-        !error.to_string().to_lowercase().contains("update sessions"),
-        "no SQL in {error}"
-    );
-    assert_eq!(
-        catalog.get(&record.key()).await.expect("read while locked"),
-        Some(record.clone())
-    );
+    assert!(!error.to_string().to_lowercase().contains("update sessions"), "no SQL in {error}");
+    assert_eq!(catalog.get(&record.key()).await.expect("read while locked"), Some(record.clone()));
     holder.execute_batch("ROLLBACK").expect("release");
-    catalog
-        .update(&next, berth_core::Revision(0))
-        .await
-        .expect("update after release");
+    catalog.update(&next, berth_core::Revision(0)).await.expect("update after release");
 }
 
 fn berth_testkit_like_record() -> berth_catalog::SessionRecord {
@@ -312,11 +202,7 @@ fn berth_testkit_like_record() -> berth_catalog::SessionRecord {
         project: None,
     };
     berth_catalog::SessionRecord {
-        header: berth_core::SessionHeader::new(
-            SessionId::parse("s").expect("id"),
-            scope,
-            Timestamp(1),
-        ),
+        header: berth_core::SessionHeader::new(SessionId::parse("s").expect("id"), scope, Timestamp(1)),
         status: Status::Active,
         lease_until: Timestamp(10),
         last_activity: Timestamp(1),
@@ -351,9 +237,7 @@ fn concurrent_first_opens_all_succeed() {
         }
     });
     let raw = Connection::open(&path).expect("raw");
-    let version: i64 = raw
-        .query_row("PRAGMA user_version", [], |row| row.get(0))
-        .expect("version");
+    let version: i64 = raw.query_row("PRAGMA user_version", [], |row| row.get(0)).expect("version");
     assert_eq!(version, SCHEMA_VERSION);
 }
 
@@ -365,14 +249,7 @@ async fn insert_many_is_all_or_nothing() {
     let mut second = first.clone();
     second.header.id = SessionId::parse("s2").expect("id");
     catalog.insert(&second).await.expect("insert");
-    let error = catalog
-        .insert_many(vec![first.clone(), second])
-        .await
-        .expect_err("duplicate in batch");
+    let error = catalog.insert_many(vec![first.clone(), second]).await.expect_err("duplicate in batch");
     assert_eq!(error.code(), "already_exists", "{error}");
-    assert_eq!(
-        catalog.get(&first.key()).await.expect("get"),
-        None,
-        "rolled back"
-    );
+    assert_eq!(catalog.get(&first.key()).await.expect("get"), None, "rolled back");
 }
