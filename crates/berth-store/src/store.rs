@@ -240,6 +240,12 @@ impl LogStore {
         }
     }
 
+    /// Sessions with a write handle open (or being opened) in this instance: a gauge for
+    /// the server's metrics.
+    pub fn write_handles_open(&self) -> usize {
+        self.inner.registry().len()
+    }
+
     /// Closes every write handle of this instance (draining their live buffers), e.g. at
     /// shutdown. Every handle is closed even if some fail; failures are reported together.
     pub async fn close_all(&self) -> Result<()> {

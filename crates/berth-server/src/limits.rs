@@ -1,0 +1,205 @@
+//! Abuse limits (R-A3) and request decoding: per-tenant token buckets, per-session
+//! append serialization, and the strict JSON body and query extractors.
+//!
+//! Bodies are never decoded by `axum::Json`: `berth-core` builds `serde_json` with
+//! `unbounded_depth` (its own visitor bounds depth), so a plain `serde_json::from_slice`
+//! would recurse without limit on `[[[[…`. Every body goes through
+//! `berth_core::json::parse_strict` (depth ≤ 128, no duplicate keys, valid UTF-8, no
+//! trailing bytes) and only then into the request type.
+
+use crate::error::ApiError;
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::request::Parts;
+use axum::http::StatusCode;
+use berth_core::{SessionKey, TenantId};
+use governor::clock::{Clock, DefaultClock};
+use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+use serde::de::DeserializeOwned;
+use std::collections::HashMap;
+use std::num::NonZeroU32;
+use std::sync::{Arc, Mutex};
+
+/// Requests per second per tenant, with a burst allowance.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RateLimit {
+    pub per_second: u32,
+    pub burst: u32,
+}
+
+/// Per-tenant token buckets (GCRA). One flooding tenant exhausts only its own bucket.
+pub struct TenantLimiter {
+    limiter: DefaultKeyedRateLimiter<TenantId>,
+    clock: DefaultClock,
+}
+
+impl TenantLimiter {
+    pub fn new(limit: RateLimit) -> TenantLimiter {
+        let per_second = NonZeroU32::new(limit.per_second.max(1)).unwrap_or(NonZeroU32::MIN);
+        let burst = NonZeroU32::new(limit.burst.max(1)).unwrap_or(NonZeroU32::MIN);
+        TenantLimiter {
+            limiter: RateLimiter::keyed(Quota::per_second(per_second).allow_burst(burst)),
+            clock: DefaultClock::default(),
+        }
+    }
+
+    /// `Err(seconds to wait)` when the tenant is over its rate.
+    pub fn check(&self, tenant: &TenantId) -> Result<(), u64> {
+        self.limiter.check_key(tenant).map_err(|not_until| {
+            let wait = not_until.wait_time_from(self.clock.now());
+            wait.as_secs() + u64::from(wait.subsec_nanos() > 0)
+        })
+    }
+
+    /// Forgets tenants whose buckets are full again (bounded memory).
+    pub fn forget_idle(&self) {
+        self.limiter.retain_recent();
+        self.limiter.shrink_to_fit();
+    }
+}
+
+/// One async mutex per session with an append in flight, so appends to a session are
+/// stored one after another (the service assigns seqs from the writer's next seq; two
+/// racing appends would otherwise collide). Entries go away with their last user.
+#[derive(Default)]
+pub struct SessionLocks {
+    locks: Mutex<HashMap<SessionKey, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+pub struct SessionGuard<'a> {
+    owner: &'a SessionLocks,
+    key: SessionKey,
+    lock: Option<Arc<tokio::sync::Mutex<()>>>,
+    guard: Option<tokio::sync::OwnedMutexGuard<()>>,
+}
+
+impl SessionLocks {
+    pub fn new() -> SessionLocks {
+        SessionLocks::default()
+    }
+
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<SessionKey, Arc<tokio::sync::Mutex<()>>>> {
+        self.locks.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub async fn lock(&self, key: &SessionKey) -> SessionGuard<'_> {
+        let lock = self.map().entry(key.clone()).or_default().clone();
+        let guard = lock.clone().lock_owned().await;
+        SessionGuard { owner: self, key: key.clone(), lock: Some(lock), guard: Some(guard) }
+    }
+
+    pub fn len(&self) -> usize {
+        self.map().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl Drop for SessionGuard<'_> {
+    fn drop(&mut self) {
+        drop(self.guard.take());
+        drop(self.lock.take());
+        let mut map = self.owner.map();
+        // Only the map holds it: nobody is waiting.
+        if map.get(&self.key).is_some_and(|lock| Arc::strong_count(lock) == 1) {
+            map.remove(&self.key);
+        }
+    }
+}
+
+/// Decodes untrusted JSON bytes strictly into `T` (400 on any defect).
+pub fn decode_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let bytes = if bytes.iter().all(u8::is_ascii_whitespace) { &b"{}"[..] } else { bytes };
+    let value = berth_core::json::parse_strict(bytes)
+        .map_err(|error| ApiError::bad_request(format!("malformed JSON body: {error}")))?;
+    serde_json::from_value(value).map_err(|error| ApiError::bad_request(format!("invalid request body: {error}")))
+}
+
+/// A JSON body decoded by `decode_json`; an empty body reads as `{}`.
+pub struct StrictJson<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for StrictJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let bytes = body_bytes(request, state).await?;
+        decode_json(&bytes).map(StrictJson)
+    }
+}
+
+/// The raw body, with the body limit's rejection turned into a JSON 413.
+pub async fn body_bytes<S: Send + Sync>(request: Request, state: &S) -> Result<bytes::Bytes, ApiError> {
+    let limit = request.extensions().get::<BodyLimit>().map_or(0, |limit| limit.0);
+    bytes::Bytes::from_request(request, state).await.map_err(|rejection| {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::payload_too_large(limit)
+        } else {
+            ApiError::bad_request(format!("cannot read the request body: {rejection}"))
+        }
+    })
+}
+
+/// The body limit in force for a route (for the 413 message).
+#[derive(Clone, Copy, Debug)]
+pub struct BodyLimit(pub usize);
+
+/// Query parameters; unknown parameters are refused (400), never ignored.
+pub struct StrictQuery<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for StrictQuery<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        let query = parts.uri.query().unwrap_or_default();
+        serde_urlencoded_from_str(query).map(StrictQuery)
+    }
+}
+
+fn serde_urlencoded_from_str<T: DeserializeOwned>(query: &str) -> Result<T, ApiError> {
+    axum::extract::Query::<T>::try_from_uri(
+        &format!("/?{query}").parse().map_err(|_| ApiError::bad_request("malformed query string"))?,
+    )
+    .map(|axum::extract::Query(value)| value)
+    .map_err(|error| ApiError::bad_request(format!("invalid query: {}", error.body_text())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deep_json_is_refused_without_overflowing_the_stack() {
+        let deep = "[".repeat(10_000) + &"]".repeat(10_000);
+        let error = decode_json::<serde_json::Value>(deep.as_bytes()).unwrap_err();
+        assert_eq!(error.status, StatusCode::BAD_REQUEST);
+        let error = decode_json::<serde_json::Value>(b"{\"a\":1,\"a\":2}").unwrap_err();
+        assert_eq!(error.status, StatusCode::BAD_REQUEST);
+        let error = decode_json::<serde_json::Value>(b"\"\xff\"").unwrap_err();
+        assert_eq!(error.status, StatusCode::BAD_REQUEST);
+    }
+
+    #[test]
+    fn flooding_one_tenant_leaves_the_other_alone() {
+        let limiter = TenantLimiter::new(RateLimit { per_second: 1, burst: 3 });
+        let a = TenantId::parse("a").unwrap();
+        let b = TenantId::parse("b").unwrap();
+        for _ in 0..3 {
+            assert!(limiter.check(&a).is_ok());
+        }
+        let wait = limiter.check(&a).unwrap_err();
+        assert!((1..=2).contains(&wait));
+        assert!(limiter.check(&b).is_ok());
+    }
+
+    #[tokio::test]
+    async fn session_locks_are_removed_after_use() {
+        let locks = SessionLocks::new();
+        let key = SessionKey::new(TenantId::parse("t").unwrap(), berth_core::SessionId::parse("s").unwrap());
+        {
+            let _guard = locks.lock(&key).await;
+            assert_eq!(locks.len(), 1);
+        }
+        assert!(locks.is_empty());
+    }
+}

@@ -1,0 +1,176 @@
+//! Live tail (R-A1): a session's events as Server-Sent Events from a given seq.
+//!
+//! `id:` of every SSE event is the event's seq, so a client that reconnects with
+//! `Last-Event-ID: N` continues at N + 1 with nothing lost or repeated. The stream
+//! subscribes to the change feed *before* each read, so an append that lands between a
+//! read and the wait still wakes it; between notifications it sleeps (heartbeat comments
+//! keep proxies from closing it). Each wake re-reads through the service, which
+//! re-authorizes; the bearer token itself is re-checked at every recheck interval, so a
+//! revoked key's stream ends.
+
+use crate::api::{Caller, SessionPath, Shared};
+use crate::error::ApiError;
+use crate::feed::Subscription;
+use crate::limits::StrictQuery;
+use axum::extract::State;
+use axum::http::{header, HeaderMap};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use berth_core::{Error, Event, SessionId, SessionKey};
+use berth_service::Principal;
+use serde::Deserialize;
+use std::collections::VecDeque;
+use std::convert::Infallible;
+
+/// Events read per page while catching up.
+const TAIL_PAGE_EVENTS: u64 = 500;
+
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct TailParams {
+    /// First seq to send (default 0). `Last-Event-ID` wins when present.
+    pub from: Option<u64>,
+}
+
+/// Streams events as `event: event`, `id: <seq>`, `data: <canonical event JSON>`. A
+/// stream that cannot go on sends one `event: error` with `{code, message}` and ends.
+#[utoipa::path(get, path = "/v1/sessions/{id}/events/stream", tag = "events",
+    params(("id" = String, Path, description = "session id"), TailParams,
+        ("Last-Event-ID" = Option<u64>, Header, description = "resume after this seq")),
+    responses((status = 200, content_type = "text/event-stream", body = String),
+        (status = 404, body = crate::error::ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn tail_events(
+    State(state): State<Shared>,
+    Caller(principal): Caller,
+    SessionPath(id): SessionPath,
+    headers: HeaderMap,
+    StrictQuery(params): StrictQuery<TailParams>,
+) -> Result<Response, ApiError> {
+    let from = match headers.get("last-event-id") {
+        Some(value) => value
+            .to_str()
+            .ok()
+            .and_then(|text| text.trim().parse::<u64>().ok())
+            .and_then(|seq| seq.checked_add(1))
+            .ok_or_else(|| ApiError::bad_request("Last-Event-ID must be an event seq"))?,
+        None => params.from.unwrap_or(0),
+    };
+    let token = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(crate::auth::bearer_token)
+        .unwrap_or_default()
+        .to_owned();
+    let key = SessionKey::new(principal.tenant.clone(), id.clone());
+    let mut subscription = state.feed.subscribe(&key);
+    subscription.mark_seen();
+    // The first read answers authorization and existence with a real HTTP status.
+    let first = read_page(&state, &principal, &id, from).await?;
+    state.metrics.tails_open.inc();
+    let mut tail = Tail {
+        state: state.clone(),
+        principal,
+        id,
+        token,
+        next_seq: from,
+        pending: VecDeque::new(),
+        more: false,
+        done: false,
+        subscription,
+        shutdown: state.shutdown.clone(),
+    };
+    tail.take(first);
+    let heartbeat = state.config.tail_heartbeat;
+    let stream = futures_util::stream::unfold(tail, |mut tail| async move {
+        tail.next().await.map(|event| (Ok::<_, Infallible>(event), tail))
+    });
+    Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(heartbeat).text("heartbeat")).into_response())
+}
+
+async fn read_page(state: &Shared, principal: &Principal, id: &SessionId, from: u64) -> Result<Vec<Event>, ApiError> {
+    let service = state.service.clone();
+    let (principal, id) = (principal.clone(), id.clone());
+    tokio::spawn(async move { service.read(&principal, &id, from, Some(TAIL_PAGE_EVENTS)).await })
+        .await
+        .unwrap_or_else(|_| Err(Error::Unavailable { reason: "read task failed".into() }))
+        .map_err(ApiError::from)
+}
+
+struct Tail {
+    state: Shared,
+    principal: Principal,
+    id: SessionId,
+    token: String,
+    next_seq: u64,
+    pending: VecDeque<Event>,
+    /// The last read filled a page: read again before waiting.
+    more: bool,
+    done: bool,
+    subscription: Subscription,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+}
+
+impl Drop for Tail {
+    fn drop(&mut self) {
+        self.state.metrics.tails_open.dec();
+    }
+}
+
+fn error_event(error: &ApiError) -> SseEvent {
+    let body = serde_json::to_string(&error.body).unwrap_or_default();
+    SseEvent::default().event("error").data(body)
+}
+
+impl Tail {
+    fn take(&mut self, events: Vec<Event>) {
+        self.more = events.len() as u64 == TAIL_PAGE_EVENTS;
+        self.next_seq += events.len() as u64;
+        self.pending.extend(events);
+    }
+
+    /// The next SSE event to send, or `None` to end the stream.
+    async fn next(&mut self) -> Option<SseEvent> {
+        loop {
+            if let Some(event) = self.pending.pop_front() {
+                return Some(
+                    SseEvent::default().id(event.seq.to_string()).event("event").data(event.to_canonical_json()),
+                );
+            }
+            if self.done || *self.shutdown.borrow() {
+                return None;
+            }
+            if !self.more {
+                let recheck = self.state.config.tail_recheck;
+                tokio::select! {
+                    _ = self.subscription.changed() => {}
+                    _ = tokio::time::sleep(recheck) => {
+                        if let Some(event) = self.recheck_token().await {
+                            self.done = true;
+                            return Some(event);
+                        }
+                    }
+                    _ = self.shutdown.changed() => return None,
+                }
+            }
+            self.subscription.mark_seen();
+            match read_page(&self.state, &self.principal, &self.id, self.next_seq).await {
+                Ok(events) => self.take(events),
+                Err(error) => {
+                    self.done = true;
+                    return Some(error_event(&error));
+                }
+            }
+        }
+    }
+
+    /// `Some(error event)` when the bearer token no longer authenticates this principal.
+    async fn recheck_token(&self) -> Option<SseEvent> {
+        let principal = self.state.auth.authenticate(&self.token).await.ok().flatten();
+        if principal.as_ref() == Some(&self.principal) {
+            return None;
+        }
+        Some(error_event(&ApiError::unauthenticated("the key or token of this stream is no longer valid")))
+    }
+}
