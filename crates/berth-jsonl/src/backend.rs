@@ -100,7 +100,9 @@ fn read_header(file: &dyn FsFile, key: &SessionKey, artifact: &str) -> Result<(f
     let len = file.len().map_err(|error| Error::io("stat log", &error))?;
     let mut cursor = LineCursor::new(0, len);
     let record = match cursor.next_line(&FileSource(file)).map_err(|error| Error::io("read log", &error))? {
-        NextLine::Line { bytes, .. } => format::decode_header_line(bytes).map_err(|fault| header_error(fault, artifact))?,
+        NextLine::Line { bytes, .. } => {
+            format::decode_header_line(bytes).map_err(|fault| header_error(fault, artifact))?
+        }
         NextLine::Unterminated { .. } | NextLine::End => {
             return Err(header_error(LineFault::Invalid("header record is missing or incomplete".into()), artifact))
         }
@@ -163,11 +165,7 @@ impl JsonlBackend {
     }
 
     fn tenant_sessions_dir(&self, tenant: &berth_core::TenantId) -> PathBuf {
-        self.inner
-            .root
-            .join(TENANTS_DIR)
-            .join(format::encode_segment(tenant.as_str()))
-            .join(SESSIONS_DIR)
+        self.inner.root.join(TENANTS_DIR).join(format::encode_segment(tenant.as_str())).join(SESSIONS_DIR)
     }
 
     /// `<root>/tenants/<tenant>/sessions/<id>`.
@@ -205,7 +203,12 @@ impl JsonlBackend {
             match self.fs().metadata(&directory) {
                 Ok(meta) if meta.is_dir => {}
                 Ok(meta) if meta.is_symlink => return Err(symlink_refused(self.relative(&directory))),
-                Ok(_) => return Err(Error::invalid("data root", format!("{} is not a directory", self.relative(&directory)))),
+                Ok(_) => {
+                    return Err(Error::invalid(
+                        "data root",
+                        format!("{} is not a directory", self.relative(&directory)),
+                    ))
+                }
                 Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(false),
                 Err(error) => return Err(Error::io("stat session directory", &error)),
             }
@@ -271,7 +274,9 @@ impl JsonlBackend {
             match self.stat_blocking(&key) {
                 Ok(Some(stat)) if query.matches(&stat.header) => items.push(stat),
                 Ok(_) => {}
-                Err(error) => tracing::warn!(session = %key, %error, "listing skips a session whose header is unreadable"),
+                Err(error) => {
+                    tracing::warn!(session = %key, %error, "listing skips a session whose header is unreadable")
+                }
             }
         }
         Ok(items)
@@ -505,7 +510,8 @@ fn publish_new_file(fs: &dyn Fs, temp_path: &Path, final_path: &Path, bytes: &[u
         .and_then(|()| temp.sync_all())
         .map_err(|error| Error::io("write temp log", &error));
     drop(temp);
-    let published = written.and_then(|()| fs.hard_link(temp_path, final_path).map_err(|error| Error::io("publish log", &error)));
+    let published =
+        written.and_then(|()| fs.hard_link(temp_path, final_path).map_err(|error| Error::io("publish log", &error)));
     if published.is_err() {
         let _ = fs.remove_file(temp_path);
     }

@@ -253,8 +253,8 @@ pub fn decode_event_line(line: &[u8]) -> Result<(Event, Epoch), LineFault> {
     }
     let wire: EventRecordWire<'_> =
         serde_json::from_slice(line).map_err(|error| LineFault::Invalid(format!("event record: {error}")))?;
-    let event_type = EventType::parse(&wire.event_type)
-        .map_err(|error| LineFault::Invalid(format!("event record: {error}")))?;
+    let event_type =
+        EventType::parse(&wire.event_type).map_err(|error| LineFault::Invalid(format!("event record: {error}")))?;
     let event = Event {
         seq: berth_core::Seq(wire.seq),
         event_type,
@@ -303,8 +303,8 @@ pub fn peek_event_line(line: &[u8]) -> Result<RecordPeek, LineFault> {
         return Err(LineFault::Damaged);
     };
     if let Some((seq, event_type, epoch)) = peek_fixed_layout(body) {
-        let plain = EventType::parse(event_type).is_ok()
-            && !(vocabulary::is_reserved(event_type) && !vocabulary::is_known(event_type));
+        let readable = vocabulary::is_known(event_type) || !vocabulary::is_reserved(event_type);
+        let plain = readable && EventType::parse(event_type).is_ok();
         if plain {
             return Ok(RecordPeek { seq, epoch: Epoch(epoch) });
         }
@@ -357,10 +357,15 @@ fn read_fully<S: ReadAt + ?Sized>(source: &S, buf: &mut [u8], offset: u64) -> io
 #[derive(Debug, PartialEq, Eq)]
 pub enum NextLine<'a> {
     /// A complete line starting at `offset`, without its `\n`.
-    Line { offset: u64, bytes: &'a [u8] },
+    Line {
+        offset: u64,
+        bytes: &'a [u8],
+    },
     /// Bytes from `offset` to the end with no `\n` (or more than `LINE_BYTES_MAX` without
     /// one): never a record.
-    Unterminated { offset: u64 },
+    Unterminated {
+        offset: u64,
+    },
     End,
 }
 

@@ -91,7 +91,9 @@ fn sorted_ids<T: Ord>(fs: &dyn Fs, directory: &Path, parse: impl Fn(&str) -> Res
         let decoded = name.to_str().and_then(format::decode_segment).and_then(|text| parse(&text).ok());
         match decoded {
             Some(id) => ids.push(id),
-            None => tracing::warn!(directory = %directory.display(), name = ?name, "fsck skips an entry berth did not create"),
+            None => {
+                tracing::warn!(directory = %directory.display(), name = ?name, "fsck skips an entry berth did not create")
+            }
         }
     }
     ids.sort();
@@ -103,9 +105,7 @@ fn check_session(fs: &dyn Fs, session_dir: &Path, key: &SessionKey, artifact: &s
         Ok(file) => file,
         Err(error) => return SessionStatus::Unreadable { reason: format!("open: {error}") },
     };
-    let scanned = file
-        .len()
-        .and_then(|len| format::scan_source(&FileSource(file.as_ref()), len, &mut |_, _| {}));
+    let scanned = file.len().and_then(|len| format::scan_source(&FileSource(file.as_ref()), len, &mut |_, _| {}));
     let outcome = match scanned {
         Ok(outcome) => outcome,
         Err(error) => return SessionStatus::Unreadable { reason: format!("read: {error}") },

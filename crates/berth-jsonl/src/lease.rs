@@ -93,13 +93,10 @@ pub fn read_epoch(fs: &dyn Fs, session_dir: &Path, artifact: &str) -> Result<Epo
 pub fn write_epoch(fs: &dyn Fs, session_dir: &Path, epoch: Epoch) -> Result<()> {
     let temp = session_dir.join(EPOCH_TEMP_FILE);
     let record = format::encode_epoch_record(epoch);
-    let file = fs
-        .open(&temp, OpenOptions::write_truncate())
-        .map_err(|error| Error::io("create epoch file", &error))?;
+    let file = fs.open(&temp, OpenOptions::write_truncate()).map_err(|error| Error::io("create epoch file", &error))?;
     write_all_at(file.as_ref(), &record, 0).map_err(|error| Error::io("write epoch file", &error))?;
     file.sync_all().map_err(|error| Error::io("sync epoch file", &error))?;
     drop(file);
-    fs.rename(&temp, &session_dir.join(EPOCH_FILE))
-        .map_err(|error| Error::io("publish epoch file", &error))?;
+    fs.rename(&temp, &session_dir.join(EPOCH_FILE)).map_err(|error| Error::io("publish epoch file", &error))?;
     fs.sync_dir(session_dir).map_err(|error| Error::io("sync session directory", &error))
 }

@@ -34,14 +34,15 @@ impl SparseIndex {
 
     /// Records that `seq`'s line starts at `offset` (seqs arrive in increasing order).
     pub fn note(&mut self, seq: u64, offset: u64) {
-        if seq % self.stride != 0 || self.entries.last().is_some_and(|(last, _)| *last >= seq) {
+        // The stride is a power of two.
+        if seq & (self.stride - 1) != 0 || self.entries.last().is_some_and(|(last, _)| *last >= seq) {
             return;
         }
         self.entries.push((seq, offset));
         if self.entries.len() > INDEX_ENTRIES_MAX {
             self.stride *= 2;
             let stride = self.stride;
-            self.entries.retain(|(seq, _)| seq % stride == 0);
+            self.entries.retain(|(seq, _)| seq & (stride - 1) == 0);
         }
         debug_assert!(self.entries.len() <= INDEX_ENTRIES_MAX);
     }
@@ -220,9 +221,8 @@ impl LogView {
             let line_end = line_offset + line.len() as u64 + 1;
             if seq < self.known_events {
                 if seq >= offset {
-                    let (event, _) = format::decode_event_line(line).map_err(|_| {
-                        self.corrupt("validated record changed on disk".into(), line_offset, seq)
-                    })?;
+                    let (event, _) = format::decode_event_line(line)
+                        .map_err(|_| self.corrupt("validated record changed on disk".into(), line_offset, seq))?;
                     events.push(event);
                 }
             } else {

@@ -79,7 +79,8 @@ impl WriterCore {
         durability: Durability,
         torn: Option<PendingTruncation>,
     ) -> WriterCore {
-        let durable = DurablePoint { end: view.known_end(), events: view.known_events(), last_epoch: view.last_epoch() };
+        let durable =
+            DurablePoint { end: view.known_end(), events: view.known_events(), last_epoch: view.last_epoch() };
         let recovery = torn.map(|torn| TailRecovery { torn_bytes: torn.torn_bytes, kept_copy: None });
         WriterCore {
             fs,
@@ -164,8 +165,11 @@ impl WriterCore {
     }
 
     fn mark_durable(&mut self) {
-        self.durable =
-            DurablePoint { end: self.view.known_end(), events: self.view.known_events(), last_epoch: self.view.last_epoch() };
+        self.durable = DurablePoint {
+            end: self.view.known_end(),
+            events: self.view.known_events(),
+            last_epoch: self.view.last_epoch(),
+        };
     }
 
     /// After a failed write or sync: truncate back to `rollback_len` (the pre-batch length
@@ -219,7 +223,10 @@ impl WriterCore {
         }
         let name = format!("{BROKEN_PREFIX}{}-{}", self.epoch, torn.committed_len);
         let copy_path = self.session_dir.join(&name);
-        let copy = self.fs.open(&copy_path, OpenOptions::write_truncate()).map_err(|error| ("create torn-tail copy", error))?;
+        let copy = self
+            .fs
+            .open(&copy_path, OpenOptions::write_truncate())
+            .map_err(|error| ("create torn-tail copy", error))?;
         let mut buf = vec![0; READ_CHUNK_BYTES];
         let mut offset = torn.committed_len;
         while offset < file_len {

@@ -97,11 +97,7 @@ impl Fault {
     }
 
     fn matches(&self, op: FsOp, path: &Path) -> bool {
-        self.op == op
-            && self
-                .path_contains
-                .as_deref()
-                .is_none_or(|needle| path.to_string_lossy().contains(needle))
+        self.op == op && self.path_contains.as_deref().is_none_or(|needle| path.to_string_lossy().contains(needle))
     }
 }
 
@@ -332,23 +328,11 @@ impl FsFile for FaultFile {
     }
 
     fn sync_data(&self) -> io::Result<()> {
-        self.fs.run(FsOp::SyncData, &self.path, || {
-            if self.fs.sync_skipped() {
-                Ok(())
-            } else {
-                self.inner.sync_data()
-            }
-        })
+        self.fs.run(FsOp::SyncData, &self.path, || if self.fs.sync_skipped() { Ok(()) } else { self.inner.sync_data() })
     }
 
     fn sync_all(&self) -> io::Result<()> {
-        self.fs.run(FsOp::SyncAll, &self.path, || {
-            if self.fs.sync_skipped() {
-                Ok(())
-            } else {
-                self.inner.sync_all()
-            }
-        })
+        self.fs.run(FsOp::SyncAll, &self.path, || if self.fs.sync_skipped() { Ok(()) } else { self.inner.sync_all() })
     }
 
     fn set_len(&self, len: u64) -> io::Result<()> {

@@ -24,11 +24,18 @@ async fn layout_is_tenant_then_id_with_private_modes_and_jq_readable_lines() {
     let dir = backend.session_dir(&key);
     assert_eq!(dir, root.path().join("tenants/acme/sessions/%2Ehidden~id"));
     assert_eq!(backend.log_path(&key), dir.join("session.jsonl"));
-    for path in [root.path().join("tenants"), root.path().join("tenants/acme"), root.path().join("tenants/acme/sessions"), dir.clone()] {
+    for path in [
+        root.path().join("tenants"),
+        root.path().join("tenants/acme"),
+        root.path().join("tenants/acme/sessions"),
+        dir.clone(),
+    ] {
         assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o700, "{}", path.display());
     }
-    let mut names: Vec<String> =
-        std::fs::read_dir(&dir).unwrap().map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
     names.sort();
     assert_eq!(names, ["session.epoch", "session.jsonl", "session.lock"]);
     let text = std::fs::read_to_string(backend.log_path(&key)).unwrap();
@@ -196,7 +203,8 @@ async fn list_reads_headers_in_id_order_with_filters_and_cursor() {
     damaged.close().await.unwrap();
     std::fs::write(backend.log_path(&key("t", "g")), b"not a header\n").unwrap();
     let fresh = store_of(root.path());
-    let ids = |page: &berth_store::ListPage| page.items.iter().map(|item| item.header.id.to_string()).collect::<Vec<_>>();
+    let ids =
+        |page: &berth_store::ListPage| page.items.iter().map(|item| item.header.id.to_string()).collect::<Vec<_>>();
     let page = fresh.list(&ListQuery::tenant(berth_core::TenantId::parse("t").unwrap())).await.unwrap();
     assert_eq!(ids(&page), [".d", "a", "b", "c", "e"]);
     let mut query = ListQuery::tenant(berth_core::TenantId::parse("t").unwrap());
@@ -261,7 +269,10 @@ async fn fsck_reports_every_kind_and_repairs_only_torn_tails() {
     let statuses: Vec<(String, SessionStatus)> =
         reports.into_iter().map(|report| (report.key.id.to_string(), report.status)).collect();
     assert_eq!(statuses[0], ("clean".to_owned(), SessionStatus::Ok { events: 3 }));
-    assert!(matches!(&statuses[1].1, SessionStatus::Corrupt { location, .. } if location.seq == Some(0)), "{statuses:?}");
+    assert!(
+        matches!(&statuses[1].1, SessionStatus::Corrupt { location, .. } if location.seq == Some(0)),
+        "{statuses:?}"
+    );
     assert!(matches!(&statuses[2].1, SessionStatus::Unsupported { reason } if reason.contains("newer berth")));
     assert_eq!(statuses[3].1, SessionStatus::TornTail { events: 3, committed_len: committed, torn_bytes: 12 });
 

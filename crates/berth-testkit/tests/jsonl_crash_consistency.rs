@@ -12,7 +12,12 @@ use berth_testkit::fault_fs::FaultFs;
 use jsonl_common::*;
 use rand::{Rng, SeedableRng};
 
-fn kept_copy_path(backend: &JsonlBackend, key: &berth_core::SessionKey, epoch: Epoch, committed: usize) -> std::path::PathBuf {
+fn kept_copy_path(
+    backend: &JsonlBackend,
+    key: &berth_core::SessionKey,
+    epoch: Epoch,
+    committed: usize,
+) -> std::path::PathBuf {
     backend.session_dir(key).join(format!("{}{epoch}-{committed}", format::BROKEN_PREFIX))
 }
 
@@ -72,18 +77,26 @@ fn test_01_truncation_at_every_byte_offset() {
     let key = key("t", "s");
     // Debug-build-friendly sizes (up to 300 bytes) so that every offset is checked; the
     // 64 KiB records are swept at their boundaries in the next test.
-    let events: Vec<Event> = (0..30).map(|seq| varied_event(seq, 300)).collect();
+    let events: Vec<Event> = (0..30).map(|seq| varied_event(seq, 200)).collect();
     let (bytes, ends) = runtime.block_on(write_session(source.path(), &key, &events, 3));
-    let fs = FaultFs::new();
-    fs.skip_syncs(true); // recovery logic, not durability, is under test here
-    let work = tempfile::tempdir().unwrap();
-    for prefix_len in 0..=bytes.len() {
-        let root = work.path().join(prefix_len.to_string());
-        let backend = backend_with(&root, &fs, Durability::PerAppend);
-        runtime.block_on(check_prefix(&backend, &bytes, &ends, &events, prefix_len));
-        std::fs::remove_dir_all(&root).unwrap();
-        fs.reset_counts();
-    }
+    let work = sweep_dir();
+    // Two sweepers (one per core), each over every other offset.
+    std::thread::scope(|scope| {
+        for lane in 0..2usize {
+            let (runtime, bytes, ends, events, work) = (&runtime, &bytes, &ends, &events, work.path());
+            scope.spawn(move || {
+                let fs = FaultFs::new();
+                fs.skip_syncs(true); // recovery logic, not durability, is under test here
+                for prefix_len in (lane..=bytes.len()).step_by(2) {
+                    let root = work.join(prefix_len.to_string());
+                    let backend = backend_with(&root, &fs, Durability::PerAppend);
+                    runtime.block_on(check_prefix(&backend, bytes, ends, events, prefix_len));
+                    std::fs::remove_dir_all(&root).unwrap();
+                    fs.reset_counts();
+                }
+            });
+        }
+    });
 }
 
 #[test]
@@ -105,7 +118,7 @@ fn test_01_truncation_of_large_records_at_their_boundaries() {
     offsets.dedup();
     let fs = FaultFs::new();
     fs.skip_syncs(true);
-    let work = tempfile::tempdir().unwrap();
+    let work = sweep_dir();
     for prefix_len in offsets {
         let root = work.path().join(prefix_len.to_string());
         let backend = backend_with(&root, &fs, Durability::PerAppend);
@@ -321,7 +334,8 @@ fn newer_format_is_refused_as_unsupported_never_misread() {
     let root = tempfile::tempdir().unwrap();
     let backend = backend(root.path());
     let key = key("t", "s");
-    let mut newer = br#"{"berth":"session","version":1,"id":"s","scope":{"tenant":"t","user":"u"},"epoch":1,"crc2":"x"}"#.to_vec();
+    let mut newer =
+        br#"{"berth":"session","version":1,"id":"s","scope":{"tenant":"t","user":"u"},"epoch":1,"crc2":"x"}"#.to_vec();
     newer.push(b'\n');
     newer.extend_from_slice(&bytes[ends[0]..]);
     plant_log(&backend, &key, &newer);

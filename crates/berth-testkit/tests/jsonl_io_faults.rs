@@ -12,7 +12,9 @@ use berth_testkit::fault_fs::{Fault, FaultAction, FaultFs, FsOp};
 use jsonl_common::*;
 
 fn batch(start: u64, len: u64) -> Vec<Event> {
-    (start..start + len).map(|seq| message(seq, &format!("event {seq} {}", "x".repeat(seq as usize * 13 % 200)))).collect()
+    (start..start + len)
+        .map(|seq| message(seq, &format!("event {seq} {}", "x".repeat(seq as usize * 13 % 200))))
+        .collect()
 }
 
 /// A materialized session with `acknowledged` events written in batches of 2.
@@ -246,7 +248,8 @@ async fn barrier_durability_syncs_only_at_flush_and_close() {
     for seq in 0..5 {
         handle.append(&batch(seq, 1)).await.unwrap();
     }
-    let syncs = |fs: &FaultFs| fs.count_on(FsOp::SyncData, "session.jsonl") + fs.count_on(FsOp::SyncAll, "session.jsonl");
+    let syncs =
+        |fs: &FaultFs| fs.count_on(FsOp::SyncData, "session.jsonl") + fs.count_on(FsOp::SyncAll, "session.jsonl");
     assert_eq!(syncs(&fs), 0, "appends are written, not synced");
     assert_eq!(fs.count_on(FsOp::WriteAt, "session.jsonl"), 5);
     handle.flush().await.unwrap();

@@ -332,7 +332,8 @@ fn a_fresh_instance_sees_only_materialized_sessions() {
     });
     let fresh = jsonl_common::store(&backend(root.path()));
     runtime.block_on(async {
-        let page = fresh.list(&berth_store::ListQuery::tenant(berth_core::TenantId::parse("t").unwrap())).await.unwrap();
+        let page =
+            fresh.list(&berth_store::ListQuery::tenant(berth_core::TenantId::parse("t").unwrap())).await.unwrap();
         let ids: Vec<String> = page.items.iter().map(|item| item.header.id.to_string()).collect();
         assert_eq!(ids, ["materialized"]);
         assert!(fresh.stat(&key("t", "pending")).await.unwrap().is_none());

@@ -39,11 +39,21 @@ pub fn varied_event(seq: u64, size_max: usize) -> Event {
         index = (index * 7 + 3) % 1_000_003;
     }
     match seq % 5 {
-        3 => Event::new(seq, "tool/result", Timestamp(3_000 + seq), json!({"call_id": format!("c{seq}"), "content": text}))
-            .unwrap(),
-        4 => Event::new(seq, "my-app/note", Timestamp(3_000 + seq), json!({"n": seq, "x": [1.5, -2, null, true], "t": text}))
-            .unwrap()
-            .with_ignorable(seq % 2 == 0),
+        3 => Event::new(
+            seq,
+            "tool/result",
+            Timestamp(3_000 + seq),
+            json!({"call_id": format!("c{seq}"), "content": text}),
+        )
+        .unwrap(),
+        4 => Event::new(
+            seq,
+            "my-app/note",
+            Timestamp(3_000 + seq),
+            json!({"n": seq, "x": [1.5, -2, null, true], "t": text}),
+        )
+        .unwrap()
+        .with_ignorable(seq & 1 == 0),
         _ => message(seq, &text),
     }
 }
@@ -63,7 +73,12 @@ pub fn store(backend: &JsonlBackend) -> LogStore {
 /// Writes a session through the real store (header, then the events in batches of
 /// `batch_size`) and returns the log's bytes and, for each record, the offset just
 /// after its `\n` (index 0 = the header).
-pub async fn write_session(root: &Path, key: &SessionKey, events: &[Event], batch_size: usize) -> (Vec<u8>, Vec<usize>) {
+pub async fn write_session(
+    root: &Path,
+    key: &SessionKey,
+    events: &[Event],
+    batch_size: usize,
+) -> (Vec<u8>, Vec<usize>) {
     let backend = backend(root);
     let store = store(&backend);
     let handle = store.create(header(key.tenant.as_str(), key.id.as_str())).await.unwrap();
@@ -89,6 +104,18 @@ pub fn plant_log(backend: &JsonlBackend, key: &SessionKey, bytes: &[u8]) {
     let dir = backend.session_dir(key);
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(backend.log_path(key), bytes).unwrap();
+}
+
+/// A scratch directory for sweeps that create thousands of roots: on tmpfs when the
+/// machine has one (the sweeps test recovery logic, not the medium), else a tempdir.
+pub fn sweep_dir() -> tempfile::TempDir {
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir() {
+        if let Ok(dir) = tempfile::tempdir_in(shm) {
+            return dir;
+        }
+    }
+    tempfile::tempdir().unwrap()
 }
 
 /// A runtime for sweeps that call the async backend many times.
