@@ -1,0 +1,501 @@
+//! The `Catalog` contract on PostgreSQL, with the memory catalog's semantics: every
+//! write is one statement or one short transaction on the primary; compare-and-set is
+//! an `UPDATE … WHERE revision = $expected`, the audit chain is computed while the
+//! tenant's head row is locked (`INSERT … ON CONFLICT DO UPDATE` locks it), so
+//! concurrent appenders queue instead of forking the chain.
+
+use crate::db::{to_i64, to_u64, Database, Failure};
+use crate::listing::{self, time_column};
+use crate::PostgresOptions;
+use async_trait::async_trait;
+use berth_catalog::audit::{self, AuditDraft, AuditEntry};
+use berth_catalog::{Catalog, RetentionPolicy, SessionQuery, SessionRecord};
+use berth_core::{Error, Result, Revision, SessionKey, TenantId};
+use serde::de::DeserializeOwned;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+/// Inserts a record and its label rows; 0 when the key exists.
+const INSERT: &str = "WITH session AS ( \
+         INSERT INTO sessions (tenant, id, user_id, project, status, last_activity, lease_until, created_at, \
+             status_changed_at, revision, blank, parent, record_json) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) \
+         ON CONFLICT DO NOTHING RETURNING 1 \
+     ), labels AS ( \
+         INSERT INTO session_labels (tenant, id, label, status, blank, last_activity) \
+         SELECT $1, $2, label, $5, $11, $6 FROM session, unnest($14::text[]) AS label \
+     ) \
+     SELECT count(*) FROM session";
+
+/// Compare-and-set of a whole record; label rows follow (the ones dropped go, the
+/// others are rewritten with the new sort key). 0 when the CAS did not match.
+const UPDATE: &str = "WITH session AS ( \
+         UPDATE sessions SET user_id = $3, project = $4, status = $5, last_activity = $6, lease_until = $7, \
+             created_at = $8, status_changed_at = $9, revision = $10, blank = $11, parent = $12, record_json = $13 \
+         WHERE tenant = $1 AND id = $2 AND revision = $15 RETURNING 1 \
+     ), dropped AS ( \
+         DELETE FROM session_labels WHERE tenant = $1 AND id = $2 AND EXISTS (SELECT 1 FROM session) \
+             AND label <> ALL($14::text[]) \
+     ), kept AS ( \
+         INSERT INTO session_labels (tenant, id, label, status, blank, last_activity) \
+         SELECT $1, $2, label, $5, $11, $6 FROM session, unnest($14::text[]) AS label \
+         ON CONFLICT (tenant, id, label) DO UPDATE \
+             SET status = excluded.status, blank = excluded.blank, last_activity = excluded.last_activity \
+     ) \
+     SELECT count(*) FROM session";
+
+const REVISION_OF: &str = "SELECT revision FROM sessions WHERE tenant = $1 AND id = $2";
+
+const REMOVE: &str = "WITH session AS ( \
+         DELETE FROM sessions WHERE tenant = $1 AND id = $2 AND revision = $3 RETURNING 1 \
+     ), labels AS ( \
+         DELETE FROM session_labels WHERE tenant = $1 AND id = $2 AND EXISTS (SELECT 1 FROM session) \
+     ) \
+     SELECT count(*) FROM session";
+
+/// Every tenant with sessions, audit entries, an audit head or a retention policy;
+/// `sessions` and `audit` are read with a skip scan (one index probe per tenant).
+const TENANTS: &str = "WITH RECURSIVE \
+     session_tenants(tenant) AS ( \
+         SELECT (SELECT min(tenant) FROM sessions) \
+         UNION ALL \
+         SELECT (SELECT min(s.tenant) FROM sessions s WHERE s.tenant > t.tenant) FROM session_tenants t \
+         WHERE t.tenant IS NOT NULL), \
+     audit_tenants(tenant) AS ( \
+         SELECT (SELECT min(tenant) FROM audit) \
+         UNION ALL \
+         SELECT (SELECT min(a.tenant) FROM audit a WHERE a.tenant > t.tenant) FROM audit_tenants t \
+         WHERE t.tenant IS NOT NULL) \
+     SELECT tenant FROM session_tenants WHERE tenant IS NOT NULL \
+     UNION SELECT tenant FROM audit_tenants WHERE tenant IS NOT NULL \
+     UNION SELECT tenant FROM audit_heads \
+     UNION SELECT tenant FROM retention \
+     ORDER BY 1";
+
+/// Locks the tenant's head row (creating a placeholder at seq -1 for a first entry,
+/// which never survives the transaction) and returns it.
+const LOCK_AUDIT_HEAD: &str = "INSERT INTO audit_heads (tenant, seq, hash) VALUES ($1, -1, '') \
+     ON CONFLICT (tenant) DO UPDATE SET tenant = excluded.tenant RETURNING seq, hash";
+
+const APPEND_AUDIT: &str = "WITH entry AS (INSERT INTO audit (tenant, seq, entry_json) VALUES ($1, $2, $3)) \
+     UPDATE audit_heads SET seq = $2, hash = $4 WHERE tenant = $1";
+
+/// The PostgreSQL `Catalog`. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct PostgresCatalog {
+    db: Arc<Database>,
+}
+
+fn decode<T: DeserializeOwned>(json: &str, what: &str) -> Result<T, Failure> {
+    serde_json::from_str(json).map_err(|error| {
+        Failure::Berth(Error::Corrupt {
+            reason: format!("stored {what} does not decode: {error}"),
+            location: berth_core::Location { artifact: "postgres:catalog".into(), offset: None, seq: None },
+        })
+    })
+}
+
+fn encode<T: serde::Serialize>(value: &T, what: &'static str) -> Result<String, Failure> {
+    serde_json::to_string(value).map_err(|error| Failure::Berth(Error::invalid(what, error.to_string())))
+}
+
+/// A record's column values, in the order of `INSERT` / `UPDATE` ($1..$14).
+struct Columns {
+    tenant: String,
+    id: String,
+    user: String,
+    project: Option<String>,
+    status: String,
+    last_activity: i64,
+    lease_until: i64,
+    created_at: i64,
+    status_changed_at: i64,
+    /// Revisions are only compared for equality: stored bit for bit.
+    revision: i64,
+    blank: bool,
+    parent: Option<String>,
+    record_json: String,
+    labels: Vec<String>,
+}
+
+impl Columns {
+    fn of(record: &SessionRecord) -> Result<Columns, Failure> {
+        let header = &record.header;
+        Ok(Columns {
+            tenant: header.scope.tenant.to_string(),
+            id: header.id.to_string(),
+            user: header.scope.user.to_string(),
+            project: header.scope.project.as_ref().map(|project| project.to_string()),
+            status: record.status.as_str().to_owned(),
+            last_activity: time_column(record.last_activity),
+            lease_until: time_column(record.lease_until),
+            created_at: time_column(header.created_at),
+            status_changed_at: time_column(record.status_changed_at),
+            revision: record.revision.0 as i64,
+            blank: record.blank,
+            parent: header.parent.as_ref().map(|parent| parent.session.to_string()),
+            record_json: encode(record, "session record")?,
+            labels: record.labels.iter().cloned().collect(),
+        })
+    }
+
+    fn params(&self) -> [&(dyn tokio_postgres::types::ToSql + Sync); 14] {
+        [
+            &self.tenant,
+            &self.id,
+            &self.user,
+            &self.project,
+            &self.status,
+            &self.last_activity,
+            &self.lease_until,
+            &self.created_at,
+            &self.status_changed_at,
+            &self.revision,
+            &self.blank,
+            &self.parent,
+            &self.record_json,
+            &self.labels,
+        ]
+    }
+}
+
+type Work<T> = Pin<Box<dyn Future<Output = Result<T, Failure>> + Send>>;
+
+impl PostgresCatalog {
+    /// Connects a catalog with its own pool (see `PostgresBackend::catalog` to share one).
+    pub async fn connect(url: &str, options: PostgresOptions) -> Result<PostgresCatalog> {
+        let backend = crate::PostgresBackend::connect(url, options).await?;
+        Ok(backend.catalog())
+    }
+
+    pub(crate) fn from_database(db: Arc<Database>) -> PostgresCatalog {
+        PostgresCatalog { db }
+    }
+
+    async fn run<T: Send + 'static>(&self, operation: &'static str, work: impl FnOnce(Arc<Database>) -> Work<T>) -> Result<T> {
+        let future = work(self.db.clone());
+        self.db.exec.run(async move { future.await.map_err(|failure| failure.into_error(operation)) }).await
+    }
+
+    /// Inserts several records in one transaction: all or none. For imports and seeding.
+    pub async fn insert_many(&self, records: Vec<SessionRecord>) -> Result<()> {
+        self.run("insert sessions", move |db| {
+            Box::pin(async move {
+                let columns: Vec<Columns> = records.iter().map(Columns::of).collect::<Result<_, _>>()?;
+                let mut client = db.pooled("insert sessions").await?;
+                let work = async {
+                    let transaction = client.transaction().await?;
+                    let statement = transaction.prepare_cached(INSERT).await?;
+                    for (record, columns) in records.iter().zip(&columns) {
+                        let inserted: i64 = transaction.query_one(&statement, &columns.params()).await?.get(0);
+                        if inserted == 0 {
+                            return Err(already_exists(record));
+                        }
+                    }
+                    transaction.commit().await?;
+                    Ok(())
+                };
+                // Bulk work: no client-side bound beyond the server's statement_timeout.
+                let outcome = work.await;
+                db.settle(client, &outcome);
+                outcome
+            })
+        })
+        .await
+    }
+}
+
+fn already_exists(record: &SessionRecord) -> Failure {
+    Failure::Berth(Error::AlreadyExists { what: "session", id: record.header.id.to_string() })
+}
+
+/// Runs one statement-sized unit on a pooled connection under the statement bound.
+async fn on_client<T>(
+    db: &Database,
+    what: &'static str,
+    work: impl for<'c> FnOnce(&'c deadpool_postgres::Object) -> Pin<Box<dyn Future<Output = Result<T, Failure>> + Send + 'c>>,
+) -> Result<T, Failure> {
+    db.with_client(what, work).await
+}
+
+#[async_trait]
+impl Catalog for PostgresCatalog {
+    fn name(&self) -> &'static str {
+        "postgres"
+    }
+
+    async fn insert(&self, record: &SessionRecord) -> Result<()> {
+        let record = record.clone();
+        self.run("insert session", move |db| {
+            Box::pin(async move {
+                let columns = Columns::of(&record)?;
+                let inserted: i64 = on_client(&db, "insert session", move |client| {
+                    Box::pin(async move {
+                        let statement = client.prepare_cached(INSERT).await?;
+                        Ok(client.query_one(&statement, &columns.params()).await?.get(0))
+                    })
+                })
+                .await?;
+                if inserted == 0 {
+                    return Err(already_exists(&record));
+                }
+                Ok(())
+            })
+        })
+        .await
+    }
+
+    async fn get(&self, key: &SessionKey) -> Result<Option<SessionRecord>> {
+        let key = key.clone();
+        self.run("get session", move |db| {
+            Box::pin(async move {
+                let json: Option<String> = on_client(&db, "get session", move |client| {
+                    Box::pin(async move {
+                        let statement =
+                            client.prepare_cached("SELECT record_json FROM sessions WHERE tenant = $1 AND id = $2").await?;
+                        let row = client.query_opt(&statement, &[&key.tenant.as_str(), &key.id.as_str()]).await?;
+                        Ok(row.map(|row| row.get(0)))
+                    })
+                })
+                .await?;
+                json.map(|json| decode(&json, "session record")).transpose()
+            })
+        })
+        .await
+    }
+
+    async fn update(&self, record: &SessionRecord, expected: Revision) -> Result<()> {
+        let record = record.clone();
+        self.run("update session", move |db| {
+            Box::pin(async move {
+                let columns = Columns::of(&record)?;
+                let expected_column = expected.0 as i64;
+                let wellformed = record.revision.0 == expected.0.wrapping_add(1);
+                let stored: Option<i64> = on_client(&db, "update session", move |client| {
+                    Box::pin(async move {
+                        if wellformed {
+                            let statement = client.prepare_cached(UPDATE).await?;
+                            let mut params = columns.params().to_vec();
+                            params.push(&expected_column);
+                            let updated: i64 = client.query_one(&statement, &params).await?.get(0);
+                            if updated == 1 {
+                                return Ok(Some(expected_column));
+                            }
+                        }
+                        let row = client.query_opt(REVISION_OF, &[&columns.tenant, &columns.id]).await?;
+                        Ok(row.map(|row| row.get(0)))
+                    })
+                })
+                .await?;
+                // The reference's checks, in its order: missing, stale, then malformed.
+                let Some(stored) = stored else {
+                    return Err(Failure::Berth(Error::session_not_found(&record.header.id)));
+                };
+                if stored as u64 != expected.0 {
+                    return Err(Failure::Berth(Error::RevisionConflict { expected: expected.0, actual: stored as u64 }));
+                }
+                if !wellformed {
+                    return Err(Failure::Berth(Error::invalid("revision", "an update must carry expected + 1")));
+                }
+                Ok(())
+            })
+        })
+        .await
+    }
+
+    async fn remove(&self, key: &SessionKey, expected: Revision) -> Result<()> {
+        let key = key.clone();
+        self.run("remove session", move |db| {
+            Box::pin(async move {
+                let expected_column = expected.0 as i64;
+                let (tenant, id) = (key.tenant.to_string(), key.id.to_string());
+                let stored: Option<i64> = on_client(&db, "remove session", move |client| {
+                    Box::pin(async move {
+                        let removed: i64 = client.query_one(REMOVE, &[&tenant, &id, &expected_column]).await?.get(0);
+                        if removed == 1 {
+                            return Ok(Some(expected_column));
+                        }
+                        let row = client.query_opt(REVISION_OF, &[&tenant, &id]).await?;
+                        Ok(row.map(|row| row.get(0)))
+                    })
+                })
+                .await?;
+                match stored {
+                    None => Err(Failure::Berth(Error::session_not_found(&key.id))),
+                    Some(stored) if stored as u64 != expected.0 => {
+                        Err(Failure::Berth(Error::RevisionConflict { expected: expected.0, actual: stored as u64 }))
+                    }
+                    Some(_) => Ok(()),
+                }
+            })
+        })
+        .await
+    }
+
+    async fn list(&self, query: &SessionQuery) -> Result<Vec<SessionRecord>> {
+        if query.limit == 0 {
+            return Ok(Vec::new());
+        }
+        let plan = listing::plan(query).map_err(|failure| failure.into_error("list sessions"))?;
+        self.run("list sessions", move |db| {
+            Box::pin(async move {
+                let rows = on_client(&db, "list sessions", move |client| {
+                    Box::pin(async move {
+                        let statement = client.prepare_cached(&plan.sql).await?;
+                        Ok(client.query(&statement, &plan.params()).await?)
+                    })
+                })
+                .await?;
+                rows.iter().map(|row| decode::<SessionRecord>(row.get(0), "session record")).collect()
+            })
+        })
+        .await
+    }
+
+    async fn tenants(&self) -> Result<Vec<TenantId>> {
+        self.run("list tenants", |db| {
+            Box::pin(async move {
+                let rows = on_client(&db, "list tenants", |client| {
+                    Box::pin(async move {
+                        let statement = client.prepare_cached(TENANTS).await?;
+                        Ok(client.query(&statement, &[]).await?)
+                    })
+                })
+                .await?;
+                rows.iter()
+                    .map(|row| {
+                        TenantId::parse(row.get(0)).map_err(|_| {
+                            Failure::Berth(Error::Corrupt {
+                                reason: "stored tenant id is invalid".into(),
+                                location: berth_core::Location { artifact: "postgres:catalog".into(), offset: None, seq: None },
+                            })
+                        })
+                    })
+                    .collect()
+            })
+        })
+        .await
+    }
+
+    async fn append_audit(&self, draft: AuditDraft) -> Result<AuditEntry> {
+        self.run("append audit", move |db| {
+            Box::pin(async move {
+                let mut client = db.pooled("append audit").await?;
+                let work = async {
+                    let transaction = client.transaction().await?;
+                    let tenant = draft.tenant.to_string();
+                    let lock = transaction.prepare_cached(LOCK_AUDIT_HEAD).await?;
+                    let head = transaction.query_one(&lock, &[&tenant]).await?;
+                    let (seq, hash): (i64, String) = (head.get(0), head.get(1));
+                    // Chain from the recorded head, not from the last stored row: a
+                    // truncated log stays visibly truncated after the next append.
+                    let previous = if seq < 0 { None } else { Some((to_u64("audit seq", seq)?, hash.as_str())) };
+                    let entry = audit::chain(draft, previous);
+                    let entry_seq = to_i64("audit seq", entry.seq)?;
+                    let append = transaction.prepare_cached(APPEND_AUDIT).await?;
+                    let json = encode(&entry, "audit entry")?;
+                    match transaction.execute(&append, &[&tenant, &entry_seq, &json, &entry.hash]).await {
+                        Err(error) if error.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION) => {
+                            return Err(Failure::Berth(Error::Corrupt {
+                                reason: format!("audit log of {tenant} holds an entry past its head"),
+                                location: berth_core::Location { artifact: "postgres:audit".into(), offset: None, seq: None },
+                            }))
+                        }
+                        outcome => outcome?,
+                    };
+                    transaction.commit().await?;
+                    Ok(entry)
+                };
+                let outcome = db.timed("append audit", db.options.statement_timeout, work).await;
+                db.settle(client, &outcome);
+                outcome
+            })
+        })
+        .await
+    }
+
+    async fn read_audit(&self, tenant: &TenantId, from_seq: u64, limit: usize) -> Result<Vec<AuditEntry>> {
+        let tenant = tenant.to_string();
+        let Ok(from_seq) = i64::try_from(from_seq) else { return Ok(Vec::new()) };
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.run("read audit", move |db| {
+            Box::pin(async move {
+                let rows = on_client(&db, "read audit", move |client| {
+                    Box::pin(async move {
+                        // Stored order is the seq column (the entry's position): a range
+                        // read, never an OFFSET. A tampered entry is returned as stored.
+                        let statement = client
+                            .prepare_cached(
+                                "SELECT entry_json FROM audit WHERE tenant = $1 AND seq >= $2 ORDER BY seq LIMIT $3",
+                            )
+                            .await?;
+                        Ok(client.query(&statement, &[&tenant, &from_seq, &limit]).await?)
+                    })
+                })
+                .await?;
+                rows.iter().map(|row| decode::<AuditEntry>(row.get(0), "audit entry")).collect()
+            })
+        })
+        .await
+    }
+
+    async fn audit_head(&self, tenant: &TenantId) -> Result<Option<(u64, String)>> {
+        let tenant = tenant.to_string();
+        self.run("read audit head", move |db| {
+            Box::pin(async move {
+                let row = on_client(&db, "read audit head", move |client| {
+                    Box::pin(async move {
+                        let statement =
+                            client.prepare_cached("SELECT seq, hash FROM audit_heads WHERE tenant = $1 AND seq >= 0").await?;
+                        Ok(client.query_opt(&statement, &[&tenant]).await?)
+                    })
+                })
+                .await?;
+                row.map(|row| Ok((to_u64("audit seq", row.get(0))?, row.get(1)))).transpose()
+            })
+        })
+        .await
+    }
+
+    async fn retention(&self, tenant: &TenantId) -> Result<Option<RetentionPolicy>> {
+        let tenant = tenant.to_string();
+        self.run("read retention", move |db| {
+            Box::pin(async move {
+                let json: Option<String> = on_client(&db, "read retention", move |client| {
+                    Box::pin(async move {
+                        let row =
+                            client.query_opt("SELECT policy_json FROM retention WHERE tenant = $1", &[&tenant]).await?;
+                        Ok(row.map(|row| row.get(0)))
+                    })
+                })
+                .await?;
+                json.map(|json| decode(&json, "retention policy")).transpose()
+            })
+        })
+        .await
+    }
+
+    async fn set_retention(&self, tenant: &TenantId, policy: &RetentionPolicy) -> Result<()> {
+        let tenant = tenant.to_string();
+        let json = encode(policy, "retention policy").map_err(|failure| failure.into_error("set retention"))?;
+        self.run("set retention", move |db| {
+            Box::pin(async move {
+                on_client(&db, "set retention", move |client| {
+                    Box::pin(async move {
+                        client
+                            .execute(
+                                "INSERT INTO retention (tenant, policy_json) VALUES ($1, $2) \
+                                 ON CONFLICT (tenant) DO UPDATE SET policy_json = excluded.policy_json",
+                                &[&tenant, &json],
+                            )
+                            .await?;
+                        Ok(())
+                    })
+                })
+                .await
+            })
+        })
+        .await
+    }
+}
