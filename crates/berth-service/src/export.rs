@@ -83,11 +83,17 @@ impl SessionService {
     /// metadata and events exactly. The export must belong to the caller's tenant.
     pub async fn import(&self, principal: &Principal, bytes: &[u8]) -> Result<SessionRecord> {
         let (record, events) = parse_export(bytes)?;
-        if record.header.scope.tenant != principal.tenant {
-            return Err(Error::Forbidden { reason: "the export belongs to another tenant".into() });
-        }
-        if !principal.can_access(&record.header.scope) {
-            return Err(Error::Forbidden { reason: "the export belongs to another user or project".into() });
+        let refusal = if record.header.scope.tenant != principal.tenant {
+            Some("the export belongs to another tenant")
+        } else if !principal.can_access(&record.header.scope) {
+            Some("the export belongs to another user or project")
+        } else {
+            None
+        };
+        if let Some(reason) = refusal {
+            let error = Error::Forbidden { reason: reason.into() };
+            let id = Some(&record.header.id);
+            return Err(self.denied_in_tenant(principal, "import", id, error).await);
         }
         self.create_from_record(principal, record, &events, "import").await
     }

@@ -98,12 +98,33 @@ impl SessionService {
     }
 
     async fn denied(&self, principal: &Principal, action: &str, id: &SessionId, error: Error) -> Error {
+        self.denied_in_tenant(principal, action, Some(id), error).await
+    }
+
+    /// Audits a denial (R-S10: every denied access is recorded) in the caller's tenant,
+    /// for operations that may not name a session (create, import, the admin-only
+    /// operations), and returns the error.
+    async fn denied_in_tenant(
+        &self,
+        principal: &Principal,
+        action: &str,
+        id: Option<&SessionId>,
+        error: Error,
+    ) -> Error {
         let mut draft = self.audit_draft(&principal.tenant, principal.actor(), action);
-        draft.session = Some(id.clone());
+        draft.session = id.cloned();
         draft.outcome = "denied".to_owned();
         draft.details = serde_json::json!({"code": error.code()});
         self.audit(draft).await;
         error
+    }
+
+    /// `require_admin`, with a refusal audited as a denial.
+    async fn require_admin(&self, principal: &Principal, action: &str) -> Result<()> {
+        match principal.require_admin(action) {
+            Ok(()) => Ok(()),
+            Err(error) => Err(self.denied_in_tenant(principal, action, None, error).await),
+        }
     }
 
     // ----- lookup, authorization, expiry -------------------------------------------
@@ -191,6 +212,23 @@ impl SessionService {
         Err(Error::Unavailable { reason: "metadata kept changing; retry".into() })
     }
 
+    /// What deleting a session frees, for its audit record (R-S9: counts and bytes):
+    /// the backend's physical size, or for a backend that has none (memory) the logical
+    /// size, i.e. its events as canonical JSON lines. `None` when no log exists.
+    async fn stored_bytes(&self, key: &SessionKey) -> Result<Option<u64>> {
+        let Some(stat) = self.store.stat(key).await? else {
+            return Ok(None);
+        };
+        if let Some(size_bytes) = stat.size_bytes {
+            return Ok(Some(size_bytes));
+        }
+        let handle = self.store.open(key, Access::Read).await?;
+        let events = handle.read(0, None).await;
+        let _ = handle.close().await;
+        let lines_bytes = events?.iter().map(|event| event.to_canonical_json().len() as u64 + 1).sum();
+        Ok(Some(lines_bytes))
+    }
+
     // ----- write handles -------------------------------------------------------------
 
     async fn writer(&self, key: &SessionKey) -> Result<SessionHandle> {
@@ -239,15 +277,17 @@ impl SessionService {
         let now = self.now();
         let user = request.user.clone().unwrap_or_else(|| principal.user.clone());
         if user != principal.user && !principal.is_privileged() {
-            return Err(Error::Forbidden {
-                reason: "only service and admin principals create sessions for other users".into(),
-            });
+            let error =
+                Error::Forbidden { reason: "only service and admin principals create sessions for other users".into() };
+            let id = request.id.as_ref();
+            return Err(self.denied_in_tenant(principal, "create", id, error).await);
         }
         let project = request.project.clone().or_else(|| principal.project.clone());
         if principal.role == principal::Role::User && principal.project.is_some() && project != principal.project {
-            return Err(Error::Forbidden {
-                reason: "a project-scoped principal creates sessions in its own project".into(),
-            });
+            let error =
+                Error::Forbidden { reason: "a project-scoped principal creates sessions in its own project".into() };
+            let id = request.id.as_ref();
+            return Err(self.denied_in_tenant(principal, "create", id, error).await);
         }
         let id = request.id.clone().unwrap_or_else(|| SessionId::generate(now));
         let scope = Scope { tenant: principal.tenant.clone(), user, project };
@@ -387,7 +427,12 @@ impl SessionService {
             });
         }
         let record = self.load(principal, id, "append").await?;
-        self.check_append_allowed(principal, &record, request.run.as_ref()).await?;
+        if let Err(error) = self.check_append_allowed(principal, &record, request.run.as_ref()).await {
+            return Err(match error {
+                Error::Forbidden { .. } => self.denied(principal, "append", id, error).await,
+                other => other,
+            });
+        }
         let key = record.key();
         let now = self.now();
         let writer = self.writer(&key).await?;
@@ -532,7 +577,7 @@ impl SessionService {
         }
         let key = record.key();
         self.close_writer(&key).await;
-        let size_bytes = self.store.stat(&key).await?.and_then(|stat| stat.size_bytes);
+        let size_bytes = self.stored_bytes(&key).await?;
         self.store.erase(&key).await.map_err(|error| match error {
             Error::AlreadyOwned { id } => Error::Busy { id, reason: "its log is open for writing".into() },
             other => other,
@@ -577,11 +622,17 @@ impl SessionService {
         header.delegation_depth = source.header.delegation_depth;
         header.policy = source.header.policy.clone();
         let last_time = events.last().map_or(now, |event| event.time);
+        // Every event of a parallel session carries a run (R-C3), so there the seam
+        // marker carries a fresh run id of its own: the fork operation's, never attached.
+        let seed_run = match header.policy.concurrency {
+            berth_core::Concurrency::Parallel { .. } => Some(berth_core::RunId::generate(now)),
+            berth_core::Concurrency::Serial => None,
+        };
         events.push(Event {
             seq: Seq(cut),
             event_type: EventType::parse(berth_core::vocabulary::SESSION_END_SEED).expect("reserved type"),
             time: last_time,
-            run: None,
+            run: seed_run,
             data: berth_core::JsonText::from(&serde_json::json!({"inherited_events": cut, "parent": source.header.id})),
             ignorable: false,
         });
@@ -617,18 +668,18 @@ impl SessionService {
 
     /// Admin only: the tenant's audit log from position `from`.
     pub async fn audit_log(&self, principal: &Principal, from: u64, limit: usize) -> Result<Vec<AuditEntry>> {
-        principal.require_admin("reading the audit log")?;
+        self.require_admin(principal, "read_audit").await?;
         self.catalog.read_audit(&principal.tenant, from, limit.min(PAGE_SIZE_MAX)).await
     }
 
     /// Admin only: verifies the tenant's whole audit chain against its head.
     pub async fn verify_audit(&self, principal: &Principal) -> Result<AuditVerification> {
-        principal.require_admin("verifying the audit log")?;
+        self.require_admin(principal, "verify_audit").await?;
         verify_tenant_audit(self.catalog.as_ref(), &principal.tenant).await
     }
 
     pub async fn set_retention(&self, principal: &Principal, policy: RetentionPolicy) -> Result<()> {
-        principal.require_admin("setting retention")?;
+        self.require_admin(principal, "retention").await?;
         self.catalog.set_retention(&principal.tenant, &policy).await?;
         let mut draft = self.audit_draft(&principal.tenant, principal.actor(), "retention");
         draft.details = serde_json::to_value(&policy).unwrap_or_default();

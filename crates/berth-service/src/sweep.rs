@@ -85,7 +85,7 @@ impl SessionService {
     async fn delete_by_policy(&self, record: SessionRecord) -> Result<bool> {
         let key = record.key();
         self.close_writer(&key).await;
-        let size_bytes = self.store.stat(&key).await?.and_then(|stat| stat.size_bytes);
+        let size_bytes = self.stored_bytes(&key).await?;
         match self.store.erase(&key).await {
             Ok(_) => {}
             Err(Error::AlreadyOwned { .. }) => return Ok(false),
