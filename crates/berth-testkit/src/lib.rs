@@ -9,5 +9,6 @@ pub mod catalog_conformance;
 pub mod clock;
 pub mod conformance;
 pub mod fault_fs;
+pub mod service_conformance;
 
 pub use clock::FakeClock;
