@@ -9,13 +9,9 @@
 
 use async_trait::async_trait;
 use berth_catalog::audit::{self, AuditDraft, AuditEntry};
-use berth_catalog::{
-    Catalog, ListCursor, RetentionPolicy, RunRecord, RunStatus, SessionQuery, SessionRecord,
-};
+use berth_catalog::{Catalog, ListCursor, RetentionPolicy, RunRecord, RunStatus, SessionQuery, SessionRecord};
 use berth_core::lifecycle::Status;
-use berth_core::{
-    Concurrency, ParentRef, ProjectId, Revision, RunId, Scope, SessionHeader, SessionId,
-};
+use berth_core::{Concurrency, ParentRef, ProjectId, Revision, RunId, Scope, SessionHeader, SessionId};
 use berth_core::{SessionKey, SessionPolicy, TenantId, Timestamp, UserId};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -63,18 +59,9 @@ fn user(text: &str) -> UserId {
 }
 
 /// A plain, non-blank, active record at revision 0.
-pub fn sample_record(
-    tenant_id: &str,
-    id: &str,
-    user_id: &str,
-    last_activity_ms: u64,
-) -> SessionRecord {
+pub fn sample_record(tenant_id: &str, id: &str, user_id: &str, last_activity_ms: u64) -> SessionRecord {
     let created_at = Timestamp(last_activity_ms.saturating_sub(500));
-    let scope = Scope {
-        tenant: tenant(tenant_id),
-        user: user(user_id),
-        project: None,
-    };
+    let scope = Scope { tenant: tenant(tenant_id), user: user(user_id), project: None };
     SessionRecord {
         header: SessionHeader::new(session_id(id), scope, created_at),
         status: Status::Active,
@@ -92,10 +79,7 @@ pub fn sample_record(
 
 /// What a catalog must return for `query` over `records`: the reference semantics.
 pub fn reference(records: &[SessionRecord], query: &SessionQuery) -> Vec<SessionRecord> {
-    let mut items: Vec<&SessionRecord> = records
-        .iter()
-        .filter(|record| query.matches(record))
-        .collect();
+    let mut items: Vec<&SessionRecord> = records.iter().filter(|record| query.matches(record)).collect();
     items.sort_by(|a, b| {
         (b.last_activity, &b.header.id)
             .cmp(&(a.last_activity, &a.header.id))
@@ -105,23 +89,12 @@ pub fn reference(records: &[SessionRecord], query: &SessionQuery) -> Vec<Session
 }
 
 /// Follows the cursor page by page until a short page; returns every item seen.
-pub async fn collect_pages(
-    catalog: &dyn Catalog,
-    query: &SessionQuery,
-    page_size: usize,
-) -> Vec<SessionRecord> {
-    let mut query = SessionQuery {
-        limit: page_size,
-        ..query.clone()
-    };
+pub async fn collect_pages(catalog: &dyn Catalog, query: &SessionQuery, page_size: usize) -> Vec<SessionRecord> {
+    let mut query = SessionQuery { limit: page_size, ..query.clone() };
     let mut seen = Vec::new();
     for _ in 0..10_000 {
         let page = catalog.list(&query).await.expect("list");
-        assert!(
-            page.len() <= page_size,
-            "a page of {} exceeds the limit {page_size}",
-            page.len()
-        );
+        assert!(page.len() <= page_size, "a page of {} exceeds the limit {page_size}", page.len());
         let Some(last) = page.last() else { return seen };
         query.cursor = Some(ListCursor::of(last));
         let short = page.len() < page_size;
@@ -134,27 +107,17 @@ pub async fn collect_pages(
 }
 
 fn keys(records: &[SessionRecord]) -> Vec<String> {
-    records
-        .iter()
-        .map(|record| record.key().to_string())
-        .collect()
+    records.iter().map(|record| record.key().to_string()).collect()
 }
 
 /// Asserts that `query` returns exactly the reference, whole and page by page.
-pub async fn assert_lists_like_reference(
-    catalog: &dyn Catalog,
-    records: &[SessionRecord],
-    query: &SessionQuery,
-) {
+pub async fn assert_lists_like_reference(catalog: &dyn Catalog, records: &[SessionRecord], query: &SessionQuery) {
     let expected = reference(records, query);
     let actual = catalog.list(query).await.expect("list");
     assert_eq!(keys(&actual), keys(&expected), "one page of {query:?}");
     assert_eq!(actual, expected, "records of {query:?}");
     for page_size in [1, 3, 50] {
-        let mut unbounded = SessionQuery {
-            limit: usize::MAX,
-            ..query.clone()
-        };
+        let mut unbounded = SessionQuery { limit: usize::MAX, ..query.clone() };
         let expected_all = if query.tenant.is_some() {
             reference(records, &unbounded)
         } else {
@@ -175,11 +138,7 @@ pub async fn assert_lists_like_reference(
             pages
         };
         let actual_all = collect_pages(catalog, query, page_size).await;
-        assert_eq!(
-            keys(&actual_all),
-            keys(&expected_all),
-            "pages of {page_size} of {query:?}"
-        );
+        assert_eq!(keys(&actual_all), keys(&expected_all), "pages of {page_size} of {query:?}");
     }
 }
 
@@ -192,20 +151,12 @@ pub fn listing_data_set(seed: u64) -> Vec<SessionRecord> {
         for index in 0..90 {
             let user_id = ["alice", "bob", "carol"][rng.gen_range(0..3)];
             let last_activity_ms = 10_000 + 100 * rng.gen_range(0..25);
-            let mut record = sample_record(
-                tenant_id,
-                &format!("s-{index:03}"),
-                user_id,
-                last_activity_ms,
-            );
+            let mut record = sample_record(tenant_id, &format!("s-{index:03}"), user_id, last_activity_ms);
             record.header.scope.project = [None, Some("p1"), Some("p2")][rng.gen_range(0..3)]
                 .map(|project| ProjectId::parse(project).expect("valid project"));
             if rng.gen_bool(0.3) {
                 let parent = session_id(["s-000", "s-001"][rng.gen_range(0..2)]);
-                record.header.parent = Some(ParentRef {
-                    session: parent,
-                    cut_seq: rng.gen_range(0..9),
-                });
+                record.header.parent = Some(ParentRef { session: parent, cut_seq: rng.gen_range(0..9) });
             }
             record.status = Status::ALL[rng.gen_range(0..Status::ALL.len())];
             for label in ["red", "green", "blue", "with space"] {
@@ -245,21 +196,13 @@ fn draft(tenant_id: &TenantId, number: u64) -> AuditDraft {
 async fn append_drafts(catalog: &dyn Catalog, tenant_id: &TenantId, count: u64) -> Vec<AuditEntry> {
     let mut entries = Vec::new();
     for number in 0..count {
-        entries.push(
-            catalog
-                .append_audit(draft(tenant_id, number))
-                .await
-                .expect("append audit"),
-        );
+        entries.push(catalog.append_audit(draft(tenant_id, number)).await.expect("append audit"));
     }
     entries
 }
 
 async fn whole_audit(catalog: &dyn Catalog, tenant_id: &TenantId) -> Vec<AuditEntry> {
-    catalog
-        .read_audit(tenant_id, 0, usize::MAX)
-        .await
-        .expect("read audit")
+    catalog.read_audit(tenant_id, 0, usize::MAX).await.expect("read audit")
 }
 
 // ---------------------------------------------------------------------------------
@@ -270,10 +213,7 @@ async fn whole_audit(catalog: &dyn Catalog, tenant_id: &TenantId) -> Vec<AuditEn
 pub async fn insert_get_round_trip(catalog: &dyn Catalog) {
     let mut record = sample_record("t-round", "s.full_~-1", "alice", 5_000);
     record.header.scope.project = Some(ProjectId::parse("proj").expect("project"));
-    record.header.parent = Some(ParentRef {
-        session: session_id("origin"),
-        cut_seq: 7,
-    });
+    record.header.parent = Some(ParentRef { session: session_id("origin"), cut_seq: 7 });
     record.header.origin = Some("subagent".to_owned());
     record.header.delegation_depth = 2;
     record.header.policy = SessionPolicy {
@@ -285,10 +225,7 @@ pub async fn insert_get_round_trip(catalog: &dyn Catalog) {
     record.lease_until = Timestamp(u64::MAX);
     record.revision = Revision(41);
     record.title = Some("Plan the \"migration\" — ✓".to_owned());
-    record.labels = ["b", "a label", "ünïcode"]
-        .map(str::to_owned)
-        .into_iter()
-        .collect();
+    record.labels = ["b", "a label", "ünïcode"].map(str::to_owned).into_iter().collect();
     record.event_count = 42;
     record.status_changed_at = Timestamp(4_321);
     record.runs = vec![
@@ -308,10 +245,7 @@ pub async fn insert_get_round_trip(catalog: &dyn Catalog) {
         },
     ];
     catalog.insert(&record).await.expect("insert");
-    assert_eq!(
-        catalog.get(&record.key()).await.expect("get"),
-        Some(record.clone())
-    );
+    assert_eq!(catalog.get(&record.key()).await.expect("get"), Some(record.clone()));
 
     let mut blank = sample_record("t-round", "blank", "bob", 1);
     blank.blank = true;
@@ -333,28 +267,16 @@ pub async fn duplicate_insert_is_already_exists(catalog: &dyn Catalog) {
     second.labels.insert("other".into());
     let error = catalog.insert(&second).await.expect_err("duplicate insert");
     assert_eq!(error.code(), "already_exists", "{error}");
-    assert!(
-        matches!(&error, berth_core::Error::AlreadyExists { id, .. } if id == "s1"),
-        "{error:?}"
-    );
-    assert_eq!(
-        catalog.get(&first.key()).await.expect("get"),
-        Some(first.clone())
-    );
+    assert!(matches!(&error, berth_core::Error::AlreadyExists { id, .. } if id == "s1"), "{error:?}");
+    assert_eq!(catalog.get(&first.key()).await.expect("get"), Some(first.clone()));
     let mut label_query = SessionQuery::tenant(tenant("t-dup"));
     label_query.label = Some("other".into());
     assert!(catalog.list(&label_query).await.expect("list").is_empty());
 
     let elsewhere = sample_record("t-dup-2", "s1", "carol", 300);
-    catalog
-        .insert(&elsewhere)
-        .await
-        .expect("same id in another tenant");
+    catalog.insert(&elsewhere).await.expect("same id in another tenant");
     assert_eq!(catalog.get(&first.key()).await.expect("get"), Some(first));
-    assert_eq!(
-        catalog.get(&elsewhere.key()).await.expect("get"),
-        Some(elsewhere)
-    );
+    assert_eq!(catalog.get(&elsewhere.key()).await.expect("get"), Some(elsewhere));
 }
 
 /// An update carrying `expected + 1` with the stored revision `expected` succeeds and
@@ -369,10 +291,7 @@ pub async fn update_cas_bumps_revision(catalog: &dyn Catalog) {
         record.title = Some(format!("round {round}"));
         record.labels = [format!("round-{round}")].into_iter().collect();
         catalog.update(&record, expected).await.expect("update");
-        assert_eq!(
-            catalog.get(&record.key()).await.expect("get"),
-            Some(record.clone())
-        );
+        assert_eq!(catalog.get(&record.key()).await.expect("get"), Some(record.clone()));
     }
     assert_eq!(record.revision, Revision(5));
 }
@@ -385,38 +304,17 @@ pub async fn update_stale_revision_conflicts(catalog: &dyn Catalog) {
     let mut winner = original.clone();
     winner.revision = Revision(1);
     winner.title = Some("winner".into());
-    catalog
-        .update(&winner, Revision(0))
-        .await
-        .expect("first update");
+    catalog.update(&winner, Revision(0)).await.expect("first update");
 
     let mut loser = original.clone();
     loser.revision = Revision(1);
     loser.title = Some("loser".into());
     loser.labels.insert("loser".into());
-    let error = catalog
-        .update(&loser, Revision(0))
-        .await
-        .expect_err("stale update");
-    assert_eq!(
-        error,
-        berth_core::Error::RevisionConflict {
-            expected: 0,
-            actual: 1
-        }
-    );
+    let error = catalog.update(&loser, Revision(0)).await.expect_err("stale update");
+    assert_eq!(error, berth_core::Error::RevisionConflict { expected: 0, actual: 1 });
     loser.revision = Revision(6);
-    let error = catalog
-        .update(&loser, Revision(5))
-        .await
-        .expect_err("future update");
-    assert_eq!(
-        error,
-        berth_core::Error::RevisionConflict {
-            expected: 5,
-            actual: 1
-        }
-    );
+    let error = catalog.update(&loser, Revision(5)).await.expect_err("future update");
+    assert_eq!(error, berth_core::Error::RevisionConflict { expected: 5, actual: 1 });
 
     assert_eq!(catalog.get(&winner.key()).await.expect("get"), Some(winner));
     let mut label_query = SessionQuery::tenant(tenant("t-cas"));
@@ -432,25 +330,16 @@ pub async fn update_must_carry_next_revision(catalog: &dyn Catalog) {
         let mut record = original.clone();
         record.revision = Revision(wrong);
         record.title = Some("wrong".into());
-        let error = catalog
-            .update(&record, Revision(0))
-            .await
-            .expect_err("wrong next revision");
+        let error = catalog.update(&record, Revision(0)).await.expect_err("wrong next revision");
         assert_eq!(error.code(), "invalid", "{error}");
     }
-    assert_eq!(
-        catalog.get(&original.key()).await.expect("get"),
-        Some(original)
-    );
+    assert_eq!(catalog.get(&original.key()).await.expect("get"), Some(original));
 }
 
 pub async fn update_missing_is_not_found(catalog: &dyn Catalog) {
     let mut record = sample_record("t-cas", "ghost", "alice", 100);
     record.revision = Revision(1);
-    let error = catalog
-        .update(&record, Revision(0))
-        .await
-        .expect_err("update of a missing session");
+    let error = catalog.update(&record, Revision(0)).await.expect_err("update of a missing session");
     assert_eq!(error.code(), "not_found", "{error}");
     assert_eq!(catalog.get(&record.key()).await.expect("get"), None);
 }
@@ -463,46 +352,22 @@ pub async fn remove_with_cas(catalog: &dyn Catalog) {
     let neighbour = sample_record("t-rm", "s2", "alice", 90);
     catalog.insert(&neighbour).await.expect("insert");
 
-    let error = catalog
-        .remove(&record.key(), Revision(3))
-        .await
-        .expect_err("stale remove");
-    assert_eq!(
-        error,
-        berth_core::Error::RevisionConflict {
-            expected: 3,
-            actual: 0
-        }
-    );
-    assert_eq!(
-        catalog.get(&record.key()).await.expect("get"),
-        Some(record.clone())
-    );
+    let error = catalog.remove(&record.key(), Revision(3)).await.expect_err("stale remove");
+    assert_eq!(error, berth_core::Error::RevisionConflict { expected: 3, actual: 0 });
+    assert_eq!(catalog.get(&record.key()).await.expect("get"), Some(record.clone()));
 
-    catalog
-        .remove(&record.key(), Revision(0))
-        .await
-        .expect("remove");
+    catalog.remove(&record.key(), Revision(0)).await.expect("remove");
     assert_eq!(catalog.get(&record.key()).await.expect("get"), None);
-    let listed = catalog
-        .list(&SessionQuery::tenant(tenant("t-rm")))
-        .await
-        .expect("list");
+    let listed = catalog.list(&SessionQuery::tenant(tenant("t-rm"))).await.expect("list");
     assert_eq!(listed, vec![neighbour.clone()]);
     let mut label_query = SessionQuery::tenant(tenant("t-rm"));
     label_query.label = Some("red".into());
     assert!(catalog.list(&label_query).await.expect("list").is_empty());
 
-    let error = catalog
-        .remove(&record.key(), Revision(0))
-        .await
-        .expect_err("second remove");
+    let error = catalog.remove(&record.key(), Revision(0)).await.expect_err("second remove");
     assert_eq!(error.code(), "not_found", "{error}");
     catalog.insert(&record).await.expect("the id is free again");
-    assert_eq!(
-        catalog.list(&label_query).await.expect("list"),
-        vec![record]
-    );
+    assert_eq!(catalog.list(&label_query).await.expect("list"), vec![record]);
 }
 
 // ---------------------------------------------------------------------------------
@@ -510,51 +375,24 @@ pub async fn remove_with_cas(catalog: &dyn Catalog) {
 
 /// Newest activity first; equal `last_activity` broken by id, descending.
 pub async fn list_sort_order_and_ties(catalog: &dyn Catalog) {
-    let specs = [
-        ("a", 300),
-        ("b", 100),
-        ("c", 300),
-        ("d", 200),
-        ("e", 300),
-        ("f", 100),
-    ];
+    let specs = [("a", 300), ("b", 100), ("c", 300), ("d", 200), ("e", 300), ("f", 100)];
     for (id, last_activity_ms) in specs {
-        catalog
-            .insert(&sample_record("t-sort", id, "alice", last_activity_ms))
-            .await
-            .expect("insert");
+        catalog.insert(&sample_record("t-sort", id, "alice", last_activity_ms)).await.expect("insert");
     }
-    let listed = catalog
-        .list(&SessionQuery::tenant(tenant("t-sort")))
-        .await
-        .expect("list");
-    let ids: Vec<&str> = listed
-        .iter()
-        .map(|record| record.header.id.as_str())
-        .collect();
+    let listed = catalog.list(&SessionQuery::tenant(tenant("t-sort"))).await.expect("list");
+    let ids: Vec<&str> = listed.iter().map(|record| record.header.id.as_str()).collect();
     assert_eq!(ids, ["e", "c", "a", "d", "f", "b"]);
 
     let mut query = SessionQuery::tenant(tenant("t-sort"));
     query.limit = 2;
-    query.cursor = Some(ListCursor {
-        last_activity: Timestamp(300),
-        id: session_id("c"),
-    });
-    let ids: Vec<String> = catalog
-        .list(&query)
-        .await
-        .expect("list")
-        .iter()
-        .map(|record| record.header.id.to_string())
-        .collect();
+    query.cursor = Some(ListCursor { last_activity: Timestamp(300), id: session_id("c") });
+    let ids: Vec<String> =
+        catalog.list(&query).await.expect("list").iter().map(|record| record.header.id.to_string()).collect();
     assert_eq!(ids, ["a", "d"]);
 }
 
 fn base_query(tenant_id: &str) -> SessionQuery {
-    SessionQuery {
-        limit: 1_000,
-        ..SessionQuery::tenant(tenant(tenant_id))
-    }
+    SessionQuery { limit: 1_000, ..SessionQuery::tenant(tenant(tenant_id)) }
 }
 
 /// Every filter of `SessionQuery` alone returns exactly the reference result.
@@ -588,10 +426,7 @@ pub async fn list_each_filter_alone(catalog: &dyn Catalog) {
     with(&|q| q.limit = 7);
     for query in &queries {
         if query.label.as_deref() != Some("absent") {
-            assert!(
-                !reference(&records, query).is_empty(),
-                "the data set exercises {query:?}"
-            );
+            assert!(!reference(&records, query).is_empty(), "the data set exercises {query:?}");
         }
         assert_lists_like_reference(catalog, &records, query).await;
     }
@@ -622,10 +457,7 @@ pub async fn list_filters_combined(catalog: &dyn Catalog) {
     sweep.include_blank = true;
     shapes.push(sweep);
     for query in &shapes {
-        assert!(
-            !reference(&records, query).is_empty(),
-            "the data set exercises {query:?}"
-        );
+        assert!(!reference(&records, query).is_empty(), "the data set exercises {query:?}");
         assert_lists_like_reference(catalog, &records, query).await;
     }
     let mut rng = StdRng::seed_from_u64(7);
@@ -648,9 +480,7 @@ fn random_query(rng: &mut StdRng, records: &[SessionRecord]) -> SessionQuery {
         query.project = Some(ProjectId::parse(["p1", "p2"][rng.gen_range(0..2)]).expect("project"));
     }
     if pick(rng, 0.4) {
-        query.statuses = (0..rng.gen_range(1..4))
-            .map(|_| Status::ALL[rng.gen_range(0..5)])
-            .collect();
+        query.statuses = (0..rng.gen_range(1..4)).map(|_| Status::ALL[rng.gen_range(0..5)]).collect();
     }
     if pick(rng, 0.4) {
         query.label = Some(["red", "green", "blue", "with space"][rng.gen_range(0..4)].to_owned());
@@ -682,8 +512,7 @@ fn random_query(rng: &mut StdRng, records: &[SessionRecord]) -> SessionQuery {
 pub async fn list_hides_blank_unless_asked(catalog: &dyn Catalog) {
     let mut records = Vec::new();
     for (index, blank) in [false, true, true, false, true].into_iter().enumerate() {
-        let mut record =
-            sample_record("t-blank", &format!("s{index}"), "alice", 100 + index as u64);
+        let mut record = sample_record("t-blank", &format!("s{index}"), "alice", 100 + index as u64);
         record.blank = blank;
         record.labels.insert("red".into());
         records.push(record);
@@ -698,34 +527,16 @@ pub async fn list_hides_blank_unless_asked(catalog: &dyn Catalog) {
             .collect()
     };
     let mut queries = vec![base_query("t-blank")];
-    queries.push(SessionQuery {
-        user: Some(user("alice")),
-        ..base_query("t-blank")
-    });
-    queries.push(SessionQuery {
-        statuses: vec![Status::Active],
-        ..base_query("t-blank")
-    });
-    queries.push(SessionQuery {
-        label: Some("red".into()),
-        ..base_query("t-blank")
-    });
-    let label_status = SessionQuery {
-        statuses: vec![Status::Active],
-        ..queries[3].clone()
-    };
+    queries.push(SessionQuery { user: Some(user("alice")), ..base_query("t-blank") });
+    queries.push(SessionQuery { statuses: vec![Status::Active], ..base_query("t-blank") });
+    queries.push(SessionQuery { label: Some("red".into()), ..base_query("t-blank") });
+    let label_status = SessionQuery { statuses: vec![Status::Active], ..queries[3].clone() };
     queries.push(label_status);
     for query in queries {
         for include_blank in [false, true] {
-            let query = SessionQuery {
-                include_blank,
-                ..query.clone()
-            };
+            let query = SessionQuery { include_blank, ..query.clone() };
             let listed = catalog.list(&query).await.expect("list");
-            let ids: Vec<String> = listed
-                .iter()
-                .map(|record| record.header.id.to_string())
-                .collect();
+            let ids: Vec<String> = listed.iter().map(|record| record.header.id.to_string()).collect();
             assert_eq!(ids, visible(include_blank), "{query:?}");
         }
     }
@@ -736,24 +547,14 @@ pub async fn list_hides_blank_unless_asked(catalog: &dyn Catalog) {
 pub async fn list_cursor_pagination_visits_each_once(catalog: &dyn Catalog) {
     let mut records = Vec::new();
     for index in 0..137u64 {
-        let mut record = sample_record(
-            "t-page",
-            &format!("s-{:03}", (index * 37) % 137),
-            "alice",
-            1_000 + index % 4,
-        );
-        record
-            .labels
-            .insert(if index % 3 == 0 { "red" } else { "blue" }.into());
+        let mut record = sample_record("t-page", &format!("s-{:03}", (index * 37) % 137), "alice", 1_000 + index % 4);
+        record.labels.insert(if index % 3 == 0 { "red" } else { "blue" }.into());
         record.status = [Status::Active, Status::Idle][(index % 2) as usize];
         records.push(record);
     }
     insert_all(catalog, &records).await;
-    let label_status = SessionQuery {
-        statuses: vec![Status::Idle],
-        label: Some("blue".into()),
-        ..base_query("t-page")
-    };
+    let label_status =
+        SessionQuery { statuses: vec![Status::Idle], label: Some("blue".into()), ..base_query("t-page") };
     for query in [base_query("t-page"), label_status] {
         let expected = reference(&records, &query);
         for page_size in [1, 2, 10, 50, 136, 137, 500] {
@@ -771,73 +572,32 @@ pub async fn list_tenant_isolation(catalog: &dyn Catalog) {
     let mut mine = sample_record("t-mine", "shared-id", "alice", 100);
     mine.labels.insert("common".into());
     let mut theirs = sample_record("t-theirs", "shared-id", "alice", 200);
-    theirs.labels = ["common", "theirs-only"]
-        .map(str::to_owned)
-        .into_iter()
-        .collect();
+    theirs.labels = ["common", "theirs-only"].map(str::to_owned).into_iter().collect();
     insert_all(catalog, &[mine.clone(), theirs.clone()]).await;
 
     let shapes = [
         base_query("t-mine"),
-        SessionQuery {
-            label: Some("common".into()),
-            ..base_query("t-mine")
-        },
-        SessionQuery {
-            user: Some(user("alice")),
-            ..base_query("t-mine")
-        },
-        SessionQuery {
-            statuses: vec![Status::Active],
-            ..base_query("t-mine")
-        },
-        SessionQuery {
-            statuses: vec![Status::Active],
-            label: Some("common".into()),
-            ..base_query("t-mine")
-        },
+        SessionQuery { label: Some("common".into()), ..base_query("t-mine") },
+        SessionQuery { user: Some(user("alice")), ..base_query("t-mine") },
+        SessionQuery { statuses: vec![Status::Active], ..base_query("t-mine") },
+        SessionQuery { statuses: vec![Status::Active], label: Some("common".into()), ..base_query("t-mine") },
     ];
     for query in &shapes {
-        assert_eq!(
-            catalog.list(query).await.expect("list"),
-            vec![mine.clone()],
-            "{query:?}"
-        );
+        assert_eq!(catalog.list(query).await.expect("list"), vec![mine.clone()], "{query:?}");
     }
-    let only_theirs = SessionQuery {
-        label: Some("theirs-only".into()),
-        ..base_query("t-mine")
-    };
+    let only_theirs = SessionQuery { label: Some("theirs-only".into()), ..base_query("t-mine") };
     assert!(catalog.list(&only_theirs).await.expect("list").is_empty());
 
     let mut updated = mine.clone();
     updated.revision = Revision(1);
     updated.labels.clear();
     catalog.update(&updated, Revision(0)).await.expect("update");
-    assert_eq!(
-        catalog.get(&theirs.key()).await.expect("get"),
-        Some(theirs.clone())
-    );
-    let common_theirs = SessionQuery {
-        label: Some("common".into()),
-        ..base_query("t-theirs")
-    };
-    assert_eq!(
-        catalog.list(&common_theirs).await.expect("list"),
-        vec![theirs.clone()]
-    );
-    catalog
-        .remove(&updated.key(), Revision(1))
-        .await
-        .expect("remove");
-    assert_eq!(
-        catalog.get(&theirs.key()).await.expect("get"),
-        Some(theirs.clone())
-    );
-    assert_eq!(
-        catalog.list(&base_query("t-theirs")).await.expect("list"),
-        vec![theirs]
-    );
+    assert_eq!(catalog.get(&theirs.key()).await.expect("get"), Some(theirs.clone()));
+    let common_theirs = SessionQuery { label: Some("common".into()), ..base_query("t-theirs") };
+    assert_eq!(catalog.list(&common_theirs).await.expect("list"), vec![theirs.clone()]);
+    catalog.remove(&updated.key(), Revision(1)).await.expect("remove");
+    assert_eq!(catalog.get(&theirs.key()).await.expect("get"), Some(theirs.clone()));
+    assert_eq!(catalog.list(&base_query("t-theirs")).await.expect("list"), vec![theirs]);
 }
 
 /// Listings follow updates of every indexed field: status, labels, activity, blank.
@@ -846,19 +606,9 @@ pub async fn list_follows_updates(catalog: &dyn Catalog) {
     record.labels.insert("red".into());
     let other = sample_record("t-follow", "s2", "alice", 150);
     insert_all(catalog, &[record.clone(), other.clone()]).await;
-    let red = SessionQuery {
-        label: Some("red".into()),
-        ..base_query("t-follow")
-    };
-    let blue_idle = SessionQuery {
-        label: Some("blue".into()),
-        statuses: vec![Status::Idle],
-        ..base_query("t-follow")
-    };
-    assert_eq!(
-        catalog.list(&red).await.expect("list"),
-        vec![record.clone()]
-    );
+    let red = SessionQuery { label: Some("red".into()), ..base_query("t-follow") };
+    let blue_idle = SessionQuery { label: Some("blue".into()), statuses: vec![Status::Idle], ..base_query("t-follow") };
+    assert_eq!(catalog.list(&red).await.expect("list"), vec![record.clone()]);
 
     record.revision = Revision(1);
     record.labels = ["blue".to_owned()].into_iter().collect();
@@ -866,25 +616,15 @@ pub async fn list_follows_updates(catalog: &dyn Catalog) {
     record.last_activity = Timestamp(200);
     catalog.update(&record, Revision(0)).await.expect("update");
     assert!(catalog.list(&red).await.expect("list").is_empty());
-    assert_eq!(
-        catalog.list(&blue_idle).await.expect("list"),
-        vec![record.clone()]
-    );
+    assert_eq!(catalog.list(&blue_idle).await.expect("list"), vec![record.clone()]);
     let all = catalog.list(&base_query("t-follow")).await.expect("list");
-    assert_eq!(
-        all,
-        vec![record.clone(), other.clone()],
-        "the newer activity sorts first"
-    );
+    assert_eq!(all, vec![record.clone(), other.clone()], "the newer activity sorts first");
 
     record.revision = Revision(2);
     record.blank = true;
     catalog.update(&record, Revision(1)).await.expect("update");
     assert!(catalog.list(&blue_idle).await.expect("list").is_empty());
-    let with_blank = SessionQuery {
-        include_blank: true,
-        ..blue_idle
-    };
+    let with_blank = SessionQuery { include_blank: true, ..blue_idle };
     assert_eq!(catalog.list(&with_blank).await.expect("list"), vec![record]);
 }
 
@@ -912,26 +652,13 @@ pub async fn list_edge_limits_and_times(catalog: &dyn Catalog) {
     soon.lease_until = Timestamp(150);
     let records = [forever.clone(), soon.clone()];
     insert_all(catalog, &records).await;
-    let none = SessionQuery {
-        limit: 0,
-        ..base_query("t-edge")
-    };
+    let none = SessionQuery { limit: 0, ..base_query("t-edge") };
     assert!(catalog.list(&none).await.expect("list").is_empty());
     for bound in [151, 1_000_000, u64::MAX] {
-        let query = SessionQuery {
-            lease_before: Some(Timestamp(bound)),
-            ..base_query("t-edge")
-        };
-        assert_eq!(
-            catalog.list(&query).await.expect("list"),
-            reference(&records, &query),
-            "{bound}"
-        );
+        let query = SessionQuery { lease_before: Some(Timestamp(bound)), ..base_query("t-edge") };
+        assert_eq!(catalog.list(&query).await.expect("list"), reference(&records, &query), "{bound}");
     }
-    assert_eq!(
-        catalog.get(&forever.key()).await.expect("get"),
-        Some(forever)
-    );
+    assert_eq!(catalog.get(&forever.key()).await.expect("get"), Some(forever));
 }
 
 // ---------------------------------------------------------------------------------
@@ -940,26 +667,11 @@ pub async fn list_edge_limits_and_times(catalog: &dyn Catalog) {
 /// Every tenant with sessions, audit entries or a retention policy, once, sorted.
 pub async fn tenants_lists_every_tenant(catalog: &dyn Catalog) {
     assert!(catalog.tenants().await.expect("tenants").is_empty());
-    catalog
-        .insert(&sample_record("t-c", "s1", "alice", 1))
-        .await
-        .expect("insert");
-    catalog
-        .insert(&sample_record("t-c", "s2", "alice", 1))
-        .await
-        .expect("insert");
-    catalog
-        .append_audit(draft(&tenant("t-a"), 0))
-        .await
-        .expect("append");
-    catalog
-        .set_retention(&tenant("t-b"), &RetentionPolicy::default())
-        .await
-        .expect("set");
-    catalog
-        .append_audit(draft(&tenant("t-c"), 0))
-        .await
-        .expect("append");
+    catalog.insert(&sample_record("t-c", "s1", "alice", 1)).await.expect("insert");
+    catalog.insert(&sample_record("t-c", "s2", "alice", 1)).await.expect("insert");
+    catalog.append_audit(draft(&tenant("t-a"), 0)).await.expect("append");
+    catalog.set_retention(&tenant("t-b"), &RetentionPolicy::default()).await.expect("set");
+    catalog.append_audit(draft(&tenant("t-c"), 0)).await.expect("append");
     let tenants = catalog.tenants().await.expect("tenants");
     assert_eq!(tenants, vec![tenant("t-a"), tenant("t-b"), tenant("t-c")]);
 }
@@ -967,31 +679,16 @@ pub async fn tenants_lists_every_tenant(catalog: &dyn Catalog) {
 pub async fn retention_get_set(catalog: &dyn Catalog) {
     let (one, two) = (tenant("t-r1"), tenant("t-r2"));
     assert_eq!(catalog.retention(&one).await.expect("get"), None);
-    let policy = RetentionPolicy {
-        idle_ttl_ms: Some(3_600_000),
-        max_age_ms: None,
-        delete_terminal_after_ms: Some(u64::MAX),
-    };
+    let policy =
+        RetentionPolicy { idle_ttl_ms: Some(3_600_000), max_age_ms: None, delete_terminal_after_ms: Some(u64::MAX) };
     catalog.set_retention(&one, &policy).await.expect("set");
     assert_eq!(catalog.retention(&one).await.expect("get"), Some(policy));
     assert_eq!(catalog.retention(&two).await.expect("get"), None);
-    let replaced = RetentionPolicy {
-        max_age_ms: Some(7),
-        ..RetentionPolicy::default()
-    };
-    catalog
-        .set_retention(&one, &replaced)
-        .await
-        .expect("replace");
+    let replaced = RetentionPolicy { max_age_ms: Some(7), ..RetentionPolicy::default() };
+    catalog.set_retention(&one, &replaced).await.expect("replace");
     assert_eq!(catalog.retention(&one).await.expect("get"), Some(replaced));
-    catalog
-        .set_retention(&two, &RetentionPolicy::default())
-        .await
-        .expect("set empty");
-    assert_eq!(
-        catalog.retention(&two).await.expect("get"),
-        Some(RetentionPolicy::default())
-    );
+    catalog.set_retention(&two, &RetentionPolicy::default()).await.expect("set empty");
+    assert_eq!(catalog.retention(&two).await.expect("get"), Some(RetentionPolicy::default()));
 }
 
 // ---------------------------------------------------------------------------------
@@ -1009,11 +706,7 @@ pub async fn audit_chain_verifies(catalog: &dyn Catalog) {
     for (index, entry) in appended.iter().enumerate() {
         assert_eq!(entry.seq, index as u64);
         assert_eq!(entry.draft, draft(&tenant_id, index as u64));
-        let previous = if index == 0 {
-            audit::GENESIS_HASH
-        } else {
-            appended[index - 1].hash.as_str()
-        };
+        let previous = if index == 0 { audit::GENESIS_HASH } else { appended[index - 1].hash.as_str() };
         assert_eq!(entry.prev_hash, previous);
     }
     let stored = whole_audit(catalog, &tenant_id).await;
@@ -1030,29 +723,11 @@ pub async fn audit_chain_verifies(catalog: &dyn Catalog) {
 pub async fn audit_read_from_and_limit(catalog: &dyn Catalog) {
     let tenant_id = tenant("t-audit-read");
     let appended = append_drafts(catalog, &tenant_id, 7).await;
-    assert_eq!(
-        catalog.read_audit(&tenant_id, 2, 3).await.expect("read"),
-        appended[2..5].to_vec()
-    );
-    assert_eq!(
-        catalog.read_audit(&tenant_id, 5, 100).await.expect("read"),
-        appended[5..].to_vec()
-    );
-    assert!(catalog
-        .read_audit(&tenant_id, 7, 100)
-        .await
-        .expect("read")
-        .is_empty());
-    assert!(catalog
-        .read_audit(&tenant_id, u64::MAX, 100)
-        .await
-        .expect("read")
-        .is_empty());
-    assert!(catalog
-        .read_audit(&tenant_id, 0, 0)
-        .await
-        .expect("read")
-        .is_empty());
+    assert_eq!(catalog.read_audit(&tenant_id, 2, 3).await.expect("read"), appended[2..5].to_vec());
+    assert_eq!(catalog.read_audit(&tenant_id, 5, 100).await.expect("read"), appended[5..].to_vec());
+    assert!(catalog.read_audit(&tenant_id, 7, 100).await.expect("read").is_empty());
+    assert!(catalog.read_audit(&tenant_id, u64::MAX, 100).await.expect("read").is_empty());
+    assert!(catalog.read_audit(&tenant_id, 0, 0).await.expect("read").is_empty());
 }
 
 /// Each tenant has its own chain, starting at seq 0.
@@ -1065,10 +740,8 @@ pub async fn audit_chains_are_per_tenant(catalog: &dyn Catalog) {
     assert_eq!(whole_audit(catalog, &one).await, first);
     assert_eq!(whole_audit(catalog, &two).await, second);
     for tenant_id in [&one, &two] {
-        let verdict = audit::verify(
-            &whole_audit(catalog, tenant_id).await,
-            catalog.audit_head(tenant_id).await.expect("head"),
-        );
+        let verdict =
+            audit::verify(&whole_audit(catalog, tenant_id).await, catalog.audit_head(tenant_id).await.expect("head"));
         assert_eq!(verdict.broken_at, None, "{verdict:?}");
     }
 }
@@ -1085,10 +758,7 @@ pub async fn audit_concurrent_appends_form_one_chain(catalog: Arc<dyn Catalog>) 
         tasks.push(tokio::spawn(async move {
             let mut hashes = Vec::new();
             for number in 0..APPENDS_PER_TASK {
-                let entry = catalog
-                    .append_audit(draft(&tenant_id, task * 1_000 + number))
-                    .await
-                    .expect("append");
+                let entry = catalog.append_audit(draft(&tenant_id, task * 1_000 + number)).await.expect("append");
                 hashes.push(entry.hash);
             }
             hashes
@@ -1103,53 +773,32 @@ pub async fn audit_concurrent_appends_form_one_chain(catalog: Arc<dyn Catalog>) 
     let verdict = audit::verify(&stored, catalog.audit_head(&tenant_id).await.expect("head"));
     assert_eq!(verdict.broken_at, None, "{verdict:?}");
     let stored_hashes: HashSet<String> = stored.iter().map(|entry| entry.hash.clone()).collect();
-    assert_eq!(
-        stored_hashes, returned,
-        "every returned entry is stored, once"
-    );
+    assert_eq!(stored_hashes, returned, "every returned entry is stored, once");
 }
 
 /// Damage made behind the catalog's back is detected by `audit::verify` at the first
 /// damaged position.
-pub async fn audit_tamper_is_detected(
-    catalog: &dyn Catalog,
-    tamperer: &dyn AuditTamperer,
-    tamper: AuditTamper,
-) {
+pub async fn audit_tamper_is_detected(catalog: &dyn Catalog, tamperer: &dyn AuditTamperer, tamper: AuditTamper) {
     let tenant_id = tenant("t-audit-tamper");
     let bystander = tenant("t-audit-bystander");
     append_drafts(catalog, &tenant_id, 6).await;
     append_drafts(catalog, &bystander, 3).await;
-    let intact = audit::verify(
-        &whole_audit(catalog, &tenant_id).await,
-        catalog.audit_head(&tenant_id).await.expect("head"),
-    );
+    let intact =
+        audit::verify(&whole_audit(catalog, &tenant_id).await, catalog.audit_head(&tenant_id).await.expect("head"));
     assert_eq!(intact.broken_at, None, "{intact:?}");
 
     tamperer.tamper(&tenant_id, tamper).await;
     let entries = whole_audit(catalog, &tenant_id).await;
-    let verdict = audit::verify(
-        &entries,
-        catalog.audit_head(&tenant_id).await.expect("head"),
-    );
+    let verdict = audit::verify(&entries, catalog.audit_head(&tenant_id).await.expect("head"));
     let expected_at = match tamper {
         AuditTamper::ChangeField { seq } | AuditTamper::DeleteEntry { seq } => seq,
         AuditTamper::DeleteLast => 5,
         AuditTamper::Swap { first, second } => first.min(second),
     };
-    assert_eq!(
-        verdict.broken_at,
-        Some(expected_at),
-        "{tamper:?} → {verdict:?}"
-    );
-    let untouched = audit::verify(
-        &whole_audit(catalog, &bystander).await,
-        catalog.audit_head(&bystander).await.expect("head"),
-    );
-    assert_eq!(
-        untouched.broken_at, None,
-        "another tenant's chain is unaffected"
-    );
+    assert_eq!(verdict.broken_at, Some(expected_at), "{tamper:?} → {verdict:?}");
+    let untouched =
+        audit::verify(&whole_audit(catalog, &bystander).await, catalog.audit_head(&bystander).await.expect("head"));
+    assert_eq!(untouched.broken_at, None, "another tenant's chain is unaffected");
 }
 
 // ---------------------------------------------------------------------------------

@@ -20,28 +20,21 @@ impl CatalogFixture for MemoryFixture {
 #[async_trait]
 impl AuditTamperer for MemoryFixture {
     async fn tamper(&self, tenant: &TenantId, tamper: AuditTamper) {
-        self.catalog
-            .with_audit_entries(tenant, |entries| match tamper {
-                AuditTamper::ChangeField { seq } => {
-                    entries[seq as usize].draft.action = "forged".into()
-                }
-                AuditTamper::DeleteEntry { seq } => {
-                    entries.remove(seq as usize);
-                }
-                AuditTamper::DeleteLast => {
-                    entries.pop();
-                }
-                AuditTamper::Swap { first, second } => {
-                    entries.swap(first as usize, second as usize)
-                }
-            });
+        self.catalog.with_audit_entries(tenant, |entries| match tamper {
+            AuditTamper::ChangeField { seq } => entries[seq as usize].draft.action = "forged".into(),
+            AuditTamper::DeleteEntry { seq } => {
+                entries.remove(seq as usize);
+            }
+            AuditTamper::DeleteLast => {
+                entries.pop();
+            }
+            AuditTamper::Swap { first, second } => entries.swap(first as usize, second as usize),
+        });
     }
 }
 
 fn memory() -> MemoryFixture {
-    MemoryFixture {
-        catalog: Arc::new(MemoryCatalog::new()),
-    }
+    MemoryFixture { catalog: Arc::new(MemoryCatalog::new()) }
 }
 
 berth_testkit::catalog_conformance!(memory());

@@ -6,9 +6,7 @@ use async_trait::async_trait;
 use berth_catalog::{audit, Catalog, SessionQuery};
 use berth_core::{Revision, TenantId};
 use berth_sqlite::{SqliteCatalog, CATALOG_FILE_NAME};
-use berth_testkit::catalog_conformance::{
-    sample_record, tenant, AuditTamper, AuditTamperer, CatalogFixture,
-};
+use berth_testkit::catalog_conformance::{sample_record, tenant, AuditTamper, AuditTamperer, CatalogFixture};
 use std::sync::Arc;
 
 struct SqliteFixture {
@@ -44,27 +42,18 @@ fn tamper_sql(tenant: &TenantId, tamper: AuditTamper) -> String {
 #[async_trait]
 impl AuditTamperer for SqliteFixture {
     async fn tamper(&self, tenant: &TenantId, tamper: AuditTamper) {
-        self.catalog
-            .execute_for_tests(&tamper_sql(tenant, tamper))
-            .await
-            .expect("tamper");
+        self.catalog.execute_for_tests(&tamper_sql(tenant, tamper)).await.expect("tamper");
     }
 }
 
 fn sqlite_file() -> SqliteFixture {
     let dir = tempfile::tempdir().expect("temp dir");
     let catalog = SqliteCatalog::open(dir.path().join(CATALOG_FILE_NAME)).expect("open");
-    SqliteFixture {
-        catalog,
-        _dir: Some(dir),
-    }
+    SqliteFixture { catalog, _dir: Some(dir) }
 }
 
 fn sqlite_in_memory() -> SqliteFixture {
-    SqliteFixture {
-        catalog: SqliteCatalog::open_in_memory().expect("open"),
-        _dir: None,
-    }
+    SqliteFixture { catalog: SqliteCatalog::open_in_memory().expect("open"), _dir: None }
 }
 
 mod file {
@@ -85,9 +74,7 @@ async fn cas_across_connections_has_one_winner_per_round() {
     const ROUNDS: u64 = 30;
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join(CATALOG_FILE_NAME);
-    let catalogs: Vec<SqliteCatalog> = (0..CONNECTIONS)
-        .map(|_| SqliteCatalog::open(&path).expect("open"))
-        .collect();
+    let catalogs: Vec<SqliteCatalog> = (0..CONNECTIONS).map(|_| SqliteCatalog::open(&path).expect("open")).collect();
     let record = sample_record("t-race", "contended", "alice", 100);
     catalogs[0].insert(&record).await.expect("insert");
     for round in 0..ROUNDS {
@@ -97,9 +84,7 @@ async fn cas_across_connections_has_one_winner_per_round() {
             let mut next = record.clone();
             next.revision = Revision(round + 1);
             next.title = Some(format!("round {round} by {index}"));
-            attempts.push(tokio::spawn(async move {
-                (index, catalog.update(&next, Revision(round)).await)
-            }));
+            attempts.push(tokio::spawn(async move { (index, catalog.update(&next, Revision(round)).await) }));
         }
         let mut winners = Vec::new();
         for attempt in attempts {
@@ -107,30 +92,16 @@ async fn cas_across_connections_has_one_winner_per_round() {
                 (index, Ok(())) => winners.push(index),
                 (_, Err(error)) => assert_eq!(
                     error,
-                    berth_core::Error::RevisionConflict {
-                        expected: round,
-                        actual: round + 1
-                    },
+                    berth_core::Error::RevisionConflict { expected: round, actual: round + 1 },
                     "round {round}"
                 ),
             }
         }
         assert_eq!(winners.len(), 1, "round {round}: winners {winners:?}");
-        let stored = catalogs[0]
-            .get(&record.key())
-            .await
-            .expect("get")
-            .expect("stored");
-        assert_eq!(
-            stored.title,
-            Some(format!("round {round} by {}", winners[0]))
-        );
+        let stored = catalogs[0].get(&record.key()).await.expect("get").expect("stored");
+        assert_eq!(stored.title, Some(format!("round {round} by {}", winners[0])));
     }
-    let stored = catalogs[3]
-        .get(&record.key())
-        .await
-        .expect("get")
-        .expect("stored");
+    let stored = catalogs[3].get(&record.key()).await.expect("get").expect("stored");
     assert_eq!(stored.revision, Revision(ROUNDS));
 }
 
@@ -164,15 +135,9 @@ async fn audit_appends_across_connections_form_one_chain() {
         task.await.expect("task");
     }
     let catalog = SqliteCatalog::open(&path).expect("open");
-    let entries = catalog
-        .read_audit(&tenant_id, 0, usize::MAX)
-        .await
-        .expect("read");
+    let entries = catalog.read_audit(&tenant_id, 0, usize::MAX).await.expect("read");
     assert_eq!(entries.len(), 160);
-    let verdict = audit::verify(
-        &entries,
-        catalog.audit_head(&tenant_id).await.expect("head"),
-    );
+    let verdict = audit::verify(&entries, catalog.audit_head(&tenant_id).await.expect("head"));
     assert_eq!(verdict.broken_at, None, "{verdict:?}");
 }
 
@@ -183,17 +148,11 @@ async fn reopen_keeps_records_audit_and_retention() {
     let path = dir.path().join(CATALOG_FILE_NAME);
     let mut record = sample_record("t-reopen", "s1", "alice", 100);
     record.labels.insert("red".into());
-    let policy = berth_catalog::RetentionPolicy {
-        idle_ttl_ms: Some(5),
-        ..Default::default()
-    };
+    let policy = berth_catalog::RetentionPolicy { idle_ttl_ms: Some(5), ..Default::default() };
     let entry = {
         let catalog = SqliteCatalog::open(&path).expect("open");
         catalog.insert(&record).await.expect("insert");
-        catalog
-            .set_retention(&tenant("t-reopen"), &policy)
-            .await
-            .expect("set");
+        catalog.set_retention(&tenant("t-reopen"), &policy).await.expect("set");
         let draft = audit::AuditDraft {
             tenant: tenant("t-reopen"),
             time: berth_core::Timestamp(1),
@@ -207,28 +166,10 @@ async fn reopen_keeps_records_audit_and_retention() {
         catalog.append_audit(draft).await.expect("append")
     };
     let catalog = SqliteCatalog::open(&path).expect("reopen");
-    assert_eq!(
-        catalog.get(&record.key()).await.expect("get"),
-        Some(record.clone())
-    );
-    let query = SessionQuery {
-        label: Some("red".into()),
-        ..SessionQuery::tenant(tenant("t-reopen"))
-    };
+    assert_eq!(catalog.get(&record.key()).await.expect("get"), Some(record.clone()));
+    let query = SessionQuery { label: Some("red".into()), ..SessionQuery::tenant(tenant("t-reopen")) };
     assert_eq!(catalog.list(&query).await.expect("list"), vec![record]);
-    assert_eq!(
-        catalog.retention(&tenant("t-reopen")).await.expect("get"),
-        Some(policy)
-    );
-    assert_eq!(
-        catalog
-            .read_audit(&tenant("t-reopen"), 0, 10)
-            .await
-            .expect("read"),
-        vec![entry.clone()]
-    );
-    assert_eq!(
-        catalog.audit_head(&tenant("t-reopen")).await.expect("head"),
-        Some((0, entry.hash))
-    );
+    assert_eq!(catalog.retention(&tenant("t-reopen")).await.expect("get"), Some(policy));
+    assert_eq!(catalog.read_audit(&tenant("t-reopen"), 0, 10).await.expect("read"), vec![entry.clone()]);
+    assert_eq!(catalog.audit_head(&tenant("t-reopen")).await.expect("head"), Some((0, entry.hash)));
 }

@@ -27,10 +27,7 @@ fn contended_key() -> SessionKey {
 }
 
 fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime")
+    tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime")
 }
 
 /// The child role. As an ordinary test (no environment variable) it does nothing.
@@ -42,10 +39,7 @@ fn cas_child() {
     let name = std::env::var(CHILD_NAME_ENV).expect("child name");
     let runtime = runtime();
     let catalog = SqliteCatalog::open(&path).expect("child open");
-    let base = runtime
-        .block_on(catalog.get(&contended_key()))
-        .expect("get")
-        .expect("seeded record");
+    let base = runtime.block_on(catalog.get(&contended_key())).expect("get").expect("seeded record");
     let answer = |text: String| {
         let mut stdout = std::io::stdout().lock();
         writeln!(stdout, "{ANSWER_PREFIX}{text}").expect("answer");
@@ -54,10 +48,7 @@ fn cas_child() {
     answer("ready".into());
     for line in std::io::stdin().lock().lines() {
         let line = line.expect("stdin");
-        let Some(round) = line
-            .strip_prefix("go ")
-            .and_then(|round| round.parse::<u64>().ok())
-        else {
+        let Some(round) = line.strip_prefix("go ").and_then(|round| round.parse::<u64>().ok()) else {
             break;
         };
         let mut next = base.clone();
@@ -65,9 +56,7 @@ fn cas_child() {
         next.title = Some(format!("round {round} by {name}"));
         match runtime.block_on(catalog.update(&next, Revision(round))) {
             Ok(()) => answer(format!("won {round}")),
-            Err(Error::RevisionConflict { expected, actual }) => {
-                answer(format!("lost {round} {expected} {actual}"))
-            }
+            Err(Error::RevisionConflict { expected, actual }) => answer(format!("lost {round} {expected} {actual}")),
             Err(error) => answer(format!("error {round} {}", error.code())),
         }
     }
@@ -126,10 +115,7 @@ fn collect_round(answers: &mpsc::Receiver<(usize, String)>, round: u64) -> [Stri
         let (index, answer) = answers
             .recv_timeout(ANSWER_TIMEOUT)
             .unwrap_or_else(|_| panic!("round {round}: a child did not answer (it died or hung)"));
-        assert!(
-            round_answers[index].is_none(),
-            "round {round}: child-{index} answered twice"
-        );
+        assert!(round_answers[index].is_none(), "round {round}: child-{index} answered twice");
         round_answers[index] = Some(answer);
     }
     round_answers.map(|answer| answer.expect("answer"))
@@ -148,10 +134,7 @@ fn two_processes_cas_on_one_session_have_exactly_one_winner_per_round() {
     runtime.block_on(catalog.insert(&record)).expect("seed");
 
     let (sender, answers) = mpsc::channel();
-    let mut children = [
-        spawn_child(&path, 0, sender.clone()),
-        spawn_child(&path, 1, sender),
-    ];
+    let mut children = [spawn_child(&path, 0, sender.clone()), spawn_child(&path, 1, sender)];
     assert_eq!(collect_round(&answers, 0), ["ready", "ready"]);
 
     let mut wins = [0u64; 2];
@@ -161,37 +144,22 @@ fn two_processes_cas_on_one_session_have_exactly_one_winner_per_round() {
         tell(&mut children[first], &format!("go {round}"));
         tell(&mut children[1 - first], &format!("go {round}"));
         let round_answers = collect_round(&answers, round);
-        let winners: Vec<usize> = (0..2)
-            .filter(|&index| round_answers[index] == format!("won {round}"))
-            .collect();
+        let winners: Vec<usize> = (0..2).filter(|&index| round_answers[index] == format!("won {round}")).collect();
         assert_eq!(winners.len(), 1, "round {round}: {round_answers:?}");
         let winner = winners[0];
         wins[winner] += 1;
         let loser_answer = &round_answers[1 - winner];
-        assert_eq!(
-            loser_answer,
-            &format!("lost {round} {round} {}", round + 1),
-            "round {round}"
-        );
-        let stored = runtime
-            .block_on(catalog.get(&contended_key()))
-            .expect("get")
-            .expect("stored");
+        assert_eq!(loser_answer, &format!("lost {round} {round} {}", round + 1), "round {round}");
+        let stored = runtime.block_on(catalog.get(&contended_key())).expect("get").expect("stored");
         assert_eq!(stored.revision, Revision(round + 1));
-        assert_eq!(
-            stored.title,
-            Some(format!("round {round} by child-{winner}"))
-        );
+        assert_eq!(stored.title, Some(format!("round {round} by child-{winner}")));
     }
     for child in &mut children {
         child.stdin.take();
         let status = child.child.wait().expect("child exit");
         assert!(status.success(), "child failed: {status}");
     }
-    let stored = runtime
-        .block_on(catalog.get(&contended_key()))
-        .expect("get")
-        .expect("stored");
+    let stored = runtime.block_on(catalog.get(&contended_key())).expect("get").expect("stored");
     assert_eq!(stored.revision, Revision(ROUNDS));
     eprintln!("rounds won: child-0 {}, child-1 {}", wins[0], wins[1]);
 }
