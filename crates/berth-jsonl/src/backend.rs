@@ -564,6 +564,10 @@ impl LogBackend for JsonlBackend {
         let core = blocking(move || backend.materialize_blocking(&header, &first_batch)).await?;
         Ok(Box::new(JsonlWriter::new(core)))
     }
+
+    async fn erase(&self, key: &SessionKey) -> Result<bool> {
+        JsonlBackend::erase(self, key).await
+    }
 }
 
 impl JsonlBackend {

@@ -1,1 +1,465 @@
-//! stub
+//! A small HTTP client for the `/v1` API: what `berth --server URL` uses, and what the
+//! tests and the load generator drive the server with. Plain HTTP/1.1 with keep-alive
+//! (put TLS in front of the server with a reverse proxy).
+//!
+//! Error responses come back as `berth_core::Error` kinds chosen by their stable
+//! `code`, so callers (and the CLI's exit codes) branch on the same vocabulary as with
+//! the library.
+
+use crate::api::{EventPage, Imported};
+use crate::error::ErrorBody;
+use berth_catalog::{AuditEntry, AuditVerification, RetentionPolicy, RunRecord, SessionRecord};
+use berth_core::{Error, Event, Result, Revision, RunId, SessionId};
+use berth_service::{
+    AppendOutcome, AppendRequest, AttachRequest, Attachment, ClosePolicy, CreateSession, ListRequest, MetadataUpdate,
+    Principal, ResumeOutcome, SessionPage,
+};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::{Method, StatusCode};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client as HyperClient;
+use hyper_util::rt::TokioExecutor;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+/// Longest response body the client accepts.
+const RESPONSE_BYTES_MAX: usize = 512 * 1024 * 1024;
+
+#[derive(Clone)]
+pub struct Client {
+    base: String,
+    api_key: Option<String>,
+    http: HyperClient<HttpConnector, Full<Bytes>>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Client({})", self.base)
+    }
+}
+
+/// A raw answer: status, headers and body.
+#[derive(Debug)]
+pub struct RawResponse {
+    pub status: StatusCode,
+    pub headers: hyper::HeaderMap,
+    pub body: Bytes,
+}
+
+fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>> {
+    serde_json::to_vec(value).map_err(|error| Error::invalid("request", error.to_string()))
+}
+
+fn query_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
+            out.push(byte as char);
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
+impl Client {
+    /// `base` is `http://host:port`; `api_key` the bearer key (or JWT).
+    pub fn new(base: &str, api_key: Option<String>) -> Result<Client> {
+        let base = base.trim_end_matches('/').to_owned();
+        if !base.starts_with("http://") {
+            return Err(Error::invalid(
+                "server url",
+                format!("{base:?}: use http://host:port (put TLS in a reverse proxy in front of berth serve)"),
+            ));
+        }
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        let http = HyperClient::builder(TokioExecutor::new()).pool_max_idle_per_host(64).build(connector);
+        Ok(Client { base, api_key, http })
+    }
+
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    /// Sends one request and returns whatever came back.
+    pub async fn send(
+        &self,
+        method: Method,
+        path_and_query: &str,
+        body: Option<Vec<u8>>,
+        headers: &[(&str, &str)],
+    ) -> Result<RawResponse> {
+        let mut request = hyper::Request::builder().method(method).uri(format!("{}{}", self.base, path_and_query));
+        if let Some(key) = &self.api_key {
+            request = request.header("authorization", format!("Bearer {key}"));
+        }
+        if body.is_some() {
+            request = request.header("content-type", "application/json");
+        }
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let request = request
+            .body(Full::new(Bytes::from(body.unwrap_or_default())))
+            .map_err(|error| Error::invalid("request", error.to_string()))?;
+        let response = self
+            .http
+            .request(request)
+            .await
+            .map_err(|error| Error::Unavailable { reason: format!("cannot reach {}: {error}", self.base) })?;
+        let (parts, body) = response.into_parts();
+        let body = http_body_util::Limited::new(body, RESPONSE_BYTES_MAX)
+            .collect()
+            .await
+            .map_err(|error| Error::Unavailable { reason: format!("reading the response failed: {error}") })?
+            .to_bytes();
+        Ok(RawResponse { status: parts.status, headers: parts.headers, body })
+    }
+
+    /// Sends and decodes a JSON answer, turning an error answer into its error kind.
+    async fn call<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Vec<u8>>,
+        context: &str,
+    ) -> Result<T> {
+        let response = self.checked(method, path, body, context).await?;
+        serde_json::from_slice(&response.body)
+            .map_err(|error| Error::invalid("response", format!("unexpected answer from the server: {error}")))
+    }
+
+    async fn checked(&self, method: Method, path: &str, body: Option<Vec<u8>>, context: &str) -> Result<RawResponse> {
+        let response = self.send(method, path, body, &[]).await?;
+        if response.status.is_success() {
+            Ok(response)
+        } else {
+            Err(error_of(&response, context))
+        }
+    }
+
+    pub async fn whoami(&self) -> Result<Principal> {
+        self.call(Method::GET, "/v1/whoami", None, "").await
+    }
+
+    pub async fn create(&self, request: &CreateSession) -> Result<SessionRecord> {
+        let context = request.id.as_ref().map(|id| id.to_string()).unwrap_or_default();
+        self.call(Method::POST, "/v1/sessions", Some(encode(request)?), &context).await
+    }
+
+    pub async fn list(&self, request: &ListRequest) -> Result<SessionPage> {
+        let mut query = Vec::new();
+        let mut push = |name: &str, value: String| query.push(format!("{name}={}", query_escape(&value)));
+        if let Some(user) = &request.user {
+            push("user", user.to_string());
+        }
+        if let Some(project) = &request.project {
+            push("project", project.to_string());
+        }
+        if !request.statuses.is_empty() {
+            let statuses: Vec<&str> = request.statuses.iter().map(|status| status.as_str()).collect();
+            push("status", statuses.join(","));
+        }
+        if let Some(label) = &request.label {
+            push("label", label.clone());
+        }
+        if let Some(since) = request.active_since {
+            push("active_since", since.0.to_string());
+        }
+        if let Some(before) = request.active_before {
+            push("active_before", before.0.to_string());
+        }
+        if request.include_blank {
+            push("include_blank", "true".into());
+        }
+        if let Some(cursor) = &request.cursor {
+            push("cursor", cursor.clone());
+        }
+        if let Some(limit) = request.limit {
+            push("limit", limit.to_string());
+        }
+        let path =
+            if query.is_empty() { "/v1/sessions".to_owned() } else { format!("/v1/sessions?{}", query.join("&")) };
+        self.call(Method::GET, &path, None, "").await
+    }
+
+    pub async fn get(&self, id: &SessionId) -> Result<SessionRecord> {
+        self.call(Method::GET, &format!("/v1/sessions/{id}"), None, id.as_str()).await
+    }
+
+    pub async fn update_metadata(&self, id: &SessionId, update: &MetadataUpdate) -> Result<SessionRecord> {
+        self.call(Method::PATCH, &format!("/v1/sessions/{id}"), Some(encode(update)?), id.as_str()).await
+    }
+
+    pub async fn delete(&self, id: &SessionId, expected_revision: Option<Revision>) -> Result<()> {
+        let query = expected_revision.map(|revision| format!("?expected_revision={}", revision.0)).unwrap_or_default();
+        self.checked(Method::DELETE, &format!("/v1/sessions/{id}{query}"), None, id.as_str()).await.map(drop)
+    }
+
+    pub async fn close(
+        &self,
+        id: &SessionId,
+        policy: ClosePolicy,
+        expected_revision: Option<Revision>,
+    ) -> Result<SessionRecord> {
+        let body = serde_json::json!({"policy": policy, "expected_revision": expected_revision});
+        self.call(Method::POST, &format!("/v1/sessions/{id}/close"), Some(encode(&body)?), id.as_str()).await
+    }
+
+    pub async fn fork(
+        &self,
+        id: &SessionId,
+        upto_seq: Option<u64>,
+        new_id: Option<&SessionId>,
+    ) -> Result<SessionRecord> {
+        let body = serde_json::json!({"upto_seq": upto_seq, "new_id": new_id});
+        self.call(Method::POST, &format!("/v1/sessions/{id}/fork"), Some(encode(&body)?), id.as_str()).await
+    }
+
+    pub async fn reopen(&self, id: &SessionId) -> Result<SessionRecord> {
+        self.call(Method::POST, &format!("/v1/sessions/{id}/reopen"), None, id.as_str()).await
+    }
+
+    /// Reads `[from, from + limit)`, following pages until `limit` (or the end).
+    pub async fn read(&self, id: &SessionId, from: u64, limit: Option<u64>) -> Result<Vec<Event>> {
+        let mut events = Vec::new();
+        let mut next = from;
+        loop {
+            let want = limit.map(|limit| limit - events.len() as u64);
+            if want == Some(0) {
+                return Ok(events);
+            }
+            let query = match want {
+                Some(want) => format!("?from={next}&limit={want}"),
+                None => format!("?from={next}"),
+            };
+            let page: EventPage =
+                self.call(Method::GET, &format!("/v1/sessions/{id}/events{query}"), None, id.as_str()).await?;
+            if page.events.is_empty() {
+                return Ok(events);
+            }
+            next = page.next_seq;
+            events.extend(page.events);
+        }
+    }
+
+    pub async fn append(&self, id: &SessionId, request: &AppendRequest) -> Result<AppendOutcome> {
+        self.call(Method::POST, &format!("/v1/sessions/{id}/events"), Some(encode(request)?), id.as_str()).await
+    }
+
+    pub async fn attach(&self, id: &SessionId, request: &AttachRequest) -> Result<Attachment> {
+        self.call(Method::POST, &format!("/v1/sessions/{id}/runs"), Some(encode(request)?), id.as_str()).await
+    }
+
+    pub async fn heartbeat(&self, id: &SessionId, run: &RunId) -> Result<RunRecord> {
+        self.call(Method::POST, &format!("/v1/sessions/{id}/runs/{run}/heartbeat"), None, id.as_str()).await
+    }
+
+    pub async fn detach(
+        &self,
+        id: &SessionId,
+        run: &RunId,
+        outcome: &str,
+        expected_revision: Option<Revision>,
+    ) -> Result<SessionRecord> {
+        let body = serde_json::json!({"outcome": outcome, "expected_revision": expected_revision});
+        self.call(Method::POST, &format!("/v1/sessions/{id}/runs/{run}/detach"), Some(encode(&body)?), id.as_str())
+            .await
+    }
+
+    pub async fn resume(&self, id: &SessionId, request: &AttachRequest) -> Result<ResumeOutcome> {
+        self.call(Method::POST, &format!("/v1/sessions/{id}/resume"), Some(encode(request)?), id.as_str()).await
+    }
+
+    pub async fn export(&self, id: &SessionId, zip: bool) -> Result<Vec<u8>> {
+        let format = if zip { "zip" } else { "jsonl" };
+        let response =
+            self.checked(Method::GET, &format!("/v1/sessions/{id}/export?format={format}"), None, id.as_str()).await?;
+        Ok(response.body.to_vec())
+    }
+
+    pub async fn import(&self, bytes: Vec<u8>) -> Result<Vec<SessionRecord>> {
+        let imported: Imported = self.call(Method::POST, "/v1/import", Some(bytes), "").await?;
+        Ok(imported.sessions)
+    }
+
+    pub async fn audit_log(&self, from: u64, limit: usize) -> Result<Vec<AuditEntry>> {
+        self.call(Method::GET, &format!("/v1/audit?from={from}&limit={limit}"), None, "").await
+    }
+
+    pub async fn verify_audit(&self) -> Result<AuditVerification> {
+        self.call(Method::GET, "/v1/audit/verify", None, "").await
+    }
+
+    pub async fn set_retention(&self, policy: &RetentionPolicy) -> Result<()> {
+        self.checked(Method::PUT, "/v1/retention", Some(encode(policy)?), "").await.map(drop)
+    }
+}
+
+/// One Server-Sent Event (comments and heartbeats are skipped).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SseMessage {
+    pub id: Option<String>,
+    pub event: Option<String>,
+    pub data: String,
+}
+
+/// An open live tail.
+pub struct SseStream {
+    body: hyper::body::Incoming,
+    buffer: Vec<u8>,
+}
+
+/// Longest SSE message the client buffers.
+const SSE_MESSAGE_BYTES_MAX: usize = 8 * 1024 * 1024;
+
+impl SseStream {
+    /// The next message; `None` when the server ended the stream.
+    pub async fn next(&mut self) -> Result<Option<SseMessage>> {
+        loop {
+            if let Some(end) = self.buffer.windows(2).position(|window| window == b"\n\n") {
+                let block: Vec<u8> = self.buffer.drain(..end + 2).collect();
+                if let Some(message) = parse_sse_block(&block) {
+                    return Ok(Some(message));
+                }
+                continue;
+            }
+            if self.buffer.len() > SSE_MESSAGE_BYTES_MAX {
+                return Err(Error::invalid("stream", "event too large"));
+            }
+            match self.body.frame().await {
+                None => return Ok(None),
+                Some(Err(error)) => return Err(Error::Unavailable { reason: format!("stream broken: {error}") }),
+                Some(Ok(frame)) => {
+                    if let Ok(data) = frame.into_data() {
+                        self.buffer.extend_from_slice(&data);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The next `event: event` as a stored event (an `event: error` becomes its error).
+    pub async fn next_event(&mut self) -> Result<Option<Event>> {
+        while let Some(message) = self.next().await? {
+            match message.event.as_deref() {
+                Some("event") => {
+                    return serde_json::from_str(&message.data)
+                        .map(Some)
+                        .map_err(|error| Error::invalid("stream", error.to_string()))
+                }
+                Some("error") => {
+                    let response = RawResponse {
+                        status: StatusCode::OK,
+                        headers: hyper::HeaderMap::new(),
+                        body: Bytes::from(message.data.into_bytes()),
+                    };
+                    return Err(error_of(&response, ""));
+                }
+                _ => continue,
+            }
+        }
+        Ok(None)
+    }
+}
+
+fn parse_sse_block(block: &[u8]) -> Option<SseMessage> {
+    let text = String::from_utf8_lossy(block);
+    let mut message = SseMessage { id: None, event: None, data: String::new() };
+    let mut has_data = false;
+    for line in text.lines() {
+        if line.is_empty() || line.starts_with(':') {
+            continue;
+        }
+        let (field, value) = line.split_once(':').unwrap_or((line, ""));
+        let value = value.strip_prefix(' ').unwrap_or(value);
+        match field {
+            "id" => message.id = Some(value.to_owned()),
+            "event" => message.event = Some(value.to_owned()),
+            "data" => {
+                if has_data {
+                    message.data.push('\n');
+                }
+                message.data.push_str(value);
+                has_data = true;
+            }
+            _ => {}
+        }
+    }
+    (has_data || message.event.is_some()).then_some(message)
+}
+
+impl Client {
+    /// Opens a live tail from `from` (or after `last_event_id`).
+    pub async fn tail(&self, id: &SessionId, from: Option<u64>, last_event_id: Option<u64>) -> Result<SseStream> {
+        let query = from.map(|from| format!("?from={from}")).unwrap_or_default();
+        let mut request = hyper::Request::builder()
+            .method(Method::GET)
+            .uri(format!("{}/v1/sessions/{id}/events/stream{query}", self.base))
+            .header("accept", "text/event-stream");
+        if let Some(key) = &self.api_key {
+            request = request.header("authorization", format!("Bearer {key}"));
+        }
+        if let Some(seq) = last_event_id {
+            request = request.header("last-event-id", seq.to_string());
+        }
+        let request =
+            request.body(Full::new(Bytes::new())).map_err(|error| Error::invalid("request", error.to_string()))?;
+        let response = self
+            .http
+            .request(request)
+            .await
+            .map_err(|error| Error::Unavailable { reason: format!("cannot reach {}: {error}", self.base) })?;
+        let (parts, body) = response.into_parts();
+        if !parts.status.is_success() {
+            let body = http_body_util::Limited::new(body, RESPONSE_BYTES_MAX)
+                .collect()
+                .await
+                .map(|collected| collected.to_bytes())
+                .unwrap_or_default();
+            let raw = RawResponse { status: parts.status, headers: parts.headers, body };
+            return Err(error_of(&raw, id.as_str()));
+        }
+        Ok(SseStream { body, buffer: Vec::new() })
+    }
+}
+
+/// The error kind of an error answer, chosen by its stable code.
+pub fn error_of(response: &RawResponse, context: &str) -> Error {
+    let body: ErrorBody = serde_json::from_slice(&response.body).unwrap_or_else(|_| ErrorBody {
+        code: "http".into(),
+        message: format!("HTTP {}", response.status),
+        expected: None,
+        actual: None,
+        limit: None,
+        state: None,
+    });
+    let message = body.message.clone();
+    match body.code.as_str() {
+        "not_found" => {
+            Error::NotFound { what: if message.starts_with("run") { "run" } else { "session" }, id: context.to_owned() }
+        }
+        "already_exists" => Error::AlreadyExists { what: "session", id: context.to_owned() },
+        "revision_conflict" => Error::RevisionConflict {
+            expected: body.expected.unwrap_or_default(),
+            actual: body.actual.unwrap_or_default(),
+        },
+        "seq_conflict" => {
+            Error::SeqConflict { expected: body.expected.unwrap_or_default(), actual: body.actual.unwrap_or_default() }
+        }
+        "terminal" => Error::Terminal { state: body.state.unwrap_or_default() },
+        "busy" | "fenced" => Error::Busy { id: context.to_owned(), reason: message },
+        "invalid_transition" => Error::InvalidTransition { from: String::new(), event: message },
+        "forbidden" | "unauthenticated" => Error::Forbidden { reason: message },
+        "invalid" | "limit_exceeded" | "payload_too_large" | "method_not_allowed" => {
+            Error::Invalid { what: "request", reason: message }
+        }
+        "corrupt" | "format_unsupported" => Error::Corrupt {
+            reason: message,
+            location: berth_core::Location { artifact: "server".into(), offset: None, seq: None },
+        },
+        _ => Error::Unavailable { reason: format!("{} ({})", message, body.code) },
+    }
+}

@@ -1,0 +1,314 @@
+//! The `/v1` API end to end over real HTTP: a whole session life through the client,
+//! error statuses and codes, the OpenAPI document against real responses, health,
+//! readiness and metrics.
+
+mod common;
+
+use berth_core::{RunId, SessionId};
+use berth_server::client::Client;
+use berth_service::{
+    AppendRequest, AttachRequest, ClosePolicy, CreateSession, ListRequest, MetadataUpdate, NewEvent, OnBusy, Role,
+};
+use common::TestServer;
+use hyper::Method;
+use serde_json::{json, Value};
+
+fn sid(text: &str) -> SessionId {
+    SessionId::parse(text).unwrap()
+}
+
+fn rid(text: &str) -> RunId {
+    RunId::parse(text).unwrap()
+}
+
+async fn raw(client: &Client, method: Method, path: &str, body: Option<Value>) -> (u16, Value) {
+    let response = client.send(method, path, body.map(|body| serde_json::to_vec(&body).unwrap()), &[]).await.unwrap();
+    let value = serde_json::from_slice(&response.body).unwrap_or(Value::Null);
+    (response.status.as_u16(), value)
+}
+
+#[tokio::test]
+async fn a_whole_session_life_over_http() {
+    let _ = tracing_subscriber::fmt().with_test_writer().try_init();
+    let server = TestServer::start().await;
+    let alice = server.client(&server.key("acme", "alice", None, Role::User));
+    let admin = server.client(&server.key("acme", "root", None, Role::Admin));
+    assert_eq!(alice.whoami().await.unwrap().user.as_str(), "alice");
+
+    let create = CreateSession { id: Some(sid("chat-1")), title: Some("demo".into()), ..CreateSession::default() };
+    let record = alice.create(&create).await.unwrap();
+    assert_eq!(record.header.scope.tenant.as_str(), "acme");
+    assert_eq!(record.header.scope.user.as_str(), "alice");
+    let again = alice.create(&create).await.unwrap_err();
+    assert_eq!(again.code(), "already_exists");
+
+    let attachment = alice
+        .attach(&sid("chat-1"), &AttachRequest { run_id: Some(rid("run-1")), ..AttachRequest::default() })
+        .await
+        .unwrap();
+    assert_eq!(attachment.run.run_id.as_str(), "run-1");
+    let busy = alice.attach(&sid("chat-1"), &AttachRequest::default()).await.unwrap_err();
+    assert_eq!(busy.code(), "busy");
+
+    let events = vec![
+        NewEvent::new("turn/start", json!({"turn": 0})),
+        NewEvent::new("user/message", json!({"content": "list files"})),
+        NewEvent::new("step/start", json!({"turn": 0, "step": 0})),
+        NewEvent::new("tool/call", json!({"call_id": "c1", "name": "ls", "arguments": {}})),
+    ];
+    let request = AppendRequest { run: Some(rid("run-1")), expected_seq: Some(0), events };
+    let outcome = alice.append(&sid("chat-1"), &request).await.unwrap();
+    assert_eq!((outcome.first_seq, outcome.next_seq, outcome.duplicate), (0, 4, false));
+    // The same retry is a no-op success; different content at that seq is a conflict.
+    let retry = alice.append(&sid("chat-1"), &request).await.unwrap();
+    assert!(retry.duplicate);
+    let mut different = request.clone();
+    different.events.truncate(1);
+    different.events[0] = NewEvent::new("user/message", json!({"content": "other"}));
+    let conflict = alice.append(&sid("chat-1"), &different).await.unwrap_err();
+    assert_eq!(conflict.code(), "seq_conflict");
+
+    let read = alice.read(&sid("chat-1"), 1, Some(2)).await.unwrap();
+    assert_eq!(read.len(), 2);
+    assert_eq!(read[0].seq.0, 1);
+    assert_eq!(alice.read(&sid("chat-1"), 0, None).await.unwrap().len(), 4);
+
+    // The agent "crashes"; a new run resumes and repairs the open turn.
+    let resumed = alice
+        .resume(
+            &sid("chat-1"),
+            &AttachRequest { run_id: Some(rid("run-2")), on_busy: OnBusy::Interrupt, ..AttachRequest::default() },
+        )
+        .await
+        .unwrap();
+    assert_eq!(resumed.repaired.len(), 3);
+    assert_eq!(resumed.next_seq, 7);
+    alice.heartbeat(&sid("chat-1"), &rid("run-2")).await.unwrap();
+
+    let update = MetadataUpdate {
+        title: Some(Some("renamed".into())),
+        expected_revision: Some(berth_core::Revision(1)),
+        ..MetadataUpdate::default()
+    };
+    let stale = alice.update_metadata(&sid("chat-1"), &update).await.unwrap_err();
+    assert_eq!(stale.code(), "revision_conflict");
+    let current = alice.get(&sid("chat-1")).await.unwrap();
+    let update = MetadataUpdate { expected_revision: Some(current.revision), ..update };
+    let renamed = alice.update_metadata(&sid("chat-1"), &update).await.unwrap();
+    assert_eq!(renamed.title.as_deref(), Some("renamed"));
+
+    let page = alice.list(&ListRequest::default()).await.unwrap();
+    assert_eq!(page.items.len(), 1);
+
+    alice.detach(&sid("chat-1"), &rid("run-2"), "completed", None).await.unwrap();
+    let closed = alice.close(&sid("chat-1"), ClosePolicy::Refuse, None).await.unwrap();
+    assert_eq!(closed.status.as_str(), "closed");
+    let terminal =
+        alice.append(&sid("chat-1"), &AppendRequest { expected_seq: None, ..request.clone() }).await.unwrap_err();
+    assert_eq!(terminal.code(), "terminal");
+
+    let fork = alice.fork(&sid("chat-1"), None, Some(&sid("chat-2"))).await.unwrap();
+    assert_eq!(fork.header.parent.as_ref().unwrap().cut_seq, 7);
+    let export = alice.export(&sid("chat-1"), false).await.unwrap();
+    assert_eq!(export.iter().filter(|&&b| b == b'\n').count(), 8);
+    let zip = alice.export(&sid("chat-1"), true).await.unwrap();
+    assert!(zip.starts_with(b"PK"));
+
+    // Reopen is admin only; the audit log too.
+    assert_eq!(alice.reopen(&sid("chat-1")).await.unwrap_err().code(), "forbidden");
+    assert_eq!(admin.reopen(&sid("chat-1")).await.unwrap().status.as_str(), "idle");
+    assert_eq!(alice.audit_log(0, 10).await.unwrap_err().code(), "forbidden");
+    let audit = admin.audit_log(0, 1000).await.unwrap();
+    assert!(audit.iter().any(|entry| entry.draft.action == "reopen"));
+    assert!(admin.verify_audit().await.unwrap().broken_at.is_none());
+    admin
+        .set_retention(&berth_catalog::RetentionPolicy { idle_ttl_ms: Some(86_400_000), ..Default::default() })
+        .await
+        .unwrap();
+
+    // Delete, then import the export back.
+    admin.delete(&sid("chat-2"), None).await.unwrap();
+    admin.close(&sid("chat-1"), ClosePolicy::CancelRuns, None).await.unwrap();
+    admin.delete(&sid("chat-1"), None).await.unwrap();
+    assert_eq!(alice.get(&sid("chat-1")).await.unwrap_err().code(), "not_found");
+    let imported = alice.import(export.clone()).await.unwrap();
+    assert_eq!(imported[0].header.id.as_str(), "chat-1");
+    assert_eq!(alice.export(&sid("chat-1"), false).await.unwrap(), export);
+    server.server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn error_bodies_carry_stable_codes_and_statuses() {
+    let server = TestServer::start().await;
+    let alice = server.client(&server.key("acme", "alice", None, Role::User));
+    let service = server.client(&server.key("acme", "svc", None, Role::Service));
+    let (status, body) = raw(&alice, Method::GET, "/v1/sessions/nope", None).await;
+    assert_eq!((status, body["code"].as_str()), (404, Some("not_found")));
+    let (status, body) = raw(&alice, Method::GET, "/v1/nothing-here", None).await;
+    assert_eq!((status, body["code"].as_str()), (404, Some("not_found")));
+    let (status, _) = raw(&alice, Method::PUT, "/v1/sessions", None).await;
+    assert_eq!(status, 405);
+    let (status, body) = raw(&server.anonymous(), Method::GET, "/v1/sessions", None).await;
+    assert_eq!((status, body["code"].as_str()), (401, Some("unauthenticated")));
+
+    raw(&alice, Method::POST, "/v1/sessions", Some(json!({"id": "s"}))).await;
+    // A user key appends only from an attached run.
+    let (status, body) = raw(&alice, Method::POST, "/v1/sessions/s/events", Some(common::events_body(None, 1))).await;
+    assert_eq!((status, body["code"].as_str()), (403, Some("forbidden")));
+    // Revision conflicts are 412 with both revisions.
+    let (status, body) =
+        raw(&alice, Method::PATCH, "/v1/sessions/s", Some(json!({"title": "x", "expected_revision": 9}))).await;
+    assert_eq!((status, body["code"].as_str(), body["expected"].as_u64()), (412, Some("revision_conflict"), Some(9)));
+    // Seq conflicts are 409.
+    let (status, body) = raw(
+        &service,
+        Method::POST,
+        "/v1/sessions/s/events",
+        Some(json!({"expected_seq": 5, "events": [{"type": "x"}]})),
+    )
+    .await;
+    assert_eq!((status, body["code"].as_str()), (409, Some("seq_conflict")));
+    // Reserved types with bad data are 422.
+    let (status, body) = raw(
+        &service,
+        Method::POST,
+        "/v1/sessions/s/events",
+        Some(json!({"events": [{"type": "turn/start", "data": {}}]})),
+    )
+    .await;
+    assert_eq!((status, body["code"].as_str()), (422, Some("invalid")));
+    // A page size over the limit is 422.
+    let (status, _) = raw(&alice, Method::GET, "/v1/sessions?limit=5000", None).await;
+    assert_eq!(status, 422);
+    let (status, _) = raw(&alice, Method::GET, "/v1/sessions?status=bogus", None).await;
+    assert_eq!(status, 400);
+}
+
+/// Every schema property in the document exists in a real response and vice versa, so
+/// the hand-written `…Doc` shapes cannot drift from the service's types.
+#[tokio::test]
+async fn the_openapi_document_matches_real_responses() {
+    let server = TestServer::start().await;
+    let alice = server.client(&server.key("acme", "alice", None, Role::User));
+    let (status, document) = raw(&alice, Method::GET, "/v1/openapi.json", None).await;
+    assert_eq!(status, 200);
+    let paths = document["paths"].as_object().unwrap();
+    for path in [
+        "/v1/sessions",
+        "/v1/sessions/{id}",
+        "/v1/sessions/{id}/events",
+        "/v1/sessions/{id}/events/stream",
+        "/v1/sessions/{id}/runs",
+        "/v1/sessions/{id}/runs/{run}/heartbeat",
+        "/v1/sessions/{id}/runs/{run}/detach",
+        "/v1/sessions/{id}/resume",
+        "/v1/sessions/{id}/close",
+        "/v1/sessions/{id}/fork",
+        "/v1/sessions/{id}/reopen",
+        "/v1/sessions/{id}/export",
+        "/v1/import",
+        "/v1/audit",
+        "/v1/retention",
+    ] {
+        assert!(paths.contains_key(path), "{path} missing from the document");
+    }
+    let schemas = &document["components"]["schemas"];
+    let properties = |name: &str| -> Vec<String> {
+        let mut keys: Vec<String> = schemas[name]["properties"]
+            .as_object()
+            .unwrap_or_else(|| panic!("schema {name}"))
+            .keys()
+            .cloned()
+            .collect();
+        keys.sort();
+        keys
+    };
+    let keys = |value: &Value| -> Vec<String> {
+        let mut keys: Vec<String> = value.as_object().unwrap().keys().cloned().collect();
+        keys.sort();
+        keys
+    };
+    let (_, record) = raw(&alice, Method::POST, "/v1/sessions", Some(json!({"id": "s", "title": "t"}))).await;
+    assert_eq!(properties("SessionRecordDoc"), keys(&record));
+    let (_, attachment) = raw(&alice, Method::POST, "/v1/sessions/s/runs", Some(json!({"run_id": "r"}))).await;
+    assert_eq!(properties("AttachmentDoc"), keys(&attachment));
+    assert_eq!(properties("RunRecordDoc"), keys(&attachment["run"]));
+    let (_, outcome) = raw(
+        &alice,
+        Method::POST,
+        "/v1/sessions/s/events",
+        Some(json!({"run": "r", "events": [{"type": "user/message", "data": {"content": "hi"}, "ignorable": false}]})),
+    )
+    .await;
+    assert_eq!(properties("AppendOutcomeDoc"), keys(&outcome));
+    let (_, page) = raw(&alice, Method::GET, "/v1/sessions/s/events", None).await;
+    assert_eq!(properties("EventPageDoc"), keys(&page));
+    let mut event_keys = keys(&page["events"][0]);
+    event_keys.push("ignorable".into());
+    event_keys.sort();
+    event_keys.dedup();
+    assert_eq!(properties("EventDoc"), event_keys);
+    let (_, list) = raw(&alice, Method::GET, "/v1/sessions", None).await;
+    assert_eq!(properties("SessionPageDoc"), keys(&list));
+    let (_, resume) =
+        raw(&alice, Method::POST, "/v1/sessions/s/resume", Some(json!({"run_id": "r2", "on_busy": "interrupt"}))).await;
+    assert_eq!(properties("ResumeOutcomeDoc"), keys(&resume));
+    let (_, whoami) = raw(&alice, Method::GET, "/v1/whoami", None).await;
+    assert_eq!(properties("PrincipalDoc"), keys(&whoami));
+    // Request shapes: the documented properties are exactly the accepted fields.
+    let create = serde_json::to_value(berth_service::CreateSession::default()).unwrap();
+    assert_eq!(properties("CreateSessionDoc"), keys(&create));
+    let attach = serde_json::to_value(berth_service::AttachRequest::default()).unwrap();
+    assert_eq!(properties("AttachRequestDoc"), keys(&attach));
+    let update = serde_json::to_value(berth_service::MetadataUpdate::default()).unwrap();
+    assert_eq!(properties("MetadataUpdateDoc"), keys(&update));
+    let append = serde_json::to_value(AppendRequest { run: None, expected_seq: None, events: vec![] }).unwrap();
+    assert_eq!(properties("AppendRequestDoc"), keys(&append));
+    let new_event = serde_json::to_value(NewEvent::new("x", json!(null))).unwrap();
+    assert_eq!(properties("NewEventDoc"), keys(&new_event));
+    let retention = serde_json::to_value(berth_catalog::RetentionPolicy::default()).unwrap();
+    assert_eq!(properties("RetentionPolicyDoc"), keys(&retention));
+}
+
+#[tokio::test]
+async fn health_readiness_and_metrics() {
+    let server = TestServer::start().await;
+    let anonymous = server.anonymous();
+    let health = anonymous.send(Method::GET, "/healthz", None, &[]).await.unwrap();
+    assert_eq!(health.status.as_u16(), 200);
+    let ready = anonymous.send(Method::GET, "/readyz", None, &[]).await.unwrap();
+    assert_eq!(ready.status.as_u16(), 200);
+    let service = server.client(&server.key("acme", "svc", None, Role::Service));
+    raw(&service, Method::POST, "/v1/sessions", Some(json!({"id": "m"}))).await;
+    for _ in 0..3 {
+        let (status, _) =
+            raw(&service, Method::POST, "/v1/sessions/m/events", Some(common::events_body(None, 2))).await;
+        assert_eq!(status, 200);
+    }
+    raw(&service, Method::POST, "/v1/sessions/m/runs", Some(json!({"run_id": "a"}))).await;
+    raw(&service, Method::POST, "/v1/sessions/m/runs", Some(json!({"run_id": "b", "on_busy": "interrupt"}))).await;
+    let metrics = anonymous.send(Method::GET, "/metrics", None, &[]).await.unwrap();
+    let text = String::from_utf8(metrics.body.to_vec()).unwrap();
+    let value = |prefix: &str| -> f64 {
+        text.lines()
+            .find(|line| line.starts_with(prefix))
+            .unwrap_or_else(|| panic!("{prefix} missing in\n{text}"))
+            .rsplit(' ')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    assert_eq!(value("berth_append_batches_total"), 3.0);
+    assert_eq!(value("berth_appended_events_total"), 6.0);
+    assert!(value("berth_storage_fsyncs_total") >= 3.0);
+    assert_eq!(value("berth_write_handles_open"), 1.0);
+    assert_eq!(value("berth_run_lease_takeovers_total{reason=\"interrupted\"}"), 1.0);
+    assert!(
+        text.contains("berth_http_requests_total{method=\"POST\",route=\"/v1/sessions/{id}/events\",status=\"200\"} 3")
+    );
+    assert!(text.contains("berth_http_request_duration_seconds_bucket"));
+    let state = server.server.state.clone();
+    server.server.shutdown().await.unwrap();
+    assert!(state.service.store().write_handles_open() == 0);
+}

@@ -1,0 +1,124 @@
+//! A real `berth serve` on 127.0.0.1 (random port) over the embedded backend in a
+//! temporary directory, plus keys for any principal.
+
+#![allow(dead_code)]
+
+use berth_core::{ProjectId, SystemClock, TenantId, UserId};
+use berth_jsonl::{JsonlBackend, JsonlOptions};
+use berth_server::auth::{Authenticator, KeyStore, KEYS_FILE};
+use berth_server::client::Client;
+use berth_server::metrics::{CountingFs, Metrics};
+use berth_server::{RunningServer, ServerConfig, ServerParts};
+use berth_service::{Principal, Role, SessionService};
+use berth_sqlite::SqliteCatalog;
+use berth_store::LogStore;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+pub struct TestServer {
+    pub dir: tempfile::TempDir,
+    pub server: RunningServer,
+    pub keys: KeyStore,
+    pub service: Arc<SessionService>,
+    pub metrics: Arc<Metrics>,
+}
+
+pub fn test_config() -> ServerConfig {
+    ServerConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        rate_limit: None,
+        sweep_interval: None,
+        ..ServerConfig::default()
+    }
+}
+
+pub fn open_service(root: &Path, metrics: &Metrics) -> Arc<SessionService> {
+    let options = JsonlOptions {
+        fs: Arc::new(CountingFs::new(Arc::new(berth_jsonl::fs::OsFs), metrics.storage.clone())),
+        ..JsonlOptions::default()
+    };
+    let jsonl = JsonlBackend::open(root.to_path_buf(), options).unwrap();
+    let catalog = SqliteCatalog::open(root.join("catalog.sqlite")).unwrap();
+    Arc::new(SessionService::new(LogStore::new(Arc::new(jsonl)), Arc::new(catalog), Arc::new(SystemClock)))
+}
+
+impl TestServer {
+    pub async fn start() -> TestServer {
+        TestServer::start_with(test_config()).await
+    }
+
+    pub async fn start_with(config: ServerConfig) -> TestServer {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("data");
+        std::fs::create_dir(&root).unwrap();
+        let metrics = Arc::new(Metrics::new());
+        let service = open_service(&root, &metrics);
+        let keys = KeyStore::open(&root.join(KEYS_FILE)).unwrap();
+        let parts = ServerParts {
+            service: service.clone(),
+            auth: Authenticator::new(keys.clone(), None),
+            metrics: metrics.clone(),
+            feed: None,
+        };
+        let server = berth_server::start(config, parts).await.unwrap();
+        TestServer { dir, server, keys, service, metrics }
+    }
+
+    pub fn root(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    pub fn url(&self) -> String {
+        self.server.url()
+    }
+
+    /// A key for (tenant, user, project, role).
+    pub fn key(&self, tenant: &str, user: &str, project: Option<&str>, role: Role) -> String {
+        self.keys.create(&principal(tenant, user, project, role), None).unwrap().1
+    }
+
+    pub fn client(&self, key: &str) -> Client {
+        Client::new(&self.url(), Some(key.to_owned())).unwrap()
+    }
+
+    pub fn anonymous(&self) -> Client {
+        Client::new(&self.url(), None).unwrap()
+    }
+}
+
+pub fn principal(tenant: &str, user: &str, project: Option<&str>, role: Role) -> Principal {
+    Principal {
+        tenant: TenantId::parse(tenant).unwrap(),
+        user: UserId::parse(user).unwrap(),
+        project: project.map(|p| ProjectId::parse(p).unwrap()),
+        role,
+    }
+}
+
+/// Every file under `root` (relative path → bytes), for before/after comparisons.
+pub fn snapshot(root: &Path, skip: &[&str]) -> std::collections::BTreeMap<String, Vec<u8>> {
+    let mut files = std::collections::BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let entry = entry.unwrap();
+            let path = entry.path();
+            let relative = path.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+            if skip.iter().any(|prefix| relative.starts_with(prefix)) {
+                continue;
+            }
+            if entry.file_type().unwrap().is_dir() {
+                stack.push(path);
+            } else {
+                files.insert(relative, std::fs::read(&path).unwrap_or_default());
+            }
+        }
+    }
+    files
+}
+
+pub fn events_body(run: Option<&str>, count: usize) -> serde_json::Value {
+    let events: Vec<serde_json::Value> =
+        (0..count).map(|i| serde_json::json!({"type": "note/text", "data": {"i": i}})).collect();
+    serde_json::json!({"run": run, "events": events})
+}
