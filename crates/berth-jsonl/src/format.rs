@@ -391,7 +391,7 @@ impl LineCursor {
     pub fn next_line<S: ReadAt + ?Sized>(&mut self, source: &S) -> io::Result<NextLine<'_>> {
         let mut searched = self.consumed;
         loop {
-            if let Some(found) = self.buf[searched..].iter().position(|byte| *byte == b'\n') {
+            if let Some(found) = memchr::memchr(b'\n', &self.buf[searched..]) {
                 let newline = searched + found;
                 let offset = self.position();
                 let start = self.consumed;
@@ -449,11 +449,11 @@ pub fn find_valid_record_after<S: ReadAt + ?Sized>(source: &S, from: u64, end: u
         let candidate_limit = if at_end { buf.len() } else { buf.len() - LINE_BYTES_MAX - 1 };
         let mut index = 0;
         while index < candidate_limit {
-            let Some(found) = find_subslice(&buf[index..candidate_limit], EVENT_RECORD_PREFIX) else {
+            let Some(found) = memchr::memmem::find(&buf[index..candidate_limit], EVENT_RECORD_PREFIX) else {
                 break;
             };
             let start = index + found;
-            let line_end = buf[start..].iter().take(LINE_BYTES_MAX + 1).position(|byte| *byte == b'\n');
+            let line_end = memchr::memchr(b'\n', &buf[start..buf.len().min(start + LINE_BYTES_MAX + 1)]);
             if let Some(line_len) = line_end {
                 if checked_body(&buf[start..start + line_len]).is_some() {
                     return Ok(Some(window_start + start as u64));
@@ -467,20 +467,6 @@ pub fn find_valid_record_after<S: ReadAt + ?Sized>(source: &S, from: u64, end: u
         window_start += candidate_limit as u64;
     }
     Ok(None)
-}
-
-fn find_subslice(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    let first = needle[0];
-    let mut index = 0;
-    while index + needle.len() <= haystack.len() {
-        let found = haystack[index..haystack.len() - needle.len() + 1].iter().position(|byte| *byte == first)?;
-        let start = index + found;
-        if &haystack[start..start + needle.len()] == needle {
-            return Some(start);
-        }
-        index = start + 1;
-    }
-    None
 }
 
 // ---------------------------------------------------------------------------------------
