@@ -77,8 +77,12 @@ fn is_connection_error(error: &tokio_postgres::Error) -> bool {
                     .contains(code)
                 || *code == SqlState::QUERY_CANCELED
         }
-        // No SQLSTATE: an I/O or protocol error of the client.
-        None => true,
+        // No SQLSTATE: an I/O or protocol error of the client, unless it is a type
+        // conversion of ours (a bug, not an outage).
+        None => {
+            let text = error.to_string();
+            !(text.starts_with("error serializing") || text.starts_with("error deserializing"))
+        }
     }
 }
 

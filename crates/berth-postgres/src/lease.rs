@@ -23,7 +23,7 @@ fn set_lock_timeout(milliseconds: i64) -> String {
 /// Takes a free or lapsed lease, or re-takes one this same holder token took (a
 /// retried acquisition whose first reply was lost), and bumps the epoch.
 const ACQUIRE: &str = "UPDATE session_heads \
-     SET epoch = epoch + 1, holder = $3, lease_until = now() + $4 * interval '1 millisecond' \
+     SET epoch = epoch + 1, holder = $3, lease_until = now() + $4::bigint * interval '1 millisecond' \
      WHERE tenant = $1 AND session_id = $2 \
        AND (lease_until IS NULL OR lease_until < now() OR holder = $3) \
      RETURNING epoch, next_seq, header_json";
@@ -35,7 +35,7 @@ const UNKNOWN_RESERVED: &str = "SELECT line FROM events \
        AND (event_type = 'checkpoint' OR event_type LIKE ANY($4)) \
      ORDER BY seq LIMIT 1";
 
-const RENEW: &str = "UPDATE session_heads SET lease_until = now() + $4 * interval '1 millisecond' \
+const RENEW: &str = "UPDATE session_heads SET lease_until = now() + $4::bigint * interval '1 millisecond' \
      WHERE tenant = $1 AND session_id = $2 AND epoch = $3 RETURNING 1";
 
 const RELEASE: &str = "UPDATE session_heads SET holder = NULL, lease_until = NULL \
