@@ -162,6 +162,11 @@ impl ApiError {
                 api.retry_after_s = Some(1);
                 api
             }
+            // Content the service refuses to reconstruct (an unknown, non-ignorable event
+            // type): the caller's data, not storage damage, and no storage location.
+            Error::FormatUnsupported { location: None, .. } => {
+                ApiError::new(S::UNPROCESSABLE_ENTITY, error.code(), message)
+            }
             Error::Corrupt { .. } | Error::FormatUnsupported { .. } => {
                 tracing::error!(%error, "damaged data");
                 ApiError::new(
