@@ -61,21 +61,21 @@ enum Op {
 /// lapse first (R-S3).
 #[rustfmt::skip]
 const TABLE: [(Op, [&str; 6]); 14] = [
-    //                   fresh                       with run             idle                      closed               expired               reopened
-    (Op::Get,            ["ok active",               "ok active",         "ok idle",                "ok closed",         "ok expired",         "ok idle"]),
-    (Op::Read,           ["ok active",               "ok active",         "ok idle",                "ok closed",         "ok expired",         "ok idle"]),
-    (Op::AppendRun,      ["not_found(run) active",   "ok active",         "not_found(run) idle",    "terminal closed",   "terminal expired",   "not_found(run) idle"]),
-    (Op::AppendService,  ["ok active",               "ok active",         "ok idle",                "terminal closed",   "terminal expired",   "ok idle"]),
-    (Op::Attach,         ["ok active",               "busy active",       "ok active",              "terminal closed",   "terminal expired",   "ok active"]),
-    (Op::Heartbeat,      ["not_found(run) active",   "ok active",         "not_found(run) idle",    "terminal closed",   "terminal expired",   "not_found(run) idle"]),
-    (Op::Detach,         ["not_found(run) active",   "ok idle",           "not_found(run) idle",    "terminal closed",   "terminal expired",   "not_found(run) idle"]),
-    (Op::Resume,         ["ok active",               "busy active",       "ok active",              "terminal closed",   "terminal expired",   "ok active"]),
-    (Op::UpdateMetadata, ["ok active",               "ok active",         "ok idle",                "ok closed",         "ok expired",         "ok idle"]),
-    (Op::Close,          ["ok closed",               "busy active",       "ok closed",              "terminal closed",   "terminal expired",   "ok closed"]),
-    (Op::Fork,           ["ok active",               "ok active",         "ok idle",                "ok closed",         "ok expired",         "ok idle"]),
-    (Op::Export,         ["ok active",               "ok active",         "ok idle",                "ok closed",         "ok expired",         "ok idle"]),
-    (Op::Delete,         ["ok gone",                 "ok gone",           "ok gone",                "ok gone",           "ok gone",            "ok gone"]),
-    (Op::Reopen,         ["invalid_transition active", "invalid_transition active", "invalid_transition idle", "ok idle", "ok idle",        "invalid_transition idle"]),
+    //                       fresh                         with run                      idle                        closed              expired              reopened
+    (Op::Get,             ["ok active",                  "ok active",                  "ok idle",                  "ok closed",        "ok expired",        "ok idle"]),
+    (Op::Read,            ["ok active",                  "ok active",                  "ok idle",                  "ok closed",        "ok expired",        "ok idle"]),
+    (Op::AppendRun,       ["not_found(run) active",      "ok active",                  "not_found(run) idle",      "terminal closed",  "terminal expired",  "not_found(run) idle"]),
+    (Op::AppendService,   ["ok active",                  "ok active",                  "ok idle",                  "terminal closed",  "terminal expired",  "ok idle"]),
+    (Op::Attach,          ["ok active",                  "busy active",                "ok active",                "terminal closed",  "terminal expired",  "ok active"]),
+    (Op::Heartbeat,       ["not_found(run) active",      "ok active",                  "not_found(run) idle",      "terminal closed",  "terminal expired",  "not_found(run) idle"]),
+    (Op::Detach,          ["not_found(run) active",      "ok idle",                    "not_found(run) idle",      "terminal closed",  "terminal expired",  "not_found(run) idle"]),
+    (Op::Resume,          ["ok active",                  "busy active",                "ok active",                "terminal closed",  "terminal expired",  "ok active"]),
+    (Op::UpdateMetadata,  ["ok active",                  "ok active",                  "ok idle",                  "ok closed",        "ok expired",        "ok idle"]),
+    (Op::Close,           ["ok closed",                  "busy active",                "ok closed",                "terminal closed",  "terminal expired",  "ok closed"]),
+    (Op::Fork,            ["ok active",                  "ok active",                  "ok idle",                  "ok closed",        "ok expired",        "ok idle"]),
+    (Op::Export,          ["ok active",                  "ok active",                  "ok idle",                  "ok closed",        "ok expired",        "ok idle"]),
+    (Op::Delete,          ["ok gone",                    "ok gone",                    "ok gone",                  "ok gone",          "ok gone",           "ok gone"]),
+    (Op::Reopen,          ["invalid_transition active",  "invalid_transition active",  "invalid_transition idle",  "ok idle",          "ok idle",           "invalid_transition idle"]),
 ];
 
 async fn enter(b: &dyn ServiceBackend, state: State, id: &str) {

@@ -30,6 +30,20 @@
 //! process frees them at once; here the release runs on a background task), bounded by
 //! `RESTART_RELEASE_DEADLINE`.
 //!
+//! # Decisions these clauses pin down
+//!
+//! Where SPEC §7 is silent, the clauses assert what the service does, so a change is
+//! a visible decision rather than drift:
+//! - `update_metadata` (title, labels) is allowed on closed and expired sessions: it
+//!   neither reactivates them nor touches the log.
+//! - A denied `resume` is audited as a denied `attach` (resume is an attach first).
+//! - Denied-call snapshots compare every other tenant's audit log by its head
+//!   (seq, hash): the catalog only appends, so an unchanged head means no new entry.
+//! - A fork of a `parallel` session gives its `session/end-seed` marker a fresh run id
+//!   (every event of a parallel log carries a run).
+//! - The `bytes` of a delete's audit record are physical where the backend knows them
+//!   (JSONL) and logical (canonical event lines) where it does not (memory).
+//!
 //! # Known divergences
 //!
 //! None: every clause runs on every backend (memory; embedded = JSONL logs + SQLite
