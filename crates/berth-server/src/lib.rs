@@ -107,6 +107,13 @@ pub struct AppState {
     draining: AtomicBool,
 }
 
+impl AppState {
+    /// Open live tails (SSE streams).
+    pub fn tails_open(&self) -> usize {
+        self.metrics.tails_open.get().max(0) as usize
+    }
+}
+
 /// What the server is built from.
 pub struct ServerParts {
     pub service: Arc<SessionService>,
