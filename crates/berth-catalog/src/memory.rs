@@ -27,37 +27,21 @@ impl MemoryCatalog {
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
-        self.state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Test hook: direct access to a tenant's stored audit entries (to tamper with them).
-    pub fn with_audit_entries<T>(
-        &self,
-        tenant: &TenantId,
-        f: impl FnOnce(&mut Vec<AuditEntry>) -> T,
-    ) -> T {
+    pub fn with_audit_entries<T>(&self, tenant: &TenantId, f: impl FnOnce(&mut Vec<AuditEntry>) -> T) -> T {
         f(self.state().audit.entry(tenant.clone()).or_default())
     }
 }
 
-pub(crate) fn check_cas(
-    stored: Revision,
-    expected: Revision,
-    record: &SessionRecord,
-) -> Result<()> {
+pub(crate) fn check_cas(stored: Revision, expected: Revision, record: &SessionRecord) -> Result<()> {
     if stored != expected {
-        return Err(Error::RevisionConflict {
-            expected: expected.0,
-            actual: stored.0,
-        });
+        return Err(Error::RevisionConflict { expected: expected.0, actual: stored.0 });
     }
     if record.revision.0 != expected.0 + 1 {
-        return Err(Error::invalid(
-            "revision",
-            "an update must carry expected + 1",
-        ));
+        return Err(Error::invalid("revision", "an update must carry expected + 1"));
     }
     Ok(())
 }
@@ -72,10 +56,7 @@ impl Catalog for MemoryCatalog {
         let mut state = self.state();
         let key = record.key();
         if state.sessions.contains_key(&key) {
-            return Err(Error::AlreadyExists {
-                what: "session",
-                id: key.id.to_string(),
-            });
+            return Err(Error::AlreadyExists { what: "session", id: key.id.to_string() });
         }
         state.sessions.insert(key, record.clone());
         Ok(())
@@ -88,10 +69,7 @@ impl Catalog for MemoryCatalog {
     async fn update(&self, record: &SessionRecord, expected: Revision) -> Result<()> {
         let mut state = self.state();
         let key = record.key();
-        let stored = state
-            .sessions
-            .get_mut(&key)
-            .ok_or_else(|| Error::session_not_found(&key.id))?;
+        let stored = state.sessions.get_mut(&key).ok_or_else(|| Error::session_not_found(&key.id))?;
         check_cas(stored.revision, expected, record)?;
         *stored = record.clone();
         Ok(())
@@ -99,15 +77,9 @@ impl Catalog for MemoryCatalog {
 
     async fn remove(&self, key: &SessionKey, expected: Revision) -> Result<()> {
         let mut state = self.state();
-        let stored = state
-            .sessions
-            .get(key)
-            .ok_or_else(|| Error::session_not_found(&key.id))?;
+        let stored = state.sessions.get(key).ok_or_else(|| Error::session_not_found(&key.id))?;
         if stored.revision != expected {
-            return Err(Error::RevisionConflict {
-                expected: expected.0,
-                actual: stored.revision.0,
-            });
+            return Err(Error::RevisionConflict { expected: expected.0, actual: stored.revision.0 });
         }
         state.sessions.remove(key);
         Ok(())
@@ -115,22 +87,14 @@ impl Catalog for MemoryCatalog {
 
     async fn list(&self, query: &SessionQuery) -> Result<Vec<SessionRecord>> {
         let state = self.state();
-        let mut items: Vec<&SessionRecord> = state
-            .sessions
-            .values()
-            .filter(|r| query.matches(r))
-            .collect();
+        let mut items: Vec<&SessionRecord> = state.sessions.values().filter(|r| query.matches(r)).collect();
         items.sort_by(|a, b| (b.last_activity, &b.header.id).cmp(&(a.last_activity, &a.header.id)));
         Ok(items.into_iter().take(query.limit).cloned().collect())
     }
 
     async fn tenants(&self) -> Result<Vec<TenantId>> {
         let state = self.state();
-        let mut tenants: BTreeSet<TenantId> = state
-            .sessions
-            .keys()
-            .map(|key| key.tenant.clone())
-            .collect();
+        let mut tenants: BTreeSet<TenantId> = state.sessions.keys().map(|key| key.tenant.clone()).collect();
         tenants.extend(state.audit.keys().cloned());
         tenants.extend(state.retention.keys().cloned());
         Ok(tenants.into_iter().collect())
@@ -138,35 +102,20 @@ impl Catalog for MemoryCatalog {
 
     async fn append_audit(&self, draft: AuditDraft) -> Result<AuditEntry> {
         let mut state = self.state();
-        let log = state.audit.entry(draft.tenant.clone()).or_default();
-        let previous = log.last().map(|entry| (entry.seq, entry.hash.as_str()));
-        let entry = audit::chain(draft, previous);
-        log.push(entry.clone());
-        state
-            .audit_heads
-            .insert(entry.draft.tenant.clone(), (entry.seq, entry.hash.clone()));
+        // Chain from the separately kept head, not from the last stored entry, so a
+        // truncated log stays detectable after later appends.
+        let head = state.audit_heads.get(&draft.tenant).cloned();
+        let entry = audit::chain(draft, head.as_ref().map(|(seq, hash)| (*seq, hash.as_str())));
+        state.audit.entry(entry.draft.tenant.clone()).or_default().push(entry.clone());
+        state.audit_heads.insert(entry.draft.tenant.clone(), (entry.seq, entry.hash.clone()));
         Ok(entry)
     }
 
-    async fn read_audit(
-        &self,
-        tenant: &TenantId,
-        from_seq: u64,
-        limit: usize,
-    ) -> Result<Vec<AuditEntry>> {
+    async fn read_audit(&self, tenant: &TenantId, from_seq: u64, limit: usize) -> Result<Vec<AuditEntry>> {
         let state = self.state();
-        let log = state
-            .audit
-            .get(tenant)
-            .map(Vec::as_slice)
-            .unwrap_or_default();
+        let log = state.audit.get(tenant).map(Vec::as_slice).unwrap_or_default();
         // Positional scan (not by seq value) so a tampered seq is returned as stored.
-        Ok(log
-            .iter()
-            .skip(usize::try_from(from_seq).unwrap_or(usize::MAX))
-            .take(limit)
-            .cloned()
-            .collect())
+        Ok(log.iter().skip(usize::try_from(from_seq).unwrap_or(usize::MAX)).take(limit).cloned().collect())
     }
 
     async fn audit_head(&self, tenant: &TenantId) -> Result<Option<(u64, String)>> {
@@ -179,9 +128,7 @@ impl Catalog for MemoryCatalog {
     }
 
     async fn set_retention(&self, tenant: &TenantId, policy: &RetentionPolicy) -> Result<()> {
-        self.state()
-            .retention
-            .insert(tenant.clone(), policy.clone());
+        self.state().retention.insert(tenant.clone(), policy.clone());
         Ok(())
     }
 }

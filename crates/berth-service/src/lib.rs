@@ -582,7 +582,7 @@ impl SessionService {
             Error::AlreadyOwned { id } => Error::Busy { id, reason: "its log is open for writing".into() },
             other => other,
         })?;
-        self.catalog.remove(&key, record.revision).await?;
+        self.remove_record_after_erase(&key, record.revision).await?;
         let details = serde_json::json!({
             "events": record.event_count,
             "bytes": size_bytes,
@@ -591,6 +591,20 @@ impl SessionService {
         });
         self.audit_ok(principal, "delete", &record, details).await;
         Ok(())
+    }
+
+    /// Removes a session's record once its log is erased. The erase is the point of no
+    /// return, so a concurrent metadata change (a heartbeat, a reopen) must not leave a
+    /// record without a log: retry the compare-and-set against the fresh revision.
+    pub(crate) async fn remove_record_after_erase(&self, key: &SessionKey, mut revision: Revision) -> Result<()> {
+        for _ in 0..CAS_RETRIES_MAX {
+            match self.catalog.remove(key, revision).await {
+                Ok(()) | Err(Error::NotFound { .. }) => return Ok(()),
+                Err(Error::RevisionConflict { actual, .. }) => revision = Revision(actual),
+                Err(error) => return Err(error),
+            }
+        }
+        Err(Error::Unavailable { reason: "metadata kept changing while deleting; retry the delete".into() })
     }
 
     /// Forks `id` at `upto_seq` (default: the whole log) into a new session of the same

@@ -86,15 +86,17 @@ impl SessionService {
         let key = record.key();
         self.close_writer(&key).await;
         let size_bytes = self.stored_bytes(&key).await?;
-        match self.store.erase(&key).await {
-            Ok(_) => {}
-            Err(Error::AlreadyOwned { .. }) => return Ok(false),
-            Err(error) => return Err(error),
-        }
+        // The compare-and-set removal decides: a session changed since it was listed (an
+        // admin reopened it, say) is skipped with nothing lost. Only then is the log erased.
         match self.catalog.remove(&key, record.revision).await {
             Ok(()) => {}
             Err(Error::RevisionConflict { .. } | Error::NotFound { .. }) => return Ok(false),
             Err(error) => return Err(error),
+        }
+        if let Err(error) = self.store.erase(&key).await {
+            // The record is gone, so the session no longer exists for anyone; the log is
+            // an orphan that still holds the bytes. Say so loudly; the audit keeps it too.
+            tracing::warn!(session = %key, %error, "retention removed the record but could not erase the log");
         }
         let details = serde_json::json!({
             "reason": "retention",
