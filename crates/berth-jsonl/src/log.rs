@@ -221,22 +221,10 @@ impl LogView {
             let line_end = line_offset + line.len() as u64 + 1;
             if seq < self.known_events {
                 if seq >= offset {
-                    let (event, _) = format::decode_event_line(line)
-                        .map_err(|_| self.corrupt("validated record changed on disk".into(), line_offset, seq))?;
-                    events.push(event);
+                    events.push(self.reread(line, line_offset, seq)?);
                 }
             } else {
-                let checked = if seq >= offset {
-                    format::decode_event_line(line).and_then(|(event, epoch)| {
-                        check_seq_epoch(event.seq.get(), epoch, seq, self.last_epoch)?;
-                        berth_core::vocabulary::check_stored(&event)
-                            .map_err(|error| LineFault::Unsupported(error.to_string()))?;
-                        Ok((Some(event), epoch))
-                    })
-                } else {
-                    format::check_event(line, seq, self.last_epoch).map(|epoch| (None, epoch))
-                };
-                match checked {
+                match validate_new(line, seq, self.last_epoch, seq >= offset) {
                     Ok((event, epoch)) => {
                         self.index.note(seq, line_offset);
                         self.known_events = seq + 1;
@@ -253,6 +241,14 @@ impl LogView {
             seq += 1;
         }
         Ok(events)
+    }
+
+    /// Decodes a line of the already validated prefix (its checksum is checked again).
+    fn reread(&self, line: &[u8], line_offset: u64, seq: u64) -> Result<Event> {
+        match format::decode_event_line(line) {
+            Ok((event, _)) if event.seq.get() == seq => Ok(event),
+            _ => Err(self.corrupt("validated record changed on disk".into(), line_offset, seq)),
+        }
     }
 
     /// Classifies a bad line at the end of the known prefix: a torn tail is not an error
@@ -275,6 +271,17 @@ impl LogView {
         self.damage = Some(Damage { file_len: visible_end, error: error.clone() });
         Err(error)
     }
+}
+
+/// Validates a line past the known prefix; decodes it fully only when it is returned.
+fn validate_new(line: &[u8], seq: u64, last_epoch: Epoch, decode: bool) -> Result<(Option<Event>, Epoch), LineFault> {
+    if !decode {
+        return format::check_event(line, seq, last_epoch).map(|epoch| (None, epoch));
+    }
+    let (event, epoch) = format::decode_event_line(line)?;
+    check_seq_epoch(event.seq.get(), epoch, seq, last_epoch)?;
+    berth_core::vocabulary::check_stored(&event).map_err(|error| LineFault::Unsupported(error.to_string()))?;
+    Ok((Some(event), epoch))
 }
 
 fn check_seq_epoch(found_seq: u64, epoch: Epoch, expected_seq: u64, previous_epoch: Epoch) -> Result<(), LineFault> {
