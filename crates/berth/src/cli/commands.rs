@@ -377,7 +377,7 @@ async fn service_command(
         }
         Command::Gc(args) => gc(service, args, json).await,
         Command::Audit(command) => audit(service, command, json).await,
-        Command::Fsck(_) | Command::Log(_) | Command::Bench(_) => {
+        Command::Fsck(_) | Command::Log(_) | Command::Bench(_) | Command::Serve(_) | Command::Keys(_) => {
             unreachable!("dispatched before opening the service")
         }
     }
@@ -952,3 +952,5 @@ async fn log_command(data: &str, command: LogCommand, json: bool) -> Result<Exit
     }
     Ok(ExitCode::SUCCESS)
 }
+
+pub(super) mod remote;

@@ -2,6 +2,7 @@
 
 mod commands;
 mod output;
+mod serve;
 
 use berth_core::{Error, ProjectId, TenantId, UserId};
 use berth_service::{Principal, Role};
@@ -27,6 +28,13 @@ pub struct Cli {
     /// Print machine-readable JSON instead of text.
     #[arg(long, global = true)]
     pub json: bool,
+    /// Talk to a running `berth serve` at this URL (http://host:port) instead of a data
+    /// directory; the principal comes from the API key.
+    #[arg(long, global = true, env = "BERTH_SERVER")]
+    pub server: Option<String>,
+    /// The API key (or JWT) for `--server`.
+    #[arg(long, global = true, env = "BERTH_API_KEY", hide_env_values = true)]
+    pub api_key: Option<String>,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -87,17 +95,24 @@ pub enum Command {
     Log(commands::LogCommand),
     /// Measure every workload beside its reference (raw fdatasync, SQLite), interleaved.
     Bench(commands::BenchArgs),
+    /// Serve the HTTP API (embedded store in ./berth-data on 127.0.0.1:7420 by default).
+    Serve(serve::ServeArgs),
+    /// Create, list and revoke the server's API keys.
+    #[command(subcommand)]
+    Keys(serve::KeysCommand),
 }
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("BERTH_LOG")
-                .unwrap_or_else(|_| "warn".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    if !serve::init_logging(&cli) {
+        tracing_subscriber::fmt()
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_env("BERTH_LOG")
+                    .unwrap_or_else(|_| "warn".into()),
+            )
+            .with_writer(std::io::stderr)
+            .init();
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -109,7 +124,7 @@ pub fn main() -> ExitCode {
         }
     };
     let json = cli.json;
-    match runtime.block_on(commands::run(cli)) {
+    match runtime.block_on(serve::run(cli)) {
         Ok(code) => code,
         Err(error) => {
             output::print_error(&error, json);

@@ -1,0 +1,298 @@
+//! `berth serve` (the HTTP API), `berth keys` (its API keys), and the dispatch of
+//! `--server URL` to the remote client.
+//!
+//! With no arguments, `berth serve` serves the embedded store in `./berth-data` on
+//! 127.0.0.1:7420, and on the first start (no key at all yet) prints an admin key for
+//! the tenant `default`.
+
+use super::{Cli, Command};
+use berth_core::{Error, ProjectId, Result, TenantId, UserId};
+use berth_server::auth::{Authenticator, JwtConfig, JwtVerifier, KeyStore, KEYS_FILE};
+use berth_server::limits::RateLimit;
+use berth_server::metrics::{CountingFs, Metrics};
+use berth_server::{ServerConfig, ServerParts};
+use berth_service::{Principal, Role, SessionService};
+use clap::{Args, Subcommand, ValueEnum};
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// Address to listen on (use port 0 for any free port).
+    #[arg(long, env = "BERTH_LISTEN", default_value = "127.0.0.1:7420")]
+    listen: SocketAddr,
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+    /// The API key file (default: keys.sqlite in the data directory).
+    #[arg(long)]
+    keys_file: Option<PathBuf>,
+    /// Requests per second per tenant (0: no limit).
+    #[arg(long, default_value_t = 2000)]
+    rate_per_tenant: u32,
+    /// Burst allowance per tenant (default: twice the rate).
+    #[arg(long)]
+    rate_burst: Option<u32>,
+    /// Most open connections.
+    #[arg(long, default_value_t = 512)]
+    max_connections: usize,
+    /// Longest time to answer a request, in seconds (live tails excepted).
+    #[arg(long, default_value_t = 30)]
+    request_timeout_s: u64,
+    /// Longest time a client may take to send its request headers, in seconds.
+    #[arg(long, default_value_t = 10)]
+    header_timeout_s: u64,
+    /// Interval of the background retention sweeper, in seconds (0: off).
+    #[arg(long, default_value_t = 60)]
+    sweep_interval_s: u64,
+    /// Verify JWTs signed with this HS256 secret (a file holding it).
+    #[arg(long)]
+    jwt_hs256_secret_file: Option<PathBuf>,
+    /// Verify JWTs signed by this RS256 key (a PEM public key file).
+    #[arg(long)]
+    jwt_rs256_public_key_file: Option<PathBuf>,
+    /// Required `iss` claim of JWTs.
+    #[arg(long)]
+    jwt_issuer: Option<String>,
+    /// Required `aud` claim of JWTs.
+    #[arg(long)]
+    jwt_audience: Option<String>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum KeysCommand {
+    /// Create an API key bound to a principal; prints the key (shown only once).
+    Create {
+        #[arg(long)]
+        tenant: String,
+        #[arg(long)]
+        user: String,
+        #[arg(long)]
+        project: Option<String>,
+        /// user, service or admin.
+        #[arg(long, default_value = "user")]
+        role: String,
+        /// A note for `berth keys list`.
+        #[arg(long)]
+        label: Option<String>,
+        /// The API key file (default: keys.sqlite in the data directory).
+        #[arg(long)]
+        keys_file: Option<PathBuf>,
+    },
+    /// List keys (never their secrets).
+    List {
+        #[arg(long)]
+        tenant: Option<String>,
+        #[arg(long)]
+        keys_file: Option<PathBuf>,
+    },
+    /// Revoke a key by its id (the part after `berth_`, before the second `_`).
+    Revoke {
+        key_id: String,
+        #[arg(long)]
+        keys_file: Option<PathBuf>,
+    },
+}
+
+/// Logging for `berth serve` (info by default; `BERTH_LOG` overrides). Returns whether
+/// it initialized the subscriber.
+pub fn init_logging(cli: &Cli) -> bool {
+    let Command::Serve(args) = &cli.command else {
+        return false;
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("BERTH_LOG").unwrap_or_else(|_| "info".into());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(std::io::stderr);
+    match args.log_format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.init(),
+    }
+    true
+}
+
+/// Runs the command: serve and keys here, `--server` through the HTTP client, the rest
+/// on the data directory.
+pub async fn run(cli: Cli) -> Result<ExitCode> {
+    match cli.command {
+        Command::Serve(args) => serve(&cli.data, args).await,
+        Command::Keys(command) => keys(&cli.data, command, cli.json),
+        _ if cli.server.is_some() => super::commands::remote::run(cli).await,
+        _ => super::commands::run(cli).await,
+    }
+}
+
+fn keys_path(data: &str, explicit: Option<PathBuf>) -> Result<PathBuf> {
+    if let Some(path) = explicit {
+        return Ok(path);
+    }
+    match berth::StoreUrl::parse(data)? {
+        berth::StoreUrl::Embedded(root) => {
+            std::fs::create_dir_all(&root).map_err(|e| Error::io("create data directory", &e))?;
+            Ok(root.join(KEYS_FILE))
+        }
+        _ => Err(Error::invalid("--keys-file", "this store is not a data directory: give --keys-file PATH")),
+    }
+}
+
+fn keys(data: &str, command: KeysCommand, json: bool) -> Result<ExitCode> {
+    match command {
+        KeysCommand::Create { tenant, user, project, role, label, keys_file } => {
+            let store = KeyStore::open(&keys_path(data, keys_file)?)?;
+            let principal = Principal {
+                tenant: TenantId::parse(&tenant)?,
+                user: UserId::parse(&user)?,
+                project: project.as_deref().map(ProjectId::parse).transpose()?,
+                role: Role::parse(&role)?,
+            };
+            let (info, token) = store.create(&principal, label.as_deref())?;
+            if json {
+                super::output::print_json(&serde_json::json!({"key": token, "info": info}));
+            } else {
+                println!("{token}");
+            }
+        }
+        KeysCommand::List { tenant, keys_file } => {
+            let store = KeyStore::open(&keys_path(data, keys_file)?)?;
+            let tenant = tenant.as_deref().map(TenantId::parse).transpose()?;
+            let keys = store.list(tenant.as_ref())?;
+            if json {
+                super::output::print_json(&keys);
+            } else {
+                for key in keys {
+                    println!(
+                        "{}  {:<8} {}/{}{}  {}{}",
+                        key.key_id,
+                        key.principal.role.as_str(),
+                        key.principal.tenant,
+                        key.principal.user,
+                        key.principal.project.as_ref().map(|p| format!(" project {p}")).unwrap_or_default(),
+                        if key.revoked_at_ms.is_some() { "REVOKED " } else { "" },
+                        key.label.unwrap_or_default()
+                    );
+                }
+            }
+        }
+        KeysCommand::Revoke { key_id, keys_file } => {
+            let store = KeyStore::open(&keys_path(data, keys_file)?)?;
+            if !store.revoke(&key_id)? {
+                return Err(Error::NotFound { what: "key", id: key_id });
+            }
+            println!("revoked {key_id}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The service on `data`, with the embedded backend's file system counted for metrics.
+async fn open_service(data: &str, metrics: &Metrics) -> Result<SessionService> {
+    let url = berth::StoreUrl::parse(data)?;
+    if let berth::StoreUrl::Embedded(root) = &url {
+        let options = berth_jsonl::JsonlOptions {
+            fs: Arc::new(CountingFs::new(Arc::new(berth_jsonl::fs::OsFs), metrics.storage.clone())),
+            ..berth_jsonl::JsonlOptions::default()
+        };
+        let jsonl = berth_jsonl::JsonlBackend::open(root.clone(), options)?;
+        let catalog = berth_sqlite::SqliteCatalog::open(root.join(berth::CATALOG_FILE))?;
+        return Ok(SessionService::new(
+            berth_store::LogStore::new(Arc::new(jsonl)),
+            Arc::new(catalog),
+            berth::system_clock(),
+        ));
+    }
+    let backends = berth::open_backends(&url).await?;
+    Ok(SessionService::new(backends.store, backends.catalog, berth::system_clock()))
+}
+
+fn jwt(args: &ServeArgs) -> Result<Option<JwtVerifier>> {
+    let read = |path: &PathBuf| std::fs::read(path).map_err(|e| Error::io("read jwt key", &e));
+    let config = JwtConfig {
+        hs256_secret: args
+            .jwt_hs256_secret_file
+            .as_ref()
+            .map(read)
+            .transpose()?
+            .map(|secret| secret.trim_ascii().to_vec()),
+        rs256_public_pem: args.jwt_rs256_public_key_file.as_ref().map(read).transpose()?,
+        issuer: args.jwt_issuer.clone(),
+        audience: args.jwt_audience.clone(),
+    };
+    JwtVerifier::new(&config)
+}
+
+async fn serve(data: &str, args: ServeArgs) -> Result<ExitCode> {
+    let metrics = Arc::new(Metrics::new());
+    let keys = match (&args.keys_file, berth::StoreUrl::parse(data)?) {
+        (None, berth::StoreUrl::Memory) => KeyStore::in_memory()?,
+        (explicit, _) => KeyStore::open(&keys_path(data, explicit.clone())?)?,
+    };
+    let service = Arc::new(open_service(data, &metrics).await?);
+    let first_key = if keys.is_empty()? {
+        let admin = Principal {
+            tenant: TenantId::parse("default")?,
+            user: UserId::parse("admin")?,
+            project: None,
+            role: Role::Admin,
+        };
+        Some(keys.create(&admin, Some("first start"))?.1)
+    } else {
+        None
+    };
+    let config = ServerConfig {
+        listen: args.listen,
+        request_timeout: Duration::from_secs(args.request_timeout_s.max(1)),
+        header_read_timeout: Duration::from_secs(args.header_timeout_s.max(1)),
+        connections_max: args.max_connections.max(1),
+        rate_limit: (args.rate_per_tenant > 0).then(|| RateLimit {
+            per_second: args.rate_per_tenant,
+            burst: args.rate_burst.unwrap_or(args.rate_per_tenant.saturating_mul(2)),
+        }),
+        sweep_interval: (args.sweep_interval_s > 0).then(|| Duration::from_secs(args.sweep_interval_s)),
+        ..ServerConfig::default()
+    };
+    let parts = ServerParts { service, auth: Authenticator::new(keys, jwt(&args)?), metrics, feed: None };
+    let server = berth_server::start(config, parts).await.map_err(|e| Error::io("listen", &e))?;
+    let mut stdout = std::io::stdout().lock();
+    let _ = writeln!(stdout, "berth serve: listening on {} (data: {data})", server.url());
+    if let Some(key) = first_key {
+        let _ = writeln!(
+            stdout,
+            "berth serve: first start; an admin key for tenant \"default\" (shown once, keep it):\n  {key}"
+        );
+    }
+    let _ = stdout.flush();
+    drop(stdout);
+    tracing::info!(url = %server.url(), data, "serving");
+    server.run_until(shutdown_signal()).await?;
+    tracing::info!("stopped");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Ctrl-C or SIGTERM.
+async fn shutdown_signal() {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = terminate => {}
+    }
+}
