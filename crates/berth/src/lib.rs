@@ -10,6 +10,7 @@
 pub use berth_catalog as catalog;
 pub use berth_core as core;
 pub use berth_jsonl as jsonl;
+pub use berth_postgres as postgres;
 pub use berth_service as service;
 pub use berth_store as store;
 
@@ -34,6 +35,9 @@ pub enum StoreUrl {
     Memory,
     /// `file:///path` or a plain path — the embedded backend (JSONL logs + SQLite catalog).
     Embedded(PathBuf),
+    /// `postgres://…` or `postgresql://…` — both seams on PostgreSQL (many processes,
+    /// one database).
+    Postgres(String),
 }
 
 impl StoreUrl {
@@ -51,14 +55,12 @@ impl StoreUrl {
             return Ok(StoreUrl::Embedded(PathBuf::from(path)));
         }
         if text.starts_with("postgres://") || text.starts_with("postgresql://") {
-            return Err(Error::Unavailable {
-                reason: "the PostgreSQL backend is not built into this berth yet".into(),
-            });
+            return Ok(StoreUrl::Postgres(text.to_owned()));
         }
         if text.contains("://") {
             return Err(Error::invalid(
                 "url",
-                format!("unknown scheme in {text:?} (use file:///path, memory:)"),
+                format!("unknown scheme in {text:?} (use file:///path, postgres://…, memory:)"),
             ));
         }
         Ok(StoreUrl::Embedded(PathBuf::from(text)))
@@ -89,6 +91,29 @@ pub async fn open_backends(url: &StoreUrl) -> Result<Backends> {
                 jsonl: Some(jsonl),
             })
         }
+        StoreUrl::Postgres(url) => {
+            // Connecting applies pending schema migrations (safe when several
+            // processes start at once); the catalog shares the log's pool.
+            let backend = berth_postgres::PostgresBackend::connect(url, berth_postgres::PostgresOptions::default()).await?;
+            Ok(Backends {
+                catalog: Arc::new(backend.catalog()),
+                store: LogStore::new(Arc::new(backend)),
+                jsonl: None,
+            })
+        }
+    }
+}
+
+/// Applies pending PostgreSQL schema migrations (`berth migrate`). Other stores have
+/// nothing to migrate here: the embedded catalog migrates itself when opened.
+pub async fn migrate(url: &StoreUrl) -> Result<Option<berth_postgres::MigrationReport>> {
+    match url {
+        StoreUrl::Postgres(url) => {
+            let options = berth_postgres::PostgresOptions { migrate: false, pool_size: 1, ..Default::default() };
+            let backend = berth_postgres::PostgresBackend::connect_unchecked(url, options)?;
+            backend.migrate().await.map(Some)
+        }
+        StoreUrl::Memory | StoreUrl::Embedded(_) => Ok(None),
     }
 }
 

@@ -377,7 +377,7 @@ async fn service_command(
         }
         Command::Gc(args) => gc(service, args, json).await,
         Command::Audit(command) => audit(service, command, json).await,
-        Command::Fsck(_) | Command::Log(_) | Command::Bench(_) | Command::Serve(_) | Command::Keys(_) => {
+        Command::Fsck(_) | Command::Log(_) | Command::Bench(_) | Command::Serve(_) | Command::Keys(_) | Command::Migrate(_) => {
             unreachable!("dispatched before opening the service")
         }
     }

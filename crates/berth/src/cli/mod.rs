@@ -1,6 +1,7 @@
 //! Argument parsing and dispatch for the `berth` binary.
 
 mod commands;
+mod migrate;
 mod output;
 mod serve;
 
@@ -100,6 +101,8 @@ pub enum Command {
     /// Create, list and revoke the server's API keys.
     #[command(subcommand)]
     Keys(serve::KeysCommand),
+    /// Apply pending PostgreSQL schema migrations (`--data postgres://…`).
+    Migrate(migrate::MigrateArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -124,7 +127,13 @@ pub fn main() -> ExitCode {
         }
     };
     let json = cli.json;
-    match runtime.block_on(serve::run(cli)) {
+    let outcome = runtime.block_on(async move {
+        match cli.command {
+            Command::Migrate(args) => migrate::migrate(&cli.data, args, cli.json).await,
+            _ => serve::run(cli).await,
+        }
+    });
+    match outcome {
         Ok(code) => code,
         Err(error) => {
             output::print_error(&error, json);
@@ -159,7 +168,7 @@ pub fn exit_code(error: &Error) -> u8 {
 pub fn data_root(data: &str) -> Result<PathBuf, Error> {
     match berth::StoreUrl::parse(data)? {
         berth::StoreUrl::Embedded(root) => Ok(root),
-        berth::StoreUrl::Memory => Err(Error::invalid(
+        berth::StoreUrl::Memory | berth::StoreUrl::Postgres(_) => Err(Error::invalid(
             "--data",
             "this command needs a data directory",
         )),

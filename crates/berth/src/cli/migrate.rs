@@ -1,0 +1,30 @@
+//! `berth migrate`: applies pending PostgreSQL schema migrations (versioned,
+//! forward-only, under an advisory lock, so it is safe beside running servers that
+//! start up and migrate at the same time).
+
+use berth_core::Result;
+use clap::Args;
+use std::process::ExitCode;
+
+#[derive(Args, Debug)]
+pub struct MigrateArgs {}
+
+pub async fn migrate(data: &str, _args: MigrateArgs, json: bool) -> Result<ExitCode> {
+    let url = berth::StoreUrl::parse(data)?;
+    let report = berth::migrate(&url).await?;
+    match (report, json) {
+        (Some(report), true) => println!(
+            "{}",
+            serde_json::json!({"from_version": report.from_version, "to_version": report.to_version})
+        ),
+        (Some(report), false) if report.from_version == report.to_version => {
+            println!("schema is current (version {})", report.to_version)
+        }
+        (Some(report), false) => {
+            println!("migrated schema from version {} to {}", report.from_version, report.to_version)
+        }
+        (None, true) => println!("{}", serde_json::json!({"migrated": false})),
+        (None, false) => println!("nothing to migrate: only PostgreSQL stores have a schema to migrate"),
+    }
+    Ok(ExitCode::SUCCESS)
+}
