@@ -267,7 +267,7 @@ impl Database {
         F: for<'c> FnOnce(&'c Object) -> std::pin::Pin<Box<dyn Future<Output = Result<T, Failure>> + Send + 'c>>,
     {
         let limit = self.options.statement_timeout;
-        let client = self.timed(what, limit, self.client()).await?;
+        let client = self.client().await?;
         let outcome = self.timed(what, limit, work(&client)).await;
         if outcome.as_ref().is_err_and(Failure::poisons_connection) {
             discard(client);
@@ -277,9 +277,10 @@ impl Database {
 }
 
 impl Database {
-    /// A pooled connection under the statement bound.
-    pub(crate) async fn pooled(&self, what: &'static str) -> Result<Object, Failure> {
-        self.timed(what, self.options.statement_timeout, self.client()).await
+    /// A pooled connection. The pool's own wait and connect timeouts bound it; no
+    /// request was sent yet, so a failure here is never an unknown outcome.
+    pub(crate) async fn pooled(&self, _what: &'static str) -> Result<Object, Failure> {
+        self.client().await
     }
 
     /// Returns `client` to the pool, or discards it if `outcome` left it in an unknown

@@ -67,7 +67,7 @@ fn known_types() -> Vec<String> {
 pub(crate) async fn acquire(db: &Database, key: &SessionKey, holder: &str) -> Result<Acquired, Failure> {
     let ttl = millis(db.options.lease_ttl);
     let lock_timeout = millis(db.options.lock_timeout);
-    let mut client = db.timed("acquire lease", db.options.statement_timeout, db.client()).await?;
+    let mut client = db.client().await?;
     let work = async {
         let transaction = client.transaction().await?;
         transaction.batch_execute(&set_lock_timeout(lock_timeout)).await?;
@@ -117,7 +117,7 @@ pub(crate) async fn renew(db: &Database, key: &SessionKey, epoch: u64) -> Result
     let epoch = to_i64("epoch", epoch)?;
     let (tenant, session) = (key.tenant.to_string(), key.id.to_string());
     let limit = db.options.renew_timeout();
-    let client = db.timed("renew lease", limit, db.client()).await?;
+    let client = db.client().await?;
     let work = async {
         let statement = client.prepare_cached(RENEW).await?;
         Ok(client.query_opt(&statement, &[&tenant, &session, &epoch, &ttl]).await?.is_some())

@@ -50,7 +50,7 @@ pub mod testing;
 
 pub use catalog::PostgresCatalog;
 pub use log::{PostgresBackend, PostgresWriter};
-pub use schema::{SCHEMA_VERSION, MIGRATIONS};
+pub use schema::{Migration, MigrationReport, MIGRATIONS, SCHEMA_VERSION};
 
 use std::time::Duration;
 

@@ -161,6 +161,14 @@ impl PostgresBackend {
         Ok(PostgresBackend { db, hub })
     }
 
+    /// A backend that has not looked at the database yet: no connection, no schema
+    /// check. For `berth migrate`, which brings the schema up to date itself.
+    pub fn connect_unchecked(url: &str, options: PostgresOptions) -> Result<PostgresBackend> {
+        let db = Arc::new(Database::new(url, options)?);
+        let hub = Hub::new(db.clone());
+        Ok(PostgresBackend { db, hub })
+    }
+
     /// The catalog on the same database, sharing this backend's pool.
     pub fn catalog(&self) -> PostgresCatalog {
         PostgresCatalog::from_database(self.db.clone())
