@@ -178,6 +178,21 @@ impl PostgresCatalog {
         self.db.exec.run(async move { future.await.map_err(|failure| failure.into_error(operation)) }).await
     }
 
+    /// The query plan of a listing page (`EXPLAIN`), for plan checks and diagnostics.
+    pub async fn explain_list(&self, query: &SessionQuery) -> Result<String> {
+        let plan = listing::plan(query).map_err(|failure| failure.into_error("explain listing"))?;
+        self.run("explain listing", move |db| {
+            Box::pin(async move {
+                let rows = on_client(&db, "explain listing", move |client| {
+                    Box::pin(async move { Ok(client.query(&format!("EXPLAIN {}", plan.sql), &plan.params()).await?) })
+                })
+                .await?;
+                Ok(rows.iter().map(|row| row.get::<_, String>(0)).collect::<Vec<_>>().join("\n"))
+            })
+        })
+        .await
+    }
+
     /// Inserts several records in one transaction: all or none. For imports and seeding.
     pub async fn insert_many(&self, records: Vec<SessionRecord>) -> Result<()> {
         self.run("insert sessions", move |db| {
