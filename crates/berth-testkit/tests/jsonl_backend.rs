@@ -288,32 +288,3 @@ async fn fsck_reports_every_kind_and_repairs_only_torn_tails() {
     let again = fsck::check_root(root.path()).unwrap();
     assert_eq!(again[3].status, SessionStatus::Ok { events: 3 });
 }
-
-/// Resume cost (open for writing, then read the whole log) of 10,000 events of 1 KiB.
-/// A measurement, not a pass/fail bar: run with
-/// `cargo test --release -p berth-testkit --test jsonl_backend -- --ignored --nocapture`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "a measurement; run in release"]
-async fn resume_of_ten_thousand_one_kib_events() {
-    let root = tempfile::tempdir().unwrap();
-    let backend = backend(root.path());
-    let store = store(&backend);
-    let key = key("t", "s");
-    let handle = store.create(header("t", "s")).await.unwrap();
-    let text = "x".repeat(1_000);
-    let events: Vec<_> = (0..10_000).map(|seq| message(seq, &text)).collect();
-    for chunk in events.chunks(1_000) {
-        handle.append(chunk).await.unwrap();
-    }
-    handle.close().await.unwrap();
-    for _ in 0..5 {
-        let started = std::time::Instant::now();
-        let handle = store.open(&key, Access::Write).await.unwrap();
-        let opened = started.elapsed();
-        let read = handle.read(0, None).await.unwrap();
-        let total = started.elapsed();
-        assert_eq!(read.len(), 10_000);
-        handle.close().await.unwrap();
-        eprintln!("resume: write open {opened:?}, open + read all {total:?}");
-    }
-}
