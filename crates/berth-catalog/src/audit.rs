@@ -60,12 +60,7 @@ pub fn chain(draft: AuditDraft, previous: Option<(u64, &str)>) -> AuditEntry {
         None => (0, GENESIS_HASH.to_owned()),
     };
     let hash = entry_hash(seq, &draft, &prev_hash);
-    AuditEntry {
-        seq,
-        draft,
-        prev_hash,
-        hash,
-    }
+    AuditEntry { seq, draft, prev_hash, hash }
 }
 
 /// The verdict of `verify`.
@@ -102,14 +97,7 @@ pub fn verify(entries: &[AuditEntry], head: Option<(u64, String)>) -> AuditVerif
     let last = entries.last().map(|entry| (entry.seq, entry.hash.clone()));
     if last != head {
         let at = entries.len() as u64;
-        return broken(
-            at,
-            format!("log ends at {last:?} but the head records {head:?}"),
-        );
+        return broken(at, format!("log ends at {last:?} but the head records {head:?}"));
     }
-    AuditVerification {
-        entries: entries.len() as u64,
-        broken_at: None,
-        reason: None,
-    }
+    AuditVerification { entries: entries.len() as u64, broken_at: None, reason: None }
 }

@@ -44,12 +44,7 @@ pub trait Catalog: Send + Sync + 'static {
 
     /// A tenant's audit entries in stored order, starting at position `from_seq`
     /// (entry seqs are positions in an intact log), at most `limit`.
-    async fn read_audit(
-        &self,
-        tenant: &TenantId,
-        from_seq: u64,
-        limit: usize,
-    ) -> Result<Vec<AuditEntry>>;
+    async fn read_audit(&self, tenant: &TenantId, from_seq: u64, limit: usize) -> Result<Vec<AuditEntry>>;
 
     /// The latest audit entry's (seq, hash), kept separately so that removing entries
     /// from the end of the log is detectable.

@@ -60,11 +60,7 @@ impl SessionRecord {
     }
 
     pub fn lifecycle(&self) -> Lifecycle {
-        Lifecycle {
-            status: self.status,
-            lease_until: self.lease_until,
-            runs_attached: self.runs.len() as u32,
-        }
+        Lifecycle { status: self.status, lease_until: self.lease_until, runs_attached: self.runs.len() as u32 }
     }
 }
 
@@ -77,10 +73,7 @@ pub struct ListCursor {
 
 impl ListCursor {
     pub fn of(record: &SessionRecord) -> ListCursor {
-        ListCursor {
-            last_activity: record.last_activity,
-            id: record.header.id.clone(),
-        }
+        ListCursor { last_activity: record.last_activity, id: record.header.id.clone() }
     }
 
     /// An opaque string form for APIs: `<last_activity>.<id>`.
@@ -120,11 +113,7 @@ pub struct SessionQuery {
 
 impl SessionQuery {
     pub fn tenant(tenant: TenantId) -> SessionQuery {
-        SessionQuery {
-            tenant: Some(tenant),
-            limit: berth_core::limits::PAGE_SIZE_DEFAULT,
-            ..SessionQuery::default()
-        }
+        SessionQuery { tenant: Some(tenant), limit: berth_core::limits::PAGE_SIZE_DEFAULT, ..SessionQuery::default() }
     }
 
     /// The reference semantics every catalog must match (used by the memory catalog
@@ -134,31 +123,17 @@ impl SessionQuery {
         let scope = &header.scope;
         self.tenant.as_ref().is_none_or(|t| *t == scope.tenant)
             && self.user.as_ref().is_none_or(|u| *u == scope.user)
-            && self
-                .project
-                .as_ref()
-                .is_none_or(|p| scope.project.as_ref() == Some(p))
+            && self.project.as_ref().is_none_or(|p| scope.project.as_ref() == Some(p))
             && (self.statuses.is_empty() || self.statuses.contains(&record.status))
-            && self
-                .label
-                .as_ref()
-                .is_none_or(|l| record.labels.contains(l))
-            && self
-                .parent
-                .as_ref()
-                .is_none_or(|p| header.parent.as_ref().map(|r| &r.session) == Some(p))
+            && self.label.as_ref().is_none_or(|l| record.labels.contains(l))
+            && self.parent.as_ref().is_none_or(|p| header.parent.as_ref().map(|r| &r.session) == Some(p))
             && self.active_since.is_none_or(|t| record.last_activity >= t)
             && self.active_before.is_none_or(|t| record.last_activity < t)
             && self.lease_before.is_none_or(|t| record.lease_until < t)
             && self.created_before.is_none_or(|t| header.created_at < t)
-            && self
-                .status_changed_before
-                .is_none_or(|t| record.status_changed_at < t)
+            && self.status_changed_before.is_none_or(|t| record.status_changed_at < t)
             && (self.include_blank || !record.blank)
-            && self
-                .cursor
-                .as_ref()
-                .is_none_or(|c| (record.last_activity, &header.id) < (c.last_activity, &c.id))
+            && self.cursor.as_ref().is_none_or(|c| (record.last_activity, &header.id) < (c.last_activity, &c.id))
     }
 }
 

@@ -46,11 +46,7 @@ pub enum Error {
     #[error("session \"{id}\": write ownership was lost ({reason}); close this handle and reopen")]
     OwnershipLost { id: String, reason: String },
     #[error("session \"{id}\": writer epoch {epoch} was fenced by epoch {current}")]
-    Fenced {
-        id: String,
-        epoch: u64,
-        current: u64,
-    },
+    Fenced { id: String, epoch: u64, current: u64 },
     #[error("revision conflict: expected {expected}, actual {actual}")]
     RevisionConflict { expected: u64, actual: u64 },
     #[error("append seq mismatch: expected {expected}, got {actual}")]
@@ -62,29 +58,18 @@ pub enum Error {
     #[error("session \"{id}\" is busy: {reason}")]
     Busy { id: String, reason: String },
     #[error("limit exceeded: {what} is {actual}, limit {limit}")]
-    LimitExceeded {
-        what: &'static str,
-        limit: u64,
-        actual: u64,
-    },
+    LimitExceeded { what: &'static str, limit: u64, actual: u64 },
     #[error("invalid {what}: {reason}")]
     Invalid { what: &'static str, reason: String },
     /// The caller is known but its role may not do this (never used to hide existence).
     #[error("forbidden: {reason}")]
     Forbidden { reason: String },
     #[error("format unsupported: {reason}")]
-    FormatUnsupported {
-        reason: String,
-        location: Option<Location>,
-    },
+    FormatUnsupported { reason: String, location: Option<Location> },
     #[error("corrupt log: {reason} at {location}")]
     Corrupt { reason: String, location: Location },
     #[error("i/o error during {operation}: {message}")]
-    Io {
-        operation: &'static str,
-        kind: std::io::ErrorKind,
-        message: String,
-    },
+    Io { operation: &'static str, kind: std::io::ErrorKind, message: String },
     /// A write or sync failed earlier; the handle refuses further mutation without
     /// touching storage (never retried on the same file).
     #[error("session \"{id}\": handle poisoned by an earlier failure ({cause}); close and reopen")]
@@ -97,36 +82,22 @@ pub enum Error {
 }
 
 fn display_many(errors: &[(String, Error)]) -> String {
-    errors
-        .iter()
-        .map(|(id, error)| format!("{id}: {error}"))
-        .collect::<Vec<_>>()
-        .join("; ")
+    errors.iter().map(|(id, error)| format!("{id}: {error}")).collect::<Vec<_>>().join("; ")
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
     pub fn invalid(what: &'static str, reason: impl Into<String>) -> Error {
-        Error::Invalid {
-            what,
-            reason: reason.into(),
-        }
+        Error::Invalid { what, reason: reason.into() }
     }
 
     pub fn io(operation: &'static str, error: &std::io::Error) -> Error {
-        Error::Io {
-            operation,
-            kind: error.kind(),
-            message: error.to_string(),
-        }
+        Error::Io { operation, kind: error.kind(), message: error.to_string() }
     }
 
     pub fn session_not_found(id: impl fmt::Display) -> Error {
-        Error::NotFound {
-            what: "session",
-            id: id.to_string(),
-        }
+        Error::NotFound { what: "session", id: id.to_string() }
     }
 
     /// A stable, machine-readable code for the kind (used by the CLI and HTTP layers).

@@ -11,9 +11,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
 
 /// Position of an event in its session's log: contiguous from 0.
-#[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
-)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct Seq(pub u64);
 
@@ -33,9 +31,7 @@ impl fmt::Display for Seq {
 }
 
 /// A writer lease's fencing epoch: only ever grows for a session.
-#[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
-)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct Epoch(pub u64);
 
@@ -46,9 +42,7 @@ impl fmt::Display for Epoch {
 }
 
 /// Metadata version used for compare-and-set (`expected_revision`).
-#[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
-)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct Revision(pub u64);
 
@@ -74,17 +68,12 @@ impl EventType {
         let segments_ok = !text.is_empty()
             && text.split('/').all(|segment| {
                 !segment.is_empty()
-                    && segment.bytes().all(|b| {
-                        b.is_ascii_lowercase()
-                            || b.is_ascii_digit()
-                            || matches!(b, b'_' | b'.' | b'-')
-                    })
+                    && segment
+                        .bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'_' | b'.' | b'-'))
             });
         if !segments_ok {
-            return Err(Error::invalid(
-                "event type",
-                format!("{text:?} does not match [a-z0-9_.-]+(/[a-z0-9_.-]+)*"),
-            ));
+            return Err(Error::invalid("event type", format!("{text:?} does not match [a-z0-9_.-]+(/[a-z0-9_.-]+)*")));
         }
         Ok(EventType(text.into()))
     }
@@ -134,12 +123,7 @@ pub struct Event {
 
 impl Event {
     /// Builds an event from a type string and a JSON value (validates both).
-    pub fn new(
-        seq: u64,
-        event_type: &str,
-        time: Timestamp,
-        data: serde_json::Value,
-    ) -> Result<Event> {
+    pub fn new(seq: u64, event_type: &str, time: Timestamp, data: serde_json::Value) -> Result<Event> {
         Ok(Event {
             seq: Seq(seq),
             event_type: EventType::parse(event_type)?,
@@ -226,36 +210,21 @@ mod tests {
             assert!(EventType::parse(bad).is_err(), "{bad:?}");
         }
         assert!(EventType::parse(&"a".repeat(64)).is_ok());
-        assert!(matches!(
-            EventType::parse(&"a".repeat(65)),
-            Err(Error::LimitExceeded { .. })
-        ));
+        assert!(matches!(EventType::parse(&"a".repeat(65)), Err(Error::LimitExceeded { .. })));
     }
 
     #[test]
     fn envelope_round_trips_canonically() {
-        let event = Event::new(
-            3,
-            "user/message",
-            Timestamp(7),
-            serde_json::json!({"content": "hi"}),
-        )
-        .unwrap()
-        .with_run(RunId::parse("r1").unwrap());
+        let event = Event::new(3, "user/message", Timestamp(7), serde_json::json!({"content": "hi"}))
+            .unwrap()
+            .with_run(RunId::parse("r1").unwrap());
         let text = event.to_canonical_json();
-        assert_eq!(
-            text,
-            r#"{"seq":3,"type":"user/message","time":7,"run":"r1","data":{"content":"hi"}}"#
-        );
+        assert_eq!(text, r#"{"seq":3,"type":"user/message","time":7,"run":"r1","data":{"content":"hi"}}"#);
         let back: Event = serde_json::from_str(&text).unwrap();
         assert_eq!(back, event);
         let ignorable: Event =
-            serde_json::from_str(r#"{"seq":0,"type":"x","time":0,"data":1,"ignorable":true}"#)
-                .unwrap();
+            serde_json::from_str(r#"{"seq":0,"type":"x","time":0,"data":1,"ignorable":true}"#).unwrap();
         assert!(ignorable.ignorable);
-        assert!(serde_json::from_str::<Event>(
-            r#"{"seq":0,"type":"x","time":0,"data":1,"tenant":"t"}"#
-        )
-        .is_err());
+        assert!(serde_json::from_str::<Event>(r#"{"seq":0,"type":"x","time":0,"data":1,"tenant":"t"}"#).is_err());
     }
 }

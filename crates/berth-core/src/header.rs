@@ -115,22 +115,13 @@ impl SessionHeader {
             });
         }
         if let Some(origin) = &self.origin {
-            if origin.is_empty()
-                || origin.len() > LABEL_BYTES_MAX
-                || origin.chars().any(char::is_control)
-            {
-                return Err(Error::invalid(
-                    "origin",
-                    "1-128 bytes without control characters",
-                ));
+            if origin.is_empty() || origin.len() > LABEL_BYTES_MAX || origin.chars().any(char::is_control) {
+                return Err(Error::invalid("origin", "1-128 bytes without control characters"));
             }
         }
         if let Concurrency::Parallel { runs_max } = self.policy.concurrency {
             if runs_max == 0 || runs_max > PARALLEL_RUNS_MAX {
-                return Err(Error::invalid(
-                    "policy",
-                    format!("parallel runs_max must be 1..={PARALLEL_RUNS_MAX}"),
-                ));
+                return Err(Error::invalid("policy", format!("parallel runs_max must be 1..={PARALLEL_RUNS_MAX}")));
             }
         }
         if self.policy.activity_ttl_ms == 0 || self.policy.run_lease_ttl_ms == 0 {
@@ -165,11 +156,7 @@ mod tests {
     fn header() -> SessionHeader {
         SessionHeader::new(
             SessionId::parse("s1").unwrap(),
-            Scope {
-                tenant: TenantId::parse("t").unwrap(),
-                user: UserId::parse("u").unwrap(),
-                project: None,
-            },
+            Scope { tenant: TenantId::parse("t").unwrap(), user: UserId::parse("u").unwrap(), project: None },
             Timestamp(1000),
         )
     }

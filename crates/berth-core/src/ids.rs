@@ -14,19 +14,13 @@ pub fn check_id(what: &'static str, text: &str) -> Result<()> {
         return Err(Error::invalid(what, "empty"));
     }
     if text.len() > ID_BYTES_MAX {
-        return Err(Error::invalid(
-            what,
-            format!("{} bytes, at most {ID_BYTES_MAX}", text.len()),
-        ));
+        return Err(Error::invalid(what, format!("{} bytes, at most {ID_BYTES_MAX}", text.len())));
     }
     if text == "." || text == ".." {
         return Err(Error::invalid(what, "\".\" and \"..\" are not ids"));
     }
     if let Some(bad) = text.bytes().find(|byte| !is_id_byte(*byte)) {
-        return Err(Error::invalid(
-            what,
-            format!("byte 0x{bad:02x} is outside [A-Za-z0-9._~-]"),
-        ));
+        return Err(Error::invalid(what, format!("byte 0x{bad:02x} is outside [A-Za-z0-9._~-]")));
     }
     Ok(())
 }
@@ -118,11 +112,7 @@ impl RunId {
 
 fn uuid_v7(now: Timestamp) -> String {
     let millis = now.as_millis();
-    let timestamp = uuid::Timestamp::from_unix(
-        uuid::NoContext,
-        millis / 1000,
-        ((millis % 1000) * 1_000_000) as u32,
-    );
+    let timestamp = uuid::Timestamp::from_unix(uuid::NoContext, millis / 1000, ((millis % 1000) * 1_000_000) as u32);
     uuid::Uuid::new_v7(timestamp).to_string()
 }
 
@@ -161,21 +151,7 @@ mod tests {
     #[test]
     fn rejects_odd_ids_before_storage() {
         let long = "a".repeat(ID_BYTES_MAX + 1);
-        for bad in [
-            "",
-            ".",
-            "..",
-            "../x",
-            "a/b",
-            "a\\b",
-            "a\0b",
-            "%2e%2e",
-            "a b",
-            "é",
-            "ａ",
-            "a\n",
-            long.as_str(),
-        ] {
+        for bad in ["", ".", "..", "../x", "a/b", "a\\b", "a\0b", "%2e%2e", "a b", "é", "ａ", "a\n", long.as_str()] {
             let error = SessionId::parse(bad).unwrap_err();
             assert_eq!(error.code(), "invalid", "{bad:?}");
         }

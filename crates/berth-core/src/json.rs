@@ -22,9 +22,7 @@ pub fn parse_strict(text: &[u8]) -> Result<Value> {
     let value = StrictValue { depth: 0 }
         .deserialize(&mut deserializer)
         .map_err(|error| Error::invalid("json", error.to_string()))?;
-    deserializer
-        .end()
-        .map_err(|error| Error::invalid("json", error.to_string()))?;
+    deserializer.end().map_err(|error| Error::invalid("json", error.to_string()))?;
     Ok(value)
 }
 
@@ -203,13 +201,9 @@ impl StrictValue {
 
     fn nested<E: serde::de::Error>(self) -> Result<StrictValue, E> {
         if self.depth + 1 > JSON_DEPTH_MAX {
-            return Err(E::custom(format!(
-                "json nested deeper than {JSON_DEPTH_MAX}"
-            )));
+            return Err(E::custom(format!("json nested deeper than {JSON_DEPTH_MAX}")));
         }
-        Ok(StrictValue {
-            depth: self.depth + 1,
-        })
+        Ok(StrictValue { depth: self.depth + 1 })
     }
 }
 
@@ -242,9 +236,7 @@ impl<'de> Visitor<'de> for StrictValue {
         Ok(Value::Number(value.into()))
     }
     fn visit_f64<E: serde::de::Error>(self, value: f64) -> Result<Value, E> {
-        Number::from_f64(value)
-            .map(Value::Number)
-            .ok_or_else(|| E::custom("non-finite number"))
+        Number::from_f64(value).map(Value::Number).ok_or_else(|| E::custom("non-finite number"))
     }
     fn visit_str<E>(self, value: &str) -> Result<Value, E> {
         Ok(Value::String(value.to_owned()))
@@ -286,13 +278,8 @@ mod tests {
 
     #[test]
     fn canonical_form_sorts_keys_and_is_compact() {
-        let text =
-            JsonText::parse(r#"{ "b": 1, "a": [true, null, "x\u0041"], "c": {"z":1,"y":2} }"#)
-                .unwrap();
-        assert_eq!(
-            text.as_str(),
-            r#"{"a":[true,null,"xA"],"b":1,"c":{"y":2,"z":1}}"#
-        );
+        let text = JsonText::parse(r#"{ "b": 1, "a": [true, null, "x\u0041"], "c": {"z":1,"y":2} }"#).unwrap();
+        assert_eq!(text.as_str(), r#"{"a":[true,null,"xA"],"b":1,"c":{"y":2,"z":1}}"#);
     }
 
     #[test]

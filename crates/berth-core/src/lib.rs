@@ -19,8 +19,6 @@ pub mod vocabulary;
 pub use clock::{Clock, SystemClock, Timestamp};
 pub use error::{Error, Location, Result};
 pub use event::{Epoch, Event, EventType, Revision, Seq};
-pub use header::{
-    Concurrency, ParentRef, Scope, SessionHeader, SessionPolicy, SESSION_FORMAT_VERSION,
-};
+pub use header::{Concurrency, ParentRef, Scope, SessionHeader, SessionPolicy, SESSION_FORMAT_VERSION};
 pub use ids::{ProjectId, RunId, SessionId, SessionKey, TenantId, UserId};
 pub use json::JsonText;

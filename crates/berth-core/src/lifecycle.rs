@@ -26,13 +26,7 @@ pub enum Status {
 }
 
 impl Status {
-    pub const ALL: [Status; 5] = [
-        Status::Creating,
-        Status::Active,
-        Status::Idle,
-        Status::Closed,
-        Status::Expired,
-    ];
+    pub const ALL: [Status; 5] = [Status::Creating, Status::Active, Status::Idle, Status::Closed, Status::Expired];
 
     pub fn is_terminal(self) -> bool {
         matches!(self, Status::Closed | Status::Expired)
@@ -73,11 +67,7 @@ pub struct Lifecycle {
 
 impl Lifecycle {
     pub fn creating() -> Lifecycle {
-        Lifecycle {
-            status: Status::Creating,
-            lease_until: Timestamp(0),
-            runs_attached: 0,
-        }
+        Lifecycle { status: Status::Creating, lease_until: Timestamp(0), runs_attached: 0 }
     }
 
     /// Has the activity lease lapsed at `now` (for a live session)?
@@ -144,11 +134,7 @@ impl LifecycleEvent {
 /// half of R-S3). Returns the state unchanged otherwise.
 pub fn observe(state: Lifecycle, now: Timestamp) -> Lifecycle {
     if state.is_lapsed(now) {
-        Lifecycle {
-            status: Status::Expired,
-            runs_attached: 0,
-            ..state
-        }
+        Lifecycle { status: Status::Expired, runs_attached: 0, ..state }
     } else {
         state
     }
@@ -158,71 +144,39 @@ pub fn observe(state: Lifecycle, now: Timestamp) -> Lifecycle {
 pub fn transition(state: Lifecycle, event: LifecycleEvent, now: Timestamp) -> Result<Lifecycle> {
     use LifecycleEvent as E;
     use Status as S;
-    let invalid = || Error::InvalidTransition {
-        from: state.status.to_string(),
-        event: event.name().to_owned(),
-    };
+    let invalid = || Error::InvalidTransition { from: state.status.to_string(), event: event.name().to_owned() };
     let extended = |ttl_ms: u64| state.lease_until.max(now.plus_ms(ttl_ms));
     if state.status.is_terminal() {
         return match event {
-            E::Reopen { ttl_ms } => Ok(Lifecycle {
-                status: S::Idle,
-                lease_until: now.plus_ms(ttl_ms),
-                runs_attached: 0,
-            }),
-            _ => Err(Error::Terminal {
-                state: state.status.to_string(),
-            }),
+            E::Reopen { ttl_ms } => {
+                Ok(Lifecycle { status: S::Idle, lease_until: now.plus_ms(ttl_ms), runs_attached: 0 })
+            }
+            _ => Err(Error::Terminal { state: state.status.to_string() }),
         };
     }
     if state.is_lapsed(now) && !matches!(event, E::Expire) {
         // The caller should have observed the expiry first; never act on a lapsed lease.
-        return Err(Error::Terminal {
-            state: Status::Expired.to_string(),
-        });
+        return Err(Error::Terminal { state: Status::Expired.to_string() });
     }
     match (state.status, event) {
-        (S::Creating, E::Created { ttl_ms }) => Ok(Lifecycle {
-            status: S::Active,
-            lease_until: now.plus_ms(ttl_ms),
-            runs_attached: 0,
-        }),
+        (S::Creating, E::Created { ttl_ms }) => {
+            Ok(Lifecycle { status: S::Active, lease_until: now.plus_ms(ttl_ms), runs_attached: 0 })
+        }
         (S::Creating, _) => Err(invalid()),
-        (S::Active | S::Idle, E::Attached { ttl_ms }) => Ok(Lifecycle {
-            status: S::Active,
-            lease_until: extended(ttl_ms),
-            runs_attached: state.runs_attached + 1,
-        }),
-        (S::Active, E::Heartbeat { ttl_ms }) if state.runs_attached > 0 => Ok(Lifecycle {
-            lease_until: extended(ttl_ms),
-            ..state
-        }),
-        (S::Active | S::Idle, E::Appended { ttl_ms }) => Ok(Lifecycle {
-            lease_until: extended(ttl_ms),
-            ..state
-        }),
+        (S::Active | S::Idle, E::Attached { ttl_ms }) => {
+            Ok(Lifecycle { status: S::Active, lease_until: extended(ttl_ms), runs_attached: state.runs_attached + 1 })
+        }
+        (S::Active, E::Heartbeat { ttl_ms }) if state.runs_attached > 0 => {
+            Ok(Lifecycle { lease_until: extended(ttl_ms), ..state })
+        }
+        (S::Active | S::Idle, E::Appended { ttl_ms }) => Ok(Lifecycle { lease_until: extended(ttl_ms), ..state }),
         (S::Active, E::Detached) if state.runs_attached > 0 => {
             let runs_attached = state.runs_attached - 1;
-            let status = if runs_attached == 0 {
-                S::Idle
-            } else {
-                S::Active
-            };
-            Ok(Lifecycle {
-                status,
-                runs_attached,
-                ..state
-            })
+            let status = if runs_attached == 0 { S::Idle } else { S::Active };
+            Ok(Lifecycle { status, runs_attached, ..state })
         }
-        (S::Active | S::Idle, E::Expire) => Ok(Lifecycle {
-            status: S::Expired,
-            runs_attached: 0,
-            ..state
-        }),
-        (S::Active | S::Idle, E::Close) if state.runs_attached == 0 => Ok(Lifecycle {
-            status: S::Closed,
-            ..state
-        }),
+        (S::Active | S::Idle, E::Expire) => Ok(Lifecycle { status: S::Expired, runs_attached: 0, ..state }),
+        (S::Active | S::Idle, E::Close) if state.runs_attached == 0 => Ok(Lifecycle { status: S::Closed, ..state }),
         _ => Err(invalid()),
     }
 }
@@ -235,20 +189,12 @@ mod tests {
     const NOW: Timestamp = Timestamp(10_000);
 
     fn state(status: Status, runs_attached: u32) -> Lifecycle {
-        Lifecycle {
-            status,
-            lease_until: Timestamp(20_000),
-            runs_attached,
-        }
+        Lifecycle { status, lease_until: Timestamp(20_000), runs_attached }
     }
 
     /// The expected outcome of every (state, event) pair, written out as a table:
     /// `Ok((status, runs))`, or the error code.
-    fn expected(
-        status: Status,
-        runs: u32,
-        event: LifecycleEvent,
-    ) -> Result<(Status, u32), &'static str> {
+    fn expected(status: Status, runs: u32, event: LifecycleEvent) -> Result<(Status, u32), &'static str> {
         use LifecycleEvent as E;
         use Status as S;
         match (status, event) {
@@ -256,9 +202,7 @@ mod tests {
             (S::Closed | S::Expired, _) => Err("terminal"),
             (S::Creating, E::Created { .. }) => Ok((S::Active, 0)),
             (S::Creating, _) => Err("invalid_transition"),
-            (S::Active | S::Idle, E::Created { .. } | E::Reopen { .. }) => {
-                Err("invalid_transition")
-            }
+            (S::Active | S::Idle, E::Created { .. } | E::Reopen { .. }) => Err("invalid_transition"),
             (S::Active | S::Idle, E::Attached { .. }) => Ok((S::Active, runs + 1)),
             (S::Active, E::Heartbeat { .. }) if runs > 0 => Ok((S::Active, runs)),
             (S::Active | S::Idle, E::Heartbeat { .. }) => Err("invalid_transition"),
@@ -282,14 +226,8 @@ mod tests {
                 }
                 for event in LifecycleEvent::samples(TTL) {
                     let actual = transition(state(status, runs), event, NOW);
-                    let actual = actual
-                        .map(|next| (next.status, next.runs_attached))
-                        .map_err(|error| error.code());
-                    assert_eq!(
-                        actual,
-                        expected(status, runs, event),
-                        "{status} with {runs} runs, {event:?}"
-                    );
+                    let actual = actual.map(|next| (next.status, next.runs_attached)).map_err(|error| error.code());
+                    assert_eq!(actual, expected(status, runs, event), "{status} with {runs} runs, {event:?}");
                     checked += 1;
                 }
             }
@@ -303,25 +241,15 @@ mod tests {
         let extended = transition(live, LifecycleEvent::Heartbeat { ttl_ms: 50_000 }, NOW).unwrap();
         assert_eq!(extended.lease_until, Timestamp(60_000));
         let shorter = transition(live, LifecycleEvent::Appended { ttl_ms: 1 }, NOW).unwrap();
-        assert_eq!(
-            shorter.lease_until, live.lease_until,
-            "a short ttl never shortens the lease"
-        );
-        let closed = Lifecycle {
-            status: Status::Closed,
-            ..live
-        };
+        assert_eq!(shorter.lease_until, live.lease_until, "a short ttl never shortens the lease");
+        let closed = Lifecycle { status: Status::Closed, ..live };
         let reopened = transition(closed, LifecycleEvent::Reopen { ttl_ms: TTL }, NOW).unwrap();
         assert_eq!(reopened.lease_until, Timestamp(11_000));
     }
 
     #[test]
     fn a_lapsed_lease_is_never_acted_on() {
-        let lapsed = Lifecycle {
-            status: Status::Idle,
-            lease_until: Timestamp(5),
-            runs_attached: 0,
-        };
+        let lapsed = Lifecycle { status: Status::Idle, lease_until: Timestamp(5), runs_attached: 0 };
         for event in LifecycleEvent::samples(TTL) {
             let outcome = transition(lapsed, event, NOW);
             match event {
@@ -330,19 +258,8 @@ mod tests {
             }
         }
         assert_eq!(observe(lapsed, NOW).status, Status::Expired);
-        assert_eq!(
-            observe(lapsed, Timestamp(5)).status,
-            Status::Idle,
-            "now == lease_until is still live"
-        );
-        let closed = Lifecycle {
-            status: Status::Closed,
-            ..lapsed
-        };
-        assert_eq!(
-            observe(closed, NOW),
-            closed,
-            "terminal states stay as they are"
-        );
+        assert_eq!(observe(lapsed, Timestamp(5)).status, Status::Idle, "now == lease_until is still live");
+        let closed = Lifecycle { status: Status::Closed, ..lapsed };
+        assert_eq!(observe(closed, NOW), closed, "terminal states stay as they are");
     }
 }

@@ -72,10 +72,8 @@ pub fn interrupted_turn_closers(events: &[Event]) -> Result<Vec<Event>> {
     let Some(last) = events.last() else {
         return Ok(Vec::new());
     };
-    let mut open: Vec<&(Option<RunId>, RunTurnState)> = runs
-        .iter()
-        .filter(|(_, state)| state.open_turn.is_some())
-        .collect();
+    let mut open: Vec<&(Option<RunId>, RunTurnState)> =
+        runs.iter().filter(|(_, state)| state.open_turn.is_some()).collect();
     open.sort_by_key(|(_, state)| state.open_turn.map(|(_, seq)| seq));
     let mut closers = Vec::new();
     let mut next_seq = last.seq.get() + 1;
@@ -116,17 +114,9 @@ pub fn interrupted_turn_closers(events: &[Event]) -> Result<Vec<Event>> {
             push(run, vocab::TOOL_RESULT, data);
         }
         if let Some((step_turn, step)) = state.open_step {
-            push(
-                run,
-                vocab::STEP_END,
-                json!({"turn": step_turn, "step": step}),
-            );
+            push(run, vocab::STEP_END, json!({"turn": step_turn, "step": step}));
         }
-        push(
-            run,
-            vocab::TURN_END,
-            json!({"turn": turn, "reason": INTERRUPTED}),
-        );
+        push(run, vocab::TURN_END, json!({"turn": turn, "reason": INTERRUPTED}));
     }
     Ok(closers)
 }
@@ -147,18 +137,11 @@ fn apply(state: &mut RunTurnState, event: &Event) {
             state.pending.clear();
         }
         vocab::ASSISTANT_MESSAGE => {
-            let calls = data
-                .get("tool_calls")
-                .and_then(Value::as_array)
-                .cloned()
-                .unwrap_or_default();
+            let calls = data.get("tool_calls").and_then(Value::as_array).cloned().unwrap_or_default();
             for call in calls {
                 if let Some(call_id) = field_str(&call, "call_id") {
                     if state.pending_mut(call_id).is_none() {
-                        state.pending.push(PendingCall {
-                            call_id: call_id.to_owned(),
-                            started_seq: None,
-                        });
+                        state.pending.push(PendingCall { call_id: call_id.to_owned(), started_seq: None });
                     }
                 }
             }
@@ -167,10 +150,9 @@ fn apply(state: &mut RunTurnState, event: &Event) {
             if let Some(call_id) = field_str(&data, "call_id") {
                 match state.pending_mut(call_id) {
                     Some(call) => call.started_seq = Some(event.seq.get()),
-                    None => state.pending.push(PendingCall {
-                        call_id: call_id.to_owned(),
-                        started_seq: Some(event.seq.get()),
-                    }),
+                    None => state
+                        .pending
+                        .push(PendingCall { call_id: call_id.to_owned(), started_seq: Some(event.seq.get()) }),
                 }
             }
         }
@@ -207,21 +189,9 @@ mod tests {
                 .into_iter()
                 .enumerate()
                 .map(|(index, event)| {
-                    assert_eq!(
-                        event.seq.get(),
-                        self.0.len() as u64 + index as u64,
-                        "seqs continue the log"
-                    );
-                    assert_eq!(
-                        event.time,
-                        self.0.last().unwrap().time,
-                        "time is the last real event's"
-                    );
-                    (
-                        event.event_type.to_string(),
-                        event.run.map(|r| r.to_string()),
-                        event.data.to_value(),
-                    )
+                    assert_eq!(event.seq.get(), self.0.len() as u64 + index as u64, "seqs continue the log");
+                    assert_eq!(event.time, self.0.last().unwrap().time, "time is the last real event's");
+                    (event.event_type.to_string(), event.run.map(|r| r.to_string()), event.data.to_value())
                 })
                 .collect()
         }
@@ -231,11 +201,9 @@ mod tests {
         closers
             .iter()
             .map(|(t, _, data)| match t.as_str() {
-                "tool/result" => format!(
-                    "result:{}:{}",
-                    data["call_id"].as_str().unwrap(),
-                    data["error"]["code"].as_str().unwrap()
-                ),
+                "tool/result" => {
+                    format!("result:{}:{}", data["call_id"].as_str().unwrap(), data["error"]["code"].as_str().unwrap())
+                }
                 "step/end" => format!("step/end:{}", data["step"]),
                 _ => format!("{t}:{}", data["reason"].as_str().unwrap_or("")),
             })
@@ -269,25 +237,12 @@ mod tests {
                     {"call_id": "c", "name": "ls", "arguments": {}}
                 ]}),
             )
-            .push(
-                None,
-                "tool/call",
-                json!({"call_id": "b", "name": "write", "arguments": {}}),
-            )
-            .push(
-                None,
-                "tool/result",
-                json!({"call_id": "c", "content": "ok"}),
-            );
+            .push(None, "tool/call", json!({"call_id": "b", "name": "write", "arguments": {}}))
+            .push(None, "tool/result", json!({"call_id": "c", "content": "ok"}));
         let closers = log.closers();
         assert_eq!(
             codes(&closers),
-            [
-                "result:a:TOOL_NOT_STARTED",
-                "result:b:TOOL_OUTCOME_UNKNOWN",
-                "step/end:1",
-                "turn/end:interrupted"
-            ]
+            ["result:a:TOOL_NOT_STARTED", "result:b:TOOL_OUTCOME_UNKNOWN", "step/end:1", "turn/end:interrupted"]
         );
         assert_eq!(closers[1].2["call_seq"], 3);
         assert_eq!(closers[0].2["is_error"], true);
@@ -302,10 +257,7 @@ mod tests {
             "tool/call",
             json!({"call_id": "x", "name": "n", "arguments": 1}),
         );
-        assert_eq!(
-            codes(&log.closers()),
-            ["result:x:TOOL_OUTCOME_UNKNOWN", "turn/end:interrupted"]
-        );
+        assert_eq!(codes(&log.closers()), ["result:x:TOOL_OUTCOME_UNKNOWN", "turn/end:interrupted"]);
     }
 
     #[test]
@@ -313,7 +265,11 @@ mod tests {
         let mut log = Log::new();
         log.push(None, "turn/start", json!({"turn": 0}))
             .push(None, "step/start", json!({"turn": 0, "step": 0}))
-            .push(None, "assistant/message", json!({"content": "", "tool_calls": [{"call_id": "a", "name": "n", "arguments": {}}]}))
+            .push(
+                None,
+                "assistant/message",
+                json!({"content": "", "tool_calls": [{"call_id": "a", "name": "n", "arguments": {}}]}),
+            )
             .push(None, "step/end", json!({"turn": 0, "step": 0}));
         assert_eq!(codes(&log.closers()), ["turn/end:interrupted"]);
     }
@@ -324,54 +280,25 @@ mod tests {
         log.push(Some("r2"), "turn/start", json!({"turn": 0}))
             .push(Some("r1"), "turn/start", json!({"turn": 0}))
             .push(Some("r1"), "step/start", json!({"turn": 0, "step": 0}))
-            .push(
-                Some("r2"),
-                "turn/end",
-                json!({"turn": 0, "reason": "completed"}),
-            )
+            .push(Some("r2"), "turn/end", json!({"turn": 0, "reason": "completed"}))
             .push(Some("r2"), "turn/start", json!({"turn": 1}))
-            .push(
-                Some("r1"),
-                "tool/call",
-                json!({"call_id": "k", "name": "n", "arguments": {}}),
-            )
+            .push(Some("r1"), "tool/call", json!({"call_id": "k", "name": "n", "arguments": {}}))
             .push(Some("r3"), "turn/start", json!({"turn": 0}))
-            .push(
-                Some("r3"),
-                "turn/end",
-                json!({"turn": 0, "reason": "error"}),
-            );
+            .push(Some("r3"), "turn/end", json!({"turn": 0, "reason": "error"}));
         let closers = log.closers();
         let runs: Vec<Option<String>> = closers.iter().map(|(_, run, _)| run.clone()).collect();
         assert_eq!(
             codes(&closers),
-            [
-                "result:k:TOOL_OUTCOME_UNKNOWN",
-                "step/end:0",
-                "turn/end:interrupted",
-                "turn/end:interrupted"
-            ]
+            ["result:k:TOOL_OUTCOME_UNKNOWN", "step/end:0", "turn/end:interrupted", "turn/end:interrupted"]
         );
-        assert_eq!(
-            runs,
-            [
-                Some("r1".into()),
-                Some("r1".into()),
-                Some("r1".into()),
-                Some("r2".into())
-            ]
-        );
+        assert_eq!(runs, [Some("r1".into()), Some("r1".into()), Some("r1".into()), Some("r2".into())]);
         assert_eq!(closers[3].2["turn"], 1);
     }
 
     #[test]
     fn repairing_twice_appends_nothing_the_second_time() {
         let mut log = Log::new();
-        log.push(None, "turn/start", json!({"turn": 0})).push(
-            None,
-            "step/start",
-            json!({"turn": 0, "step": 0}),
-        );
+        log.push(None, "turn/start", json!({"turn": 0})).push(None, "step/start", json!({"turn": 0, "step": 0}));
         let closers = interrupted_turn_closers(&log.0).unwrap();
         log.0.extend(closers);
         assert!(log.closers().is_empty());
@@ -381,17 +308,9 @@ mod tests {
     fn unknown_types_fail_closed_unless_ignorable() {
         let mut log = Log::new();
         log.push(None, "turn/start", json!({"turn": 0}));
-        log.0.push(
-            Event::new(1, "myapp/note", Timestamp(1), json!({}))
-                .unwrap()
-                .with_ignorable(true),
-        );
+        log.0.push(Event::new(1, "myapp/note", Timestamp(1), json!({})).unwrap().with_ignorable(true));
         assert_eq!(log.closers().len(), 1);
-        log.0
-            .push(Event::new(2, "myapp/state", Timestamp(1), json!({})).unwrap());
-        assert_eq!(
-            interrupted_turn_closers(&log.0).unwrap_err().code(),
-            "format_unsupported"
-        );
+        log.0.push(Event::new(2, "myapp/state", Timestamp(1), json!({})).unwrap());
+        assert_eq!(interrupted_turn_closers(&log.0).unwrap_err().code(), "format_unsupported");
     }
 }

@@ -34,25 +34,10 @@ pub const KNOWN_EVENT_TYPES: [&str; 11] = [
 ];
 
 /// Namespaces reserved for berth's own vocabulary (`checkpoint` is reserved as a whole).
-pub const RESERVED_NAMESPACES: [&str; 7] = [
-    "turn/",
-    "step/",
-    "tool/",
-    "user/",
-    "assistant/",
-    "system/",
-    "session/",
-];
+pub const RESERVED_NAMESPACES: [&str; 7] = ["turn/", "step/", "tool/", "user/", "assistant/", "system/", "session/"];
 
 /// The `turn/end` reasons berth defines; any other non-empty string is an extension.
-pub const TURN_END_REASONS: [&str; 6] = [
-    "completed",
-    "aborted",
-    "error",
-    "max_tokens",
-    "interrupted",
-    "max-tokens",
-];
+pub const TURN_END_REASONS: [&str; 6] = ["completed", "aborted", "error", "max_tokens", "interrupted", "max-tokens"];
 
 pub fn is_known(event_type: &str) -> bool {
     KNOWN_EVENT_TYPES.contains(&event_type)
@@ -61,17 +46,12 @@ pub fn is_known(event_type: &str) -> bool {
 pub fn is_reserved(event_type: &str) -> bool {
     event_type == CHECKPOINT
         || event_type.starts_with("checkpoint/")
-        || RESERVED_NAMESPACES
-            .iter()
-            .any(|namespace| event_type.starts_with(namespace))
+        || RESERVED_NAMESPACES.iter().any(|namespace| event_type.starts_with(namespace))
 }
 
 /// Does this event make a session non-blank (a conversation happened)?
 pub fn is_conversation_event(event_type: &str) -> bool {
-    matches!(
-        event_type,
-        USER_MESSAGE | ASSISTANT_MESSAGE | SYSTEM_MESSAGE | TOOL_RESULT | TOOL_CALL
-    )
+    matches!(event_type, USER_MESSAGE | ASSISTANT_MESSAGE | SYSTEM_MESSAGE | TOOL_RESULT | TOOL_CALL)
 }
 
 /// Append-side validation: size, reserved types' `data` shapes, and no unknown type in a
@@ -95,12 +75,8 @@ pub fn validate_for_append(event: &Event) -> Result<()> {
             format!("{event_type:?} is in a reserved namespace but is not a berth event type"),
         ));
     }
-    validate_reserved_data(event_type, &event.data.to_value()).map_err(|reason| {
-        Error::invalid(
-            "event data",
-            format!("{event_type} at seq {}: {reason}", event.seq),
-        )
-    })
+    validate_reserved_data(event_type, &event.data.to_value())
+        .map_err(|reason| Error::invalid("event data", format!("{event_type} at seq {}: {reason}", event.seq)))
 }
 
 /// Read-side rule: a stored type in a reserved namespace that this build does not know
@@ -148,10 +124,7 @@ fn validate_reserved_data(event_type: &str, data: &Value) -> std::result::Result
         }
     };
     let present = |field: &str| -> std::result::Result<(), String> {
-        object
-            .get(field)
-            .map(|_| ())
-            .ok_or_else(|| format!("{field} is required"))
+        object.get(field).map(|_| ()).ok_or_else(|| format!("{field} is required"))
     };
     match event_type {
         TURN_START => integer("turn"),
@@ -166,9 +139,7 @@ fn validate_reserved_data(event_type: &str, data: &Value) -> std::result::Result
                 Some(_) => Err("tool_calls must be an array".into()),
             }
         }
-        TOOL_CALL => string("call_id")
-            .and_then(|_| string("name"))
-            .and_then(|_| present("arguments")),
+        TOOL_CALL => string("call_id").and_then(|_| string("name")).and_then(|_| present("arguments")),
         TOOL_RESULT => {
             string("call_id")?;
             present("content")?;
@@ -215,14 +186,8 @@ mod tests {
             (TURN_END, json!({"turn": 0, "reason": "plugin/custom"})),
             (STEP_START, json!({"turn": 0, "step": 1})),
             (USER_MESSAGE, json!({"content": "hi"})),
-            (
-                ASSISTANT_MESSAGE,
-                json!({"content": [], "tool_calls": [{"call_id": "c", "name": "n", "arguments": {}}]}),
-            ),
-            (
-                TOOL_CALL,
-                json!({"call_id": "c", "name": "n", "arguments": "{}"}),
-            ),
+            (ASSISTANT_MESSAGE, json!({"content": [], "tool_calls": [{"call_id": "c", "name": "n", "arguments": {}}]})),
+            (TOOL_CALL, json!({"call_id": "c", "name": "n", "arguments": "{}"})),
             (
                 TOOL_RESULT,
                 json!({"call_id": "c", "content": "x", "is_error": true, "error": {"code": "E", "name": "N"}}),
@@ -231,10 +196,7 @@ mod tests {
             (SESSION_END_SEED, json!({})),
         ];
         for (event_type, data) in good {
-            assert!(
-                validate_for_append(&event(event_type, data.clone())).is_ok(),
-                "{event_type} {data}"
-            );
+            assert!(validate_for_append(&event(event_type, data.clone())).is_ok(), "{event_type} {data}");
         }
         let bad = [
             (TURN_START, json!({})),
@@ -244,24 +206,16 @@ mod tests {
             (STEP_END, json!({"turn": 0})),
             (USER_MESSAGE, json!({})),
             (USER_MESSAGE, json!("hi")),
-            (
-                ASSISTANT_MESSAGE,
-                json!({"content": "", "tool_calls": [{"name": "n"}]}),
-            ),
+            (ASSISTANT_MESSAGE, json!({"content": "", "tool_calls": [{"name": "n"}]})),
             (TOOL_CALL, json!({"call_id": "c", "name": "n"})),
             (TOOL_RESULT, json!({"content": "x"})),
-            (
-                TOOL_RESULT,
-                json!({"call_id": "c", "content": "x", "error": {"code": 1}}),
-            ),
+            (TOOL_RESULT, json!({"call_id": "c", "content": "x", "error": {"code": 1}})),
             (CHECKPOINT, json!({})),
             ("turn/pause", json!({})),
         ];
         for (event_type, data) in bad {
             assert_eq!(
-                validate_for_append(&event(event_type, data.clone()))
-                    .unwrap_err()
-                    .code(),
+                validate_for_append(&event(event_type, data.clone())).unwrap_err().code(),
                 "invalid",
                 "{event_type} {data}"
             );
@@ -277,16 +231,10 @@ mod tests {
     #[test]
     fn unknown_types_fail_closed_unless_ignorable() {
         let newer = event("turn/pause", json!({}));
-        assert_eq!(
-            check_stored(&newer).unwrap_err().code(),
-            "format_unsupported"
-        );
+        assert_eq!(check_stored(&newer).unwrap_err().code(), "format_unsupported");
         assert!(check_stored(&newer.clone().with_ignorable(true)).is_ok());
         let extension = event("myapp/x", json!({}));
-        assert_eq!(
-            check_reconstructable(&extension).unwrap_err().code(),
-            "format_unsupported"
-        );
+        assert_eq!(check_reconstructable(&extension).unwrap_err().code(), "format_unsupported");
         assert!(check_reconstructable(&extension.with_ignorable(true)).is_ok());
     }
 }

@@ -200,7 +200,9 @@ impl MemoryWriter {
         let mut sessions = self.storage.sessions();
         match sessions.get_mut(&self.key) {
             Some(session) if session.epoch == self.epoch && session.writer_held => f(session),
-            Some(session) => Err(Error::Fenced { id: self.key.id.to_string(), epoch: self.epoch, current: session.epoch }),
+            Some(session) => {
+                Err(Error::Fenced { id: self.key.id.to_string(), epoch: self.epoch, current: session.epoch })
+            }
             None => Err(Error::OwnershipLost { id: self.key.id.to_string(), reason: "session was erased".into() }),
         }
     }
