@@ -173,7 +173,11 @@ impl PostgresCatalog {
         PostgresCatalog { db }
     }
 
-    async fn run<T: Send + 'static>(&self, operation: &'static str, work: impl FnOnce(Arc<Database>) -> Work<T>) -> Result<T> {
+    async fn run<T: Send + 'static>(
+        &self,
+        operation: &'static str,
+        work: impl FnOnce(Arc<Database>) -> Work<T>,
+    ) -> Result<T> {
         let future = work(self.db.clone());
         self.db.exec.run(async move { future.await.map_err(|failure| failure.into_error(operation)) }).await
     }
@@ -229,7 +233,9 @@ fn already_exists(record: &SessionRecord) -> Failure {
 async fn on_client<T>(
     db: &Database,
     what: &'static str,
-    work: impl for<'c> FnOnce(&'c deadpool_postgres::Object) -> Pin<Box<dyn Future<Output = Result<T, Failure>> + Send + 'c>>,
+    work: impl for<'c> FnOnce(
+        &'c deadpool_postgres::Object,
+    ) -> Pin<Box<dyn Future<Output = Result<T, Failure>> + Send + 'c>>,
 ) -> Result<T, Failure> {
     db.with_client(what, work).await
 }
@@ -267,8 +273,9 @@ impl Catalog for PostgresCatalog {
             Box::pin(async move {
                 let json: Option<String> = on_client(&db, "get session", move |client| {
                     Box::pin(async move {
-                        let statement =
-                            client.prepare_cached("SELECT record_json FROM sessions WHERE tenant = $1 AND id = $2").await?;
+                        let statement = client
+                            .prepare_cached("SELECT record_json FROM sessions WHERE tenant = $1 AND id = $2")
+                            .await?;
                         let row = client.query_opt(&statement, &[&key.tenant.as_str(), &key.id.as_str()]).await?;
                         Ok(row.map(|row| row.get(0)))
                     })
@@ -308,7 +315,10 @@ impl Catalog for PostgresCatalog {
                     return Err(Failure::Berth(Error::session_not_found(&record.header.id)));
                 };
                 if stored as u64 != expected.0 {
-                    return Err(Failure::Berth(Error::RevisionConflict { expected: expected.0, actual: stored as u64 }));
+                    return Err(Failure::Berth(Error::RevisionConflict {
+                        expected: expected.0,
+                        actual: stored as u64,
+                    }));
                 }
                 if !wellformed {
                     return Err(Failure::Berth(Error::invalid("revision", "an update must carry expected + 1")));
@@ -383,7 +393,11 @@ impl Catalog for PostgresCatalog {
                         TenantId::parse(row.get(0)).map_err(|_| {
                             Failure::Berth(Error::Corrupt {
                                 reason: "stored tenant id is invalid".into(),
-                                location: berth_core::Location { artifact: "postgres:catalog".into(), offset: None, seq: None },
+                                location: berth_core::Location {
+                                    artifact: "postgres:catalog".into(),
+                                    offset: None,
+                                    seq: None,
+                                },
                             })
                         })
                     })
@@ -414,7 +428,11 @@ impl Catalog for PostgresCatalog {
                         Err(error) if error.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION) => {
                             return Err(Failure::Berth(Error::Corrupt {
                                 reason: format!("audit log of {tenant} holds an entry past its head"),
-                                location: berth_core::Location { artifact: "postgres:audit".into(), offset: None, seq: None },
+                                location: berth_core::Location {
+                                    artifact: "postgres:audit".into(),
+                                    offset: None,
+                                    seq: None,
+                                },
                             }))
                         }
                         outcome => outcome?,
@@ -461,8 +479,9 @@ impl Catalog for PostgresCatalog {
             Box::pin(async move {
                 let row = on_client(&db, "read audit head", move |client| {
                     Box::pin(async move {
-                        let statement =
-                            client.prepare_cached("SELECT seq, hash FROM audit_heads WHERE tenant = $1 AND seq >= 0").await?;
+                        let statement = client
+                            .prepare_cached("SELECT seq, hash FROM audit_heads WHERE tenant = $1 AND seq >= 0")
+                            .await?;
                         Ok(client.query_opt(&statement, &[&tenant]).await?)
                     })
                 })

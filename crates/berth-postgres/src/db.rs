@@ -56,7 +56,9 @@ impl Failure {
         match self {
             Failure::Berth(error) => error,
             Failure::Timeout(what) => Error::Unavailable {
-                reason: format!("postgres: {operation}: no reply within the client-side bound ({what}); outcome unknown"),
+                reason: format!(
+                    "postgres: {operation}: no reply within the client-side bound ({what}); outcome unknown"
+                ),
             },
             Failure::Pool(message) => Error::Unavailable { reason: format!("postgres: {operation}: {message}") },
             Failure::Db(error) => map_db_error(operation, &error),
@@ -73,8 +75,7 @@ fn is_connection_error(error: &tokio_postgres::Error) -> bool {
         // now), 57014 (query canceled by statement_timeout or a cancel request).
         Some(code) => {
             code.code().starts_with("08")
-                || [SqlState::ADMIN_SHUTDOWN, SqlState::CRASH_SHUTDOWN, SqlState::CANNOT_CONNECT_NOW]
-                    .contains(code)
+                || [SqlState::ADMIN_SHUTDOWN, SqlState::CRASH_SHUTDOWN, SqlState::CANNOT_CONNECT_NOW].contains(code)
                 || *code == SqlState::QUERY_CANCELED
         }
         // No SQLSTATE: an I/O or protocol error of the client, unless it is a type
@@ -299,7 +300,8 @@ pub(crate) fn discard(client: Object) {
 
 /// Integer columns: berth counts in `u64`, PostgreSQL in `bigint`.
 pub(crate) fn to_i64(what: &'static str, value: u64) -> Result<i64, Failure> {
-    i64::try_from(value).map_err(|_| Failure::Berth(Error::LimitExceeded { what, limit: i64::MAX as u64, actual: value }))
+    i64::try_from(value)
+        .map_err(|_| Failure::Berth(Error::LimitExceeded { what, limit: i64::MAX as u64, actual: value }))
 }
 
 pub(crate) fn to_u64(what: &str, value: i64) -> Result<u64, Failure> {

@@ -87,9 +87,8 @@ pub(crate) async fn acquire(db: &Database, key: &SessionKey, holder: &str) -> Re
                 Error::session_not_found(&key.id)
             }));
         };
-        let unknown = transaction
-            .query_opt(UNKNOWN_RESERVED, &[&tenant, &session, &known_types(), &reserved_patterns()])
-            .await?;
+        let unknown =
+            transaction.query_opt(UNKNOWN_RESERVED, &[&tenant, &session, &known_types(), &reserved_patterns()]).await?;
         if let Some(unknown) = unknown {
             let line: String = unknown.get(0);
             let event: berth_core::Event = crate::log::decode_event(key, None, &line)?;

@@ -50,7 +50,7 @@ impl Driver {
         matches!(self, Driver::Status | Driver::LabelStatus)
     }
 
-    fn from_labels(self) -> bool {
+    fn drives_from_labels(self) -> bool {
         matches!(self, Driver::Label | Driver::LabelStatus)
     }
 }
@@ -114,8 +114,8 @@ fn sub_query(
     blank: Option<bool>,
     limit: &str,
 ) -> String {
-    let sort = if driver.from_labels() { "k" } else { "s" };
-    let from = if driver.from_labels() {
+    let sort = if driver.drives_from_labels() { "k" } else { "s" };
+    let from = if driver.drives_from_labels() {
         "session_labels AS k JOIN sessions AS s ON s.tenant = k.tenant AND s.id = k.id"
     } else {
         "sessions AS s"
@@ -126,7 +126,7 @@ fn sub_query(
     }
     if let Some(label) = &query.label {
         let value = plan.bind(label.clone());
-        conditions.push(if driver.from_labels() {
+        conditions.push(if driver.drives_from_labels() {
             format!("k.label = {value}")
         } else {
             format!("EXISTS (SELECT 1 FROM session_labels AS l WHERE l.tenant = s.tenant AND l.id = s.id AND l.label = {value})")

@@ -55,8 +55,7 @@ const MATERIALIZE: &str = "WITH head AS ( \
 
 const HEAD_OF: &str = "SELECT epoch, next_seq, holder FROM session_heads WHERE tenant = $1 AND session_id = $2";
 
-const STAT: &str =
-    "SELECT header_json, incarnation, next_seq FROM session_heads WHERE tenant = $1 AND session_id = $2";
+const STAT: &str = "SELECT header_json, incarnation, next_seq FROM session_heads WHERE tenant = $1 AND session_id = $2";
 
 const LIST: &str = "SELECT header_json, incarnation, next_seq FROM session_heads \
      WHERE tenant = $1 AND ($2::text IS NULL OR user_id = $2) AND ($3::text IS NULL OR project = $3) \
@@ -112,7 +111,10 @@ pub(crate) fn decode_event(key: &SessionKey, seq: Option<u64>, line: &str) -> Re
 }
 
 fn corrupt(key: &SessionKey, seq: Option<u64>, error: serde_json::Error) -> Failure {
-    Failure::Berth(Error::Corrupt { reason: format!("stored record does not decode: {error}"), location: location(key, seq) })
+    Failure::Berth(Error::Corrupt {
+        reason: format!("stored record does not decode: {error}"),
+        location: location(key, seq),
+    })
 }
 
 /// A batch as the statements take it: parallel arrays.
@@ -153,7 +155,8 @@ impl PostgresBackend {
         let work_db = db.clone();
         db.exec
             .run(async move {
-                let outcome = if migrate { migrate_with(&work_db).await.map(|_| ()) } else { check_schema(&work_db).await };
+                let outcome =
+                    if migrate { migrate_with(&work_db).await.map(|_| ()) } else { check_schema(&work_db).await };
                 outcome.map_err(|failure| failure.into_error("open database"))
             })
             .await?;
@@ -196,7 +199,9 @@ impl PostgresBackend {
         let acquired = self
             .db
             .exec
-            .run(async move { lease::acquire(&db, &work_key, &holder).await.map_err(|failure| failure.into_error("open writer")) })
+            .run(async move {
+                lease::acquire(&db, &work_key, &holder).await.map_err(|failure| failure.into_error("open writer"))
+            })
             .await?;
         Ok(PostgresWriter::start(self, key.clone(), acquired.header, acquired.next_seq, acquired.epoch, sent))
     }
@@ -338,7 +343,9 @@ impl LogBackend for PostgresBackend {
                             let user = query.user.as_ref().map(|user| user.as_str());
                             let project = query.project.as_ref().map(|project| project.as_str());
                             let after = query.after.as_ref().map(|after| after.as_str());
-                            Ok(client.query(&statement, &[&query.tenant.as_str(), &user, &project, &after, &limit]).await?)
+                            Ok(client
+                                .query(&statement, &[&query.tenant.as_str(), &user, &project, &after, &limit])
+                                .await?)
                         })
                     })
                     .await?;
@@ -461,7 +468,13 @@ async fn materialize_once(
 }
 
 /// One append attempt: the fenced statement, then, if it matched nothing, the reason.
-async fn append_once(db: &Database, key: &SessionKey, epoch: i64, first: i64, batch: &EncodedBatch) -> Result<(), Failure> {
+async fn append_once(
+    db: &Database,
+    key: &SessionKey,
+    epoch: i64,
+    first: i64,
+    batch: &EncodedBatch,
+) -> Result<(), Failure> {
     let (tenant, session) = (key.tenant.as_str(), key.id.as_str());
     let client = db.pooled("append").await?;
     let work = async {
@@ -488,7 +501,13 @@ async fn append_once(db: &Database, key: &SessionKey, epoch: i64, first: i64, ba
 
 /// Why an append matched nothing: already applied (an earlier attempt of the same
 /// batch committed), fenced, erased, or a seq conflict.
-async fn diagnose(db: &Database, key: &SessionKey, epoch: i64, first: i64, batch: &EncodedBatch) -> Result<(), Failure> {
+async fn diagnose(
+    db: &Database,
+    key: &SessionKey,
+    epoch: i64,
+    first: i64,
+    batch: &EncodedBatch,
+) -> Result<(), Failure> {
     let (tenant, session) = (key.tenant.as_str(), key.id.as_str());
     let end = first.saturating_add(batch.len() as i64);
     let client = db.pooled("append").await?;
@@ -629,8 +648,11 @@ impl LogWriter for PostgresWriter {
         let encoded = EncodedBatch::new(batch);
         let (db, key, lease) = (self.db.clone(), self.key.clone(), self.lease.clone());
         let epoch = i64::try_from(self.epoch).unwrap_or(i64::MAX);
-        let first = i64::try_from(self.next_seq)
-            .map_err(|_| Error::LimitExceeded { what: "seq", limit: i64::MAX as u64, actual: self.next_seq })?;
+        let first = i64::try_from(self.next_seq).map_err(|_| Error::LimitExceeded {
+            what: "seq",
+            limit: i64::MAX as u64,
+            actual: self.next_seq,
+        })?;
         let attempts = self.db.options.append_attempts.max(1);
         let outcome = self
             .db

@@ -14,7 +14,7 @@
 
 use crate::db::{Database, Failure};
 use crate::schema::NOTIFY_CHANNEL;
-use berth_core::{Error, Result, SessionKey, SessionId, TenantId};
+use berth_core::{Error, Result, SessionId, SessionKey, TenantId};
 use futures_util::StreamExt;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};

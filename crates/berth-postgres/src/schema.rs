@@ -161,8 +161,7 @@ pub(crate) async fn migrate(client: &mut tokio_postgres::Client) -> Result<Migra
 
 /// The schema version stored in the database (0 before the first migration).
 pub(crate) async fn stored_version(client: &tokio_postgres::Client) -> Result<i32, Failure> {
-    let exists: bool =
-        client.query_one("SELECT to_regclass('schema_migrations') IS NOT NULL", &[]).await?.get(0);
+    let exists: bool = client.query_one("SELECT to_regclass('schema_migrations') IS NOT NULL", &[]).await?.get(0);
     if !exists {
         return Ok(0);
     }

@@ -35,7 +35,8 @@ pub struct TestServer {
 impl TestServer {
     pub fn from_env() -> TestServer {
         let url = std::env::var(TEST_SERVER_ENV).unwrap_or_else(|_| TEST_SERVER_DEFAULT.to_owned());
-        let config: tokio_postgres::Config = url.parse().unwrap_or_else(|error| panic!("{TEST_SERVER_ENV}={url}: {error}"));
+        let config: tokio_postgres::Config =
+            url.parse().unwrap_or_else(|error| panic!("{TEST_SERVER_ENV}={url}: {error}"));
         let host = match config.get_hosts().first() {
             Some(tokio_postgres::config::Host::Tcp(host)) => host.clone(),
             _ => "127.0.0.1".to_owned(),
@@ -69,8 +70,9 @@ impl TestServer {
 
 /// Connects a plain client (its connection driven by a spawned task).
 pub async fn connect(url: &str) -> tokio_postgres::Client {
-    let (client, connection) =
-        tokio_postgres::connect(url, tokio_postgres::NoTls).await.unwrap_or_else(|error| panic!("connect {url}: {error}"));
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .unwrap_or_else(|error| panic!("connect {url}: {error}"));
     tokio::spawn(async move {
         let _ = connection.await;
     });
@@ -94,7 +96,10 @@ impl TestDatabase {
         let admin = connect(&server.url(&server.admin_database, None)).await;
         drop_orphans(&admin).await;
         let name = format!("{NAME_PREFIX}{}_{}", std::process::id(), uuid::Uuid::now_v7().simple());
-        admin.batch_execute(&format!("CREATE DATABASE {name}")).await.unwrap_or_else(|error| panic!("create {name}: {error}"));
+        admin
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .await
+            .unwrap_or_else(|error| panic!("create {name}: {error}"));
         TestDatabase { server, name }
     }
 
@@ -123,12 +128,14 @@ impl TestDatabase {
 
 /// Drops databases left behind by test processes that no longer exist.
 async fn drop_orphans(admin: &tokio_postgres::Client) {
-    let Ok(rows) = admin.query("SELECT datname FROM pg_database WHERE datname LIKE 'berth\\_test\\_%'", &[]).await else {
+    let Ok(rows) = admin.query("SELECT datname FROM pg_database WHERE datname LIKE 'berth\\_test\\_%'", &[]).await
+    else {
         return;
     };
     for row in rows {
         let name: String = row.get(0);
-        let pid = name.strip_prefix(NAME_PREFIX).and_then(|rest| rest.split('_').next()).and_then(|pid| pid.parse().ok());
+        let pid =
+            name.strip_prefix(NAME_PREFIX).and_then(|rest| rest.split('_').next()).and_then(|pid| pid.parse().ok());
         if pid.is_some_and(|pid| !pid_is_alive(pid)) {
             let _ = admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await;
         }
@@ -233,7 +240,12 @@ impl Drop for Proxy {
     }
 }
 
-async fn accept_loop(listener: TcpListener, upstream: String, admission: Arc<AtomicU8>, links: Arc<Mutex<Vec<Arc<Link>>>>) {
+async fn accept_loop(
+    listener: TcpListener,
+    upstream: String,
+    admission: Arc<AtomicU8>,
+    links: Arc<Mutex<Vec<Arc<Link>>>>,
+) {
     while let Ok((client, _)) = listener.accept().await {
         let admitted = admission.load(Ordering::SeqCst);
         if admitted == Admission::Refuse as u8 {

@@ -20,7 +20,9 @@ fn header(key: &SessionKey) -> SessionHeader {
 
 fn batch(first: u64, count: u64) -> Vec<Event> {
     (0..count)
-        .map(|index| Event::new(first + index, "test/tail", Timestamp(1), serde_json::json!({"n": first + index})).unwrap())
+        .map(|index| {
+            Event::new(first + index, "test/tail", Timestamp(1), serde_json::json!({"n": first + index})).unwrap()
+        })
         .collect()
 }
 
@@ -133,7 +135,10 @@ async fn newer_schema_is_refused_and_an_old_one_needs_migrate() {
     let admin = database.client().await;
     admin.batch_execute("INSERT INTO schema_migrations (version, name) VALUES (999, 'from the future')").await.unwrap();
     let newer = PostgresBackend::connect(&database.url(), PostgresOptions::default()).await;
-    assert!(matches!(&newer, Err(Error::FormatUnsupported { reason, .. }) if reason.contains("newer berth")), "{newer:?}");
+    assert!(
+        matches!(&newer, Err(Error::FormatUnsupported { reason, .. }) if reason.contains("newer berth")),
+        "{newer:?}"
+    );
 }
 
 /// Seeds `count` sessions of tenant `tenant-big` (and a few of two other tenants)

@@ -256,9 +256,10 @@ async fn t24_racing_acquisitions_have_one_winner_per_epoch() {
         backends.push(connect(&database.url(), options).await);
     }
     let first = backends[0].materialize(&header(&key), &[]).await.unwrap();
-    let mut epoch = first.epoch().0;
+    let first_epoch = first.epoch().0;
     drop(first);
     for round in 0..rounds {
+        let epoch = first_epoch + round;
         admin
             .execute(
                 "UPDATE session_heads SET lease_until = now() - interval '1 second' WHERE tenant = $1 AND session_id = $2",
@@ -287,7 +288,6 @@ async fn t24_racing_acquisitions_have_one_winner_per_epoch() {
         assert_eq!(winners.len(), 1, "round {round}: exactly one winner");
         let winner = winners.pop().unwrap();
         assert_eq!(winner.epoch().0, epoch + 1, "round {round}: the winner holds the next epoch");
-        epoch += 1;
         winner.abandon();
     }
 }

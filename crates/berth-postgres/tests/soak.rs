@@ -146,7 +146,10 @@ async fn verify(database: &TestDatabase, acks: &[Ack]) {
         let mut writers_of_epoch: BTreeMap<i64, &str> = BTreeMap::new();
         for (index, (seq, epoch, writer, written_for)) in events.iter().enumerate() {
             assert_eq!(*seq, index as i64, "{session}: contiguous seqs");
-            assert_eq!(written_for, seq, "{session}: event written for seq {written_for} stored at {seq} (a duplicate)");
+            assert_eq!(
+                written_for, seq,
+                "{session}: event written for seq {written_for} stored at {seq} (a duplicate)"
+            );
             let owner = writers_of_epoch.entry(*epoch).or_insert(writer.as_str());
             assert_eq!(*owner, writer.as_str(), "{session}: epoch {epoch} has one writer");
         }

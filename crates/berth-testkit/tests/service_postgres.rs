@@ -14,9 +14,7 @@ use berth_sqlite::{SqliteCatalog, CATALOG_FILE_NAME};
 use berth_store::LogStore;
 use berth_testkit::catalog_conformance::{AuditTamper, AuditTamperer};
 use berth_testkit::service_conformance::export::roundtrip_between;
-use berth_testkit::service_conformance::{
-    wait_for_released_writers, EmbeddedService, ServiceBackend, CLOCK_START_MS,
-};
+use berth_testkit::service_conformance::{wait_for_released_writers, EmbeddedService, ServiceBackend, CLOCK_START_MS};
 use berth_testkit::FakeClock;
 use std::path::Path;
 use std::sync::{Arc, Mutex};

@@ -47,10 +47,7 @@ impl StoreUrl {
         }
         if let Some(path) = text.strip_prefix("file://") {
             if !path.starts_with('/') {
-                return Err(Error::invalid(
-                    "url",
-                    "file URLs take an absolute path: file:///path",
-                ));
+                return Err(Error::invalid("url", "file URLs take an absolute path: file:///path"));
             }
             return Ok(StoreUrl::Embedded(PathBuf::from(path)));
         }
@@ -94,12 +91,9 @@ pub async fn open_backends(url: &StoreUrl) -> Result<Backends> {
         StoreUrl::Postgres(url) => {
             // Connecting applies pending schema migrations (safe when several
             // processes start at once); the catalog shares the log's pool.
-            let backend = berth_postgres::PostgresBackend::connect(url, berth_postgres::PostgresOptions::default()).await?;
-            Ok(Backends {
-                catalog: Arc::new(backend.catalog()),
-                store: LogStore::new(Arc::new(backend)),
-                jsonl: None,
-            })
+            let backend =
+                berth_postgres::PostgresBackend::connect(url, berth_postgres::PostgresOptions::default()).await?;
+            Ok(Backends { catalog: Arc::new(backend.catalog()), store: LogStore::new(Arc::new(backend)), jsonl: None })
         }
     }
 }

@@ -154,7 +154,7 @@ async fn soak(name: &str, tenant: &str, sessions: u64, duration: Duration) {
                 Err(_) => break,
             }
         }
-        if (turn >> 50) % 4 == 0 {
+        if (turn >> 50).is_multiple_of(4) {
             // Sometimes just drop the handle (its lease is cleared in the background).
             drop(handle);
         } else {

@@ -13,10 +13,9 @@ pub async fn migrate(data: &str, _args: MigrateArgs, json: bool) -> Result<ExitC
     let url = berth::StoreUrl::parse(data)?;
     let report = berth::migrate(&url).await?;
     match (report, json) {
-        (Some(report), true) => println!(
-            "{}",
-            serde_json::json!({"from_version": report.from_version, "to_version": report.to_version})
-        ),
+        (Some(report), true) => {
+            println!("{}", serde_json::json!({"from_version": report.from_version, "to_version": report.to_version}))
+        }
         (Some(report), false) if report.from_version == report.to_version => {
             println!("schema is current (version {})", report.to_version)
         }
