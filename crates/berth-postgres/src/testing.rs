@@ -72,7 +72,7 @@ impl TestServer {
 pub async fn connect(url: &str) -> tokio_postgres::Client {
     let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
         .await
-        .unwrap_or_else(|error| panic!("connect {url}: {error}"));
+        .unwrap_or_else(|error| panic!("connect {url}: {error:?}"));
     tokio::spawn(async move {
         let _ = connection.await;
     });
