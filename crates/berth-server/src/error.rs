@@ -49,14 +49,15 @@ impl ErrorBody {
 #[derive(Clone, Debug)]
 pub struct ApiError {
     pub status: StatusCode,
-    pub body: ErrorBody,
+    /// Boxed: errors travel in every handler's `Result`, which should stay small.
+    pub body: Box<ErrorBody>,
     /// `Retry-After` in seconds (429, 503).
     pub retry_after_s: Option<u64>,
 }
 
 impl ApiError {
     pub fn new(status: StatusCode, code: &str, message: impl Into<String>) -> ApiError {
-        ApiError { status, body: ErrorBody::new(code, message), retry_after_s: None }
+        ApiError { status, body: Box::new(ErrorBody::new(code, message)), retry_after_s: None }
     }
 
     /// A request the server cannot parse (JSON syntax, depth, unknown fields, bad ids).

@@ -48,6 +48,10 @@ impl TestServer {
     }
 
     pub async fn start_with(config: ServerConfig) -> TestServer {
+        TestServer::start_with_jwt(config, None).await
+    }
+
+    pub async fn start_with_jwt(config: ServerConfig, jwt: Option<berth_server::auth::JwtVerifier>) -> TestServer {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().join("data");
         std::fs::create_dir(&root).unwrap();
@@ -56,7 +60,7 @@ impl TestServer {
         let keys = KeyStore::open(&root.join(KEYS_FILE)).unwrap();
         let parts = ServerParts {
             service: service.clone(),
-            auth: Authenticator::new(keys.clone(), None),
+            auth: Authenticator::new(keys.clone(), jwt),
             metrics: metrics.clone(),
             feed: None,
         };
