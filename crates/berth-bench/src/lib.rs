@@ -3,12 +3,41 @@
 //! one process run, interleaved A/B/A/B so that machine drift cancels out.
 //!
 //! Figures are medians over rounds (and p50/p99 of per-operation latency where it
-//! applies), plus the ratio to the reference measured in the same run. Nothing here
-//! asserts a timing: benchmarks report, tests assert.
+//! applies), plus the ratio to the reference measured in the same run, the targets of
+//! issue 6 judged (never asserted), and the W7 scale curves as tables and SVG plots.
+//! Nothing here asserts a timing: benchmarks report, tests assert.
 
+mod fixtures;
+mod machine;
 mod payload;
+mod plots;
+mod progress;
 mod report;
+mod run;
+mod sizes;
 mod workloads;
 
-pub use report::{Measurement, Report};
-pub use workloads::{run, BenchOptions};
+pub use plots::write_plots;
+pub use progress::{NoProgress, Progress, ProgressBar};
+pub use report::{Curve, Figure, Goal, Measurement, Report, Series, Target};
+pub use run::{profile_resume, run};
+pub use sizes::{Profile, Sizes};
+
+use std::path::PathBuf;
+
+#[derive(Clone, Debug)]
+pub struct BenchOptions {
+    pub profile: Profile,
+    /// The counts (from the profile unless a test sets its own).
+    pub sizes: Sizes,
+    /// Where temporary data goes (a directory on the disk being measured).
+    pub dir: PathBuf,
+    /// A PostgreSQL URL: W1–W5 also run on the PostgreSQL backend when it is built in.
+    pub postgres_url: Option<String>,
+}
+
+impl BenchOptions {
+    pub fn new(profile: Profile, dir: PathBuf) -> BenchOptions {
+        BenchOptions { profile, sizes: Sizes::of(profile), dir, postgres_url: None }
+    }
+}

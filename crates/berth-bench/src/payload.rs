@@ -18,9 +18,11 @@ pub fn chat_event(seq: u64) -> Event {
     .expect("valid bench event")
 }
 
-/// The same event's bytes as one JSON line (what the file references write).
+/// The same event as one JSON line with an epoch and checksum field, as long as a berth
+/// record (what the file references write).
 pub fn chat_line(seq: u64) -> Vec<u8> {
     let mut line = chat_event(seq).to_canonical_json().into_bytes();
+    line.pop(); // the envelope's closing brace
     line.extend_from_slice(b",\"epoch\":1,\"crc\":\"00000000\"}");
     line.push(b'\n');
     line

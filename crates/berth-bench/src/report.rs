@@ -1,94 +1,344 @@
-//! Measurements, their summary statistics, and the Markdown/JSON report.
+//! Measurements, their summary statistics, the targets they are reported against, the
+//! scale curves, and the Markdown/JSON report.
 
 use serde::Serialize;
 
-/// One variant of one workload: per-round throughput and per-operation latencies.
+/// What a row's headline figure is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Figure {
+    /// Operations (`unit`) per second, one value per round: higher is better.
+    #[default]
+    Throughput,
+    /// Milliseconds per round: lower is better.
+    Time,
+}
+
+/// One variant of one workload: per-round figures and per-operation latencies.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Measurement {
     pub workload: String,
     pub variant: String,
-    /// Is this the reference the other variants are compared with?
+    /// Is this the reference the other variants of the workload are compared with?
     pub reference: bool,
+    pub figure: Figure,
+    /// What is counted (`events`, `pages`, `fetches`, `ms`).
     pub unit: String,
-    /// Throughput per round, in `unit` per second.
+    /// Throughput per round, in `unit` per second (`Figure::Throughput`).
     pub rounds_per_second: Vec<f64>,
+    /// A duration per round in milliseconds (`Figure::Time`).
+    pub rounds_ms: Vec<f64>,
     /// Per-operation latencies in microseconds (all rounds).
     pub latencies_us: Vec<f64>,
-    /// A duration per round in milliseconds, for workloads measured as one operation.
-    pub rounds_ms: Vec<f64>,
+}
+
+impl Measurement {
+    pub fn new(workload: &str, variant: &str, reference: bool, figure: Figure, unit: &str) -> Measurement {
+        Measurement {
+            workload: workload.into(),
+            variant: variant.into(),
+            reference,
+            figure,
+            unit: unit.into(),
+            ..Measurement::default()
+        }
+    }
+
+    /// Adds one round of per-operation latencies (µs), each operation `items_per_op` units.
+    pub fn record_round(&mut self, latencies_us: &[f64], items_per_op: usize) {
+        let total_us: f64 = latencies_us.iter().sum();
+        self.record_throughput((latencies_us.len() * items_per_op) as f64, total_us / 1e6);
+        self.latencies_us.extend_from_slice(latencies_us);
+    }
+
+    /// Adds one round's throughput: `items` done in `seconds` of wall time.
+    pub fn record_throughput(&mut self, items: f64, seconds: f64) {
+        self.rounds_per_second.push(items / seconds.max(1e-9));
+    }
+
+    /// The headline figure: median throughput or median time.
+    pub fn median(&self) -> Option<f64> {
+        match self.figure {
+            Figure::Throughput => median(&self.rounds_per_second),
+            Figure::Time => median(&self.rounds_ms),
+        }
+    }
+
+    /// How many times better than `other` (throughput ratio, or inverse time ratio).
+    pub fn ratio_to(&self, other: &Measurement) -> Option<f64> {
+        let (mine, theirs) = (self.median()?, other.median()?);
+        Some(match self.figure {
+            Figure::Throughput => mine / theirs,
+            Figure::Time => theirs / mine,
+        })
+    }
 }
 
 pub fn median(values: &[f64]) -> Option<f64> {
     percentile(values, 50.0)
 }
 
+/// Nearest-rank percentile.
 pub fn percentile(values: &[f64], p: f64) -> Option<f64> {
     if values.is_empty() {
         return None;
     }
     let mut sorted = values.to_vec();
-    sorted.sort_by(|a, b| a.total_cmp(b));
+    sorted.sort_by(f64::total_cmp);
     let rank = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
     Some(sorted[rank.min(sorted.len() - 1)])
+}
+
+/// A target from the issue, reported against (never asserted).
+#[derive(Clone, Debug, Serialize)]
+pub struct Target {
+    pub workload: String,
+    pub variant: String,
+    pub goal: Goal,
+    /// How the target reads in the issue (`≥ 0.8× raw write+fdatasync`).
+    pub text: String,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Goal {
+    /// `ratio_to(versus)` at least `ratio` (for timed rows: their time ÷ mine).
+    RatioAtLeast { versus: String, ratio: f64 },
+    /// Median time per round at most this many milliseconds.
+    MedianAtMostMs(f64),
+    /// Median throughput at least this many units per second.
+    ThroughputAtLeast(f64),
+    /// p99 per-operation latency at most this many microseconds.
+    P99AtMostUs(f64),
+}
+
+/// A measured curve: one line per variant, `x` on a log scale.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Curve {
+    /// `W7a append latency vs log length`.
+    pub name: String,
+    pub x_label: String,
+    pub y_label: String,
+    pub series: Vec<Series>,
+    /// File name of the plot (`w7-append-latency.svg`).
+    pub plot_file: String,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Series {
+    pub label: String,
+    pub points: Vec<(f64, f64)>,
+}
+
+impl Curve {
+    pub fn series_mut(&mut self, label: &str) -> &mut Series {
+        if let Some(index) = self.series.iter().position(|series| series.label == label) {
+            return &mut self.series[index];
+        }
+        self.series.push(Series { label: label.to_owned(), points: Vec::new() });
+        self.series.last_mut().expect("just pushed")
+    }
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Report {
     pub machine: String,
     pub command: String,
+    pub profile: String,
     pub measurements: Vec<Measurement>,
+    pub targets: Vec<Target>,
+    pub curves: Vec<Curve>,
+    /// Findings that are not a row (memory per idle session, skipped workloads, how a
+    /// workload was modelled).
+    pub notes: Vec<String>,
+    /// Wall time of the whole run.
+    pub total_seconds: f64,
 }
 
 impl Report {
-    /// Markdown table: median throughput (or time), p50/p99 latency, ratio to the
-    /// reference of the same workload measured in the same run.
+    pub fn find(&self, workload: &str, variant: &str) -> Option<&Measurement> {
+        self.measurements.iter().find(|m| m.workload == workload && m.variant == variant)
+    }
+
+    fn reference_of(&self, workload: &str) -> Option<&Measurement> {
+        self.measurements.iter().find(|m| m.workload == workload && m.reference)
+    }
+
+    /// The figure a target is judged on, and whether it is met.
+    pub fn judge(&self, target: &Target) -> Option<(f64, bool)> {
+        let measurement = self.find(&target.workload, &target.variant)?;
+        Some(match &target.goal {
+            Goal::RatioAtLeast { versus, ratio } => {
+                let value = measurement.ratio_to(self.find(&target.workload, versus)?)?;
+                (value, value >= *ratio)
+            }
+            Goal::MedianAtMostMs(limit) => {
+                let value = median(&measurement.rounds_ms)?;
+                (value, value <= *limit)
+            }
+            Goal::ThroughputAtLeast(limit) => {
+                let value = median(&measurement.rounds_per_second)?;
+                (value, value >= *limit)
+            }
+            Goal::P99AtMostUs(limit) => {
+                let value = percentile(&measurement.latencies_us, 99.0)?;
+                (value, value <= *limit)
+            }
+        })
+    }
+
+    /// The whole report as Markdown: the table, the targets, the curves, the notes.
     pub fn markdown(&self) -> String {
+        let mut out = format!(
+            "Machine: {}\n\nCommand: `{}` ({} profile, {:.0} s)\n\n",
+            self.machine, self.command, self.profile, self.total_seconds
+        );
+        out.push_str(&self.measurement_table());
+        out.push_str(&self.target_table());
+        for curve in &self.curves {
+            out.push_str(&curve_table(curve));
+        }
+        if !self.notes.is_empty() {
+            out.push_str("\nNotes:\n\n");
+            for note in &self.notes {
+                out.push_str(&format!("- {note}\n"));
+            }
+        }
+        out
+    }
+
+    /// Median (throughput or time), p50/p99 per operation, ratio to the reference of
+    /// the same workload measured in the same run.
+    pub fn measurement_table(&self) -> String {
         let mut out = String::from(
             "| workload | variant | median | p50 latency | p99 latency | ratio to reference |\n|---|---|---|---|---|---|\n",
         );
         for m in &self.measurements {
-            let reference = self
-                .measurements
-                .iter()
-                .find(|r| r.workload == m.workload && r.reference);
-            let (value, ratio) = if !m.rounds_ms.is_empty() {
-                let mine = median(&m.rounds_ms).unwrap_or(f64::NAN);
-                let theirs = reference
-                    .and_then(|r| median(&r.rounds_ms))
-                    .unwrap_or(f64::NAN);
-                (format!("{mine:.2} ms"), theirs / mine)
-            } else {
-                let mine = median(&m.rounds_per_second).unwrap_or(f64::NAN);
-                let theirs = reference
-                    .and_then(|r| median(&r.rounds_per_second))
-                    .unwrap_or(f64::NAN);
-                (format!("{} {}/s", human(mine), m.unit), mine / theirs)
+            let value = match (m.figure, m.median()) {
+                (_, None) => "–".to_owned(),
+                (Figure::Time, Some(ms)) => format!("{} ms", decimals(ms)),
+                (Figure::Throughput, Some(rate)) => format!("{} {}/s", human(rate), m.unit),
             };
-            let p50 = percentile(&m.latencies_us, 50.0)
-                .map(|v| format!("{v:.0} µs"))
-                .unwrap_or_else(|| "–".into());
-            let p99 = percentile(&m.latencies_us, 99.0)
-                .map(|v| format!("{v:.0} µs"))
-                .unwrap_or_else(|| "–".into());
-            let ratio = if m.reference {
-                "reference".to_owned()
-            } else {
-                format!("{ratio:.2}×")
+            let ratio = match self.reference_of(&m.workload) {
+                _ if m.reference => "reference".to_owned(),
+                Some(reference) => m.ratio_to(reference).map_or("–".into(), |r| format!("{r:.2}×")),
+                None => "–".to_owned(),
             };
             out.push_str(&format!(
                 "| {} | {} | {} | {} | {} | {} |\n",
-                m.workload, m.variant, value, p50, p99, ratio
+                m.workload,
+                m.variant,
+                value,
+                latency(&m.latencies_us, 50.0),
+                latency(&m.latencies_us, 99.0),
+                ratio
             ));
         }
-        out.push_str("\nRatios: throughput ÷ reference throughput, or reference time ÷ time (higher is better).\n");
+        out.push_str(
+            "\nRatio: throughput ÷ reference throughput, or reference time ÷ time (higher is better). \
+             Medians over rounds; latencies over every operation of every round.\n",
+        );
+        out
+    }
+
+    pub fn target_table(&self) -> String {
+        if self.targets.is_empty() {
+            return String::new();
+        }
+        let mut out = String::from("\n| target | workload · variant | measured | met? |\n|---|---|---|---|\n");
+        for target in &self.targets {
+            let (value, verdict) = match self.judge(target) {
+                None => ("–".to_owned(), "not measured"),
+                Some((value, met)) => {
+                    let shown = match target.goal {
+                        Goal::RatioAtLeast { .. } => format!("{value:.2}×"),
+                        Goal::MedianAtMostMs(_) => format!("{} ms", decimals(value)),
+                        Goal::ThroughputAtLeast(_) => format!("{}/s", human(value)),
+                        Goal::P99AtMostUs(_) => format!("{value:.0} µs"),
+                    };
+                    (shown, if met { "yes" } else { "**no**" })
+                }
+            };
+            out.push_str(&format!(
+                "| {} | {} · {} | {} | {} |\n",
+                target.text, target.workload, target.variant, value, verdict
+            ));
+        }
         out
     }
 }
 
-fn human(value: f64) -> String {
-    if value >= 10_000.0 {
+fn curve_table(curve: &Curve) -> String {
+    let mut xs: Vec<f64> = curve.series.iter().flat_map(|s| s.points.iter().map(|p| p.0)).collect();
+    xs.sort_by(f64::total_cmp);
+    xs.dedup();
+    let mut out = format!("\n{} ({} → {}; plot: `{}`)\n\n| {} |", curve.name, curve.x_label, curve.y_label, curve.plot_file, curve.x_label);
+    for series in &curve.series {
+        out.push_str(&format!(" {} |", series.label));
+    }
+    out.push_str(&format!("\n|---|{}\n", "---|".repeat(curve.series.len())));
+    for x in xs {
+        out.push_str(&format!("| {} |", human(x)));
+        for series in &curve.series {
+            let y = series.points.iter().find(|p| p.0 == x).map_or("–".to_owned(), |p| decimals(p.1));
+            out.push_str(&format!(" {y} |"));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+fn latency(values: &[f64], p: f64) -> String {
+    percentile(values, p).map_or("–".to_owned(), |us| {
+        if us >= 10_000.0 {
+            format!("{:.1} ms", us / 1000.0)
+        } else {
+            format!("{us:.0} µs")
+        }
+    })
+}
+
+/// Three significant digits, without scientific notation.
+pub fn decimals(value: f64) -> String {
+    if value >= 100.0 {
+        format!("{value:.0}")
+    } else if value >= 10.0 {
+        format!("{value:.1}")
+    } else if value >= 1.0 {
+        format!("{value:.2}")
+    } else {
+        format!("{value:.3}")
+    }
+}
+
+pub fn human(value: f64) -> String {
+    if value >= 1_000_000.0 && value % 1_000_000.0 == 0.0 {
+        format!("{:.0}M", value / 1e6)
+    } else if value >= 10_000.0 {
         format!("{:.0}k", value / 1000.0)
     } else {
         format!("{value:.0}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentile_is_nearest_rank() {
+        let values: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!(percentile(&values, 50.0), Some(51.0));
+        assert_eq!(percentile(&values, 99.0), Some(99.0));
+        assert_eq!(percentile(&[], 50.0), None);
+    }
+
+    #[test]
+    fn timed_ratio_is_inverse() {
+        let mut fast = Measurement::new("w", "fast", false, Figure::Time, "ms");
+        fast.rounds_ms = vec![10.0];
+        let mut slow = Measurement::new("w", "slow", true, Figure::Time, "ms");
+        slow.rounds_ms = vec![20.0];
+        assert_eq!(fast.ratio_to(&slow), Some(2.0));
     }
 }

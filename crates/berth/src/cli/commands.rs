@@ -289,34 +289,29 @@ pub struct BenchArgs {
     /// Directory for temporary data, on the disk to measure (default: the system temp dir).
     #[arg(long)]
     dir: Option<PathBuf>,
-    /// Also write report.md and report.json here.
+    /// Also write report.md, report.json and the W7 plots (SVG) here.
     #[arg(long)]
     out: Option<PathBuf>,
+    /// PostgreSQL URL: also run W1–W5 on the PostgreSQL backend.
+    #[arg(long = "pg", value_name = "URL")]
+    postgres_url: Option<String>,
 }
 
 async fn bench(args: BenchArgs, json: bool) -> Result<ExitCode> {
-    let options = berth_bench::BenchOptions {
-        quick: args.quick,
-        dir: args
-            .dir
-            .unwrap_or_else(std::env::temp_dir)
-            .join("berth-bench"),
-    };
-    let mut report = berth_bench::run(&options, |step| eprintln!("berth bench: {step}")).await?;
+    let profile = if args.quick { berth_bench::Profile::Quick } else { berth_bench::Profile::Full };
+    let dir = args.dir.unwrap_or_else(std::env::temp_dir).join("berth-bench");
+    let mut options = berth_bench::BenchOptions::new(profile, dir);
+    options.postgres_url = args.postgres_url;
+    let progress = berth_bench::ProgressBar::stderr();
+    let mut report = berth_bench::run(&options, &progress).await?;
     report.command = std::env::args().collect::<Vec<_>>().join(" ");
-    let markdown = format!(
-        "Machine: {}\n\nCommand: `{}`\n\n{}",
-        report.machine,
-        report.command,
-        report.markdown()
-    );
-    let raw = serde_json::to_string_pretty(&report)
-        .map_err(|e| Error::invalid("report", e.to_string()))?;
+    let markdown = report.markdown();
+    let raw = serde_json::to_string_pretty(&report).map_err(|e| Error::invalid("report", e.to_string()))?;
     if let Some(out) = &args.out {
         std::fs::create_dir_all(out).map_err(|e| Error::io("create report dir", &e))?;
-        std::fs::write(out.join("report.md"), &markdown)
-            .map_err(|e| Error::io("write report", &e))?;
+        std::fs::write(out.join("report.md"), &markdown).map_err(|e| Error::io("write report", &e))?;
         std::fs::write(out.join("report.json"), &raw).map_err(|e| Error::io("write report", &e))?;
+        berth_bench::write_plots(&report, out)?;
     }
     if json {
         println!("{raw}");

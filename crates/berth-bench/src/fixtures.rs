@@ -1,0 +1,179 @@
+//! Shared set-up for the workloads: ids and headers, the stores under test, the SQLite
+//! reference connection, error mapping, and a file layer that skips `fsync` for
+//! *populating* data that no timed durable figure depends on.
+
+use berth_core::{Error, Result, Scope, SessionHeader, SessionId, SessionKey, TenantId, Timestamp, UserId};
+use berth_jsonl::fs::{FileMeta, Fs, FsFile, OpenOptions, OsFs};
+use berth_jsonl::{JsonlBackend, JsonlOptions};
+use berth_service::{Principal, Role};
+use berth_store::memory::{MemoryBackend, MemoryStorage};
+use berth_store::LogStore;
+use std::ffi::OsString;
+use std::path::Path;
+use std::sync::Arc;
+
+/// The tenant every workload writes under.
+pub const TENANT: &str = "bench";
+/// Creation time of every bench session (a fixed instant keeps runs comparable).
+pub const BENCH_EPOCH_MS: u64 = 1_790_000_000_000;
+
+pub fn io(operation: &'static str) -> impl Fn(std::io::Error) -> Error {
+    move |error| Error::io(operation, &error)
+}
+
+pub fn sql(error: rusqlite::Error) -> Error {
+    Error::Unavailable { reason: format!("sqlite: {error}") }
+}
+
+pub fn invalid(reason: impl Into<String>) -> Error {
+    Error::invalid("bench", reason.into())
+}
+
+pub fn tenant() -> TenantId {
+    TenantId::parse(TENANT).expect("constant tenant id is valid")
+}
+
+pub fn scope() -> Scope {
+    Scope { tenant: tenant(), user: UserId::parse("bench").expect("constant user id is valid"), project: None }
+}
+
+/// A header of the bench tenant; `id` is built by the bench and always valid.
+pub fn header(id: &str) -> SessionHeader {
+    SessionHeader::new(SessionId::parse(id).expect("bench session id is valid"), scope(), Timestamp(BENCH_EPOCH_MS))
+}
+
+pub fn key(id: &str) -> SessionKey {
+    header(id).key()
+}
+
+/// A `service` principal of the bench tenant: may append without attaching a run.
+pub fn service_principal() -> Principal {
+    Principal { role: Role::Service, ..Principal::user(tenant(), scope().user, None) }
+}
+
+/// The embedded backend as shipped: `fdatasync` on every append.
+pub fn jsonl_store(dir: &Path) -> Result<LogStore> {
+    Ok(LogStore::new(Arc::new(JsonlBackend::open(dir, JsonlOptions::default())?)))
+}
+
+/// The embedded backend on a file layer whose syncs are no-ops: only for populating
+/// sessions that a workload then reads, lists or opens (never for a timed write).
+pub fn jsonl_store_unsynced(dir: &Path) -> Result<(LogStore, JsonlBackend)> {
+    let options = JsonlOptions { fs: Arc::new(UnsyncedFs), ..JsonlOptions::default() };
+    let backend = JsonlBackend::open(dir, options)?;
+    Ok((LogStore::new(Arc::new(backend.clone())), backend))
+}
+
+pub fn memory_store() -> LogStore {
+    LogStore::new(Arc::new(MemoryBackend::new(MemoryStorage::new())))
+}
+
+/// The SQLite reference: WAL with `synchronous=FULL`, the durability berth gives.
+pub fn sqlite_open(path: &Path) -> Result<rusqlite::Connection> {
+    let connection = rusqlite::Connection::open(path).map_err(sql)?;
+    connection
+        .execute_batch(
+            "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;
+             CREATE TABLE IF NOT EXISTS events (session TEXT NOT NULL, seq INTEGER NOT NULL, body TEXT NOT NULL,
+                                                PRIMARY KEY (session, seq)) WITHOUT ROWID;",
+        )
+        .map_err(sql)?;
+    Ok(connection)
+}
+
+/// The real file system with every sync turned into a no-op (see `jsonl_store_unsynced`).
+#[derive(Debug)]
+struct UnsyncedFs;
+
+impl Fs for UnsyncedFs {
+    fn open(&self, path: &Path, options: OpenOptions) -> std::io::Result<Box<dyn FsFile>> {
+        Ok(Box::new(UnsyncedFile(OsFs.open(path, options)?)))
+    }
+    fn open_dir(&self, path: &Path) -> std::io::Result<Box<dyn FsFile>> {
+        Ok(Box::new(UnsyncedFile(OsFs.open_dir(path)?)))
+    }
+    fn create_dir(&self, path: &Path) -> std::io::Result<()> {
+        OsFs.create_dir(path)
+    }
+    fn sync_dir(&self, _path: &Path) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn hard_link(&self, from: &Path, to: &Path) -> std::io::Result<()> {
+        OsFs.hard_link(from, to)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> {
+        OsFs.rename(from, to)
+    }
+    fn remove_file(&self, path: &Path) -> std::io::Result<()> {
+        OsFs.remove_file(path)
+    }
+    fn remove_dir(&self, path: &Path) -> std::io::Result<()> {
+        OsFs.remove_dir(path)
+    }
+    fn read_dir(&self, path: &Path) -> std::io::Result<Vec<OsString>> {
+        OsFs.read_dir(path)
+    }
+    fn metadata(&self, path: &Path) -> std::io::Result<FileMeta> {
+        OsFs.metadata(path)
+    }
+}
+
+struct UnsyncedFile(Box<dyn FsFile>);
+
+impl FsFile for UnsyncedFile {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
+        self.0.read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> std::io::Result<usize> {
+        self.0.write_at(buf, offset)
+    }
+    fn sync_data(&self) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn sync_all(&self) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn set_len(&self, len: u64) -> std::io::Result<()> {
+        self.0.set_len(len)
+    }
+    fn len(&self) -> std::io::Result<u64> {
+        self.0.len()
+    }
+    fn try_lock(&self) -> std::io::Result<bool> {
+        self.0.try_lock()
+    }
+    fn metadata(&self) -> std::io::Result<FileMeta> {
+        self.0.metadata()
+    }
+}
+
+/// `VmRSS` of this process in bytes (Linux), from `/proc/self/status`.
+pub fn resident_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|line| line.starts_with("VmRSS:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// Open file descriptors of this process (Linux), from `/proc/self/fd`.
+pub fn open_descriptors() -> Option<u64> {
+    Some(std::fs::read_dir("/proc/self/fd").ok()?.count() as u64)
+}
+
+/// The soft limit on open descriptors, raised to the hard limit.
+pub fn raise_descriptor_limit() -> u64 {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit/setrlimit only read and write the struct passed in.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+            return 1024;
+        }
+        if limit.rlim_cur < limit.rlim_max {
+            let raised = libc::rlimit { rlim_cur: limit.rlim_max, rlim_max: limit.rlim_max };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                limit = raised;
+            }
+        }
+    }
+    limit.rlim_cur
+}

@@ -1,0 +1,122 @@
+//! How much each workload does, per profile. `Quick` is the smoke run (under 2 minutes
+//! on a 2-core machine), `Full` the published one (under 20), `Tiny` the test's (seconds).
+
+/// A named size of run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Profile {
+    /// A few seconds: the CI smoke test. Figures mean nothing.
+    Tiny,
+    Quick,
+    Full,
+}
+
+impl Profile {
+    pub fn name(self) -> &'static str {
+        match self {
+            Profile::Tiny => "tiny",
+            Profile::Quick => "quick",
+            Profile::Full => "full",
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Sizes {
+    /// Interleaved rounds of W1–W5.
+    pub rounds: usize,
+    /// W1: durable single-event appends per round and variant.
+    pub appends: usize,
+    /// W2: events per round, in batches of `bulk_batch_events`.
+    pub bulk_events: usize,
+    pub bulk_batch_events: usize,
+    /// W3: sessions of `list_events` events each, listed in pages of `list_page`.
+    pub list_sessions: usize,
+    pub list_events: usize,
+    pub list_page: usize,
+    /// W3: single-session fetches (record + events) per round and variant.
+    pub fetches: usize,
+    /// W3: durable creates (a session with `list_events` events) per round and variant.
+    pub creates: usize,
+    /// W4: events in the resumed session.
+    pub resume_events: usize,
+    /// W5: sessions, concurrent writers per session, appends per writer per round.
+    pub concurrent_sessions: usize,
+    pub writers_per_session: usize,
+    pub appends_per_writer: usize,
+    /// W7: log lengths at which append latency and resume time are measured.
+    pub scale_log_lengths: Vec<u64>,
+    /// W7: durable single-event appends measured at each log length.
+    pub scale_appends: usize,
+    /// W7: catalog sizes at which a listing page is timed, and pages timed per size.
+    pub scale_list_sessions: Vec<u64>,
+    pub scale_list_pages: usize,
+    /// W7: counts of idle open write handles at which resident memory is read.
+    pub scale_open_sessions: Vec<u64>,
+}
+
+impl Sizes {
+    pub fn of(profile: Profile) -> Sizes {
+        match profile {
+            Profile::Tiny => Sizes {
+                rounds: 1,
+                appends: 4,
+                bulk_events: 200,
+                bulk_batch_events: 100,
+                list_sessions: 30,
+                list_events: 10,
+                list_page: 10,
+                fetches: 3,
+                creates: 2,
+                resume_events: 100,
+                concurrent_sessions: 2,
+                writers_per_session: 2,
+                appends_per_writer: 2,
+                scale_log_lengths: vec![1, 100],
+                scale_appends: 3,
+                scale_list_sessions: vec![20, 40],
+                scale_list_pages: 2,
+                scale_open_sessions: vec![5, 10],
+            },
+            Profile::Quick => Sizes {
+                rounds: 3,
+                appends: 200,
+                bulk_events: 10_000,
+                bulk_batch_events: 100,
+                list_sessions: 2_000,
+                list_events: 10,
+                list_page: 100,
+                fetches: 100,
+                creates: 10,
+                resume_events: 10_000,
+                concurrent_sessions: 8,
+                writers_per_session: 8,
+                appends_per_writer: 5,
+                scale_log_lengths: vec![1, 100, 1_000, 10_000, 100_000],
+                scale_appends: 30,
+                scale_list_sessions: vec![1_000, 10_000],
+                scale_list_pages: 20,
+                scale_open_sessions: vec![100, 1_000],
+            },
+            Profile::Full => Sizes {
+                rounds: 5,
+                appends: 1_000,
+                bulk_events: 100_000,
+                bulk_batch_events: 100,
+                list_sessions: 10_000,
+                list_events: 10,
+                list_page: 100,
+                fetches: 200,
+                creates: 20,
+                resume_events: 10_000,
+                concurrent_sessions: 8,
+                writers_per_session: 8,
+                appends_per_writer: 20,
+                scale_log_lengths: vec![1, 10, 100, 1_000, 10_000, 100_000, 1_000_000],
+                scale_appends: 100,
+                scale_list_sessions: vec![1_000, 10_000, 100_000, 1_000_000],
+                scale_list_pages: 50,
+                scale_open_sessions: vec![100, 1_000, 10_000],
+            },
+        }
+    }
+}

@@ -1,0 +1,159 @@
+//! W4 resume: open + read + validate a whole session, beside reading the same bytes
+//! from a plain file and parsing every line as JSON, and SQLite (select + parse).
+
+use super::{rotation, Backend};
+use crate::fixtures::{self, invalid, io, sql};
+use crate::payload::chat_event;
+use crate::report::{Figure, Goal, Measurement, Target};
+use berth_core::Result;
+use berth_store::{Access, LogStore};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+pub const RAW: &str = "raw read + JSON parse";
+const SQLITE: &str = "sqlite select + parse";
+const SESSION: &str = "resume";
+
+pub struct Resume {
+    events: usize,
+    raw_log: PathBuf,
+    sqlite: PathBuf,
+    jsonl_root: PathBuf,
+    memory: LogStore,
+    variants: Vec<Measurement>,
+    _dir: tempfile::TempDir,
+}
+
+pub fn jsonl_variant() -> String {
+    format!("{} open+read+validate", Backend::Jsonl.label())
+}
+
+impl Resume {
+    /// Writes the session once with berth (JSONL and memory) and SQLite.
+    pub async fn prepare(workload: &str, dir: &Path, events: usize) -> Result<Resume> {
+        let dir = tempfile::tempdir_in(dir).map_err(io("tempdir"))?;
+        let jsonl_root = dir.path().join("jsonl");
+        let (store, backend) = fixtures::jsonl_store_unsynced(&jsonl_root)?;
+        write_session(&store, events).await?;
+        let memory = fixtures::memory_store();
+        write_session(&memory, events).await?;
+        let sqlite = dir.path().join("resume.sqlite");
+        prepare_sqlite(&sqlite, events)?;
+        let labels = [
+            (RAW.to_owned(), true),
+            (jsonl_variant(), false),
+            (format!("{} open+read+validate", Backend::Memory.label()), false),
+            (SQLITE.to_owned(), false),
+        ];
+        Ok(Resume {
+            events,
+            raw_log: backend.log_path(&fixtures::key(SESSION)),
+            sqlite,
+            jsonl_root,
+            memory,
+            variants: labels
+                .into_iter()
+                .map(|(label, reference)| Measurement::new(workload, &label, reference, Figure::Time, "ms"))
+                .collect(),
+            _dir: dir,
+        })
+    }
+
+    pub async fn round(&mut self, round: usize) -> Result<()> {
+        for index in rotation(self.variants.len(), round) {
+            let started = Instant::now();
+            let events = match index {
+                0 => raw_resume(&self.raw_log)?,
+                1 => berth_resume(&fixtures::jsonl_store(&self.jsonl_root)?).await?,
+                2 => berth_resume(&self.memory).await?,
+                _ => sqlite_resume(&self.sqlite)?,
+            };
+            let measurement = &mut self.variants[index];
+            measurement.rounds_ms.push(started.elapsed().as_secs_f64() * 1000.0);
+            if events != self.events {
+                return Err(invalid(format!("{} read {events} of {} events", measurement.variant, self.events)));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn finish(self) -> Vec<Measurement> {
+        self.variants
+    }
+}
+
+pub fn targets(workload: &str) -> Vec<Target> {
+    let target = |goal, text: &str| Target { workload: workload.into(), variant: jsonl_variant(), goal, text: text.into() };
+    vec![
+        target(Goal::RatioAtLeast { versus: RAW.into(), ratio: 1.0 / 1.5 }, "W4 ≤ 1.5× plain read + JSON parse"),
+        target(Goal::MedianAtMostMs(15.0), "W4 ≤ 15 ms (10,000 × 1 KiB events)"),
+    ]
+}
+
+/// Appends `events` chat events to a new session named `resume`, in batches of 500.
+async fn write_session(store: &LogStore, events: usize) -> Result<()> {
+    let handle = store.create(fixtures::header(SESSION)).await?;
+    let mut seq = 0u64;
+    while (seq as usize) < events {
+        let batch: Vec<_> = (seq..(seq + 500).min(events as u64)).map(chat_event).collect();
+        seq += batch.len() as u64;
+        handle.append(&batch).await?;
+    }
+    handle.flush().await?;
+    handle.close().await
+}
+
+fn prepare_sqlite(path: &Path, events: usize) -> Result<()> {
+    let mut connection = fixtures::sqlite_open(path)?;
+    let transaction = connection.transaction().map_err(sql)?;
+    for seq in 0..events as u64 {
+        transaction
+            .execute(
+                "INSERT INTO events VALUES ('s', ?1, ?2)",
+                rusqlite::params![seq as i64, chat_event(seq).to_canonical_json()],
+            )
+            .map_err(sql)?;
+    }
+    transaction.commit().map_err(sql)
+}
+
+/// The reference: read the same bytes from a plain file and parse every event line.
+pub fn raw_resume(path: &Path) -> Result<usize> {
+    let file = std::fs::File::open(path).map_err(io("open log"))?;
+    let length = file.metadata().map_err(io("stat log"))?.len() as usize;
+    let mut bytes = vec![0u8; length];
+    file.read_exact_at(&mut bytes, 0).map_err(io("read log"))?;
+    parse_lines(&bytes, true)
+}
+
+/// Parses every non-empty line as JSON (skipping the first when `skip_header`).
+pub fn parse_lines(bytes: &[u8], skip_header: bool) -> Result<usize> {
+    let mut events = 0;
+    for line in bytes.split(|b| *b == b'\n').skip(usize::from(skip_header)).filter(|line| !line.is_empty()) {
+        let _: serde_json::Value = serde_json::from_slice(line).map_err(|e| invalid(e.to_string()))?;
+        events += 1;
+    }
+    Ok(events)
+}
+
+/// Open for read, read every event (validated by the store), close.
+pub async fn berth_resume(store: &LogStore) -> Result<usize> {
+    let handle = store.open(&fixtures::key(SESSION), Access::Read).await?;
+    let events = handle.read(0, None).await?;
+    handle.close().await?;
+    Ok(events.len())
+}
+
+fn sqlite_resume(path: &Path) -> Result<usize> {
+    let connection = fixtures::sqlite_open(path)?;
+    let mut select = connection.prepare("SELECT body FROM events WHERE session = 's' ORDER BY seq").map_err(sql)?;
+    let mut rows = select.query([]).map_err(sql)?;
+    let mut events = 0;
+    while let Some(row) = rows.next().map_err(sql)? {
+        let body: String = row.get(0).map_err(sql)?;
+        let _: serde_json::Value = serde_json::from_str(&body).map_err(|e| invalid(e.to_string()))?;
+        events += 1;
+    }
+    Ok(events)
+}
