@@ -1,0 +1,112 @@
+//! `berth --server URL`: the CLI's session, run, append, export and audit commands
+//! against a real `berth serve`, with the same exit codes as on a data directory; and
+//! `berth keys` creating, listing and revoking the server's keys while it runs.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+
+fn berth(data: &Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_berth"));
+    command.arg("--data").arg(data).env_remove("BERTH_SERVER").env_remove("BERTH_API_KEY");
+    command
+}
+
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_server(data: &Path) -> (Server, String, String) {
+    let mut child = berth(data)
+        .args(["serve", "--listen", "127.0.0.1:0", "--sweep-interval-s", "0"])
+        .env("BERTH_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut lines = Vec::new();
+    for _ in 0..3 {
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        lines.push(line);
+    }
+    std::thread::spawn(move || for _ in stdout.lines() {});
+    let url = lines[0].split_whitespace().find(|w| w.starts_with("http://")).unwrap().to_owned();
+    assert!(lines[1].contains("first start"), "{lines:?}");
+    let admin_key = lines[2].trim().to_owned();
+    assert!(admin_key.starts_with("berth_"));
+    (Server(child), url, admin_key)
+}
+
+fn remote(data: &Path, url: &str, key: &str, args: &[&str], stdin: Option<&str>) -> Output {
+    let mut child = berth(data)
+        .arg("--server")
+        .arg(url)
+        .args(args)
+        .env("BERTH_API_KEY", key)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    input.write_all(stdin.unwrap_or("").as_bytes()).unwrap();
+    drop(input);
+    child.wait_with_output().unwrap()
+}
+
+fn ok(output: &Output) -> String {
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8(output.stdout.clone()).unwrap()
+}
+
+#[test]
+fn the_cli_works_against_a_running_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let (_server, url, admin_key) = start_server(&data);
+    let created = berth(&data)
+        .args(["keys", "create", "--tenant", "default", "--user", "alice", "--role", "user", "--label", "cli test"])
+        .output()
+        .unwrap();
+    let alice = ok(&created).trim().to_owned();
+
+    ok(&remote(&data, &url, &alice, &["sessions", "new", "--id", "chat-1", "--title", "demo"], None));
+    ok(&remote(&data, &url, &alice, &["runs", "attach", "chat-1", "--run", "run-1"], None));
+    let events =
+        "{\"type\":\"turn/start\",\"data\":{\"turn\":0}}\n{\"type\":\"user/message\",\"data\":{\"content\":\"hi\"}}\n";
+    let appended = ok(&remote(&data, &url, &alice, &["append", "chat-1", "--run", "run-1"], Some(events)));
+    assert!(appended.contains("appended seqs 0..2"), "{appended}");
+    let cat = ok(&remote(&data, &url, &alice, &["sessions", "cat", "chat-1"], None));
+    assert_eq!(cat.lines().count(), 2);
+    let listed = ok(&remote(&data, &url, &alice, &["sessions", "ls"], None));
+    assert!(listed.contains("chat-1"), "{listed}");
+    let resumed =
+        ok(&remote(&data, &url, &alice, &["runs", "resume", "chat-1", "--run", "run-2", "--interrupt"], None));
+    assert!(resumed.contains("repaired 1 event(s)"), "{resumed}");
+    let export = ok(&remote(&data, &url, &alice, &["export", "chat-1"], None));
+    assert_eq!(export.lines().count(), 4);
+
+    // Exit codes match the local mode: 3 not found, 4 conflict, 5 refused.
+    assert_eq!(remote(&data, &url, &alice, &["sessions", "show", "nope"], None).status.code(), Some(3));
+    assert_eq!(remote(&data, &url, &alice, &["runs", "attach", "chat-1"], None).status.code(), Some(4));
+    assert_eq!(remote(&data, &url, &alice, &["audit", "verify"], None).status.code(), Some(5));
+    assert_eq!(remote(&data, &url, &alice, &["fsck"], None).status.code(), Some(5));
+    let verify = ok(&remote(&data, &url, &admin_key, &["audit", "verify"], None));
+    assert!(verify.contains("intact"), "{verify}");
+
+    // Keys: listed without secrets; a revoked key is refused at once.
+    let listed = ok(&berth(&data).args(["keys", "list"]).output().unwrap());
+    assert_eq!(listed.lines().count(), 2, "{listed}");
+    assert!(!listed.contains(alice.rsplit('_').next().unwrap()));
+    let key_id = alice.split('_').nth(1).unwrap();
+    ok(&berth(&data).args(["keys", "revoke", key_id]).output().unwrap());
+    assert_eq!(remote(&data, &url, &alice, &["sessions", "ls"], None).status.code(), Some(5));
+    assert_eq!(berth(&data).args(["keys", "revoke", key_id]).output().unwrap().status.code(), Some(3));
+}
