@@ -250,7 +250,32 @@ async fn slowloris_connections_are_closed_while_normal_requests_succeed() {
         answered += 1;
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    // Connections that never send a byte are closed too (they would hold a connection slot).
+    let silent = std::thread::spawn(move || {
+        let started = Instant::now();
+        let mut streams: Vec<std::net::TcpStream> =
+            (0..9).map(|_| std::net::TcpStream::connect(address).unwrap()).collect();
+        // And one that finished a request and then idles on keep-alive.
+        let mut idle = std::net::TcpStream::connect(address).unwrap();
+        idle.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let mut answer = [0u8; 512];
+        assert!(idle.read(&mut answer).unwrap() > 0);
+        streams.push(idle);
+        let mut closed = 0;
+        for mut stream in streams {
+            stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+            let mut buffer = [0u8; 512];
+            // EOF, a reset, or an error answer: all mean the server ended the connection.
+            let _ = stream.read(&mut buffer);
+            if started.elapsed() < Duration::from_secs(19) {
+                closed += 1;
+            }
+        }
+        (closed, started.elapsed())
+    });
     let (all_closed, took) = tokio::task::spawn_blocking(move || slow.join().unwrap()).await.unwrap();
+    let (silent_closed, silent_took) = tokio::task::spawn_blocking(move || silent.join().unwrap()).await.unwrap();
+    assert_eq!(silent_closed, 10, "silent connections stayed open ({silent_took:?})");
     assert!(all_closed, "slow connections still open after {took:?}");
     assert!(took < Duration::from_secs(20));
     assert!(took >= Duration::from_millis(900), "closed before the header timeout: {took:?}");
