@@ -16,6 +16,7 @@ pub mod client;
 pub mod error;
 pub mod feed;
 pub mod limits;
+pub mod loadgen;
 pub mod metrics;
 pub mod openapi;
 pub mod tail;

@@ -12,16 +12,8 @@
 //! cargo run --release -p berth-server --bin berth-loadgen -- --clients 32 --sessions 8,64
 //! ```
 
-use berth_core::{SessionId, SessionKey, SystemClock, TenantId, UserId};
-use berth_server::auth::{Authenticator, KeyStore};
-use berth_server::client::Client;
-use berth_server::limits::SessionLocks;
-use berth_server::metrics::Metrics;
-use berth_server::{ServerConfig, ServerParts};
-use berth_service::{AppendRequest, CreateSession, NewEvent, Principal, Role, SessionService};
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use berth_server::loadgen::{measure, Figures, LoadOptions, Mode};
+use std::path::PathBuf;
 
 struct Options {
     clients: usize,
@@ -73,135 +65,6 @@ fn parse_options() -> Result<Options, String> {
     Ok(options)
 }
 
-fn principal() -> Principal {
-    Principal {
-        tenant: TenantId::parse("bench").unwrap(),
-        user: UserId::parse("loadgen").unwrap(),
-        project: None,
-        role: Role::Service,
-    }
-}
-
-fn open_service(root: &Path) -> Arc<SessionService> {
-    let jsonl = berth_jsonl::JsonlBackend::open(root.to_path_buf(), Default::default()).unwrap();
-    let catalog = berth_sqlite::SqliteCatalog::open(root.join("catalog.sqlite")).unwrap();
-    Arc::new(SessionService::new(berth_store::LogStore::new(Arc::new(jsonl)), Arc::new(catalog), Arc::new(SystemClock)))
-}
-
-fn request() -> AppendRequest {
-    let pad = "x".repeat(240);
-    AppendRequest {
-        run: None,
-        expected_seq: None,
-        events: vec![NewEvent::new("note/bench", serde_json::json!({"pad": pad}))],
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Mode {
-    Library,
-    Http,
-}
-
-#[derive(Debug)]
-struct Figures {
-    appends: usize,
-    seconds: f64,
-    p50_ms: f64,
-    p99_ms: f64,
-}
-
-fn percentile(sorted: &[Duration], fraction: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let index = ((sorted.len() as f64 * fraction).ceil() as usize).clamp(1, sorted.len()) - 1;
-    sorted[index].as_secs_f64() * 1000.0
-}
-
-/// One measurement: `clients` loops over `sessions` sessions for warm-up + `seconds`.
-async fn measure(mode: Mode, options: &Options, sessions: usize, root: &Path) -> Figures {
-    std::fs::create_dir_all(root).unwrap();
-    let service = open_service(root);
-    let ids: Vec<SessionId> = (0..sessions).map(|i| SessionId::parse(&format!("s{i}")).unwrap()).collect();
-    for id in &ids {
-        let create = CreateSession { id: Some(id.clone()), ..CreateSession::default() };
-        service.create(&principal(), create).await.unwrap();
-    }
-    let locks = Arc::new(SessionLocks::new());
-    let mut server = None;
-    let mut key = String::new();
-    if mode == Mode::Http {
-        let keys = KeyStore::in_memory().unwrap();
-        key = keys.create(&principal(), None).unwrap().1;
-        let config = ServerConfig {
-            listen: "127.0.0.1:0".parse().unwrap(),
-            rate_limit: None,
-            sweep_interval: None,
-            ..ServerConfig::default()
-        };
-        let parts = ServerParts {
-            service: service.clone(),
-            auth: Authenticator::new(keys, None),
-            metrics: Arc::new(Metrics::new()),
-            feed: None,
-        };
-        server = Some(berth_server::start(config, parts).await.unwrap());
-    }
-    let url = server.as_ref().map(|server| server.url());
-    let warmup_end = Instant::now() + Duration::from_secs(options.warmup_seconds);
-    let end = warmup_end + Duration::from_secs(options.seconds);
-    let tasks: Vec<_> = (0..options.clients)
-        .map(|client_index| {
-            let id = ids[client_index % sessions].clone();
-            let service = service.clone();
-            let locks = locks.clone();
-            let client = url.as_ref().map(|url| Client::new(url, Some(key.clone())).unwrap());
-            tokio::spawn(async move {
-                let request = request();
-                let key = SessionKey::new(principal().tenant, id.clone());
-                let mut latencies = Vec::new();
-                loop {
-                    let started = Instant::now();
-                    if started >= end {
-                        break;
-                    }
-                    match &client {
-                        Some(client) => {
-                            client.append(&id, &request).await.unwrap();
-                        }
-                        None => {
-                            let _serialized = locks.lock(&key).await;
-                            service.append(&principal(), &id, request.clone()).await.unwrap();
-                        }
-                    }
-                    if started >= warmup_end {
-                        latencies.push(started.elapsed());
-                    }
-                }
-                latencies
-            })
-        })
-        .collect();
-    let mut latencies = Vec::new();
-    for task in tasks {
-        latencies.extend(task.await.unwrap());
-    }
-    if let Some(server) = server {
-        server.shutdown().await.unwrap();
-    } else {
-        service.shutdown().await.unwrap();
-    }
-    latencies.sort_unstable();
-    let _ = std::fs::remove_dir_all(root);
-    Figures {
-        appends: latencies.len(),
-        seconds: options.seconds as f64,
-        p50_ms: percentile(&latencies, 0.50),
-        p99_ms: percentile(&latencies, 0.99),
-    }
-}
-
 fn main() {
     let options = match parse_options() {
         Ok(options) => options,
@@ -223,7 +86,19 @@ fn main() {
             let order = if round % 2 == 0 { [Mode::Library, Mode::Http] } else { [Mode::Http, Mode::Library] };
             for mode in order {
                 let root = base.join(format!("{sessions}-{round}-{mode:?}"));
-                let figures = runtime.block_on(measure(mode, &options, sessions, &root));
+                let load = LoadOptions {
+                    clients: options.clients,
+                    sessions,
+                    seconds: options.seconds,
+                    warmup_seconds: options.warmup_seconds,
+                };
+                let figures = match runtime.block_on(measure(mode, &load, &root)) {
+                    Ok(figures) => figures,
+                    Err(error) => {
+                        eprintln!("berth-loadgen: {error}");
+                        std::process::exit(1);
+                    }
+                };
                 eprintln!("  sessions {sessions} round {round} {mode:?}: {figures:?}");
                 match mode {
                     Mode::Library => library.push(figures),

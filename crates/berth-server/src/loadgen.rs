@@ -1,0 +1,196 @@
+//! The loopback load generator behind `berth-loadgen` (and `berth bench`'s W6): durable
+//! appends through HTTP beside the same workload through the library.
+//!
+//! Workload: `clients` concurrent clients, each appending one event (~256 bytes of data)
+//! per call with fsync on every append (the embedded default), round-robin over
+//! `sessions` sessions. Appends to one session are serialized by the server; the library
+//! figure serializes them the same way (`SessionLocks`). Every measurement runs on a
+//! fresh data directory, for a warm-up and then a fixed time: bounded, loopback only.
+
+use crate::auth::{Authenticator, KeyStore};
+use crate::client::Client;
+use crate::limits::SessionLocks;
+use crate::metrics::Metrics;
+use crate::{ServerConfig, ServerParts};
+use berth_core::{SessionId, SessionKey, SystemClock, TenantId, UserId};
+use berth_service::{AppendRequest, CreateSession, NewEvent, Principal, Role, SessionService};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Longest measurement accepted, in seconds (loads stay bounded).
+pub const MEASURE_SECONDS_MAX: u64 = 60;
+
+/// One measurement's shape.
+#[derive(Clone, Debug)]
+pub struct LoadOptions {
+    pub clients: usize,
+    pub sessions: usize,
+    pub seconds: u64,
+    pub warmup_seconds: u64,
+}
+
+/// Through the library (`SessionService::append`) or through HTTP (`berth serve`
+/// in-process on 127.0.0.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    Library,
+    Http,
+}
+
+#[derive(Clone, Debug)]
+pub struct Figures {
+    /// Appends completed after the warm-up.
+    pub appends: usize,
+    pub seconds: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+}
+
+impl Figures {
+    pub fn appends_per_second(&self) -> f64 {
+        self.appends as f64 / self.seconds
+    }
+}
+
+fn principal() -> Principal {
+    Principal {
+        tenant: TenantId::parse("bench").unwrap_or_else(|_| unreachable!("a valid id")),
+        user: UserId::parse("loadgen").unwrap_or_else(|_| unreachable!("a valid id")),
+        project: None,
+        role: Role::Service,
+    }
+}
+
+fn open_service(root: &Path) -> berth_core::Result<Arc<SessionService>> {
+    let jsonl = berth_jsonl::JsonlBackend::open(root.to_path_buf(), Default::default())?;
+    let catalog = berth_sqlite::SqliteCatalog::open(root.join("catalog.sqlite"))?;
+    Ok(Arc::new(SessionService::new(
+        berth_store::LogStore::new(Arc::new(jsonl)),
+        Arc::new(catalog),
+        Arc::new(SystemClock),
+    )))
+}
+
+fn request() -> AppendRequest {
+    let pad = "x".repeat(240);
+    AppendRequest {
+        run: None,
+        expected_seq: None,
+        events: vec![NewEvent::new("note/bench", serde_json::json!({"pad": pad}))],
+    }
+}
+
+fn percentile(sorted: &[Duration], fraction: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let index = ((sorted.len() as f64 * fraction).ceil() as usize).clamp(1, sorted.len()) - 1;
+    sorted[index].as_secs_f64() * 1000.0
+}
+
+/// One client's loop until `end`; latencies after `warmup_end`.
+async fn client_loop(
+    target: Target,
+    id: SessionId,
+    warmup_end: Instant,
+    end: Instant,
+) -> berth_core::Result<Vec<Duration>> {
+    let request = request();
+    let key = SessionKey::new(principal().tenant, id.clone());
+    let mut latencies = Vec::new();
+    loop {
+        let started = Instant::now();
+        if started >= end {
+            return Ok(latencies);
+        }
+        match &target {
+            Target::Http(client) => {
+                client.append(&id, &request).await?;
+            }
+            Target::Library(service, locks) => {
+                let _serialized = locks.lock(&key).await;
+                service.append(&principal(), &id, request.clone()).await?;
+            }
+        }
+        if started >= warmup_end {
+            latencies.push(started.elapsed());
+        }
+    }
+}
+
+enum Target {
+    Http(Client),
+    Library(Arc<SessionService>, Arc<SessionLocks>),
+}
+
+/// One measurement on a fresh data directory `root` (created, and removed after).
+pub async fn measure(mode: Mode, options: &LoadOptions, root: &Path) -> berth_core::Result<Figures> {
+    let sessions = options.sessions.max(1);
+    let seconds = options.seconds.clamp(1, MEASURE_SECONDS_MAX);
+    std::fs::create_dir_all(root).map_err(|e| berth_core::Error::io("create load directory", &e))?;
+    let service = open_service(root)?;
+    let mut ids = Vec::new();
+    for index in 0..sessions {
+        let id = SessionId::parse(&format!("s{index}"))?;
+        let create = CreateSession { id: Some(id.clone()), ..CreateSession::default() };
+        service.create(&principal(), create).await?;
+        ids.push(id);
+    }
+    let locks = Arc::new(SessionLocks::new());
+    let mut server = None;
+    let mut key = String::new();
+    if mode == Mode::Http {
+        let keys = KeyStore::in_memory()?;
+        key = keys.create(&principal(), None)?.1;
+        let config = ServerConfig {
+            listen: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+            rate_limit: None,
+            sweep_interval: None,
+            ..ServerConfig::default()
+        };
+        let parts = ServerParts {
+            service: service.clone(),
+            auth: Authenticator::new(keys, None),
+            metrics: Arc::new(Metrics::new()),
+            feed: None,
+        };
+        let running = crate::start(config, parts).await.map_err(|e| berth_core::Error::io("listen", &e))?;
+        server = Some(running);
+    }
+    let url = server.as_ref().map(|server| server.url());
+    let warmup_end = Instant::now() + Duration::from_secs(options.warmup_seconds);
+    let end = warmup_end + Duration::from_secs(seconds);
+    let mut tasks = Vec::new();
+    for index in 0..options.clients.max(1) {
+        let target = match &url {
+            Some(url) => Target::Http(Client::new(url, Some(key.clone()))?),
+            None => Target::Library(service.clone(), locks.clone()),
+        };
+        tasks.push(tokio::spawn(client_loop(target, ids[index % sessions].clone(), warmup_end, end)));
+    }
+    let mut latencies = Vec::new();
+    let mut failure = None;
+    for task in tasks {
+        match task.await {
+            Ok(Ok(measured)) => latencies.extend(measured),
+            Ok(Err(error)) => failure = Some(error),
+            Err(join) => failure = Some(berth_core::Error::Unavailable { reason: join.to_string() }),
+        }
+    }
+    match server {
+        Some(server) => server.shutdown().await?,
+        None => service.shutdown().await?,
+    }
+    let _ = std::fs::remove_dir_all(root);
+    if let Some(error) = failure {
+        return Err(error);
+    }
+    latencies.sort_unstable();
+    Ok(Figures {
+        appends: latencies.len(),
+        seconds: seconds as f64,
+        p50_ms: percentile(&latencies, 0.50),
+        p99_ms: percentile(&latencies, 0.99),
+    })
+}
