@@ -29,7 +29,13 @@ struct Sizes {
 
 fn sizes() -> Sizes {
     if std::env::var("BERTH_PG_BENCH_QUICK").is_ok() {
-        Sizes { single_appends: 300, bulk_events: 10_000, resume_events: 2_000, listing_sessions: 10_000, concurrent_seconds: 2.0 }
+        Sizes {
+            single_appends: 300,
+            bulk_events: 10_000,
+            resume_events: 2_000,
+            listing_sessions: 10_000,
+            concurrent_seconds: 2.0,
+        }
     } else {
         Sizes {
             single_appends: 2_000,
@@ -173,7 +179,8 @@ async fn plain_listing(client: &Client) -> f64 {
     let started = Instant::now();
     for _ in 0..20 {
         let rows = client.query(&statement, &[&cursor.0, &cursor.1]).await.unwrap();
-        let records: Vec<serde_json::Value> = rows.iter().map(|row| serde_json::from_str(row.get(0)).unwrap()).collect();
+        let records: Vec<serde_json::Value> =
+            rows.iter().map(|row| serde_json::from_str(row.get(0)).unwrap()).collect();
         assert_eq!(records.len(), 50);
         let last = rows.last().unwrap();
         cursor = (last.get(1), last.get(2));
@@ -244,23 +251,26 @@ async fn berth_concurrent(url: &str, round: usize, seconds: f64) -> f64 {
     total as f64 / started.elapsed().as_secs_f64()
 }
 
-/// The same on 32 plain connections (as many as the 8 pools of 4), 2 writers each.
+/// The same on 32 plain connections (as many as the 8 pools of 4), 2 writers taking
+/// turns on each (no pipelining: at most 32 statements in flight, as for berth).
 async fn plain_concurrent(url: &str, round: usize, seconds: f64) -> f64 {
     let mut tasks = Vec::new();
     let deadline = Instant::now() + Duration::from_secs_f64(seconds);
     let mut clients = Vec::new();
     for _ in 0..32 {
-        clients.push(Arc::new(berth_postgres::testing::connect(url).await));
+        clients.push(Arc::new(tokio::sync::Mutex::new(berth_postgres::testing::connect(url).await)));
     }
     for instance in 0..8 {
         for session in 0..8 {
             let client = clients[(instance * 8 + session) % 32].clone();
             tasks.push(tokio::spawn(async move {
-                let statement = client.prepare("INSERT INTO plain (s, seq, line) VALUES ($1, $2, $3)").await.unwrap();
+                let statement =
+                    client.lock().await.prepare("INSERT INTO plain (s, seq, line) VALUES ($1, $2, $3)").await.unwrap();
                 let name = format!("c{round}-{instance}-{session}");
                 let mut seq = 0u64;
                 while Instant::now() < deadline {
-                    client.execute(&statement, &[&name, &(seq as i64), &line(seq)]).await.unwrap();
+                    let payload = line(seq);
+                    client.lock().await.execute(&statement, &[&name, &(seq as i64), &payload]).await.unwrap();
                     seq += 1;
                 }
                 seq
@@ -281,8 +291,10 @@ async fn main() {
     let database = TestDatabase::create().await;
     let url = database.url();
     let admin = database.client().await;
-    let notify = std::env::var("BERTH_PG_BENCH_NOTIFY").map_or(true, |text| text != "0");
-    let backend = PostgresBackend::connect(&url, PostgresOptions { notify, ..PostgresOptions::default() }).await.unwrap();
+    let backend = PostgresBackend::connect(&url, PostgresOptions::default()).await.unwrap();
+    // The same without live-tail notifications, to show what they cost.
+    let quiet =
+        PostgresBackend::connect(&url, PostgresOptions { notify: false, ..PostgresOptions::default() }).await.unwrap();
     plain_table(&admin).await;
     let plain = Arc::new(database.client().await);
     seed_listing(&admin, &backend, sizes.listing_sessions).await;
@@ -296,6 +308,8 @@ async fn main() {
         ("resume (open for write + read all)", "ms", vec![], vec![]),
         ("listing page of 50", "ms", vec![], vec![]),
         ("8 instances x 8 sessions, 1 writer each", "appends/s", vec![], vec![]),
+        ("durable single-event appends, no NOTIFY", "events/s", vec![], vec![]),
+        ("bulk, batches of 100, no NOTIFY", "events/s", vec![], vec![]),
     ];
     for round in 0..ROUNDS {
         eprintln!("round {}/{ROUNDS}", round + 1);
@@ -313,6 +327,10 @@ async fn main() {
         tokio::time::sleep(Duration::from_secs(2)).await;
         rows[4].3.push(plain_concurrent(&url, round, sizes.concurrent_seconds).await);
         tokio::time::sleep(Duration::from_secs(1)).await;
+        rows[5].2.push(berth_single(&quiet, round + 100, sizes.single_appends).await);
+        rows[5].3.push(plain_single(&plain, round + 100, sizes.single_appends).await);
+        rows[6].2.push(berth_bulk(&quiet, &format!("bulk-quiet-{round}"), sizes.bulk_events).await);
+        rows[6].3.push(plain_bulk(&plain, &format!("bulk-quiet-{round}"), sizes.bulk_events).await);
     }
     println!("| workload | unit | berth (median of {ROUNDS}) | plain SQL (median) | berth / plain |");
     println!("|---|---|---|---|---|");

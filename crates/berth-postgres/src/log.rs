@@ -14,20 +14,16 @@ use std::sync::Arc;
 use std::time::Instant;
 
 /// One statement, one implicit transaction: the fencing update of the head row (epoch
-/// and expected next seq), then the event rows only if it matched. Returns how many
-/// rows were inserted (0: fenced, erased, or a seq mismatch; see `diagnose`).
+/// and expected next seq), then the event rows only if it matched. Its row count is the
+/// number of events inserted (0: fenced, erased, or a seq mismatch; see `diagnose`).
 const APPEND: &str = "WITH head AS ( \
          UPDATE session_heads SET next_seq = $4::bigint + cardinality($5::text[]) \
          WHERE tenant = $1 AND session_id = $2 AND epoch = $3::bigint AND next_seq = $4::bigint \
          RETURNING 1 \
-     ), inserted AS ( \
-         INSERT INTO events (tenant, session_id, seq, epoch, event_type, ignorable, line) \
-         SELECT $1, $2, $4::bigint + batch.ord - 1, $3::bigint, batch.event_type, batch.ignorable, batch.line \
-         FROM head, unnest($5::text[], $6::text[], $7::bool[]) WITH ORDINALITY \
-             AS batch(line, event_type, ignorable, ord) \
-         RETURNING 1 \
      ) \
-     SELECT count(*) FROM inserted";
+     INSERT INTO events (tenant, session_id, seq, epoch, event_type, ignorable, line) \
+     SELECT $1, $2, $4::bigint + batch.ord - 1, $3::bigint, batch.event_type, batch.ignorable, batch.line \
+     FROM head, unnest($5::text[], $6::text[], $7::bool[]) WITH ORDINALITY AS batch(line, event_type, ignorable, ord)";
 
 /// Why an append matched nothing: the head as it is now, and the lines this epoch
 /// stored in the batch's seq range (equal to the batch: an earlier attempt committed).
@@ -393,7 +389,11 @@ impl LogBackend for PostgresBackend {
                 })
             })
             .await?;
-        Ok(Box::new(PostgresWriter::start(self, key, header.clone(), first_batch.len() as u64, epoch, sent)))
+        let writer = PostgresWriter::start(self, key.clone(), header.clone(), first_batch.len() as u64, epoch, sent);
+        if !first_batch.is_empty() {
+            self.hub.appended(&key, first_batch.len() as u64);
+        }
+        Ok(Box::new(writer))
     }
 
     async fn erase(&self, key: &SessionKey) -> Result<bool> {
@@ -479,11 +479,11 @@ async fn append_once(
     let client = db.pooled("append").await?;
     let work = async {
         let statement = client.prepare_cached(APPEND).await?;
-        let row = client
-            .query_one(&statement, &[&tenant, &session, &epoch, &first, &batch.lines, &batch.types, &batch.ignorables])
+        let inserted = client
+            .execute(&statement, &[&tenant, &session, &epoch, &first, &batch.lines, &batch.types, &batch.ignorables])
             .await;
-        match row {
-            Ok(row) => Ok(row.get::<_, i64>(0)),
+        match inserted {
+            Ok(inserted) => Ok(inserted),
             // Rows past the head's next seq (only possible through a bypass): the
             // diagnosis below tells an identical retry from a conflict.
             Err(error) if error.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION) => Ok(0),
@@ -493,7 +493,7 @@ async fn append_once(
     let outcome = db.timed("append", db.options.statement_timeout, work).await;
     db.settle(client, &outcome);
     let count = outcome?;
-    if count == batch.len() as i64 {
+    if count == batch.len() {
         return Ok(());
     }
     diagnose(db, key, epoch, first, batch).await
@@ -581,7 +581,11 @@ impl PostgresWriter {
         let db = backend.db.clone();
         let lease = LeaseState::new(&db, sent);
         let renewal = db.exec.spawn(lease::renew_loop(db.clone(), key.clone(), epoch, lease.clone()));
-        backend.hub.appended(&key, next_seq);
+        if next_seq > 0 {
+            // A materialization that stored events, or an open of a non-empty log: local
+            // subscribers learn the length; only new events are worth a notification.
+            backend.hub.publish_local(&key, next_seq);
+        }
         PostgresWriter { db, hub: backend.hub.clone(), key, header, next_seq, epoch, lease, renewal, released: false }
     }
 

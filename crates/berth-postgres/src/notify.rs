@@ -70,7 +70,7 @@ impl Hub {
     }
 
     /// Raises a session's known next seq for its subscribers (never lowers it).
-    fn publish_local(&self, key: &SessionKey, next_seq: u64) {
+    pub(crate) fn publish_local(&self, key: &SessionKey, next_seq: u64) {
         let mut subscribers = lock(&self.subscribers);
         if let Some(sender) = subscribers.get(key) {
             if sender.receiver_count() == 0 {
@@ -166,9 +166,18 @@ async fn next_seqs(db: &Database, keys: &[SessionKey]) -> Result<Vec<(SessionKey
     Ok(found)
 }
 
+/// At most one notification statement per this interval: the first append of a quiet
+/// session is announced at once, a burst is coalesced (one statement, the latest next
+/// seq per session), so a busy writer pays a fraction of a statement per append.
+const NOTIFY_INTERVAL_MIN: Duration = Duration::from_millis(10);
+
 /// Sends queued notifications, coalesced, until the hub is gone.
 async fn notifier_loop(hub: Weak<Hub>) {
+    let mut last_sent: Option<tokio::time::Instant> = None;
     loop {
+        if let Some(sent) = last_sent {
+            tokio::time::sleep_until(sent + NOTIFY_INTERVAL_MIN).await;
+        }
         let Some(strong) = hub.upgrade() else { return };
         let batch: Vec<String> = {
             let mut pending = lock(&strong.pending);
@@ -181,6 +190,7 @@ async fn notifier_loop(hub: Weak<Hub>) {
         }
         let db = strong.db.clone();
         drop(strong);
+        last_sent = Some(tokio::time::Instant::now());
         let outcome = async {
             let client = db.pooled("notify").await?;
             let work = async { Ok(client.execute(SEND_NOTIFICATIONS, &[&NOTIFY_CHANNEL, &batch]).await?) };
