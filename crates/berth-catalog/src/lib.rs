@@ -28,6 +28,15 @@ pub trait Catalog: Send + Sync + 'static {
     /// `RevisionConflict {expected, actual}` otherwise; `NotFound` if the session is gone.
     async fn update(&self, record: &SessionRecord, expected: Revision) -> Result<()>;
 
+    /// `update` for activity caused by appends (counts, last activity, the lease
+    /// extension, the blank flag), whose events are already durable in the log. A backend
+    /// may commit it without waiting for durability (SQLite `synchronous=NORMAL` for the
+    /// commit, PostgreSQL `synchronous_commit = off`): a power loss can then lose the
+    /// latest activity, never a state change, and never corrupt anything.
+    async fn update_activity(&self, record: &SessionRecord, expected: Revision) -> Result<()> {
+        self.update(record, expected).await
+    }
+
     /// Removes a session's record iff its revision equals `expected`.
     async fn remove(&self, key: &SessionKey, expected: Revision) -> Result<()>;
 

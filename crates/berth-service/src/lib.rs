@@ -28,6 +28,16 @@ use berth_store::{Access, LogStore, SessionHandle};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
+/// How a metadata write must reach storage.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Durability {
+    /// Durable before the operation returns (every state change).
+    Durable,
+    /// Activity caused by an append (counts, last activity, lease extension): the
+    /// events themselves are already durable, so the catalog may commit lazily.
+    Relaxed,
+}
+
 /// Internal compare-and-set retries before giving up with the conflict.
 const CAS_RETRIES_MAX: usize = 16;
 
@@ -39,6 +49,8 @@ pub struct SessionService {
     catalog: Arc<dyn Catalog>,
     clock: Arc<dyn Clock>,
     writers: tokio::sync::Mutex<HashMap<SessionKey, SessionHandle>>,
+    /// One append at a time per session, so `next_seq` is read and used atomically.
+    append_locks: std::sync::Mutex<HashMap<SessionKey, std::sync::Weak<tokio::sync::Mutex<()>>>>,
 }
 
 impl std::fmt::Debug for SessionService {
@@ -49,7 +61,13 @@ impl std::fmt::Debug for SessionService {
 
 impl SessionService {
     pub fn new(store: LogStore, catalog: Arc<dyn Catalog>, clock: Arc<dyn Clock>) -> SessionService {
-        SessionService { store, catalog, clock, writers: tokio::sync::Mutex::new(HashMap::new()) }
+        SessionService {
+            store,
+            catalog,
+            clock,
+            writers: tokio::sync::Mutex::new(HashMap::new()),
+            append_locks: std::sync::Mutex::new(HashMap::new()),
+        }
     }
 
     pub fn store(&self) -> &LogStore {
@@ -138,7 +156,29 @@ impl SessionService {
             Some(record) if record.status != Status::Creating && principal.can_access(&record.header.scope) => record,
             _ => return Err(self.denied(principal, action, id, Error::session_not_found(id)).await),
         };
-        self.observe_expiry(record).await
+        let mut record = self.observe_expiry(record).await?;
+        if let Some(next_seq) = self.cached_next_seq(&key).await {
+            record.event_count = record.event_count.max(next_seq);
+        }
+        Ok(record)
+    }
+
+    /// The next seq of this process's cached write handle for `key`, if it holds one.
+    async fn cached_next_seq(&self, key: &SessionKey) -> Option<u64> {
+        self.writers.lock().await.get(key).map(SessionHandle::next_seq)
+    }
+
+    fn append_lock(&self, key: &SessionKey) -> Arc<tokio::sync::Mutex<()>> {
+        let mut locks = self.append_locks.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(lock) = locks.get(key).and_then(std::sync::Weak::upgrade) {
+            return lock;
+        }
+        if locks.len() >= 1024 {
+            locks.retain(|_, lock| lock.strong_count() > 0);
+        }
+        let lock = Arc::new(tokio::sync::Mutex::new(()));
+        locks.insert(key.clone(), Arc::downgrade(&lock));
+        lock
     }
 
     async fn observe_expiry(&self, mut record: SessionRecord) -> Result<SessionRecord> {
@@ -178,8 +218,12 @@ impl SessionService {
         self.catalog.get(key).await?.ok_or_else(|| Error::session_not_found(&key.id))
     }
 
-    /// Bumps the revision and stores `record` iff the stored revision is `expected`.
+    /// Bumps the revision and stores `record` iff the stored revision is `expected`
+    /// (bringing `event_count` up to date from the cached write handle on the way).
     async fn save(&self, record: &mut SessionRecord, expected: Revision) -> Result<()> {
+        if let Some(next_seq) = self.cached_next_seq(&record.key()).await {
+            record.event_count = record.event_count.max(next_seq);
+        }
         record.revision = Revision(expected.0 + 1);
         self.catalog.update(record, expected).await
     }
@@ -192,6 +236,18 @@ impl SessionService {
         id: &SessionId,
         action: &str,
         expected_revision: Option<Revision>,
+        change: impl FnMut(&mut SessionRecord, Timestamp) -> Result<T>,
+    ) -> Result<(SessionRecord, T)> {
+        self.mutate_with(principal, id, action, expected_revision, Durability::Durable, change).await
+    }
+
+    async fn mutate_with<T>(
+        &self,
+        principal: &Principal,
+        id: &SessionId,
+        action: &str,
+        expected_revision: Option<Revision>,
+        durability: Durability,
         mut change: impl FnMut(&mut SessionRecord, Timestamp) -> Result<T>,
     ) -> Result<(SessionRecord, T)> {
         for _ in 0..CAS_RETRIES_MAX {
@@ -203,7 +259,14 @@ impl SessionService {
             }
             let mut next = record.clone();
             let value = change(&mut next, self.now())?;
-            match self.save(&mut next, record.revision).await {
+            let saved = match durability {
+                Durability::Durable => self.save(&mut next, record.revision).await,
+                Durability::Relaxed => {
+                    next.revision = Revision(record.revision.0 + 1);
+                    self.catalog.update_activity(&next, record.revision).await
+                }
+            };
+            match saved {
                 Ok(()) => return Ok((next, value)),
                 Err(Error::RevisionConflict { .. }) if expected_revision.is_none() => continue,
                 Err(error) => return Err(error),
@@ -255,8 +318,15 @@ impl SessionService {
         }
     }
 
-    /// Closes every cached write handle (draining them), e.g. at shutdown.
+    /// Closes every cached write handle (draining them), e.g. at shutdown, after writing
+    /// the activity that appends left pending to the catalog.
     pub async fn shutdown(&self) -> Result<()> {
+        let keys: Vec<SessionKey> = self.writers.lock().await.keys().cloned().collect();
+        for key in keys {
+            if let Err(error) = self.sync_activity(&key).await {
+                tracing::warn!(session = %key, %error, "could not record pending activity at shutdown");
+            }
+        }
         let handles: Vec<SessionHandle> = self.writers.lock().await.drain().map(|(_, handle)| handle).collect();
         let mut failures = Vec::new();
         for handle in handles {
@@ -269,6 +339,23 @@ impl SessionService {
         } else {
             Err(Error::Many(failures))
         }
+    }
+
+    /// Writes `event_count` (from the cached write handle) if the catalog lags behind it.
+    async fn sync_activity(&self, key: &SessionKey) -> Result<()> {
+        for _ in 0..CAS_RETRIES_MAX {
+            let Some(record) = self.catalog.get(key).await? else { return Ok(()) };
+            match self.cached_next_seq(key).await {
+                Some(next_seq) if next_seq > record.event_count => {}
+                _ => return Ok(()),
+            }
+            let mut next = record.clone();
+            match self.save(&mut next, record.revision).await {
+                Err(Error::RevisionConflict { .. }) => continue,
+                other => return other,
+            }
+        }
+        Ok(())
     }
 
     // ----- create, get, list, metadata ---------------------------------------------------
@@ -434,6 +521,8 @@ impl SessionService {
             });
         }
         let key = record.key();
+        let append_lock = self.append_lock(&key);
+        let _one_append_at_a_time = append_lock.lock().await;
         let now = self.now();
         let writer = self.writer(&key).await?;
         let next_seq = writer.next_seq();
@@ -450,7 +539,10 @@ impl SessionService {
         let conversation =
             events.iter().any(|event| berth_core::vocabulary::is_conversation_event(event.event_type.as_str()));
         let ttl_ms = record.header.policy.activity_ttl_ms;
-        self.mutate(principal, id, "append", None, |record, now| {
+        // The events are durable already; the activity they cause (counts, last activity,
+        // the lease extension) is a relaxed write: losing the latest of these to a power
+        // loss only makes the metadata lag the log, which the next write corrects.
+        self.mutate_with(principal, id, "append", None, Durability::Relaxed, |record, now| {
             record.event_count = record.event_count.max(new_next);
             record.blank &= !conversation;
             record.last_activity = now;

@@ -12,6 +12,22 @@ use rusqlite::types::Value;
 use rusqlite::{params_from_iter, Connection, OptionalExtension};
 use serde::de::DeserializeOwned;
 
+/// The compare-and-set update of one session (inside the caller's transaction).
+fn update_in(
+    transaction: &rusqlite::Transaction<'_>,
+    record: &SessionRecord,
+    expected: Revision,
+) -> Result<(), Failure> {
+    let key = record.key();
+    let stored = stored_revision(transaction, &key)?.ok_or_else(|| Error::session_not_found(&key.id))?;
+    check_cas(stored, expected, record)?;
+    transaction.prepare_cached(UPDATE_SESSION)?.execute(params_from_iter(session_values(record)?))?;
+    transaction
+        .prepare_cached("DELETE FROM session_labels WHERE tenant = ?1 AND id = ?2")?
+        .execute((key.tenant.as_str(), key.id.as_str()))?;
+    insert_labels(transaction, record)
+}
+
 /// A timestamp as an index column: exact up to `i64::MAX` ms, clamped beyond (the
 /// record JSON keeps the exact value).
 pub(crate) fn time_column(timestamp: Timestamp) -> i64 {
@@ -180,17 +196,13 @@ impl Catalog for SqliteCatalog {
 
     async fn update(&self, record: &SessionRecord, expected: Revision) -> Result<()> {
         let record = record.clone();
-        self.write("update session", move |transaction| {
-            let key = record.key();
-            let stored = stored_revision(transaction, &key)?.ok_or_else(|| Error::session_not_found(&key.id))?;
-            check_cas(stored, expected, &record)?;
-            transaction.prepare_cached(UPDATE_SESSION)?.execute(params_from_iter(session_values(&record)?))?;
-            transaction
-                .prepare_cached("DELETE FROM session_labels WHERE tenant = ?1 AND id = ?2")?
-                .execute((key.tenant.as_str(), key.id.as_str()))?;
-            insert_labels(transaction, &record)
-        })
-        .await
+        self.write("update session", move |transaction| update_in(transaction, &record, expected)).await
+    }
+
+    async fn update_activity(&self, record: &SessionRecord, expected: Revision) -> Result<()> {
+        let record = record.clone();
+        self.write_relaxed("update session activity", move |transaction| update_in(transaction, &record, expected))
+            .await
     }
 
     async fn remove(&self, key: &SessionKey, expected: Revision) -> Result<()> {

@@ -136,6 +136,38 @@ impl SqliteCatalog {
         .await
     }
 
+    /// `write`, committed with `synchronous=NORMAL`: in WAL mode the commit is appended
+    /// to the WAL without an fsync (the next durable commit or checkpoint syncs it). A
+    /// process crash loses nothing; a power loss may lose the latest relaxed commits,
+    /// never corrupting the database. Used only for activity whose source is durable
+    /// elsewhere (the event log).
+    async fn write_relaxed<T, F>(&self, operation: &'static str, work: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&rusqlite::Transaction<'_>) -> Result<T, Failure> + Send + 'static,
+    {
+        let shared = Arc::clone(&self.shared);
+        blocking(move || {
+            let mut connection = lock(&shared.writer);
+            let outcome = (|| {
+                connection.pragma_update(None, "synchronous", "NORMAL")?;
+                let committed = (|| -> Result<T, Failure> {
+                    let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+                    let value = work(&transaction)?;
+                    transaction.commit()?;
+                    Ok(value)
+                })();
+                // Always back to FULL, whatever happened, before anyone else writes.
+                let restored = connection.pragma_update(None, "synchronous", "FULL");
+                let value = committed?;
+                restored?;
+                Ok(value)
+            })();
+            outcome.map_err(|failure: Failure| failure.into_error(operation, &shared.artifact))
+        })
+        .await
+    }
+
     /// Runs `work` in one read transaction (one snapshot) on a reader connection.
     async fn read<T, F>(&self, operation: &'static str, work: F) -> Result<T>
     where

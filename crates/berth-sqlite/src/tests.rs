@@ -253,3 +253,21 @@ async fn insert_many_is_all_or_nothing() {
     assert_eq!(error.code(), "already_exists", "{error}");
     assert_eq!(catalog.get(&first.key()).await.expect("get"), None, "rolled back");
 }
+
+#[tokio::test]
+async fn activity_updates_are_relaxed_and_leave_the_connection_full() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let catalog = SqliteCatalog::open(dir.path().join(CATALOG_FILE_NAME)).expect("open");
+    let mut record = berth_testkit_like_record();
+    catalog.insert(&record).await.expect("insert");
+    let expected = record.revision;
+    record.revision = berth_core::Revision(expected.0 + 1);
+    record.event_count = 42;
+    catalog.update_activity(&record, expected).await.expect("relaxed update");
+    assert_eq!(catalog.get(&record.key()).await.expect("get"), Some(record.clone()));
+    let stale = catalog.update_activity(&record, expected).await.unwrap_err();
+    assert_eq!(stale.code(), "revision_conflict", "the relaxed write is still a compare-and-set");
+    let synchronous: i64 =
+        lock(&catalog.shared.writer).query_row("PRAGMA synchronous", [], |row| row.get(0)).expect("pragma");
+    assert_eq!(synchronous, 2, "every other write is FULL again");
+}
