@@ -45,6 +45,25 @@ const UPDATE: &str = "WITH session AS ( \
      ) \
      SELECT count(*) FROM session";
 
+/// `UPDATE`, committed without waiting for the WAL flush: the first CTE sets
+/// `synchronous_commit = off` for this statement's implicit transaction, and the update
+/// depends on it so it runs first.
+const UPDATE_RELAXED: &str = "WITH relaxed AS (SELECT set_config('synchronous_commit', 'off', true) AS setting), \
+     session AS ( \
+         UPDATE sessions SET user_id = $3, project = $4, status = $5, last_activity = $6, lease_until = $7, \
+             created_at = $8, status_changed_at = $9, revision = $10, blank = $11, parent = $12, record_json = $13 \
+         WHERE tenant = $1 AND id = $2 AND revision = $15 AND EXISTS (SELECT 1 FROM relaxed) RETURNING 1 \
+     ), dropped AS ( \
+         DELETE FROM session_labels WHERE tenant = $1 AND id = $2 AND EXISTS (SELECT 1 FROM session) \
+             AND label <> ALL($14::text[]) \
+     ), kept AS ( \
+         INSERT INTO session_labels (tenant, id, label, status, blank, last_activity) \
+         SELECT $1, $2, label, $5, $11, $6 FROM session, unnest($14::text[]) AS label \
+         ON CONFLICT (tenant, id, label) DO UPDATE \
+             SET status = excluded.status, blank = excluded.blank, last_activity = excluded.last_activity \
+     ) \
+     SELECT count(*) FROM session";
+
 const REVISION_OF: &str = "SELECT revision FROM sessions WHERE tenant = $1 AND id = $2";
 
 const REMOVE: &str = "WITH session AS ( \
@@ -182,6 +201,49 @@ impl PostgresCatalog {
         self.db.exec.run(async move { future.await.map_err(|failure| failure.into_error(operation)) }).await
     }
 
+    /// Compare-and-set with `statement` (`UPDATE`, or its relaxed-durability variant).
+    async fn compare_and_set(&self, record: &SessionRecord, expected: Revision, statement: &'static str) -> Result<()> {
+        let record = record.clone();
+        self.run("update session", move |db| {
+            Box::pin(async move {
+                let columns = Columns::of(&record)?;
+                let expected_column = expected.0 as i64;
+                let wellformed = record.revision.0 == expected.0.wrapping_add(1);
+                let stored: Option<i64> = on_client(&db, "update session", move |client| {
+                    Box::pin(async move {
+                        if wellformed {
+                            let statement = client.prepare_cached(statement).await?;
+                            let mut params = columns.params().to_vec();
+                            params.push(&expected_column);
+                            let updated: i64 = client.query_one(&statement, &params).await?.get(0);
+                            if updated == 1 {
+                                return Ok(Some(expected_column));
+                            }
+                        }
+                        let row = client.query_opt(REVISION_OF, &[&columns.tenant, &columns.id]).await?;
+                        Ok(row.map(|row| row.get(0)))
+                    })
+                })
+                .await?;
+                // The reference's checks, in its order: missing, stale, then malformed.
+                let Some(stored) = stored else {
+                    return Err(Failure::Berth(Error::session_not_found(&record.header.id)));
+                };
+                if stored as u64 != expected.0 {
+                    return Err(Failure::Berth(Error::RevisionConflict {
+                        expected: expected.0,
+                        actual: stored as u64,
+                    }));
+                }
+                if !wellformed {
+                    return Err(Failure::Berth(Error::invalid("revision", "an update must carry expected + 1")));
+                }
+                Ok(())
+            })
+        })
+        .await
+    }
+
     /// The query plan of a listing page (`EXPLAIN`), for plan checks and diagnostics.
     pub async fn explain_list(&self, query: &SessionQuery) -> Result<String> {
         let plan = listing::plan(query).map_err(|failure| failure.into_error("explain listing"))?;
@@ -288,45 +350,13 @@ impl Catalog for PostgresCatalog {
     }
 
     async fn update(&self, record: &SessionRecord, expected: Revision) -> Result<()> {
-        let record = record.clone();
-        self.run("update session", move |db| {
-            Box::pin(async move {
-                let columns = Columns::of(&record)?;
-                let expected_column = expected.0 as i64;
-                let wellformed = record.revision.0 == expected.0.wrapping_add(1);
-                let stored: Option<i64> = on_client(&db, "update session", move |client| {
-                    Box::pin(async move {
-                        if wellformed {
-                            let statement = client.prepare_cached(UPDATE).await?;
-                            let mut params = columns.params().to_vec();
-                            params.push(&expected_column);
-                            let updated: i64 = client.query_one(&statement, &params).await?.get(0);
-                            if updated == 1 {
-                                return Ok(Some(expected_column));
-                            }
-                        }
-                        let row = client.query_opt(REVISION_OF, &[&columns.tenant, &columns.id]).await?;
-                        Ok(row.map(|row| row.get(0)))
-                    })
-                })
-                .await?;
-                // The reference's checks, in its order: missing, stale, then malformed.
-                let Some(stored) = stored else {
-                    return Err(Failure::Berth(Error::session_not_found(&record.header.id)));
-                };
-                if stored as u64 != expected.0 {
-                    return Err(Failure::Berth(Error::RevisionConflict {
-                        expected: expected.0,
-                        actual: stored as u64,
-                    }));
-                }
-                if !wellformed {
-                    return Err(Failure::Berth(Error::invalid("revision", "an update must carry expected + 1")));
-                }
-                Ok(())
-            })
-        })
-        .await
+        self.compare_and_set(record, expected, UPDATE).await
+    }
+
+    /// An activity-only update commits with `synchronous_commit = off`: a power loss may
+    /// lose the latest activity time, never a state change.
+    async fn update_activity(&self, record: &SessionRecord, expected: Revision) -> Result<()> {
+        self.compare_and_set(record, expected, UPDATE_RELAXED).await
     }
 
     async fn remove(&self, key: &SessionKey, expected: Revision) -> Result<()> {

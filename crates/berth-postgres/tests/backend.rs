@@ -225,3 +225,31 @@ async fn listing_at_100k_sessions_scans_indexes() {
         eprintln!("listing {name}: {:?} per page of 50 at 100k sessions", started.elapsed() / 5);
     }
 }
+
+/// The relaxed-durability activity update keeps compare-and-set semantics.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn activity_update_is_a_compare_and_set() {
+    use berth_catalog::{Catalog, SessionRecord};
+    let database = TestDatabase::create().await;
+    let catalog = connect(&database.url(), PostgresOptions::default()).await.catalog();
+    let mut record = SessionRecord {
+        header: header(&key("activity")),
+        status: berth_core::lifecycle::Status::Active,
+        lease_until: Timestamp(10),
+        last_activity: Timestamp(5),
+        revision: berth_core::Revision(0),
+        title: None,
+        labels: ["a".to_owned()].into(),
+        event_count: 0,
+        blank: false,
+        runs: Vec::new(),
+        status_changed_at: Timestamp(1),
+    };
+    catalog.insert(&record).await.unwrap();
+    record.last_activity = Timestamp(7);
+    record.revision = berth_core::Revision(1);
+    catalog.update_activity(&record, berth_core::Revision(0)).await.unwrap();
+    assert_eq!(catalog.get(&record.key()).await.unwrap(), Some(record.clone()));
+    let stale = catalog.update_activity(&record, berth_core::Revision(0)).await;
+    assert!(matches!(stale, Err(Error::RevisionConflict { expected: 0, actual: 1 })), "{stale:?}");
+}
