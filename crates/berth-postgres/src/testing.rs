@@ -13,6 +13,7 @@ pub use tokio_postgres;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -126,17 +127,27 @@ impl TestDatabase {
     }
 }
 
-/// Drops databases left behind by test processes that no longer exist.
+/// How old a left-behind database must be before another run drops it: the pid check
+/// alone could be fooled by a test process in another pid namespace sharing the server.
+const ORPHAN_AGE_MIN: Duration = Duration::from_secs(3_600);
+
+/// Drops databases left behind by test processes that no longer exist (killed before
+/// their drop ran), once they are old enough. The name carries the pid and a UUIDv7,
+/// whose first 48 bits are its creation time in milliseconds.
 async fn drop_orphans(admin: &tokio_postgres::Client) {
     let Ok(rows) = admin.query("SELECT datname FROM pg_database WHERE datname LIKE 'berth\\_test\\_%'", &[]).await
     else {
         return;
     };
+    let now_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |elapsed| elapsed.as_millis() as u64);
     for row in rows {
         let name: String = row.get(0);
-        let pid =
-            name.strip_prefix(NAME_PREFIX).and_then(|rest| rest.split('_').next()).and_then(|pid| pid.parse().ok());
-        if pid.is_some_and(|pid| !pid_is_alive(pid)) {
+        let mut parts = name.strip_prefix(NAME_PREFIX).unwrap_or_default().split('_');
+        let pid: Option<u32> = parts.next().and_then(|pid| pid.parse().ok());
+        let created_ms = parts.next().and_then(|uuid| uuid.get(..12)).and_then(|hex| u64::from_str_radix(hex, 16).ok());
+        let (Some(pid), Some(created_ms)) = (pid, created_ms) else { continue };
+        let old_enough = now_ms.saturating_sub(created_ms) > ORPHAN_AGE_MIN.as_millis() as u64;
+        if old_enough && !pid_is_alive(pid) {
             let _ = admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await;
         }
     }
