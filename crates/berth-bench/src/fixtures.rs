@@ -46,6 +46,17 @@ pub fn key(id: &str) -> SessionKey {
     header(id).key()
 }
 
+/// A session id no earlier round or run used (`prefix-<run start ms>-<n>`): stores that
+/// outlive a round (PostgreSQL) refuse to create an id twice.
+pub fn unique_id(prefix: &str) -> String {
+    static RUN_START_MS: std::sync::OnceLock<u128> = std::sync::OnceLock::new();
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let start = RUN_START_MS.get_or_init(|| {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |since| since.as_millis())
+    });
+    format!("{prefix}-{start}-{}", NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+}
+
 /// A `service` principal of the bench tenant: may append without attaching a run.
 pub fn service_principal() -> Principal {
     Principal { role: Role::Service, ..Principal::user(tenant(), scope().user, None) }
@@ -160,7 +171,11 @@ pub fn open_descriptors() -> Option<u64> {
     Some(std::fs::read_dir("/proc/self/fd").ok()?.count() as u64)
 }
 
-/// The soft limit on open descriptors, raised to the hard limit.
+/// Descriptors wanted for W7's idle write handles (10,000 handles × 3 each, and room).
+const DESCRIPTORS_WANTED: u64 = 65_536;
+
+/// The limit on open descriptors after raising it: to `DESCRIPTORS_WANTED` where this
+/// process may (root), else the soft limit to the hard one.
 pub fn raise_descriptor_limit() -> u64 {
     let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
     // SAFETY: getrlimit/setrlimit only read and write the struct passed in.
@@ -168,11 +183,14 @@ pub fn raise_descriptor_limit() -> u64 {
         if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
             return 1024;
         }
-        if limit.rlim_cur < limit.rlim_max {
-            let raised = libc::rlimit { rlim_cur: limit.rlim_max, rlim_max: limit.rlim_max };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
-                limit = raised;
-            }
+        let wanted = DESCRIPTORS_WANTED.max(limit.rlim_max);
+        let raised = libc::rlimit { rlim_cur: wanted, rlim_max: wanted };
+        if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+            return wanted;
+        }
+        let raised = libc::rlimit { rlim_cur: limit.rlim_max, rlim_max: limit.rlim_max };
+        if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+            limit = raised;
         }
     }
     limit.rlim_cur

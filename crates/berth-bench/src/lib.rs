@@ -32,12 +32,19 @@ pub struct BenchOptions {
     pub sizes: Sizes,
     /// Where temporary data goes (a directory on the disk being measured).
     pub dir: PathBuf,
-    /// A PostgreSQL URL: W1–W5 also run on the PostgreSQL backend when it is built in.
+    /// A PostgreSQL URL: W1, W2, W4 and W5 also run on the PostgreSQL backend.
     pub postgres_url: Option<String>,
+    /// Run only these workloads (`["W4", "W7"]`); all when empty.
+    pub only: Vec<String>,
 }
 
 impl BenchOptions {
     pub fn new(profile: Profile, dir: PathBuf) -> BenchOptions {
-        BenchOptions { profile, sizes: Sizes::of(profile), dir, postgres_url: None }
+        BenchOptions { profile, sizes: Sizes::of(profile), dir, postgres_url: None, only: Vec::new() }
+    }
+
+    /// Does this run include workload `name` (`"W3"`)?
+    pub fn wants(&self, name: &str) -> bool {
+        self.only.is_empty() || self.only.iter().any(|only| only.eq_ignore_ascii_case(name))
     }
 }

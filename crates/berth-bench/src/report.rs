@@ -272,7 +272,10 @@ fn curve_table(curve: &Curve) -> String {
     let mut xs: Vec<f64> = curve.series.iter().flat_map(|s| s.points.iter().map(|p| p.0)).collect();
     xs.sort_by(f64::total_cmp);
     xs.dedup();
-    let mut out = format!("\n{} ({} → {}; plot: `{}`)\n\n| {} |", curve.name, curve.x_label, curve.y_label, curve.plot_file, curve.x_label);
+    let mut out = format!(
+        "\n{} ({} → {}; plot: `{}`)\n\n| {} |",
+        curve.name, curve.x_label, curve.y_label, curve.plot_file, curve.x_label
+    );
     for series in &curve.series {
         out.push_str(&format!(" {} |", series.label));
     }

@@ -1,14 +1,15 @@
-//! The run: prepares the data sets, runs W1–W5 in interleaved rounds, then W6 and the
-//! W7 curves, and assembles the report.
+//! The run: prepares the data sets, runs W1–W6 in interleaved rounds, then the W7
+//! curves, and assembles the report.
 
-use crate::fixtures::{self, io};
+use crate::fixtures::io;
 use crate::progress::Progress;
 use crate::report::Report;
 use crate::workloads::append::{self, Appends};
 use crate::workloads::concurrent::{self, Concurrent};
+use crate::workloads::http::{self, Http};
 use crate::workloads::listing::Listing;
 use crate::workloads::resume::{self, Resume};
-use crate::workloads::{http, scale, Backend};
+use crate::workloads::{scale, Backend};
 use crate::BenchOptions;
 use berth_core::Result;
 use std::path::Path;
@@ -32,7 +33,9 @@ pub async fn run(options: &BenchOptions, progress: &dyn Progress) -> Result<Repo
     let scratch = tempfile::tempdir_in(&options.dir).map_err(io("tempdir"))?;
     let dir = scratch.path();
     let sizes = &options.sizes;
-    progress.plan(3 + 5 * sizes.rounds as u64 + 1 + scale::steps(sizes));
+    let round_workloads = ["W1", "W2", "W3", "W4", "W5", "W6"].iter().filter(|w| options.wants(w)).count() as u64;
+    let scale_steps = if options.wants("W7") { scale::steps(sizes) } else { 0 };
+    progress.plan(2 + round_workloads * sizes.rounds as u64 + scale_steps);
     let mut report = Report {
         machine: crate::machine::describe(dir),
         profile: options.profile.name().to_owned(),
@@ -40,70 +43,105 @@ pub async fn run(options: &BenchOptions, progress: &dyn Progress) -> Result<Repo
     };
     if options.postgres_url.is_some() {
         report.notes.push(
-            "PostgreSQL (--pg): the berth-postgres backend is not wired into berth bench yet; W1–W5 ran on memory and \
-             JSONL only"
+            "PostgreSQL (--pg): W1, W2, W4 and W5 also ran on the PostgreSQL backend (same database for every round, \
+             fresh session ids); W3 and W6 ran on the embedded backend only"
                 .into(),
         );
     }
     run_rounds(dir, options, progress, &mut report).await?;
-    progress.step("W6 HTTP");
-    report.notes.push(http::not_run_note());
-    let scale = scale::run(dir, sizes, progress).await?;
-    report.curves = scale.curves;
-    report.notes.extend(scale.notes);
+    if options.wants("W7") {
+        let scale = scale::run(dir, sizes, progress).await?;
+        report.curves = scale.curves;
+        report.notes.extend(scale.notes);
+    }
     report.total_seconds = started.elapsed().as_secs_f64();
     progress.finish();
     Ok(report)
 }
 
-/// W1–W5, interleaved: every round runs each workload's variants once, in turn.
+/// W1–W6, interleaved: every round runs each workload's variants once, in turn.
 async fn run_rounds(dir: &Path, options: &BenchOptions, progress: &dyn Progress, report: &mut Report) -> Result<()> {
     let sizes = &options.sizes;
-    let backends = [Backend::Jsonl, Backend::Memory];
-    let w2 = w2_name(sizes.bulk_batch_events);
-    let w4 = w4_name(sizes.resume_events);
-    let mut appends = Appends::new(W1, dir, sizes.appends, 1, &backends);
+    let mut backends = vec![Backend::Jsonl, Backend::Memory];
+    let postgres = options.postgres_url.clone().map(Backend::Postgres);
+    backends.extend(postgres.clone());
+    let (w2, w4) = (w2_name(sizes.bulk_batch_events), w4_name(sizes.resume_events));
+    let bulk_operations = sizes.bulk_events / sizes.bulk_batch_events.max(1);
+    let mut appends = options.wants("W1").then(|| Appends::new(W1, dir, sizes.appends, 1, &backends));
     let mut bulk =
-        Appends::new(&w2, dir, sizes.bulk_events / sizes.bulk_batch_events.max(1), sizes.bulk_batch_events, &backends);
-    progress.step(&format!("W3 seeding {} sessions", sizes.list_sessions));
-    let mut listing = Listing::prepare(dir, sizes).await?;
-    progress.step(&format!("W4 writing a {}-event session", sizes.resume_events));
-    let mut resume = Resume::prepare(&w4, dir, sizes.resume_events).await?;
-    let mut concurrent = Concurrent::new(dir, sizes, &backends);
-    progress.step("rounds");
-    for round in 0..sizes.rounds {
-        let of = format!("round {}/{}", round + 1, sizes.rounds);
-        progress.step(&format!("{of}: W1 durable appends"));
-        appends.round(round).await?;
-        progress.step(&format!("{of}: W2 bulk"));
-        bulk.round(round).await?;
-        progress.step(&format!("{of}: W3 list, fetch, create"));
-        listing.round(round).await?;
-        progress.step(&format!("{of}: W4 resume"));
-        resume.round(round).await?;
-        progress.step(&format!("{of}: W5 concurrent writers"));
-        concurrent.round(round).await?;
+        options.wants("W2").then(|| Appends::new(&w2, dir, bulk_operations, sizes.bulk_batch_events, &backends));
+    let mut listing = None;
+    if options.wants("W3") {
+        progress.step(&format!("W3 seeding {} sessions", sizes.list_sessions));
+        listing = Some(Listing::prepare(dir, sizes).await?);
     }
-    report.measurements.extend(appends.finish());
-    report.measurements.extend(bulk.finish());
-    report.measurements.extend(listing.finish().await?);
-    report.measurements.extend(resume.finish());
-    report.measurements.extend(concurrent.finish());
-    report.targets.extend(append::targets(W1, &w2));
-    report.targets.extend(resume::targets(&w4));
-    report.targets.extend(concurrent::targets(sizes));
+    let mut resume = None;
+    if options.wants("W4") {
+        progress.step(&format!("W4 writing a {}-event session", sizes.resume_events));
+        resume = Some(Resume::prepare(&w4, dir, sizes.resume_events, sizes.resume_repeats, postgres.as_ref()).await?);
+    }
+    let mut concurrent = options.wants("W5").then(|| Concurrent::new(dir, sizes, &backends));
+    let mut http = options.wants("W6").then(|| Http::new(dir, sizes));
+    for round in 0..sizes.rounds {
+        let step = |what: &str| progress.step(&format!("round {}/{}: {what}", round + 1, sizes.rounds));
+        if let Some(workload) = &mut appends {
+            step("W1 durable appends");
+            workload.round(round).await?;
+        }
+        if let Some(workload) = &mut bulk {
+            step("W2 bulk");
+            workload.round(round).await?;
+        }
+        if let Some(workload) = &mut listing {
+            step("W3 list, fetch, create");
+            workload.round(round).await?;
+        }
+        if let Some(workload) = &mut resume {
+            step("W4 resume");
+            workload.round(round).await?;
+        }
+        if let Some(workload) = &mut concurrent {
+            step("W5 concurrent writers");
+            workload.round(round).await?;
+        }
+        if let Some(workload) = &mut http {
+            step("W6 HTTP");
+            workload.round(round).await?;
+        }
+    }
+    report.measurements.extend(appends.map(Appends::finish).unwrap_or_default());
+    report.measurements.extend(bulk.map(Appends::finish).unwrap_or_default());
+    if let Some(listing) = listing {
+        report.measurements.extend(listing.finish().await?);
+    }
+    report.measurements.extend(resume.map(Resume::finish).unwrap_or_default());
+    report.measurements.extend(concurrent.map(Concurrent::finish).unwrap_or_default());
+    report.measurements.extend(http.map(Http::finish).unwrap_or_default());
+    let mut targets = append::targets(W1, &w2);
+    targets.extend(resume::targets(&w4));
+    targets.extend(concurrent::targets(sizes));
+    targets.extend(http::targets(sizes));
+    targets.retain(|target| report.find(&target.workload, &target.variant).is_some());
+    report.targets.extend(targets);
     Ok(())
 }
 
-/// Profiling aid: writes an `events`-event session, then resumes it `rounds` times;
-/// milliseconds per resume.
-pub async fn profile_resume(dir: &Path, events: usize, rounds: usize) -> Result<Vec<f64>> {
+/// Profiling aid: writes an `events`-event session, then runs W4 alone `rounds` times
+/// (only variant `only` when given: 0 raw, 1 jsonl, 2 memory, 3 SQLite);
+/// (variant, milliseconds per resume) of every variant.
+pub async fn profile_resume(
+    dir: &Path,
+    events: usize,
+    rounds: usize,
+    only: Option<usize>,
+) -> Result<Vec<(String, Vec<f64>)>> {
     std::fs::create_dir_all(dir).map_err(io("create profile dir"))?;
-    let mut resume = Resume::prepare(&w4_name(events), dir, events).await?;
+    let mut resume = Resume::prepare(&w4_name(events), dir, events, 1, None).await?;
     for round in 0..rounds {
-        resume.round(round).await?;
+        match only {
+            Some(index) if index < resume.variant_count() => resume.run_variant(index).await?,
+            _ => resume.round(round).await?,
+        }
     }
-    let timings = resume.finish();
-    let _ = fixtures::TENANT;
-    Ok(timings.into_iter().find(|m| m.variant == resume::jsonl_variant()).map(|m| m.rounds_ms).unwrap_or_default())
+    Ok(resume.finish().into_iter().map(|m| (m.variant, m.rounds_ms)).collect())
 }

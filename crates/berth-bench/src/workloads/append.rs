@@ -36,9 +36,12 @@ impl Appends {
         for backend in backends {
             let label = match backend {
                 Backend::Jsonl => format!("{} (fdatasync per append)", backend.label()),
-                Backend::Memory => backend.label().to_owned(),
+                Backend::Memory | Backend::Postgres(_) => backend.label().to_owned(),
             };
-            variants.push((Variant::Berth(backend.clone()), Measurement::new(workload, &label, false, Figure::Throughput, "events")));
+            variants.push((
+                Variant::Berth(backend.clone()),
+                Measurement::new(workload, &label, false, Figure::Throughput, "events"),
+            ));
         }
         variants.push((Variant::Sqlite, Measurement::new(workload, SQLITE, false, Figure::Throughput, "events")));
         Appends { dir: dir.to_owned(), operations, events_per_op, variants }
@@ -51,7 +54,9 @@ impl Appends {
             let (variant, measurement) = &mut self.variants[index];
             let latencies = match variant {
                 Variant::Raw => raw_appends(dir.path(), operations, events_per_op)?,
-                Variant::Berth(backend) => berth_appends(backend.open(dir.path())?, operations, events_per_op).await?,
+                Variant::Berth(backend) => {
+                    berth_appends(backend.open(dir.path()).await?, operations, events_per_op).await?
+                }
                 Variant::Sqlite => sqlite_appends(dir.path(), operations, events_per_op)?,
             };
             measurement.record_round(&latencies, events_per_op);
@@ -103,7 +108,7 @@ pub fn raw_appends(dir: &Path, operations: usize, events_per_op: usize) -> Resul
 
 /// Appends to one new session of `store`; per-append latency in µs.
 pub async fn berth_appends(store: LogStore, operations: usize, events_per_op: usize) -> Result<Vec<f64>> {
-    let handle = store.create(fixtures::header("w")).await?;
+    let handle = store.create(fixtures::header(&fixtures::unique_id("w"))).await?;
     handle.flush().await?;
     let mut latencies = Vec::with_capacity(operations);
     let mut seq = 0;

@@ -60,7 +60,8 @@ impl Concurrent {
             vec![(Variant::Raw, Measurement::new(&workload, REFERENCE, true, Figure::Throughput, "events"))];
         for backend in backends {
             for sharing in [Sharing::Append, Sharing::PublishFlush] {
-                let measurement = Measurement::new(&workload, &label(backend, sharing), false, Figure::Throughput, "events");
+                let measurement =
+                    Measurement::new(&workload, &label(backend, sharing), false, Figure::Throughput, "events");
                 variants.push((Variant::Berth(backend.clone(), sharing), measurement));
             }
         }
@@ -152,10 +153,10 @@ async fn berth_writers(
     writers: usize,
     appends: usize,
 ) -> Result<Vec<f64>> {
-    let store = backend.open(dir)?;
+    let store = backend.open(dir).await?;
     let mut handles = Vec::new();
     for session in 0..sessions {
-        let handle = store.create(fixtures::header(&format!("w5-{session}"))).await?;
+        let handle = store.create(fixtures::header(&fixtures::unique_id(&format!("w5-{session}")))).await?;
         handle.flush().await?;
         handles.push((handle, Arc::new(tokio::sync::Mutex::new(())), Arc::new(Mutex::new(()))));
     }

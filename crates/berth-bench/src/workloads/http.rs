@@ -1,10 +1,176 @@
-//! W6: W1 and W5 through HTTP against `berth serve`, driven by the server's bounded
-//! loopback load generator. Until that generator exists the workload is reported as
-//! not run, never faked.
+//! W6: durable appends through HTTP against `berth serve`, beside the same workload
+//! through the library, interleaved (library, HTTP, HTTP, library, …).
+//!
+//! The workload and its assembly follow the server's loopback load generator
+//! (`berth-loadgen`): the embedded backend (JSONL, fdatasync per append, SQLite catalog)
+//! behind one `SessionService`; `clients` concurrent clients, each appending one event
+//! per call round-robin over the sessions; the server serializes appends to one
+//! session with its `SessionLocks`, and the library figure serializes them the same
+//! way. It runs here in-process rather than as the separate binary, so that it takes
+//! part in the interleaved rounds and uses the bench's ~1 KiB event and statistics.
+//! Count-bounded (appends per client), not time-bounded, like every other workload.
 
-/// Why W6 did not run, for the report's notes.
-pub fn not_run_note() -> String {
-    "W6 (HTTP) not run: berth-server's loopback load generator (`berth-loadgen`) is not implemented yet; \
-     W6 will call it once it lands"
-        .to_owned()
+use super::{elapsed_us, rotation};
+use crate::fixtures::{self, io};
+use crate::payload::chat_event;
+use crate::report::{Figure, Goal, Measurement, Target};
+use berth_core::{Error, Result, SessionId, SessionKey, SystemClock};
+use berth_server::auth::{Authenticator, KeyStore};
+use berth_server::client::Client;
+use berth_server::limits::SessionLocks;
+use berth_server::metrics::Metrics;
+use berth_server::{ServerConfig, ServerParts};
+use berth_service::{AppendRequest, CreateSession, NewEvent, SessionService};
+use berth_sqlite::SqliteCatalog;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+pub const LIBRARY: &str = "library (SessionService, same workload)";
+pub const HTTP: &str = "HTTP (berth serve, loopback)";
+
+pub struct Http {
+    dir: PathBuf,
+    clients: usize,
+    appends: usize,
+    /// Per session count: [library, HTTP].
+    configurations: Vec<(usize, [Measurement; 2])>,
+}
+
+pub fn workload_name(clients: usize, sessions: usize) -> String {
+    format!("W6 durable append via HTTP ({clients} clients, {sessions} sessions)")
+}
+
+impl Http {
+    pub fn new(dir: &Path, sizes: &crate::Sizes) -> Http {
+        let configurations = sizes
+            .http_sessions
+            .iter()
+            .map(|&sessions| {
+                let name = workload_name(sizes.http_clients, sessions);
+                let measurement =
+                    |label, reference| Measurement::new(&name, label, reference, Figure::Throughput, "events");
+                (sessions, [measurement(LIBRARY, true), measurement(HTTP, false)])
+            })
+            .collect();
+        Http {
+            dir: dir.to_owned(),
+            clients: sizes.http_clients,
+            appends: sizes.http_appends_per_client,
+            configurations,
+        }
+    }
+
+    pub async fn round(&mut self, round: usize) -> Result<()> {
+        for (sessions, measurements) in &mut self.configurations {
+            for index in rotation(2, round) {
+                let root = tempfile::tempdir_in(&self.dir).map_err(io("tempdir"))?;
+                let started = Instant::now();
+                let latencies = measure(index == 1, root.path(), *sessions, self.clients, self.appends).await?;
+                measurements[index].record_throughput(latencies.len() as f64, started.elapsed().as_secs_f64());
+                measurements[index].latencies_us.extend(latencies);
+            }
+        }
+        Ok(())
+    }
+
+    pub fn finish(self) -> Vec<Measurement> {
+        self.configurations.into_iter().flat_map(|(_, measurements)| measurements).collect()
+    }
+}
+
+pub fn targets(sizes: &crate::Sizes) -> Vec<Target> {
+    let mut targets = Vec::new();
+    for &sessions in &sizes.http_sessions {
+        let workload = workload_name(sizes.http_clients, sessions);
+        let target =
+            |goal, text: &str| Target { workload: workload.clone(), variant: HTTP.into(), goal, text: text.into() };
+        targets.push(target(Goal::RatioAtLeast { versus: LIBRARY.into(), ratio: 0.5 }, "W6 HTTP ≥ 0.5× the library"));
+        targets.push(target(Goal::P99AtMostUs(10_000.0), "W6 HTTP p99 ≤ 10 ms"));
+    }
+    targets
+}
+
+fn open_service(root: &Path) -> Result<Arc<SessionService>> {
+    let catalog = SqliteCatalog::open(root.join("catalog.sqlite"))?;
+    Ok(Arc::new(SessionService::new(fixtures::jsonl_store(root)?, Arc::new(catalog), Arc::new(SystemClock))))
+}
+
+fn append_request() -> AppendRequest {
+    let event = chat_event(0);
+    let events = vec![NewEvent {
+        event_type: event.event_type.as_str().to_owned(),
+        data: event.data,
+        time: None,
+        ignorable: false,
+    }];
+    AppendRequest { run: None, expected_seq: None, events }
+}
+
+/// One measurement on a fresh data root: per-append latencies (µs) of every client.
+async fn measure(http: bool, root: &Path, sessions: usize, clients: usize, appends: usize) -> Result<Vec<f64>> {
+    let service = open_service(root)?;
+    let principal = fixtures::service_principal();
+    let mut ids = Vec::with_capacity(sessions);
+    for index in 0..sessions {
+        let id = SessionId::parse(&format!("h{index}"))?;
+        service.create(&principal, CreateSession { id: Some(id.clone()), ..CreateSession::default() }).await?;
+        ids.push(id);
+    }
+    let (server, client) = if http {
+        let keys = KeyStore::in_memory()?;
+        let key = keys.create(&principal, None)?.1;
+        let config = ServerConfig {
+            listen: "127.0.0.1:0".parse().map_err(|_| fixtures::invalid("loopback address"))?,
+            rate_limit: None,
+            sweep_interval: None,
+            ..ServerConfig::default()
+        };
+        let parts = ServerParts {
+            service: service.clone(),
+            auth: Authenticator::new(keys, None),
+            metrics: Arc::new(Metrics::new()),
+            feed: None,
+        };
+        let server = berth_server::start(config, parts).await.map_err(io("start server"))?;
+        let client = Client::new(&server.url(), Some(key))?;
+        (Some(server), Some(client))
+    } else {
+        (None, None)
+    };
+    let locks = Arc::new(SessionLocks::new());
+    let mut tasks = tokio::task::JoinSet::new();
+    for client_index in 0..clients {
+        let (id, service, locks, client) =
+            (ids[client_index % sessions].clone(), service.clone(), locks.clone(), client.clone());
+        let principal = principal.clone();
+        tasks.spawn(async move {
+            let request = append_request();
+            let key = SessionKey::new(principal.tenant.clone(), id.clone());
+            let mut latencies = Vec::with_capacity(appends);
+            for _ in 0..appends {
+                let started = Instant::now();
+                match &client {
+                    Some(client) => {
+                        client.append(&id, &request).await?;
+                    }
+                    None => {
+                        let _serialized = locks.lock(&key).await;
+                        service.append(&principal, &id, request.clone()).await?;
+                    }
+                }
+                latencies.push(elapsed_us(started));
+            }
+            Ok::<_, Error>(latencies)
+        });
+    }
+    let mut latencies = Vec::new();
+    while let Some(joined) = tasks.join_next().await {
+        latencies.extend(joined.map_err(|e| Error::Unavailable { reason: format!("client task: {e}") })??);
+    }
+    match server {
+        Some(server) => server.shutdown().await?,
+        None => service.shutdown().await?,
+    }
+    Ok(latencies)
 }

@@ -264,7 +264,12 @@ async fn create_one(service: &SessionService, id: &str, events: usize) -> Result
     let events = (0..events as u64)
         .map(|seq| {
             let event = chat_event(seq);
-            NewEvent { event_type: event.event_type.as_str().to_owned(), data: event.data, time: None, ignorable: false }
+            NewEvent {
+                event_type: event.event_type.as_str().to_owned(),
+                data: event.data,
+                time: None,
+                ignorable: false,
+            }
         })
         .collect();
     service.append(&principal, &id, AppendRequest { run: None, expected_seq: None, events }).await?;
@@ -306,13 +311,22 @@ pub fn reference_insert_range(connection: &rusqlite::Connection, from: u64, to: 
     Ok(())
 }
 
-fn insert_reference_session(transaction: &rusqlite::Transaction<'_>, record: &SessionRecord, events: usize) -> Result<()> {
+fn insert_reference_session(
+    transaction: &rusqlite::Transaction<'_>,
+    record: &SessionRecord,
+    events: usize,
+) -> Result<()> {
     let body = serde_json::to_string(record).map_err(|e| invalid(e.to_string()))?;
     let id = record.header.id.to_string();
     transaction
         .prepare_cached("INSERT INTO sessions VALUES (?1, ?2, ?3, ?4)")
         .and_then(|mut insert| {
-            insert.execute(rusqlite::params![record.header.scope.tenant.to_string(), id, record.last_activity.0 as i64, body])
+            insert.execute(rusqlite::params![
+                record.header.scope.tenant.to_string(),
+                id,
+                record.last_activity.0 as i64,
+                body
+            ])
         })
         .map_err(sql)?;
     let mut insert = transaction.prepare_cached("INSERT INTO events VALUES (?1, ?2, ?3)").map_err(sql)?;
@@ -369,7 +383,8 @@ fn reference_fetch(connection: &rusqlite::Connection, id: &str) -> Result<usize>
         .and_then(|mut select| select.query_row(rusqlite::params![fixtures::TENANT, id], |row| row.get(0)))
         .map_err(sql)?;
     let _: serde_json::Value = serde_json::from_str(&body).map_err(|e| invalid(e.to_string()))?;
-    let mut select = connection.prepare_cached("SELECT body FROM events WHERE session = ?1 ORDER BY seq").map_err(sql)?;
+    let mut select =
+        connection.prepare_cached("SELECT body FROM events WHERE session = ?1 ORDER BY seq").map_err(sql)?;
     let mut rows = select.query([id]).map_err(sql)?;
     let mut events = 0;
     while let Some(row) = rows.next().map_err(sql)? {

@@ -20,6 +20,8 @@ pub enum Backend {
     Memory,
     /// The embedded backend as shipped (`fdatasync` per append).
     Jsonl,
+    /// The PostgreSQL backend on the database at this URL (default options).
+    Postgres(String),
 }
 
 impl Backend {
@@ -27,14 +29,20 @@ impl Backend {
         match self {
             Backend::Memory => "berth memory",
             Backend::Jsonl => "berth jsonl",
+            Backend::Postgres(_) => "berth postgres",
         }
     }
 
-    /// A fresh store whose data (if any) lives under `dir`.
-    pub fn open(&self, dir: &Path) -> Result<LogStore> {
+    /// A store whose data (if any) lives under `dir` (fresh for memory and JSONL; the
+    /// same database for PostgreSQL, so workloads use `fixtures::unique_id`).
+    pub async fn open(&self, dir: &Path) -> Result<LogStore> {
         match self {
             Backend::Memory => Ok(fixtures::memory_store()),
             Backend::Jsonl => fixtures::jsonl_store(dir),
+            Backend::Postgres(url) => {
+                let backend = berth_postgres::PostgresBackend::connect(url, Default::default()).await?;
+                Ok(LogStore::new(std::sync::Arc::new(backend)))
+            }
         }
     }
 }

@@ -17,10 +17,14 @@ const SESSION: &str = "resume";
 
 pub struct Resume {
     events: usize,
+    /// Resumes per variant per round (each is one sample: W4 is short and noisy).
+    repeats: usize,
     raw_log: PathBuf,
     sqlite: PathBuf,
     jsonl_root: PathBuf,
     memory: LogStore,
+    /// The PostgreSQL store and the id of its copy of the session, when `--pg` is given.
+    postgres: Option<(LogStore, String)>,
     variants: Vec<Measurement>,
     _dir: tempfile::TempDir,
 }
@@ -31,27 +35,45 @@ pub fn jsonl_variant() -> String {
 
 impl Resume {
     /// Writes the session once with berth (JSONL and memory) and SQLite.
-    pub async fn prepare(workload: &str, dir: &Path, events: usize) -> Result<Resume> {
+    pub async fn prepare(
+        workload: &str,
+        dir: &Path,
+        events: usize,
+        repeats: usize,
+        postgres: Option<&Backend>,
+    ) -> Result<Resume> {
         let dir = tempfile::tempdir_in(dir).map_err(io("tempdir"))?;
         let jsonl_root = dir.path().join("jsonl");
         let (store, backend) = fixtures::jsonl_store_unsynced(&jsonl_root)?;
-        write_session(&store, events).await?;
+        write_session(&store, SESSION, events).await?;
         let memory = fixtures::memory_store();
-        write_session(&memory, events).await?;
+        write_session(&memory, SESSION, events).await?;
         let sqlite = dir.path().join("resume.sqlite");
         prepare_sqlite(&sqlite, events)?;
-        let labels = [
+        let mut labels = vec![
             (RAW.to_owned(), true),
             (jsonl_variant(), false),
             (format!("{} open+read+validate", Backend::Memory.label()), false),
             (SQLITE.to_owned(), false),
         ];
+        let postgres = match postgres {
+            Some(backend) => {
+                let store = backend.open(dir.path()).await?;
+                let id = fixtures::unique_id(SESSION);
+                write_session(&store, &id, events).await?;
+                labels.push((format!("{} open+read+validate", backend.label()), false));
+                Some((store, id))
+            }
+            None => None,
+        };
         Ok(Resume {
             events,
+            repeats: repeats.max(1),
             raw_log: backend.log_path(&fixtures::key(SESSION)),
             sqlite,
             jsonl_root,
             memory,
+            postgres,
             variants: labels
                 .into_iter()
                 .map(|(label, reference)| Measurement::new(workload, &label, reference, Figure::Time, "ms"))
@@ -62,12 +84,30 @@ impl Resume {
 
     pub async fn round(&mut self, round: usize) -> Result<()> {
         for index in rotation(self.variants.len(), round) {
+            for _ in 0..self.repeats {
+                self.run_variant(index).await?;
+            }
+        }
+        Ok(())
+    }
+
+    pub fn variant_count(&self) -> usize {
+        self.variants.len()
+    }
+
+    /// One resume of variant `index`, timed and checked.
+    pub async fn run_variant(&mut self, index: usize) -> Result<()> {
+        {
             let started = Instant::now();
             let events = match index {
                 0 => raw_resume(&self.raw_log)?,
-                1 => berth_resume(&fixtures::jsonl_store(&self.jsonl_root)?).await?,
-                2 => berth_resume(&self.memory).await?,
-                _ => sqlite_resume(&self.sqlite)?,
+                1 => berth_resume(&fixtures::jsonl_store(&self.jsonl_root)?, SESSION).await?,
+                2 => berth_resume(&self.memory, SESSION).await?,
+                3 => sqlite_resume(&self.sqlite)?,
+                _ => match &self.postgres {
+                    Some((store, id)) => berth_resume(store, id).await?,
+                    None => return Err(invalid("no PostgreSQL variant")),
+                },
             };
             let measurement = &mut self.variants[index];
             measurement.rounds_ms.push(started.elapsed().as_secs_f64() * 1000.0);
@@ -84,16 +124,17 @@ impl Resume {
 }
 
 pub fn targets(workload: &str) -> Vec<Target> {
-    let target = |goal, text: &str| Target { workload: workload.into(), variant: jsonl_variant(), goal, text: text.into() };
+    let target =
+        |goal, text: &str| Target { workload: workload.into(), variant: jsonl_variant(), goal, text: text.into() };
     vec![
         target(Goal::RatioAtLeast { versus: RAW.into(), ratio: 1.0 / 1.5 }, "W4 ≤ 1.5× plain read + JSON parse"),
         target(Goal::MedianAtMostMs(15.0), "W4 ≤ 15 ms (10,000 × 1 KiB events)"),
     ]
 }
 
-/// Appends `events` chat events to a new session named `resume`, in batches of 500.
-async fn write_session(store: &LogStore, events: usize) -> Result<()> {
-    let handle = store.create(fixtures::header(SESSION)).await?;
+/// Appends `events` chat events to a new session `id`, in batches of 500.
+async fn write_session(store: &LogStore, id: &str, events: usize) -> Result<()> {
+    let handle = store.create(fixtures::header(id)).await?;
     let mut seq = 0u64;
     while (seq as usize) < events {
         let batch: Vec<_> = (seq..(seq + 500).min(events as u64)).map(chat_event).collect();
@@ -138,8 +179,8 @@ pub fn parse_lines(bytes: &[u8], skip_header: bool) -> Result<usize> {
 }
 
 /// Open for read, read every event (validated by the store), close.
-pub async fn berth_resume(store: &LogStore) -> Result<usize> {
-    let handle = store.open(&fixtures::key(SESSION), Access::Read).await?;
+pub async fn berth_resume(store: &LogStore, id: &str) -> Result<usize> {
+    let handle = store.open(&fixtures::key(id), Access::Read).await?;
     let events = handle.read(0, None).await?;
     handle.close().await?;
     Ok(events.len())

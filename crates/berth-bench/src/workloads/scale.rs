@@ -107,12 +107,25 @@ async fn log_curves(dir: &Path, sizes: &crate::Sizes, progress: &dyn Progress) -
     let raw_path = dir.path().join("raw.jsonl");
     let mut raw = std::fs::OpenOptions::new().create(true).append(true).open(&raw_path).map_err(io("open raw"))?;
     let mut raw_len = 0u64;
-    let mut append = curve("W7a append latency vs log length", "events in the log", "µs per durable append", "w7-append-latency.svg");
-    let mut resume = curve("W7b resume time vs log length", "events in the log", "ms to open + read all", "w7-resume.svg");
+    let mut append = curve(
+        "W7a append latency vs log length",
+        "events in the log",
+        "µs per durable append",
+        "w7-append-latency.svg",
+    );
+    let mut resume =
+        curve("W7b resume time vs log length", "events in the log", "ms to open + read all", "w7-resume.svg");
     for &length in &sizes.scale_log_lengths {
         progress.step(&format!("W7 log length {}", crate::report::human(length as f64)));
         grow(&handle, length).await?;
         raw_len = grow_raw(&mut raw, raw_len, length)?;
+        // Resume first, so it sees exactly `length` events; then the appends.
+        let started = Instant::now();
+        let events = berth_resume(&store, &handle).await?;
+        resume.series_mut("berth jsonl open+read+validate").points.push((events as f64, ms(started)));
+        let started = Instant::now();
+        let lines = raw_resume(&raw_path)?;
+        resume.series_mut("raw read + JSON parse").points.push((lines as f64, ms(started)));
         let berth = berth_appends(&handle, sizes.scale_appends).await?;
         let reference = raw_appends(&mut raw, &mut raw_len, sizes.scale_appends)?;
         let x = length as f64;
@@ -120,12 +133,6 @@ async fn log_curves(dir: &Path, sizes: &crate::Sizes, progress: &dyn Progress) -
             append.series_mut(&format!("{label} p50")).points.push((x, median(latencies).unwrap_or(0.0)));
             append.series_mut(&format!("{label} p99")).points.push((x, percentile(latencies, 99.0).unwrap_or(0.0)));
         }
-        let started = Instant::now();
-        let events = berth_resume(&store, &handle).await?;
-        resume.series_mut("berth jsonl open+read+validate").points.push((events as f64, ms(started)));
-        let started = Instant::now();
-        let lines = raw_resume(&raw_path)?;
-        resume.series_mut("raw read + JSON parse").points.push((lines as f64, ms(started)));
     }
     handle.close().await?;
     Ok((append, resume))
@@ -235,7 +242,10 @@ async fn listing_curve(dir: &Path, sizes: &crate::Sizes, progress: &dyn Progress
         seeded = count;
         let (berth, plain) = page_walk(&service, &reference, sizes.list_page, sizes.scale_list_pages).await?;
         let x = count as f64;
-        curve.series_mut("berth service.list (SQLite catalog)").points.push((x, median(&berth).unwrap_or(0.0) / 1000.0));
+        curve
+            .series_mut("berth service.list (SQLite catalog)")
+            .points
+            .push((x, median(&berth).unwrap_or(0.0) / 1000.0));
         curve.series_mut("berth p99").points.push((x, percentile(&berth, 99.0).unwrap_or(0.0) / 1000.0));
         curve.series_mut(listing::REFERENCE).points.push((x, median(&plain).unwrap_or(0.0) / 1000.0));
     }
@@ -320,7 +330,8 @@ async fn open_handles(
     let mut outcome = OpenOutcome { points: Vec::new(), descriptors_per_handle: 0.0, stopped_at_limit: None };
     for &count in counts {
         progress.step(&format!("W7 memory: {count} open write handles ({label})"));
-        let per_handle = outcome.descriptors_per_handle.max(2.0);
+        // Until measured, assume the JSONL writer's three (log, lock, directory).
+        let per_handle = if outcome.points.is_empty() { 3.0 } else { outcome.descriptors_per_handle };
         if fds_before as f64 + count as f64 * per_handle + 64.0 > descriptor_limit as f64 {
             outcome.stopped_at_limit = Some(count);
             break;

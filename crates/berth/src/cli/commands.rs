@@ -292,9 +292,12 @@ pub struct BenchArgs {
     /// Also write report.md, report.json and the W7 plots (SVG) here.
     #[arg(long)]
     out: Option<PathBuf>,
-    /// PostgreSQL URL: also run W1–W5 on the PostgreSQL backend.
+    /// PostgreSQL URL: also run W1, W2, W4 and W5 on the PostgreSQL backend.
     #[arg(long = "pg", value_name = "URL")]
     postgres_url: Option<String>,
+    /// Run only these workloads (comma-separated: W1,…,W7); all by default.
+    #[arg(long, value_delimiter = ',', value_name = "W1,W4,…")]
+    only: Vec<String>,
 }
 
 async fn bench(args: BenchArgs, json: bool) -> Result<ExitCode> {
@@ -302,6 +305,7 @@ async fn bench(args: BenchArgs, json: bool) -> Result<ExitCode> {
     let dir = args.dir.unwrap_or_else(std::env::temp_dir).join("berth-bench");
     let mut options = berth_bench::BenchOptions::new(profile, dir);
     options.postgres_url = args.postgres_url;
+    options.only = args.only;
     let progress = berth_bench::ProgressBar::stderr();
     let mut report = berth_bench::run(&options, &progress).await?;
     report.command = std::env::args().collect::<Vec<_>>().join(" ");
