@@ -222,16 +222,16 @@ async fn seed_listing(admin: &Client, backend: &PostgresBackend, count: i64) {
 
 /// Appends per second of 8 instances (pools of 4) × 8 sessions, one writer task per
 /// session.
-async fn berth_concurrent(url: &str, round: usize, seconds: f64) -> f64 {
+async fn berth_concurrent(url: &str, round: usize, seconds: f64, notify: bool) -> f64 {
     let mut tasks = Vec::new();
     let deadline = Instant::now() + Duration::from_secs_f64(seconds);
     for instance in 0..8 {
-        let options = PostgresOptions { pool_size: 4, ..PostgresOptions::default() };
+        let options = PostgresOptions { pool_size: 4, notify, ..PostgresOptions::default() };
         let backend = PostgresBackend::connect(url, options).await.unwrap();
         for session in 0..8 {
             let backend = backend.clone();
             tasks.push(tokio::spawn(async move {
-                let key = key("t-bench", &format!("c{round}-{instance}-{session}"));
+                let key = key("t-bench", &format!("c{round}-{notify}-{instance}-{session}"));
                 let mut writer = backend.materialize(&header(&key), &[]).await.unwrap();
                 let mut seq = 0;
                 while Instant::now() < deadline {
@@ -310,6 +310,7 @@ async fn main() {
         ("8 instances x 8 sessions, 1 writer each", "appends/s", vec![], vec![]),
         ("durable single-event appends, no NOTIFY", "events/s", vec![], vec![]),
         ("bulk, batches of 100, no NOTIFY", "events/s", vec![], vec![]),
+        ("8 x 8 concurrent, no NOTIFY", "appends/s", vec![], vec![]),
     ];
     for round in 0..ROUNDS {
         eprintln!("round {}/{ROUNDS}", round + 1);
@@ -322,7 +323,7 @@ async fn main() {
         let catalog = backend.catalog();
         rows[3].2.push(berth_listing(&catalog).await);
         rows[3].3.push(plain_listing(&plain).await);
-        rows[4].2.push(berth_concurrent(&url, round, sizes.concurrent_seconds).await);
+        rows[4].2.push(berth_concurrent(&url, round, sizes.concurrent_seconds, true).await);
         // Let the dropped pools close their connections (max_connections is finite).
         tokio::time::sleep(Duration::from_secs(2)).await;
         rows[4].3.push(plain_concurrent(&url, round, sizes.concurrent_seconds).await);
@@ -331,6 +332,10 @@ async fn main() {
         rows[5].3.push(plain_single(&plain, round + 100, sizes.single_appends).await);
         rows[6].2.push(berth_bulk(&quiet, &format!("bulk-quiet-{round}"), sizes.bulk_events).await);
         rows[6].3.push(plain_bulk(&plain, &format!("bulk-quiet-{round}"), sizes.bulk_events).await);
+        rows[7].2.push(berth_concurrent(&url, round, sizes.concurrent_seconds, false).await);
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        rows[7].3.push(plain_concurrent(&url, round + 100, sizes.concurrent_seconds).await);
+        tokio::time::sleep(Duration::from_secs(1)).await;
     }
     println!("| workload | unit | berth (median of {ROUNDS}) | plain SQL (median) | berth / plain |");
     println!("|---|---|---|---|---|");

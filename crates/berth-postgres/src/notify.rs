@@ -166,10 +166,11 @@ async fn next_seqs(db: &Database, keys: &[SessionKey]) -> Result<Vec<(SessionKey
     Ok(found)
 }
 
-/// At most one notification statement per this interval: the first append of a quiet
-/// session is announced at once, a burst is coalesced (one statement, the latest next
-/// seq per session), so a busy writer pays a fraction of a statement per append.
-const NOTIFY_INTERVAL_MIN: Duration = Duration::from_millis(10);
+/// At most one notification statement per this interval and process: the first append
+/// after a quiet spell is announced at once, a burst is coalesced (one statement, the
+/// latest next seq per session), so busy writers pay a small fraction of a statement per
+/// append. 50 ms is well inside the live write path's own window (`LIVE_WINDOW_MS`).
+const NOTIFY_INTERVAL_MIN: Duration = Duration::from_millis(50);
 
 /// Sends queued notifications, coalesced, until the hub is gone.
 async fn notifier_loop(hub: Weak<Hub>) {
