@@ -128,6 +128,14 @@ impl HandleShared {
 
     /// Writes one batch through the state: materializes a pending session first.
     async fn write_batch(&self, state: &mut State, batch: &[Event]) -> Result<()> {
+        let outcome = self.write_batch_unchecked(state, batch).await;
+        if outcome.is_err() {
+            self.live().flushed_next_seq = None;
+        }
+        outcome
+    }
+
+    async fn write_batch_unchecked(&self, state: &mut State, batch: &[Event]) -> Result<()> {
         match state {
             State::Pending => {
                 let writer = self.store.backend.materialize(&self.header, batch).await?;
@@ -478,15 +486,36 @@ impl SessionHandle {
     pub async fn flush(&self) -> Result<()> {
         self.shared.check_writable("flush")?;
         let shared = self.shared.clone();
+        // Group commit: the barrier covers what was published or appended before this
+        // call. When a flush that ran while this one waited for the state lock already
+        // drained and synced all of it, there is nothing to do. Without this, concurrent
+        // publishers of one session convoy: each queued flush, its own event already
+        // durable, drains and syncs the one event the previously released publisher just
+        // added — one sync per event instead of one per group.
+        let covered_seq = shared.live().next_seq;
         run_to_completion(&self.shared.key, async move {
             let mut state = shared.state.lock().await;
             shared.check_open("flush")?;
+            let flushed = shared.live().flushed_next_seq;
+            if matches!(*state, State::Writer(_)) && flushed.is_some_and(|flushed| flushed >= covered_seq) {
+                return Ok(());
+            }
             shared.drain_explicit(&mut state).await?;
-            match &mut *state {
+            let drained_seq = {
+                let live = shared.live();
+                live.next_seq - live.events.len() as u64
+            };
+            let outcome = match &mut *state {
                 State::Pending => shared.write_batch(&mut state, &[]).await,
                 State::Writer(writer) => writer.sync().await,
                 _ => Ok(()),
+            };
+            if outcome.is_ok() {
+                let mut live = shared.live();
+                live.flushed_next_seq =
+                    Some(live.flushed_next_seq.map_or(drained_seq, |flushed| flushed.max(drained_seq)));
             }
+            outcome
         })
         .await
     }

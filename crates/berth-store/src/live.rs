@@ -17,6 +17,9 @@ pub(crate) struct LiveBuffer {
     pub(crate) paused: bool,
     /// The failure of the last background drain, kept for the next explicit drain.
     pub(crate) background_error: Option<Error>,
+    /// Events `0..flushed_next_seq` were drained and synced by a successful `flush`;
+    /// `None` before one, and again after a failed write (a poisoned writer is asked).
+    pub(crate) flushed_next_seq: Option<u64>,
 }
 
 /// An event's size estimate for window and batch limits.
