@@ -28,8 +28,20 @@ pub struct Measurement {
     pub rounds_per_second: Vec<f64>,
     /// A duration per round in milliseconds (`Figure::Time`).
     pub rounds_ms: Vec<f64>,
-    /// Per-operation latencies in microseconds (all rounds).
+    /// Per-operation latencies in microseconds (all rounds). The JSON report holds their
+    /// summary (count, p50, p90, p99, p99.9, max), not every sample.
+    #[serde(rename = "latency_us", serialize_with = "summarize_latencies")]
     pub latencies_us: Vec<f64>,
+}
+
+fn summarize_latencies<S: serde::Serializer>(latencies: &[f64], serializer: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap;
+    let mut map = serializer.serialize_map(Some(6))?;
+    map.serialize_entry("count", &latencies.len())?;
+    for (name, p) in [("p50", 50.0), ("p90", 90.0), ("p99", 99.0), ("p99.9", 99.9), ("max", 100.0)] {
+        map.serialize_entry(name, &percentile(latencies, p))?;
+    }
+    map.end()
 }
 
 impl Measurement {

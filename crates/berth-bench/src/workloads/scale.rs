@@ -102,11 +102,7 @@ fn linearity_note(curve: &Curve) -> String {
 async fn log_curves(dir: &Path, sizes: &crate::Sizes, progress: &dyn Progress) -> Result<(Curve, Curve)> {
     let dir = tempfile::tempdir_in(dir).map_err(io("tempdir"))?;
     let store = fixtures::jsonl_store(&dir.path().join("embedded"))?;
-    let handle = store.create(fixtures::header("scale")).await?;
-    handle.flush().await?;
-    let raw_path = dir.path().join("raw.jsonl");
-    let mut raw = std::fs::OpenOptions::new().create(true).append(true).open(&raw_path).map_err(io("open raw"))?;
-    let mut raw_len = 0u64;
+    let mut log = GrowingLog::start(&store, dir.path()).await?;
     let mut append = curve(
         "W7a append latency vs log length",
         "events in the log",
@@ -117,25 +113,49 @@ async fn log_curves(dir: &Path, sizes: &crate::Sizes, progress: &dyn Progress) -
         curve("W7b resume time vs log length", "events in the log", "ms to open + read all", "w7-resume.svg");
     for &length in &sizes.scale_log_lengths {
         progress.step(&format!("W7 log length {}", crate::report::human(length as f64)));
-        grow(&handle, length).await?;
-        raw_len = grow_raw(&mut raw, raw_len, length)?;
+        if log.handle.next_seq() > length {
+            // The previous point's measured appends went past this length: start over.
+            log.handle.close().await?;
+            log = GrowingLog::start(&store, dir.path()).await?;
+        }
+        grow(&log.handle, length).await?;
+        log.raw_len = grow_raw(&mut log.raw, log.raw_len, length)?;
         // Resume first, so it sees exactly `length` events; then the appends.
         let started = Instant::now();
-        let events = berth_resume(&store, &handle).await?;
+        let events = berth_resume(&store, &log.handle).await?;
         resume.series_mut("berth jsonl open+read+validate").points.push((events as f64, ms(started)));
         let started = Instant::now();
-        let lines = raw_resume(&raw_path)?;
+        let lines = raw_resume(&log.raw_path)?;
         resume.series_mut("raw read + JSON parse").points.push((lines as f64, ms(started)));
-        let berth = berth_appends(&handle, sizes.scale_appends).await?;
-        let reference = raw_appends(&mut raw, &mut raw_len, sizes.scale_appends)?;
+        let berth = berth_appends(&log.handle, sizes.scale_appends).await?;
+        let reference = raw_appends(&mut log.raw, &mut log.raw_len, sizes.scale_appends)?;
         let x = length as f64;
         for (label, latencies) in [("berth jsonl", &berth), ("raw write+fdatasync", &reference)] {
             append.series_mut(&format!("{label} p50")).points.push((x, median(latencies).unwrap_or(0.0)));
             append.series_mut(&format!("{label} p99")).points.push((x, percentile(latencies, 99.0).unwrap_or(0.0)));
         }
     }
-    handle.close().await?;
+    log.handle.close().await?;
     Ok((append, resume))
+}
+
+/// One berth session and one raw file, grown side by side.
+struct GrowingLog {
+    handle: SessionHandle,
+    raw_path: std::path::PathBuf,
+    raw: std::fs::File,
+    raw_len: u64,
+}
+
+impl GrowingLog {
+    async fn start(store: &LogStore, dir: &Path) -> Result<GrowingLog> {
+        let id = fixtures::unique_id("scale");
+        let handle = store.create(fixtures::header(&id)).await?;
+        handle.flush().await?;
+        let raw_path = dir.join(format!("{id}.jsonl"));
+        let raw = std::fs::OpenOptions::new().create(true).append(true).open(&raw_path).map_err(io("open raw"))?;
+        Ok(GrowingLog { handle, raw_path, raw, raw_len: 0 })
+    }
 }
 
 fn ms(started: Instant) -> f64 {
