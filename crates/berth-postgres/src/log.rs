@@ -190,13 +190,26 @@ impl PostgresBackend {
     pub async fn open_postgres_writer(&self, key: &SessionKey) -> Result<PostgresWriter> {
         let db = self.db.clone();
         let work_key = key.clone();
+        // One token for every attempt: an attempt whose reply was lost took the lease
+        // for this token, and the next attempt re-takes it (`OR holder = $token`).
         let holder = self.db.holder_token();
-        let sent = Instant::now();
-        let acquired = self
+        let attempts = self.db.options.append_attempts.max(1);
+        let (acquired, sent) = self
             .db
             .exec
             .run(async move {
-                lease::acquire(&db, &work_key, &holder).await.map_err(|failure| failure.into_error("open writer"))
+                let mut attempt = 0;
+                loop {
+                    attempt += 1;
+                    let sent = Instant::now();
+                    match lease::acquire(&db, &work_key, &holder).await {
+                        Ok(acquired) => return Ok((acquired, sent)),
+                        Err(failure) if failure.is_retryable() && attempt < attempts => {
+                            tracing::warn!(session = %work_key, ?failure, "lease acquisition failed; retrying");
+                        }
+                        Err(failure) => return Err(failure.into_error("open writer")),
+                    }
+                }
             })
             .await?;
         Ok(PostgresWriter::start(self, key.clone(), acquired.header, acquired.next_seq, acquired.epoch, sent))

@@ -154,22 +154,32 @@ async fn drop_orphans(admin: &tokio_postgres::Client) {
 }
 
 impl Drop for TestDatabase {
+    /// Drops the database `WITH (FORCE)`, on a thread of its own (the drop may run
+    /// inside or outside any runtime), waiting at most `DROP_WAIT_MAX`: a backend that
+    /// cannot exit (stopped by a failed test) must not hang the test run; such a
+    /// database is left to the next run's orphan sweep.
     fn drop(&mut self) {
         let (url, name) = (self.server.url(&self.server.admin_database, None), self.name.clone());
-        // On a thread of its own: the drop may run inside (or outside) any runtime.
-        let dropper = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().ok()?;
-            runtime.block_on(async {
-                let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.ok()?;
-                tokio::spawn(async move {
-                    let _ = connection.await;
-                });
-                client.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await.ok()
-            })
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let dropped = tokio::runtime::Builder::new_current_thread().enable_all().build().ok().and_then(|runtime| {
+                runtime.block_on(async {
+                    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.ok()?;
+                    tokio::spawn(async move {
+                        let _ = connection.await;
+                    });
+                    client.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await.ok()
+                })
+            });
+            let _ = done.send(dropped.is_some());
         });
-        let _ = dropper.join();
+        if !matches!(finished.recv_timeout(DROP_WAIT_MAX), Ok(true)) {
+            eprintln!("warning: test database {} was not dropped", self.name);
+        }
     }
 }
+
+const DROP_WAIT_MAX: Duration = Duration::from_secs(30);
 
 /// What a proxied connection does with the bytes of one direction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -139,6 +139,35 @@ fn signal(pid: i32, signal: libc::c_int) {
     assert_eq!(outcome, 0, "kill({pid}, {signal}): {}", std::io::Error::last_os_error());
 }
 
+/// A stopped PostgreSQL backend, continued when dropped: a failing assertion must not
+/// leave a backend stopped (it would hold its locks, and `DROP DATABASE … WITH (FORCE)`
+/// waits for it forever).
+struct StoppedBackends(Vec<i32>);
+
+impl StoppedBackends {
+    fn stop(pids: &[i32]) -> StoppedBackends {
+        for pid in pids {
+            signal(*pid, libc::SIGSTOP);
+        }
+        StoppedBackends(pids.to_vec())
+    }
+
+    fn resume(mut self) {
+        for pid in std::mem::take(&mut self.0) {
+            signal(pid, libc::SIGCONT);
+        }
+    }
+}
+
+impl Drop for StoppedBackends {
+    fn drop(&mut self) {
+        for pid in &self.0 {
+            // SAFETY: kill(2); failures (the backend is gone) do not matter here.
+            unsafe { libc::kill(*pid, libc::SIGCONT) };
+        }
+    }
+}
+
 /// Holds an uncommitted row at `(key, seq)`: an append of that seq takes the lease row
 /// lock, then waits on this transaction's unique-index entry — a statement frozen
 /// mid-transaction, on demand.
@@ -474,8 +503,10 @@ async fn t29_stalled_backend_between_transactions_times_out_client_side() {
     let database = TestDatabase::create().await;
     let admin = database.client().await;
     let key = key("stalled-idle");
+    // One connection, and no notifications that could take it first.
     let options = PostgresOptions {
         pool_size: 1,
+        notify: false,
         append_attempts: 1,
         statement_timeout: Duration::from_secs(1),
         ..options("t29i")
@@ -486,7 +517,7 @@ async fn t29_stalled_backend_between_transactions_times_out_client_side() {
     let mut writer = a.materialize(&header(&key), &batch(0, 1, "first")).await.unwrap();
     let pids = backend_pids(&admin, &application_name).await;
     assert_eq!(pids.len(), 1, "one pooled connection");
-    signal(pids[0], libc::SIGSTOP);
+    let stopped = StoppedBackends::stop(&pids);
 
     let started = Instant::now();
     let outcome = writer.append(&batch(1, 2, "second")).await;
@@ -497,7 +528,7 @@ async fn t29_stalled_backend_between_transactions_times_out_client_side() {
     let b = connect(&database.url(), options_for_b()).await;
     assert!(matches!(b.open_postgres_writer(&key).await, Err(Error::AlreadyOwned { .. })), "A still holds the lease");
     writer.append(&batch(1, 2, "second")).await.expect("the retry on a fresh connection succeeds");
-    signal(pids[0], libc::SIGCONT);
+    stopped.resume();
     wait_until("the stopped backend finishes", Duration::from_secs(10), || async {
         backend_pids(&admin, &application_name).await.iter().all(|pid| *pid != pids[0])
     })
@@ -520,7 +551,7 @@ async fn t29_stalled_backend_holding_the_lease_row_makes_takeover_fail_fast() {
     let database = TestDatabase::create().await;
     let admin = database.client().await;
     let key = key("stalled-locked");
-    let options = PostgresOptions { pool_size: 1, append_attempts: 1, ..options("t29ii") };
+    let options = PostgresOptions { pool_size: 1, notify: false, append_attempts: 1, ..options("t29ii") };
     let application_name = options.application_name.clone();
     let a = connect(&database.url(), options).await;
     let mut writer = a.materialize(&header(&key), &batch(0, 1, "first")).await.unwrap();
@@ -535,9 +566,7 @@ async fn t29_stalled_backend_holding_the_lease_row_makes_takeover_fail_fast() {
     })
     .await;
     let pids = backend_pids(&admin, &application_name).await;
-    for pid in &pids {
-        signal(*pid, libc::SIGSTOP);
-    }
+    let stopped = StoppedBackends::stop(&pids);
     blocker.batch_execute("ROLLBACK").await.unwrap();
     let (writer, outcome) = appending.await.unwrap();
     assert!(matches!(outcome, Err(Error::Unavailable { .. })), "the client-side bound fired: {outcome:?}");
@@ -549,9 +578,7 @@ async fn t29_stalled_backend_holding_the_lease_row_makes_takeover_fail_fast() {
     assert!(matches!(blocked, Err(Error::AlreadyOwned { .. })), "{blocked:?}");
     assert!(started.elapsed() < Duration::from_secs(5), "the acquisition did not hang on the row lock");
 
-    for pid in &pids {
-        signal(*pid, libc::SIGCONT);
-    }
+    stopped.resume();
     let give_up = Instant::now() + Duration::from_secs(20);
     let mut taken = loop {
         match b.open_postgres_writer(&key).await {
