@@ -4,12 +4,10 @@ use super::output::{print_json, print_value, session_detail, session_line};
 use super::{data_root, Cli, Command, PrincipalArgs};
 use berth_catalog::RetentionPolicy;
 use berth_core::lifecycle::Status;
-use berth_core::{
-    Concurrency, Error, Result, Revision, RunId, SessionId, SessionKey, SessionPolicy, TenantId,
-};
+use berth_core::{Concurrency, Error, Result, Revision, RunId, SessionId, SessionKey, SessionPolicy, TenantId};
 use berth_service::{
-    AppendRequest, AttachRequest, ClosePolicy, CreateSession, ListRequest, MetadataUpdate,
-    NewEvent, OnBusy, SessionService,
+    AppendRequest, AttachRequest, ClosePolicy, CreateSession, ListRequest, MetadataUpdate, NewEvent, OnBusy,
+    SessionService,
 };
 use berth_store::{Access, ListQuery};
 use clap::{Args, Subcommand};
@@ -351,11 +349,7 @@ fn run_id(text: &str) -> Result<RunId> {
     RunId::parse(text)
 }
 
-async fn service_command(
-    service: &SessionService,
-    command: Command,
-    json: bool,
-) -> Result<ExitCode> {
+async fn service_command(service: &SessionService, command: Command, json: bool) -> Result<ExitCode> {
     match command {
         Command::Sessions(command) => sessions(service, command, json).await,
         Command::Runs(command) => runs(service, command, json).await,
@@ -376,27 +370,20 @@ async fn service_command(
         }
         Command::Gc(args) => gc(service, args, json).await,
         Command::Audit(command) => audit(service, command, json).await,
-        Command::Fsck(_) | Command::Log(_) | Command::Bench(_) | Command::Serve(_) | Command::Keys(_) | Command::Migrate(_) => {
+        Command::Fsck(_)
+        | Command::Log(_)
+        | Command::Bench(_)
+        | Command::Serve(_)
+        | Command::Keys(_)
+        | Command::Migrate(_) => {
             unreachable!("dispatched before opening the service")
         }
     }
 }
 
-async fn sessions(
-    service: &SessionService,
-    command: SessionsCommand,
-    json: bool,
-) -> Result<ExitCode> {
+async fn sessions(service: &SessionService, command: SessionsCommand, json: bool) -> Result<ExitCode> {
     match command {
-        SessionsCommand::New {
-            principal,
-            id,
-            owner,
-            title,
-            labels,
-            parallel,
-            ttl_ms,
-        } => {
+        SessionsCommand::New { principal, id, owner, title, labels, parallel, ttl_ms } => {
             let principal = principal.principal()?;
             let mut policy = SessionPolicy::default();
             if let Some(runs_max) = parallel {
@@ -407,10 +394,7 @@ async fn sessions(
             }
             let request = CreateSession {
                 id: id.as_deref().map(session_id).transpose()?,
-                user: owner
-                    .as_deref()
-                    .map(berth_core::UserId::parse)
-                    .transpose()?,
+                user: owner.as_deref().map(berth_core::UserId::parse).transpose()?,
                 policy: Some(policy),
                 title,
                 labels: labels.into_iter().collect(),
@@ -419,25 +403,11 @@ async fn sessions(
             let record = service.create(&principal, request).await?;
             print_value(&record, json, |record| record.header.id.to_string());
         }
-        SessionsCommand::Ls {
-            principal,
-            statuses,
-            label,
-            owner,
-            all,
-            limit,
-            cursor,
-        } => {
+        SessionsCommand::Ls { principal, statuses, label, owner, all, limit, cursor } => {
             let principal = principal.principal()?;
-            let statuses = statuses
-                .iter()
-                .map(|status| Status::parse(status))
-                .collect::<Result<Vec<_>>>()?;
+            let statuses = statuses.iter().map(|status| Status::parse(status)).collect::<Result<Vec<_>>>()?;
             let request = ListRequest {
-                user: owner
-                    .as_deref()
-                    .map(berth_core::UserId::parse)
-                    .transpose()?,
+                user: owner.as_deref().map(berth_core::UserId::parse).transpose()?,
                 statuses,
                 label,
                 include_blank: all,
@@ -449,24 +419,18 @@ async fn sessions(
             if json {
                 print_json(&page);
             } else {
-                page.items
-                    .iter()
-                    .for_each(|record| println!("{}", session_line(record)));
+                page.items.iter().for_each(|record| println!("{}", session_line(record)));
                 if let Some(cursor) = &page.next_cursor {
                     println!("next: --cursor {cursor}");
                 }
             }
         }
         SessionsCommand::Show { principal, id } => {
-            let record = service
-                .get(&principal.principal()?, &session_id(&id)?)
-                .await?;
+            let record = service.get(&principal.principal()?, &session_id(&id)?).await?;
             print_value(&record, json, session_detail);
         }
         SessionsCommand::Stat { principal, id } => {
-            let record = service
-                .get(&principal.principal()?, &session_id(&id)?)
-                .await?;
+            let record = service.get(&principal.principal()?, &session_id(&id)?).await?;
             let stat = service.store().stat(&record.key()).await?;
             let value = serde_json::json!({
                 "session": record,
@@ -478,88 +442,38 @@ async fn sessions(
             });
             print_json(&value);
         }
-        SessionsCommand::Cat {
-            principal,
-            id,
-            from,
-            limit,
-        } => {
-            let events = service
-                .read(&principal.principal()?, &session_id(&id)?, from, limit)
-                .await?;
+        SessionsCommand::Cat { principal, id, from, limit } => {
+            let events = service.read(&principal.principal()?, &session_id(&id)?, from, limit).await?;
             print_events(&events)?;
         }
-        SessionsCommand::Close {
-            principal,
-            id,
-            cancel_runs,
-            expected_revision,
-        } => {
-            let policy = if cancel_runs {
-                ClosePolicy::CancelRuns
-            } else {
-                ClosePolicy::Refuse
-            };
+        SessionsCommand::Close { principal, id, cancel_runs, expected_revision } => {
+            let policy = if cancel_runs { ClosePolicy::CancelRuns } else { ClosePolicy::Refuse };
             let record = service
-                .close(
-                    &principal.principal()?,
-                    &session_id(&id)?,
-                    policy,
-                    expected_revision.map(Revision),
-                )
+                .close(&principal.principal()?, &session_id(&id)?, policy, expected_revision.map(Revision))
                 .await?;
             print_value(&record, json, session_line);
         }
-        SessionsCommand::Fork {
-            principal,
-            id,
-            upto,
-            new_id,
-        } => {
+        SessionsCommand::Fork { principal, id, upto, new_id } => {
             let new_id = new_id.as_deref().map(session_id).transpose()?;
-            let record = service
-                .fork(&principal.principal()?, &session_id(&id)?, upto, new_id)
-                .await?;
+            let record = service.fork(&principal.principal()?, &session_id(&id)?, upto, new_id).await?;
             print_value(&record, json, |record| record.header.id.to_string());
         }
         SessionsCommand::Reopen { principal, id } => {
-            let record = service
-                .reopen(&principal.principal()?, &session_id(&id)?)
-                .await?;
+            let record = service.reopen(&principal.principal()?, &session_id(&id)?).await?;
             print_value(&record, json, session_line);
         }
-        SessionsCommand::Update {
-            principal,
-            id,
-            title,
-            labels,
-            expected_revision,
-        } => {
+        SessionsCommand::Update { principal, id, title, labels, expected_revision } => {
             let update = MetadataUpdate {
                 title: title.map(Some),
                 labels: labels.map(|labels| labels.into_iter().collect::<BTreeSet<_>>()),
                 expected_revision: expected_revision.map(Revision),
             };
-            let record = service
-                .update_metadata(&principal.principal()?, &session_id(&id)?, update)
-                .await?;
+            let record = service.update_metadata(&principal.principal()?, &session_id(&id)?, update).await?;
             print_value(&record, json, session_line);
         }
-        SessionsCommand::Delete {
-            principal,
-            id,
-            expected_revision,
-        } => {
-            service
-                .delete(
-                    &principal.principal()?,
-                    &session_id(&id)?,
-                    expected_revision.map(Revision),
-                )
-                .await?;
-            print_value(&serde_json::json!({"deleted": id}), json, |_| {
-                format!("deleted {id}")
-            });
+        SessionsCommand::Delete { principal, id, expected_revision } => {
+            service.delete(&principal.principal()?, &session_id(&id)?, expected_revision.map(Revision)).await?;
+            print_value(&serde_json::json!({"deleted": id}), json, |_| format!("deleted {id}"));
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -567,55 +481,22 @@ async fn sessions(
 
 async fn runs(service: &SessionService, command: RunsCommand, json: bool) -> Result<ExitCode> {
     match command {
-        RunsCommand::Attach {
-            principal,
-            session,
-            run,
-            interrupt,
-            expected_revision,
-        } => {
+        RunsCommand::Attach { principal, session, run, interrupt, expected_revision } => {
             let request = AttachRequest {
                 run_id: run.as_deref().map(run_id).transpose()?,
                 expected_revision: expected_revision.map(Revision),
-                on_busy: if interrupt {
-                    OnBusy::Interrupt
-                } else {
-                    OnBusy::Reject
-                },
+                on_busy: if interrupt { OnBusy::Interrupt } else { OnBusy::Reject },
             };
-            let attachment = service
-                .attach(&principal.principal()?, &session_id(&session)?, request)
-                .await?;
+            let attachment = service.attach(&principal.principal()?, &session_id(&session)?, request).await?;
             print_value(&attachment, json, |a| {
-                format!(
-                    "{} lease_until {} revision {}",
-                    a.run.run_id, a.run.lease_until.0, a.revision.0
-                )
+                format!("{} lease_until {} revision {}", a.run.run_id, a.run.lease_until.0, a.revision.0)
             });
         }
-        RunsCommand::Heartbeat {
-            principal,
-            session,
-            run,
-        } => {
-            let run = service
-                .heartbeat(
-                    &principal.principal()?,
-                    &session_id(&session)?,
-                    &run_id(&run)?,
-                )
-                .await?;
-            print_value(&run, json, |run| {
-                format!("{} lease_until {}", run.run_id, run.lease_until.0)
-            });
+        RunsCommand::Heartbeat { principal, session, run } => {
+            let run = service.heartbeat(&principal.principal()?, &session_id(&session)?, &run_id(&run)?).await?;
+            print_value(&run, json, |run| format!("{} lease_until {}", run.run_id, run.lease_until.0));
         }
-        RunsCommand::Detach {
-            principal,
-            session,
-            run,
-            outcome,
-            expected_revision,
-        } => {
+        RunsCommand::Detach { principal, session, run, outcome, expected_revision } => {
             let record = service
                 .detach(
                     &principal.principal()?,
@@ -627,24 +508,13 @@ async fn runs(service: &SessionService, command: RunsCommand, json: bool) -> Res
                 .await?;
             print_value(&record, json, session_line);
         }
-        RunsCommand::Resume {
-            principal,
-            session,
-            run,
-            interrupt,
-        } => {
+        RunsCommand::Resume { principal, session, run, interrupt } => {
             let request = AttachRequest {
                 run_id: run.as_deref().map(run_id).transpose()?,
                 expected_revision: None,
-                on_busy: if interrupt {
-                    OnBusy::Interrupt
-                } else {
-                    OnBusy::Reject
-                },
+                on_busy: if interrupt { OnBusy::Interrupt } else { OnBusy::Reject },
             };
-            let outcome = service
-                .resume(&principal.principal()?, &session_id(&session)?, request)
-                .await?;
+            let outcome = service.resume(&principal.principal()?, &session_id(&session)?, request).await?;
             print_value(&outcome, json, |outcome| {
                 let mut text = format!(
                     "run {} attached; repaired {} event(s); next seq {}",
@@ -656,10 +526,7 @@ async fn runs(service: &SessionService, command: RunsCommand, json: bool) -> Res
                     text.push_str(&format!("\n  + {}", event.to_canonical_json()));
                 }
                 if let Some(checkpoint) = &outcome.checkpoint {
-                    text.push_str(&format!(
-                        "\ncheckpoint at seq {}: {}",
-                        checkpoint.seq, checkpoint.data
-                    ));
+                    text.push_str(&format!("\ncheckpoint at seq {}: {}", checkpoint.seq, checkpoint.data));
                 }
                 text
             });
@@ -676,36 +543,20 @@ async fn append(service: &SessionService, args: AppendArgs, json: bool) -> Resul
             text = std::fs::read_to_string(path).map_err(|e| Error::io("read events file", &e))?;
         }
         _ => {
-            std::io::stdin()
-                .read_to_string(&mut text)
-                .map_err(|e| Error::io("read stdin", &e))?;
+            std::io::stdin().read_to_string(&mut text).map_err(|e| Error::io("read stdin", &e))?;
         }
     }
     let mut events = Vec::new();
-    for (number, line) in text
-        .lines()
-        .enumerate()
-        .filter(|(_, line)| !line.trim().is_empty())
-    {
+    for (number, line) in text.lines().enumerate().filter(|(_, line)| !line.trim().is_empty()) {
         let event: NewEvent = serde_json::from_str(line)
             .map_err(|error| Error::invalid("event", format!("line {}: {error}", number + 1)))?;
         events.push(event);
     }
-    let request = AppendRequest {
-        run: args.run.as_deref().map(run_id).transpose()?,
-        expected_seq: args.expected_seq,
-        events,
-    };
-    let outcome = service
-        .append(&principal, &session_id(&args.session)?, request)
-        .await?;
+    let request =
+        AppendRequest { run: args.run.as_deref().map(run_id).transpose()?, expected_seq: args.expected_seq, events };
+    let outcome = service.append(&principal, &session_id(&args.session)?, request).await?;
     print_value(&outcome, json, |o| {
-        format!(
-            "appended seqs {}..{}{}",
-            o.first_seq,
-            o.next_seq,
-            if o.duplicate { " (already stored)" } else { "" }
-        )
+        format!("appended seqs {}..{}{}", o.first_seq, o.next_seq, if o.duplicate { " (already stored)" } else { "" })
     });
     Ok(ExitCode::SUCCESS)
 }
@@ -713,33 +564,23 @@ async fn append(service: &SessionService, args: AppendArgs, json: bool) -> Resul
 async fn export(service: &SessionService, args: ExportArgs) -> Result<ExitCode> {
     let principal = args.principal.principal()?;
     let id = session_id(&args.session)?;
-    let bytes = if args.zip {
-        service.export_zip(&principal, &id).await?
-    } else {
-        service.export(&principal, &id).await?
-    };
+    let bytes =
+        if args.zip { service.export_zip(&principal, &id).await? } else { service.export(&principal, &id).await? };
     match &args.output {
         Some(path) => std::fs::write(path, &bytes).map_err(|e| Error::io("write export", &e))?,
-        None => std::io::stdout()
-            .write_all(&bytes)
-            .map_err(|e| Error::io("write stdout", &e))?,
+        None => std::io::stdout().write_all(&bytes).map_err(|e| Error::io("write stdout", &e))?,
     }
     Ok(ExitCode::SUCCESS)
 }
 
 async fn gc(service: &SessionService, args: GcArgs, json: bool) -> Result<ExitCode> {
-    if args.idle_ttl_ms.is_some()
-        || args.max_age_ms.is_some()
-        || args.delete_terminal_after_ms.is_some()
-    {
+    if args.idle_ttl_ms.is_some() || args.max_age_ms.is_some() || args.delete_terminal_after_ms.is_some() {
         let policy = RetentionPolicy {
             idle_ttl_ms: args.idle_ttl_ms,
             max_age_ms: args.max_age_ms,
             delete_terminal_after_ms: args.delete_terminal_after_ms,
         };
-        service
-            .set_retention(&args.principal.principal()?, policy)
-            .await?;
+        service.set_retention(&args.principal.principal()?, policy).await?;
     }
     let mut total = berth_service::SweepReport::default();
     loop {
@@ -770,35 +611,17 @@ async fn audit(service: &SessionService, command: AuditCommand, json: bool) -> R
             let verdict = service.verify_audit(&principal.principal()?).await?;
             print_value(&verdict, json, |v| match v.broken_at {
                 None => format!("audit log intact: {} entries", v.entries),
-                Some(seq) => format!(
-                    "audit log BROKEN at entry {seq}: {}",
-                    v.reason.as_deref().unwrap_or("")
-                ),
+                Some(seq) => format!("audit log BROKEN at entry {seq}: {}", v.reason.as_deref().unwrap_or("")),
             });
-            Ok(if verdict.broken_at.is_some() {
-                ExitCode::from(6)
-            } else {
-                ExitCode::SUCCESS
-            })
+            Ok(if verdict.broken_at.is_some() { ExitCode::from(6) } else { ExitCode::SUCCESS })
         }
-        AuditCommand::Log {
-            principal,
-            from,
-            limit,
-        } => {
-            let entries = service
-                .audit_log(&principal.principal()?, from, limit)
-                .await?;
+        AuditCommand::Log { principal, from, limit } => {
+            let entries = service.audit_log(&principal.principal()?, from, limit).await?;
             if json {
                 print_json(&entries);
             } else {
                 for entry in entries {
-                    let session = entry
-                        .draft
-                        .session
-                        .as_ref()
-                        .map(|s| s.to_string())
-                        .unwrap_or_default();
+                    let session = entry.draft.session.as_ref().map(|s| s.to_string()).unwrap_or_default();
                     println!(
                         "{:>6} {} {:<20} {:<10} {:<8} {}",
                         entry.seq,
@@ -818,8 +641,7 @@ async fn audit(service: &SessionService, command: AuditCommand, json: bool) -> R
 fn print_events(events: &[berth_core::Event]) -> Result<()> {
     let mut stdout = std::io::stdout().lock();
     for event in events {
-        writeln!(stdout, "{}", event.to_canonical_json())
-            .map_err(|e| Error::io("write stdout", &e))?;
+        writeln!(stdout, "{}", event.to_canonical_json()).map_err(|e| Error::io("write stdout", &e))?;
     }
     Ok(())
 }
@@ -830,14 +652,8 @@ async fn fsck(data: &str, args: FsckArgs, json: bool) -> Result<ExitCode> {
         None => data_root(data)?,
     };
     let reports = berth_jsonl::fsck::check_root(&root)?;
-    let backend = if args.repair {
-        Some(berth_jsonl::JsonlBackend::open(
-            root.clone(),
-            Default::default(),
-        )?)
-    } else {
-        None
-    };
+    let backend =
+        if args.repair { Some(berth_jsonl::JsonlBackend::open(root.clone(), Default::default())?) } else { None };
     let (mut torn_left, mut damaged) = (0, 0);
     let mut rows = Vec::new();
     for report in reports {
@@ -846,8 +662,7 @@ async fn fsck(data: &str, args: FsckArgs, json: bool) -> Result<ExitCode> {
             berth_jsonl::fsck::SessionStatus::Ok { .. } => "ok",
             berth_jsonl::fsck::SessionStatus::TornTail { .. } => {
                 if let Some(backend) = &backend {
-                    repaired =
-                        Some(berth_jsonl::fsck::repair_torn_tail(backend, &report.key).await?);
+                    repaired = Some(berth_jsonl::fsck::repair_torn_tail(backend, &report.key).await?);
                     "repaired"
                 } else {
                     torn_left += 1;
@@ -873,9 +688,7 @@ async fn fsck(data: &str, args: FsckArgs, json: bool) -> Result<ExitCode> {
         }));
     }
     if json {
-        print_json(
-            &serde_json::json!({"sessions": rows, "torn_tails": torn_left, "damaged": damaged}),
-        );
+        print_json(&serde_json::json!({"sessions": rows, "torn_tails": torn_left, "damaged": damaged}));
     } else {
         for row in &rows {
             println!(
@@ -886,12 +699,7 @@ async fn fsck(data: &str, args: FsckArgs, json: bool) -> Result<ExitCode> {
                 row["detail"].as_str().unwrap_or("")
             );
         }
-        println!(
-            "{} session(s); {} torn tail(s) left; {} damaged",
-            rows.len(),
-            torn_left,
-            damaged
-        );
+        println!("{} session(s); {} torn tail(s) left; {} damaged", rows.len(), torn_left, damaged);
     }
     Ok(if damaged > 0 {
         ExitCode::from(11)
@@ -928,20 +736,12 @@ async fn log_command(data: &str, command: LogCommand, json: bool) -> Result<Exit
         }
         LogCommand::Stat { tenant, id } => {
             let key = SessionKey::new(TenantId::parse(&tenant)?, session_id(&id)?);
-            let stat = store
-                .stat(&key)
-                .await?
-                .ok_or_else(|| Error::session_not_found(&id))?;
+            let stat = store.stat(&key).await?.ok_or_else(|| Error::session_not_found(&id))?;
             print_json(
                 &serde_json::json!({"header": stat.header, "change_token": stat.change_token, "event_count": stat.event_count, "size_bytes": stat.size_bytes}),
             );
         }
-        LogCommand::Cat {
-            tenant,
-            id,
-            from,
-            limit,
-        } => {
+        LogCommand::Cat { tenant, id, from, limit } => {
             let key = SessionKey::new(TenantId::parse(&tenant)?, session_id(&id)?);
             let handle = store.open(&key, Access::Read).await?;
             let events = handle.read(from, limit).await;

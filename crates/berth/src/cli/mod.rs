@@ -12,19 +12,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Parser, Debug)]
-#[command(
-    name = "berth",
-    version,
-    about = "A durable, multi-tenant session store for AI-agent runtimes"
-)]
+#[command(name = "berth", version, about = "A durable, multi-tenant session store for AI-agent runtimes")]
 pub struct Cli {
     /// Where the data lives: a directory (embedded backend), file:///path, or memory:.
-    #[arg(
-        long,
-        global = true,
-        env = "BERTH_DATA",
-        default_value = "./berth-data"
-    )]
+    #[arg(long, global = true, env = "BERTH_DATA", default_value = "./berth-data")]
     pub data: String,
     /// Print machine-readable JSON instead of text.
     #[arg(long, global = true)]
@@ -57,10 +48,7 @@ pub struct PrincipalArgs {
 
 impl PrincipalArgs {
     pub fn principal(&self) -> Result<Principal, Error> {
-        let tenant = self
-            .tenant
-            .as_deref()
-            .ok_or_else(|| Error::invalid("arguments", "--tenant is required"))?;
+        let tenant = self.tenant.as_deref().ok_or_else(|| Error::invalid("arguments", "--tenant is required"))?;
         Ok(Principal {
             tenant: TenantId::parse(tenant)?,
             user: UserId::parse(&self.user)?,
@@ -109,17 +97,11 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     if !serve::init_logging(&cli) {
         tracing_subscriber::fmt()
-            .with_env_filter(
-                tracing_subscriber::EnvFilter::try_from_env("BERTH_LOG")
-                    .unwrap_or_else(|_| "warn".into()),
-            )
+            .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("BERTH_LOG").unwrap_or_else(|_| "warn".into()))
             .with_writer(std::io::stderr)
             .init();
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("berth: cannot start the runtime: {error}");
@@ -168,9 +150,8 @@ pub fn exit_code(error: &Error) -> u8 {
 pub fn data_root(data: &str) -> Result<PathBuf, Error> {
     match berth::StoreUrl::parse(data)? {
         berth::StoreUrl::Embedded(root) => Ok(root),
-        berth::StoreUrl::Memory | berth::StoreUrl::Postgres(_) => Err(Error::invalid(
-            "--data",
-            "this command needs a data directory",
-        )),
+        berth::StoreUrl::Memory | berth::StoreUrl::Postgres(_) => {
+            Err(Error::invalid("--data", "this command needs a data directory"))
+        }
     }
 }

@@ -6,8 +6,7 @@ use serde::Serialize;
 
 pub fn print_error(error: &Error, json: bool) {
     if json {
-        let body =
-            serde_json::json!({"error": {"code": error.code(), "message": error.to_string()}});
+        let body = serde_json::json!({"error": {"code": error.code(), "message": error.to_string()}});
         eprintln!("{body}");
     } else {
         eprintln!("berth: {error}");
@@ -38,11 +37,7 @@ pub fn session_line(record: &SessionRecord) -> String {
         record.event_count,
         record.runs.len(),
         record.last_activity.0,
-        record
-            .title
-            .as_deref()
-            .map(|title| format!("  {title:?}"))
-            .unwrap_or_default()
+        record.title.as_deref().map(|title| format!("  {title:?}")).unwrap_or_default()
     )
 }
 
