@@ -95,13 +95,18 @@ fn write_string(text: &str, out: &mut String) {
 /// A JSON value held as its canonical text. Cheap to store and compare; equality is
 /// value equality because the text is canonical.
 #[derive(Clone)]
-pub struct JsonText(Box<RawValue>);
+pub struct JsonText {
+    raw: Box<RawValue>,
+    /// Built by a constructor that guarantees canonical text within the depth limit,
+    /// so the store need not re-check it on append (a pure cache of a fact about `raw`).
+    verified: bool,
+}
 
 impl JsonText {
     /// Canonicalizes a value built in Rust.
     pub fn from_value(value: &Value) -> Result<JsonText> {
         check_depth(value)?;
-        Ok(JsonText::from_canonical(canonical_string(value)))
+        Ok(JsonText::from_canonical(canonical_string(value), true))
     }
 
     /// Parses untrusted text strictly and canonicalizes it.
@@ -112,33 +117,40 @@ impl JsonText {
     /// Wraps text that is already canonical (e.g. read back from a checksummed record
     /// this crate's encoder wrote). Only syntax is checked, not canonical form.
     pub fn from_trusted_raw(raw: Box<RawValue>) -> JsonText {
-        JsonText(raw)
+        JsonText { raw, verified: false }
     }
 
-    fn from_canonical(text: String) -> JsonText {
+    fn from_canonical(text: String, verified: bool) -> JsonText {
         // The canonical writer always produces valid JSON.
-        JsonText(RawValue::from_string(text).unwrap_or_else(|_| null_raw()))
+        JsonText { raw: RawValue::from_string(text).unwrap_or_else(|_| null_raw()), verified }
     }
 
     pub fn null() -> JsonText {
-        JsonText(null_raw())
+        JsonText { raw: null_raw(), verified: true }
+    }
+
+    /// Was this built canonical and within the depth limit (`from_value`, `parse`,
+    /// strict deserialization, or `From<&Value>` of a value within the limit)? Text from
+    /// `from_trusted_raw` is not: whoever stores it must check it.
+    pub fn is_verified(&self) -> bool {
+        self.verified
     }
 
     pub fn as_str(&self) -> &str {
-        self.0.get()
+        self.raw.get()
     }
 
     pub fn as_raw(&self) -> &RawValue {
-        &self.0
+        &self.raw
     }
 
     /// Parses the text back into a `Value`.
     pub fn to_value(&self) -> Value {
-        serde_json::from_str(self.0.get()).unwrap_or(Value::Null)
+        serde_json::from_str(self.raw.get()).unwrap_or(Value::Null)
     }
 
     pub fn len_bytes(&self) -> usize {
-        self.0.get().len()
+        self.raw.get().len()
     }
 }
 
@@ -169,13 +181,13 @@ impl From<&Value> for JsonText {
     /// Canonicalizes; values deeper than the limit become an error at validation time,
     /// so this conversion keeps them as they are (callers validate events on append).
     fn from(value: &Value) -> JsonText {
-        JsonText::from_canonical(canonical_string(value))
+        JsonText::from_canonical(canonical_string(value), check_depth(value).is_ok())
     }
 }
 
 impl Serialize for JsonText {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        self.0.serialize(serializer)
+        self.raw.serialize(serializer)
     }
 }
 
@@ -183,7 +195,7 @@ impl<'de> Deserialize<'de> for JsonText {
     /// Strict: duplicate keys and excessive depth are refused; the result is canonical.
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let value = StrictValue { depth: 0 }.deserialize(deserializer)?;
-        Ok(JsonText::from_canonical(canonical_string(&value)))
+        Ok(JsonText::from_canonical(canonical_string(&value), true))
     }
 }
 
@@ -302,5 +314,26 @@ mod tests {
         let text = JsonText::from_value(&value).unwrap();
         assert_eq!(text.to_value(), value);
         assert_eq!(JsonText::parse(text.as_str()).unwrap(), text);
+    }
+}
+
+#[cfg(test)]
+mod verified_tests {
+    use super::*;
+
+    #[test]
+    fn only_checked_constructors_are_verified() {
+        assert!(JsonText::parse(r#"{"a":1}"#).unwrap().is_verified());
+        assert!(JsonText::from_value(&serde_json::json!([1])).unwrap().is_verified());
+        assert!(JsonText::null().is_verified());
+        assert!(serde_json::from_str::<JsonText>(r#"{"b":2,"a":1}"#).unwrap().is_verified());
+        let raw = RawValue::from_string(r#"{"b":2,"a":1}"#.to_owned()).unwrap();
+        assert!(!JsonText::from_trusted_raw(raw).is_verified(), "raw text is never trusted on append");
+        let mut deep = Value::Null;
+        for _ in 0..JSON_DEPTH_MAX + 1 {
+            deep = Value::Array(vec![deep]);
+        }
+        assert!(!JsonText::from(&deep).is_verified(), "From<&Value> is verified only within the depth limit");
+        assert!(JsonText::from(&serde_json::json!({"x": [1]})).is_verified());
     }
 }

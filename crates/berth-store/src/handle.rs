@@ -606,6 +606,9 @@ fn validate_batch(header: &SessionHeader, batch: &[Event]) -> Result<()> {
 /// data must be within the depth limit (`LimitExceeded`), strict (no duplicate keys)
 /// and canonical (`Invalid`), or a backend would store text it cannot read back.
 fn check_event_data(event: &Event) -> Result<()> {
+    if event.data.is_verified() {
+        return Ok(()); // built canonical and within the depth limit; nothing to re-check
+    }
     let text = event.data.as_str();
     let depth = json_nesting_depth(text);
     if depth > JSON_DEPTH_MAX {
