@@ -15,53 +15,25 @@ impl SessionService {
         let now = self.now();
         for tenant in self.catalog.tenants().await? {
             let policy = self.catalog.retention(&tenant).await?.unwrap_or_default();
-            let live = vec![Status::Active, Status::Idle];
-            let mut expiry_queries = vec![SessionQuery { lease_before: Some(now), ..base(&tenant, live.clone()) }];
-            if let Some(idle_ttl_ms) = policy.idle_ttl_ms {
-                let cutoff = Timestamp(now.0.saturating_sub(idle_ttl_ms));
-                expiry_queries.push(SessionQuery { active_before: Some(cutoff), ..base(&tenant, live.clone()) });
-            }
-            if let Some(max_age_ms) = policy.max_age_ms {
-                let cutoff = Timestamp(now.0.saturating_sub(max_age_ms));
-                expiry_queries.push(SessionQuery { created_before: Some(cutoff), ..base(&tenant, live.clone()) });
-            }
-            for mut query in expiry_queries {
+            for (mut query, action) in sweep_queries(&tenant, &policy, now) {
                 query.limit = batch_max.saturating_sub(actions(&report)) + 1;
                 for record in self.catalog.list(&query).await? {
                     if actions(&report) >= batch_max {
                         report.more = true;
                         return Ok(report);
                     }
-                    if self.expire_by_policy(record).await? {
-                        report.expired += 1;
+                    let done = match action {
+                        SweepAction::Expire => self.expire_by_policy(record).await?,
+                        SweepAction::DeleteTerminal | SweepAction::RemoveAbandonedCreate => {
+                            self.delete_by_policy(record).await?
+                        }
+                    };
+                    match (done, action) {
+                        (false, _) => {}
+                        (true, SweepAction::Expire) => report.expired += 1,
+                        (true, SweepAction::DeleteTerminal) => report.deleted += 1,
+                        (true, SweepAction::RemoveAbandonedCreate) => report.abandoned_creates += 1,
                     }
-                }
-            }
-            if let Some(after_ms) = policy.delete_terminal_after_ms {
-                let cutoff = Timestamp(now.0.saturating_sub(after_ms));
-                let mut query = base(&tenant, vec![Status::Closed, Status::Expired]);
-                query.status_changed_before = Some(cutoff);
-                query.limit = batch_max.saturating_sub(actions(&report)) + 1;
-                for record in self.catalog.list(&query).await? {
-                    if actions(&report) >= batch_max {
-                        report.more = true;
-                        return Ok(report);
-                    }
-                    if self.delete_by_policy(record).await? {
-                        report.deleted += 1;
-                    }
-                }
-            }
-            let mut query = base(&tenant, vec![Status::Creating]);
-            query.created_before = Some(Timestamp(now.0.saturating_sub(ABANDONED_CREATE_MS)));
-            query.limit = batch_max.saturating_sub(actions(&report)) + 1;
-            for record in self.catalog.list(&query).await? {
-                if actions(&report) >= batch_max {
-                    report.more = true;
-                    return Ok(report);
-                }
-                if self.delete_by_policy(record).await? {
-                    report.abandoned_creates += 1;
                 }
             }
         }
@@ -108,6 +80,42 @@ impl SessionService {
         self.audit_system(&record, "delete", details).await;
         Ok(true)
     }
+}
+
+/// What the sweeper does with the sessions a query finds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SweepAction {
+    Expire,
+    DeleteTerminal,
+    RemoveAbandonedCreate,
+}
+
+/// A tenant's sweep, as (candidates, action) pairs in the order they run: live sessions
+/// whose activity lease lapsed, or idle / too old by policy, expire; terminal sessions
+/// past their retention are deleted; creates a crash abandoned are removed.
+fn sweep_queries(
+    tenant: &berth_core::TenantId,
+    policy: &berth_catalog::RetentionPolicy,
+    now: Timestamp,
+) -> Vec<(SessionQuery, SweepAction)> {
+    let live = || base(tenant, vec![Status::Active, Status::Idle]);
+    let before = |ms: u64| Timestamp(now.0.saturating_sub(ms));
+    let mut queries = vec![(SessionQuery { lease_before: Some(now), ..live() }, SweepAction::Expire)];
+    if let Some(idle_ttl_ms) = policy.idle_ttl_ms {
+        queries.push((SessionQuery { active_before: Some(before(idle_ttl_ms)), ..live() }, SweepAction::Expire));
+    }
+    if let Some(max_age_ms) = policy.max_age_ms {
+        queries.push((SessionQuery { created_before: Some(before(max_age_ms)), ..live() }, SweepAction::Expire));
+    }
+    if let Some(after_ms) = policy.delete_terminal_after_ms {
+        let terminal = base(tenant, vec![Status::Closed, Status::Expired]);
+        let query = SessionQuery { status_changed_before: Some(before(after_ms)), ..terminal };
+        queries.push((query, SweepAction::DeleteTerminal));
+    }
+    let creating = base(tenant, vec![Status::Creating]);
+    let query = SessionQuery { created_before: Some(before(ABANDONED_CREATE_MS)), ..creating };
+    queries.push((query, SweepAction::RemoveAbandonedCreate));
+    queries
 }
 
 fn base(tenant: &berth_core::TenantId, statuses: Vec<Status>) -> SessionQuery {
