@@ -535,8 +535,9 @@ async fn runs(service: &SessionService, command: RunsCommand, json: bool) -> Res
     Ok(ExitCode::SUCCESS)
 }
 
-async fn append(service: &SessionService, args: AppendArgs, json: bool) -> Result<ExitCode> {
-    let principal = args.principal.principal()?;
+/// The append request of `berth append`: events as JSON lines from the file (or stdin).
+/// Shared by the local and the `--server` paths.
+pub(super) fn read_append_request(args: &AppendArgs) -> Result<AppendRequest> {
     let mut text = String::new();
     match &args.file {
         Some(path) if path.as_os_str() != "-" => {
@@ -552,12 +553,21 @@ async fn append(service: &SessionService, args: AppendArgs, json: bool) -> Resul
             .map_err(|error| Error::invalid("event", format!("line {}: {error}", number + 1)))?;
         events.push(event);
     }
-    let request =
-        AppendRequest { run: args.run.as_deref().map(run_id).transpose()?, expected_seq: args.expected_seq, events };
-    let outcome = service.append(&principal, &session_id(&args.session)?, request).await?;
-    print_value(&outcome, json, |o| {
+    Ok(AppendRequest { run: args.run.as_deref().map(run_id).transpose()?, expected_seq: args.expected_seq, events })
+}
+
+/// How `berth append` reports its outcome (local and `--server`).
+pub(super) fn print_append_outcome(outcome: &berth_service::AppendOutcome, json: bool) {
+    print_value(outcome, json, |o| {
         format!("appended seqs {}..{}{}", o.first_seq, o.next_seq, if o.duplicate { " (already stored)" } else { "" })
     });
+}
+
+async fn append(service: &SessionService, args: AppendArgs, json: bool) -> Result<ExitCode> {
+    let principal = args.principal.principal()?;
+    let request = read_append_request(&args)?;
+    let outcome = service.append(&principal, &session_id(&args.session)?, request).await?;
+    print_append_outcome(&outcome, json);
     Ok(ExitCode::SUCCESS)
 }
 

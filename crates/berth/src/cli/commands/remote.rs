@@ -10,11 +10,9 @@ use berth_catalog::RetentionPolicy;
 use berth_core::lifecycle::Status;
 use berth_core::{Concurrency, Error, Result, Revision, RunId, SessionId, SessionPolicy, UserId};
 use berth_server::client::Client;
-use berth_service::{
-    AppendRequest, AttachRequest, ClosePolicy, CreateSession, ListRequest, MetadataUpdate, NewEvent, OnBusy,
-};
+use berth_service::{AttachRequest, ClosePolicy, CreateSession, ListRequest, MetadataUpdate, OnBusy};
 use std::collections::BTreeSet;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::process::ExitCode;
 
 pub async fn run(cli: Cli) -> Result<ExitCode> {
@@ -171,27 +169,9 @@ async fn runs(client: &Client, command: RunsCommand, json: bool) -> Result<ExitC
 }
 
 async fn append(client: &Client, args: AppendArgs, json: bool) -> Result<ExitCode> {
-    let mut text = String::new();
-    match &args.file {
-        Some(path) if path.as_os_str() != "-" => {
-            text = std::fs::read_to_string(path).map_err(|e| Error::io("read events file", &e))?;
-        }
-        _ => {
-            std::io::stdin().read_to_string(&mut text).map_err(|e| Error::io("read stdin", &e))?;
-        }
-    }
-    let mut events = Vec::new();
-    for (number, line) in text.lines().enumerate().filter(|(_, line)| !line.trim().is_empty()) {
-        let event: NewEvent = serde_json::from_str(line)
-            .map_err(|error| Error::invalid("event", format!("line {}: {error}", number + 1)))?;
-        events.push(event);
-    }
-    let request =
-        AppendRequest { run: args.run.as_deref().map(rid).transpose()?, expected_seq: args.expected_seq, events };
+    let request = super::read_append_request(&args)?;
     let outcome = client.append(&sid(&args.session)?, &request).await?;
-    print_value(&outcome, json, |o| {
-        format!("appended seqs {}..{}{}", o.first_seq, o.next_seq, if o.duplicate { " (already stored)" } else { "" })
-    });
+    super::print_append_outcome(&outcome, json);
     Ok(ExitCode::SUCCESS)
 }
 
