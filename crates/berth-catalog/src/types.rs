@@ -137,6 +137,55 @@ impl SessionQuery {
     }
 }
 
+/// Which index a SQL catalog drives a listing page from. Both SQL catalogs index the
+/// same shapes, so the choice is made once here; each backend maps it to its own
+/// index names and SQL.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ListDriver {
+    /// Tenant only, by activity.
+    Activity,
+    /// Tenant + one status.
+    Status,
+    /// Tenant + user.
+    User,
+    /// Tenant + project.
+    Project,
+    /// Tenant + fork parent.
+    Parent,
+    /// Tenant + label (from the label rows).
+    Label,
+    /// Tenant + label + one status (from the label rows).
+    LabelStatus,
+    /// No tenant: a cross-tenant maintenance sweep (not index-bounded).
+    AnyTenant,
+}
+
+impl ListDriver {
+    pub fn choose(query: &SessionQuery) -> ListDriver {
+        match query {
+            SessionQuery { tenant: None, .. } => ListDriver::AnyTenant,
+            SessionQuery { label: Some(_), statuses, .. } if statuses.is_empty() => ListDriver::Label,
+            SessionQuery { label: Some(_), .. } => ListDriver::LabelStatus,
+            SessionQuery { parent: Some(_), .. } => ListDriver::Parent,
+            SessionQuery { project: Some(_), .. } => ListDriver::Project,
+            SessionQuery { user: Some(_), .. } => ListDriver::User,
+            SessionQuery { statuses, .. } if !statuses.is_empty() => ListDriver::Status,
+            _ => ListDriver::Activity,
+        }
+    }
+
+    /// Does the index lead with one status, so a multi-status query runs one
+    /// sub-query per status?
+    pub fn splits_status(self) -> bool {
+        matches!(self, ListDriver::Status | ListDriver::LabelStatus)
+    }
+
+    /// Is the page driven from the label rows rather than the session rows?
+    pub fn drives_from_labels(self) -> bool {
+        matches!(self, ListDriver::Label | ListDriver::LabelStatus)
+    }
+}
+
 /// Per-tenant retention (R-S11). `None` fields do not apply.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -19,41 +19,7 @@ pub(crate) fn time_column(timestamp: Timestamp) -> i64 {
     i64::try_from(timestamp.0).unwrap_or(i64::MAX)
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Driver {
-    Activity,
-    Status,
-    User,
-    Project,
-    Parent,
-    Label,
-    LabelStatus,
-    /// No tenant: a cross-tenant maintenance sweep (not index-bounded).
-    AnyTenant,
-}
-
-impl Driver {
-    fn choose(query: &SessionQuery) -> Driver {
-        match query {
-            SessionQuery { tenant: None, .. } => Driver::AnyTenant,
-            SessionQuery { label: Some(_), statuses, .. } if statuses.is_empty() => Driver::Label,
-            SessionQuery { label: Some(_), .. } => Driver::LabelStatus,
-            SessionQuery { parent: Some(_), .. } => Driver::Parent,
-            SessionQuery { project: Some(_), .. } => Driver::Project,
-            SessionQuery { user: Some(_), .. } => Driver::User,
-            SessionQuery { statuses, .. } if !statuses.is_empty() => Driver::Status,
-            _ => Driver::Activity,
-        }
-    }
-
-    fn splits_status(self) -> bool {
-        matches!(self, Driver::Status | Driver::LabelStatus)
-    }
-
-    fn drives_from_labels(self) -> bool {
-        matches!(self, Driver::Label | Driver::LabelStatus)
-    }
-}
+use berth_catalog::ListDriver as Driver;
 
 /// SQL text and its parameters.
 pub(crate) struct Plan {

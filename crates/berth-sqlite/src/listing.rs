@@ -18,60 +18,19 @@ use berth_catalog::SessionQuery;
 use berth_core::lifecycle::Status;
 use rusqlite::types::Value;
 
-/// Which index drives a page.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Driver {
-    /// `sessions_by_activity`: tenant only.
-    Activity,
-    /// `sessions_by_status`: tenant + one status.
-    Status,
-    /// `sessions_by_user`: tenant + user.
-    User,
-    /// `sessions_by_project`: tenant + project.
-    Project,
-    /// `sessions_by_parent`: tenant + fork parent.
-    Parent,
-    /// `session_labels_by_activity`: tenant + label.
-    Label,
-    /// `session_labels_by_status`: tenant + label + one status.
-    LabelStatus,
-    /// No tenant: a cross-tenant sweep (maintenance only; not index-bounded).
-    AnyTenant,
-}
+pub(crate) use berth_catalog::ListDriver as Driver;
 
-impl Driver {
-    pub(crate) fn choose(query: &SessionQuery) -> Driver {
-        match query {
-            SessionQuery { tenant: None, .. } => Driver::AnyTenant,
-            SessionQuery { label: Some(_), statuses, .. } if statuses.is_empty() => Driver::Label,
-            SessionQuery { label: Some(_), .. } => Driver::LabelStatus,
-            SessionQuery { parent: Some(_), .. } => Driver::Parent,
-            SessionQuery { project: Some(_), .. } => Driver::Project,
-            SessionQuery { user: Some(_), .. } => Driver::User,
-            SessionQuery { statuses, .. } if !statuses.is_empty() => Driver::Status,
-            _ => Driver::Activity,
-        }
-    }
-
-    fn index(self) -> Option<&'static str> {
-        match self {
-            Driver::Activity => Some("sessions_by_activity"),
-            Driver::Status => Some("sessions_by_status"),
-            Driver::User => Some("sessions_by_user"),
-            Driver::Project => Some("sessions_by_project"),
-            Driver::Parent => Some("sessions_by_parent"),
-            Driver::Label => Some("session_labels_by_activity"),
-            Driver::LabelStatus => Some("session_labels_by_status"),
-            Driver::AnyTenant => None,
-        }
-    }
-
-    fn splits_status(self) -> bool {
-        matches!(self, Driver::Status | Driver::LabelStatus)
-    }
-
-    fn drives_from_labels(self) -> bool {
-        matches!(self, Driver::Label | Driver::LabelStatus)
+/// The SQLite index behind each driver (`None`: no tenant, no index bound).
+fn index(driver: Driver) -> Option<&'static str> {
+    match driver {
+        Driver::Activity => Some("sessions_by_activity"),
+        Driver::Status => Some("sessions_by_status"),
+        Driver::User => Some("sessions_by_user"),
+        Driver::Project => Some("sessions_by_project"),
+        Driver::Parent => Some("sessions_by_parent"),
+        Driver::Label => Some("session_labels_by_activity"),
+        Driver::LabelStatus => Some("session_labels_by_status"),
+        Driver::AnyTenant => None,
     }
 }
 
@@ -112,7 +71,7 @@ pub(crate) fn plan(query: &SessionQuery) -> Vec<SubQuery> {
 fn sub_query(query: &SessionQuery, driver: Driver, status: Option<Status>, blank: Option<bool>) -> SubQuery {
     let mut builder = Builder { conditions: Vec::new(), params: Vec::new() };
     let sort = if driver.drives_from_labels() { "k" } else { "s" };
-    let from = match (driver.index(), driver.drives_from_labels()) {
+    let from = match (index(driver), driver.drives_from_labels()) {
         (Some(index), true) => format!(
             "session_labels AS k INDEXED BY {index} CROSS JOIN sessions AS s ON s.tenant = k.tenant AND s.id = k.id"
         ),
