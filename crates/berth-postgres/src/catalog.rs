@@ -28,41 +28,43 @@ const INSERT: &str = "WITH session AS ( \
      ) \
      SELECT count(*) FROM session";
 
-/// Compare-and-set of a whole record; label rows follow (the ones dropped go, the
-/// others are rewritten with the new sort key). 0 when the CAS did not match.
-const UPDATE: &str = "WITH session AS ( \
-         UPDATE sessions SET user_id = $3, project = $4, status = $5, last_activity = $6, lease_until = $7, \
-             created_at = $8, status_changed_at = $9, revision = $10, blank = $11, parent = $12, record_json = $13 \
-         WHERE tenant = $1 AND id = $2 AND revision = $15 RETURNING 1 \
-     ), dropped AS ( \
-         DELETE FROM session_labels WHERE tenant = $1 AND id = $2 AND EXISTS (SELECT 1 FROM session) \
-             AND label <> ALL($14::text[]) \
-     ), kept AS ( \
-         INSERT INTO session_labels (tenant, id, label, status, blank, last_activity) \
-         SELECT $1, $2, label, $5, $11, $6 FROM session, unnest($14::text[]) AS label \
-         ON CONFLICT (tenant, id, label) DO UPDATE \
-             SET status = excluded.status, blank = excluded.blank, last_activity = excluded.last_activity \
-     ) \
-     SELECT count(*) FROM session";
+/// The compare-and-set update of a whole record, as one statement; label rows follow
+/// (the ones dropped go, the others are rewritten with the new sort key). Its count is 0
+/// when the CAS did not match. `$with` opens the statement's CTEs and `$guard` is an
+/// extra condition on the update (used by the relaxed variant).
+macro_rules! update_session_sql {
+    ($with:literal, $guard:literal) => {
+        concat!(
+            $with,
+            "session AS ( \
+                 UPDATE sessions SET user_id = $3, project = $4, status = $5, last_activity = $6, lease_until = $7, \
+                     created_at = $8, status_changed_at = $9, revision = $10, blank = $11, parent = $12, record_json = $13 \
+                 WHERE tenant = $1 AND id = $2 AND revision = $15",
+            $guard,
+            " RETURNING 1 \
+             ), dropped AS ( \
+                 DELETE FROM session_labels WHERE tenant = $1 AND id = $2 AND EXISTS (SELECT 1 FROM session) \
+                     AND label <> ALL($14::text[]) \
+             ), kept AS ( \
+                 INSERT INTO session_labels (tenant, id, label, status, blank, last_activity) \
+                 SELECT $1, $2, label, $5, $11, $6 FROM session, unnest($14::text[]) AS label \
+                 ON CONFLICT (tenant, id, label) DO UPDATE \
+                     SET status = excluded.status, blank = excluded.blank, last_activity = excluded.last_activity \
+             ) \
+             SELECT count(*) FROM session"
+        )
+    };
+}
+
+const UPDATE: &str = update_session_sql!("WITH ", "");
 
 /// `UPDATE`, committed without waiting for the WAL flush: the first CTE sets
 /// `synchronous_commit = off` for this statement's implicit transaction, and the update
 /// depends on it so it runs first.
-const UPDATE_RELAXED: &str = "WITH relaxed AS (SELECT set_config('synchronous_commit', 'off', true) AS setting), \
-     session AS ( \
-         UPDATE sessions SET user_id = $3, project = $4, status = $5, last_activity = $6, lease_until = $7, \
-             created_at = $8, status_changed_at = $9, revision = $10, blank = $11, parent = $12, record_json = $13 \
-         WHERE tenant = $1 AND id = $2 AND revision = $15 AND EXISTS (SELECT 1 FROM relaxed) RETURNING 1 \
-     ), dropped AS ( \
-         DELETE FROM session_labels WHERE tenant = $1 AND id = $2 AND EXISTS (SELECT 1 FROM session) \
-             AND label <> ALL($14::text[]) \
-     ), kept AS ( \
-         INSERT INTO session_labels (tenant, id, label, status, blank, last_activity) \
-         SELECT $1, $2, label, $5, $11, $6 FROM session, unnest($14::text[]) AS label \
-         ON CONFLICT (tenant, id, label) DO UPDATE \
-             SET status = excluded.status, blank = excluded.blank, last_activity = excluded.last_activity \
-     ) \
-     SELECT count(*) FROM session";
+const UPDATE_RELAXED: &str = update_session_sql!(
+    "WITH relaxed AS (SELECT set_config('synchronous_commit', 'off', true) AS setting), ",
+    " AND EXISTS (SELECT 1 FROM relaxed)"
+);
 
 const REVISION_OF: &str = "SELECT revision FROM sessions WHERE tenant = $1 AND id = $2";
 
