@@ -542,15 +542,26 @@ impl SessionService {
         // The events are durable already; the activity they cause (counts, last activity,
         // the lease extension) is a relaxed write: losing the latest of these to a power
         // loss only makes the metadata lag the log, which the next write corrects.
-        self.mutate_with(principal, id, "append", None, Durability::Relaxed, |record, now| {
+        let record_activity = |record: &mut SessionRecord, now: Timestamp| -> Result<()> {
             record.event_count = record.event_count.max(new_next);
             record.blank &= !conversation;
             record.last_activity = now;
             let next = lifecycle::transition(record.lifecycle(), LifecycleEvent::Appended { ttl_ms }, now)?;
             record.lease_until = next.lease_until;
             Ok(())
-        })
-        .await?;
+        };
+        // First against the record this append already loaded (no second read on the hot
+        // path); only a concurrent metadata change sends it through the reload loop.
+        let mut next = record.clone();
+        record_activity(&mut next, self.now())?;
+        next.revision = Revision(record.revision.0 + 1);
+        match self.catalog.update_activity(&next, record.revision).await {
+            Ok(()) => {}
+            Err(Error::RevisionConflict { .. }) => {
+                self.mutate_with(principal, id, "append", None, Durability::Relaxed, record_activity).await?;
+            }
+            Err(error) => return Err(error),
+        }
         Ok(AppendOutcome { first_seq: start, next_seq: new_next, duplicate: false })
     }
 
