@@ -144,6 +144,12 @@ impl Event {
         self
     }
 
+    /// The event's size for limits and batching: its data and type plus a fixed
+    /// allowance for the envelope (seq, time, run, epoch, checksum).
+    pub fn size_estimate_bytes(&self) -> usize {
+        self.data.len_bytes() + self.event_type.as_str().len() + 64
+    }
+
     /// The canonical envelope text (fixed field order, canonical data).
     pub fn to_canonical_json(&self) -> String {
         serde_json::to_string(self).unwrap_or_default()

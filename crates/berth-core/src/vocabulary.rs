@@ -57,7 +57,7 @@ pub fn is_conversation_event(event_type: &str) -> bool {
 /// Append-side validation: size, reserved types' `data` shapes, and no unknown type in a
 /// reserved namespace. Types outside the reserved namespaces are accepted verbatim.
 pub fn validate_for_append(event: &Event) -> Result<()> {
-    let encoded_bytes = event.data.len_bytes() + event.event_type.as_str().len() + 64;
+    let encoded_bytes = event.size_estimate_bytes();
     if encoded_bytes > EVENT_BYTES_MAX {
         return Err(Error::LimitExceeded {
             what: "event bytes",

@@ -896,7 +896,7 @@ pub(crate) async fn append_chunked(handle: &SessionHandle, events: &[Event]) -> 
         let mut end = start;
         let mut bytes = 0;
         while end < events.len() && end - start < BATCH_EVENTS_MAX {
-            let size = events[end].data.len_bytes() + events[end].event_type.as_str().len() + 64;
+            let size = events[end].size_estimate_bytes();
             if end > start && bytes + size > BATCH_BYTES_MAX {
                 break;
             }

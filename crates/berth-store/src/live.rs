@@ -24,7 +24,7 @@ pub(crate) struct LiveBuffer {
 
 /// An event's size estimate for window and batch limits.
 pub(crate) fn event_bytes(event: &Event) -> usize {
-    event.data.len_bytes() + event.event_type.as_str().len() + 64
+    event.size_estimate_bytes()
 }
 
 impl LiveBuffer {
