@@ -7,9 +7,9 @@
 //! issue 6 judged (never asserted), and the W7 scale curves as tables and SVG plots.
 //! Nothing here asserts a timing: benchmarks report, tests assert.
 
-mod fixtures;
+pub mod fixtures;
 mod machine;
-mod payload;
+pub mod payload;
 mod plots;
 mod progress;
 mod report;

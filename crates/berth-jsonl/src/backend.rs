@@ -67,6 +67,21 @@ pub(crate) async fn blocking<T: Send + 'static>(work: impl FnOnce() -> Result<T>
         .unwrap_or_else(|join| Err(Error::Unavailable { reason: format!("storage task failed: {join}") }))
 }
 
+/// Runs a short piece of file work (an append's write and `fdatasync`, a read of a
+/// range) on the calling thread. On a multi-thread runtime, `block_in_place` first hands
+/// this worker's other tasks to another thread, so they keep running while it waits on
+/// the disk. Handing the work to the blocking pool instead costs two thread hops per
+/// operation, which on a fast disk is as long as the `fdatasync` itself (W1 profile in
+/// `docs/performance.md`).
+pub(crate) fn in_place<T>(work: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) if runtime.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(work)
+        }
+        _ => work(),
+    }
+}
+
 fn symlink_refused(artifact: String) -> Error {
     Error::Corrupt {
         reason: "a symlink inside the data root; refusing to follow it".into(),

@@ -256,8 +256,9 @@ impl WriterCore {
 }
 
 /// The `LogWriter` the front holds: a thin async shell over a `WriterCore` whose file
-/// work runs in `spawn_blocking`. The core sits behind a mutex so an operation whose
-/// caller gave up still completes consistently in the background.
+/// work (one write, one `fdatasync`) runs on the calling thread, in `block_in_place` on a
+/// multi-thread runtime. Each operation is one synchronous step, so a caller that gives
+/// up can never leave it half-done.
 pub struct JsonlWriter {
     header: SessionHeader,
     epoch: Epoch,
@@ -281,13 +282,11 @@ impl JsonlWriter {
         &mut self,
         work: impl FnOnce(&mut WriterCore) -> Result<T> + Send + 'static,
     ) -> Result<T> {
-        let core = self.core.clone();
-        let (outcome, next_seq) = crate::backend::blocking(move || {
-            let mut core = lock(&core);
+        let (outcome, next_seq) = crate::backend::in_place(|| {
+            let mut core = lock(&self.core);
             let outcome = work(&mut core);
-            Ok((outcome, core.next_seq()))
-        })
-        .await?;
+            (outcome, core.next_seq())
+        });
         self.next_seq = next_seq;
         outcome
     }

@@ -395,3 +395,32 @@ pub async fn publish_during_close_is_stored_or_refused(backend: &dyn Conformance
         Err(other) => panic!("unexpected publish error {other:?}"),
     }
 }
+
+/// `append` is not cancellable once validated: a caller that drops its future while the
+/// backend write is in flight does not abandon the write half-way. The write finishes in
+/// the background, and the handle's next seq matches what was stored, so the next append
+/// follows it. (The store polls the write on the caller's task and hands the remainder to
+/// a task of its own only when the caller gives up.)
+pub async fn append_whose_caller_gives_up_still_completes(backend: &dyn ConformanceBackend) {
+    let store = backend.store().await;
+    let faults = backend.faults();
+    let header = header("live-append-given-up");
+    let key = header.key();
+    let writer = store.create(header).await.unwrap();
+    writer.append(&[marker(0)]).await.unwrap();
+    faults.hold_appends();
+    let given_up = [marker(1)];
+    {
+        let append = writer.append(&given_up);
+        tokio::pin!(append);
+        let outcome = tokio::time::timeout(ms(50), &mut append).await;
+        assert!(outcome.is_err(), "the append waits at the gate");
+        assert_eq!(faults.append_attempts(&key), 2, "the write reached the backend");
+    } // the caller gives up here, with the write in flight
+    faults.release_appends();
+    eventually("the given-up append completes", || async { stored_events(&store, &key).await.len() == 2 }).await;
+    assert_eq!(writer.next_seq(), 2);
+    writer.append(&[marker(2)]).await.expect("the next append follows the given-up one");
+    writer.close().await.unwrap();
+    assert_eq!(stored_events(&store, &key).await, markers(0..3));
+}

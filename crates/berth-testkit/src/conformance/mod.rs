@@ -226,6 +226,7 @@ macro_rules! live_write_conformance {
                 window_and_buffer_are_bounded_in_bytes,
                 publish_validates_and_checks_contiguity,
                 publish_during_close_is_stored_or_refused,
+                append_whose_caller_gives_up_still_completes,
             ]
         );
     };
