@@ -10,7 +10,8 @@
 //! busy timeout, then `Unavailable`). Reads use a small pool of separate connections:
 //! in WAL mode they see the last committed snapshot and never wait for the writer.
 //! A listing runs inside one read transaction, so the sub-queries it merges share
-//! one snapshot. All SQLite calls run on tokio's blocking pool, never on the runtime.
+//! one snapshot. All SQLite calls run on the calling thread inside `block_in_place` (on a multi-thread
+//! runtime), so the worker's other tasks move to another thread meanwhile.
 //!
 //! `open_in_memory` keeps everything on the writer connection (a second connection to
 //! `:memory:` would be a different database).
@@ -115,8 +116,8 @@ impl SqliteCatalog {
         self.write("test hook", move |transaction| Ok(transaction.execute_batch(&sql)?)).await
     }
 
-    /// Runs `work` in one `BEGIN IMMEDIATE` transaction on the writer connection, on
-    /// the blocking pool. Commits iff `work` succeeds.
+    /// Runs `work` in one `BEGIN IMMEDIATE` transaction on the writer connection (see
+    /// `blocking`). Commits iff `work` succeeds.
     async fn write<T, F>(&self, operation: &'static str, work: F) -> Result<T>
     where
         T: Send + 'static,
@@ -217,12 +218,18 @@ impl ReaderPool {
     }
 }
 
-/// Runs blocking SQLite work on tokio's blocking pool.
+/// Runs SQLite work (one statement or short transaction) on the calling thread. On a
+/// multi-thread runtime `block_in_place` first hands this worker's other tasks to another
+/// thread, so they keep running while this one waits on SQLite (or on another
+/// process's lock, up to the busy timeout). Sending each call to the blocking pool
+/// instead costs two thread hops, and every append reads and writes the catalog once.
+/// The work is synchronous, so a caller that gives up never leaves it half-done.
 async fn blocking<T: Send + 'static>(work: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
-    match tokio::task::spawn_blocking(work).await {
-        Ok(outcome) => outcome,
-        Err(join_error) if join_error.is_panic() => std::panic::resume_unwind(join_error.into_panic()),
-        Err(_) => Err(Error::Unavailable { reason: "catalog worker was cancelled (runtime shutting down)".into() }),
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) if runtime.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(work)
+        }
+        _ => work(),
     }
 }
 
