@@ -186,6 +186,13 @@ impl PostgresBackend {
         self.hub.subscribe(key).await
     }
 
+    /// Wakes this process's subscribers of `key` as if its log now ended before
+    /// `next_seq` (never lowers what they know). Appends through this backend do this
+    /// themselves; a server uses it to wake tails for other reasons (a deleted session).
+    pub fn announce(&self, key: &SessionKey, next_seq: u64) {
+        self.hub.publish_local(key, next_seq);
+    }
+
     /// The concrete writer (tests use `PostgresWriter::abandon` to simulate a crash).
     pub async fn open_postgres_writer(&self, key: &SessionKey) -> Result<PostgresWriter> {
         let db = self.db.clone();

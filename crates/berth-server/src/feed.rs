@@ -3,18 +3,21 @@
 //! The server publishes after every append it stores; each tail subscribes before it
 //! reads, then sleeps until the next notification (or its heartbeat), so nothing
 //! busy-polls. `ChangeFeed` is the seam: `LocalFeed` serves one process; a backend shared
-//! by several servers (PostgreSQL) plugs in a feed fed by `LISTEN`/`NOTIFY` that calls
-//! `LocalFeed::publish` for every notification it receives.
+//! by several servers (PostgreSQL) plugs in a feed that also hears of appends made by the
+//! other servers (`berth::PostgresFeed`, fed by `LISTEN`/`NOTIFY`).
 
-use berth_core::SessionKey;
+use async_trait::async_trait;
+use berth_core::{Result, SessionKey};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use tokio::sync::watch;
 
 /// Where tails learn that a session's log grew.
+#[async_trait]
 pub trait ChangeFeed: Send + Sync + 'static {
     /// Starts watching `key`. The receiver holds the latest known next seq (0 = none).
-    fn subscribe(&self, key: &SessionKey) -> Subscription;
+    /// A feed backed by a database can fail here (`Unavailable`).
+    async fn subscribe(&self, key: &SessionKey) -> Result<Subscription>;
     /// Announces that `key`'s log now ends before `next_seq`.
     fn publish(&self, key: &SessionKey, next_seq: u64);
 }
@@ -84,8 +87,9 @@ fn lock(channels: &Channels) -> std::sync::MutexGuard<'_, HashMap<SessionKey, wa
     channels.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+#[async_trait]
 impl ChangeFeed for LocalFeed {
-    fn subscribe(&self, key: &SessionKey) -> Subscription {
+    async fn subscribe(&self, key: &SessionKey) -> Result<Subscription> {
         let receiver = lock(&self.channels).entry(key.clone()).or_insert_with(|| watch::channel(0).0).subscribe();
         let channels: Weak<Channels> = Arc::downgrade(&self.channels);
         let key = key.clone();
@@ -97,7 +101,7 @@ impl ChangeFeed for LocalFeed {
                 }
             }
         };
-        Subscription::new(receiver, Some(Box::new(on_drop)))
+        Ok(Subscription::new(receiver, Some(Box::new(on_drop))))
     }
 
     fn publish(&self, key: &SessionKey, next_seq: u64) {
@@ -119,8 +123,8 @@ mod tests {
     #[tokio::test]
     async fn publish_wakes_subscribers_and_channels_are_dropped_with_the_last_tail() {
         let feed = LocalFeed::new();
-        let mut first = feed.subscribe(&key("a"));
-        let second = feed.subscribe(&key("a"));
+        let mut first = feed.subscribe(&key("a")).await.unwrap();
+        let second = feed.subscribe(&key("a")).await.unwrap();
         assert_eq!(feed.watched(), 1);
         first.mark_seen();
         feed.publish(&key("b"), 3);

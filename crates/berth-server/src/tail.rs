@@ -64,7 +64,7 @@ pub async fn tail_events(
         .unwrap_or_default()
         .to_owned();
     let key = SessionKey::new(principal.tenant.clone(), id.clone());
-    let mut subscription = state.feed.subscribe(&key);
+    let mut subscription = state.feed.subscribe(&key).await?;
     subscription.mark_seen();
     // The first read answers authorization and existence with a real HTTP status.
     let first = read_page(&state, &principal, &id, from).await?;

@@ -14,6 +14,9 @@ pub use berth_postgres as postgres;
 pub use berth_service as service;
 pub use berth_store as store;
 
+mod feed;
+pub use feed::PostgresFeed;
+
 use berth_catalog::memory::MemoryCatalog;
 use berth_catalog::Catalog;
 use berth_core::{Clock, Error, Result, SystemClock};
@@ -70,6 +73,18 @@ pub struct Backends {
     pub catalog: Arc<dyn Catalog>,
     /// The JSONL backend, for embedded stores (fsck and other file-level tools).
     pub jsonl: Option<JsonlBackend>,
+    /// The PostgreSQL backend, for PostgreSQL stores (the server's live-tail feed).
+    pub postgres: Option<berth_postgres::PostgresBackend>,
+}
+
+impl Backends {
+    /// The change feed a server's live tails need on this store: `None` (the server's
+    /// in-process feed) unless several servers can share the store, as on PostgreSQL.
+    pub fn change_feed(&self) -> Option<Arc<dyn berth_server::feed::ChangeFeed>> {
+        self.postgres
+            .clone()
+            .map(|backend| Arc::new(PostgresFeed::new(backend)) as Arc<dyn berth_server::feed::ChangeFeed>)
+    }
 }
 
 pub async fn open_backends(url: &StoreUrl) -> Result<Backends> {
@@ -78,6 +93,7 @@ pub async fn open_backends(url: &StoreUrl) -> Result<Backends> {
             store: LogStore::new(Arc::new(MemoryBackend::new(MemoryStorage::new()))),
             catalog: Arc::new(MemoryCatalog::new()),
             jsonl: None,
+            postgres: None,
         }),
         StoreUrl::Embedded(root) => {
             let jsonl = JsonlBackend::open(root.clone(), JsonlOptions::default())?;
@@ -86,6 +102,7 @@ pub async fn open_backends(url: &StoreUrl) -> Result<Backends> {
                 store: LogStore::new(Arc::new(jsonl.clone())),
                 catalog: Arc::new(catalog),
                 jsonl: Some(jsonl),
+                postgres: None,
             })
         }
         StoreUrl::Postgres(url) => {
@@ -93,7 +110,12 @@ pub async fn open_backends(url: &StoreUrl) -> Result<Backends> {
             // processes start at once); the catalog shares the log's pool.
             let backend =
                 berth_postgres::PostgresBackend::connect(url, berth_postgres::PostgresOptions::default()).await?;
-            Ok(Backends { catalog: Arc::new(backend.catalog()), store: LogStore::new(Arc::new(backend)), jsonl: None })
+            Ok(Backends {
+                catalog: Arc::new(backend.catalog()),
+                store: LogStore::new(Arc::new(backend.clone())),
+                jsonl: None,
+                postgres: Some(backend),
+            })
         }
     }
 }

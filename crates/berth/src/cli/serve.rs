@@ -8,6 +8,7 @@
 use super::{Cli, Command};
 use berth_core::{Error, ProjectId, Result, TenantId, UserId};
 use berth_server::auth::{Authenticator, JwtConfig, JwtVerifier, KeyStore, KEYS_FILE};
+use berth_server::feed::ChangeFeed;
 use berth_server::limits::RateLimit;
 use berth_server::metrics::{CountingFs, Metrics};
 use berth_server::{ServerConfig, ServerParts};
@@ -198,7 +199,8 @@ fn keys(data: &str, command: KeysCommand, json: bool) -> Result<ExitCode> {
 }
 
 /// The service on `data`, with the embedded backend's file system counted for metrics.
-async fn open_service(data: &str, metrics: &Metrics) -> Result<SessionService> {
+/// The service over `data`, and the live-tail feed the store needs (`None`: in-process).
+async fn open_service(data: &str, metrics: &Metrics) -> Result<(SessionService, Option<Arc<dyn ChangeFeed>>)> {
     let url = berth::StoreUrl::parse(data)?;
     if let berth::StoreUrl::Embedded(root) = &url {
         let options = berth_jsonl::JsonlOptions {
@@ -207,14 +209,13 @@ async fn open_service(data: &str, metrics: &Metrics) -> Result<SessionService> {
         };
         let jsonl = berth_jsonl::JsonlBackend::open(root.clone(), options)?;
         let catalog = berth_sqlite::SqliteCatalog::open(root.join(berth::CATALOG_FILE))?;
-        return Ok(SessionService::new(
-            berth_store::LogStore::new(Arc::new(jsonl)),
-            Arc::new(catalog),
-            berth::system_clock(),
-        ));
+        let service =
+            SessionService::new(berth_store::LogStore::new(Arc::new(jsonl)), Arc::new(catalog), berth::system_clock());
+        return Ok((service, None));
     }
     let backends = berth::open_backends(&url).await?;
-    Ok(SessionService::new(backends.store, backends.catalog, berth::system_clock()))
+    let feed = backends.change_feed();
+    Ok((SessionService::new(backends.store, backends.catalog, berth::system_clock()), feed))
 }
 
 fn jwt(args: &ServeArgs) -> Result<Option<JwtVerifier>> {
@@ -239,7 +240,8 @@ async fn serve(data: &str, args: ServeArgs) -> Result<ExitCode> {
         (None, berth::StoreUrl::Memory) => KeyStore::in_memory()?,
         (explicit, _) => KeyStore::open(&keys_path(data, explicit.clone())?)?,
     };
-    let service = Arc::new(open_service(data, &metrics).await?);
+    let (service, feed) = open_service(data, &metrics).await?;
+    let service = Arc::new(service);
     let first_key = if keys.is_empty()? {
         let admin = Principal {
             tenant: TenantId::parse("default")?,
@@ -263,7 +265,7 @@ async fn serve(data: &str, args: ServeArgs) -> Result<ExitCode> {
         sweep_interval: (args.sweep_interval_s > 0).then(|| Duration::from_secs(args.sweep_interval_s)),
         ..ServerConfig::default()
     };
-    let parts = ServerParts { service, auth: Authenticator::new(keys, jwt(&args)?), metrics, feed: None };
+    let parts = ServerParts { service, auth: Authenticator::new(keys, jwt(&args)?), metrics, feed };
     let server = berth_server::start(config, parts).await.map_err(|e| Error::io("listen", &e))?;
     let mut stdout = std::io::stdout().lock();
     let _ = writeln!(stdout, "berth serve: listening on {} (data: {data})", server.url());
