@@ -7,12 +7,14 @@
 //! `revision` in the `Catalog`; events go through the `LogStore`'s write handle, which
 //! this service caches per session while it is in use.
 
+mod activity;
 mod export;
 mod principal;
 mod runs;
 mod sweep;
 mod types;
 
+pub use activity::ACTIVITY_WINDOW_DEFAULT;
 pub use principal::{Principal, Role};
 pub use types::*;
 
@@ -41,6 +43,9 @@ enum Durability {
 /// Internal compare-and-set retries before giving up with the conflict.
 const CAS_RETRIES_MAX: usize = 16;
 
+/// The action name of appends (audit, and `load`'s choice of how to read activity).
+const APPEND_ACTION: &str = "append";
+
 /// A `creating` record older than this is an abandoned create (crash mid-create).
 pub const ABANDONED_CREATE_MS: u64 = 60 * 60 * 1000;
 
@@ -51,6 +56,8 @@ pub struct SessionService {
     writers: tokio::sync::Mutex<HashMap<SessionKey, SessionHandle>>,
     /// One append at a time per session, so `next_seq` is read and used atomically.
     append_locks: std::sync::Mutex<HashMap<SessionKey, std::sync::Weak<tokio::sync::Mutex<()>>>>,
+    /// Activity of recent appends not yet written to the catalog (`activity.rs`).
+    activity: activity::ActivityHold,
 }
 
 impl std::fmt::Debug for SessionService {
@@ -67,7 +74,23 @@ impl SessionService {
             clock,
             writers: tokio::sync::Mutex::new(HashMap::new()),
             append_locks: std::sync::Mutex::new(HashMap::new()),
+            activity: activity::ActivityHold::new(ACTIVITY_WINDOW_DEFAULT),
         }
+    }
+
+    /// How long the activity of a steady stream of appends may be held before it is
+    /// written to the catalog (`ACTIVITY_WINDOW_DEFAULT`; zero writes every append's
+    /// activity at once). See `activity.rs` for the rules that keep it safe.
+    pub fn with_activity_window(mut self, window: std::time::Duration) -> SessionService {
+        self.activity = activity::ActivityHold::new(window);
+        self
+    }
+
+    /// Writes the activity held for recent appends to the catalog now (what listing, the
+    /// sweeper and `shutdown` do first). For tests and tools that read the catalog
+    /// directly.
+    pub async fn flush_activity(&self) -> Result<()> {
+        self.activity.write_all(&*self.catalog, None).await
     }
 
     pub fn store(&self) -> &LogStore {
@@ -150,12 +173,23 @@ impl SessionService {
     /// Loads a session the principal may access, marking a lapsed one expired first
     /// (R-S3, audited). Missing, other tenant's, and out-of-scope sessions are all
     /// `NotFound` (audited as denials).
+    ///
+    /// Activity held for recent appends (`activity.rs`) is written first, so the record
+    /// (and its revision) is what the catalog holds; only the append path reads it
+    /// overlaid instead, to keep its own activity writes coalesced.
     async fn load(&self, principal: &Principal, id: &SessionId, action: &str) -> Result<SessionRecord> {
         let key = SessionKey::new(principal.tenant.clone(), id.clone());
-        let record = match self.catalog.get(&key).await? {
+        let appending = action == APPEND_ACTION;
+        if !appending {
+            self.activity.write_one(&*self.catalog, &key).await?;
+        }
+        let mut record = match self.catalog.get(&key).await? {
             Some(record) if record.status != Status::Creating && principal.can_access(&record.header.scope) => record,
             _ => return Err(self.denied(principal, action, id, Error::session_not_found(id)).await),
         };
+        if appending {
+            self.activity.overlay(&mut record);
+        }
         let mut record = self.observe_expiry(record).await?;
         if let Some(next_seq) = self.cached_next_seq(&key).await {
             record.event_count = record.event_count.max(next_seq);
@@ -215,6 +249,7 @@ impl SessionService {
     }
 
     async fn reload(&self, key: &SessionKey) -> Result<SessionRecord> {
+        self.activity.write_one(&*self.catalog, key).await?;
         self.catalog.get(key).await?.ok_or_else(|| Error::session_not_found(&key.id))
     }
 
@@ -225,7 +260,9 @@ impl SessionService {
             record.event_count = record.event_count.max(next_seq);
         }
         record.revision = Revision(expected.0 + 1);
-        self.catalog.update(record, expected).await
+        self.catalog.update(record, expected).await?;
+        self.activity.written(record);
+        Ok(())
     }
 
     /// Load → check `expected_revision` → apply `change` → compare-and-set, retrying
@@ -263,7 +300,11 @@ impl SessionService {
                 Durability::Durable => self.save(&mut next, record.revision).await,
                 Durability::Relaxed => {
                     next.revision = Revision(record.revision.0 + 1);
-                    self.catalog.update_activity(&next, record.revision).await
+                    let saved = self.catalog.update_activity(&next, record.revision).await;
+                    if saved.is_ok() {
+                        self.activity.written(&next);
+                    }
+                    saved
                 }
             };
             match saved {
@@ -321,6 +362,9 @@ impl SessionService {
     /// Closes every cached write handle (draining them), e.g. at shutdown, after writing
     /// the activity that appends left pending to the catalog.
     pub async fn shutdown(&self) -> Result<()> {
+        if let Err(error) = self.flush_activity().await {
+            tracing::warn!(%error, "could not record held activity at shutdown");
+        }
         let keys: Vec<SessionKey> = self.writers.lock().await.keys().cloned().collect();
         for key in keys {
             if let Err(error) = self.sync_activity(&key).await {
@@ -453,6 +497,10 @@ impl SessionService {
         query.include_blank = request.include_blank;
         query.cursor = request.cursor.as_deref().map(ListCursor::decode).transpose()?;
         query.limit = limit + 1;
+        // The listing sorts and filters by activity: write what is held first.
+        if let Err(error) = self.activity.write_all(&*self.catalog, Some(&principal.tenant)).await {
+            tracing::warn!(%error, "writing held activity before a listing failed (the listing may lag)");
+        }
         let mut items = self.catalog.list(&query).await?;
         let next_cursor = if items.len() > limit {
             items.truncate(limit);
@@ -513,10 +561,10 @@ impl SessionService {
                 actual: request.events.len() as u64,
             });
         }
-        let record = self.load(principal, id, "append").await?;
+        let record = self.load(principal, id, APPEND_ACTION).await?;
         if let Err(error) = self.check_append_allowed(principal, &record, request.run.as_ref()).await {
             return Err(match error {
-                Error::Forbidden { .. } => self.denied(principal, "append", id, error).await,
+                Error::Forbidden { .. } => self.denied(principal, APPEND_ACTION, id, error).await,
                 other => other,
             });
         }
@@ -550,15 +598,19 @@ impl SessionService {
             record.lease_until = next.lease_until;
             Ok(())
         };
+        // Held, when this session's activity was written moments ago (`activity.rs`).
+        if self.activity.hold(&self.catalog, &record, self.now(), new_next, conversation) {
+            return Ok(AppendOutcome { first_seq: start, next_seq: new_next, duplicate: false });
+        }
         // First against the record this append already loaded (no second read on the hot
         // path); only a concurrent metadata change sends it through the reload loop.
         let mut next = record.clone();
         record_activity(&mut next, self.now())?;
         next.revision = Revision(record.revision.0 + 1);
         match self.catalog.update_activity(&next, record.revision).await {
-            Ok(()) => {}
+            Ok(()) => self.activity.written(&next),
             Err(Error::RevisionConflict { .. }) => {
-                self.mutate_with(principal, id, "append", None, Durability::Relaxed, record_activity).await?;
+                self.mutate_with(principal, id, APPEND_ACTION, None, Durability::Relaxed, record_activity).await?;
             }
             Err(error) => return Err(error),
         }

@@ -12,6 +12,10 @@ impl SessionService {
     /// did and whether more candidates remain (call again).
     pub async fn sweep(&self, batch_max: usize) -> Result<SweepReport> {
         let mut report = SweepReport::default();
+        // Held activity first, so the sweep judges what this process knows.
+        if let Err(error) = self.flush_activity().await {
+            tracing::warn!(%error, "writing held activity before a sweep failed");
+        }
         let now = self.now();
         for tenant in self.catalog.tenants().await? {
             let policy = self.catalog.retention(&tenant).await?.unwrap_or_default();

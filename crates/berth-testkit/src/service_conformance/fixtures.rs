@@ -119,6 +119,9 @@ pub async fn attach(service: &SessionService, principal: &Principal, id: &str, r
 
 /// The stored record, read from the catalog directly (no expiry side effect).
 pub async fn stored(service: &SessionService, tenant_id: &str, id: &str) -> Option<SessionRecord> {
+    // The activity of recent appends may be held in memory for a moment; the catalog
+    // holds everything once it is written.
+    service.flush_activity().await.expect("write held activity");
     service.catalog().get(&key(tenant_id, id)).await.expect("catalog get")
 }
 

@@ -16,6 +16,8 @@
 //! - [`retention`]: the bounded sweeper and listing (R-S11, R-S12).
 //! - [`export`]: export → import → export byte identity, single session and ZIP with
 //!   forks, within one backend and between two (R-S13).
+//! - [`activity`]: the activity of busy sessions' appends is written coalesced, always
+//!   lands, and never lets a stored lease run short.
 //!
 //! A backend's test file is one macro call:
 //!
@@ -49,6 +51,7 @@
 //! None: every clause runs on every backend (memory; embedded = JSONL logs + SQLite
 //! catalog).
 
+pub mod activity;
 pub mod audit;
 pub mod authorization;
 pub mod events;
@@ -355,6 +358,10 @@ macro_rules! service_conformance {
                 list_sorts_by_last_activity_and_pages_with_cursors,
                 list_filters_by_status_label_user_project_and_time,
                 list_hides_blank_sessions_unless_asked,
+            ],
+            activity: [
+                busy_sessions_write_activity_coalesced_and_it_always_lands,
+                an_append_near_the_end_of_the_stored_lease_extends_it_at_once,
             ],
             export: [
                 export_import_export_is_byte_identical,

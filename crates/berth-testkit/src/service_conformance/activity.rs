@@ -1,0 +1,75 @@
+//! Coalesced activity (`berth-service/src/activity.rs`): the catalog writes that appends
+//! cause are held for at most a window while a session is busy, and the rules that keep
+//! that safe hold. These clauses read the catalog directly (`raw`), bypassing the
+//! service's own reads, which always write held activity first.
+
+use super::fixtures::*;
+use super::ServiceBackend;
+use berth_catalog::SessionRecord;
+use berth_core::Clock;
+use berth_service::{SessionService, ACTIVITY_WINDOW_DEFAULT};
+use std::time::{Duration, Instant};
+
+/// The stored record, as another process would read it (nothing held is written first).
+async fn raw(service: &SessionService, id: &str) -> SessionRecord {
+    service.catalog().get(&key(TENANT_A, id)).await.expect("catalog get").expect("stored")
+}
+
+fn window_ms() -> u64 {
+    ACTIVITY_WINDOW_DEFAULT.as_millis() as u64
+}
+
+/// A steady stream of appends writes its activity far less often than once per append;
+/// the session's first conversation event is written at once (so listings stop hiding
+/// it); every read through the service sees everything; and held activity reaches the
+/// catalog on its own, with no further call, within about one window.
+pub async fn busy_sessions_write_activity_coalesced_and_it_always_lands(b: &dyn ServiceBackend) {
+    let service = b.service();
+    create(&service, &owner(), "busy", serial(DAY_MS, DAY_MS)).await;
+    attach(&service, &owner(), "busy", "r1").await;
+    append(&service, &owner(), "busy", Some("r1"), vec![user_message("first")]).await;
+    let first = raw(&service, "busy").await;
+    assert_eq!((first.event_count, first.blank), (1, false), "the first conversation event is written at once");
+
+    for i in 0..20 {
+        append(&service, &owner(), "busy", Some("r1"), vec![user_message(&format!("m{i}"))]).await;
+    }
+    let coalesced = raw(&service, "busy").await;
+    assert!(
+        coalesced.revision.0 - first.revision.0 < 20,
+        "20 appends wrote their activity {} times",
+        coalesced.revision.0 - first.revision.0
+    );
+    let seen = service.get(&owner(), &sid("busy")).await.unwrap();
+    assert_eq!(seen.event_count, 21, "the service's reads see held activity");
+    assert_eq!(raw(&service, "busy").await, seen, "a read through the service writes what was held first");
+
+    for i in 0..5 {
+        append(&service, &owner(), "busy", Some("r1"), vec![user_message(&format!("late{i}"))]).await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while raw(&service, "busy").await.event_count < 26 {
+        assert!(Instant::now() < deadline, "held activity never reached the catalog on its own");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Holding activity never lets the stored activity lease run short: an append whose
+/// session's stored lease has less than two windows left writes its extension at once,
+/// even when the last write was moments ago, so no sweeper in any process can expire a
+/// session whose activity is held.
+pub async fn an_append_near_the_end_of_the_stored_lease_extends_it_at_once(b: &dyn ServiceBackend) {
+    let service = b.service();
+    let clock = b.clock();
+    let ttl_ms = window_ms() * 5 / 2;
+    create(&service, &owner(), "edge", serial(ttl_ms, DAY_MS)).await;
+    attach(&service, &owner(), "edge", "r1").await;
+    append(&service, &owner(), "edge", Some("r1"), vec![user_message("first")]).await;
+    assert_eq!(raw(&service, "edge").await.lease_until, clock.now().plus_ms(ttl_ms));
+    // The last write was less than a window ago, but under two windows of lease remain.
+    clock.advance_ms(window_ms() * 6 / 10);
+    append(&service, &owner(), "edge", Some("r1"), vec![user_message("second")]).await;
+    let stored = raw(&service, "edge").await;
+    assert_eq!(stored.lease_until, clock.now().plus_ms(ttl_ms), "the extension was held");
+    assert_eq!(stored.event_count, 2);
+}
