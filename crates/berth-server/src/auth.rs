@@ -214,31 +214,34 @@ impl KeyStore {
         Ok(count == 0)
     }
 
-    /// The principal of a valid, unrevoked API key; `None` for anything else. Blocking
-    /// (one indexed SQLite lookup): call it off the async runtime.
+    /// The principal of a valid, unrevoked API key; `None` for anything else. One
+    /// indexed SQLite lookup with a cached statement (microseconds).
     pub fn verify(&self, token: &str) -> Result<Option<Principal>> {
         let Some((key_id, secret)) = split_token(token) else {
             return Ok(None);
         };
-        let row = self
-            .connection()
-            .query_row(
+        let connection = self.connection();
+        let row = connection
+            .prepare_cached(
                 "SELECT secret_sha256, tenant, user_id, project, role, revoked_at_ms
                  FROM api_keys WHERE key_id = ?1",
-                params![key_id],
-                |row| {
-                    Ok((
-                        row.get::<_, String>(0)?,
-                        row.get::<_, String>(1)?,
-                        row.get::<_, String>(2)?,
-                        row.get::<_, Option<String>>(3)?,
-                        row.get::<_, String>(4)?,
-                        row.get::<_, Option<i64>>(5)?,
-                    ))
-                },
             )
-            .optional()
+            .and_then(|mut statement| {
+                statement
+                    .query_row(params![key_id], |row| {
+                        Ok((
+                            row.get::<_, String>(0)?,
+                            row.get::<_, String>(1)?,
+                            row.get::<_, String>(2)?,
+                            row.get::<_, Option<String>>(3)?,
+                            row.get::<_, String>(4)?,
+                            row.get::<_, Option<i64>>(5)?,
+                        ))
+                    })
+                    .optional()
+            })
             .map_err(db_error("verify key"))?;
+        drop(connection);
         let presented = sha256_hex(secret.as_bytes());
         let Some((stored, tenant, user, project, role, revoked)) = row else {
             // Same work as a hit, so a miss is not faster.
@@ -352,11 +355,9 @@ impl Authenticator {
     /// `Ok(None)` when the token is not valid (unknown, revoked, expired, malformed).
     pub async fn authenticate(&self, token: &str) -> Result<Option<Principal>> {
         if token.starts_with(KEY_PREFIX) {
-            let keys = self.keys.clone();
-            let token = token.to_owned();
-            return tokio::task::spawn_blocking(move || keys.verify(&token))
-                .await
-                .unwrap_or_else(|_| Err(Error::Unavailable { reason: "key check failed".into() }));
+            // On the calling thread: a point read of a small table in WAL mode, shorter
+            // than the two thread hops of the blocking pool (one per request).
+            return self.keys.verify(token);
         }
         Ok(self.jwt.as_ref().and_then(|jwt| jwt.verify(token)))
     }
