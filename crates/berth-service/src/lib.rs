@@ -43,6 +43,50 @@ enum Durability {
 /// Internal compare-and-set retries before giving up with the conflict.
 const CAS_RETRIES_MAX: usize = 16;
 
+/// Write handles a service keeps open by default. Each holds the session's writer lease
+/// and, on the embedded backend, three file descriptors: 256 stay well inside the usual
+/// 1,024-descriptor soft limit next to a server's connections.
+pub const WRITERS_CACHED_MAX_DEFAULT: usize = 256;
+
+/// The service's open write handles, with when each was last used.
+#[derive(Default)]
+struct WriterCache {
+    handles: HashMap<SessionKey, CachedWriter>,
+    tick: u64,
+}
+
+struct CachedWriter {
+    handle: SessionHandle,
+    used: u64,
+}
+
+impl WriterCache {
+    fn get(&mut self, key: &SessionKey) -> Option<SessionHandle> {
+        self.tick += 1;
+        let tick = self.tick;
+        self.handles.get_mut(key).map(|cached| {
+            cached.used = tick;
+            cached.handle.clone()
+        })
+    }
+
+    fn insert(&mut self, key: SessionKey, handle: SessionHandle) {
+        self.tick += 1;
+        self.handles.insert(key, CachedWriter { handle, used: self.tick });
+    }
+
+    /// The least recently used keys beyond `max` (oldest first).
+    fn beyond(&self, max: usize) -> Vec<SessionKey> {
+        let excess = self.handles.len().saturating_sub(max);
+        if excess == 0 {
+            return Vec::new();
+        }
+        let mut by_use: Vec<(&SessionKey, u64)> = self.handles.iter().map(|(key, cached)| (key, cached.used)).collect();
+        by_use.sort_unstable_by_key(|(_, used)| *used);
+        by_use.into_iter().take(excess).map(|(key, _)| key.clone()).collect()
+    }
+}
+
 /// The action name of appends (audit, and `load`'s choice of how to read activity).
 const APPEND_ACTION: &str = "append";
 
@@ -53,7 +97,9 @@ pub struct SessionService {
     store: LogStore,
     catalog: Arc<dyn Catalog>,
     clock: Arc<dyn Clock>,
-    writers: tokio::sync::Mutex<HashMap<SessionKey, SessionHandle>>,
+    writers: tokio::sync::Mutex<WriterCache>,
+    /// Cached write handles kept open at most (least recently used closed first).
+    writers_cached_max: usize,
     /// One append at a time per session, so `next_seq` is read and used atomically.
     append_locks: std::sync::Mutex<HashMap<SessionKey, std::sync::Weak<tokio::sync::Mutex<()>>>>,
     /// Activity of recent appends not yet written to the catalog (`activity.rs`).
@@ -72,7 +118,8 @@ impl SessionService {
             store,
             catalog,
             clock,
-            writers: tokio::sync::Mutex::new(HashMap::new()),
+            writers: tokio::sync::Mutex::new(WriterCache::default()),
+            writers_cached_max: WRITERS_CACHED_MAX_DEFAULT,
             append_locks: std::sync::Mutex::new(HashMap::new()),
             activity: activity::ActivityHold::new(ACTIVITY_WINDOW_DEFAULT),
         }
@@ -84,6 +131,19 @@ impl SessionService {
     pub fn with_activity_window(mut self, window: std::time::Duration) -> SessionService {
         self.activity = activity::ActivityHold::new(window);
         self
+    }
+
+    /// How many write handles this service keeps open between appends
+    /// (`WRITERS_CACHED_MAX_DEFAULT`); beyond it, the least recently used idle ones are
+    /// closed, and reopened when their session is next written.
+    pub fn with_writers_cached_max(mut self, max: usize) -> SessionService {
+        self.writers_cached_max = max.max(1);
+        self
+    }
+
+    /// Write handles open in this service's cache (tests, metrics).
+    pub async fn writers_cached(&self) -> usize {
+        self.writers.lock().await.handles.len()
     }
 
     /// Writes the activity held for recent appends to the catalog now (what listing, the
@@ -199,7 +259,7 @@ impl SessionService {
 
     /// The next seq of this process's cached write handle for `key`, if it holds one.
     async fn cached_next_seq(&self, key: &SessionKey) -> Option<u64> {
-        self.writers.lock().await.get(key).map(SessionHandle::next_seq)
+        self.writers.lock().await.handles.get(key).map(|cached| cached.handle.next_seq())
     }
 
     fn append_lock(&self, key: &SessionKey) -> Arc<tokio::sync::Mutex<()>> {
@@ -335,25 +395,46 @@ impl SessionService {
 
     // ----- write handles -------------------------------------------------------------
 
+    /// The cached write handle of `key`, opened if needed. Callers hold the session's
+    /// append lock while they use it (eviction takes that lock before closing a handle).
     async fn writer(&self, key: &SessionKey) -> Result<SessionHandle> {
-        let mut writers = self.writers.lock().await;
-        if let Some(handle) = writers.get(key) {
-            return Ok(handle.clone());
-        }
-        let handle = self.store.open(key, Access::Write).await.map_err(|error| match error {
-            Error::AlreadyOwned { id } => {
-                Error::Busy { id, reason: "its log is open for writing by another process".into() }
+        let (handle, victims) = {
+            let mut writers = self.writers.lock().await;
+            if let Some(handle) = writers.get(key) {
+                return Ok(handle);
             }
-            other => other,
-        })?;
-        writers.insert(key.clone(), handle.clone());
+            let handle = self.store.open(key, Access::Write).await.map_err(|error| match error {
+                Error::AlreadyOwned { id } => {
+                    Error::Busy { id, reason: "its log is open for writing by another process".into() }
+                }
+                other => other,
+            })?;
+            writers.insert(key.clone(), handle.clone());
+            (handle, writers.beyond(self.writers_cached_max))
+        };
+        self.evict(victims).await;
         Ok(handle)
     }
 
+    /// Closes cached write handles nobody is using (their session's append lock is
+    /// free), so open handles — and their file descriptors — stay bounded.
+    async fn evict(&self, victims: Vec<SessionKey>) {
+        for key in victims {
+            let lock = self.append_lock(&key);
+            let Ok(_no_append_meanwhile) = lock.try_lock() else { continue };
+            let evicted = self.writers.lock().await.handles.remove(&key);
+            if let Some(cached) = evicted {
+                if let Err(error) = cached.handle.close().await {
+                    tracing::warn!(session = %key, %error, "closing an idle write handle failed");
+                }
+            }
+        }
+    }
+
     async fn close_writer(&self, key: &SessionKey) {
-        let handle = self.writers.lock().await.remove(key);
-        if let Some(handle) = handle {
-            if let Err(error) = handle.close().await {
+        let handle = self.writers.lock().await.handles.remove(key);
+        if let Some(cached) = handle {
+            if let Err(error) = cached.handle.close().await {
                 tracing::warn!(session = %key, %error, "closing write handle failed");
             }
         }
@@ -365,13 +446,14 @@ impl SessionService {
         if let Err(error) = self.flush_activity().await {
             tracing::warn!(%error, "could not record held activity at shutdown");
         }
-        let keys: Vec<SessionKey> = self.writers.lock().await.keys().cloned().collect();
+        let keys: Vec<SessionKey> = self.writers.lock().await.handles.keys().cloned().collect();
         for key in keys {
             if let Err(error) = self.sync_activity(&key).await {
                 tracing::warn!(session = %key, %error, "could not record pending activity at shutdown");
             }
         }
-        let handles: Vec<SessionHandle> = self.writers.lock().await.drain().map(|(_, handle)| handle).collect();
+        let handles: Vec<SessionHandle> =
+            self.writers.lock().await.handles.drain().map(|(_, cached)| cached.handle).collect();
         let mut failures = Vec::new();
         for handle in handles {
             if let Err(error) = handle.close().await {

@@ -48,3 +48,45 @@ fn open_sqlite(root: &Path) -> (Arc<dyn Catalog>, Arc<dyn AuditTamperer>) {
 }
 
 berth_testkit::service_conformance!(EmbeddedService::new(open_sqlite));
+
+/// The service's cache of write handles is bounded: beyond `with_writers_cached_max`,
+/// the least recently used idle handles are closed (their writer leases released and
+/// their descriptors freed), and reopened when their session is next written; no event
+/// is lost or reordered on the way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_write_handles_beyond_the_cap_are_closed_and_reopened_on_demand() {
+    use berth_jsonl::{JsonlBackend, JsonlOptions};
+    use berth_service::{AppendRequest, CreateSession, NewEvent, SessionService};
+    use berth_store::{Access, LogStore};
+    use berth_testkit::service_conformance::fixtures::{key, service_principal, sid, TENANT_A};
+
+    let dir = tempfile::tempdir().unwrap();
+    let open_store =
+        || LogStore::new(Arc::new(JsonlBackend::open(dir.path().to_path_buf(), JsonlOptions::default()).unwrap()));
+    let catalog = SqliteCatalog::open(dir.path().join(CATALOG_FILE_NAME)).unwrap();
+    let service = SessionService::new(open_store(), Arc::new(catalog), Arc::new(berth_core::SystemClock))
+        .with_writers_cached_max(2);
+    let principal = service_principal(TENANT_A);
+    let ids: Vec<String> = (0..6).map(|i| format!("s{i}")).collect();
+    for id in &ids {
+        service.create(&principal, CreateSession { id: Some(sid(id)), ..CreateSession::default() }).await.unwrap();
+    }
+    for round in 0..3 {
+        for id in &ids {
+            let event = NewEvent::new("note/x", serde_json::json!({ "round": round }));
+            let request = AppendRequest { run: None, expected_seq: Some(round), events: vec![event] };
+            service.append(&principal, &sid(id), request).await.unwrap();
+            assert!(service.writers_cached().await <= 2, "the cache grew past its cap");
+        }
+    }
+    for id in &ids {
+        let events = service.read(&principal, &sid(id), 0, None).await.unwrap();
+        let rounds: Vec<_> = events.iter().map(|event| event.data.to_value()["round"].clone()).collect();
+        assert_eq!(rounds, [0, 1, 2].map(serde_json::Value::from), "{id}");
+    }
+    // An evicted session's writer lease is free: another store (as another process
+    // would) can open it for writing.
+    let other = open_store();
+    let handle = other.open(&key(TENANT_A, "s0"), Access::Write).await.expect("the evicted handle released its lease");
+    handle.close().await.unwrap();
+}
