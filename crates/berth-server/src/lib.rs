@@ -73,6 +73,10 @@ pub struct ServerConfig {
     pub sweep_batch: usize,
     /// How long shutdown waits for open requests and streams to finish.
     pub shutdown_grace: Duration,
+    /// Write handles idle this long are closed, releasing their sessions' writer leases
+    /// (so another server on a shared PostgreSQL store can write them); `None` keeps them
+    /// until the service's cache bound evicts them.
+    pub writer_idle_close: Option<Duration>,
 }
 
 impl Default for ServerConfig {
@@ -91,6 +95,7 @@ impl Default for ServerConfig {
             sweep_interval: Some(Duration::from_secs(60)),
             sweep_batch: 500,
             shutdown_grace: Duration::from_secs(10),
+            writer_idle_close: Some(Duration::from_secs(10)),
         }
     }
 }
@@ -174,6 +179,9 @@ pub async fn start(config: ServerConfig, parts: ServerParts) -> std::io::Result<
     if let Some(interval) = config.sweep_interval {
         tokio::spawn(sweeper(state.clone(), interval, shutdown_rx.clone()));
     }
+    if let Some(idle) = config.writer_idle_close {
+        tokio::spawn(idle_writer_closer(state.clone(), idle, shutdown_rx.clone()));
+    }
     let task = tokio::spawn(accept_loop(listener, app, config, shutdown_rx));
     Ok(RunningServer { local_addr, state, shutdown: shutdown_tx, task })
 }
@@ -222,6 +230,21 @@ async fn accept_loop(listener: TcpListener, app: Router, config: ServerConfig, m
 }
 
 /// The background retention sweeper (R-S11): bounded batches, at most a few per tick.
+async fn idle_writer_closer(state: Shared, idle: Duration, mut shutdown: watch::Receiver<bool>) {
+    let mut ticker = tokio::time::interval((idle / 2).max(Duration::from_millis(10)));
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => {}
+            _ = shutdown.changed() => return,
+        }
+        let closed = state.service.close_idle_writers(idle).await;
+        if closed > 0 {
+            tracing::debug!(closed, "closed idle write handles");
+        }
+    }
+}
+
 async fn sweeper(state: Shared, interval: Duration, mut shutdown: watch::Receiver<bool>) {
     const BATCHES_PER_TICK_MAX: usize = 10;
     let mut ticker = tokio::time::interval(interval);

@@ -58,6 +58,7 @@ struct WriterCache {
 struct CachedWriter {
     handle: SessionHandle,
     used: u64,
+    last_used: std::time::Instant,
 }
 
 impl WriterCache {
@@ -66,13 +67,23 @@ impl WriterCache {
         let tick = self.tick;
         self.handles.get_mut(key).map(|cached| {
             cached.used = tick;
+            cached.last_used = std::time::Instant::now();
             cached.handle.clone()
         })
     }
 
     fn insert(&mut self, key: SessionKey, handle: SessionHandle) {
         self.tick += 1;
-        self.handles.insert(key, CachedWriter { handle, used: self.tick });
+        self.handles.insert(key, CachedWriter { handle, used: self.tick, last_used: std::time::Instant::now() });
+    }
+
+    /// Keys not used for at least `idle`.
+    fn idle_for(&self, idle: std::time::Duration) -> Vec<SessionKey> {
+        self.handles
+            .iter()
+            .filter(|(_, cached)| cached.last_used.elapsed() >= idle)
+            .map(|(key, _)| key.clone())
+            .collect()
     }
 
     /// The least recently used keys beyond `max` (oldest first).
@@ -414,6 +425,17 @@ impl SessionService {
         };
         self.evict(victims).await;
         Ok(handle)
+    }
+
+    /// Closes the cached write handles not used for `idle` (and not in use now), which
+    /// releases their sessions' writer leases: on a store shared by several servers
+    /// (PostgreSQL), another server can then write those sessions without waiting for
+    /// this one to stop. Returns how many were closed. `berth serve` runs it periodically.
+    pub async fn close_idle_writers(&self, idle: std::time::Duration) -> usize {
+        let victims = self.writers.lock().await.idle_for(idle);
+        let before = self.writers_cached().await;
+        self.evict(victims).await;
+        before.saturating_sub(self.writers_cached().await)
     }
 
     /// Closes cached write handles nobody is using (their session's append lock is

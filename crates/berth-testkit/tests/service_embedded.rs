@@ -90,3 +90,46 @@ async fn idle_write_handles_beyond_the_cap_are_closed_and_reopened_on_demand() {
     let handle = other.open(&key(TENANT_A, "s0"), Access::Write).await.expect("the evicted handle released its lease");
     handle.close().await.unwrap();
 }
+
+/// `close_idle_writers` closes the write handles not used for the given time (releasing
+/// their writer leases, as `berth serve` does periodically so that another server can
+/// write those sessions), keeps the recently used ones, and the next append reopens.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_write_handles_are_closed_on_request_and_recently_used_ones_kept() {
+    use berth_jsonl::{JsonlBackend, JsonlOptions};
+    use berth_service::{AppendRequest, CreateSession, NewEvent, SessionService};
+    use berth_store::{Access, LogStore};
+    use berth_testkit::service_conformance::fixtures::{key, service_principal, sid, TENANT_A};
+    use std::time::Duration;
+
+    let dir = tempfile::tempdir().unwrap();
+    let open_store =
+        || LogStore::new(Arc::new(JsonlBackend::open(dir.path().to_path_buf(), JsonlOptions::default()).unwrap()));
+    let catalog = SqliteCatalog::open(dir.path().join(CATALOG_FILE_NAME)).unwrap();
+    let service = SessionService::new(open_store(), Arc::new(catalog), Arc::new(berth_core::SystemClock));
+    let principal = service_principal(TENANT_A);
+    let append = |id: &'static str| {
+        let (service, principal) = (&service, &principal);
+        async move {
+            let request = AppendRequest {
+                run: None,
+                expected_seq: None,
+                events: vec![NewEvent::new("note/x", serde_json::json!({}))],
+            };
+            service.append(principal, &sid(id), request).await.unwrap();
+        }
+    };
+    for id in ["old", "recent"] {
+        service.create(&principal, CreateSession { id: Some(sid(id)), ..CreateSession::default() }).await.unwrap();
+    }
+    append("old").await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    append("recent").await;
+    assert_eq!(service.close_idle_writers(Duration::from_millis(200)).await, 1);
+    assert_eq!(service.writers_cached().await, 1);
+    let other = open_store();
+    let handle = other.open(&key(TENANT_A, "old"), Access::Write).await.expect("the idle handle released its lease");
+    handle.close().await.unwrap();
+    append("old").await;
+    assert_eq!(service.read(&principal, &sid("old"), 0, None).await.unwrap().len(), 2);
+}
