@@ -110,3 +110,64 @@ fn the_cli_works_against_a_running_server() {
     assert_eq!(remote(&data, &url, &alice, &["sessions", "ls"], None).status.code(), Some(5));
     assert_eq!(berth(&data).args(["keys", "revoke", key_id]).output().unwrap().status.code(), Some(3));
 }
+
+/// Spawns `berth … sessions tail` with its stdout piped.
+fn spawn_tail(mut command: Command) -> Child {
+    command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
+}
+
+/// The seqs of the canonical event lines a finished tail printed.
+fn tailed_seqs(child: Child) -> Vec<u64> {
+    let output = child.wait_with_output().unwrap();
+    let stdout = ok(&output);
+    stdout
+        .lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap()["seq"].as_u64().unwrap())
+        .collect()
+}
+
+const TWO_EVENTS: &str = "{\"type\":\"note/x\",\"data\":{}}\n{\"type\":\"note/x\",\"data\":{}}\n";
+
+/// `berth --server URL sessions tail` streams events as they are appended (SSE) and ends
+/// after `--until`.
+#[test]
+fn sessions_tail_follows_appends_through_a_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let (_server, url, admin_key) = start_server(&data);
+    ok(&remote(&data, &url, &admin_key, &["sessions", "new", "--id", "followed"], None));
+    ok(&remote(&data, &url, &admin_key, &["append", "followed"], Some(TWO_EVENTS)));
+    let mut tail = berth(&data);
+    tail.args(["--server", &url, "sessions", "tail", "followed", "--until", "6"]).env("BERTH_API_KEY", &admin_key);
+    let tail = spawn_tail(tail);
+    for _ in 0..2 {
+        ok(&remote(&data, &url, &admin_key, &["append", "followed"], Some(TWO_EVENTS)));
+    }
+    assert_eq!(tailed_seqs(tail), (0..6).collect::<Vec<u64>>());
+}
+
+/// On a data directory, `sessions tail` picks up what another process appends.
+#[test]
+fn sessions_tail_follows_appends_on_a_data_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let local = |args: &[&str], stdin: Option<&str>| {
+        let mut child = berth(&data)
+            .args(args)
+            .env("BERTH_TENANT", "acme")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(stdin.unwrap_or("").as_bytes()).unwrap();
+        ok(&child.wait_with_output().unwrap())
+    };
+    local(&["sessions", "new", "--id", "followed"], None);
+    local(&["append", "followed"], Some(TWO_EVENTS));
+    let mut tail = berth(&data);
+    tail.args(["sessions", "tail", "followed", "--from", "1", "--until", "4"]).env("BERTH_TENANT", "acme");
+    let tail = spawn_tail(tail);
+    local(&["append", "followed"], Some(TWO_EVENTS));
+    assert_eq!(tailed_seqs(tail), vec![1, 2, 3]);
+}

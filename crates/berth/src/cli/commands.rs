@@ -78,6 +78,19 @@ pub enum SessionsCommand {
         #[arg(long)]
         limit: Option<u64>,
     },
+    /// Follow a session's events as they are appended (one canonical JSON line each),
+    /// from --from on; ends after --until (exclusive), or never. With --server it
+    /// streams (SSE); on a data directory it looks for new events every 200 ms.
+    Tail {
+        #[command(flatten)]
+        principal: PrincipalArgs,
+        id: String,
+        #[arg(long, default_value_t = 0)]
+        from: u64,
+        /// Stop once every event before this seq was printed.
+        #[arg(long)]
+        until: Option<u64>,
+    },
     /// Close a session (terminal; refuses while runs are attached unless --cancel-runs).
     Close {
         #[command(flatten)]
@@ -446,6 +459,20 @@ async fn sessions(service: &SessionService, command: SessionsCommand, json: bool
             let events = service.read(&principal.principal()?, &session_id(&id)?, from, limit).await?;
             print_events(&events)?;
         }
+        SessionsCommand::Tail { principal, id, from, until } => {
+            let (principal, id) = (principal.principal()?, session_id(&id)?);
+            let mut next = from;
+            while until.is_none_or(|until| next < until) {
+                let limit = until.map(|until| until - next);
+                let events = service.read(&principal, &id, next, limit).await?;
+                if events.is_empty() {
+                    tokio::time::sleep(TAIL_POLL_INTERVAL).await;
+                    continue;
+                }
+                next += events.len() as u64;
+                print_events(&events)?;
+            }
+        }
         SessionsCommand::Close { principal, id, cancel_runs, expected_revision } => {
             let policy = if cancel_runs { ClosePolicy::CancelRuns } else { ClosePolicy::Refuse };
             let record = service
@@ -648,12 +675,17 @@ async fn audit(service: &SessionService, command: AuditCommand, json: bool) -> R
     }
 }
 
+/// How often `sessions tail` on a data directory looks for new events (another process
+/// appends; there is no notification across processes on local files).
+const TAIL_POLL_INTERVAL: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// One canonical JSON line per event, flushed (a tail's reader sees each at once).
 fn print_events(events: &[berth_core::Event]) -> Result<()> {
     let mut stdout = std::io::stdout().lock();
     for event in events {
         writeln!(stdout, "{}", event.to_canonical_json()).map_err(|e| Error::io("write stdout", &e))?;
     }
-    Ok(())
+    stdout.flush().map_err(|e| Error::io("write stdout", &e))
 }
 
 async fn fsck(data: &str, args: FsckArgs, json: bool) -> Result<ExitCode> {

@@ -96,6 +96,15 @@ async fn sessions(client: &Client, command: SessionsCommand, json: bool) -> Resu
             let events = client.read(&sid(&id)?, from, limit).await?;
             print_events(&events)?;
         }
+        SessionsCommand::Tail { id, from, until, .. } => {
+            let mut stream = client.tail(&sid(&id)?, Some(from), None).await?;
+            let mut next = from;
+            while until.is_none_or(|until| next < until) {
+                let Some(event) = stream.next_event().await? else { break };
+                next = event.seq.0 + 1;
+                print_events(std::slice::from_ref(&event))?;
+            }
+        }
         SessionsCommand::Close { id, cancel_runs, expected_revision, .. } => {
             let policy = if cancel_runs { ClosePolicy::CancelRuns } else { ClosePolicy::Refuse };
             let record = client.close(&sid(&id)?, policy, expected_revision.map(Revision)).await?;
