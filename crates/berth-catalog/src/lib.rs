@@ -40,6 +40,39 @@ pub trait Catalog: Send + Sync + 'static {
     /// Removes a session's record iff its revision equals `expected`.
     async fn remove(&self, key: &SessionKey, expected: Revision) -> Result<()>;
 
+    /// `update` and the audit records of that change in one transaction: both or neither
+    /// (R-S10: a crash can never leave a change without its audit record). The drafts are
+    /// chained in order. The default runs `update`, then `append_audit` for each, which
+    /// is not atomic: a catalog that can do better overrides it (every catalog here does).
+    async fn update_audited(
+        &self,
+        record: &SessionRecord,
+        expected: Revision,
+        audits: Vec<AuditDraft>,
+    ) -> Result<Vec<AuditEntry>> {
+        self.update(record, expected).await?;
+        let mut entries = Vec::with_capacity(audits.len());
+        for draft in audits {
+            entries.push(self.append_audit(draft).await?);
+        }
+        Ok(entries)
+    }
+
+    /// `remove` and its audit records in one transaction (see `update_audited`).
+    async fn remove_audited(
+        &self,
+        key: &SessionKey,
+        expected: Revision,
+        audits: Vec<AuditDraft>,
+    ) -> Result<Vec<AuditEntry>> {
+        self.remove(key, expected).await?;
+        let mut entries = Vec::with_capacity(audits.len());
+        for draft in audits {
+            entries.push(self.append_audit(draft).await?);
+        }
+        Ok(entries)
+    }
+
     /// Sessions matching `query`, sorted by `last_activity` descending then id
     /// descending, starting after `query.cursor`, at most `query.limit` items.
     async fn list(&self, query: &SessionQuery) -> Result<Vec<SessionRecord>>;

@@ -36,6 +36,33 @@ impl MemoryCatalog {
     }
 }
 
+fn update_in(state: &mut State, record: &SessionRecord, expected: Revision) -> Result<()> {
+    let key = record.key();
+    let stored = state.sessions.get_mut(&key).ok_or_else(|| Error::session_not_found(&key.id))?;
+    check_cas(stored.revision, expected, record)?;
+    *stored = record.clone();
+    Ok(())
+}
+
+fn remove_in(state: &mut State, key: &SessionKey, expected: Revision) -> Result<()> {
+    let stored = state.sessions.get(key).ok_or_else(|| Error::session_not_found(&key.id))?;
+    if stored.revision != expected {
+        return Err(Error::RevisionConflict { expected: expected.0, actual: stored.revision.0 });
+    }
+    state.sessions.remove(key);
+    Ok(())
+}
+
+fn append_audit_in(state: &mut State, draft: AuditDraft) -> AuditEntry {
+    // Chain from the separately kept head, not from the last stored entry, so a
+    // truncated log stays detectable after later appends.
+    let head = state.audit_heads.get(&draft.tenant).cloned();
+    let entry = audit::chain(draft, head.as_ref().map(|(seq, hash)| (*seq, hash.as_str())));
+    state.audit.entry(entry.draft.tenant.clone()).or_default().push(entry.clone());
+    state.audit_heads.insert(entry.draft.tenant.clone(), (entry.seq, entry.hash.clone()));
+    entry
+}
+
 pub(crate) fn check_cas(stored: Revision, expected: Revision, record: &SessionRecord) -> Result<()> {
     if stored != expected {
         return Err(Error::RevisionConflict { expected: expected.0, actual: stored.0 });
@@ -67,22 +94,34 @@ impl Catalog for MemoryCatalog {
     }
 
     async fn update(&self, record: &SessionRecord, expected: Revision) -> Result<()> {
-        let mut state = self.state();
-        let key = record.key();
-        let stored = state.sessions.get_mut(&key).ok_or_else(|| Error::session_not_found(&key.id))?;
-        check_cas(stored.revision, expected, record)?;
-        *stored = record.clone();
-        Ok(())
+        update_in(&mut self.state(), record, expected)
     }
 
     async fn remove(&self, key: &SessionKey, expected: Revision) -> Result<()> {
+        remove_in(&mut self.state(), key, expected)
+    }
+
+    async fn update_audited(
+        &self,
+        record: &SessionRecord,
+        expected: Revision,
+        audits: Vec<AuditDraft>,
+    ) -> Result<Vec<AuditEntry>> {
+        // One lock for both: nobody sees the change without its audit records.
         let mut state = self.state();
-        let stored = state.sessions.get(key).ok_or_else(|| Error::session_not_found(&key.id))?;
-        if stored.revision != expected {
-            return Err(Error::RevisionConflict { expected: expected.0, actual: stored.revision.0 });
-        }
-        state.sessions.remove(key);
-        Ok(())
+        update_in(&mut state, record, expected)?;
+        Ok(audits.into_iter().map(|draft| append_audit_in(&mut state, draft)).collect())
+    }
+
+    async fn remove_audited(
+        &self,
+        key: &SessionKey,
+        expected: Revision,
+        audits: Vec<AuditDraft>,
+    ) -> Result<Vec<AuditEntry>> {
+        let mut state = self.state();
+        remove_in(&mut state, key, expected)?;
+        Ok(audits.into_iter().map(|draft| append_audit_in(&mut state, draft)).collect())
     }
 
     async fn list(&self, query: &SessionQuery) -> Result<Vec<SessionRecord>> {
@@ -101,14 +140,7 @@ impl Catalog for MemoryCatalog {
     }
 
     async fn append_audit(&self, draft: AuditDraft) -> Result<AuditEntry> {
-        let mut state = self.state();
-        // Chain from the separately kept head, not from the last stored entry, so a
-        // truncated log stays detectable after later appends.
-        let head = state.audit_heads.get(&draft.tenant).cloned();
-        let entry = audit::chain(draft, head.as_ref().map(|(seq, hash)| (*seq, hash.as_str())));
-        state.audit.entry(entry.draft.tenant.clone()).or_default().push(entry.clone());
-        state.audit_heads.insert(entry.draft.tenant.clone(), (entry.seq, entry.hash.clone()));
-        Ok(entry)
+        Ok(append_audit_in(&mut self.state(), draft))
     }
 
     async fn read_audit(&self, tenant: &TenantId, from_seq: u64, limit: usize) -> Result<Vec<AuditEntry>> {

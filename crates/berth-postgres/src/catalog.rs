@@ -181,6 +181,35 @@ impl Columns {
     }
 }
 
+/// What `change_audited` changes.
+enum AuditedChange {
+    Update(Box<SessionRecord>, Revision),
+    Remove(SessionKey, Revision),
+}
+
+impl AuditedChange {
+    fn key(&self) -> SessionKey {
+        match self {
+            AuditedChange::Update(record, _) => record.key(),
+            AuditedChange::Remove(key, _) => key.clone(),
+        }
+    }
+}
+
+/// An audit row that already exists at the head's next seq means rows past the head:
+/// the log was tampered with, so nothing is appended.
+fn check_audit_insert(inserted: Result<u64, tokio_postgres::Error>, tenant: &str) -> Result<(), Failure> {
+    match inserted {
+        Err(error) if error.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION) => {
+            Err(Failure::Berth(Error::Corrupt {
+                reason: format!("audit log of {tenant} holds an entry past its head"),
+                location: berth_core::Location { artifact: "postgres:audit".into(), offset: None, seq: None },
+            }))
+        }
+        outcome => outcome.map(|_| ()).map_err(Failure::from),
+    }
+}
+
 type Work<T> = Pin<Box<dyn Future<Output = Result<T, Failure>> + Send>>;
 
 impl PostgresCatalog {
@@ -241,6 +270,76 @@ impl PostgresCatalog {
                     return Err(Failure::Berth(Error::invalid("revision", "an update must carry expected + 1")));
                 }
                 Ok(())
+            })
+        })
+        .await
+    }
+
+    /// A session change and its audit records in one transaction (`update_audited`,
+    /// `remove_audited`). Locks the tenant's audit head first, then the session row — the
+    /// order every audited change takes, so two of them never deadlock.
+    async fn change_audited(&self, change: AuditedChange, audits: Vec<AuditDraft>) -> Result<Vec<AuditEntry>> {
+        self.run("audited change", move |db| {
+            Box::pin(async move {
+                let mut client = db.pooled("audited change").await?;
+                let work = async {
+                    let transaction = client.transaction().await?;
+                    let key = change.key();
+                    let (tenant, id) = (key.tenant.to_string(), key.id.to_string());
+                    let lock = transaction.prepare_cached(LOCK_AUDIT_HEAD).await?;
+                    let head = transaction.query_one(&lock, &[&tenant]).await?;
+                    let (mut seq, mut hash): (i64, String) = (head.get(0), head.get(1));
+                    let (expected, wellformed) = match &change {
+                        AuditedChange::Update(record, expected) => {
+                            (*expected, record.revision.0 == expected.0.wrapping_add(1))
+                        }
+                        AuditedChange::Remove(_, expected) => (*expected, true),
+                    };
+                    let expected_column = expected.0 as i64;
+                    let changed: i64 = match &change {
+                        AuditedChange::Update(record, _) if wellformed => {
+                            let columns = Columns::of(record)?;
+                            let statement = transaction.prepare_cached(UPDATE).await?;
+                            let mut params = columns.params().to_vec();
+                            params.push(&expected_column);
+                            transaction.query_one(&statement, &params).await?.get(0)
+                        }
+                        AuditedChange::Update(..) => 0,
+                        AuditedChange::Remove(..) => {
+                            let statement = transaction.prepare_cached(REMOVE).await?;
+                            transaction.query_one(&statement, &[&tenant, &id, &expected_column]).await?.get(0)
+                        }
+                    };
+                    if changed != 1 {
+                        // The reference's checks, in its order: missing, stale, malformed.
+                        let row = transaction.query_opt(REVISION_OF, &[&tenant, &id]).await?;
+                        let error = match row.map(|row| row.get::<_, i64>(0)) {
+                            None => Error::session_not_found(&key.id),
+                            Some(stored) if stored as u64 != expected.0 => {
+                                Error::RevisionConflict { expected: expected.0, actual: stored as u64 }
+                            }
+                            Some(_) => Error::invalid("revision", "an update must carry expected + 1"),
+                        };
+                        return Err(Failure::Berth(error));
+                    }
+                    let append = transaction.prepare_cached(APPEND_AUDIT).await?;
+                    let mut entries = Vec::with_capacity(audits.len());
+                    for draft in audits {
+                        let previous = if seq < 0 { None } else { Some((to_u64("audit seq", seq)?, hash.as_str())) };
+                        let entry = audit::chain(draft, previous);
+                        let entry_seq = to_i64("audit seq", entry.seq)?;
+                        let json = encode(&entry, "audit entry")?;
+                        let inserted = transaction.execute(&append, &[&tenant, &entry_seq, &json, &entry.hash]).await;
+                        check_audit_insert(inserted, &tenant)?;
+                        (seq, hash) = (entry_seq, entry.hash.clone());
+                        entries.push(entry);
+                    }
+                    transaction.commit().await?;
+                    Ok(entries)
+                };
+                let outcome = db.timed("audited change", db.options.statement_timeout, work).await;
+                db.settle(client, &outcome);
+                outcome
             })
         })
         .await
@@ -361,6 +460,24 @@ impl Catalog for PostgresCatalog {
         self.compare_and_set(record, expected, UPDATE_RELAXED).await
     }
 
+    async fn update_audited(
+        &self,
+        record: &SessionRecord,
+        expected: Revision,
+        audits: Vec<AuditDraft>,
+    ) -> Result<Vec<AuditEntry>> {
+        self.change_audited(AuditedChange::Update(Box::new(record.clone()), expected), audits).await
+    }
+
+    async fn remove_audited(
+        &self,
+        key: &SessionKey,
+        expected: Revision,
+        audits: Vec<AuditDraft>,
+    ) -> Result<Vec<AuditEntry>> {
+        self.change_audited(AuditedChange::Remove(key.clone(), expected), audits).await
+    }
+
     async fn remove(&self, key: &SessionKey, expected: Revision) -> Result<()> {
         let key = key.clone();
         self.run("remove session", move |db| {
@@ -456,19 +573,8 @@ impl Catalog for PostgresCatalog {
                     let entry_seq = to_i64("audit seq", entry.seq)?;
                     let append = transaction.prepare_cached(APPEND_AUDIT).await?;
                     let json = encode(&entry, "audit entry")?;
-                    match transaction.execute(&append, &[&tenant, &entry_seq, &json, &entry.hash]).await {
-                        Err(error) if error.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION) => {
-                            return Err(Failure::Berth(Error::Corrupt {
-                                reason: format!("audit log of {tenant} holds an entry past its head"),
-                                location: berth_core::Location {
-                                    artifact: "postgres:audit".into(),
-                                    offset: None,
-                                    seq: None,
-                                },
-                            }))
-                        }
-                        outcome => outcome?,
-                    };
+                    let inserted = transaction.execute(&append, &[&tenant, &entry_seq, &json, &entry.hash]).await;
+                    check_audit_insert(inserted, &tenant)?;
                     transaction.commit().await?;
                     Ok(entry)
                 };

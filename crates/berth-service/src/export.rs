@@ -95,7 +95,7 @@ impl SessionService {
             let id = Some(&record.header.id);
             return Err(self.denied_in_tenant(principal, "import", id, error).await);
         }
-        self.create_from_record(principal, record, &events, "import").await
+        self.create_from_record(principal, record, &events, "import", |_| Vec::new()).await
     }
 
     /// Imports every session of a ZIP made by `export_zip`, in order.

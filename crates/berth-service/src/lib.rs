@@ -19,7 +19,7 @@ pub use principal::{Principal, Role};
 pub use types::*;
 
 use berth_catalog::{AuditDraft, AuditEntry, AuditVerification, Catalog, ListCursor, RetentionPolicy, RunStatus};
-use berth_catalog::{SessionQuery, SessionRecord};
+use berth_catalog::{RunRecord, SessionQuery, SessionRecord};
 use berth_core::lifecycle::{self, LifecycleEvent, Status};
 use berth_core::limits::{
     BATCH_BYTES_MAX, BATCH_EVENTS_MAX, LABELS_MAX, LABEL_BYTES_MAX, PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX, TITLE_BYTES_MAX,
@@ -31,10 +31,11 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 /// How a metadata write must reach storage.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Durability {
-    /// Durable before the operation returns (every state change).
-    Durable,
+enum Durability<'a, T> {
+    /// Durable before the operation returns (every state change), with the audit
+    /// records (drafted from the stored record and the change's result) in the same
+    /// catalog transaction.
+    Durable(&'a (dyn Fn(&SessionRecord, &T) -> Vec<AuditDraft> + Sync)),
     /// Activity caused by an append (counts, last activity, lease extension): the
     /// events themselves are already durable, so the catalog may commit lazily.
     Relaxed,
@@ -202,11 +203,32 @@ impl SessionService {
     }
 
     async fn audit_ok(&self, principal: &Principal, action: &str, record: &SessionRecord, details: serde_json::Value) {
+        self.audit(self.draft_ok(principal, action, record, details)).await;
+    }
+
+    /// The audit record of `principal`'s successful `action` on `record` (as stored).
+    fn draft_ok(
+        &self,
+        principal: &Principal,
+        action: &str,
+        record: &SessionRecord,
+        details: serde_json::Value,
+    ) -> AuditDraft {
         let mut draft = self.audit_draft(&principal.tenant, principal.actor(), action);
         draft.session = Some(record.header.id.clone());
         draft.revision = Some(record.revision);
         draft.details = details;
-        self.audit(draft).await;
+        draft
+    }
+
+    /// The audit record of a lifecycle action the service took by itself.
+    fn draft_system(&self, record: &SessionRecord, action: &str, details: serde_json::Value) -> AuditDraft {
+        let key = record.key();
+        let mut draft = self.audit_draft(&key.tenant, "system:lifecycle".into(), action);
+        draft.session = Some(key.id);
+        draft.revision = Some(record.revision);
+        draft.details = details;
+        draft
     }
 
     async fn denied(&self, principal: &Principal, action: &str, id: &SessionId, error: Error) -> Error {
@@ -295,10 +317,12 @@ impl SessionService {
             let expected = record.revision;
             let mut next = record.clone();
             apply_expire(&mut next, now);
-            match self.save(&mut next, expected).await {
+            let expire = |next: &SessionRecord| {
+                vec![self.draft_system(next, "expire", serde_json::json!({"reason": "activity lease lapsed"}))]
+            };
+            match self.save_audited(&mut next, expected, expire).await {
                 Ok(()) => {
                     self.close_writer(&next.key()).await;
-                    self.audit_system(&next, "expire", serde_json::json!({"reason": "activity lease lapsed"})).await;
                     return Ok(next);
                 }
                 Err(Error::RevisionConflict { .. }) => {
@@ -310,15 +334,6 @@ impl SessionService {
         Err(Error::Unavailable { reason: "metadata kept changing; retry".into() })
     }
 
-    async fn audit_system(&self, record: &SessionRecord, action: &str, details: serde_json::Value) {
-        let key = record.key();
-        let mut draft = self.audit_draft(&key.tenant, "system:lifecycle".into(), action);
-        draft.session = Some(key.id);
-        draft.revision = Some(record.revision);
-        draft.details = details;
-        self.audit(draft).await;
-    }
-
     async fn reload(&self, key: &SessionKey) -> Result<SessionRecord> {
         self.activity.write_one(&*self.catalog, key).await?;
         self.catalog.get(key).await?.ok_or_else(|| Error::session_not_found(&key.id))
@@ -327,11 +342,28 @@ impl SessionService {
     /// Bumps the revision and stores `record` iff the stored revision is `expected`
     /// (bringing `event_count` up to date from the cached write handle on the way).
     async fn save(&self, record: &mut SessionRecord, expected: Revision) -> Result<()> {
+        self.save_audited(record, expected, |_| Vec::new()).await
+    }
+
+    /// `save`, with the audit records of the change (drafted from the record as it will
+    /// be stored) in the same catalog transaction: a crash never leaves a state change
+    /// without its audit record (R-S10).
+    async fn save_audited(
+        &self,
+        record: &mut SessionRecord,
+        expected: Revision,
+        audits: impl FnOnce(&SessionRecord) -> Vec<AuditDraft>,
+    ) -> Result<()> {
         if let Some(next_seq) = self.cached_next_seq(&record.key()).await {
             record.event_count = record.event_count.max(next_seq);
         }
         record.revision = Revision(expected.0 + 1);
-        self.catalog.update(record, expected).await?;
+        let drafts = audits(record);
+        if drafts.is_empty() {
+            self.catalog.update(record, expected).await?;
+        } else {
+            self.catalog.update_audited(record, expected, drafts).await?;
+        }
         self.activity.written(record);
         Ok(())
     }
@@ -346,7 +378,22 @@ impl SessionService {
         expected_revision: Option<Revision>,
         change: impl FnMut(&mut SessionRecord, Timestamp) -> Result<T>,
     ) -> Result<(SessionRecord, T)> {
-        self.mutate_with(principal, id, action, expected_revision, Durability::Durable, change).await
+        self.mutate_with(principal, id, action, expected_revision, Durability::Durable(&|_, _| Vec::new()), change)
+            .await
+    }
+
+    /// `mutate`, storing the audit records `audits` drafts (from the record as stored and
+    /// the change's result) in the same catalog transaction as the change.
+    async fn mutate_audited<T>(
+        &self,
+        principal: &Principal,
+        id: &SessionId,
+        action: &str,
+        expected_revision: Option<Revision>,
+        change: impl FnMut(&mut SessionRecord, Timestamp) -> Result<T>,
+        audits: &(dyn Fn(&SessionRecord, &T) -> Vec<AuditDraft> + Sync),
+    ) -> Result<(SessionRecord, T)> {
+        self.mutate_with(principal, id, action, expected_revision, Durability::Durable(audits), change).await
     }
 
     async fn mutate_with<T>(
@@ -355,7 +402,7 @@ impl SessionService {
         id: &SessionId,
         action: &str,
         expected_revision: Option<Revision>,
-        durability: Durability,
+        durability: Durability<'_, T>,
         mut change: impl FnMut(&mut SessionRecord, Timestamp) -> Result<T>,
     ) -> Result<(SessionRecord, T)> {
         for _ in 0..CAS_RETRIES_MAX {
@@ -367,8 +414,10 @@ impl SessionService {
             }
             let mut next = record.clone();
             let value = change(&mut next, self.now())?;
-            let saved = match durability {
-                Durability::Durable => self.save(&mut next, record.revision).await,
+            let saved = match &durability {
+                Durability::Durable(audits) => {
+                    self.save_audited(&mut next, record.revision, |next| audits(next, &value)).await
+                }
                 Durability::Relaxed => {
                     next.revision = Revision(record.revision.0 + 1);
                     let saved = self.catalog.update_activity(&next, record.revision).await;
@@ -533,18 +582,22 @@ impl SessionService {
         header.validate()?;
         validate_metadata(request.title.as_deref(), &request.labels)?;
         let record = new_record(header, request.title, request.labels, now);
-        self.create_from_record(principal, record, &[], "create").await
+        self.create_from_record(principal, record, &[], "create", |_| Vec::new()).await
     }
 
     /// Inserts `record` as `creating` (one revision below its final one), materializes
     /// the log with `events`, then stores the final record by compare-and-set. A crash in
     /// between leaves a `creating` record that the sweeper removes.
+    ///
+    /// The final record and its audit records (`action`, plus whatever `also_audit`
+    /// drafts from it) are stored in one catalog transaction.
     async fn create_from_record(
         &self,
         principal: &Principal,
         record: SessionRecord,
         events: &[Event],
         action: &str,
+        also_audit: impl FnOnce(&SessionRecord) -> Vec<AuditDraft>,
     ) -> Result<SessionRecord> {
         let key = record.key();
         let creating_revision = Revision(record.revision.0.saturating_sub(1));
@@ -567,8 +620,9 @@ impl SessionService {
             let _ = self.catalog.remove(&key, creating_revision).await;
             return Err(error);
         }
-        self.catalog.update(&record, creating_revision).await?;
-        self.audit_ok(principal, action, &record, serde_json::json!({"events": events.len()})).await;
+        let mut audits = vec![self.draft_ok(principal, action, &record, serde_json::json!({"events": events.len()}))];
+        audits.extend(also_audit(&record));
+        self.catalog.update_audited(&record, creating_revision, audits).await?;
         Ok(record)
     }
 
@@ -786,39 +840,54 @@ impl SessionService {
         policy: ClosePolicy,
         expected_revision: Option<Revision>,
     ) -> Result<SessionRecord> {
+        let audit = |record: &SessionRecord, cancelled: &Vec<RunRecord>| {
+            let mut drafts: Vec<AuditDraft> = cancelled
+                .iter()
+                .map(|run| {
+                    let details = serde_json::json!({"run": run.run_id, "status": "cancelled"});
+                    self.draft_ok(principal, "detach", record, details)
+                })
+                .collect();
+            let details = serde_json::json!({"cancelled_runs": cancelled.len()});
+            drafts.push(self.draft_ok(principal, "close", record, details));
+            drafts
+        };
         let (record, cancelled) = self
-            .mutate(principal, id, "close", expected_revision, |record, now| {
-                if record.status.is_terminal() {
-                    return Err(Error::Terminal { state: record.status.to_string() });
-                }
-                let mut cancelled = Vec::new();
-                if !record.runs.is_empty() {
-                    if policy == ClosePolicy::Refuse {
-                        return Err(Error::Busy {
-                            id: record.header.id.to_string(),
-                            reason: format!(
-                                "{} run(s) attached; detach them or close with cancel_runs",
-                                record.runs.len()
-                            ),
-                        });
+            .mutate_audited(
+                principal,
+                id,
+                "close",
+                expected_revision,
+                |record, now| {
+                    if record.status.is_terminal() {
+                        return Err(Error::Terminal { state: record.status.to_string() });
                     }
-                    for mut run in record.runs.drain(..) {
-                        run.status = RunStatus::Cancelled;
-                        cancelled.push(run);
+                    let mut cancelled = Vec::new();
+                    if !record.runs.is_empty() {
+                        if policy == ClosePolicy::Refuse {
+                            return Err(Error::Busy {
+                                id: record.header.id.to_string(),
+                                reason: format!(
+                                    "{} run(s) attached; detach them or close with cancel_runs",
+                                    record.runs.len()
+                                ),
+                            });
+                        }
+                        for mut run in record.runs.drain(..) {
+                            run.status = RunStatus::Cancelled;
+                            cancelled.push(run);
+                        }
                     }
-                }
-                let next = lifecycle::transition(record.lifecycle(), LifecycleEvent::Close, now)?;
-                record.status = next.status;
-                record.status_changed_at = now;
-                Ok(cancelled)
-            })
+                    let next = lifecycle::transition(record.lifecycle(), LifecycleEvent::Close, now)?;
+                    record.status = next.status;
+                    record.status_changed_at = now;
+                    Ok(cancelled)
+                },
+                &audit,
+            )
             .await?;
         self.close_writer(&record.key()).await;
-        for run in &cancelled {
-            self.audit_ok(principal, "detach", &record, serde_json::json!({"run": run.run_id, "status": "cancelled"}))
-                .await;
-        }
-        self.audit_ok(principal, "close", &record, serde_json::json!({"cancelled_runs": cancelled.len()})).await;
+        drop(cancelled);
         Ok(record)
     }
 
@@ -841,24 +910,35 @@ impl SessionService {
             Error::AlreadyOwned { id } => Error::Busy { id, reason: "its log is open for writing".into() },
             other => other,
         })?;
-        self.remove_record_after_erase(&key, record.revision).await?;
         let details = serde_json::json!({
             "events": record.event_count,
             "bytes": size_bytes,
             "status": record.status,
             "owner": record.header.scope.user,
         });
-        self.audit_ok(principal, "delete", &record, details).await;
-        Ok(())
+        let audit = self.draft_ok(principal, "delete", &record, details);
+        self.remove_record_after_erase(&key, record.revision, audit).await
     }
 
     /// Removes a session's record once its log is erased. The erase is the point of no
     /// return, so a concurrent metadata change (a heartbeat, a reopen) must not leave a
     /// record without a log: retry the compare-and-set against the fresh revision.
-    pub(crate) async fn remove_record_after_erase(&self, key: &SessionKey, mut revision: Revision) -> Result<()> {
+    /// The removal and its audit record are one catalog transaction.
+    async fn remove_record_after_erase(
+        &self,
+        key: &SessionKey,
+        mut revision: Revision,
+        audit: AuditDraft,
+    ) -> Result<()> {
         for _ in 0..CAS_RETRIES_MAX {
-            match self.catalog.remove(key, revision).await {
-                Ok(()) | Err(Error::NotFound { .. }) => return Ok(()),
+            match self.catalog.remove_audited(key, revision, vec![audit.clone()]).await {
+                Ok(_) => return Ok(()),
+                Err(Error::NotFound { .. }) => {
+                    // Removed meanwhile (by the sweeper, which audited its own removal):
+                    // this delete still leaves its record.
+                    self.audit(audit).await;
+                    return Ok(());
+                }
                 Err(Error::RevisionConflict { actual, .. }) => revision = Revision(actual),
                 Err(error) => return Err(error),
             }
@@ -912,10 +992,15 @@ impl SessionService {
         let mut record = new_record(header, source.title.clone(), source.labels.clone(), now);
         record.event_count = events.len() as u64;
         record.blank = !events.iter().any(|e| berth_core::vocabulary::is_conversation_event(e.event_type.as_str()));
-        let record = self.create_from_record(principal, record, &events, "fork").await?;
-        self.audit_ok(principal, "forked", &source, serde_json::json!({"fork": record.header.id, "cut_seq": cut}))
-            .await;
-        Ok(record)
+        let forked = |fork: &SessionRecord| {
+            vec![self.draft_ok(
+                principal,
+                "forked",
+                &source,
+                serde_json::json!({"fork": fork.header.id, "cut_seq": cut}),
+            )]
+        };
+        self.create_from_record(principal, record, &events, "fork", forked).await
     }
 
     /// Admin only: the one audited way out of `closed` / `expired`.
@@ -923,17 +1008,17 @@ impl SessionService {
         if let Err(error) = principal.require_admin("reopen") {
             return Err(self.denied(principal, "reopen", id, error).await);
         }
-        let (record, ()) = self
-            .mutate(principal, id, "reopen", None, |record, now| {
-                let ttl_ms = record.header.policy.activity_ttl_ms;
-                let next = lifecycle::transition(record.lifecycle(), LifecycleEvent::Reopen { ttl_ms }, now)?;
-                record.status = next.status;
-                record.lease_until = next.lease_until;
-                record.status_changed_at = now;
-                Ok(())
-            })
-            .await?;
-        self.audit_ok(principal, "reopen", &record, serde_json::json!({})).await;
+        let reopen = |record: &mut SessionRecord, now| {
+            let ttl_ms = record.header.policy.activity_ttl_ms;
+            let next = lifecycle::transition(record.lifecycle(), LifecycleEvent::Reopen { ttl_ms }, now)?;
+            record.status = next.status;
+            record.lease_until = next.lease_until;
+            record.status_changed_at = now;
+            Ok(())
+        };
+        let audit =
+            |record: &SessionRecord, _: &()| vec![self.draft_ok(principal, "reopen", record, serde_json::json!({}))];
+        let (record, ()) = self.mutate_audited(principal, id, "reopen", None, reopen, &audit).await?;
         Ok(record)
     }
 

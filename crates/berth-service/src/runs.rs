@@ -19,18 +19,23 @@ impl SessionService {
     /// oldest run as `interrupted`); records the run and returns its lease.
     pub async fn attach(&self, principal: &Principal, id: &SessionId, request: AttachRequest) -> Result<Attachment> {
         let run_id = request.run_id.clone().unwrap_or_else(|| RunId::generate(self.now()));
-        let (record, displaced) = self
-            .mutate(principal, id, "attach", request.expected_revision, |record, now| {
-                attach_in(record, principal, &run_id, request.on_busy, now)
-            })
-            .await?;
-        for run in &displaced {
-            let action = if run.status == RunStatus::Abandoned { "abandon" } else { "detach" };
-            let details = serde_json::json!({"run": run.run_id, "status": run.status});
-            self.audit_ok(principal, action, &record, details).await;
-        }
+        // The displaced runs' and the attachment's audit records go with the change.
+        let audit = |record: &SessionRecord, displaced: &Vec<RunRecord>| {
+            let mut drafts: Vec<_> = displaced
+                .iter()
+                .map(|run| {
+                    let action = if run.status == RunStatus::Abandoned { "abandon" } else { "detach" };
+                    let details = serde_json::json!({"run": run.run_id, "status": run.status});
+                    self.draft_ok(principal, action, record, details)
+                })
+                .collect();
+            drafts.push(self.draft_ok(principal, "attach", record, serde_json::json!({"run": run_id})));
+            drafts
+        };
+        let attach = |record: &mut SessionRecord, now| attach_in(record, principal, &run_id, request.on_busy, now);
+        let (record, displaced) =
+            self.mutate_audited(principal, id, "attach", request.expected_revision, attach, &audit).await?;
         let run = record.runs.iter().find(|run| run.run_id == run_id).cloned().expect("attached above");
-        self.audit_ok(principal, "attach", &record, serde_json::json!({"run": run_id})).await;
         Ok(Attachment { run, revision: record.revision, session_lease_until: record.lease_until, displaced })
     }
 
@@ -62,22 +67,23 @@ impl SessionService {
         outcome: &str,
         expected_revision: Option<Revision>,
     ) -> Result<SessionRecord> {
-        let (record, ()) = self
-            .mutate(principal, id, "detach", expected_revision, |record, now| {
-                let index = find_own_run(record, principal, run_id)?;
-                let next = lifecycle::transition(record.lifecycle(), LifecycleEvent::Detached, now)?;
-                record.runs.remove(index);
-                record.status = next.status;
-                record.last_activity = now;
-                Ok(())
-            })
-            .await?;
+        let detach = |record: &mut SessionRecord, now| {
+            let index = find_own_run(record, principal, run_id)?;
+            let next = lifecycle::transition(record.lifecycle(), LifecycleEvent::Detached, now)?;
+            record.runs.remove(index);
+            record.status = next.status;
+            record.last_activity = now;
+            Ok(())
+        };
+        let audit = |record: &SessionRecord, _: &()| {
+            let details = serde_json::json!({"run": run_id, "status": "detached", "outcome": outcome});
+            vec![self.draft_ok(principal, "detach", record, details)]
+        };
+        let (record, ()) = self.mutate_audited(principal, id, "detach", expected_revision, detach, &audit).await?;
         if record.runs.is_empty() {
             // Nobody is writing: release the writer lease so other processes can.
             self.close_writer(&record.key()).await;
         }
-        let details = serde_json::json!({"run": run_id, "status": "detached", "outcome": outcome});
-        self.audit_ok(principal, "detach", &record, details).await;
         Ok(record)
     }
 
@@ -120,14 +126,14 @@ impl SessionService {
         if !closers.is_empty() {
             writer.append(&closers).await?;
             let new_next = next_seq + closers.len() as u64;
-            self.mutate(principal, id, "resume", None, |record, now| {
+            let repaired = |record: &mut SessionRecord, now| {
                 record.event_count = record.event_count.max(new_next);
                 record.last_activity = now;
                 Ok(())
-            })
-            .await?;
+            };
             let details = serde_json::json!({"closers": closers.len(), "first_seq": next_seq});
-            self.audit_ok(principal, "repair", &record, details).await;
+            let audit = |_: &SessionRecord, _: &()| vec![self.draft_ok(principal, "repair", &record, details.clone())];
+            self.mutate_audited(principal, id, "resume", None, repaired, &audit).await?;
         }
         let checkpoint =
             events.iter().chain(&closers).rev().find(|event| event.event_type.as_str() == CHECKPOINT).cloned();

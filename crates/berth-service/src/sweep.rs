@@ -47,10 +47,11 @@ impl SessionService {
     async fn expire_by_policy(&self, record: SessionRecord) -> Result<bool> {
         let mut next = record.clone();
         apply_expire(&mut next, self.now());
-        match self.save(&mut next, record.revision).await {
+        let expire =
+            |next: &SessionRecord| vec![self.draft_system(next, "expire", serde_json::json!({"reason": "retention"}))];
+        match self.save_audited(&mut next, record.revision, expire).await {
             Ok(()) => {
                 self.close_writer(&next.key()).await;
-                self.audit_system(&next, "expire", serde_json::json!({"reason": "retention"})).await;
                 Ok(true)
             }
             Err(Error::RevisionConflict { .. } | Error::NotFound { .. }) => Ok(false),
@@ -62,10 +63,19 @@ impl SessionService {
         let key = record.key();
         self.close_writer(&key).await;
         let size_bytes = self.stored_bytes(&key).await?;
+        let details = serde_json::json!({
+            "reason": "retention",
+            "events": record.event_count,
+            "bytes": size_bytes,
+            "status": record.status,
+            "owner": record.header.scope.user,
+        });
         // The compare-and-set removal decides: a session changed since it was listed (an
         // admin reopened it, say) is skipped with nothing lost. Only then is the log erased.
-        match self.catalog.remove(&key, record.revision).await {
-            Ok(()) => {}
+        // The removal and its audit record are one catalog transaction.
+        let audit = vec![self.draft_system(&record, "delete", details)];
+        match self.catalog.remove_audited(&key, record.revision, audit).await {
+            Ok(_) => {}
             Err(Error::RevisionConflict { .. } | Error::NotFound { .. }) => return Ok(false),
             Err(error) => return Err(error),
         }
@@ -74,14 +84,6 @@ impl SessionService {
             // an orphan that still holds the bytes. Say so loudly; the audit keeps it too.
             tracing::warn!(session = %key, %error, "retention removed the record but could not erase the log");
         }
-        let details = serde_json::json!({
-            "reason": "retention",
-            "events": record.event_count,
-            "bytes": size_bytes,
-            "status": record.status,
-            "owner": record.header.scope.user,
-        });
-        self.audit_system(&record, "delete", details).await;
         Ok(true)
     }
 }

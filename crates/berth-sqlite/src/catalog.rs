@@ -28,6 +28,51 @@ fn update_in(
     insert_labels(transaction, record)
 }
 
+fn remove_in(transaction: &rusqlite::Transaction<'_>, key: &SessionKey, expected: Revision) -> Result<(), Failure> {
+    let stored = stored_revision(transaction, key)?.ok_or_else(|| Error::session_not_found(&key.id))?;
+    if stored != expected {
+        return Err(Error::RevisionConflict { expected: expected.0, actual: stored.0 }.into());
+    }
+    // The label rows go with it (ON DELETE CASCADE).
+    transaction
+        .prepare_cached("DELETE FROM sessions WHERE tenant = ?1 AND id = ?2")?
+        .execute((key.tenant.as_str(), key.id.as_str()))?;
+    Ok(())
+}
+
+/// Appends one audit entry inside `transaction`, chained from the tenant's recorded head.
+fn append_audit_in(transaction: &rusqlite::Transaction<'_>, draft: AuditDraft) -> Result<AuditEntry, Failure> {
+    let tenant = draft.tenant.clone();
+    let head: Option<(i64, String)> = transaction
+        .prepare_cached("SELECT seq, hash FROM audit_heads WHERE tenant = ?1")?
+        .query_row([tenant.as_str()], |row| Ok((row.get(0)?, row.get(1)?)))
+        .optional()?;
+    // Chain from the recorded head, not from the last stored row: a truncated log stays
+    // visibly truncated after the next append.
+    let previous = match &head {
+        Some((seq, hash)) => Some((seq_from_column(*seq)?, hash.as_str())),
+        None => None,
+    };
+    let entry = audit::chain(draft, previous);
+    let seq = seq_column(entry.seq)?;
+    let insert = transaction
+        .prepare_cached("INSERT INTO audit (tenant, seq, entry_json) VALUES (?1, ?2, ?3)")?
+        .execute((tenant.as_str(), seq, encode(&entry, "audit entry")?));
+    match insert {
+        Err(error) if is_unique_violation(&error) => {
+            return Err(Failure::Corrupt(format!("audit log of {tenant} holds an entry past its head")))
+        }
+        outcome => outcome?,
+    };
+    transaction
+        .prepare_cached(
+            "INSERT INTO audit_heads (tenant, seq, hash) VALUES (?1, ?2, ?3) \
+             ON CONFLICT (tenant) DO UPDATE SET seq = excluded.seq, hash = excluded.hash",
+        )?
+        .execute((tenant.as_str(), seq, entry.hash.as_str()))?;
+    Ok(entry)
+}
+
 /// A timestamp as an index column: exact up to `i64::MAX` ms, clamped beyond (the
 /// record JSON keeps the exact value).
 pub(crate) fn time_column(timestamp: Timestamp) -> i64 {
@@ -207,16 +252,33 @@ impl Catalog for SqliteCatalog {
 
     async fn remove(&self, key: &SessionKey, expected: Revision) -> Result<()> {
         let key = key.clone();
+        self.write("remove session", move |transaction| remove_in(transaction, &key, expected)).await
+    }
+
+    async fn update_audited(
+        &self,
+        record: &SessionRecord,
+        expected: Revision,
+        audits: Vec<AuditDraft>,
+    ) -> Result<Vec<AuditEntry>> {
+        let record = record.clone();
+        self.write("update session", move |transaction| {
+            update_in(transaction, &record, expected)?;
+            audits.into_iter().map(|draft| append_audit_in(transaction, draft)).collect()
+        })
+        .await
+    }
+
+    async fn remove_audited(
+        &self,
+        key: &SessionKey,
+        expected: Revision,
+        audits: Vec<AuditDraft>,
+    ) -> Result<Vec<AuditEntry>> {
+        let key = key.clone();
         self.write("remove session", move |transaction| {
-            let stored = stored_revision(transaction, &key)?.ok_or_else(|| Error::session_not_found(&key.id))?;
-            if stored != expected {
-                return Err(Error::RevisionConflict { expected: expected.0, actual: stored.0 }.into());
-            }
-            // The label rows go with it (ON DELETE CASCADE).
-            transaction
-                .prepare_cached("DELETE FROM sessions WHERE tenant = ?1 AND id = ?2")?
-                .execute((key.tenant.as_str(), key.id.as_str()))?;
-            Ok(())
+            remove_in(transaction, &key, expected)?;
+            audits.into_iter().map(|draft| append_audit_in(transaction, draft)).collect()
         })
         .await
     }
@@ -263,38 +325,7 @@ impl Catalog for SqliteCatalog {
     }
 
     async fn append_audit(&self, draft: AuditDraft) -> Result<AuditEntry> {
-        self.write("append audit", move |transaction| {
-            let tenant = draft.tenant.clone();
-            let head: Option<(i64, String)> = transaction
-                .prepare_cached("SELECT seq, hash FROM audit_heads WHERE tenant = ?1")?
-                .query_row([tenant.as_str()], |row| Ok((row.get(0)?, row.get(1)?)))
-                .optional()?;
-            // Chain from the recorded head, not from the last stored row: a truncated
-            // log stays visibly truncated after the next append.
-            let previous = match &head {
-                Some((seq, hash)) => Some((seq_from_column(*seq)?, hash.as_str())),
-                None => None,
-            };
-            let entry = audit::chain(draft, previous);
-            let seq = seq_column(entry.seq)?;
-            let insert = transaction
-                .prepare_cached("INSERT INTO audit (tenant, seq, entry_json) VALUES (?1, ?2, ?3)")?
-                .execute((tenant.as_str(), seq, encode(&entry, "audit entry")?));
-            match insert {
-                Err(error) if is_unique_violation(&error) => {
-                    return Err(Failure::Corrupt(format!("audit log of {tenant} holds an entry past its head")))
-                }
-                outcome => outcome?,
-            };
-            transaction
-                .prepare_cached(
-                    "INSERT INTO audit_heads (tenant, seq, hash) VALUES (?1, ?2, ?3) \
-                     ON CONFLICT (tenant) DO UPDATE SET seq = excluded.seq, hash = excluded.hash",
-                )?
-                .execute((tenant.as_str(), seq, entry.hash.as_str()))?;
-            Ok(entry)
-        })
-        .await
+        self.write("append audit", move |transaction| append_audit_in(transaction, draft)).await
     }
 
     async fn read_audit(&self, tenant: &TenantId, from_seq: u64, limit: usize) -> Result<Vec<AuditEntry>> {

@@ -719,6 +719,48 @@ pub async fn audit_chain_verifies(catalog: &dyn Catalog) {
     assert_eq!(verdict.entries, 6);
 }
 
+/// `update_audited` and `remove_audited` store the change and its audit records
+/// together or not at all (R-S10): a refused compare-and-set appends nothing; a stored
+/// one appends every draft, in order, on the tenant's chain.
+pub async fn audited_changes_are_all_or_nothing(catalog: &dyn Catalog) {
+    let tenant_id = tenant("t-audited");
+    let mut record = sample_record("t-audited", "s1", "alice", 100);
+    catalog.insert(&record).await.expect("insert");
+    append_drafts(catalog, &tenant_id, 1).await;
+
+    let mut stale = record.clone();
+    stale.revision = Revision(7);
+    let refused = catalog.update_audited(&stale, Revision(6), vec![draft(&tenant_id, 10)]).await;
+    assert!(matches!(refused, Err(berth_core::Error::RevisionConflict { .. })), "{refused:?}");
+    let refused = catalog.remove_audited(&record.key(), Revision(6), vec![draft(&tenant_id, 11)]).await;
+    assert!(matches!(refused, Err(berth_core::Error::RevisionConflict { .. })), "{refused:?}");
+    let missing = sample_record("t-audited", "gone", "alice", 100);
+    let refused = catalog.update_audited(&missing, Revision(0), vec![draft(&tenant_id, 12)]).await;
+    assert!(matches!(refused, Err(berth_core::Error::NotFound { .. })), "{refused:?}");
+    assert_eq!(whole_audit(catalog, &tenant_id).await.len(), 1, "a refused change appended audit records");
+
+    let expected = record.revision;
+    record.revision = Revision(expected.0 + 1);
+    record.title = Some("audited".into());
+    let entries = catalog
+        .update_audited(&record, expected, vec![draft(&tenant_id, 1), draft(&tenant_id, 2)])
+        .await
+        .expect("update audited");
+    assert_eq!(entries.iter().map(|entry| entry.seq).collect::<Vec<_>>(), [1, 2]);
+    assert_eq!(catalog.get(&record.key()).await.expect("get"), Some(record.clone()));
+    let entries =
+        catalog.remove_audited(&record.key(), record.revision, vec![draft(&tenant_id, 3)]).await.expect("remove");
+    assert_eq!(entries[0].seq, 3);
+    assert_eq!(catalog.get(&record.key()).await.expect("get"), None);
+    let stored = whole_audit(catalog, &tenant_id).await;
+    assert_eq!(
+        stored.iter().map(|entry| entry.draft.clone()).collect::<Vec<_>>(),
+        (0..4).map(|n| draft(&tenant_id, n)).collect::<Vec<_>>()
+    );
+    let verdict = audit::verify(&stored, catalog.audit_head(&tenant_id).await.expect("head"));
+    assert_eq!(verdict.broken_at, None, "{verdict:?}");
+}
+
 /// `read_audit` starts at a position and returns at most `limit` entries.
 pub async fn audit_read_from_and_limit(catalog: &dyn Catalog) {
     let tenant_id = tenant("t-audit-read");
@@ -852,6 +894,7 @@ macro_rules! catalog_conformance {
             audit_chain_verifies,
             audit_read_from_and_limit,
             audit_chains_are_per_tenant,
+            audited_changes_are_all_or_nothing,
         );
         $crate::catalog_conformance!(@tamper $make;
             audit_tamper_change_field_is_detected =>
