@@ -58,6 +58,8 @@ pub struct JsonlBackend {
 struct Inner {
     root: PathBuf,
     options: JsonlOptions,
+    /// Directories whose entry in their parent this process made durable (`ensure_dir`).
+    durable_dirs: DurableDirs,
 }
 
 /// Runs blocking file work off the async runtime.
@@ -140,7 +142,7 @@ impl JsonlBackend {
     /// Opens the data root, creating it (mode 0700) if missing.
     pub fn open(root: impl Into<PathBuf>, options: JsonlOptions) -> Result<JsonlBackend> {
         let root = root.into();
-        let backend = JsonlBackend { inner: Arc::new(Inner { root, options }) };
+        let backend = JsonlBackend { inner: Arc::new(Inner { root, options, durable_dirs: DurableDirs::default() }) };
         backend.create_root()?;
         Ok(backend)
     }
@@ -162,7 +164,7 @@ impl JsonlBackend {
             }
         }
         for directory in missing.iter().rev() {
-            ensure_dir(fs, directory)?;
+            ensure_dir(fs, directory, &self.inner.durable_dirs)?;
         }
         Ok(())
     }
@@ -374,7 +376,7 @@ impl JsonlBackend {
         let already_exists = || Error::AlreadyExists { what: "session", id: key.id.to_string() };
         let chain = self.session_dir_chain(&key);
         for directory in &chain {
-            ensure_dir(fs, directory)?;
+            ensure_dir(fs, directory, &self.inner.durable_dirs)?;
         }
         let session_dir = self.session_dir(&key);
         let log_path = self.log_path(&key);
@@ -490,16 +492,46 @@ fn log_exists(fs: &dyn Fs, log_path: &Path) -> Result<bool> {
 
 /// Creates `directory` (mode 0700) if missing and fsyncs its parent so the new entry is
 /// durable; refuses a symlink in its place.
-fn ensure_dir(fs: &dyn Fs, directory: &Path) -> Result<()> {
-    match fs.create_dir(directory) {
-        Ok(()) => {
-            if let Some(parent) = directory.parent().filter(|parent| !parent.as_os_str().is_empty()) {
-                fs.sync_dir(parent).map_err(|error| Error::io("sync parent directory", &error))?;
-            }
-            Ok(())
+/// The directories whose entry in their parent this process has made durable, so that
+/// `ensure_dir` syncs a parent once per process, not once per session. Bounded: past
+/// `DURABLE_DIRS_MAX` it starts over (costing syncs again, never durability).
+#[derive(Debug, Default)]
+struct DurableDirs(std::sync::Mutex<std::collections::HashSet<PathBuf>>);
+
+const DURABLE_DIRS_MAX: usize = 10_000;
+
+impl DurableDirs {
+    fn contains(&self, directory: &Path) -> bool {
+        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).contains(directory)
+    }
+
+    fn insert(&self, directory: &Path) {
+        let mut known = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if known.len() >= DURABLE_DIRS_MAX {
+            known.clear();
         }
+        known.insert(directory.to_path_buf());
+    }
+}
+
+/// Makes `directory` exist with its entry durable in its parent: created, or found, and
+/// then the parent synced. A directory found already there is not known to be durable —
+/// a process may have died between its `mkdir` and the parent's sync, and a power loss
+/// would then drop it with every session published inside since — so its parent is
+/// synced too, once per process (`DurableDirs`).
+fn ensure_dir(fs: &dyn Fs, directory: &Path, durable: &DurableDirs) -> Result<()> {
+    let sync_parent = || -> Result<()> {
+        if let Some(parent) = directory.parent().filter(|parent| !parent.as_os_str().is_empty()) {
+            fs.sync_dir(parent).map_err(|error| Error::io("sync parent directory", &error))?;
+        }
+        durable.insert(directory);
+        Ok(())
+    };
+    match fs.create_dir(directory) {
+        Ok(()) => sync_parent(),
         Err(error) if error.kind() == io::ErrorKind::AlreadyExists => match fs.metadata(directory) {
-            Ok(meta) if meta.is_dir => Ok(()),
+            Ok(meta) if meta.is_dir && durable.contains(directory) => Ok(()),
+            Ok(meta) if meta.is_dir => sync_parent(),
             Ok(meta) if meta.is_symlink => Err(symlink_refused(directory.display().to_string())),
             Ok(_) => Err(Error::invalid("data root", format!("{} is not a directory", directory.display()))),
             Err(error) => Err(Error::io("stat directory", &error)),

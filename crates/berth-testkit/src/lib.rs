@@ -3,6 +3,7 @@
 //! - `conformance`: one generic async body per contract clause, run against every
 //!   backend through a `ConformanceBackend` factory (memory, JSONL, later PostgreSQL).
 //! - `fault_fs`: a fault-injecting implementation of the JSONL backend's `Fs` trait.
+//! - `sim_fs`: an in-memory `Fs` that models what survives a power loss (`SimFs`).
 //! - `clock`: a `FakeClock` that tests move by hand.
 
 pub mod catalog_conformance;
@@ -10,5 +11,6 @@ pub mod clock;
 pub mod conformance;
 pub mod fault_fs;
 pub mod service_conformance;
+pub mod sim_fs;
 
 pub use clock::FakeClock;

@@ -1,0 +1,657 @@
+//! Power-loss simulation of the JSONL backend over `SimFs` (reliability plan §6 A, tests
+//! 6, 7 and 10; failure model in §1.1).
+//!
+//! A seeded workload runs on a `LogStore` over `JsonlBackend` over `SimFs`, once to count
+//! its file operations K, then once per crash point N in 1..=K with the file system
+//! frozen at operation N (that operation and every later one fail with `EIO`). For each
+//! crash point, `crash_image(seed)` keeps only durable directory entries and gives every
+//! unsynced write an independent fate (applied, dropped, torn at 512 B / 4 KiB, zero- or
+//! garbage-filled); a fresh backend then opens the image and the invariants are checked:
+//!
+//! - every session whose create was acknowledged exists (read open, listing);
+//! - a session that exists has its header and at least its first batch (publication is
+//!   atomic), and its events are a prefix of what was attempted that contains every
+//!   acknowledged event (acknowledged ⊆ recovered ⊆ attempted, content equal);
+//! - `fsck` finds no corruption (a torn tail is fine), no operation returns `Corrupt`;
+//! - a write open succeeds (truncating any torn tail), its epoch is above every
+//!   acknowledged epoch, the stored epoch never went back, leftover temp files are gone
+//!   afterwards, and one more append is read back after reopening;
+//! - a session that does not exist can be created again (its leftovers are reused).
+//!
+//! Numbers (debug build, 2 cores, measured): test 6 sweeps 4 workload seeds (3 sessions,
+//! 11–14 batches of 1–5 events of up to 6 KiB, one reopen per session), 192–196 crash
+//! points each (776 in all); a crash point whose image has unsynced file changes is
+//! checked with 16 image seeds, one without (its image is deterministic) with 1: about
+//! 1,440 images, ~360 of them with a torn tail to truncate, in ~6.5 s. The plan asks for
+//! 200 seeds in CI; raise `WORKLOAD_SEEDS` / `IMAGE_SEEDS` (or set
+//! `BERTH_POWER_LOSS_SEEDS`) for a longer run. Test 7 runs the sweep of workload seed 0
+//! (196 crash points, 1 image each) twice with directory fsyncs turned into no-ops (all
+//! of them; only the session directory's) and must find violations (it finds 161 of 196
+//! each), ~1.6 s. Test 10 crashes before each of the 85 operations of a create and two
+//! epoch replacements, with 24 image seeds where the image is not deterministic (131
+//! images), ~0.8 s.
+//!
+//! The last test covers a bug this sweep found and `ensure_dir` now fixes (an
+//! acknowledged session lost when a process crash between `mkdir` and the parent's
+//! `fsync` precedes a power loss); see its doc comment.
+//!
+//! Run: `cargo nextest run -p berth-testkit --test jsonl_power_loss`.
+
+use berth_core::{Epoch, Error, Event, SessionHeader, SessionKey};
+use berth_jsonl::format::{self, EPOCH_FILE, EPOCH_TEMP_FILE, LOG_FILE, LOG_TEMP_PREFIX};
+use berth_jsonl::fsck::{self, SessionStatus};
+use berth_jsonl::{Durability, JsonlBackend, JsonlOptions};
+use berth_store::{Access, ListQuery, LogStore, SessionHandle};
+use berth_testkit::conformance::fixtures::{bulky, header, marker, tenant};
+use berth_testkit::fault_fs::FsOp;
+use berth_testkit::sim_fs::{Freeze, SimFs, SkipDirSyncs, SplitMix64};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+const ROOT: &str = "/sim/data";
+/// Workload seeds of test 6.
+const WORKLOAD_SEEDS: u64 = 4;
+/// Image seeds per crash point that has unsynced file changes.
+const IMAGE_SEEDS: u64 = 16;
+
+fn image_seeds() -> u64 {
+    std::env::var("BERTH_POWER_LOSS_SEEDS").ok().and_then(|seeds| seeds.parse().ok()).unwrap_or(IMAGE_SEEDS)
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
+}
+
+fn open_store(fs: &SimFs) -> Result<(JsonlBackend, LogStore), Error> {
+    let backend = JsonlBackend::open(ROOT, JsonlOptions { durability: Durability::PerAppend, fs: fs.shared() })?;
+    let store = LogStore::new(Arc::new(backend.clone()));
+    Ok((backend, store))
+}
+
+// ---------------------------------------------------------------------------------------
+// The workload
+
+/// One step of a workload.
+#[derive(Clone, Debug)]
+enum Step {
+    /// Create session `s` and materialize it: with its first batch (an append), or with a
+    /// flush when the first batch is empty.
+    Create(usize),
+    /// Append the next batch of session `s`.
+    Append(usize),
+    /// Close session `s` and open it for writing again (an epoch replacement).
+    Reopen(usize),
+    Close(usize),
+}
+
+#[derive(Clone, Debug)]
+struct SessionPlan {
+    header: SessionHeader,
+    /// The batch the create publishes (may be empty).
+    first: Vec<Event>,
+    /// The later batches, in order.
+    batches: Vec<Vec<Event>>,
+}
+
+impl SessionPlan {
+    fn key(&self) -> SessionKey {
+        self.header.key()
+    }
+
+    /// Every event the workload tries to store, in order.
+    fn attempted(&self) -> Vec<Event> {
+        self.first.iter().chain(self.batches.iter().flatten()).cloned().collect()
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Workload {
+    sessions: Vec<SessionPlan>,
+    steps: Vec<Step>,
+}
+
+/// What the workload was told succeeded.
+#[derive(Clone, Debug, Default)]
+struct Acked {
+    created: bool,
+    /// Events whose append (or create) returned `Ok`.
+    events: usize,
+    /// The largest epoch of a write handle that was returned (create or write open).
+    epoch: Option<Epoch>,
+}
+
+fn event(seq: u64, rng: &mut SplitMix64) -> Event {
+    match rng.below(3) {
+        0 => marker(seq),
+        // Up to ~6 KiB, so that batches straddle 512-byte and 4 KiB tear points.
+        _ => bulky(seq, 10 + rng.below(6_000) as usize),
+    }
+}
+
+fn batch(next_seq: &mut u64, rng: &mut SplitMix64) -> Vec<Event> {
+    let count = 1 + rng.below(5);
+    (0..count)
+        .map(|_| {
+            let event = event(*next_seq, rng);
+            *next_seq += 1;
+            event
+        })
+        .collect()
+}
+
+/// Test 6's workload: three sessions (one created by a flush, two by a first batch),
+/// each with 3–4 batches of 1–5 events, interleaved, one reopen for writing each, closed.
+fn seeded_workload(seed: u64) -> Workload {
+    let mut rng = SplitMix64::new(seed);
+    let mut sessions = Vec::new();
+    let mut queue = Vec::new();
+    for index in 0..3 {
+        let mut next_seq = 0;
+        let first = if index == 0 { Vec::new() } else { batch(&mut next_seq, &mut rng) };
+        let count = 3 + rng.below(2) as usize;
+        let batches = (0..count).map(|_| batch(&mut next_seq, &mut rng)).collect::<Vec<_>>();
+        let reopen_after = rng.below(count as u64) as usize;
+        let mut own = vec![Step::Create(index)];
+        for batch_index in 0..count {
+            if batch_index == reopen_after {
+                own.push(Step::Reopen(index));
+            }
+            own.push(Step::Append(index));
+        }
+        own.push(Step::Close(index));
+        sessions.push(SessionPlan { header: header(&format!("s{index}")), first, batches });
+        queue.push(own.into_iter().collect::<std::collections::VecDeque<_>>());
+    }
+    let mut steps = Vec::new();
+    while queue.iter().any(|own| !own.is_empty()) {
+        let candidates: Vec<usize> = (0..queue.len()).filter(|index| !queue[*index].is_empty()).collect();
+        let pick = candidates[rng.below(candidates.len() as u64) as usize];
+        steps.push(queue[pick].pop_front().expect("non-empty"));
+    }
+    Workload { sessions, steps }
+}
+
+/// Runs `workload` on `fs` until the first failure (after which a frozen file system
+/// fails everything anyway) and returns what was acknowledged.
+async fn run_workload(fs: &SimFs, workload: &Workload) -> Vec<Acked> {
+    let mut acked = vec![Acked::default(); workload.sessions.len()];
+    let Ok((_backend, store)) = open_store(fs) else {
+        return acked;
+    };
+    let mut handles: Vec<Option<SessionHandle>> = vec![None; workload.sessions.len()];
+    let mut next_batch = vec![0usize; workload.sessions.len()];
+    for step in &workload.steps {
+        let outcome = run_step(&store, workload, step, &mut handles, &mut next_batch, &mut acked).await;
+        if outcome.is_err() {
+            break;
+        }
+    }
+    for handle in handles.into_iter().flatten() {
+        let _ = handle.close().await;
+    }
+    acked
+}
+
+async fn run_step(
+    store: &LogStore,
+    workload: &Workload,
+    step: &Step,
+    handles: &mut [Option<SessionHandle>],
+    next_batch: &mut [usize],
+    acked: &mut [Acked],
+) -> Result<(), Error> {
+    match *step {
+        Step::Create(s) => {
+            let plan = &workload.sessions[s];
+            let handle = store.create(plan.header.clone()).await?;
+            handles[s] = Some(handle.clone());
+            if plan.first.is_empty() {
+                handle.flush().await?;
+            } else {
+                handle.append(&plan.first).await?;
+            }
+            acked[s].created = true;
+            acked[s].events = plan.first.len();
+            acked[s].epoch = handle.epoch().max(acked[s].epoch);
+        }
+        Step::Append(s) => {
+            let batch = &workload.sessions[s].batches[next_batch[s]];
+            next_batch[s] += 1;
+            let handle = handles[s].as_ref().expect("created before appending");
+            handle.append(batch).await?;
+            acked[s].events += batch.len();
+        }
+        Step::Reopen(s) => {
+            let handle = handles[s].take().expect("created before reopening");
+            handle.close().await?;
+            let handle = store.open(&workload.sessions[s].key(), Access::Write).await?;
+            acked[s].epoch = handle.epoch().max(acked[s].epoch);
+            handles[s] = Some(handle);
+        }
+        Step::Close(s) => {
+            let handle = handles[s].take().expect("created before closing");
+            handle.close().await?;
+        }
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// The invariants
+
+/// Checks one crash image; returns the first violation, or how many sessions had a torn
+/// tail that the write open found (and the first append truncated).
+async fn check_image(image: &SimFs, workload: &Workload, acked: &[Acked]) -> Result<u64, String> {
+    let mut torn_tails = 0;
+    // What the crash left, before anything touches it.
+    let reports = fsck::check_root_with(image, Path::new(ROOT)).map_err(|error| format!("fsck failed: {error}"))?;
+    for report in &reports {
+        if !matches!(report.status, SessionStatus::Ok { .. } | SessionStatus::TornTail { .. }) {
+            return Err(format!("fsck: {} is {:?}", report.key, report.status));
+        }
+    }
+    let (backend, store) = open_store(image).map_err(|error| format!("opening the data root: {error}"))?;
+    let mut query = ListQuery::tenant(tenant());
+    query.limit = berth_core::limits::PAGE_SIZE_MAX;
+    let listed: Vec<String> = store
+        .list(&query)
+        .await
+        .map_err(|error| format!("list: {error}"))?
+        .items
+        .iter()
+        .map(|stat| stat.header.id.to_string())
+        .collect();
+    for (plan, acked) in workload.sessions.iter().zip(acked) {
+        let key = plan.key();
+        let stored_epoch = stored_epoch(image, &backend, &key)?;
+        let reader = match store.open(&key, Access::Read).await {
+            Ok(reader) => reader,
+            Err(Error::NotFound { .. }) => {
+                if acked.created {
+                    return Err(format!("{key}: acknowledged create lost (session missing)"));
+                }
+                if listed.contains(&key.id.to_string()) {
+                    return Err(format!("{key}: listed but does not exist"));
+                }
+                check_recreate(&store, plan).await?;
+                continue;
+            }
+            Err(error) => return Err(format!("{key}: read open failed: {error}")),
+        };
+        if let Some(epoch) = acked.epoch {
+            // An acknowledged write handle made its epoch durable first.
+            if stored_epoch < epoch {
+                return Err(format!("{key}: stored epoch {stored_epoch} < acknowledged epoch {epoch}"));
+            }
+        }
+        if reader.header() != &plan.header {
+            return Err(format!("{key}: header differs"));
+        }
+        let recovered = reader.read(0, None).await.map_err(|error| format!("{key}: read failed: {error}"))?;
+        reader.close().await.map_err(|error| format!("{key}: closing the reader: {error}"))?;
+        let attempted = plan.attempted();
+        if recovered.len() < acked.events {
+            return Err(format!("{key}: {} events recovered, {} acknowledged", recovered.len(), acked.events));
+        }
+        if recovered.len() < plan.first.len() {
+            return Err(format!("{key}: exists with {} events, first batch has {}", recovered.len(), plan.first.len()));
+        }
+        if recovered.len() > attempted.len() || recovered[..] != attempted[..recovered.len()] {
+            return Err(format!("{key}: recovered events are not a prefix of the attempted ones"));
+        }
+        if !listed.contains(&key.id.to_string()) {
+            return Err(format!("{key}: exists but is not listed"));
+        }
+        // The write path: torn tails truncated, epoch above everything acknowledged.
+        let writer = store.open(&key, Access::Write).await.map_err(|error| format!("{key}: write open: {error}"))?;
+        if writer.recovery().is_some() {
+            torn_tails += 1;
+        }
+        let epoch = writer.epoch().ok_or_else(|| format!("{key}: write handle without an epoch"))?;
+        if epoch <= stored_epoch || acked.epoch.is_some_and(|acked| epoch <= acked) {
+            return Err(format!(
+                "{key}: epoch {epoch} after recovery does not exceed {stored_epoch} / {:?}",
+                acked.epoch
+            ));
+        }
+        if writer.next_seq() != recovered.len() as u64 {
+            return Err(format!("{key}: writer next seq {} != {} recovered", writer.next_seq(), recovered.len()));
+        }
+        let next = marker(recovered.len() as u64);
+        writer.append(std::slice::from_ref(&next)).await.map_err(|error| format!("{key}: append: {error}"))?;
+        writer.close().await.map_err(|error| format!("{key}: close: {error}"))?;
+        let leftovers: Vec<String> = image
+            .list_dir(backend.session_dir(&key))
+            .map_err(|error| format!("{key}: listing the session directory: {error}"))?
+            .into_iter()
+            .filter_map(|name| name.into_string().ok())
+            .filter(|name| name.starts_with(LOG_TEMP_PREFIX) || name == EPOCH_TEMP_FILE)
+            .collect();
+        if !leftovers.is_empty() {
+            return Err(format!("{key}: temp files left after a write open: {leftovers:?}"));
+        }
+        let reader = store.open(&key, Access::Read).await.map_err(|error| format!("{key}: reopen: {error}"))?;
+        let after = reader.read(0, None).await.map_err(|error| format!("{key}: read after append: {error}"))?;
+        reader.close().await.map_err(|error| format!("{key}: closing the reader: {error}"))?;
+        if after.len() != recovered.len() + 1
+            || after.last() != Some(&next)
+            || after[..recovered.len()] != recovered[..]
+        {
+            return Err(format!("{key}: the append after recovery is not read back"));
+        }
+    }
+    Ok(torn_tails)
+}
+
+/// The epoch in `session.epoch` of the image (0 if absent).
+fn stored_epoch(image: &SimFs, backend: &JsonlBackend, key: &SessionKey) -> Result<Epoch, String> {
+    match image.read_file(backend.session_dir(key).join(EPOCH_FILE)) {
+        Ok(bytes) => format::decode_epoch_record(&bytes).ok_or_else(|| format!("{key}: damaged epoch file")),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(Epoch(0)),
+        Err(error) => Err(format!("{key}: reading the epoch file: {error}")),
+    }
+}
+
+/// A session that does not exist after the crash can be created again, over whatever
+/// its crashed creation left behind.
+async fn check_recreate(store: &LogStore, plan: &SessionPlan) -> Result<(), String> {
+    let key = plan.key();
+    let handle = store.create(plan.header.clone()).await.map_err(|error| format!("{key}: re-create: {error}"))?;
+    let materialized = if plan.first.is_empty() { handle.flush().await } else { handle.append(&plan.first).await };
+    materialized.map_err(|error| format!("{key}: re-create's first write: {error}"))?;
+    handle.close().await.map_err(|error| format!("{key}: close after re-create: {error}"))?;
+    let reader = store.open(&key, Access::Read).await.map_err(|error| format!("{key}: open re-created: {error}"))?;
+    let events = reader.read(0, None).await.map_err(|error| format!("{key}: read re-created: {error}"))?;
+    reader.close().await.map_err(|error| format!("{key}: closing the reader: {error}"))?;
+    if events != plan.first {
+        return Err(format!("{key}: re-created session holds {} events, not its first batch", events.len()));
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// The sweep
+
+#[derive(Debug, Default)]
+struct Sweep {
+    crash_points: u64,
+    images: u64,
+    /// `(N, image seed, violation)`.
+    violations: Vec<(u64, u64, String)>,
+    /// Images in which a leftover temp log survived the crash.
+    leftover_temp_logs: u64,
+    /// Sessions whose write open after the crash found a torn tail.
+    torn_tails: u64,
+}
+
+/// Runs `workload` once to count its operations K, then crashes it at every operation
+/// 1..=K (frozen there) and checks `image_seeds` images per crash point (1 when the image
+/// is deterministic). Two lanes, one per core. `mutate` is applied to every fresh file
+/// system before the workload runs.
+fn sweep(workload: &Workload, image_seeds: u64, mutate: &(dyn Fn(&SimFs) + Sync), stop_at_first: bool) -> Sweep {
+    let fs = SimFs::with_root("/sim");
+    mutate(&fs);
+    let acked = runtime().block_on(run_workload(&fs, workload));
+    assert!(acked.iter().all(|acked| acked.created), "the uncrashed workload completes");
+    let total = fs.ops();
+    let lanes: Vec<Sweep> = std::thread::scope(|scope| {
+        let lanes: Vec<_> = (0..2u64)
+            .map(|lane| {
+                scope.spawn(move || {
+                    let runtime = runtime();
+                    let mut result = Sweep::default();
+                    for n in (1 + lane..=total).step_by(2) {
+                        let fs = SimFs::with_root("/sim");
+                        mutate(&fs);
+                        fs.freeze(Freeze::AtOp(n));
+                        let acked = runtime.block_on(run_workload(&fs, workload));
+                        assert!(fs.is_frozen(), "crash point {n} of {total} reached");
+                        result.crash_points += 1;
+                        let seeds = if fs.pending_changes() == 0 { 1 } else { image_seeds };
+                        for seed in 0..seeds {
+                            let image = fs.crash_image(seed);
+                            result.images += 1;
+                            if has_leftover_temp_log(&image, workload) {
+                                result.leftover_temp_logs += 1;
+                            }
+                            match runtime.block_on(check_image(&image, workload, &acked)) {
+                                Ok(torn_tails) => result.torn_tails += torn_tails,
+                                Err(violation) => {
+                                    result.violations.push((n, seed, violation));
+                                    if stop_at_first {
+                                        return result;
+                                    }
+                                }
+                            }
+                        }
+                    }
+                    result
+                })
+            })
+            .collect();
+        lanes.into_iter().map(|lane| lane.join().expect("sweep lane panicked")).collect()
+    });
+    let mut result = Sweep::default();
+    for lane in lanes {
+        result.crash_points += lane.crash_points;
+        result.images += lane.images;
+        result.leftover_temp_logs += lane.leftover_temp_logs;
+        result.torn_tails += lane.torn_tails;
+        result.violations.extend(lane.violations);
+    }
+    result.violations.sort_by_key(|(n, seed, _)| (*n, *seed));
+    result
+}
+
+fn session_dir(key: &SessionKey) -> PathBuf {
+    Path::new(ROOT)
+        .join("tenants")
+        .join(format::encode_segment(key.tenant.as_str()))
+        .join("sessions")
+        .join(format::encode_segment(key.id.as_str()))
+}
+
+fn has_leftover_temp_log(image: &SimFs, workload: &Workload) -> bool {
+    workload.sessions.iter().any(|plan| {
+        image.list_dir(session_dir(&plan.key())).is_ok_and(|names| {
+            names.iter().any(|name| name.to_str().is_some_and(|name| name.starts_with(LOG_TEMP_PREFIX)))
+        })
+    })
+}
+
+fn report(what: &str, sweep: &Sweep) {
+    eprintln!(
+        "{what}: {} crash points, {} images, {} with a leftover temp log, {} torn tails truncated, {} violations",
+        sweep.crash_points,
+        sweep.images,
+        sweep.leftover_temp_logs,
+        sweep.torn_tails,
+        sweep.violations.len()
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Tests
+
+#[test]
+fn test_06_power_loss_at_every_operation_keeps_everything_acknowledged() {
+    let seeds = image_seeds();
+    for workload_seed in 0..WORKLOAD_SEEDS {
+        let workload = seeded_workload(workload_seed);
+        let result = sweep(&workload, seeds, &|_| {}, true);
+        report(&format!("test 6, workload seed {workload_seed}"), &result);
+        if let Some((n, seed, violation)) = result.violations.first() {
+            panic!("workload seed {workload_seed}, crash at operation {n}, image seed {seed}: {violation}");
+        }
+        assert!(result.crash_points > 100, "the workload has a useful number of crash points");
+        assert!(result.torn_tails > 0, "the images include torn tails");
+    }
+}
+
+#[test]
+fn test_07_the_sweep_catches_a_missing_directory_fsync() {
+    let workload = seeded_workload(0);
+    // Every directory fsync forgotten.
+    let all = sweep(&workload, 1, &|fs| fs.skip_dir_syncs(SkipDirSyncs::All), false);
+    report("test 7, every directory sync skipped", &all);
+    assert!(!all.violations.is_empty(), "the harness must detect that no directory fsync happens");
+    // Only the session directory's fsync forgotten (the publish `link` and the epoch
+    // `rename` are never made durable), the parents' fsyncs kept.
+    let session_dirs =
+        sweep(&workload, 1, &|fs| fs.skip_dir_syncs(SkipDirSyncs::PathContains("/sessions/".into())), false);
+    report("test 7, session directory syncs skipped", &session_dirs);
+    assert!(
+        session_dirs.violations.iter().any(|(_, _, violation)| violation.contains("acknowledged create lost")),
+        "the harness must detect a create whose link was never made durable: {:?}",
+        session_dirs.violations.first()
+    );
+}
+
+/// Test 10's workload: one session created with a first batch (temp write, temp fsync,
+/// link, directory fsync, unlink temp), closed, opened for writing (epoch replacement:
+/// temp write, fsync, rename, directory fsync), appended to, closed, and opened for
+/// writing once more (a second replacement, over an existing epoch file).
+fn creation_workload() -> Workload {
+    let mut rng = SplitMix64::new(10);
+    let mut next_seq = 0;
+    let mut first = batch(&mut next_seq, &mut rng);
+    first.push(bulky(next_seq, 9_000));
+    next_seq += 1;
+    let batches = vec![batch(&mut next_seq, &mut rng), batch(&mut next_seq, &mut rng)];
+    Workload {
+        sessions: vec![SessionPlan { header: header("created"), first, batches }],
+        steps: vec![
+            Step::Create(0),
+            Step::Reopen(0),
+            Step::Append(0),
+            Step::Reopen(0),
+            Step::Append(0),
+            Step::Close(0),
+        ],
+    }
+}
+
+/// Index (1-based) of the first operation of `kind` on a path ending in `suffix` at or
+/// after operation `from`.
+fn find_op(log: &[(FsOp, PathBuf)], from: usize, kind: FsOp, suffix: &str) -> usize {
+    log.iter()
+        .enumerate()
+        .skip(from.saturating_sub(1))
+        .find(|(_, (op, path))| *op == kind && path.to_string_lossy().ends_with(suffix))
+        .map(|(index, _)| index + 1)
+        .unwrap_or_else(|| panic!("no {kind:?} on *{suffix} after operation {from}"))
+}
+
+#[test]
+fn test_10_crash_at_each_step_of_create_and_epoch_replacement() {
+    let workload = creation_workload();
+    let key = workload.sessions[0].key();
+    let dir = session_dir(&key);
+    let dir_name = dir.to_string_lossy().into_owned();
+
+    // The steps the plan names, located in the uncrashed run's operation log.
+    let fs = SimFs::with_root("/sim");
+    runtime().block_on(run_workload(&fs, &workload));
+    let log = fs.op_log();
+    let temp_write = find_op(&log, 1, FsOp::WriteAt, &format!("{LOG_TEMP_PREFIX}1"));
+    let temp_sync = find_op(&log, temp_write, FsOp::SyncAll, &format!("{LOG_TEMP_PREFIX}1"));
+    let link = find_op(&log, temp_sync, FsOp::HardLink, LOG_FILE);
+    let link_sync = find_op(&log, link, FsOp::SyncDir, &dir_name);
+    let unlink = find_op(&log, link_sync, FsOp::RemoveFile, &format!("{LOG_TEMP_PREFIX}1"));
+    let mut steps = vec![temp_write, temp_sync, link, link_sync, unlink];
+    let mut from = unlink;
+    for _ in 0..2 {
+        let epoch_write = find_op(&log, from, FsOp::WriteAt, EPOCH_TEMP_FILE);
+        let epoch_sync = find_op(&log, epoch_write, FsOp::SyncAll, EPOCH_TEMP_FILE);
+        let rename = find_op(&log, epoch_sync, FsOp::Rename, EPOCH_FILE);
+        let rename_sync = find_op(&log, rename, FsOp::SyncDir, &dir_name);
+        steps.extend([epoch_write, epoch_sync, rename, rename_sync]);
+        from = rename_sync;
+    }
+    assert!(steps.windows(2).all(|pair| pair[0] < pair[1]), "steps in protocol order: {steps:?}");
+    let total = log.len();
+
+    // Crash before every operation (so between every two steps), 24 image seeds each.
+    let runtime = runtime();
+    let (mut images, mut absent, mut leftovers) = (0, 0, 0);
+    for n in 1..=total as u64 {
+        let fs = SimFs::with_root("/sim");
+        fs.freeze(Freeze::AtOp(n));
+        let acked = runtime.block_on(run_workload(&fs, &workload));
+        let seeds = if fs.pending_changes() == 0 { 1 } else { 24 };
+        for seed in 0..seeds {
+            let image = fs.crash_image(seed);
+            images += 1;
+            if !image.exists(dir.join(LOG_FILE)) {
+                absent += 1;
+            }
+            if has_leftover_temp_log(&image, &workload) {
+                leftovers += 1;
+            }
+            if let Err(violation) = runtime.block_on(check_image(&image, &workload, &acked)) {
+                let step = steps.iter().position(|step| *step == n as usize);
+                panic!("crash at operation {n} (named step {step:?} of {steps:?}), image seed {seed}: {violation}");
+            }
+        }
+    }
+    eprintln!(
+        "test 10: {total} crash points, {images} images, {absent} without the session, {leftovers} with a leftover temp log"
+    );
+    assert!(absent > 0, "some crash points precede publication");
+    assert!(leftovers > 0, "some crash points leave a temp log behind (the unlink is not made durable)");
+}
+
+/// A process crash (the page cache survives) between a directory's `mkdir` and its
+/// parent's `fsync` during a create, then a restart whose create of the same session is
+/// acknowledged, then a power loss. Returns, for each directory of the chain
+/// `tenants/`, `<tenant>/`, `sessions/`, `<id>/`, whether the acknowledged session was
+/// lost.
+fn lost_after_a_process_crash_between_mkdir_and_parent_fsync() -> Vec<(String, bool)> {
+    let workload = Workload {
+        sessions: vec![SessionPlan { header: header("s"), first: vec![marker(0)], batches: Vec::new() }],
+        steps: vec![Step::Create(0), Step::Close(0)],
+    };
+    let probe = SimFs::with_root("/sim");
+    let runtime = runtime();
+    runtime.block_on(run_workload(&probe, &workload));
+    let log = probe.op_log();
+    let mut results = Vec::new();
+    for (index, (op, path)) in log.iter().enumerate() {
+        if *op != FsOp::CreateDir || !path.starts_with(ROOT) || path == Path::new(ROOT) {
+            continue;
+        }
+        let parent_sync = index + 2; // 1-based index of the operation after the mkdir
+        assert_eq!(log[parent_sync - 1].0, FsOp::SyncDir, "ensure_dir fsyncs the parent right after mkdir");
+        let fs = SimFs::with_root("/sim");
+        fs.freeze(Freeze::AtOp(parent_sync as u64));
+        let acked = runtime.block_on(run_workload(&fs, &workload));
+        assert!(!acked[0].created, "the first process dies before the create is acknowledged");
+        fs.thaw(); // restart: the page cache, with the new directory, survived
+        let acked = runtime.block_on(run_workload(&fs, &workload));
+        assert!(acked[0].created, "the restarted process's create is acknowledged");
+        let image = fs.crash_image(0);
+        let lost = runtime.block_on(check_image(&image, &workload, &acked)).is_err_and(|violation| {
+            eprintln!("{}: {violation}", path.display());
+            violation.contains("acknowledged create lost")
+        });
+        results.push((path.display().to_string(), lost));
+    }
+    assert_eq!(results.len(), 4, "tenants/, <tenant>/, sessions/, <id>/");
+    results
+}
+
+/// A directory left by a process that died between its `mkdir` and the parent's fsync
+/// (or got `EIO` from that fsync) is made durable by the next create that finds it:
+/// `ensure_dir` (`crates/berth-jsonl/src/backend.rs`) syncs the parent of a directory it
+/// finds already there, once per process. Without that, the next create published and
+/// acknowledged its session inside a directory whose entry a power loss then dropped
+/// (found by this sweep; fails if that sync is removed).
+#[test]
+fn test_10_a_directory_left_by_a_crashed_process_is_made_durable_by_the_next_create() {
+    let lost: Vec<_> = lost_after_a_process_crash_between_mkdir_and_parent_fsync()
+        .into_iter()
+        .filter(|(_, lost)| *lost)
+        .map(|(dir, _)| dir)
+        .collect();
+    assert!(lost.is_empty(), "acknowledged session lost when the first process died after mkdir of {lost:?}");
+}
