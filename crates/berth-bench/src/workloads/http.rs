@@ -65,9 +65,9 @@ impl Http {
         for (sessions, measurements) in &mut self.configurations {
             for index in rotation(2, round) {
                 let root = tempfile::tempdir_in(&self.dir).map_err(io("tempdir"))?;
-                let started = Instant::now();
-                let latencies = measure(index == 1, root.path(), *sessions, self.clients, self.appends).await?;
-                measurements[index].record_throughput(latencies.len() as f64, started.elapsed().as_secs_f64());
+                let (latencies, seconds) =
+                    measure(index == 1, root.path(), *sessions, self.clients, self.appends).await?;
+                measurements[index].record_throughput(latencies.len() as f64, seconds);
                 measurements[index].latencies_us.extend(latencies);
             }
         }
@@ -107,8 +107,10 @@ fn append_request() -> AppendRequest {
     AppendRequest { run: None, expected_seq: None, events }
 }
 
-/// One measurement on a fresh data root: per-append latencies (µs) of every client.
-async fn measure(http: bool, root: &Path, sessions: usize, clients: usize, appends: usize) -> Result<Vec<f64>> {
+/// One measurement on a fresh data root: per-append latencies (µs) of every client, and
+/// the wall time from the first client's start to the last one's end (setup — creating
+/// the sessions, starting the server — and shutdown are not counted).
+async fn measure(http: bool, root: &Path, sessions: usize, clients: usize, appends: usize) -> Result<(Vec<f64>, f64)> {
     let service = open_service(root)?;
     let principal = fixtures::service_principal();
     let mut ids = Vec::with_capacity(sessions);
@@ -116,6 +118,13 @@ async fn measure(http: bool, root: &Path, sessions: usize, clients: usize, appen
         let id = SessionId::parse(&format!("h{index}"))?;
         service.create(&principal, CreateSession { id: Some(id.clone()), ..CreateSession::default() }).await?;
         ids.push(id);
+    }
+    // Warm-up, not measured: a session's first append opens its write handle (lease,
+    // epoch) and writes its first activity at once. The workload measures steady appends,
+    // as `berth-loadgen` does after its warm-up; with few appends per session per round
+    // the cold start otherwise dominated the 64-session figures.
+    for id in &ids {
+        service.append(&principal, id, append_request()).await?;
     }
     let (server, client) = if http {
         let keys = KeyStore::in_memory()?;
@@ -139,6 +148,7 @@ async fn measure(http: bool, root: &Path, sessions: usize, clients: usize, appen
         (None, None)
     };
     let locks = Arc::new(SessionLocks::new());
+    let started = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
     for client_index in 0..clients {
         let (id, service, locks, client) =
@@ -168,9 +178,10 @@ async fn measure(http: bool, root: &Path, sessions: usize, clients: usize, appen
     while let Some(joined) = tasks.join_next().await {
         latencies.extend(joined.map_err(|e| Error::Unavailable { reason: format!("client task: {e}") })??);
     }
+    let seconds = started.elapsed().as_secs_f64();
     match server {
         Some(server) => server.shutdown().await?,
         None => service.shutdown().await?,
     }
-    Ok(latencies)
+    Ok((latencies, seconds))
 }
