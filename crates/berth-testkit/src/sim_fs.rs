@@ -59,6 +59,9 @@ pub enum Freeze {
     /// The n-th sync (`sync_data`, `sync_all`, `sync_dir`; 1-based, counted from
     /// `freeze`) fails, and every later operation of any kind.
     AtSync(u64),
+    /// Only the n-th operation of any kind fails (a transient `EIO`); every other one
+    /// works, and the file system never counts as frozen.
+    OnlyOp(u64),
 }
 
 /// Which directory syncs the mutation knob turns into no-ops.
@@ -278,6 +281,12 @@ impl State {
             let reached = match freeze {
                 Freeze::AtOp(n) => self.ops - ops_base >= n,
                 Freeze::AtSync(n) => op.is_sync() && self.syncs - syncs_base >= n,
+                Freeze::OnlyOp(n) => {
+                    if self.ops - ops_base == n {
+                        return Err(errno(libc::EIO));
+                    }
+                    false
+                }
             };
             if reached {
                 self.frozen = true;

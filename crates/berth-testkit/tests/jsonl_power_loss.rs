@@ -1,5 +1,5 @@
 //! Power-loss simulation of the JSONL backend over `SimFs` (reliability plan §6 A, tests
-//! 6, 7 and 10; failure model in §1.1).
+//! 6, 7 and 10; failure model in §1.1), and the I/O-error sweep (§6 B, test 16).
 //!
 //! A seeded workload runs on a `LogStore` over `JsonlBackend` over `SimFs`, once to count
 //! its file operations K, then once per crash point N in 1..=K with the file system
@@ -654,4 +654,37 @@ fn test_10_a_directory_left_by_a_crashed_process_is_made_durable_by_the_next_cre
         .map(|(dir, _)| dir)
         .collect();
     assert!(lost.is_empty(), "acknowledged session lost when the first process died after mkdir of {lost:?}");
+}
+
+/// Reliability plan test 16, the I/O-error sweep (SQLite's loop): for every operation N
+/// of a workload, fail N once (a transient `EIO`) and, separately, N and every later
+/// operation (a persistent one); then stop the faults, restart (a fresh store on the same
+/// file system, which did not lose power) and check test 6's invariants on what the
+/// restarted process sees: acknowledged ⊆ recovered ⊆ attempted, no corruption, a write
+/// open works. A failed write or sync is rolled back (or, when the rollback fails too,
+/// left whole and unacknowledged), never half-visible.
+#[test]
+fn test_16_io_error_at_every_operation_then_restart_keeps_everything_acknowledged() {
+    let runtime = runtime();
+    let workload = seeded_workload(1);
+    let fs = SimFs::with_root("/sim");
+    let acked = runtime.block_on(run_workload(&fs, &workload));
+    assert!(acked.iter().all(|acked| acked.created), "the workload completes without faults");
+    let total = fs.ops();
+    let mut runs = 0;
+    let mut violations = Vec::new();
+    for n in 1..=total {
+        for (mode, fault) in [("transient", Freeze::OnlyOp(n)), ("persistent", Freeze::AtOp(n))] {
+            let fs = SimFs::with_root("/sim");
+            fs.freeze(fault);
+            let acked = runtime.block_on(run_workload(&fs, &workload));
+            fs.thaw();
+            runs += 1;
+            if let Err(violation) = runtime.block_on(check_image(&fs, &workload, &acked)) {
+                violations.push(format!("{mode} EIO at operation {n}: {violation}"));
+            }
+        }
+    }
+    eprintln!("test 16: {runs} runs over {total} operations, {} violations", violations.len());
+    assert!(violations.is_empty(), "{violations:#?}");
 }
