@@ -406,3 +406,65 @@ fn test_09_kill_at_the_nth_write_syscall_loses_nothing_acknowledged() {
     assert_eq!(killed, 40);
     assert!(max_acknowledged.is_some_and(|max| max > 10), "the children did append: {max_acknowledged:?}");
 }
+
+/// Reliability test 13: a real short write from the kernel. The append-loop child runs
+/// with `RLIMIT_FSIZE` a few KiB past the log's current end and `SIGXFSZ` ignored, so the
+/// kernel cuts the write that crosses the limit short (and refuses the next one with
+/// `EFBIG`). The append fails with an error and is never acknowledged; the writer rolls
+/// the file back to its last durable length, so the log scans clean — no partial record
+/// — and holds every acknowledged event; a writer without the limit appends after it.
+#[test]
+fn test_13_real_short_write_from_rlimit_fsize_leaves_nothing_partial() {
+    use std::os::unix::process::CommandExt;
+    let root = tempfile::tempdir().unwrap();
+    create_session(root.path(), "s", 0);
+    let backend = backend(root.path());
+    let key = key("t", "s");
+    let runtime = runtime();
+    for round in 0..5u64 {
+        let size = std::fs::metadata(backend.log_path(&key)).unwrap().len();
+        // Records are ~150–600 bytes, so the limit lands inside one, at a varying place.
+        let limit = size + 2_000 + round * 337;
+        let mut command = Command::new(env!("CARGO_BIN_EXE_berth-crash-child"));
+        command
+            .args(["append-loop", root.path().to_str().unwrap(), "t", "s"])
+            .stdin(Stdio::null())
+            .stderr(Stdio::null());
+        // SAFETY: only async-signal-safe calls (setrlimit, signal) between fork and exec.
+        unsafe {
+            command.pre_exec(move || {
+                let rlimit = libc::rlimit { rlim_cur: limit, rlim_max: limit };
+                if libc::setrlimit(libc::RLIMIT_FSIZE, &rlimit) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+                Ok(())
+            });
+        }
+        let output = command.output().unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(!output.status.success(), "round {round}: the child stops at the limit: {stdout}");
+        assert!(stdout.lines().any(|line| line.starts_with("error ")), "round {round}: {stdout}");
+        let max_acknowledged =
+            stdout.lines().filter_map(|line| line.strip_prefix("ack ")).map(|seq| seq.parse::<u64>().unwrap()).max();
+        let bytes = std::fs::read(backend.log_path(&key)).unwrap();
+        assert!(bytes.len() as u64 <= limit, "round {round}");
+        let scanned = format::scan(&bytes);
+        assert_eq!(scanned.status, ScanStatus::Clean, "round {round}: the short write was rolled back");
+        let next_seq = runtime.block_on(async {
+            let mut writer = backend.open_jsonl_writer(&key).await.unwrap();
+            let next_seq = writer.next_seq();
+            let events = writer.read(0, next_seq).await.unwrap();
+            for (seq, event) in events.iter().enumerate() {
+                assert_eq!(content_of(event), format!("e{seq}"), "round {round}");
+            }
+            let data = serde_json::json!({ "content": format!("e{next_seq}") });
+            let event = berth_core::Event::new(next_seq, "user/message", berth_core::Timestamp(1_000), data).unwrap();
+            writer.append(&[event]).await.unwrap();
+            writer.release().await.unwrap();
+            next_seq + 1
+        });
+        let max = max_acknowledged.expect("the child acknowledged appends before the limit");
+        assert!(next_seq > max + 1, "round {round}: acknowledged seq {max} lost ({next_seq} events now)");
+    }
+}
