@@ -144,7 +144,22 @@ impl JsonlBackend {
         let root = root.into();
         let backend = JsonlBackend { inner: Arc::new(Inner { root, options, durable_dirs: DurableDirs::default() }) };
         backend.create_root()?;
+        if let Some(kind) = backend.network_filesystem() {
+            tracing::warn!(
+                root = %backend.root().display(),
+                filesystem = kind,
+                "the data root is on a network file system: fsync, flock and link there do not give the \
+                 durability and single-writer guarantees berth's embedded backend relies on; use a local disk \
+                 (or PostgreSQL for shared storage)"
+            );
+        }
         Ok(backend)
+    }
+
+    /// The network file system the data root is on (NFS, SMB, …), if any: berth's
+    /// embedded backend assumes a local one and warns at open.
+    pub fn network_filesystem(&self) -> Option<&'static str> {
+        self.fs().network_filesystem(self.root()).ok().flatten()
     }
 
     fn create_root(&self) -> Result<()> {

@@ -103,6 +103,33 @@ pub trait Fs: Send + Sync + 'static {
     fn read_dir(&self, path: &Path) -> io::Result<Vec<OsString>>;
     /// `lstat(2)`: never follows a symlink.
     fn metadata(&self, path: &Path) -> io::Result<FileMeta>;
+    /// The name of the network file system `path` is on (`statfs(2)`'s `f_type`), if it
+    /// is on one; `None` for a local one or a file system that is not the OS's.
+    fn network_filesystem(&self, _path: &Path) -> io::Result<Option<&'static str>> {
+        Ok(None)
+    }
+}
+
+/// The network file systems whose `statfs` magic numbers berth knows. Their `fsync`,
+/// `flock` and `link` do not give the guarantees the JSONL backend relies on (locks may
+/// be advisory or lost on reconnect, a sync may only reach the server's cache), so
+/// berth warns when its data root is on one (`docs/storage-format.md`, *Assumptions*).
+pub fn network_filesystem_name(f_type: u32) -> Option<&'static str> {
+    Some(match f_type {
+        0x0000_6969 => "NFS",
+        0x0000_517B => "SMB",
+        0xFF53_4D42 => "CIFS",
+        0xFE53_4D42 => "SMB2",
+        0x0102_1997 => "9P",
+        0x00C3_6400 => "Ceph",
+        0x4750_4653 => "GPFS",
+        0x0BD0_0BD0 => "Lustre",
+        0x5346_414F => "AFS",
+        0x6B41_4653 => "kAFS",
+        0x7461_636F => "OCFS2",
+        0x0116_1970 => "GFS2",
+        _ => return None,
+    })
 }
 
 /// An open file (or directory).
@@ -190,6 +217,19 @@ impl Fs for OsFs {
 
     fn metadata(&self, path: &Path) -> io::Result<FileMeta> {
         fs::symlink_metadata(path).map(|meta| FileMeta::from_std(&meta))
+    }
+
+    fn network_filesystem(&self, path: &Path) -> io::Result<Option<&'static str>> {
+        use std::os::unix::ffi::OsStrExt;
+        let path = std::ffi::CString::new(path.as_os_str().as_bytes())
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a path with a NUL byte"))?;
+        // SAFETY: `statfs` writes only into the zeroed struct we pass, and `path` is a
+        // valid NUL-terminated string for the duration of the call.
+        let mut stat: libc::statfs = unsafe { std::mem::zeroed() };
+        if unsafe { libc::statfs(path.as_ptr(), &mut stat) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(network_filesystem_name(stat.f_type as u32))
     }
 }
 

@@ -288,3 +288,21 @@ async fn fsck_reports_every_kind_and_repairs_only_torn_tails() {
     let again = fsck::check_root(root.path()).unwrap();
     assert_eq!(again[3].status, SessionStatus::Ok { events: 3 });
 }
+
+/// Reliability plan §1 rule 7: the embedded backend assumes a local disk. `statfs`
+/// magic numbers of network file systems are recognised (berth warns at open when its
+/// data root is on one); a local root is not one.
+#[test]
+fn network_file_systems_are_recognised_and_a_local_root_is_not_one() {
+    use berth_jsonl::fs::network_filesystem_name;
+    for (magic, name) in [(0x6969, "NFS"), (0xFF53_4D42, "CIFS"), (0xFE53_4D42, "SMB2"), (0x0102_1997, "9P")] {
+        assert_eq!(network_filesystem_name(magic), Some(name));
+    }
+    for local in
+        [0xEF53 /* ext4 */, 0x0102_1994 /* tmpfs */, 0x5846_5342 /* xfs */, 0x9123_683E /* btrfs */]
+    {
+        assert_eq!(network_filesystem_name(local), None);
+    }
+    let root = tempfile::tempdir().unwrap();
+    assert_eq!(backend(root.path()).network_filesystem(), None, "the test machine's temp dir is local");
+}
