@@ -342,6 +342,27 @@ fn a_fresh_instance_sees_only_materialized_sessions() {
     assert_eq!(ChildProcess::spawn("read", root.path(), "materialized").outcome(), "read 1");
 }
 
+/// Opens the session for writing after a child stopped, checks that every recovered
+/// event is the one the children wrote for its seq (`e<seq>`), appends the next one if
+/// asked (as a child would), and returns the next seq and the writer's epoch.
+async fn reopen_and_check(backend: &JsonlBackend, key: &SessionKey, label: &str, append_next: bool) -> (u64, Epoch) {
+    let mut writer = backend.open_jsonl_writer(key).await.unwrap();
+    let mut next_seq = writer.next_seq();
+    let events = writer.read(0, next_seq).await.unwrap();
+    for (seq, event) in events.iter().enumerate() {
+        assert_eq!(content_of(event), format!("e{seq}"), "{label}");
+    }
+    if append_next {
+        let data = serde_json::json!({ "content": format!("e{next_seq}") });
+        let event = berth_core::Event::new(next_seq, "user/message", berth_core::Timestamp(1_000), data).unwrap();
+        writer.append(&[event]).await.unwrap();
+        next_seq += 1;
+    }
+    let epoch = writer.epoch();
+    writer.release().await.unwrap();
+    (next_seq, epoch)
+}
+
 /// Reliability test 9: a deterministic kill at the N-th write syscall. The append-loop
 /// child runs under `strace -e inject=pwrite64:signal=SIGKILL:when=N`, so it dies as it
 /// enters its N-th `pwrite64` — the epoch file's write, the publish, or the write of one
@@ -386,17 +407,7 @@ fn test_09_kill_at_the_nth_write_syscall_loses_nothing_acknowledged() {
             "N = {n}: {:?}",
             scanned.status
         );
-        let (next_seq, epoch) = runtime.block_on(async {
-            let mut writer = backend.open_jsonl_writer(&key).await.unwrap();
-            let next_seq = writer.next_seq();
-            let events = writer.read(0, next_seq).await.unwrap();
-            for (seq, event) in events.iter().enumerate() {
-                assert_eq!(content_of(event), format!("e{seq}"), "N = {n}");
-            }
-            let epoch = writer.epoch();
-            writer.release().await.unwrap();
-            (next_seq, epoch)
-        });
+        let (next_seq, epoch) = runtime.block_on(reopen_and_check(&backend, &key, &format!("N = {n}"), false));
         assert!(epoch > last_epoch, "N = {n}: epoch {epoch} after {last_epoch}");
         last_epoch = epoch;
         if let Some(max) = max_acknowledged {
@@ -451,19 +462,7 @@ fn test_13_real_short_write_from_rlimit_fsize_leaves_nothing_partial() {
         assert!(bytes.len() as u64 <= limit, "round {round}");
         let scanned = format::scan(&bytes);
         assert_eq!(scanned.status, ScanStatus::Clean, "round {round}: the short write was rolled back");
-        let next_seq = runtime.block_on(async {
-            let mut writer = backend.open_jsonl_writer(&key).await.unwrap();
-            let next_seq = writer.next_seq();
-            let events = writer.read(0, next_seq).await.unwrap();
-            for (seq, event) in events.iter().enumerate() {
-                assert_eq!(content_of(event), format!("e{seq}"), "round {round}");
-            }
-            let data = serde_json::json!({ "content": format!("e{next_seq}") });
-            let event = berth_core::Event::new(next_seq, "user/message", berth_core::Timestamp(1_000), data).unwrap();
-            writer.append(&[event]).await.unwrap();
-            writer.release().await.unwrap();
-            next_seq + 1
-        });
+        let (next_seq, _) = runtime.block_on(reopen_and_check(&backend, &key, &format!("round {round}"), true));
         let max = max_acknowledged.expect("the child acknowledged appends before the limit");
         assert!(next_seq > max + 1, "round {round}: acknowledged seq {max} lost ({next_seq} events now)");
     }
