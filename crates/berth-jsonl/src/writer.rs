@@ -50,7 +50,8 @@ struct DurablePoint {
     last_epoch: Epoch,
 }
 
-/// The synchronous state of a write handle. Runs inside `spawn_blocking`.
+/// The synchronous state of a write handle. Its operations run on the calling thread
+/// (`backend::in_place`), or on the blocking pool when opened or materialized.
 pub(crate) struct WriterCore {
     pub fs: Arc<dyn Fs>,
     pub id: String,
