@@ -19,6 +19,7 @@ struct PlanState {
     fail_next: HashMap<SessionKey, u32>,
     panic_next: HashMap<SessionKey, u32>,
     append_attempts: HashMap<SessionKey, u64>,
+    sync_calls: HashMap<SessionKey, u64>,
 }
 
 /// What the faulty backend does to the next appends of each session. Shared by every
@@ -73,6 +74,11 @@ impl FaultPlan {
     /// A materialization that carries events counts as an append.
     pub fn append_attempts(&self, key: &SessionKey) -> u64 {
         self.state().append_attempts.get(key).copied().unwrap_or(0)
+    }
+
+    /// How many times the store asked the writer of `key` to sync.
+    pub fn sync_calls(&self, key: &SessionKey) -> u64 {
+        self.state().sync_calls.get(key).copied().unwrap_or(0)
     }
 
     /// Appends wait at the gate (after being counted) until `release_appends`.
@@ -211,6 +217,7 @@ impl LogWriter for FaultyWriter {
     }
 
     async fn sync(&mut self) -> Result<()> {
+        *self.plan.state().sync_calls.entry(self.key.clone()).or_default() += 1;
         self.inner.sync().await
     }
 

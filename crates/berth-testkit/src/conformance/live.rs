@@ -424,3 +424,41 @@ pub async fn append_whose_caller_gives_up_still_completes(backend: &dyn Conforma
     writer.close().await.unwrap();
     assert_eq!(stored_events(&store, &key).await, markers(0..3));
 }
+
+/// Group commit (`SessionHandle::flush`): a flush whose events an earlier flush already
+/// drained and synced returns without draining or syncing again. Three flushes queue
+/// while the first one's drain is held at the gate; the first drains everything published
+/// meanwhile too (its drain loops until the buffer is empty) and syncs once; the other two
+/// find their events durable — one sync, not three. Without it, concurrent publishers of
+/// one session convoy: every queued flush syncs again (W5 measured 0.86 syncs per event).
+pub async fn queued_flushes_share_one_drain_and_sync(backend: &dyn ConformanceBackend) {
+    let store = backend.store().await;
+    let faults = backend.faults();
+    let header = header("live-group-commit");
+    let key = header.key();
+    let writer = store.create(header).await.unwrap();
+    writer.flush().await.unwrap();
+    let (attempts_before, syncs_before) = (faults.append_attempts(&key), faults.sync_calls(&key));
+    faults.hold_appends();
+    let flush = |handle: &berth_store::SessionHandle| {
+        let handle = handle.clone();
+        tokio::spawn(async move { handle.flush().await })
+    };
+    writer.publish(marker(0)).unwrap();
+    let first = flush(&writer);
+    eventually("the first drain waits at the gate", || async { faults.append_attempts(&key) == attempts_before + 1 })
+        .await;
+    writer.publish(marker(1)).unwrap();
+    let second = flush(&writer);
+    writer.publish(marker(2)).unwrap();
+    let third = flush(&writer);
+    settle().await;
+    faults.release_appends();
+    for queued in [first, second, third] {
+        queued.await.unwrap().unwrap();
+    }
+    assert_eq!(faults.append_attempts(&key) - attempts_before, 2, "one batch for the first event, one for the rest");
+    assert_eq!(faults.sync_calls(&key) - syncs_before, 1, "the queued flushes found their events already synced");
+    writer.close().await.unwrap();
+    assert_eq!(stored_events(&store, &key).await, markers(0..3));
+}

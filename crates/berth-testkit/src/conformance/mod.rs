@@ -227,6 +227,7 @@ macro_rules! live_write_conformance {
                 publish_validates_and_checks_contiguity,
                 publish_during_close_is_stored_or_refused,
                 append_whose_caller_gives_up_still_completes,
+                queued_flushes_share_one_drain_and_sync,
             ]
         );
     };
