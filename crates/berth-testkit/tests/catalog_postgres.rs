@@ -2,6 +2,8 @@
 //! (`berth_postgres::testing::TestDatabase`, dropped at the end), on the server named by
 //! `BERTH_TEST_PG`. No known divergence: every clause runs.
 
+mod audit_tamper;
+
 use async_trait::async_trait;
 use berth_catalog::Catalog;
 use berth_core::TenantId;
@@ -21,30 +23,11 @@ impl CatalogFixture for PostgresFixture {
     }
 }
 
-/// The SQL that damages one tenant's audit rows. Tenant ids are `[A-Za-z0-9._~-]`, so
-/// quoting them is safe.
-fn tamper_sql(tenant: &TenantId, tamper: AuditTamper) -> String {
-    let rows = format!("FROM audit WHERE tenant = '{tenant}'");
-    match tamper {
-        AuditTamper::ChangeField { seq } => format!(
-            "UPDATE audit SET entry_json = jsonb_set(entry_json::jsonb, '{{action}}', '\"forged\"')::text \
-             WHERE tenant = '{tenant}' AND seq = {seq}"
-        ),
-        AuditTamper::DeleteEntry { seq } => format!("DELETE {rows} AND seq = {seq}"),
-        AuditTamper::DeleteLast => format!("DELETE {rows} AND seq = (SELECT max(seq) {rows})"),
-        AuditTamper::Swap { first, second } => format!(
-            "UPDATE audit AS a SET entry_json = b.entry_json FROM audit AS b \
-             WHERE a.tenant = '{tenant}' AND b.tenant = '{tenant}' \
-               AND ((a.seq = {first} AND b.seq = {second}) OR (a.seq = {second} AND b.seq = {first}))"
-        ),
-    }
-}
-
 #[async_trait]
 impl AuditTamperer for PostgresFixture {
     async fn tamper(&self, tenant: &TenantId, tamper: AuditTamper) {
         let client = self.database.client().await;
-        client.batch_execute(&tamper_sql(tenant, tamper)).await.expect("tamper");
+        client.batch_execute(&audit_tamper::postgres(tenant, tamper)).await.expect("tamper");
     }
 }
 

@@ -2,6 +2,8 @@
 //! test, and the in-memory variant), plus SQLite-only clauses: several connections to
 //! one file racing on compare-and-set and on the audit chain, and reopening.
 
+mod audit_tamper;
+
 use async_trait::async_trait;
 use berth_catalog::{audit, Catalog, SessionQuery};
 use berth_core::{Revision, TenantId};
@@ -20,29 +22,10 @@ impl CatalogFixture for SqliteFixture {
     }
 }
 
-/// The SQL that damages one tenant's audit rows. Tenant ids are `[A-Za-z0-9._~-]`,
-/// so quoting them is safe.
-fn tamper_sql(tenant: &TenantId, tamper: AuditTamper) -> String {
-    let rows = format!("FROM audit WHERE tenant = '{tenant}'");
-    match tamper {
-        AuditTamper::ChangeField { seq } => format!(
-            "UPDATE audit SET entry_json = json_set(entry_json, '$.action', 'forged') WHERE tenant = '{tenant}' AND seq = {seq}"
-        ),
-        AuditTamper::DeleteEntry { seq } => format!("DELETE {rows} AND seq = {seq}"),
-        AuditTamper::DeleteLast => format!("DELETE {rows} AND seq = (SELECT max(seq) {rows})"),
-        AuditTamper::Swap { first, second } => format!(
-            "UPDATE audit SET entry_json = CASE seq \
-                 WHEN {first} THEN (SELECT entry_json {rows} AND seq = {second}) \
-                 WHEN {second} THEN (SELECT entry_json {rows} AND seq = {first}) END \
-             WHERE tenant = '{tenant}' AND seq IN ({first}, {second})"
-        ),
-    }
-}
-
 #[async_trait]
 impl AuditTamperer for SqliteFixture {
     async fn tamper(&self, tenant: &TenantId, tamper: AuditTamper) {
-        self.catalog.execute_for_tests(&tamper_sql(tenant, tamper)).await.expect("tamper");
+        self.catalog.execute_for_tests(&audit_tamper::sqlite(tenant, tamper)).await.expect("tamper");
     }
 }
 

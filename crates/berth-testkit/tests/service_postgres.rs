@@ -4,6 +4,8 @@
 //! back. `restart` builds a new backend instance (new pool, new lease holder identity)
 //! over the same database, as a new process would. No known divergence.
 
+mod audit_tamper;
+
 use async_trait::async_trait;
 use berth_catalog::Catalog;
 use berth_core::TenantId;
@@ -49,24 +51,6 @@ impl PostgresService {
     }
 }
 
-/// The SQL that damages one tenant's audit rows (tenant ids need no escaping).
-fn tamper_sql(tenant: &TenantId, how: AuditTamper) -> String {
-    let rows = format!("FROM audit WHERE tenant = '{tenant}'");
-    match how {
-        AuditTamper::ChangeField { seq } => format!(
-            "UPDATE audit SET entry_json = jsonb_set(entry_json::jsonb, '{{action}}', '\"forged\"')::text \
-             WHERE tenant = '{tenant}' AND seq = {seq}"
-        ),
-        AuditTamper::DeleteEntry { seq } => format!("DELETE {rows} AND seq = {seq}"),
-        AuditTamper::DeleteLast => format!("DELETE {rows} AND seq = (SELECT max(seq) {rows})"),
-        AuditTamper::Swap { first, second } => format!(
-            "UPDATE audit AS a SET entry_json = b.entry_json FROM audit AS b \
-             WHERE a.tenant = '{tenant}' AND b.tenant = '{tenant}' \
-               AND ((a.seq = {first} AND b.seq = {second}) OR (a.seq = {second} AND b.seq = {first}))"
-        ),
-    }
-}
-
 #[async_trait]
 impl ServiceBackend for PostgresService {
     fn name(&self) -> &str {
@@ -90,7 +74,7 @@ impl ServiceBackend for PostgresService {
 
     async fn tamper_audit(&self, tenant: &TenantId, how: AuditTamper) {
         let client = self.database.client().await;
-        client.batch_execute(&tamper_sql(tenant, how)).await.expect("tamper with the audit rows");
+        client.batch_execute(&audit_tamper::postgres(tenant, how)).await.expect("tamper with the audit rows");
     }
 }
 
