@@ -184,6 +184,28 @@ impl ListDriver {
     pub fn drives_from_labels(self) -> bool {
         matches!(self, ListDriver::Label | ListDriver::LabelStatus)
     }
+
+    /// The index prefixes a page of `query` is read from, one sub-query each, as
+    /// (status, blank) values the sub-query fixes (`None`: not fixed): one per distinct
+    /// status when the index leads with one status, and the non-blank rows (then the
+    /// blank ones too, if asked) except for a cross-tenant sweep, whose scan is not
+    /// bounded by these indexes anyway.
+    pub fn partitions(self, query: &SessionQuery) -> Vec<(Option<Status>, Option<bool>)> {
+        let statuses: Vec<Option<Status>> = if self.splits_status() {
+            let mut distinct = query.statuses.clone();
+            distinct.sort_by_key(|status| status.as_str());
+            distinct.dedup();
+            distinct.into_iter().map(Some).collect()
+        } else {
+            vec![None]
+        };
+        let blanks: &[Option<bool>] = match (self, query.include_blank) {
+            (ListDriver::AnyTenant, _) => &[None],
+            (_, false) => &[Some(false)],
+            (_, true) => &[Some(false), Some(true)],
+        };
+        statuses.iter().flat_map(|status| blanks.iter().map(move |blank| (*status, *blank))).collect()
+    }
 }
 
 /// Per-tenant retention (R-S11). `None` fields do not apply.

@@ -40,26 +40,13 @@ impl Plan {
 
 pub(crate) fn plan(query: &SessionQuery) -> Result<Plan, Failure> {
     let driver = Driver::choose(query);
-    let mut statuses: Vec<Option<Status>> = vec![None];
-    if driver.splits_status() {
-        let mut distinct = query.statuses.clone();
-        distinct.sort_by_key(|status| status.as_str());
-        distinct.dedup();
-        statuses = distinct.into_iter().map(Some).collect();
-    }
-    let blanks: &[Option<bool>] = match (driver, query.include_blank) {
-        (Driver::AnyTenant, _) => &[None],
-        (_, false) => &[Some(false)],
-        (_, true) => &[Some(false), Some(true)],
-    };
     let mut plan = Plan { sql: String::new(), params: Vec::new() };
     let limit = plan.bind(to_i64("page size", query.limit as u64)?);
-    let mut parts = Vec::new();
-    for status in &statuses {
-        for blank in blanks {
-            parts.push(sub_query(&mut plan, query, driver, *status, *blank, &limit));
-        }
-    }
+    let mut parts: Vec<String> = driver
+        .partitions(query)
+        .into_iter()
+        .map(|(status, blank)| sub_query(&mut plan, query, driver, status, blank, &limit))
+        .collect();
     plan.sql = if parts.len() == 1 {
         parts.remove(0)
     } else {

@@ -46,25 +46,7 @@ pub(crate) struct SubQuery {
 /// The sub-queries whose merged, re-sorted and truncated results answer `query`.
 pub(crate) fn plan(query: &SessionQuery) -> Vec<SubQuery> {
     let driver = Driver::choose(query);
-    let mut statuses: Vec<Option<Status>> = vec![None];
-    if driver.splits_status() {
-        let mut distinct = query.statuses.clone();
-        distinct.sort_by_key(|status| status.as_str());
-        distinct.dedup();
-        statuses = distinct.into_iter().map(Some).collect();
-    }
-    let blanks: &[Option<bool>] = match (driver, query.include_blank) {
-        (Driver::AnyTenant, _) => &[None],
-        (_, false) => &[Some(false)],
-        (_, true) => &[Some(false), Some(true)],
-    };
-    let mut sub_queries = Vec::new();
-    for status in &statuses {
-        for blank in blanks {
-            sub_queries.push(sub_query(query, driver, *status, *blank));
-        }
-    }
-    sub_queries
+    driver.partitions(query).into_iter().map(|(status, blank)| sub_query(query, driver, status, blank)).collect()
 }
 
 /// Builds one sub-query; `status` / `blank` are the prefix values this one fixes.
