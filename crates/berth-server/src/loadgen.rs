@@ -62,7 +62,9 @@ fn principal() -> Principal {
     }
 }
 
-fn open_service(root: &Path) -> berth_core::Result<Arc<SessionService>> {
+/// The service as `berth serve` opens it on an embedded data directory (JSONL logs, the
+/// SQLite catalog); shared with `berth bench`'s W6.
+pub fn open_service(root: &Path) -> berth_core::Result<Arc<SessionService>> {
     let jsonl = berth_jsonl::JsonlBackend::open(root.to_path_buf(), Default::default())?;
     let catalog = berth_sqlite::SqliteCatalog::open(root.join("catalog.sqlite"))?;
     Ok(Arc::new(SessionService::new(
@@ -70,6 +72,30 @@ fn open_service(root: &Path) -> berth_core::Result<Arc<SessionService>> {
         Arc::new(catalog),
         Arc::new(SystemClock),
     )))
+}
+
+/// `berth serve` over `service` on a random loopback port, with no rate limit and no
+/// sweeper, and an API key for `principal` (shared with `berth bench`'s W6).
+pub async fn loopback_server(
+    service: &Arc<SessionService>,
+    principal: &Principal,
+) -> berth_core::Result<(crate::RunningServer, String)> {
+    let keys = KeyStore::in_memory()?;
+    let key = keys.create(principal, None)?.1;
+    let config = ServerConfig {
+        listen: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+        rate_limit: None,
+        sweep_interval: None,
+        ..ServerConfig::default()
+    };
+    let parts = ServerParts {
+        service: service.clone(),
+        auth: Authenticator::new(keys, None),
+        metrics: Arc::new(Metrics::new()),
+        feed: None,
+    };
+    let server = crate::start(config, parts).await.map_err(|e| berth_core::Error::io("listen", &e))?;
+    Ok((server, key))
 }
 
 fn request() -> AppendRequest {
@@ -138,26 +164,13 @@ pub async fn measure(mode: Mode, options: &LoadOptions, root: &Path) -> berth_co
         ids.push(id);
     }
     let locks = Arc::new(SessionLocks::new());
-    let mut server = None;
-    let mut key = String::new();
-    if mode == Mode::Http {
-        let keys = KeyStore::in_memory()?;
-        key = keys.create(&principal(), None)?.1;
-        let config = ServerConfig {
-            listen: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
-            rate_limit: None,
-            sweep_interval: None,
-            ..ServerConfig::default()
-        };
-        let parts = ServerParts {
-            service: service.clone(),
-            auth: Authenticator::new(keys, None),
-            metrics: Arc::new(Metrics::new()),
-            feed: None,
-        };
-        let running = crate::start(config, parts).await.map_err(|e| berth_core::Error::io("listen", &e))?;
-        server = Some(running);
-    }
+    let (server, key) = match mode {
+        Mode::Http => {
+            let (server, key) = loopback_server(&service, &principal()).await?;
+            (Some(server), key)
+        }
+        Mode::Library => (None, String::new()),
+    };
     let url = server.as_ref().map(|server| server.url());
     let warmup_end = Instant::now() + Duration::from_secs(options.warmup_seconds);
     let end = warmup_end + Duration::from_secs(seconds);

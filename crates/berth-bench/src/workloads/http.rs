@@ -14,14 +14,11 @@ use super::{elapsed_us, rotation};
 use crate::fixtures::{self, io};
 use crate::payload::chat_event;
 use crate::report::{Figure, Goal, Measurement, Target};
-use berth_core::{Error, Result, SessionId, SessionKey, SystemClock};
-use berth_server::auth::{Authenticator, KeyStore};
+use berth_core::{Error, Result, SessionId, SessionKey};
 use berth_server::client::Client;
 use berth_server::limits::SessionLocks;
-use berth_server::metrics::Metrics;
-use berth_server::{ServerConfig, ServerParts};
-use berth_service::{AppendRequest, CreateSession, NewEvent, SessionService};
-use berth_sqlite::SqliteCatalog;
+use berth_server::loadgen::{loopback_server, open_service};
+use berth_service::{AppendRequest, CreateSession, NewEvent};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -91,11 +88,6 @@ pub fn targets(sizes: &crate::Sizes) -> Vec<Target> {
     targets
 }
 
-fn open_service(root: &Path) -> Result<Arc<SessionService>> {
-    let catalog = SqliteCatalog::open(root.join("catalog.sqlite"))?;
-    Ok(Arc::new(SessionService::new(fixtures::jsonl_store(root)?, Arc::new(catalog), Arc::new(SystemClock))))
-}
-
 fn append_request() -> AppendRequest {
     let event = chat_event(0);
     let events = vec![NewEvent {
@@ -127,21 +119,7 @@ async fn measure(http: bool, root: &Path, sessions: usize, clients: usize, appen
         service.append(&principal, id, append_request()).await?;
     }
     let (server, client) = if http {
-        let keys = KeyStore::in_memory()?;
-        let key = keys.create(&principal, None)?.1;
-        let config = ServerConfig {
-            listen: "127.0.0.1:0".parse().map_err(|_| fixtures::invalid("loopback address"))?,
-            rate_limit: None,
-            sweep_interval: None,
-            ..ServerConfig::default()
-        };
-        let parts = ServerParts {
-            service: service.clone(),
-            auth: Authenticator::new(keys, None),
-            metrics: Arc::new(Metrics::new()),
-            feed: None,
-        };
-        let server = berth_server::start(config, parts).await.map_err(io("start server"))?;
+        let (server, key) = loopback_server(&service, &principal).await?;
         let client = Client::new(&server.url(), Some(key))?;
         (Some(server), Some(client))
     } else {
