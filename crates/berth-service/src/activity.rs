@@ -70,6 +70,7 @@ impl Held {
 type HeldMap = Mutex<HashMap<SessionKey, Held>>;
 
 pub(crate) struct ActivityHold {
+    catalog: Arc<dyn Catalog>,
     window: Duration,
     held: Arc<HeldMap>,
 }
@@ -79,21 +80,14 @@ fn lock(held: &HeldMap) -> MutexGuard<'_, HashMap<SessionKey, Held>> {
 }
 
 impl ActivityHold {
-    pub(crate) fn new(window: Duration) -> ActivityHold {
-        ActivityHold { window, held: Arc::new(Mutex::new(HashMap::new())) }
+    pub(crate) fn new(catalog: Arc<dyn Catalog>, window: Duration) -> ActivityHold {
+        ActivityHold { catalog, window, held: Arc::new(Mutex::new(HashMap::new())) }
     }
 
     /// Holds the activity of an append that stored events up to `next_seq` at `now`,
     /// if the rules allow; `false` means the caller writes it at once. `record` is the
     /// session as the append loaded it (held activity overlaid).
-    pub(crate) fn hold(
-        &self,
-        catalog: &Arc<dyn Catalog>,
-        record: &SessionRecord,
-        now: Timestamp,
-        next_seq: u64,
-        conversation: bool,
-    ) -> bool {
+    pub(crate) fn hold(&self, record: &SessionRecord, now: Timestamp, next_seq: u64, conversation: bool) -> bool {
         let incoming =
             Held { next_seq, last_activity: now, conversation, ttl_ms: record.header.policy.activity_ttl_ms };
         let mut held = lock(&self.held);
@@ -118,7 +112,7 @@ impl ActivityHold {
         }
         held.insert(key.clone(), incoming);
         drop(held);
-        let (map, catalog, window) = (Arc::clone(&self.held), Arc::clone(catalog), self.window);
+        let (map, catalog, window) = (Arc::clone(&self.held), Arc::clone(&self.catalog), self.window);
         if let Ok(runtime) = runtime {
             runtime.spawn(async move {
                 tokio::time::sleep(window).await;
@@ -151,16 +145,16 @@ impl ActivityHold {
     }
 
     /// Writes what is held for `key`, now.
-    pub(crate) async fn write_one(&self, catalog: &dyn Catalog, key: &SessionKey) -> Result<()> {
+    pub(crate) async fn write_one(&self, key: &SessionKey) -> Result<()> {
         let taken = lock(&self.held).remove(key);
         match taken {
-            Some(held) => write(catalog, key, held).await,
+            Some(held) => write(&*self.catalog, key, held).await,
             None => Ok(()),
         }
     }
 
     /// Writes everything held (of one tenant, or of all), now.
-    pub(crate) async fn write_all(&self, catalog: &dyn Catalog, tenant: Option<&TenantId>) -> Result<()> {
+    pub(crate) async fn write_all(&self, tenant: Option<&TenantId>) -> Result<()> {
         let taken: Vec<(SessionKey, Held)> = {
             let mut held = lock(&self.held);
             let keys: Vec<SessionKey> =
@@ -169,7 +163,7 @@ impl ActivityHold {
         };
         let mut failures = Vec::new();
         for (key, held) in taken {
-            if let Err(error) = write(catalog, &key, held).await {
+            if let Err(error) = write(&*self.catalog, &key, held).await {
                 failures.push((key.to_string(), error));
             }
         }

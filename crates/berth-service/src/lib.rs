@@ -53,29 +53,23 @@ pub const WRITERS_CACHED_MAX_DEFAULT: usize = 256;
 #[derive(Default)]
 struct WriterCache {
     handles: HashMap<SessionKey, CachedWriter>,
-    tick: u64,
 }
 
 struct CachedWriter {
     handle: SessionHandle,
-    used: u64,
     last_used: std::time::Instant,
 }
 
 impl WriterCache {
     fn get(&mut self, key: &SessionKey) -> Option<SessionHandle> {
-        self.tick += 1;
-        let tick = self.tick;
         self.handles.get_mut(key).map(|cached| {
-            cached.used = tick;
             cached.last_used = std::time::Instant::now();
             cached.handle.clone()
         })
     }
 
     fn insert(&mut self, key: SessionKey, handle: SessionHandle) {
-        self.tick += 1;
-        self.handles.insert(key, CachedWriter { handle, used: self.tick, last_used: std::time::Instant::now() });
+        self.handles.insert(key, CachedWriter { handle, last_used: std::time::Instant::now() });
     }
 
     /// Keys not used for at least `idle`.
@@ -93,8 +87,9 @@ impl WriterCache {
         if excess == 0 {
             return Vec::new();
         }
-        let mut by_use: Vec<(&SessionKey, u64)> = self.handles.iter().map(|(key, cached)| (key, cached.used)).collect();
-        by_use.sort_unstable_by_key(|(_, used)| *used);
+        let mut by_use: Vec<(&SessionKey, std::time::Instant)> =
+            self.handles.iter().map(|(key, cached)| (key, cached.last_used)).collect();
+        by_use.sort_unstable_by_key(|(_, last_used)| *last_used);
         by_use.into_iter().take(excess).map(|(key, _)| key.clone()).collect()
     }
 }
@@ -128,12 +123,12 @@ impl SessionService {
     pub fn new(store: LogStore, catalog: Arc<dyn Catalog>, clock: Arc<dyn Clock>) -> SessionService {
         SessionService {
             store,
+            activity: activity::ActivityHold::new(Arc::clone(&catalog), ACTIVITY_WINDOW_DEFAULT),
             catalog,
             clock,
             writers: tokio::sync::Mutex::new(WriterCache::default()),
             writers_cached_max: WRITERS_CACHED_MAX_DEFAULT,
             append_locks: std::sync::Mutex::new(HashMap::new()),
-            activity: activity::ActivityHold::new(ACTIVITY_WINDOW_DEFAULT),
         }
     }
 
@@ -141,7 +136,7 @@ impl SessionService {
     /// written to the catalog (`ACTIVITY_WINDOW_DEFAULT`; zero writes every append's
     /// activity at once). See `activity.rs` for the rules that keep it safe.
     pub fn with_activity_window(mut self, window: std::time::Duration) -> SessionService {
-        self.activity = activity::ActivityHold::new(window);
+        self.activity = activity::ActivityHold::new(Arc::clone(&self.catalog), window);
         self
     }
 
@@ -162,7 +157,7 @@ impl SessionService {
     /// sweeper and `shutdown` do first). For tests and tools that read the catalog
     /// directly.
     pub async fn flush_activity(&self) -> Result<()> {
-        self.activity.write_all(&*self.catalog, None).await
+        self.activity.write_all(None).await
     }
 
     pub fn store(&self) -> &LogStore {
@@ -274,7 +269,7 @@ impl SessionService {
         let key = SessionKey::new(principal.tenant.clone(), id.clone());
         let appending = action == APPEND_ACTION;
         if !appending {
-            self.activity.write_one(&*self.catalog, &key).await?;
+            self.activity.write_one(&key).await?;
         }
         let mut record = match self.catalog.get(&key).await? {
             Some(record) if record.status != Status::Creating && principal.can_access(&record.header.scope) => record,
@@ -335,7 +330,7 @@ impl SessionService {
     }
 
     async fn reload(&self, key: &SessionKey) -> Result<SessionRecord> {
-        self.activity.write_one(&*self.catalog, key).await?;
+        self.activity.write_one(key).await?;
         self.catalog.get(key).await?.ok_or_else(|| Error::session_not_found(&key.id))
     }
 
@@ -482,24 +477,26 @@ impl SessionService {
     /// this one to stop. Returns how many were closed. `berth serve` runs it periodically.
     pub async fn close_idle_writers(&self, idle: std::time::Duration) -> usize {
         let victims = self.writers.lock().await.idle_for(idle);
-        let before = self.writers_cached().await;
-        self.evict(victims).await;
-        before.saturating_sub(self.writers_cached().await)
+        self.evict(victims).await
     }
 
     /// Closes cached write handles nobody is using (their session's append lock is
-    /// free), so open handles — and their file descriptors — stay bounded.
-    async fn evict(&self, victims: Vec<SessionKey>) {
+    /// free), so open handles — and their file descriptors — stay bounded. Returns how
+    /// many it closed.
+    async fn evict(&self, victims: Vec<SessionKey>) -> usize {
+        let mut closed = 0;
         for key in victims {
             let lock = self.append_lock(&key);
             let Ok(_no_append_meanwhile) = lock.try_lock() else { continue };
             let evicted = self.writers.lock().await.handles.remove(&key);
             if let Some(cached) = evicted {
+                closed += 1;
                 if let Err(error) = cached.handle.close().await {
                     tracing::warn!(session = %key, %error, "closing an idle write handle failed");
                 }
             }
         }
+        closed
     }
 
     async fn close_writer(&self, key: &SessionKey) {
@@ -656,7 +653,7 @@ impl SessionService {
         query.cursor = request.cursor.as_deref().map(ListCursor::decode).transpose()?;
         query.limit = limit + 1;
         // The listing sorts and filters by activity: write what is held first.
-        if let Err(error) = self.activity.write_all(&*self.catalog, Some(&principal.tenant)).await {
+        if let Err(error) = self.activity.write_all(Some(&principal.tenant)).await {
             tracing::warn!(%error, "writing held activity before a listing failed (the listing may lag)");
         }
         let mut items = self.catalog.list(&query).await?;
@@ -757,7 +754,7 @@ impl SessionService {
             Ok(())
         };
         // Held, when this session's activity was written moments ago (`activity.rs`).
-        if self.activity.hold(&self.catalog, &record, self.now(), new_next, conversation) {
+        if self.activity.hold(&record, self.now(), new_next, conversation) {
             return Ok(AppendOutcome { first_seq: start, next_seq: new_next, duplicate: false });
         }
         // First against the record this append already loaded (no second read on the hot
