@@ -60,7 +60,7 @@ impl EventType {
     pub fn parse(text: &str) -> Result<EventType> {
         if text.len() > EVENT_TYPE_BYTES_MAX {
             return Err(Error::LimitExceeded {
-                what: "event type bytes",
+                what: crate::limits::Limit::EventTypeBytes,
                 limit: EVENT_TYPE_BYTES_MAX as u64,
                 actual: text.len() as u64,
             });

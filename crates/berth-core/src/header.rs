@@ -109,7 +109,7 @@ impl SessionHeader {
         check_version(self.version, None)?;
         if self.delegation_depth > DELEGATION_DEPTH_MAX {
             return Err(Error::LimitExceeded {
-                what: "delegation depth",
+                what: crate::limits::Limit::DelegationDepth,
                 limit: DELEGATION_DEPTH_MAX.into(),
                 actual: self.delegation_depth.into(),
             });

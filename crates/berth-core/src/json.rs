@@ -32,7 +32,7 @@ pub fn check_depth(value: &Value) -> Result<()> {
     fn depth_of(value: &Value, depth: usize) -> Result<()> {
         if depth > JSON_DEPTH_MAX {
             return Err(Error::LimitExceeded {
-                what: "json depth",
+                what: crate::limits::Limit::JsonDepth,
                 limit: JSON_DEPTH_MAX as u64,
                 actual: depth as u64,
             });

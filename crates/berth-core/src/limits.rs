@@ -33,3 +33,103 @@ pub const LIVE_WINDOW_MS: u64 = 200;
 pub const LIVE_WINDOW_BYTES_MAX: usize = 1024 * 1024;
 /// Live write path: buffered bytes beyond which `publish` refuses (back-pressure).
 pub const LIVE_BUFFER_BYTES_MAX: usize = 16 * 1024 * 1024;
+
+/// The name of every limit `Error::LimitExceeded` can report: typed, so the HTTP status, the
+/// exit code and a client's decoding never depend on message text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Limit {
+    IdBytes,
+    EventTypeBytes,
+    EventBytes,
+    BatchEvents,
+    BatchBytes,
+    JsonDepth,
+    PageSize,
+    TitleBytes,
+    Labels,
+    LabelBytes,
+    DelegationDepth,
+    LiveBufferBytes,
+    RequestBytes,
+    ImportInflatedBytes,
+    OutcomeBytes,
+    IdempotencyKeyBytes,
+    /// A position beyond what the storage can number (seqs, audit positions).
+    Seq,
+}
+
+impl Limit {
+    /// Every limit, for tables and round-trip tests.
+    pub const ALL: &'static [Limit] = &[
+        Limit::IdBytes,
+        Limit::EventTypeBytes,
+        Limit::EventBytes,
+        Limit::BatchEvents,
+        Limit::BatchBytes,
+        Limit::JsonDepth,
+        Limit::PageSize,
+        Limit::TitleBytes,
+        Limit::Labels,
+        Limit::LabelBytes,
+        Limit::DelegationDepth,
+        Limit::LiveBufferBytes,
+        Limit::RequestBytes,
+        Limit::ImportInflatedBytes,
+        Limit::OutcomeBytes,
+        Limit::IdempotencyKeyBytes,
+        Limit::Seq,
+    ];
+
+    /// The stable wire name (`limit_name` in HTTP error bodies).
+    pub fn name(self) -> &'static str {
+        match self {
+            Limit::IdBytes => "id_bytes",
+            Limit::EventTypeBytes => "event_type_bytes",
+            Limit::EventBytes => "event_bytes",
+            Limit::BatchEvents => "batch_events",
+            Limit::BatchBytes => "batch_bytes",
+            Limit::JsonDepth => "json_depth",
+            Limit::PageSize => "page_size",
+            Limit::TitleBytes => "title_bytes",
+            Limit::Labels => "labels",
+            Limit::LabelBytes => "label_bytes",
+            Limit::DelegationDepth => "delegation_depth",
+            Limit::LiveBufferBytes => "live_buffer_bytes",
+            Limit::RequestBytes => "request_bytes",
+            Limit::ImportInflatedBytes => "import_inflated_bytes",
+            Limit::OutcomeBytes => "outcome_bytes",
+            Limit::IdempotencyKeyBytes => "idempotency_key_bytes",
+            Limit::Seq => "seq",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Limit> {
+        Limit::ALL.iter().copied().find(|limit| limit.name() == name)
+    }
+
+    /// Whether exceeding it means the request is too large (HTTP 413), as opposed to a
+    /// count or value out of range (422) or JSON too deep to parse (400).
+    pub fn is_payload_size(self) -> bool {
+        matches!(
+            self,
+            Limit::EventTypeBytes
+                | Limit::EventBytes
+                | Limit::BatchEvents
+                | Limit::BatchBytes
+                | Limit::TitleBytes
+                | Limit::LabelBytes
+                | Limit::LiveBufferBytes
+                | Limit::RequestBytes
+                | Limit::ImportInflatedBytes
+                | Limit::OutcomeBytes
+                | Limit::IdempotencyKeyBytes
+        )
+    }
+}
+
+impl std::fmt::Display for Limit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}

@@ -60,7 +60,7 @@ pub fn validate_for_append(event: &Event) -> Result<()> {
     let encoded_bytes = event.size_estimate_bytes();
     if encoded_bytes > EVENT_BYTES_MAX {
         return Err(Error::LimitExceeded {
-            what: "event bytes",
+            what: crate::limits::Limit::EventBytes,
             limit: EVENT_BYTES_MAX as u64,
             actual: encoded_bytes as u64,
         });

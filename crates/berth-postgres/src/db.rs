@@ -299,9 +299,16 @@ pub(crate) fn discard(client: Object) {
 }
 
 /// Integer columns: berth counts in `u64`, PostgreSQL in `bigint`.
+/// `what` names the column for the message; the limit is the numbering's (`Limit::Seq`).
 pub(crate) fn to_i64(what: &'static str, value: u64) -> Result<i64, Failure> {
-    i64::try_from(value)
-        .map_err(|_| Failure::Berth(Error::LimitExceeded { what, limit: i64::MAX as u64, actual: value }))
+    i64::try_from(value).map_err(|_| {
+        tracing::debug!(what, value, "integer beyond bigint");
+        Failure::Berth(Error::LimitExceeded {
+            what: berth_core::limits::Limit::Seq,
+            limit: i64::MAX as u64,
+            actual: value,
+        })
+    })
 }
 
 pub(crate) fn to_u64(what: &str, value: i64) -> Result<u64, Failure> {

@@ -673,7 +673,7 @@ impl LogWriter for PostgresWriter {
         let (db, key, lease) = (self.db.clone(), self.key.clone(), self.lease.clone());
         let epoch = i64::try_from(self.epoch).unwrap_or(i64::MAX);
         let first = i64::try_from(self.next_seq).map_err(|_| Error::LimitExceeded {
-            what: "seq",
+            what: berth_core::limits::Limit::Seq,
             limit: i64::MAX as u64,
             actual: self.next_seq,
         })?;

@@ -9,7 +9,8 @@
 use crate::api::{EventPage, Imported};
 use crate::error::ErrorBody;
 use berth_catalog::{AuditEntry, AuditVerification, RetentionPolicy, RunRecord, SessionRecord};
-use berth_core::{Error, Event, Result, Revision, RunId, SessionId};
+use berth_core::limits::Limit;
+use berth_core::{Error, ErrorClass, Event, Result, Revision, RunId, SessionId};
 use berth_service::{
     AppendOutcome, AppendRequest, AttachRequest, Attachment, ClosePolicy, CreateSession, ListRequest, MetadataUpdate,
     Principal, ResumeOutcome, SessionPage,
@@ -426,40 +427,56 @@ impl Client {
     }
 }
 
-/// The error kind of an error answer, chosen by its stable code.
+/// The error kind of an error answer, chosen by its stable code through the one class
+/// table (`berth_core::ErrorClass`); an unknown code falls back to its HTTP status's class.
 pub fn error_of(response: &RawResponse, context: &str) -> Error {
-    let body: ErrorBody = serde_json::from_slice(&response.body).unwrap_or_else(|_| ErrorBody {
-        code: "http".into(),
-        message: format!("HTTP {}", response.status),
-        expected: None,
-        actual: None,
-        limit: None,
-        state: None,
-    });
-    let message = body.message.clone();
-    match body.code.as_str() {
-        "not_found" => {
-            Error::NotFound { what: if message.starts_with("run") { "run" } else { "session" }, id: context.to_owned() }
+    let body: Option<ErrorBody> = serde_json::from_slice(&response.body).ok();
+    let (code, message) = match &body {
+        Some(body) => (body.code.as_str(), body.message.clone()),
+        None => ("", format!("HTTP {}", response.status)),
+    };
+    let class = ErrorClass::from_code(code).unwrap_or_else(|| ErrorClass::from_http_status(response.status.as_u16()));
+    let field = |pick: fn(&ErrorBody) -> Option<u64>| body.as_ref().and_then(pick).unwrap_or_default();
+    let retry_after_s = response
+        .headers
+        .get(hyper::header::RETRY_AFTER)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|text| text.parse().ok())
+        .unwrap_or(1);
+    let id = context.to_owned();
+    match class {
+        ErrorClass::NotFound => Error::NotFound { what: "session", id },
+        ErrorClass::AlreadyExists => Error::AlreadyExists { what: "session", id },
+        ErrorClass::Busy => Error::Busy { id, reason: message },
+        ErrorClass::RunNotAttached => Error::RunNotAttached { id, run: message },
+        ErrorClass::Fenced => Error::OwnershipLost { id, reason: message },
+        ErrorClass::RevisionConflict => {
+            Error::RevisionConflict { expected: field(|b| b.expected), actual: field(|b| b.actual) }
         }
-        "already_exists" => Error::AlreadyExists { what: "session", id: context.to_owned() },
-        "revision_conflict" => Error::RevisionConflict {
-            expected: body.expected.unwrap_or_default(),
-            actual: body.actual.unwrap_or_default(),
-        },
-        "seq_conflict" => {
-            Error::SeqConflict { expected: body.expected.unwrap_or_default(), actual: body.actual.unwrap_or_default() }
+        ErrorClass::SeqConflict => Error::SeqConflict { expected: field(|b| b.expected), actual: field(|b| b.actual) },
+        ErrorClass::IdempotencyKeyReused => Error::IdempotencyKeyReused { key: message },
+        ErrorClass::InvalidTransition => Error::InvalidTransition { from: String::new(), event: message },
+        ErrorClass::Terminal => {
+            Error::Terminal { state: body.as_ref().and_then(|b| b.state.clone()).unwrap_or_default() }
         }
-        "terminal" => Error::Terminal { state: body.state.unwrap_or_default() },
-        "busy" | "fenced" => Error::Busy { id: context.to_owned(), reason: message },
-        "invalid_transition" => Error::InvalidTransition { from: String::new(), event: message },
-        "forbidden" | "unauthenticated" => Error::Forbidden { reason: message },
-        "invalid" | "limit_exceeded" | "payload_too_large" | "method_not_allowed" => {
-            Error::Invalid { what: "request", reason: message }
+        ErrorClass::PayloadTooLarge | ErrorClass::LimitExceeded => {
+            let limit_name = body.as_ref().and_then(|b| b.limit_name.as_deref()).and_then(Limit::parse);
+            match limit_name {
+                Some(what) => Error::LimitExceeded { what, limit: field(|b| b.limit), actual: field(|b| b.actual) },
+                None => Error::Invalid { what: "request", reason: message },
+            }
         }
-        "corrupt" | "format_unsupported" => Error::Corrupt {
+        ErrorClass::Invalid => Error::Invalid { what: "request", reason: message },
+        ErrorClass::Forbidden => Error::Forbidden { reason: message },
+        ErrorClass::Unauthenticated => Error::Unauthenticated { reason: message },
+        ErrorClass::RateLimited => Error::RateLimited { retry_after_s },
+        ErrorClass::Timeout => Error::Timeout { reason: message },
+        ErrorClass::Unavailable => Error::Unavailable { reason: message },
+        ErrorClass::Unsupported => Error::FormatUnsupported { reason: message, location: None },
+        ErrorClass::Damaged => Error::Corrupt {
             reason: message,
             location: berth_core::Location { artifact: "server".into(), offset: None, seq: None },
         },
-        _ => Error::Unavailable { reason: format!("{} ({})", message, body.code) },
+        _ => Error::Unavailable { reason: format!("{message} ({code}, HTTP {})", response.status) },
     }
 }

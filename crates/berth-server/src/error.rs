@@ -8,7 +8,7 @@
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use berth_core::Error;
+use berth_core::{Error, ErrorClass};
 use serde::{Deserialize, Serialize};
 
 /// The JSON body of every error response.
@@ -30,6 +30,11 @@ pub struct ErrorBody {
     /// `terminal`: the session's state.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state: Option<String>,
+    /// Limits: which one (`event_bytes`, `batch_events`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit_name: Option<String>,
+    /// Sending the same request again, unchanged, may succeed and is safe.
+    pub retryable: bool,
 }
 
 impl ErrorBody {
@@ -41,6 +46,8 @@ impl ErrorBody {
             actual: None,
             limit: None,
             state: None,
+            limit_name: None,
+            retryable: ErrorClass::from_code(code).is_some_and(ErrorClass::retryable),
         }
     }
 }
@@ -76,6 +83,7 @@ impl ApiError {
             format!("request body larger than {limit} bytes"),
         );
         error.body.limit = Some(limit as u64);
+        error.body.limit_name = Some(berth_core::limits::Limit::RequestBytes.name().to_owned());
         error
     }
 
@@ -103,89 +111,55 @@ impl ApiError {
         ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such endpoint")
     }
 
-    /// Maps a service error to its status and body; internal details go to the log only.
+    /// Maps a service error to its status and body through its class
+    /// (`berth_core::ErrorClass`); internal details go to the log only.
     pub fn from_core(error: &Error) -> ApiError {
-        use StatusCode as S;
-        let message = error.to_string();
-        let mut api = match error {
-            Error::NotFound { what, .. } => ApiError::new(S::NOT_FOUND, "not_found", format!("{what} not found")),
-            Error::AlreadyExists { what, .. } => {
-                ApiError::new(S::CONFLICT, "already_exists", format!("{what} already exists"))
-            }
-            Error::RevisionConflict { expected, actual } => {
-                let mut api = ApiError::new(S::PRECONDITION_FAILED, error.code(), message);
+        let class = error.class();
+        let status = StatusCode::from_u16(class.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let mut api = ApiError::new(status, class.code(), public_message(error, class));
+        match error {
+            Error::RevisionConflict { expected, actual } | Error::SeqConflict { expected, actual } => {
                 api.body.expected = Some(*expected);
                 api.body.actual = Some(*actual);
-                api
             }
-            Error::SeqConflict { expected, actual } => {
-                let mut api = ApiError::new(S::CONFLICT, error.code(), message);
-                api.body.expected = Some(*expected);
-                api.body.actual = Some(*actual);
-                api
-            }
-            Error::Terminal { state } => {
-                let mut api = ApiError::new(S::CONFLICT, error.code(), message);
-                api.body.state = Some(state.clone());
-                api
-            }
-            Error::Busy { .. } | Error::AlreadyOwned { .. } => ApiError::new(
-                S::CONFLICT,
-                "busy",
-                match error {
-                    Error::Busy { reason, .. } => format!("session is busy: {reason}"),
-                    _ => "session is being written by another process".to_owned(),
-                },
-            ),
-            Error::InvalidTransition { .. } => ApiError::new(S::CONFLICT, error.code(), message),
-            Error::Fenced { .. } | Error::OwnershipLost { .. } => {
-                ApiError::new(S::CONFLICT, "fenced", "another writer took over this session's log; retry")
-            }
+            Error::Terminal { state } => api.body.state = Some(state.clone()),
             Error::LimitExceeded { what, limit, actual } => {
-                let status = if what.contains("bytes") || what.starts_with("batch") {
-                    S::PAYLOAD_TOO_LARGE
-                } else if *what == "json depth" {
-                    S::BAD_REQUEST
-                } else {
-                    S::UNPROCESSABLE_ENTITY
-                };
-                let mut api = ApiError::new(status, error.code(), message);
                 api.body.limit = Some(*limit);
                 api.body.actual = Some(*actual);
-                api
+                api.body.limit_name = Some(what.name().to_owned());
             }
-            Error::Invalid { .. } => ApiError::new(S::UNPROCESSABLE_ENTITY, error.code(), message),
-            Error::Forbidden { .. } => ApiError::new(S::FORBIDDEN, error.code(), message),
-            Error::Unavailable { .. } | Error::Poisoned { .. } => {
+            _ => {}
+        }
+        match class {
+            ErrorClass::Unavailable => {
                 tracing::warn!(%error, "unavailable");
-                let mut api =
-                    ApiError::new(S::SERVICE_UNAVAILABLE, "unavailable", "the store is temporarily unavailable; retry");
                 api.retry_after_s = Some(1);
-                api
             }
-            // Content the service refuses to reconstruct (an unknown, non-ignorable event
-            // type): the caller's data, not storage damage, and no storage location.
-            Error::FormatUnsupported { location: None, .. } => {
-                ApiError::new(S::UNPROCESSABLE_ENTITY, error.code(), message)
-            }
-            Error::Corrupt { .. } | Error::FormatUnsupported { .. } => {
-                tracing::error!(%error, "damaged data");
-                ApiError::new(
-                    S::INTERNAL_SERVER_ERROR,
-                    error.code(),
-                    "the session's stored data is damaged or of a newer format; an operator must run berth fsck",
-                )
-            }
-            _ => {
-                tracing::error!(%error, code = error.code(), "internal error");
-                ApiError::new(S::INTERNAL_SERVER_ERROR, "internal", "internal error")
-            }
-        };
-        if api.status == S::INTERNAL_SERVER_ERROR || api.status == S::SERVICE_UNAVAILABLE {
-            api.body.expected = None;
-            api.body.actual = None;
+            ErrorClass::Damaged => tracing::error!(%error, "damaged data"),
+            ErrorClass::Internal => tracing::error!(%error, code = error.code(), "internal error"),
+            _ => {}
         }
         api
+    }
+}
+
+/// The message a remote caller may see: the error's own text, except for classes whose
+/// details (paths, SQL, storage locations, other writers) stay in the server's log, and
+/// for not-found, which never echoes the id (a missing session and another tenant's
+/// session answer byte-identically).
+fn public_message(error: &Error, class: ErrorClass) -> String {
+    match (class, error) {
+        (ErrorClass::NotFound, Error::NotFound { what, .. }) => format!("{what} not found"),
+        (ErrorClass::AlreadyExists, Error::AlreadyExists { what, .. }) => format!("{what} already exists"),
+        (ErrorClass::Busy, Error::Busy { reason, .. }) => format!("session is busy: {reason}"),
+        (ErrorClass::Busy, _) => "session is being written by another process".to_owned(),
+        (ErrorClass::Fenced, _) => "another writer took over this session's log; retry".to_owned(),
+        (ErrorClass::Unavailable, _) => "the store is temporarily unavailable; retry".to_owned(),
+        (ErrorClass::Damaged, _) => {
+            "the session's stored data is damaged or of a newer format; an operator must run berth fsck".to_owned()
+        }
+        (ErrorClass::Internal, _) => "internal error".to_owned(),
+        _ => error.to_string(),
     }
 }
 
@@ -248,7 +222,7 @@ mod tests {
     fn statuses_of_conflicts_and_limits() {
         let revision = Error::RevisionConflict { expected: 1, actual: 2 };
         assert_eq!(ApiError::from_core(&revision).status, StatusCode::PRECONDITION_FAILED);
-        let limit = Error::LimitExceeded { what: "event bytes", limit: 1, actual: 2 };
+        let limit = Error::LimitExceeded { what: berth_core::limits::Limit::EventBytes, limit: 1, actual: 2 };
         assert_eq!(ApiError::from_core(&limit).status, StatusCode::PAYLOAD_TOO_LARGE);
         let busy = Error::Busy { id: "x".into(), reason: "r".into() };
         assert_eq!(ApiError::from_core(&busy).status, StatusCode::CONFLICT);

@@ -162,13 +162,13 @@ async fn size_limits_deep_json_and_invalid_utf8_leave_nothing_appended() {
         &json!({"events": [{"type": "note/x", "data": "small"}, {"type": type_name, "data": over}]}),
     )
     .await;
-    assert_eq!((status, error["code"].as_str()), (413, Some("limit_exceeded")));
+    assert_eq!((status, error["code"].as_str()), (413, Some("payload_too_large")));
     assert_eq!(next_seq(&service, "s").await, 1, "nothing of the refused batch is stored");
 
     // A batch of max + 1 events.
     let events: Vec<Value> = (0..=BATCH_EVENTS_MAX).map(|i| json!({"type": "note/x", "data": i})).collect();
     let (status, error) = post(&service, path, &json!({"events": events})).await;
-    assert_eq!((status, error["code"].as_str()), (413, Some("limit_exceeded")));
+    assert_eq!((status, error["code"].as_str()), (413, Some("payload_too_large")));
     assert_eq!(next_seq(&service, "s").await, 1);
 
     // JSON nested 10,000 deep: refused, the server does not overflow its stack.

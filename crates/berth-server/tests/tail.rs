@@ -89,7 +89,7 @@ async fn a_revoked_key_or_a_deleted_session_ends_the_stream_and_shutdown_ends_th
     let mut revoked_stream = temporary.tail(&SessionId::parse("a").unwrap(), None, None).await.unwrap();
     server.keys.revoke(&info.key_id).unwrap();
     let ended = tokio::time::timeout(WAIT, revoked_stream.next_event()).await.unwrap();
-    assert_eq!(ended.unwrap_err().code(), "forbidden");
+    assert_eq!(ended.unwrap_err().code(), "unauthenticated");
 
     let mut deleted_stream = service.tail(&SessionId::parse("b").unwrap(), None, None).await.unwrap();
     let response = admin.send(Method::DELETE, "/v1/sessions/b", None, &[]).await.unwrap();

@@ -107,7 +107,11 @@ impl SessionService {
         for name in names {
             let mut file = archive.by_name(&name).map_err(zip_error)?;
             if file.size() > 1 << 34 {
-                return Err(Error::LimitExceeded { what: "zip entry bytes", limit: 1 << 34, actual: file.size() });
+                return Err(Error::LimitExceeded {
+                    what: berth_core::limits::Limit::ImportInflatedBytes,
+                    limit: 1 << 34,
+                    actual: file.size(),
+                });
             }
             let mut content = Vec::new();
             file.read_to_end(&mut content).map_err(|e| Error::io("zip read", &e))?;

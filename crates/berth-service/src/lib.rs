@@ -630,7 +630,11 @@ impl SessionService {
     pub async fn list(&self, principal: &Principal, request: &ListRequest) -> Result<SessionPage> {
         let limit = request.limit.unwrap_or(PAGE_SIZE_DEFAULT);
         if limit == 0 || limit > PAGE_SIZE_MAX {
-            return Err(Error::LimitExceeded { what: "page size", limit: PAGE_SIZE_MAX as u64, actual: limit as u64 });
+            return Err(Error::LimitExceeded {
+                what: berth_core::limits::Limit::PageSize,
+                limit: PAGE_SIZE_MAX as u64,
+                actual: limit as u64,
+            });
         }
         let mut query = SessionQuery::tenant(principal.tenant.clone());
         query.user = request.user.clone();
@@ -711,7 +715,7 @@ impl SessionService {
     pub async fn append(&self, principal: &Principal, id: &SessionId, request: AppendRequest) -> Result<AppendOutcome> {
         if request.events.len() > BATCH_EVENTS_MAX {
             return Err(Error::LimitExceeded {
-                what: "batch events",
+                what: berth_core::limits::Limit::BatchEvents,
                 limit: BATCH_EVENTS_MAX as u64,
                 actual: request.events.len() as u64,
             });
@@ -787,7 +791,7 @@ impl SessionService {
                 let attached = record.runs.iter().find(|r| &r.run_id == run && r.status == RunStatus::Attached);
                 match attached {
                     Some(r) if principal.is_privileged() || r.attached_by == principal.user => Ok(()),
-                    _ => Err(Error::NotFound { what: "run", id: run.to_string() }),
+                    _ => Err(Error::RunNotAttached { id: record.header.id.to_string(), run: run.to_string() }),
                 }
             }
             None if parallel => Err(Error::invalid("append", "a parallel session's events carry their run")),
@@ -1089,14 +1093,18 @@ fn validate_metadata(title: Option<&str>, labels: &BTreeSet<String>) -> Result<(
     if let Some(title) = title {
         if title.len() > TITLE_BYTES_MAX {
             return Err(Error::LimitExceeded {
-                what: "title bytes",
+                what: berth_core::limits::Limit::TitleBytes,
                 limit: TITLE_BYTES_MAX as u64,
                 actual: title.len() as u64,
             });
         }
     }
     if labels.len() > LABELS_MAX {
-        return Err(Error::LimitExceeded { what: "labels", limit: LABELS_MAX as u64, actual: labels.len() as u64 });
+        return Err(Error::LimitExceeded {
+            what: berth_core::limits::Limit::Labels,
+            limit: LABELS_MAX as u64,
+            actual: labels.len() as u64,
+        });
     }
     for label in labels {
         if label.is_empty() || label.len() > LABEL_BYTES_MAX || label.chars().any(char::is_control) {

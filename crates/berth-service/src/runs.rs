@@ -207,5 +207,5 @@ fn find_own_run(record: &SessionRecord, principal: &Principal, run_id: &RunId) -
         .runs
         .iter()
         .position(|run| &run.run_id == run_id && (principal.is_privileged() || run.attached_by == principal.user))
-        .ok_or_else(|| Error::NotFound { what: "run", id: run_id.to_string() })
+        .ok_or_else(|| Error::RunNotAttached { id: record.header.id.to_string(), run: run_id.to_string() })
 }

@@ -90,8 +90,13 @@ fn revision_from_column(column: i64) -> Revision {
 }
 
 fn seq_column(seq: u64) -> Result<i64, Failure> {
-    i64::try_from(seq)
-        .map_err(|_| Failure::Berth(Error::LimitExceeded { what: "audit seq", limit: i64::MAX as u64, actual: seq }))
+    i64::try_from(seq).map_err(|_| {
+        Failure::Berth(Error::LimitExceeded {
+            what: berth_core::limits::Limit::Seq,
+            limit: i64::MAX as u64,
+            actual: seq,
+        })
+    })
 }
 
 fn seq_from_column(column: i64) -> Result<u64, Failure> {

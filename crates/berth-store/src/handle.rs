@@ -461,7 +461,7 @@ impl SessionHandle {
             let size = event_bytes(&event);
             if live.bytes + size > LIVE_BUFFER_BYTES_MAX {
                 return Err(Error::LimitExceeded {
-                    what: "live buffer bytes",
+                    what: berth_core::limits::Limit::LiveBufferBytes,
                     limit: LIVE_BUFFER_BYTES_MAX as u64,
                     actual: (live.bytes + size) as u64,
                 });
@@ -631,14 +631,18 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
 fn validate_batch(header: &SessionHeader, batch: &[Event]) -> Result<()> {
     if batch.len() > BATCH_EVENTS_MAX {
         return Err(Error::LimitExceeded {
-            what: "batch events",
+            what: berth_core::limits::Limit::BatchEvents,
             limit: BATCH_EVENTS_MAX as u64,
             actual: batch.len() as u64,
         });
     }
     let bytes: usize = batch.iter().map(event_bytes).sum();
     if bytes > BATCH_BYTES_MAX {
-        return Err(Error::LimitExceeded { what: "batch bytes", limit: BATCH_BYTES_MAX as u64, actual: bytes as u64 });
+        return Err(Error::LimitExceeded {
+            what: berth_core::limits::Limit::BatchBytes,
+            limit: BATCH_BYTES_MAX as u64,
+            actual: bytes as u64,
+        });
     }
     let parallel = matches!(header.policy.concurrency, Concurrency::Parallel { .. });
     for event in batch {
@@ -665,7 +669,11 @@ fn check_event_data(event: &Event) -> Result<()> {
     let text = event.data.as_str();
     let depth = json_nesting_depth(text);
     if depth > JSON_DEPTH_MAX {
-        return Err(Error::LimitExceeded { what: "json depth", limit: JSON_DEPTH_MAX as u64, actual: depth as u64 });
+        return Err(Error::LimitExceeded {
+            what: berth_core::limits::Limit::JsonDepth,
+            limit: JSON_DEPTH_MAX as u64,
+            actual: depth as u64,
+        });
     }
     let canonical =
         JsonText::parse(text).map_err(|error| Error::invalid("event data", format!("seq {}: {error}", event.seq)))?;

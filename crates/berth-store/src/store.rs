@@ -180,7 +180,7 @@ impl LogStore {
     pub async fn list(&self, query: &ListQuery) -> Result<ListPage> {
         if query.limit == 0 || query.limit > PAGE_SIZE_MAX {
             return Err(Error::LimitExceeded {
-                what: "page size",
+                what: berth_core::limits::Limit::PageSize,
                 limit: PAGE_SIZE_MAX as u64,
                 actual: query.limit as u64,
             });

@@ -341,7 +341,7 @@ pub async fn window_and_buffer_are_bounded_in_bytes(backend: &dyn ConformanceBac
         settle().await;
         assert!(accepted < 4 + 2 * (LIVE_BUFFER_BYTES_MAX / chunk_bytes) as u64, "publish never pushed back");
     };
-    assert_matches!(refused, Error::LimitExceeded { what: "live buffer bytes", .. });
+    assert_matches!(refused, Error::LimitExceeded { what: berth_core::limits::Limit::LiveBufferBytes, .. });
     let buffered = accepted - 4;
     assert!(buffered as usize * chunk_bytes <= LIVE_BUFFER_BYTES_MAX, "{buffered} events buffered");
     assert!((buffered as usize + 1) * (chunk_bytes + 64) > LIVE_BUFFER_BYTES_MAX, "refused too early");

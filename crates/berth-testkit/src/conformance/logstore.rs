@@ -507,7 +507,7 @@ pub async fn append_rejects_invalid_event_data_without_storing(backend: &dyn Con
     assert!(JsonText::parse(&too_deep.to_string()).is_err());
     assert_matches!(
         Event::new(0, "myapp/deep", Timestamp(0), too_deep.clone()),
-        Err(Error::LimitExceeded { what: "json depth", .. })
+        Err(Error::LimitExceeded { what: berth_core::limits::Limit::JsonDepth, .. })
     );
     assert!(Event::new(0, "myapp/ok", Timestamp(0), nested_arrays(JSON_DEPTH_MAX)).is_ok());
 
@@ -519,9 +519,9 @@ pub async fn append_rejects_invalid_event_data_without_storing(backend: &dyn Con
     let deep = raw_event(0, "myapp/deep", JsonText::from(&too_deep));
     assert_matches!(
         writer.append(std::slice::from_ref(&deep)).await,
-        Err(Error::LimitExceeded { what: "json depth", .. })
+        Err(Error::LimitExceeded { what: berth_core::limits::Limit::JsonDepth, .. })
     );
-    assert_matches!(writer.publish(deep), Err(Error::LimitExceeded { what: "json depth", .. }));
+    assert_matches!(writer.publish(deep), Err(Error::LimitExceeded { what: berth_core::limits::Limit::JsonDepth, .. }));
     let refused = [
         raw_event(0, "myapp/dup", raw(r#"{"a":1,"a":2}"#)),
         raw_event(0, "myapp/not-canonical", raw(r#"{ "b": 1, "a": 2 }"#)),
@@ -759,16 +759,19 @@ pub async fn limits_reject_whole_batches(backend: &dyn ConformanceBackend) {
     let too_many: Vec<Event> = (0..=BATCH_EVENTS_MAX as u64).map(marker).collect();
     assert_matches!(
         writer.append(&too_many).await,
-        Err(Error::LimitExceeded { what: "batch events", limit, actual })
+        Err(Error::LimitExceeded { what: berth_core::limits::Limit::BatchEvents, limit, actual })
             if limit == BATCH_EVENTS_MAX as u64 && actual == BATCH_EVENTS_MAX as u64 + 1
     );
     assert_matches!(
         writer.append(&[bulky(0, EVENT_BYTES_MAX)]).await,
-        Err(Error::LimitExceeded { what: "event bytes", .. })
+        Err(Error::LimitExceeded { what: berth_core::limits::Limit::EventBytes, .. })
     );
     assert_matches!(writer.publish(bulky(0, EVENT_BYTES_MAX)), Err(Error::LimitExceeded { .. }));
     let nine_mib: Vec<Event> = (0..9).map(|seq| bulky(seq, EVENT_BYTES_MAX - 1024)).collect();
-    assert_matches!(writer.append(&nine_mib).await, Err(Error::LimitExceeded { what: "batch bytes", .. }));
+    assert_matches!(
+        writer.append(&nine_mib).await,
+        Err(Error::LimitExceeded { what: berth_core::limits::Limit::BatchBytes, .. })
+    );
     assert_eq!(writer.next_seq(), 0);
     assert_eq!(writer.read(0, None).await.unwrap(), []);
     let exactly_max: Vec<Event> = (0..BATCH_EVENTS_MAX as u64).map(marker).collect();
@@ -841,7 +844,10 @@ pub async fn list_paginates_with_cursors_and_includes_pending(backend: &dyn Conf
     for limit in [0, PAGE_SIZE_MAX + 1] {
         let mut query = ListQuery::tenant(tenant());
         query.limit = limit;
-        assert_matches!(store.list(&query).await, Err(Error::LimitExceeded { what: "page size", .. }));
+        assert_matches!(
+            store.list(&query).await,
+            Err(Error::LimitExceeded { what: berth_core::limits::Limit::PageSize, .. })
+        );
     }
     for handle in handles {
         handle.close().await.unwrap();

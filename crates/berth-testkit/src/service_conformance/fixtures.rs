@@ -217,7 +217,7 @@ pub async fn snapshot(service: &SessionService) -> Snapshot {
 }
 
 /// An outcome label the tables compare: `ok`, an error code, or
-/// `not_found(session)` / `not_found(run)`.
+/// `not_found(session)`, `run_not_attached`.
 pub fn label<T>(result: &Result<T, Error>) -> String {
     match result {
         Ok(_) => "ok".to_owned(),

@@ -56,7 +56,7 @@ enum Op {
 }
 
 /// `"<outcome> <status after>"` per state, in `STATES` order. The outcome is `ok`, an
-/// error code, or `not_found(run)`; the status is the stored one afterwards (`gone` once
+/// error code (`run_not_attached` for a run that is not attached); the status is the stored one afterwards (`gone` once
 /// deleted). Expired sessions read `expired` after any access: the access observes the
 /// lapse first (R-S3).
 #[rustfmt::skip]
@@ -64,11 +64,11 @@ const TABLE: [(Op, [&str; 6]); 14] = [
     //                       fresh                         with run                      idle                        closed              expired              reopened
     (Op::Get,             ["ok active",                  "ok active",                  "ok idle",                  "ok closed",        "ok expired",        "ok idle"]),
     (Op::Read,            ["ok active",                  "ok active",                  "ok idle",                  "ok closed",        "ok expired",        "ok idle"]),
-    (Op::AppendRun,       ["not_found(run) active",      "ok active",                  "not_found(run) idle",      "terminal closed",  "terminal expired",  "not_found(run) idle"]),
+    (Op::AppendRun,       ["run_not_attached active",      "ok active",                  "run_not_attached idle",      "terminal closed",  "terminal expired",  "run_not_attached idle"]),
     (Op::AppendService,   ["ok active",                  "ok active",                  "ok idle",                  "terminal closed",  "terminal expired",  "ok idle"]),
     (Op::Attach,          ["ok active",                  "busy active",                "ok active",                "terminal closed",  "terminal expired",  "ok active"]),
-    (Op::Heartbeat,       ["not_found(run) active",      "ok active",                  "not_found(run) idle",      "terminal closed",  "terminal expired",  "not_found(run) idle"]),
-    (Op::Detach,          ["not_found(run) active",      "ok idle",                    "not_found(run) idle",      "terminal closed",  "terminal expired",  "not_found(run) idle"]),
+    (Op::Heartbeat,       ["run_not_attached active",      "ok active",                  "run_not_attached idle",      "terminal closed",  "terminal expired",  "run_not_attached idle"]),
+    (Op::Detach,          ["run_not_attached active",      "ok idle",                    "run_not_attached idle",      "terminal closed",  "terminal expired",  "run_not_attached idle"]),
     (Op::Resume,          ["ok active",                  "busy active",                "ok active",                "terminal closed",  "terminal expired",  "ok active"]),
     (Op::UpdateMetadata,  ["ok active",                  "ok active",                  "ok idle",                  "ok closed",        "ok expired",        "ok idle"]),
     (Op::Close,           ["ok closed",                  "busy active",                "ok closed",                "terminal closed",  "terminal expired",  "ok closed"]),

@@ -65,10 +65,10 @@ pub async fn interrupt_detaches_the_current_run_as_interrupted(b: &dyn ServiceBa
     assert!(attaches[1].seq > detaches[0].seq, "detached first, then attached");
 
     let session = sid("interrupted");
-    assert_eq!(label(&service.heartbeat(&owner(), &session, &run("r1")).await), "not_found(run)");
-    assert_eq!(label(&service.detach(&owner(), &session, &run("r1"), "done", None).await), "not_found(run)");
+    assert_eq!(label(&service.heartbeat(&owner(), &session, &run("r1")).await), "run_not_attached");
+    assert_eq!(label(&service.detach(&owner(), &session, &run("r1"), "done", None).await), "run_not_attached");
     let request = AppendRequest { run: Some(run("r1")), expected_seq: None, events: vec![user_message("late")] };
-    assert_eq!(label(&service.append(&owner(), &session, request).await), "not_found(run)");
+    assert_eq!(label(&service.append(&owner(), &session, request).await), "run_not_attached");
     assert_eq!(stored_log(&service, TENANT_A, "interrupted").await, Some(Vec::new()));
 }
 
@@ -126,7 +126,7 @@ pub async fn lapsed_run_is_abandoned_by_the_next_attach(b: &dyn ServiceBackend) 
     assert_eq!(abandons.len(), 1, "{abandons:?}");
     assert_eq!(abandons[0].draft.details["run"], "r1");
     assert_eq!(abandons[0].draft.session, Some(sid("takeover")));
-    assert_eq!(label(&service.heartbeat(&owner(), &sid("takeover"), &run("r1")).await), "not_found(run)");
+    assert_eq!(label(&service.heartbeat(&owner(), &sid("takeover"), &run("r1")).await), "run_not_attached");
     assert_status(&service, TENANT_A, "takeover", Status::Active).await;
 }
 
@@ -160,7 +160,7 @@ pub async fn detach_and_heartbeat_checks_are_symmetric(b: &dyn ServiceBackend) {
     assert_eq!(theirs.run.attached_by, user("svc"));
     let session = sid("symmetric");
     let before = stored(&service, TENANT_A, "symmetric").await.unwrap();
-    let not_found_run = |run_id: &str| Error::NotFound { what: "run", id: run_id.to_owned() };
+    let not_found_run = |run_id: &str| Error::RunNotAttached { id: "symmetric".to_owned(), run: run_id.to_owned() };
     let cases = [
         (owner(), "r-nobody", not_found_run("r-nobody")),
         (owner(), "r-svc", not_found_run("r-svc")),
@@ -225,11 +225,11 @@ pub async fn append_from_a_user_needs_an_attached_run_of_theirs(b: &dyn ServiceB
     assert_eq!(label(&forbidden), "forbidden");
     let denial = audit_entries(&service, TENANT_A).await.pop().unwrap();
     assert_eq!((denial.draft.action.as_str(), denial.draft.outcome.as_str()), ("append", "denied"));
-    assert_eq!(label(&service.append(&owner(), &session, request(Some("r1"))).await), "not_found(run)");
+    assert_eq!(label(&service.append(&owner(), &session, request(Some("r1"))).await), "run_not_attached");
     attach(&service, &service_principal(TENANT_A), "appending", "r-svc").await;
     assert_eq!(
         label(&service.append(&owner(), &session, request(Some("r-svc"))).await),
-        "not_found(run)",
+        "run_not_attached",
         "a run attached by another user"
     );
     assert_eq!(stored_log(&service, TENANT_A, "appending").await, Some(Vec::new()), "nothing stored");

@@ -124,27 +124,9 @@ pub fn main() -> ExitCode {
     }
 }
 
-/// The documented exit code of an error kind.
+/// The documented exit code of an error kind (`docs/cli.md`), from its class.
 pub fn exit_code(error: &Error) -> u8 {
-    match error {
-        Error::NotFound { .. } => 3,
-        Error::AlreadyExists { .. }
-        | Error::AlreadyOwned { .. }
-        | Error::RevisionConflict { .. }
-        | Error::SeqConflict { .. }
-        | Error::Busy { .. }
-        | Error::Fenced { .. }
-        | Error::OwnershipLost { .. } => 4,
-        Error::Forbidden { .. }
-        | Error::Terminal { .. }
-        | Error::InvalidTransition { .. }
-        | Error::Invalid { .. }
-        | Error::LimitExceeded { .. }
-        | Error::ReadOnly { .. }
-        | Error::HandleClosed { .. } => 5,
-        Error::Corrupt { .. } | Error::FormatUnsupported { .. } => 6,
-        _ => 1,
-    }
+    error.class().exit_code()
 }
 
 pub fn data_root(data: &str) -> Result<PathBuf, Error> {

@@ -6,7 +6,10 @@ use serde::Serialize;
 
 pub fn print_error(error: &Error, json: bool) {
     if json {
-        let body = serde_json::json!({"error": {"code": error.code(), "message": error.to_string()}});
+        let class = error.class();
+        let body = serde_json::json!({"error": {
+            "code": class.code(), "message": error.to_string(), "retryable": class.retryable()
+        }});
         eprintln!("{body}");
     } else {
         eprintln!("berth: {error}");
