@@ -4,22 +4,24 @@
 //! decodes the body strictly, and runs the service call as its own task — so a client
 //! that disconnects or a request that times out never cancels a write half-way.
 
-use crate::error::{ApiError, ErrorBody};
+use crate::error::ApiError;
 use crate::limits::{body_bytes, StrictJson, StrictQuery};
-use crate::openapi as doc;
-use crate::AppState;
+use crate::{wire, AppState};
 use axum::extract::{FromRequestParts, Path, Request, State};
 use axum::http::request::Parts;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use berth_catalog::RetentionPolicy;
+use berth_api::{
+    AppendBody, AppendOutcomeBody, AttachBody, AttachmentBody, AuditEntryBody, AuditParams, AuditVerificationBody,
+    CloseBody, CreateSessionBody, DetachBody, ErrorBody, EventPage, ExportParams, ForkBody, ImportedBody, ListParams,
+    PrincipalBody, ReadParams, ResumeOutcomeBody, RetentionPolicyBody, RevisionParams, RunBody, SessionBody,
+    SessionPage, UpdateSessionBody,
+};
 use berth_core::lifecycle::Status;
 use berth_core::limits::PAGE_SIZE_MAX;
 use berth_core::{Revision, RunId, SessionId, SessionKey, Timestamp, UserId};
-use berth_service::{
-    AppendRequest, AttachRequest, ClosePolicy, CreateSession, ListRequest, MetadataUpdate, Principal, SessionService,
-};
-use serde::{Deserialize, Serialize};
+use berth_service::{ListRequest, Principal, SessionService};
+use serde::Serialize;
 use std::future::Future;
 use std::sync::Arc;
 
@@ -126,41 +128,18 @@ fn json<T: Serialize>(status: StatusCode, value: &T) -> Response {
 
 /// Creates a session owned by the caller (service and admin keys may name another `user`).
 #[utoipa::path(post, path = "/v1/sessions", tag = "sessions",
-    request_body = doc::CreateSessionDoc,
-    responses((status = 201, body = doc::SessionRecordDoc), (status = 400, body = ErrorBody),
-        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 409, body = ErrorBody),
-        (status = 422, body = ErrorBody), (status = 429, body = ErrorBody)),
+    request_body = Option<CreateSessionBody>,
+    responses((status = 201, body = SessionBody), (status = 403, body = ErrorBody), (status = 409, body = ErrorBody),
+        (status = 413, body = ErrorBody), (status = 422, body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn create_session(
     State(state): State<Shared>,
     Caller(principal): Caller,
-    StrictJson(request): StrictJson<CreateSession>,
+    StrictJson(body): StrictJson<CreateSessionBody>,
 ) -> ApiResult<Response> {
+    let request = wire::create_from(body);
     let record = call(&state, |s| async move { s.create(&principal, request).await }).await?;
-    Ok(json(StatusCode::CREATED, &record))
-}
-
-/// Listing filters. `status` is a comma-separated list.
-#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
-#[serde(deny_unknown_fields)]
-#[into_params(parameter_in = Query)]
-pub struct ListParams {
-    /// Owner filter (service and admin keys; a user key always sees only its own).
-    pub user: Option<String>,
-    pub project: Option<String>,
-    /// Comma-separated: active,idle,closed,expired (default: all).
-    pub status: Option<String>,
-    pub label: Option<String>,
-    /// Last activity at or after (ms since the epoch).
-    pub active_since: Option<u64>,
-    /// Last activity before (ms since the epoch).
-    pub active_before: Option<u64>,
-    /// Include blank sessions (no conversation events yet).
-    pub include_blank: Option<bool>,
-    /// The `next_cursor` of the previous page.
-    pub cursor: Option<String>,
-    /// Page size, 1–1000 (default 50).
-    pub limit: Option<usize>,
+    Ok(json(StatusCode::CREATED, &wire::session(&record)))
 }
 
 fn list_request(params: ListParams) -> ApiResult<ListRequest> {
@@ -190,7 +169,7 @@ fn list_request(params: ListParams) -> ApiResult<ListRequest> {
 /// Lists the caller's sessions (a service or admin key: its tenant's), newest activity
 /// first, with cursor pagination.
 #[utoipa::path(get, path = "/v1/sessions", tag = "sessions", params(ListParams),
-    responses((status = 200, body = doc::SessionPageDoc), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)),
+    responses((status = 200, body = SessionPage), (status = 422, body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn list_sessions(
     State(state): State<Shared>,
@@ -199,12 +178,12 @@ pub async fn list_sessions(
 ) -> ApiResult<Response> {
     let request = list_request(params)?;
     let page = call(&state, |s| async move { s.list(&principal, &request).await }).await?;
-    Ok(json(StatusCode::OK, &page))
+    Ok(json(StatusCode::OK, &wire::session_page(&page)))
 }
 
 #[utoipa::path(get, path = "/v1/sessions/{id}", tag = "sessions",
-    params(("id" = String, Path, description = "session id")),
-    responses((status = 200, body = doc::SessionRecordDoc), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)),
+    params(("id" = berth_api::sessions::Id, Path, description = "session id")),
+    responses((status = 200, body = SessionBody), (status = 404, body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn get_session(
     State(state): State<Shared>,
@@ -212,36 +191,32 @@ pub async fn get_session(
     SessionPath(id): SessionPath,
 ) -> ApiResult<Response> {
     let record = call(&state, |s| async move { s.get(&principal, &id).await }).await?;
-    Ok(json(StatusCode::OK, &record))
+    Ok(json(StatusCode::OK, &wire::session(&record)))
 }
 
 /// Sets title and/or labels; `expected_revision` makes it a compare-and-set (412 on mismatch).
 #[utoipa::path(patch, path = "/v1/sessions/{id}", tag = "sessions",
-    params(("id" = String, Path, description = "session id")),
-    request_body = doc::MetadataUpdateDoc,
-    responses((status = 200, body = doc::SessionRecordDoc), (status = 404, body = ErrorBody), (status = 412, body = ErrorBody)),
+    params(("id" = berth_api::sessions::Id, Path, description = "session id")),
+    request_body = Option<UpdateSessionBody>,
+    responses((status = 200, body = SessionBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody),
+        (status = 412, body = ErrorBody), (status = 413, body = ErrorBody), (status = 422, body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn update_session(
     State(state): State<Shared>,
     Caller(principal): Caller,
     SessionPath(id): SessionPath,
-    StrictJson(update): StrictJson<MetadataUpdate>,
+    StrictJson(body): StrictJson<UpdateSessionBody>,
 ) -> ApiResult<Response> {
+    let update = wire::update_from(body);
     let record = call(&state, |s| async move { s.update_metadata(&principal, &id, update).await }).await?;
-    Ok(json(StatusCode::OK, &record))
-}
-
-#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
-#[serde(deny_unknown_fields)]
-#[into_params(parameter_in = Query)]
-pub struct RevisionParams {
-    pub expected_revision: Option<u64>,
+    Ok(json(StatusCode::OK, &wire::session(&record)))
 }
 
 /// Erases the log and metadata; the audit log keeps a record.
 #[utoipa::path(delete, path = "/v1/sessions/{id}", tag = "sessions",
-    params(("id" = String, Path, description = "session id"), RevisionParams),
-    responses((status = 204), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 412, body = ErrorBody)),
+    params(("id" = berth_api::sessions::Id, Path, description = "session id"), RevisionParams),
+    responses((status = 204, description = "deleted"), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody), (status = 412, body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn delete_session(
     State(state): State<Shared>,
@@ -256,22 +231,11 @@ pub async fn delete_session(
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
-#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct CloseBody {
-    /// `refuse` (default: 409 while runs are attached) or `cancel_runs`.
-    #[serde(default)]
-    #[schema(value_type = Option<String>)]
-    pub policy: ClosePolicy,
-    #[serde(default)]
-    #[schema(value_type = Option<u64>)]
-    pub expected_revision: Option<Revision>,
-}
-
 /// Closes a session: terminal; refuses new attach and append.
 #[utoipa::path(post, path = "/v1/sessions/{id}/close", tag = "sessions",
-    params(("id" = String, Path, description = "session id")), request_body = CloseBody,
-    responses((status = 200, body = doc::SessionRecordDoc), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 412, body = ErrorBody)),
+    params(("id" = berth_api::sessions::Id, Path, description = "session id")), request_body = Option<CloseBody>,
+    responses((status = 200, body = SessionBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody),
+        (status = 412, body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn close_session(
     State(state): State<Shared>,
@@ -279,24 +243,16 @@ pub async fn close_session(
     SessionPath(id): SessionPath,
     StrictJson(body): StrictJson<CloseBody>,
 ) -> ApiResult<Response> {
-    let record =
-        call(&state, |s| async move { s.close(&principal, &id, body.policy, body.expected_revision).await }).await?;
-    Ok(json(StatusCode::OK, &record))
-}
-
-#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ForkBody {
-    /// Copy the events before this seq (default: all).
-    pub upto_seq: Option<u64>,
-    #[schema(value_type = Option<String>)]
-    pub new_id: Option<SessionId>,
+    let (policy, expected) = (wire::close_policy_from(body.policy), body.expected_revision.map(Revision));
+    let record = call(&state, |s| async move { s.close(&principal, &id, policy, expected).await }).await?;
+    Ok(json(StatusCode::OK, &wire::session(&record)))
 }
 
 /// Forks a session (also a closed or expired one) into a new session of the same scope.
 #[utoipa::path(post, path = "/v1/sessions/{id}/fork", tag = "sessions",
-    params(("id" = String, Path, description = "session id")), request_body = ForkBody,
-    responses((status = 201, body = doc::SessionRecordDoc), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 422, body = ErrorBody)),
+    params(("id" = berth_api::sessions::Id, Path, description = "session id")), request_body = Option<ForkBody>,
+    responses((status = 201, body = SessionBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody),
+        (status = 422, body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn fork_session(
     State(state): State<Shared>,
@@ -305,13 +261,14 @@ pub async fn fork_session(
     StrictJson(body): StrictJson<ForkBody>,
 ) -> ApiResult<Response> {
     let record = call(&state, |s| async move { s.fork(&principal, &id, body.upto_seq, body.new_id).await }).await?;
-    Ok(json(StatusCode::CREATED, &record))
+    Ok(json(StatusCode::CREATED, &wire::session(&record)))
 }
 
 /// Admin only: reopens a closed or expired session (audited).
 #[utoipa::path(post, path = "/v1/sessions/{id}/reopen", tag = "sessions",
-    params(("id" = String, Path, description = "session id")),
-    responses((status = 200, body = doc::SessionRecordDoc), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)),
+    params(("id" = berth_api::sessions::Id, Path, description = "session id")),
+    responses((status = 200, body = SessionBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn reopen_session(
     State(state): State<Shared>,
@@ -319,32 +276,15 @@ pub async fn reopen_session(
     SessionPath(id): SessionPath,
 ) -> ApiResult<Response> {
     let record = call(&state, |s| async move { s.reopen(&principal, &id).await }).await?;
-    Ok(json(StatusCode::OK, &record))
+    Ok(json(StatusCode::OK, &wire::session(&record)))
 }
 
 // ----- events ---------------------------------------------------------------------------
 
-#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
-#[serde(deny_unknown_fields)]
-#[into_params(parameter_in = Query)]
-pub struct ReadParams {
-    /// First seq to read (default 0).
-    pub from: Option<u64>,
-    /// Most events to return (default and maximum 1000).
-    pub limit: Option<u64>,
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-pub struct EventPage {
-    pub events: Vec<berth_core::Event>,
-    /// The seq to ask for next (`from` + number of events).
-    pub next_seq: u64,
-}
-
 /// Reads a range of events.
 #[utoipa::path(get, path = "/v1/sessions/{id}/events", tag = "events",
-    params(("id" = String, Path, description = "session id"), ReadParams),
-    responses((status = 200, body = doc::EventPageDoc), (status = 404, body = ErrorBody)),
+    params(("id" = berth_api::sessions::Id, Path, description = "session id"), ReadParams),
+    responses((status = 200, body = EventPage), (status = 404, body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn read_events(
     State(state): State<Shared>,
@@ -356,22 +296,23 @@ pub async fn read_events(
     let limit = params.limit.unwrap_or(PAGE_SIZE_MAX as u64).min(PAGE_SIZE_MAX as u64);
     let events = call(&state, |s| async move { s.read(&principal, &id, from, Some(limit)).await }).await?;
     let next_seq = from + events.len() as u64;
-    Ok(json(StatusCode::OK, &EventPage { events, next_seq }))
+    Ok(json(StatusCode::OK, &EventPage { events: events.iter().map(wire::event).collect(), next_seq }))
 }
 
 /// Appends a batch (durable when answered). `expected_seq` makes a retry idempotent:
 /// identical stored events succeed with `duplicate: true`, different ones are 409.
 #[utoipa::path(post, path = "/v1/sessions/{id}/events", tag = "events",
-    params(("id" = String, Path, description = "session id")), request_body = doc::AppendRequestDoc,
-    responses((status = 200, body = doc::AppendOutcomeDoc), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
+    params(("id" = berth_api::sessions::Id, Path, description = "session id")), request_body = AppendBody,
+    responses((status = 200, body = AppendOutcomeBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 409, body = ErrorBody), (status = 413, body = ErrorBody), (status = 422, body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn append_events(
     State(state): State<Shared>,
     Caller(principal): Caller,
     SessionPath(id): SessionPath,
-    StrictJson(request): StrictJson<AppendRequest>,
+    StrictJson(body): StrictJson<AppendBody>,
 ) -> ApiResult<Response> {
+    let request = wire::append_from(body);
     let events = request.events.len() as u64;
     let task_state = state.clone();
     let outcome = call(&state, move |s| async move {
@@ -388,7 +329,7 @@ pub async fn append_events(
         state.metrics.append_batches.inc();
         state.metrics.appended_events.inc_by(events);
     }
-    Ok(json(StatusCode::OK, &outcome))
+    Ok(json(StatusCode::OK, &wire::append_outcome(&outcome)))
 }
 
 // ----- runs -------------------------------------------------------------------------------
@@ -405,24 +346,26 @@ fn count_takeovers(state: &Shared, displaced: &[berth_catalog::RunRecord]) {
 
 /// Attaches a run (`expected_revision`, `on_busy`: `reject` → 409 busy, or `interrupt`).
 #[utoipa::path(post, path = "/v1/sessions/{id}/runs", tag = "runs",
-    params(("id" = String, Path, description = "session id")), request_body = doc::AttachRequestDoc,
-    responses((status = 201, body = doc::AttachmentDoc), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 412, body = ErrorBody)),
+    params(("id" = berth_api::sessions::Id, Path, description = "session id")), request_body = Option<AttachBody>,
+    responses((status = 201, body = AttachmentBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody),
+        (status = 412, body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn attach_run(
     State(state): State<Shared>,
     Caller(principal): Caller,
     SessionPath(id): SessionPath,
-    StrictJson(request): StrictJson<AttachRequest>,
+    StrictJson(body): StrictJson<AttachBody>,
 ) -> ApiResult<Response> {
+    let request = wire::attach_from(body);
     let attachment = call(&state, |s| async move { s.attach(&principal, &id, request).await }).await?;
     count_takeovers(&state, &attachment.displaced);
-    Ok(json(StatusCode::CREATED, &attachment))
+    Ok(json(StatusCode::CREATED, &wire::attachment(&attachment)))
 }
 
 /// Extends a run's attachment lease (and the session's activity lease).
 #[utoipa::path(post, path = "/v1/sessions/{id}/runs/{run}/heartbeat", tag = "runs",
-    params(("id" = String, Path, description = "session id"), ("run" = String, Path, description = "run id")),
-    responses((status = 200, body = doc::RunRecordDoc), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)),
+    params(("id" = berth_api::sessions::Id, Path, description = "session id"), ("run" = berth_api::sessions::Id, Path, description = "run id")),
+    responses((status = 200, body = RunBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn heartbeat_run(
     State(state): State<Shared>,
@@ -430,29 +373,15 @@ pub async fn heartbeat_run(
     RunPath(id, run): RunPath,
 ) -> ApiResult<Response> {
     let record = call(&state, |s| async move { s.heartbeat(&principal, &id, &run).await }).await?;
-    Ok(json(StatusCode::OK, &record))
-}
-
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct DetachBody {
-    /// `completed`, `failed`, … (default `completed`).
-    #[serde(default = "completed")]
-    pub outcome: String,
-    #[serde(default)]
-    #[schema(value_type = Option<u64>)]
-    pub expected_revision: Option<Revision>,
-}
-
-fn completed() -> String {
-    "completed".to_owned()
+    Ok(json(StatusCode::OK, &wire::run(&record)))
 }
 
 /// Detaches a run with an outcome (same run, same user or a service/admin key).
 #[utoipa::path(post, path = "/v1/sessions/{id}/runs/{run}/detach", tag = "runs",
-    params(("id" = String, Path, description = "session id"), ("run" = String, Path, description = "run id")),
-    request_body = DetachBody,
-    responses((status = 200, body = doc::SessionRecordDoc), (status = 404, body = ErrorBody), (status = 412, body = ErrorBody)),
+    params(("id" = berth_api::sessions::Id, Path, description = "session id"), ("run" = berth_api::sessions::Id, Path, description = "run id")),
+    request_body = Option<DetachBody>,
+    responses((status = 200, body = SessionBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody),
+        (status = 412, body = ErrorBody), (status = 413, body = ErrorBody), (status = 422, body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn detach_run(
     State(state): State<Shared>,
@@ -460,24 +389,26 @@ pub async fn detach_run(
     RunPath(id, run): RunPath,
     StrictJson(body): StrictJson<DetachBody>,
 ) -> ApiResult<Response> {
+    let expected = body.expected_revision.map(Revision);
     let record =
-        call(&state, |s| async move { s.detach(&principal, &id, &run, &body.outcome, body.expected_revision).await })
-            .await?;
-    Ok(json(StatusCode::OK, &record))
+        call(&state, |s| async move { s.detach(&principal, &id, &run, &body.outcome, expected).await }).await?;
+    Ok(json(StatusCode::OK, &wire::session(&record)))
 }
 
 /// Resumes after a crash: attaches a new run, appends closers for interrupted turns,
 /// returns what was repaired and the latest checkpoint.
 #[utoipa::path(post, path = "/v1/sessions/{id}/resume", tag = "runs",
-    params(("id" = String, Path, description = "session id")), request_body = doc::AttachRequestDoc,
-    responses((status = 200, body = doc::ResumeOutcomeDoc), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)),
+    params(("id" = berth_api::sessions::Id, Path, description = "session id")), request_body = Option<AttachBody>,
+    responses((status = 200, body = ResumeOutcomeBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody),
+        (status = 412, body = ErrorBody), (status = 422, body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn resume_session(
     State(state): State<Shared>,
     Caller(principal): Caller,
     SessionPath(id): SessionPath,
-    StrictJson(request): StrictJson<AttachRequest>,
+    StrictJson(body): StrictJson<AttachBody>,
 ) -> ApiResult<Response> {
+    let request = wire::attach_from(body);
     let task_state = state.clone();
     let outcome = call(&state, move |s| async move {
         let key = SessionKey::new(principal.tenant.clone(), id.clone());
@@ -488,23 +419,17 @@ pub async fn resume_session(
     })
     .await?;
     count_takeovers(&state, &outcome.attachment.displaced);
-    Ok(json(StatusCode::OK, &outcome))
+    Ok(json(StatusCode::OK, &wire::resume_outcome(&outcome)))
 }
 
 // ----- export, import ---------------------------------------------------------------------------
 
-#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
-#[serde(deny_unknown_fields)]
-#[into_params(parameter_in = Query)]
-pub struct ExportParams {
-    /// `jsonl` (default: canonical header line + event lines) or `zip` (with its forks).
-    pub format: Option<String>,
-}
-
 /// Exports a session as canonical JSONL, or a ZIP of it and its forks.
 #[utoipa::path(get, path = "/v1/sessions/{id}/export", tag = "export",
-    params(("id" = String, Path, description = "session id"), ExportParams),
-    responses((status = 200, content_type = "application/x-ndjson", body = String), (status = 404, body = ErrorBody)),
+    params(("id" = berth_api::sessions::Id, Path, description = "session id"), ExportParams),
+    responses((status = 200, description = "the session as JSONL, or a ZIP of it and its forks",
+            content((String = "application/x-ndjson"), (Vec<u8> = "application/zip"))),
+        (status = 404, body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn export_session(
     State(state): State<Shared>,
@@ -529,16 +454,13 @@ pub async fn export_session(
     Ok((StatusCode::OK, [(header::CONTENT_TYPE, HeaderValue::from_static(content_type))], bytes).into_response())
 }
 
-#[derive(Debug, Serialize, Deserialize)]
-pub struct Imported {
-    pub sessions: Vec<berth_catalog::SessionRecord>,
-}
-
 /// Imports a session exported by `berth export` (JSONL) or a ZIP of sessions, into the
 /// caller's tenant.
 #[utoipa::path(post, path = "/v1/import", tag = "export",
-    request_body(content = String, content_type = "application/x-ndjson"),
-    responses((status = 201, body = doc::ImportedDoc), (status = 409, body = ErrorBody), (status = 413, body = ErrorBody), (status = 422, body = ErrorBody)),
+    request_body(description = "a session exported as JSONL, or a ZIP of sessions",
+        content((String = "application/x-ndjson"), (Vec<u8> = "application/zip"))),
+    responses((status = 201, body = ImportedBody), (status = 409, body = ErrorBody), (status = 413, body = ErrorBody),
+        (status = 422, body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn import_sessions(
     State(state): State<Shared>,
@@ -554,23 +476,14 @@ pub async fn import_sessions(
         }
     })
     .await?;
-    Ok(json(StatusCode::CREATED, &Imported { sessions }))
+    Ok(json(StatusCode::CREATED, &ImportedBody { sessions: sessions.iter().map(wire::session).collect() }))
 }
 
 // ----- audit, retention, whoami --------------------------------------------------------------
 
-#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
-#[serde(deny_unknown_fields)]
-#[into_params(parameter_in = Query)]
-pub struct AuditParams {
-    pub from: Option<u64>,
-    /// At most 1000 (default 100).
-    pub limit: Option<usize>,
-}
-
 /// Admin only: the tenant's audit log from position `from`.
 #[utoipa::path(get, path = "/v1/audit", tag = "admin", params(AuditParams),
-    responses((status = 200, body = Vec<doc::AuditEntryDoc>), (status = 403, body = ErrorBody)),
+    responses((status = 200, body = Vec<AuditEntryBody>), (status = 403, body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn audit_log(
     State(state): State<Shared>,
@@ -581,35 +494,36 @@ pub async fn audit_log(
         s.audit_log(&principal, params.from.unwrap_or(0), params.limit.unwrap_or(100).min(PAGE_SIZE_MAX)).await
     })
     .await?;
-    Ok(json(StatusCode::OK, &entries))
+    Ok(json(StatusCode::OK, &entries.iter().map(wire::audit_entry).collect::<Vec<_>>()))
 }
 
 /// Admin only: verifies the tenant's tamper-evident audit chain.
 #[utoipa::path(get, path = "/v1/audit/verify", tag = "admin",
-    responses((status = 200, body = doc::AuditVerificationDoc), (status = 403, body = ErrorBody)),
+    responses((status = 200, body = AuditVerificationBody), (status = 403, body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn verify_audit(State(state): State<Shared>, Caller(principal): Caller) -> ApiResult<Response> {
     let verdict = call(&state, move |s| async move { s.verify_audit(&principal).await }).await?;
-    Ok(json(StatusCode::OK, &verdict))
+    Ok(json(StatusCode::OK, &wire::audit_verification(&verdict)))
 }
 
 /// Admin only: sets the tenant's retention policy (applied by the background sweeper).
-#[utoipa::path(put, path = "/v1/retention", tag = "admin", request_body = doc::RetentionPolicyDoc,
-    responses((status = 204), (status = 403, body = ErrorBody)),
+#[utoipa::path(put, path = "/v1/retention", tag = "admin", request_body = Option<RetentionPolicyBody>,
+    responses((status = 204, description = "stored"), (status = 403, body = ErrorBody), (status = 422, body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn set_retention(
     State(state): State<Shared>,
     Caller(principal): Caller,
-    StrictJson(policy): StrictJson<RetentionPolicy>,
+    StrictJson(body): StrictJson<RetentionPolicyBody>,
 ) -> ApiResult<Response> {
+    let policy = wire::retention_from(body);
     call(&state, move |s| async move { s.set_retention(&principal, policy).await }).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
 /// The principal the presented key or token stands for.
 #[utoipa::path(get, path = "/v1/whoami", tag = "admin",
-    responses((status = 200, body = doc::PrincipalDoc), (status = 401, body = ErrorBody)),
+    responses((status = 200, body = PrincipalBody)),
     security(("bearer" = [])))]
 pub async fn whoami(Caller(principal): Caller) -> Response {
-    json(StatusCode::OK, &principal)
+    json(StatusCode::OK, &wire::principal(&principal))
 }

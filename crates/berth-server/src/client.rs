@@ -6,8 +6,9 @@
 //! `code`, so callers (and the CLI's exit codes) branch on the same vocabulary as with
 //! the library.
 
-use crate::api::{EventPage, Imported};
 use crate::error::ErrorBody;
+use crate::wire as convert;
+use berth_api as wire;
 use berth_catalog::{AuditEntry, AuditVerification, RetentionPolicy, RunRecord, SessionRecord};
 use berth_core::limits::Limit;
 use berth_core::{Error, ErrorClass, Event, Result, Revision, RunId, SessionId};
@@ -142,12 +143,14 @@ impl Client {
     }
 
     pub async fn whoami(&self) -> Result<Principal> {
-        self.call(Method::GET, "/v1/whoami", None, "").await
+        let body: wire::PrincipalBody = self.call(Method::GET, "/v1/whoami", None, "").await?;
+        Ok(convert::principal_from(body))
     }
 
     pub async fn create(&self, request: &CreateSession) -> Result<SessionRecord> {
         let context = request.id.as_ref().map(|id| id.to_string()).unwrap_or_default();
-        self.call(Method::POST, "/v1/sessions", Some(encode(request)?), &context).await
+        let body = encode(&convert::create(request))?;
+        self.session_call(Method::POST, "/v1/sessions", Some(body), &context).await
     }
 
     pub async fn list(&self, request: &ListRequest) -> Result<SessionPage> {
@@ -183,15 +186,17 @@ impl Client {
         }
         let path =
             if query.is_empty() { "/v1/sessions".to_owned() } else { format!("/v1/sessions?{}", query.join("&")) };
-        self.call(Method::GET, &path, None, "").await
+        let page: wire::SessionPage = self.call(Method::GET, &path, None, "").await?;
+        Ok(convert::session_page_from(page))
     }
 
     pub async fn get(&self, id: &SessionId) -> Result<SessionRecord> {
-        self.call(Method::GET, &format!("/v1/sessions/{id}"), None, id.as_str()).await
+        self.session_call(Method::GET, &format!("/v1/sessions/{id}"), None, id.as_str()).await
     }
 
     pub async fn update_metadata(&self, id: &SessionId, update: &MetadataUpdate) -> Result<SessionRecord> {
-        self.call(Method::PATCH, &format!("/v1/sessions/{id}"), Some(encode(update)?), id.as_str()).await
+        let body = encode(&convert::update(update))?;
+        self.session_call(Method::PATCH, &format!("/v1/sessions/{id}"), Some(body), id.as_str()).await
     }
 
     pub async fn delete(&self, id: &SessionId, expected_revision: Option<Revision>) -> Result<()> {
@@ -205,8 +210,11 @@ impl Client {
         policy: ClosePolicy,
         expected_revision: Option<Revision>,
     ) -> Result<SessionRecord> {
-        let body = serde_json::json!({"policy": policy, "expected_revision": expected_revision});
-        self.call(Method::POST, &format!("/v1/sessions/{id}/close"), Some(encode(&body)?), id.as_str()).await
+        let body = wire::CloseBody {
+            policy: convert::close_policy(policy),
+            expected_revision: expected_revision.map(|revision| revision.0),
+        };
+        self.session_call(Method::POST, &format!("/v1/sessions/{id}/close"), Some(encode(&body)?), id.as_str()).await
     }
 
     pub async fn fork(
@@ -215,12 +223,12 @@ impl Client {
         upto_seq: Option<u64>,
         new_id: Option<&SessionId>,
     ) -> Result<SessionRecord> {
-        let body = serde_json::json!({"upto_seq": upto_seq, "new_id": new_id});
-        self.call(Method::POST, &format!("/v1/sessions/{id}/fork"), Some(encode(&body)?), id.as_str()).await
+        let body = wire::ForkBody { upto_seq, new_id: new_id.cloned() };
+        self.session_call(Method::POST, &format!("/v1/sessions/{id}/fork"), Some(encode(&body)?), id.as_str()).await
     }
 
     pub async fn reopen(&self, id: &SessionId) -> Result<SessionRecord> {
-        self.call(Method::POST, &format!("/v1/sessions/{id}/reopen"), None, id.as_str()).await
+        self.session_call(Method::POST, &format!("/v1/sessions/{id}/reopen"), None, id.as_str()).await
     }
 
     /// Reads `[from, from + limit)`, following pages until `limit` (or the end).
@@ -236,26 +244,34 @@ impl Client {
                 Some(want) => format!("?from={next}&limit={want}"),
                 None => format!("?from={next}"),
             };
-            let page: EventPage =
+            let page: wire::EventPage =
                 self.call(Method::GET, &format!("/v1/sessions/{id}/events{query}"), None, id.as_str()).await?;
             if page.events.is_empty() {
                 return Ok(events);
             }
             next = page.next_seq;
-            events.extend(page.events);
+            events.extend(page.events.into_iter().map(convert::event_from));
         }
     }
 
     pub async fn append(&self, id: &SessionId, request: &AppendRequest) -> Result<AppendOutcome> {
-        self.call(Method::POST, &format!("/v1/sessions/{id}/events"), Some(encode(request)?), id.as_str()).await
+        let body = encode(&convert::append(request))?;
+        let outcome: wire::AppendOutcomeBody =
+            self.call(Method::POST, &format!("/v1/sessions/{id}/events"), Some(body), id.as_str()).await?;
+        Ok(convert::append_outcome_from(outcome))
     }
 
     pub async fn attach(&self, id: &SessionId, request: &AttachRequest) -> Result<Attachment> {
-        self.call(Method::POST, &format!("/v1/sessions/{id}/runs"), Some(encode(request)?), id.as_str()).await
+        let body = encode(&convert::attach(request))?;
+        let attachment: wire::AttachmentBody =
+            self.call(Method::POST, &format!("/v1/sessions/{id}/runs"), Some(body), id.as_str()).await?;
+        Ok(convert::attachment_from(attachment))
     }
 
     pub async fn heartbeat(&self, id: &SessionId, run: &RunId) -> Result<RunRecord> {
-        self.call(Method::POST, &format!("/v1/sessions/{id}/runs/{run}/heartbeat"), None, id.as_str()).await
+        let path = format!("/v1/sessions/{id}/runs/{run}/heartbeat");
+        let record: wire::RunBody = self.call(Method::POST, &path, None, id.as_str()).await?;
+        Ok(convert::run_from(record))
     }
 
     pub async fn detach(
@@ -265,13 +281,19 @@ impl Client {
         outcome: &str,
         expected_revision: Option<Revision>,
     ) -> Result<SessionRecord> {
-        let body = serde_json::json!({"outcome": outcome, "expected_revision": expected_revision});
-        self.call(Method::POST, &format!("/v1/sessions/{id}/runs/{run}/detach"), Some(encode(&body)?), id.as_str())
-            .await
+        let body = wire::DetachBody {
+            outcome: outcome.to_owned(),
+            expected_revision: expected_revision.map(|revision| revision.0),
+        };
+        let path = format!("/v1/sessions/{id}/runs/{run}/detach");
+        self.session_call(Method::POST, &path, Some(encode(&body)?), id.as_str()).await
     }
 
     pub async fn resume(&self, id: &SessionId, request: &AttachRequest) -> Result<ResumeOutcome> {
-        self.call(Method::POST, &format!("/v1/sessions/{id}/resume"), Some(encode(request)?), id.as_str()).await
+        let body = encode(&convert::attach(request))?;
+        let outcome: wire::ResumeOutcomeBody =
+            self.call(Method::POST, &format!("/v1/sessions/{id}/resume"), Some(body), id.as_str()).await?;
+        Ok(convert::resume_outcome_from(outcome))
     }
 
     pub async fn export(&self, id: &SessionId, zip: bool) -> Result<Vec<u8>> {
@@ -282,20 +304,35 @@ impl Client {
     }
 
     pub async fn import(&self, bytes: Vec<u8>) -> Result<Vec<SessionRecord>> {
-        let imported: Imported = self.call(Method::POST, "/v1/import", Some(bytes), "").await?;
-        Ok(imported.sessions)
+        let imported: wire::ImportedBody = self.call(Method::POST, "/v1/import", Some(bytes), "").await?;
+        Ok(imported.sessions.into_iter().map(convert::session_from).collect())
     }
 
     pub async fn audit_log(&self, from: u64, limit: usize) -> Result<Vec<AuditEntry>> {
-        self.call(Method::GET, &format!("/v1/audit?from={from}&limit={limit}"), None, "").await
+        let entries: Vec<wire::AuditEntryBody> =
+            self.call(Method::GET, &format!("/v1/audit?from={from}&limit={limit}"), None, "").await?;
+        Ok(entries.into_iter().map(convert::audit_entry_from).collect())
     }
 
     pub async fn verify_audit(&self) -> Result<AuditVerification> {
-        self.call(Method::GET, "/v1/audit/verify", None, "").await
+        let verdict: wire::AuditVerificationBody = self.call(Method::GET, "/v1/audit/verify", None, "").await?;
+        Ok(convert::audit_verification_from(verdict))
     }
 
     pub async fn set_retention(&self, policy: &RetentionPolicy) -> Result<()> {
-        self.checked(Method::PUT, "/v1/retention", Some(encode(policy)?), "").await.map(drop)
+        self.checked(Method::PUT, "/v1/retention", Some(encode(&convert::retention(policy))?), "").await.map(drop)
+    }
+
+    /// A call answered with a session body.
+    async fn session_call(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Vec<u8>>,
+        context: &str,
+    ) -> Result<SessionRecord> {
+        let session: wire::SessionBody = self.call(method, path, body, context).await?;
+        Ok(convert::session_from(session))
     }
 }
 

@@ -8,49 +8,8 @@
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+pub use berth_api::ErrorBody;
 use berth_core::{Error, ErrorClass};
-use serde::{Deserialize, Serialize};
-
-/// The JSON body of every error response.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct ErrorBody {
-    /// Stable, machine-readable: branch on this.
-    pub code: String,
-    /// For people; may change between versions.
-    pub message: String,
-    /// Conflicts: the revision or seq the caller expected.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expected: Option<u64>,
-    /// Conflicts: the actual revision or seq; limits: the actual size.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub actual: Option<u64>,
-    /// Limits: the limit that was exceeded.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub limit: Option<u64>,
-    /// `terminal`: the session's state.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub state: Option<String>,
-    /// Limits: which one (`event_bytes`, `batch_events`, …).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub limit_name: Option<String>,
-    /// Sending the same request again, unchanged, may succeed and is safe.
-    pub retryable: bool,
-}
-
-impl ErrorBody {
-    fn new(code: &str, message: impl Into<String>) -> ErrorBody {
-        ErrorBody {
-            code: code.to_owned(),
-            message: message.into(),
-            expected: None,
-            actual: None,
-            limit: None,
-            state: None,
-            limit_name: None,
-            retryable: ErrorClass::from_code(code).is_some_and(ErrorClass::retryable),
-        }
-    }
-}
 
 /// An error on its way to becoming a response.
 #[derive(Clone, Debug)]

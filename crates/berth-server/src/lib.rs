@@ -20,6 +20,7 @@ pub mod loadgen;
 pub mod metrics;
 pub mod openapi;
 pub mod tail;
+pub mod wire;
 
 use crate::api::Shared;
 use crate::auth::Authenticator;

@@ -1,194 +1,15 @@
-//! The OpenAPI document served at `/v1/openapi.json`, generated from the handlers'
-//! `#[utoipa::path]` annotations.
-//!
-//! The request and response types live in `berth-service` / `berth-catalog`, which do
-//! not depend on utoipa; the `…Doc` types here describe their JSON shape for the
-//! document only. `tests/openapi.rs` checks them against real responses so they cannot
-//! drift silently.
-
-#![allow(dead_code)]
+//! The OpenAPI document served at `/v1/openapi.json`: the handlers' `#[utoipa::path]`
+//! annotations over the wire types of `berth-api` (their schemas are derived from the
+//! very types the handlers decode and encode, so they cannot drift). `CommonErrors`
+//! adds the answers every operation can give. The document is committed as
+//! `crates/berth-api/openapi.json`; `tests/openapi.rs` fails when the two differ.
 
 use crate::{api, tail};
+use berth_api::ErrorBody;
+use utoipa::openapi::path::Operation;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
-use utoipa::{Modify, OpenApi, ToSchema};
-
-type Object = serde_json::Value;
-
-#[derive(ToSchema)]
-pub struct SessionPolicyDoc {
-    /// `{"mode":"serial"}` (default) or `{"mode":"parallel","runs_max":N}`.
-    #[schema(value_type = Object)]
-    concurrency: Option<Object>,
-    activity_ttl_ms: u64,
-    run_lease_ttl_ms: u64,
-}
-
-#[derive(ToSchema)]
-pub struct CreateSessionDoc {
-    /// Client-chosen id (`[A-Za-z0-9._~-]{1,128}`); generated (UUIDv7) when absent.
-    id: Option<String>,
-    /// Owner; defaults to the caller (service and admin keys only).
-    user: Option<String>,
-    project: Option<String>,
-    policy: Option<SessionPolicyDoc>,
-    title: Option<String>,
-    labels: Option<Vec<String>>,
-    origin: Option<String>,
-    delegation_depth: Option<u32>,
-}
-
-#[derive(ToSchema)]
-pub struct RunRecordDoc {
-    run_id: String,
-    attached_by: String,
-    attached_at: u64,
-    lease_until: u64,
-    status: String,
-}
-
-#[derive(ToSchema)]
-pub struct SessionRecordDoc {
-    /// The immutable header: format version, id, scope, created_at, parent, policy…
-    #[schema(value_type = Object)]
-    header: Object,
-    /// creating, active, idle, closed, expired.
-    status: String,
-    lease_until: u64,
-    last_activity: u64,
-    revision: u64,
-    title: Option<String>,
-    labels: Vec<String>,
-    event_count: u64,
-    blank: bool,
-    runs: Vec<RunRecordDoc>,
-    status_changed_at: u64,
-}
-
-#[derive(ToSchema)]
-pub struct SessionPageDoc {
-    items: Vec<SessionRecordDoc>,
-    next_cursor: Option<String>,
-}
-
-#[derive(ToSchema)]
-pub struct MetadataUpdateDoc {
-    /// `null` clears the title.
-    title: Option<String>,
-    labels: Option<Vec<String>>,
-    expected_revision: Option<u64>,
-}
-
-#[derive(ToSchema)]
-pub struct EventDoc {
-    seq: u64,
-    #[schema(rename = "type")]
-    event_type: String,
-    time: u64,
-    run: Option<String>,
-    #[schema(value_type = Object)]
-    data: Object,
-    ignorable: Option<bool>,
-}
-
-#[derive(ToSchema)]
-pub struct EventPageDoc {
-    events: Vec<EventDoc>,
-    next_seq: u64,
-}
-
-#[derive(ToSchema)]
-pub struct NewEventDoc {
-    #[schema(rename = "type")]
-    event_type: String,
-    #[schema(value_type = Object)]
-    data: Option<Object>,
-    time: Option<u64>,
-    ignorable: Option<bool>,
-}
-
-#[derive(ToSchema)]
-pub struct AppendRequestDoc {
-    /// The attached run appending (required for user keys).
-    run: Option<String>,
-    /// The seq the first event must get: makes a retry idempotent.
-    expected_seq: Option<u64>,
-    events: Vec<NewEventDoc>,
-}
-
-#[derive(ToSchema)]
-pub struct AppendOutcomeDoc {
-    first_seq: u64,
-    next_seq: u64,
-    duplicate: bool,
-}
-
-#[derive(ToSchema)]
-pub struct AttachRequestDoc {
-    run_id: Option<String>,
-    expected_revision: Option<u64>,
-    /// `reject` (default) or `interrupt`.
-    on_busy: Option<String>,
-}
-
-#[derive(ToSchema)]
-pub struct AttachmentDoc {
-    run: RunRecordDoc,
-    revision: u64,
-    session_lease_until: u64,
-    displaced: Vec<RunRecordDoc>,
-}
-
-#[derive(ToSchema)]
-pub struct ResumeOutcomeDoc {
-    attachment: AttachmentDoc,
-    repaired: Vec<EventDoc>,
-    checkpoint: Option<EventDoc>,
-    next_seq: u64,
-}
-
-#[derive(ToSchema)]
-pub struct ImportedDoc {
-    sessions: Vec<SessionRecordDoc>,
-}
-
-#[derive(ToSchema)]
-pub struct AuditEntryDoc {
-    seq: u64,
-    tenant: String,
-    time: u64,
-    actor: String,
-    action: String,
-    session: Option<String>,
-    revision: Option<u64>,
-    outcome: String,
-    #[schema(value_type = Object)]
-    details: Object,
-    prev_hash: String,
-    hash: String,
-}
-
-#[derive(ToSchema)]
-pub struct AuditVerificationDoc {
-    entries: u64,
-    broken_at: Option<u64>,
-    reason: Option<String>,
-}
-
-#[derive(ToSchema)]
-pub struct RetentionPolicyDoc {
-    idle_ttl_ms: Option<u64>,
-    max_age_ms: Option<u64>,
-    delete_terminal_after_ms: Option<u64>,
-}
-
-#[derive(ToSchema)]
-pub struct PrincipalDoc {
-    tenant: String,
-    user: String,
-    project: Option<String>,
-    /// user, service or admin.
-    role: String,
-}
+use utoipa::openapi::{ContentBuilder, Ref, RefOr, Response, ResponseBuilder};
+use utoipa::{Modify, OpenApi};
 
 struct BearerAuth;
 
@@ -207,11 +28,61 @@ impl Modify for BearerAuth {
     }
 }
 
+/// The answers every `/v1` operation can give, whatever it does: a malformed path id,
+/// query or body (400), no valid credentials (401), the tenant's rate (429), an internal
+/// failure (500), and the store unavailable or the request timed out (503).
+struct CommonErrors;
+
+impl CommonErrors {
+    const ANSWERS: &'static [(&'static str, &'static str)] = &[
+        ("400", "malformed request: path id, query parameter or body (`invalid`)"),
+        ("401", "no valid bearer key or token (`unauthenticated`)"),
+        ("429", "over the tenant's rate (`rate_limited`; see Retry-After)"),
+        ("500", "internal failure or damaged stored data (`internal`, `corrupt`)"),
+        ("503", "store unavailable or request timed out (`unavailable`, `timeout`; see Retry-After)"),
+    ];
+
+    fn error_response(description: &str) -> RefOr<Response> {
+        let content = ContentBuilder::new().schema(Some(Ref::from_schema_name("ErrorBody"))).build();
+        ResponseBuilder::new().description(description).content("application/json", content).build().into()
+    }
+
+    fn add_to(operation: &mut Operation) {
+        for (status, description) in CommonErrors::ANSWERS {
+            operation
+                .responses
+                .responses
+                .entry((*status).to_owned())
+                .or_insert_with(|| CommonErrors::error_response(description));
+        }
+    }
+}
+
+impl Modify for CommonErrors {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        for item in openapi.paths.paths.values_mut() {
+            let operations = [
+                &mut item.get,
+                &mut item.put,
+                &mut item.post,
+                &mut item.delete,
+                &mut item.patch,
+                &mut item.head,
+                &mut item.options,
+                &mut item.trace,
+            ];
+            for operation in operations.into_iter().flatten() {
+                CommonErrors::add_to(operation);
+            }
+        }
+    }
+}
+
 #[derive(OpenApi)]
 #[openapi(
     info(
         title = "berth",
-        description = "A durable, multi-tenant session store for AI-agent runtimes. The tenant of every request comes from its bearer key or token. Errors are JSON {code, message} with a stable code."
+        description = "A durable, multi-tenant session store for AI-agent runtimes. The tenant of every request comes from its bearer key or token. Errors are JSON {code, message, retryable, ...} with a stable code (see docs/server.md for the compatibility rule of /v1)."
     ),
     paths(
         api::create_session, api::list_sessions, api::get_session, api::update_session,
@@ -221,8 +92,8 @@ impl Modify for BearerAuth {
         api::export_session, api::import_sessions,
         api::audit_log, api::verify_audit, api::set_retention, api::whoami,
     ),
-    components(schemas(crate::error::ErrorBody)),
-    modifiers(&BearerAuth),
+    components(schemas(ErrorBody)),
+    modifiers(&BearerAuth, &CommonErrors),
     tags(
         (name = "sessions", description = "Create, list, read metadata, close, fork, reopen, delete"),
         (name = "events", description = "Read, append, live tail"),
@@ -233,7 +104,9 @@ impl Modify for BearerAuth {
 )]
 pub struct ApiDoc;
 
-/// The document as JSON.
+/// The document as JSON (pretty, with a final newline: the committed golden file's form).
 pub fn document() -> String {
-    ApiDoc::openapi().to_pretty_json().unwrap_or_else(|_| "{}".to_owned())
+    let mut text = ApiDoc::openapi().to_pretty_json().unwrap_or_else(|_| "{}".to_owned());
+    text.push('\n');
+    text
 }

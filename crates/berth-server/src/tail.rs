@@ -16,30 +16,23 @@ use axum::extract::State;
 use axum::http::{header, HeaderMap};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
+use berth_api::TailParams;
 use berth_core::{Error, Event, SessionId, SessionKey};
 use berth_service::Principal;
-use serde::Deserialize;
 use std::collections::VecDeque;
 use std::convert::Infallible;
 
 /// Events read per page while catching up.
 const TAIL_PAGE_EVENTS: u64 = 500;
 
-#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
-#[serde(deny_unknown_fields)]
-#[into_params(parameter_in = Query)]
-pub struct TailParams {
-    /// First seq to send (default 0). `Last-Event-ID` wins when present.
-    pub from: Option<u64>,
-}
-
-/// Streams events as `event: event`, `id: <seq>`, `data: <canonical event JSON>`. A
-/// stream that cannot go on sends one `event: error` with `{code, message}` and ends.
+/// Streams events as `event: event`, `id: <seq>`, `data: <event JSON>`. A stream that
+/// cannot go on sends one `event: error` with the error body and ends; a bounded one
+/// (`max_events`, `idle_timeout_ms`) ends with `event: end`, `{"reason", "next_seq"}`.
 #[utoipa::path(get, path = "/v1/sessions/{id}/events/stream", tag = "events",
-    params(("id" = String, Path, description = "session id"), TailParams,
+    params(("id" = berth_api::sessions::Id, Path, description = "session id"), TailParams,
         ("Last-Event-ID" = Option<u64>, Header, description = "resume after this seq")),
     responses((status = 200, content_type = "text/event-stream", body = String),
-        (status = 404, body = crate::error::ErrorBody)),
+        (status = 404, body = berth_api::ErrorBody)),
     security(("bearer" = [])))]
 pub async fn tail_events(
     State(state): State<Shared>,
@@ -57,6 +50,9 @@ pub async fn tail_events(
             .ok_or_else(|| ApiError::bad_request("Last-Event-ID must be an event seq"))?,
         None => params.from.unwrap_or(0),
     };
+    if params.max_events == Some(0) || params.idle_timeout_ms == Some(0) {
+        return Err(ApiError::bad_request("max_events and idle_timeout_ms are at least 1"));
+    }
     let token = headers
         .get(header::AUTHORIZATION)
         .and_then(|value| value.to_str().ok())
@@ -80,7 +76,11 @@ pub async fn tail_events(
         done: false,
         subscription,
         shutdown: state.shutdown.clone(),
+        events_left: params.max_events,
+        idle: params.idle_timeout_ms.map(std::time::Duration::from_millis),
+        idle_deadline: None,
     };
+    tail.reset_idle();
     tail.take(first);
     let heartbeat = state.config.tail_heartbeat;
     let stream = futures_util::stream::unfold(tail, |mut tail| async move {
@@ -110,6 +110,11 @@ struct Tail {
     done: bool,
     subscription: Subscription,
     shutdown: tokio::sync::watch::Receiver<bool>,
+    /// `max_events`: how many more events this stream sends before it ends.
+    events_left: Option<u64>,
+    /// `idle_timeout_ms`: the stream ends after this long without a new event.
+    idle: Option<std::time::Duration>,
+    idle_deadline: Option<tokio::time::Instant>,
 }
 
 impl Drop for Tail {
@@ -130,20 +135,39 @@ impl Tail {
         self.pending.extend(events);
     }
 
+    fn reset_idle(&mut self) {
+        self.idle_deadline = self.idle.map(|idle| tokio::time::Instant::now() + idle);
+    }
+
+    /// The last message of a bounded stream: `event: end`, `{reason, next_seq}`.
+    fn end_event(&mut self, reason: &str) -> SseEvent {
+        self.done = true;
+        let next_seq = self.next_seq - self.pending.len() as u64;
+        SseEvent::default().event("end").data(serde_json::json!({"reason": reason, "next_seq": next_seq}).to_string())
+    }
+
     /// The next SSE event to send, or `None` to end the stream.
     async fn next(&mut self) -> Option<SseEvent> {
         loop {
+            if self.done || *self.shutdown.borrow() {
+                return None;
+            }
+            if self.events_left == Some(0) {
+                return Some(self.end_event("max_events"));
+            }
             if let Some(event) = self.pending.pop_front() {
+                self.events_left = self.events_left.map(|left| left - 1);
+                self.reset_idle();
                 return Some(
                     SseEvent::default().id(event.seq.to_string()).event("event").data(event.to_canonical_json()),
                 );
             }
-            if self.done || *self.shutdown.borrow() {
-                return None;
-            }
             if !self.more {
                 let recheck = self.state.config.tail_recheck;
+                let idle_deadline = self.idle_deadline;
                 tokio::select! {
+                    _ = async { tokio::time::sleep_until(idle_deadline.unwrap_or_else(tokio::time::Instant::now)).await },
+                        if idle_deadline.is_some() => return Some(self.end_event("idle_timeout")),
                     _ = self.subscription.changed() => {}
                     _ = tokio::time::sleep(recheck) => {
                         if let Some(event) = self.recheck_token().await {

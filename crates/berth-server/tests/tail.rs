@@ -104,3 +104,39 @@ async fn a_revoked_key_or_a_deleted_session_ends_the_stream_and_shutdown_ends_th
     let ended = tokio::time::timeout(WAIT, open_stream.next_event()).await.unwrap();
     assert!(matches!(ended, Ok(None) | Err(_)));
 }
+
+/// A bounded tail ends by itself, so scripts and tests can use it: `max_events` after that
+/// many events, `idle_timeout_ms` after that long without one, each with one `event: end`
+/// saying why and where to resume. Without the bounds both streams would stay open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bounded_tail_ends_after_max_events_or_an_idle_timeout() {
+    let server = TestServer::start().await;
+    let client = server.client(&server.key("acme", "svc", None, Role::Service));
+    create(&client, "bounded").await;
+    append(&client, "bounded", 0, 5).await;
+    let read_all = |query: &'static str| {
+        let client = client.clone();
+        async move {
+            let path = format!("/v1/sessions/bounded/events/stream?{query}");
+            let response = tokio::time::timeout(WAIT, client.send(Method::GET, &path, None, &[]))
+                .await
+                .expect("the bounded stream did not end")
+                .unwrap();
+            assert_eq!(response.status.as_u16(), 200);
+            String::from_utf8(response.body.to_vec()).unwrap()
+        }
+    };
+    let capped = read_all("from=1&max_events=3").await;
+    assert_eq!(capped.matches("event: event").count(), 3, "{capped}");
+    assert!(capped.contains("id: 3") && !capped.contains("id: 4"), "{capped}");
+    assert!(capped.contains(r#"data: {"next_seq":4,"reason":"max_events"}"#), "{capped}");
+    let idle = read_all("from=4&idle_timeout_ms=200").await;
+    assert_eq!(idle.matches("event: event").count(), 1, "{idle}");
+    assert!(idle.contains(r#"data: {"next_seq":5,"reason":"idle_timeout"}"#), "{idle}");
+    let (status, _) = {
+        let response =
+            client.send(Method::GET, "/v1/sessions/bounded/events/stream?max_events=0", None, &[]).await.unwrap();
+        (response.status.as_u16(), response.body)
+    };
+    assert_eq!(status, 400, "max_events is at least 1");
+}

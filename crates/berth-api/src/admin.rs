@@ -1,0 +1,100 @@
+//! Export, import, the audit log, retention and `whoami` on the wire.
+
+use crate::sessions::{Id, SessionBody};
+use berth_core::{ProjectId, Revision, SessionId, TenantId, Timestamp, UserId};
+use serde::{Deserialize, Serialize};
+
+/// `GET /v1/sessions/{id}/export`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ExportParams {
+    /// `jsonl` (default: canonical header line + event lines) or `zip` (with its forks).
+    #[param(pattern = "^(jsonl|zip)$")]
+    pub format: Option<String>,
+}
+
+/// `POST /v1/import`: the sessions created.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ImportedBody {
+    pub sessions: Vec<SessionBody>,
+}
+
+/// `GET /v1/audit`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct AuditParams {
+    /// First audit position (default 0).
+    pub from: Option<u64>,
+    /// Most entries (default 100).
+    #[param(minimum = 0, maximum = 1000)]
+    pub limit: Option<usize>,
+}
+
+/// One entry of a tenant's tamper-evident audit chain.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct AuditEntryBody {
+    pub seq: u64,
+    #[schema(value_type = Id)]
+    pub tenant: TenantId,
+    #[schema(value_type = u64)]
+    pub time: Timestamp,
+    /// `user:<id>`, `service:<id>`, `admin:<id>` or `system:<component>`.
+    pub actor: String,
+    pub action: String,
+    #[schema(value_type = Option<Id>)]
+    pub session: Option<SessionId>,
+    #[schema(value_type = Option<u64>)]
+    pub revision: Option<Revision>,
+    /// `ok`, `denied`, or an error code.
+    pub outcome: String,
+    /// Free detail (counts, bytes, run ids…).
+    #[schema(value_type = crate::events::AnyJson)]
+    pub details: serde_json::Value,
+    pub prev_hash: String,
+    pub hash: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct AuditVerificationBody {
+    pub entries: u64,
+    /// `null` when the chain is intact; otherwise the first seq where it breaks.
+    pub broken_at: Option<u64>,
+    pub reason: Option<String>,
+}
+
+/// `PUT /v1/retention`: the tenant's retention policy (absent fields: no such rule).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RetentionPolicyBody {
+    /// Expire live sessions with no activity for this long (ms).
+    #[serde(default)]
+    pub idle_ttl_ms: Option<u64>,
+    /// Expire live sessions older than this, whatever their activity (ms).
+    #[serde(default)]
+    pub max_age_ms: Option<u64>,
+    /// Delete closed and expired sessions this long after they became terminal (ms).
+    #[serde(default)]
+    pub delete_terminal_after_ms: Option<u64>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    User,
+    Service,
+    Admin,
+}
+
+/// `GET /v1/whoami`: the principal a key or token stands for.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct PrincipalBody {
+    #[schema(value_type = Id)]
+    pub tenant: TenantId,
+    #[schema(value_type = Id)]
+    pub user: UserId,
+    #[schema(value_type = Option<Id>)]
+    pub project: Option<ProjectId>,
+    pub role: Role,
+}

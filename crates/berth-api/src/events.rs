@@ -1,0 +1,125 @@
+//! Events on the wire: the event as it travels (reads, the live tail, resume), the
+//! append request and its outcome, and the read and tail parameters.
+
+use crate::sessions::Id;
+use berth_core::{EventType, JsonText, RunId, Seq, Timestamp};
+use serde::{Deserialize, Serialize};
+
+/// Any JSON value: object, array, string, number, boolean or null (schema only).
+pub struct AnyJson;
+
+impl utoipa::PartialSchema for AnyJson {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{ObjectBuilder, SchemaType};
+        ObjectBuilder::new()
+            .schema_type(SchemaType::AnyValue)
+            .description(Some("any JSON value: object, array, string, number, boolean or null"))
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for AnyJson {}
+
+/// One event of a session's log as it travels: `seq, type, time, run?, data, ignorable?`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EventBody {
+    /// Position in the log, contiguous from 0.
+    #[schema(value_type = u64)]
+    pub seq: Seq,
+    #[serde(rename = "type")]
+    #[schema(value_type = String, pattern = r"^[a-z0-9_.-]+(/[a-z0-9_.-]+)*$", max_length = 64)]
+    pub event_type: EventType,
+    /// When it happened (ms since the epoch).
+    #[schema(value_type = u64)]
+    pub time: Timestamp,
+    /// The run that appended it; always present in `parallel` sessions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Id>)]
+    pub run: Option<RunId>,
+    #[schema(value_type = AnyJson)]
+    pub data: JsonText,
+    /// Readers that do not know the type may skip it; omitted when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ignorable: bool,
+}
+
+/// An event to append: the server assigns `seq` (and `time` when absent).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewEventBody {
+    #[serde(rename = "type")]
+    #[schema(value_type = String, pattern = r"^[a-z0-9_.-]+(/[a-z0-9_.-]+)*$", max_length = 64)]
+    pub event_type: String,
+    /// Any JSON value (default `null`); at most 128 levels deep, no duplicate keys.
+    #[serde(default = "JsonText::null")]
+    #[schema(value_type = AnyJson)]
+    pub data: JsonText,
+    /// When it happened (ms since the epoch; default: the server's clock).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<u64>)]
+    pub time: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ignorable: bool,
+}
+
+/// `POST /v1/sessions/{id}/events`: one atomic, durable batch.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AppendBody {
+    /// The attached run appending (required for user keys and `parallel` sessions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Id>)]
+    pub run: Option<RunId>,
+    /// The seq the first event must get (409 `seq_conflict` otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_seq: Option<u64>,
+    /// At most 1000 events, 8 MiB in all, 1 MiB each.
+    #[schema(max_items = 1000)]
+    pub events: Vec<NewEventBody>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct AppendOutcomeBody {
+    /// The seq of the batch's first event.
+    pub first_seq: u64,
+    /// The seq after the batch's last event.
+    pub next_seq: u64,
+    /// The batch was already stored (a retry); nothing was written.
+    pub duplicate: bool,
+}
+
+/// A page of events, in seq order.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct EventPage {
+    pub events: Vec<EventBody>,
+    /// The seq after the last event returned (`from` + number of events).
+    pub next_seq: u64,
+}
+
+/// `GET /v1/sessions/{id}/events`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ReadParams {
+    /// First seq to read (default 0).
+    pub from: Option<u64>,
+    /// Most events to return (default 1000).
+    #[param(minimum = 0, maximum = 1000)]
+    pub limit: Option<u64>,
+}
+
+/// `GET /v1/sessions/{id}/events/stream`: bounded when asked, so scripts and tests end.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct TailParams {
+    /// First seq to send (default 0). `Last-Event-ID` wins when present.
+    pub from: Option<u64>,
+    /// End the stream (with `event: end`) after sending this many events.
+    #[param(minimum = 1)]
+    pub max_events: Option<u64>,
+    /// End the stream (with `event: end`) after this long without a new event (ms).
+    #[param(minimum = 1, maximum = 86400000)]
+    pub idle_timeout_ms: Option<u64>,
+}

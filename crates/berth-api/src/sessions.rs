@@ -1,0 +1,268 @@
+//! Sessions on the wire: the session body (header, status, metadata, attached runs), a
+//! listing page, and the bodies of create, update, close and fork.
+
+use crate::runs::RunBody;
+use berth_core::{ProjectId, Revision, SessionId, TenantId, Timestamp, UserId};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+
+/// An id: 1–128 bytes of `[A-Za-z0-9._~-]`, never `.` or `..` (schema only: ids are the
+/// core's strictly parsed newtypes).
+pub struct Id;
+
+impl utoipa::PartialSchema for Id {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{ObjectBuilder, Type};
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .pattern(Some(crate::ID_PATTERN))
+            .min_length(Some(1))
+            .max_length(Some(berth_core::limits::ID_BYTES_MAX))
+            .examples(["chat-1"])
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for Id {}
+
+/// A session's status. `creating` is a create that has not finished (an import or a
+/// create interrupted by a crash; the sweeper removes abandoned ones); listings never
+/// filter on it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionStatus {
+    Creating,
+    Active,
+    Idle,
+    Closed,
+    Expired,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ScopeBody {
+    #[schema(value_type = Id)]
+    pub tenant: TenantId,
+    #[schema(value_type = Id)]
+    pub user: UserId,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Id>)]
+    pub project: Option<ProjectId>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ParentBody {
+    #[schema(value_type = Id)]
+    pub session: SessionId,
+    /// The parent's events before this seq were copied.
+    pub cut_seq: u64,
+}
+
+/// `{"mode":"serial"}` (one run at a time) or `{"mode":"parallel","runs_max":N}`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case", tag = "mode", deny_unknown_fields)]
+pub enum ConcurrencyBody {
+    #[default]
+    Serial,
+    Parallel {
+        #[schema(minimum = 1, maximum = 64)]
+        runs_max: u32,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyBody {
+    #[serde(default)]
+    pub concurrency: ConcurrencyBody,
+    /// How long the session stays live without activity (ms).
+    pub activity_ttl_ms: u64,
+    /// How long a run's attachment lasts without a heartbeat (ms).
+    pub run_lease_ttl_ms: u64,
+}
+
+/// The immutable header, fixed at create.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HeaderBody {
+    /// The session format version.
+    pub version: u32,
+    #[schema(value_type = Id)]
+    pub id: SessionId,
+    pub scope: ScopeBody,
+    #[schema(value_type = u64)]
+    pub created_at: Timestamp,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<ParentBody>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<String>,
+    pub delegation_depth: u32,
+    pub policy: PolicyBody,
+}
+
+/// A session as `GET /v1/sessions/{id}` returns it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct SessionBody {
+    pub header: HeaderBody,
+    pub status: SessionStatus,
+    /// The session's activity lease: live until then without activity (ms).
+    #[schema(value_type = u64)]
+    pub lease_until: Timestamp,
+    #[schema(value_type = u64)]
+    pub last_activity: Timestamp,
+    /// Compare-and-set token of the metadata (`expected_revision`).
+    #[schema(value_type = u64)]
+    pub revision: Revision,
+    /// `null` when unset.
+    pub title: Option<String>,
+    pub labels: BTreeSet<String>,
+    /// Events in the log (the catalog may lag the log by a moment on busy sessions).
+    pub event_count: u64,
+    /// No conversation event yet (hidden from default listings).
+    pub blank: bool,
+    /// The attached runs.
+    pub runs: Vec<RunBody>,
+    #[schema(value_type = u64)]
+    pub status_changed_at: Timestamp,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct SessionPage {
+    pub items: Vec<SessionBody>,
+    /// Pass as `cursor` for the next page; `null` on the last one.
+    pub next_cursor: Option<String>,
+}
+
+/// `POST /v1/sessions`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateSessionBody {
+    /// Client-chosen id; a time-ordered id (UUIDv7) is generated when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Id>)]
+    pub id: Option<SessionId>,
+    /// Owner; defaults to the caller (service and admin keys only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Id>)]
+    pub user: Option<UserId>,
+    /// Defaults to the caller's project.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Id>)]
+    pub project: Option<ProjectId>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<PolicyBody>,
+    /// At most 512 bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_length = 512)]
+    pub title: Option<String>,
+    /// At most 64 labels of at most 128 bytes.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    #[schema(max_items = 64)]
+    pub labels: BTreeSet<String>,
+    /// Where the session came from (at most 128 bytes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_length = 128)]
+    pub origin: Option<String>,
+    #[serde(default)]
+    #[schema(maximum = 64)]
+    pub delegation_depth: u32,
+}
+
+/// `PATCH /v1/sessions/{id}`: sets title and/or labels.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateSessionBody {
+    /// A string sets the title, `null` clears it, absent leaves it.
+    #[serde(default, with = "double_option", skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>, max_length = 512)]
+    pub title: Option<Option<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_items = 64)]
+    pub labels: Option<BTreeSet<String>>,
+    /// Compare-and-set: 412 unless the session is at this revision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_revision: Option<u64>,
+}
+
+mod double_option {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    pub fn serialize<S: Serializer>(value: &Option<Option<String>>, s: S) -> Result<S::Ok, S::Error> {
+        value.serialize(s)
+    }
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
+        Option::<String>::deserialize(d).map(Some)
+    }
+}
+
+/// How `close` treats attached runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ClosePolicy {
+    /// 409 `busy` while runs are attached.
+    #[default]
+    Refuse,
+    /// Detach them as `cancelled` (audited), then close.
+    CancelRuns,
+}
+
+/// `POST /v1/sessions/{id}/close`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CloseBody {
+    #[serde(default)]
+    pub policy: ClosePolicy,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_revision: Option<u64>,
+}
+
+/// `POST /v1/sessions/{id}/fork`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ForkBody {
+    /// Copy the events before this seq (default: all).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upto_seq: Option<u64>,
+    /// The new session's id (generated when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Id>)]
+    pub new_id: Option<SessionId>,
+}
+
+/// `GET /v1/sessions` filters. `status` is a comma-separated list.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ListParams {
+    /// Owner filter (service and admin keys; a user key always sees only its own).
+    #[param(value_type = Option<Id>)]
+    pub user: Option<String>,
+    #[param(value_type = Option<Id>)]
+    pub project: Option<String>,
+    /// Comma-separated: `active`, `idle`, `closed`, `expired` (default: all).
+    #[param(pattern = r"^(active|idle|closed|expired)(,(active|idle|closed|expired))*$")]
+    pub status: Option<String>,
+    /// Sessions carrying this label.
+    #[param(max_length = 128)]
+    pub label: Option<String>,
+    /// Last activity at or after (ms since the epoch).
+    pub active_since: Option<u64>,
+    /// Last activity before (ms since the epoch).
+    pub active_before: Option<u64>,
+    /// Include blank sessions (no conversation events yet).
+    pub include_blank: Option<bool>,
+    /// The `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+    /// Page size (default 50).
+    #[param(minimum = 1, maximum = 1000)]
+    pub limit: Option<usize>,
+}
+
+/// `DELETE /v1/sessions/{id}?expected_revision=N`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct RevisionParams {
+    /// Compare-and-set: 412 unless the session is at this revision.
+    pub expected_revision: Option<u64>,
+}

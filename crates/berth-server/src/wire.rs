@@ -1,0 +1,430 @@
+//! The server's edge: conversions between the wire types of `berth-api` and the
+//! service's and catalog's types, both ways (the server answers with wire types; the
+//! client behind `berth --server` turns them back into the types its callers use).
+
+use berth_api as wire;
+use berth_catalog::{AuditDraft, AuditEntry, AuditVerification, RetentionPolicy, RunRecord, RunStatus, SessionRecord};
+use berth_core::lifecycle::Status;
+use berth_core::{Concurrency, Event, ParentRef, Revision, Scope, SessionHeader, SessionPolicy};
+use berth_service::{
+    AppendOutcome, AppendRequest, AttachRequest, Attachment, ClosePolicy, CreateSession, MetadataUpdate, NewEvent,
+    OnBusy, Principal, ResumeOutcome, Role, SessionPage,
+};
+
+// ----- sessions ------------------------------------------------------------------------
+
+pub fn status(status: Status) -> wire::SessionStatus {
+    match status {
+        Status::Creating => wire::SessionStatus::Creating,
+        Status::Active => wire::SessionStatus::Active,
+        Status::Idle => wire::SessionStatus::Idle,
+        Status::Closed => wire::SessionStatus::Closed,
+        Status::Expired => wire::SessionStatus::Expired,
+    }
+}
+
+pub fn status_from(status: wire::SessionStatus) -> Status {
+    match status {
+        wire::SessionStatus::Creating => Status::Creating,
+        wire::SessionStatus::Active => Status::Active,
+        wire::SessionStatus::Idle => Status::Idle,
+        wire::SessionStatus::Closed => Status::Closed,
+        wire::SessionStatus::Expired => Status::Expired,
+    }
+}
+
+pub fn policy(policy: &SessionPolicy) -> wire::PolicyBody {
+    wire::PolicyBody {
+        concurrency: match policy.concurrency {
+            Concurrency::Serial => wire::ConcurrencyBody::Serial,
+            Concurrency::Parallel { runs_max } => wire::ConcurrencyBody::Parallel { runs_max },
+        },
+        activity_ttl_ms: policy.activity_ttl_ms,
+        run_lease_ttl_ms: policy.run_lease_ttl_ms,
+    }
+}
+
+pub fn policy_from(policy: wire::PolicyBody) -> SessionPolicy {
+    SessionPolicy {
+        concurrency: match policy.concurrency {
+            wire::ConcurrencyBody::Serial => Concurrency::Serial,
+            wire::ConcurrencyBody::Parallel { runs_max } => Concurrency::Parallel { runs_max },
+        },
+        activity_ttl_ms: policy.activity_ttl_ms,
+        run_lease_ttl_ms: policy.run_lease_ttl_ms,
+    }
+}
+
+pub fn header(header: &SessionHeader) -> wire::HeaderBody {
+    wire::HeaderBody {
+        version: header.version,
+        id: header.id.clone(),
+        scope: wire::ScopeBody {
+            tenant: header.scope.tenant.clone(),
+            user: header.scope.user.clone(),
+            project: header.scope.project.clone(),
+        },
+        created_at: header.created_at,
+        parent: header
+            .parent
+            .as_ref()
+            .map(|parent| wire::ParentBody { session: parent.session.clone(), cut_seq: parent.cut_seq }),
+        origin: header.origin.clone(),
+        delegation_depth: header.delegation_depth,
+        policy: policy(&header.policy),
+    }
+}
+
+pub fn header_from(header: wire::HeaderBody) -> SessionHeader {
+    SessionHeader {
+        version: header.version,
+        id: header.id,
+        scope: Scope { tenant: header.scope.tenant, user: header.scope.user, project: header.scope.project },
+        created_at: header.created_at,
+        parent: header.parent.map(|parent| ParentRef { session: parent.session, cut_seq: parent.cut_seq }),
+        origin: header.origin,
+        delegation_depth: header.delegation_depth,
+        policy: policy_from(header.policy),
+    }
+}
+
+pub fn session(record: &SessionRecord) -> wire::SessionBody {
+    wire::SessionBody {
+        header: header(&record.header),
+        status: status(record.status),
+        lease_until: record.lease_until,
+        last_activity: record.last_activity,
+        revision: record.revision,
+        title: record.title.clone(),
+        labels: record.labels.clone(),
+        event_count: record.event_count,
+        blank: record.blank,
+        runs: record.runs.iter().map(run).collect(),
+        status_changed_at: record.status_changed_at,
+    }
+}
+
+pub fn session_from(body: wire::SessionBody) -> SessionRecord {
+    SessionRecord {
+        header: header_from(body.header),
+        status: status_from(body.status),
+        lease_until: body.lease_until,
+        last_activity: body.last_activity,
+        revision: body.revision,
+        title: body.title,
+        labels: body.labels,
+        event_count: body.event_count,
+        blank: body.blank,
+        runs: body.runs.into_iter().map(run_from).collect(),
+        status_changed_at: body.status_changed_at,
+    }
+}
+
+pub fn session_page(page: &SessionPage) -> wire::SessionPage {
+    wire::SessionPage { items: page.items.iter().map(session).collect(), next_cursor: page.next_cursor.clone() }
+}
+
+pub fn session_page_from(page: wire::SessionPage) -> SessionPage {
+    SessionPage { items: page.items.into_iter().map(session_from).collect(), next_cursor: page.next_cursor }
+}
+
+pub fn create_from(body: wire::CreateSessionBody) -> CreateSession {
+    CreateSession {
+        id: body.id,
+        user: body.user,
+        project: body.project,
+        policy: body.policy.map(policy_from),
+        title: body.title,
+        labels: body.labels,
+        origin: body.origin,
+        delegation_depth: body.delegation_depth,
+    }
+}
+
+pub fn create(request: &CreateSession) -> wire::CreateSessionBody {
+    wire::CreateSessionBody {
+        id: request.id.clone(),
+        user: request.user.clone(),
+        project: request.project.clone(),
+        policy: request.policy.as_ref().map(policy),
+        title: request.title.clone(),
+        labels: request.labels.clone(),
+        origin: request.origin.clone(),
+        delegation_depth: request.delegation_depth,
+    }
+}
+
+pub fn update_from(body: wire::UpdateSessionBody) -> MetadataUpdate {
+    MetadataUpdate { title: body.title, labels: body.labels, expected_revision: body.expected_revision.map(Revision) }
+}
+
+pub fn update(update: &MetadataUpdate) -> wire::UpdateSessionBody {
+    wire::UpdateSessionBody {
+        title: update.title.clone(),
+        labels: update.labels.clone(),
+        expected_revision: update.expected_revision.map(|revision| revision.0),
+    }
+}
+
+pub fn close_policy_from(policy: wire::ClosePolicy) -> ClosePolicy {
+    match policy {
+        wire::ClosePolicy::Refuse => ClosePolicy::Refuse,
+        wire::ClosePolicy::CancelRuns => ClosePolicy::CancelRuns,
+    }
+}
+
+pub fn close_policy(policy: ClosePolicy) -> wire::ClosePolicy {
+    match policy {
+        ClosePolicy::Refuse => wire::ClosePolicy::Refuse,
+        ClosePolicy::CancelRuns => wire::ClosePolicy::CancelRuns,
+    }
+}
+
+// ----- events --------------------------------------------------------------------------
+
+pub fn event(event: &Event) -> wire::EventBody {
+    wire::EventBody {
+        seq: event.seq,
+        event_type: event.event_type.clone(),
+        time: event.time,
+        run: event.run.clone(),
+        data: event.data.clone(),
+        ignorable: event.ignorable,
+    }
+}
+
+pub fn event_from(body: wire::EventBody) -> Event {
+    Event {
+        seq: body.seq,
+        event_type: body.event_type,
+        time: body.time,
+        run: body.run,
+        data: body.data,
+        ignorable: body.ignorable,
+    }
+}
+
+pub fn append_from(body: wire::AppendBody) -> AppendRequest {
+    AppendRequest {
+        run: body.run,
+        expected_seq: body.expected_seq,
+        events: body
+            .events
+            .into_iter()
+            .map(|event| NewEvent {
+                event_type: event.event_type,
+                data: event.data,
+                time: event.time,
+                ignorable: event.ignorable,
+            })
+            .collect(),
+    }
+}
+
+pub fn append(request: &AppendRequest) -> wire::AppendBody {
+    wire::AppendBody {
+        run: request.run.clone(),
+        expected_seq: request.expected_seq,
+        events: request
+            .events
+            .iter()
+            .map(|event| wire::NewEventBody {
+                event_type: event.event_type.clone(),
+                data: event.data.clone(),
+                time: event.time,
+                ignorable: event.ignorable,
+            })
+            .collect(),
+    }
+}
+
+pub fn append_outcome(outcome: &AppendOutcome) -> wire::AppendOutcomeBody {
+    wire::AppendOutcomeBody { first_seq: outcome.first_seq, next_seq: outcome.next_seq, duplicate: outcome.duplicate }
+}
+
+pub fn append_outcome_from(body: wire::AppendOutcomeBody) -> AppendOutcome {
+    AppendOutcome { first_seq: body.first_seq, next_seq: body.next_seq, duplicate: body.duplicate }
+}
+
+// ----- runs ----------------------------------------------------------------------------
+
+pub fn run(run: &RunRecord) -> wire::RunBody {
+    wire::RunBody {
+        run_id: run.run_id.clone(),
+        attached_by: run.attached_by.clone(),
+        attached_at: run.attached_at,
+        lease_until: run.lease_until,
+        status: match run.status {
+            RunStatus::Attached => wire::RunStatus::Attached,
+            RunStatus::Detached => wire::RunStatus::Detached,
+            RunStatus::Abandoned => wire::RunStatus::Abandoned,
+            RunStatus::Interrupted => wire::RunStatus::Interrupted,
+            RunStatus::Cancelled => wire::RunStatus::Cancelled,
+        },
+    }
+}
+
+pub fn run_from(body: wire::RunBody) -> RunRecord {
+    RunRecord {
+        run_id: body.run_id,
+        attached_by: body.attached_by,
+        attached_at: body.attached_at,
+        lease_until: body.lease_until,
+        status: match body.status {
+            wire::RunStatus::Attached => RunStatus::Attached,
+            wire::RunStatus::Detached => RunStatus::Detached,
+            wire::RunStatus::Abandoned => RunStatus::Abandoned,
+            wire::RunStatus::Interrupted => RunStatus::Interrupted,
+            wire::RunStatus::Cancelled => RunStatus::Cancelled,
+        },
+    }
+}
+
+pub fn attach_from(body: wire::AttachBody) -> AttachRequest {
+    AttachRequest {
+        run_id: body.run_id,
+        expected_revision: body.expected_revision.map(Revision),
+        on_busy: match body.on_busy {
+            wire::OnBusy::Reject => OnBusy::Reject,
+            wire::OnBusy::Interrupt => OnBusy::Interrupt,
+        },
+    }
+}
+
+pub fn attach(request: &AttachRequest) -> wire::AttachBody {
+    wire::AttachBody {
+        run_id: request.run_id.clone(),
+        expected_revision: request.expected_revision.map(|revision| revision.0),
+        on_busy: match request.on_busy {
+            OnBusy::Reject => wire::OnBusy::Reject,
+            OnBusy::Interrupt => wire::OnBusy::Interrupt,
+        },
+    }
+}
+
+pub fn attachment(attachment: &Attachment) -> wire::AttachmentBody {
+    wire::AttachmentBody {
+        run: run(&attachment.run),
+        revision: attachment.revision,
+        session_lease_until: attachment.session_lease_until,
+        displaced: attachment.displaced.iter().map(run).collect(),
+    }
+}
+
+pub fn attachment_from(body: wire::AttachmentBody) -> Attachment {
+    Attachment {
+        run: run_from(body.run),
+        revision: body.revision,
+        session_lease_until: body.session_lease_until,
+        displaced: body.displaced.into_iter().map(run_from).collect(),
+    }
+}
+
+pub fn resume_outcome(outcome: &ResumeOutcome) -> wire::ResumeOutcomeBody {
+    wire::ResumeOutcomeBody {
+        attachment: attachment(&outcome.attachment),
+        repaired: outcome.repaired.iter().map(event).collect(),
+        checkpoint: outcome.checkpoint.as_ref().map(event),
+        next_seq: outcome.next_seq,
+    }
+}
+
+pub fn resume_outcome_from(body: wire::ResumeOutcomeBody) -> ResumeOutcome {
+    ResumeOutcome {
+        attachment: attachment_from(body.attachment),
+        repaired: body.repaired.into_iter().map(event_from).collect(),
+        checkpoint: body.checkpoint.map(event_from),
+        next_seq: body.next_seq,
+    }
+}
+
+// ----- audit, retention, principals ---------------------------------------------------
+
+pub fn audit_entry(entry: &AuditEntry) -> wire::AuditEntryBody {
+    let draft = &entry.draft;
+    wire::AuditEntryBody {
+        seq: entry.seq,
+        tenant: draft.tenant.clone(),
+        time: draft.time,
+        actor: draft.actor.clone(),
+        action: draft.action.clone(),
+        session: draft.session.clone(),
+        revision: draft.revision,
+        outcome: draft.outcome.clone(),
+        details: draft.details.clone(),
+        prev_hash: entry.prev_hash.clone(),
+        hash: entry.hash.clone(),
+    }
+}
+
+pub fn audit_entry_from(body: wire::AuditEntryBody) -> AuditEntry {
+    AuditEntry {
+        seq: body.seq,
+        draft: AuditDraft {
+            tenant: body.tenant,
+            time: body.time,
+            actor: body.actor,
+            action: body.action,
+            session: body.session,
+            revision: body.revision,
+            outcome: body.outcome,
+            details: body.details,
+        },
+        prev_hash: body.prev_hash,
+        hash: body.hash,
+    }
+}
+
+pub fn audit_verification(verdict: &AuditVerification) -> wire::AuditVerificationBody {
+    wire::AuditVerificationBody {
+        entries: verdict.entries,
+        broken_at: verdict.broken_at,
+        reason: verdict.reason.clone(),
+    }
+}
+
+pub fn audit_verification_from(body: wire::AuditVerificationBody) -> AuditVerification {
+    AuditVerification { entries: body.entries, broken_at: body.broken_at, reason: body.reason }
+}
+
+pub fn retention_from(body: wire::RetentionPolicyBody) -> RetentionPolicy {
+    RetentionPolicy {
+        idle_ttl_ms: body.idle_ttl_ms,
+        max_age_ms: body.max_age_ms,
+        delete_terminal_after_ms: body.delete_terminal_after_ms,
+    }
+}
+
+pub fn retention(policy: &RetentionPolicy) -> wire::RetentionPolicyBody {
+    wire::RetentionPolicyBody {
+        idle_ttl_ms: policy.idle_ttl_ms,
+        max_age_ms: policy.max_age_ms,
+        delete_terminal_after_ms: policy.delete_terminal_after_ms,
+    }
+}
+
+pub fn principal(principal: &Principal) -> wire::PrincipalBody {
+    wire::PrincipalBody {
+        tenant: principal.tenant.clone(),
+        user: principal.user.clone(),
+        project: principal.project.clone(),
+        role: match principal.role {
+            Role::User => wire::Role::User,
+            Role::Service => wire::Role::Service,
+            Role::Admin => wire::Role::Admin,
+        },
+    }
+}
+
+pub fn principal_from(body: wire::PrincipalBody) -> Principal {
+    Principal {
+        tenant: body.tenant,
+        user: body.user,
+        project: body.project,
+        role: match body.role {
+            wire::Role::User => Role::User,
+            wire::Role::Service => Role::Service,
+            wire::Role::Admin => Role::Admin,
+        },
+    }
+}
