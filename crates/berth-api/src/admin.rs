@@ -26,8 +26,10 @@ pub struct ImportedBody {
 #[into_params(parameter_in = Query)]
 pub struct AuditParams {
     /// First audit position (default 0).
+    #[serde(default, deserialize_with = "crate::int64::query_u64")]
     pub from: Option<u64>,
     /// Most entries (default 100).
+    #[serde(default, deserialize_with = "crate::int64::query_usize")]
     #[param(minimum = 0, maximum = 1000)]
     pub limit: Option<usize>,
 }
@@ -69,13 +71,13 @@ pub struct AuditVerificationBody {
 #[serde(deny_unknown_fields)]
 pub struct RetentionPolicyBody {
     /// Expire live sessions with no activity for this long (ms).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::int64::option_u64")]
     pub idle_ttl_ms: Option<u64>,
     /// Expire live sessions older than this, whatever their activity (ms).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::int64::option_u64")]
     pub max_age_ms: Option<u64>,
     /// Delete closed and expired sessions this long after they became terminal (ms).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::int64::option_u64")]
     pub delete_terminal_after_ms: Option<u64>,
 }
 

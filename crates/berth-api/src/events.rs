@@ -20,6 +20,23 @@ impl utoipa::PartialSchema for AnyJson {
 
 impl utoipa::ToSchema for AnyJson {}
 
+/// One message of the live tail (`text/event-stream`). `event: event` carries an
+/// [`EventBody`] as JSON in `data` and its seq in `id`; `event: error` an [`ErrorBody`]
+/// (the stream then ends); `event: end` `{"reason": "max_events" | "idle_timeout",
+/// "next_seq"}` (the stream then ends). Comments (`: heartbeat`) keep idle streams open.
+///
+/// [`ErrorBody`]: crate::ErrorBody
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct SseMessage {
+    #[schema(pattern = "^(event|error|end)$")]
+    pub event: Option<String>,
+    /// The event's seq (`event: event` only): send it back as `Last-Event-ID`.
+    #[schema(pattern = "^[0-9]+$")]
+    pub id: Option<String>,
+    /// JSON text.
+    pub data: String,
+}
+
 /// One event of a session's log as it travels: `seq, type, time, run?, data, ignorable?`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -56,7 +73,7 @@ pub struct NewEventBody {
     #[schema(value_type = AnyJson)]
     pub data: JsonText,
     /// When it happened (ms since the epoch; default: the server's clock).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::int64::option_timestamp")]
     #[schema(value_type = Option<u64>)]
     pub time: Option<Timestamp>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -72,7 +89,7 @@ pub struct AppendBody {
     #[schema(value_type = Option<Id>)]
     pub run: Option<RunId>,
     /// The seq the first event must get (409 `seq_conflict` otherwise).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::int64::option_u64")]
     pub expected_seq: Option<u64>,
     /// At most 1000 events, 8 MiB in all, 1 MiB each.
     #[schema(max_items = 1000)]
@@ -103,8 +120,10 @@ pub struct EventPage {
 #[into_params(parameter_in = Query)]
 pub struct ReadParams {
     /// First seq to read (default 0).
+    #[serde(default, deserialize_with = "crate::int64::query_u64")]
     pub from: Option<u64>,
     /// Most events to return (default 1000).
+    #[serde(default, deserialize_with = "crate::int64::query_u64")]
     #[param(minimum = 0, maximum = 1000)]
     pub limit: Option<u64>,
 }
@@ -115,11 +134,14 @@ pub struct ReadParams {
 #[into_params(parameter_in = Query)]
 pub struct TailParams {
     /// First seq to send (default 0). `Last-Event-ID` wins when present.
+    #[serde(default, deserialize_with = "crate::int64::query_u64")]
     pub from: Option<u64>,
     /// End the stream (with `event: end`) after sending this many events.
+    #[serde(default, deserialize_with = "crate::int64::query_u64")]
     #[param(minimum = 1)]
     pub max_events: Option<u64>,
     /// End the stream (with `event: end`) after this long without a new event (ms).
+    #[serde(default, deserialize_with = "crate::int64::query_u64")]
     #[param(minimum = 1, maximum = 86400000)]
     pub idle_timeout_ms: Option<u64>,
 }

@@ -18,6 +18,7 @@
 pub mod admin;
 pub mod error;
 pub mod events;
+pub mod int64;
 pub mod runs;
 pub mod sessions;
 

@@ -48,7 +48,7 @@ pub struct AttachBody {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Id>)]
     pub run_id: Option<RunId>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::int64::option_u64")]
     pub expected_revision: Option<u64>,
     #[serde(default)]
     pub on_busy: OnBusy,
@@ -71,11 +71,12 @@ pub struct AttachmentBody {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DetachBody {
-    /// `completed` (default), `failed`, … : printable text, kept in the audit log.
+    /// `completed` (default), `failed`, …: 1–512 bytes without control characters, kept
+    /// in the audit log.
     #[serde(default = "completed")]
-    #[schema(min_length = 1, max_length = 128, pattern = r"^[^\x00-\x1f\x7f]+$")]
+    #[schema(min_length = 1, max_length = 512, pattern = r"^[^\x00-\x1f\x7f-\x9f]+$")]
     pub outcome: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::int64::option_u64")]
     pub expected_revision: Option<u64>,
 }
 

@@ -25,6 +25,23 @@ impl utoipa::PartialSchema for Id {
 
 impl utoipa::ToSchema for Id {}
 
+/// A label: 1–128 bytes without control characters (schema only).
+pub struct Label;
+
+impl utoipa::PartialSchema for Label {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{ObjectBuilder, Type};
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .pattern(Some(r"^[^\x00-\x1f\x7f-\x9f]+$"))
+            .min_length(Some(1))
+            .max_length(Some(berth_core::limits::LABEL_BYTES_MAX))
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for Label {}
+
 /// A session's status. `creating` is a create that has not finished (an import or a
 /// create interrupted by a crash; the sweeper removes abandoned ones); listings never
 /// filter on it.
@@ -66,6 +83,7 @@ pub enum ConcurrencyBody {
     #[default]
     Serial,
     Parallel {
+        #[serde(deserialize_with = "crate::int64::u32")]
         #[schema(minimum = 1, maximum = 64)]
         runs_max: u32,
     },
@@ -77,8 +95,12 @@ pub struct PolicyBody {
     #[serde(default)]
     pub concurrency: ConcurrencyBody,
     /// How long the session stays live without activity (ms).
+    #[serde(deserialize_with = "crate::int64::u64")]
+    #[schema(minimum = 1)]
     pub activity_ttl_ms: u64,
     /// How long a run's attachment lasts without a heartbeat (ms).
+    #[serde(deserialize_with = "crate::int64::u64")]
+    #[schema(minimum = 1)]
     pub run_lease_ttl_ms: u64,
 }
 
@@ -152,19 +174,20 @@ pub struct CreateSessionBody {
     pub project: Option<ProjectId>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<PolicyBody>,
-    /// At most 512 bytes.
+    /// At most 512 bytes (a JSON Schema `maxLength` counts characters: a title of 512
+    /// characters may still be over 512 bytes, answered 413).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(max_length = 512)]
     pub title: Option<String>,
-    /// At most 64 labels of at most 128 bytes.
-    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
-    #[schema(max_items = 64)]
+    /// At most 64 distinct labels of 1–128 bytes without control characters.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty", deserialize_with = "distinct_labels")]
+    #[schema(value_type = BTreeSet<Label>, max_items = 64)]
     pub labels: BTreeSet<String>,
-    /// Where the session came from (at most 128 bytes).
+    /// Where the session came from: 1–128 bytes, no control characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(max_length = 128)]
+    #[schema(min_length = 1, max_length = 128, pattern = r"^[^\x00-\x1f\x7f-\x9f]+$")]
     pub origin: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::int64::u32")]
     #[schema(maximum = 64)]
     pub delegation_depth: u32,
 }
@@ -177,12 +200,33 @@ pub struct UpdateSessionBody {
     #[serde(default, with = "double_option", skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<String>, max_length = 512)]
     pub title: Option<Option<String>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(max_items = 64)]
+    /// Replaces the labels (distinct, as at create).
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "option_distinct_labels")]
+    #[schema(value_type = Option<BTreeSet<Label>>, max_items = 64)]
     pub labels: Option<BTreeSet<String>>,
     /// Compare-and-set: 412 unless the session is at this revision.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::int64::option_u64")]
     pub expected_revision: Option<u64>,
+}
+
+/// Labels are a set: a request that names one twice is refused (400), not silently
+/// deduplicated.
+fn distinct_labels<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<BTreeSet<String>, D::Error> {
+    let listed = Vec::<String>::deserialize(deserializer)?;
+    let count = listed.len();
+    let labels: BTreeSet<String> = listed.into_iter().collect();
+    if labels.len() != count {
+        return Err(serde::de::Error::custom("labels must be distinct"));
+    }
+    Ok(labels)
+}
+
+fn option_distinct_labels<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<BTreeSet<String>>, D::Error> {
+    #[derive(Deserialize)]
+    struct Labels(#[serde(deserialize_with = "distinct_labels")] BTreeSet<String>);
+    Option::<Labels>::deserialize(deserializer).map(|labels| labels.map(|Labels(labels)| labels))
 }
 
 mod double_option {
@@ -212,7 +256,7 @@ pub enum ClosePolicy {
 pub struct CloseBody {
     #[serde(default)]
     pub policy: ClosePolicy,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::int64::option_u64")]
     pub expected_revision: Option<u64>,
 }
 
@@ -221,7 +265,7 @@ pub struct CloseBody {
 #[serde(deny_unknown_fields)]
 pub struct ForkBody {
     /// Copy the events before this seq (default: all).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::int64::option_u64")]
     pub upto_seq: Option<u64>,
     /// The new session's id (generated when absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -246,14 +290,20 @@ pub struct ListParams {
     #[param(max_length = 128)]
     pub label: Option<String>,
     /// Last activity at or after (ms since the epoch).
+    #[serde(default, deserialize_with = "crate::int64::query_u64")]
     pub active_since: Option<u64>,
     /// Last activity before (ms since the epoch).
+    #[serde(default, deserialize_with = "crate::int64::query_u64")]
     pub active_before: Option<u64>,
     /// Include blank sessions (no conversation events yet).
     pub include_blank: Option<bool>,
     /// The `next_cursor` of the previous page.
+    #[param(
+        pattern = r"^[0-9]{1,18}\.([A-Za-z0-9_~-][A-Za-z0-9._~-]{0,127}|\.[A-Za-z0-9_~-][A-Za-z0-9._~-]{0,126}|\.\.[A-Za-z0-9._~-]{1,126})$"
+    )]
     pub cursor: Option<String>,
     /// Page size (default 50).
+    #[serde(default, deserialize_with = "crate::int64::query_usize")]
     #[param(minimum = 1, maximum = 1000)]
     pub limit: Option<usize>,
 }
@@ -264,5 +314,6 @@ pub struct ListParams {
 #[into_params(parameter_in = Query)]
 pub struct RevisionParams {
     /// Compare-and-set: 412 unless the session is at this revision.
+    #[serde(default, deserialize_with = "crate::int64::query_u64")]
     pub expected_revision: Option<u64>,
 }

@@ -115,8 +115,15 @@ impl SessionHeader {
             });
         }
         if let Some(origin) = &self.origin {
-            if origin.is_empty() || origin.len() > LABEL_BYTES_MAX || origin.chars().any(char::is_control) {
-                return Err(Error::invalid("origin", "1-128 bytes without control characters"));
+            if origin.len() > LABEL_BYTES_MAX {
+                return Err(Error::LimitExceeded {
+                    what: crate::limits::Limit::LabelBytes,
+                    limit: LABEL_BYTES_MAX as u64,
+                    actual: origin.len() as u64,
+                });
+            }
+            if origin.is_empty() || origin.chars().any(char::is_control) {
+                return Err(Error::invalid("origin", "not empty, no control characters"));
             }
         }
         if let Concurrency::Parallel { runs_max } = self.policy.concurrency {

@@ -112,6 +112,19 @@ where
     }
 }
 
+/// A page size within `PAGE_SIZE_MAX` (422 `limit_exceeded` above it, as the listing does).
+fn page_size(limit: u64) -> ApiResult<u64> {
+    if limit > PAGE_SIZE_MAX as u64 {
+        let limit_exceeded = berth_core::Error::LimitExceeded {
+            what: berth_core::limits::Limit::PageSize,
+            limit: PAGE_SIZE_MAX as u64,
+            actual: limit,
+        };
+        return Err(ApiError::from(limit_exceeded));
+    }
+    Ok(limit)
+}
+
 fn json<T: Serialize>(status: StatusCode, value: &T) -> Response {
     match serde_json::to_vec(value) {
         Ok(body) => {
@@ -284,7 +297,7 @@ pub async fn reopen_session(
 /// Reads a range of events.
 #[utoipa::path(get, path = "/v1/sessions/{id}/events", tag = "events",
     params(("id" = berth_api::sessions::Id, Path, description = "session id"), ReadParams),
-    responses((status = 200, body = EventPage), (status = 404, body = ErrorBody)),
+    responses((status = 200, body = EventPage), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn read_events(
     State(state): State<Shared>,
@@ -293,7 +306,7 @@ pub async fn read_events(
     StrictQuery(params): StrictQuery<ReadParams>,
 ) -> ApiResult<Response> {
     let from = params.from.unwrap_or(0);
-    let limit = params.limit.unwrap_or(PAGE_SIZE_MAX as u64).min(PAGE_SIZE_MAX as u64);
+    let limit = page_size(params.limit.unwrap_or(PAGE_SIZE_MAX as u64))?;
     let events = call(&state, |s| async move { s.read(&principal, &id, from, Some(limit)).await }).await?;
     let next_seq = from + events.len() as u64;
     Ok(json(StatusCode::OK, &EventPage { events: events.iter().map(wire::event).collect(), next_seq }))
@@ -483,17 +496,16 @@ pub async fn import_sessions(
 
 /// Admin only: the tenant's audit log from position `from`.
 #[utoipa::path(get, path = "/v1/audit", tag = "admin", params(AuditParams),
-    responses((status = 200, body = Vec<AuditEntryBody>), (status = 403, body = ErrorBody)),
+    responses((status = 200, body = Vec<AuditEntryBody>), (status = 403, body = ErrorBody), (status = 422, body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn audit_log(
     State(state): State<Shared>,
     Caller(principal): Caller,
     StrictQuery(params): StrictQuery<AuditParams>,
 ) -> ApiResult<Response> {
-    let entries = call(&state, move |s| async move {
-        s.audit_log(&principal, params.from.unwrap_or(0), params.limit.unwrap_or(100).min(PAGE_SIZE_MAX)).await
-    })
-    .await?;
+    let limit = page_size(params.limit.unwrap_or(100) as u64)? as usize;
+    let entries =
+        call(&state, move |s| async move { s.audit_log(&principal, params.from.unwrap_or(0), limit).await }).await?;
     Ok(json(StatusCode::OK, &entries.iter().map(wire::audit_entry).collect::<Vec<_>>()))
 }
 

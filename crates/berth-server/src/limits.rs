@@ -108,15 +108,24 @@ impl Drop for SessionGuard<'_> {
     }
 }
 
-/// Decodes untrusted JSON bytes strictly into `T` (400 on any defect).
+/// Decodes untrusted JSON bytes strictly into `T` (400 on any defect). Every request
+/// body is a JSON object; an empty body and a JSON `null` read as `{}` (the documented
+/// optional bodies), anything else that is not an object is refused (serde would
+/// otherwise read a struct from an array).
 pub fn decode_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     let bytes = if bytes.iter().all(u8::is_ascii_whitespace) { &b"{}"[..] } else { bytes };
-    let value = berth_core::json::parse_strict(bytes)
+    let mut value = berth_core::json::parse_strict(bytes)
         .map_err(|error| ApiError::bad_request(format!("malformed JSON body: {error}")))?;
+    if value.is_null() {
+        value = serde_json::Value::Object(serde_json::Map::new());
+    }
+    if !value.is_object() {
+        return Err(ApiError::bad_request("invalid request body: expected a JSON object"));
+    }
     serde_json::from_value(value).map_err(|error| ApiError::bad_request(format!("invalid request body: {error}")))
 }
 
-/// A JSON body decoded by `decode_json`; an empty body reads as `{}`.
+/// A JSON body decoded by `decode_json`; an empty body or `null` reads as `{}`.
 pub struct StrictJson<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for StrictJson<T> {

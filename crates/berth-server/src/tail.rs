@@ -30,8 +30,9 @@ const TAIL_PAGE_EVENTS: u64 = 500;
 /// (`max_events`, `idle_timeout_ms`) ends with `event: end`, `{"reason", "next_seq"}`.
 #[utoipa::path(get, path = "/v1/sessions/{id}/events/stream", tag = "events",
     params(("id" = berth_api::sessions::Id, Path, description = "session id"), TailParams,
-        ("Last-Event-ID" = Option<u64>, Header, description = "resume after this seq")),
-    responses((status = 200, content_type = "text/event-stream", body = String),
+        ("Last-Event-ID" = Option<u64>, Header, nullable = false, minimum = 0,
+            description = "resume after this seq (wins over `from`)")),
+    responses((status = 200, content_type = "text/event-stream", body = berth_api::events::SseMessage),
         (status = 404, body = berth_api::ErrorBody)),
     security(("bearer" = [])))]
 pub async fn tail_events(

@@ -965,7 +965,9 @@ impl SessionService {
         let cut = events.len() as u64;
         if let Some(upto) = upto_seq {
             if upto > cut {
-                return Err(Error::invalid("upto_seq", format!("{upto} is past the end of the log ({cut} events)")));
+                // The request is well formed; the log is shorter than it says (409, like an
+                // append at a seq the log has not reached).
+                return Err(Error::SeqConflict { expected: cut, actual: upto });
             }
         }
         let now = self.now();
@@ -1107,11 +1109,15 @@ fn validate_metadata(title: Option<&str>, labels: &BTreeSet<String>) -> Result<(
         });
     }
     for label in labels {
-        if label.is_empty() || label.len() > LABEL_BYTES_MAX || label.chars().any(char::is_control) {
-            return Err(Error::invalid(
-                "label",
-                format!("{label:?}: 1-{LABEL_BYTES_MAX} bytes, no control characters"),
-            ));
+        if label.len() > LABEL_BYTES_MAX {
+            return Err(Error::LimitExceeded {
+                what: berth_core::limits::Limit::LabelBytes,
+                limit: LABEL_BYTES_MAX as u64,
+                actual: label.len() as u64,
+            });
+        }
+        if label.is_empty() || label.chars().any(char::is_control) {
+            return Err(Error::invalid("label", format!("{label:?}: not empty, no control characters")));
         }
     }
     Ok(())

@@ -219,8 +219,8 @@ pub async fn delete_erases_only_that_session_and_audits_it(b: &dyn ServiceBacken
 
 /// R-S8: fork copies events `0..upto_seq` verbatim into a new session of the same
 /// scope and policy whose header records parent and cut, then marks the seam with
-/// `session/end-seed`; the default cut is the whole log; a cut past the end is
-/// `Invalid` and creates nothing; both sides are audited; the two logs then diverge.
+/// `session/end-seed`; the default cut is the whole log; a cut past the end is a
+/// `SeqConflict` (expected: the log's length) and creates nothing; both sides are audited; the two logs then diverge.
 pub async fn fork_copies_the_prefix_and_records_the_parent(b: &dyn ServiceBackend) {
     let service = b.service();
     let source = create(&service, &owner(), "origin", parallel(2, DAY_MS, DAY_MS)).await;
@@ -255,7 +255,7 @@ pub async fn fork_copies_the_prefix_and_records_the_parent(b: &dyn ServiceBacken
     let whole = service.fork(&owner(), &sid("origin"), None, None).await.expect("fork all");
     assert_eq!(whole.header.parent.as_ref().map(|parent| parent.cut_seq), Some(6));
     let past_end = service.fork(&owner(), &sid("origin"), Some(7), Some(sid("nothing"))).await;
-    assert_eq!(label(&past_end), "invalid");
+    assert_eq!(past_end.err(), Some(Error::SeqConflict { expected: 6, actual: 7 }));
     assert!(stored(&service, TENANT_A, "nothing").await.is_none());
     assert_eq!(stored_log(&service, TENANT_A, "nothing").await, None);
     let grandchild = service.fork(&owner(), &sid("branch"), None, Some(sid("twig"))).await.unwrap();
