@@ -23,6 +23,11 @@ pub const TITLE_BYTES_MAX: usize = 512;
 pub const LABELS_MAX: usize = 64;
 /// Longest origin / label string, in bytes.
 pub const LABEL_BYTES_MAX: usize = 128;
+/// Most bytes one import may inflate (a ZIP's entries in total, or one JSONL export), in
+/// bytes. Twice the server's import body limit, so berth's own ZIP of a large session with
+/// its forks (each fork repeats its parent's events) still imports; it is also what one
+/// import may hold in memory, so it is a fixed bound rather than what the ZIP declares.
+pub const IMPORT_INFLATED_BYTES_MAX: usize = 512 * 1024 * 1024;
 /// Deepest delegation chain (sub-agent of sub-agent ...).
 pub const DELEGATION_DEPTH_MAX: u32 = 64;
 /// Most runs a `parallel` session may allow at once.

@@ -111,6 +111,8 @@ pub struct SessionService {
     append_locks: std::sync::Mutex<HashMap<SessionKey, std::sync::Weak<tokio::sync::Mutex<()>>>>,
     /// Activity of recent appends not yet written to the catalog (`activity.rs`).
     activity: activity::ActivityHold,
+    /// Most bytes one import may inflate (`IMPORT_INFLATED_BYTES_MAX`).
+    import_inflated_bytes_max: u64,
 }
 
 impl std::fmt::Debug for SessionService {
@@ -129,7 +131,15 @@ impl SessionService {
             writers: tokio::sync::Mutex::new(WriterCache::default()),
             writers_cached_max: WRITERS_CACHED_MAX_DEFAULT,
             append_locks: std::sync::Mutex::new(HashMap::new()),
+            import_inflated_bytes_max: berth_core::limits::IMPORT_INFLATED_BYTES_MAX as u64,
         }
+    }
+
+    /// The most bytes one import may inflate (`IMPORT_INFLATED_BYTES_MAX`): a ZIP's
+    /// entries in total, or one JSONL export. Beyond it an import is refused whole.
+    pub fn with_import_inflated_bytes_max(mut self, max: u64) -> SessionService {
+        self.import_inflated_bytes_max = max;
+        self
     }
 
     /// How long the activity of a steady stream of appends may be held before it is
