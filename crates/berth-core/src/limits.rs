@@ -19,6 +19,9 @@ pub const PAGE_SIZE_MAX: usize = 1_000;
 pub const PAGE_SIZE_DEFAULT: usize = 50;
 /// Longest title of a session, in bytes.
 pub const TITLE_BYTES_MAX: usize = 512;
+/// Longest outcome of a detached run (`completed`, `failed`, a short free text), in
+/// bytes. It goes verbatim into the audit log, which outlives the session.
+pub const OUTCOME_BYTES_MAX: usize = 512;
 /// Most labels on one session.
 pub const LABELS_MAX: usize = 64;
 /// Longest origin / label string, in bytes.

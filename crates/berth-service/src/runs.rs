@@ -8,6 +8,7 @@ use crate::types::{AttachRequest, Attachment, OnBusy, ResumeOutcome};
 use crate::{Principal, SessionService};
 use berth_catalog::{RunRecord, RunStatus, SessionRecord};
 use berth_core::lifecycle::{self, LifecycleEvent};
+use berth_core::limits::OUTCOME_BYTES_MAX;
 use berth_core::repair::interrupted_turn_closers;
 use berth_core::vocabulary::CHECKPOINT;
 use berth_core::{Concurrency, Error, Event, Result, Revision, RunId, Seq, SessionId, Timestamp};
@@ -57,8 +58,9 @@ impl SessionService {
         Ok(run)
     }
 
-    /// Detaches a run with an outcome. Requires the same run, attached by the same user
-    /// (or a service/admin principal), and `expected_revision` when given.
+    /// Detaches a run with an outcome (1 to `OUTCOME_BYTES_MAX` bytes, no control
+    /// characters: it is kept in the audit log). Requires the same run, attached by the
+    /// same user (or a service/admin principal), and `expected_revision` when given.
     pub async fn detach(
         &self,
         principal: &Principal,
@@ -67,6 +69,7 @@ impl SessionService {
         outcome: &str,
         expected_revision: Option<Revision>,
     ) -> Result<SessionRecord> {
+        validate_outcome(outcome)?;
         let detach = |record: &mut SessionRecord, now| {
             let index = find_own_run(record, principal, run_id)?;
             let next = lifecycle::transition(record.lifecycle(), LifecycleEvent::Detached, now)?;
@@ -196,6 +199,18 @@ fn attach_in(
         status: RunStatus::Attached,
     });
     Ok(displaced)
+}
+
+/// A detach outcome is free text bounded like a title, and one line like a label.
+fn validate_outcome(outcome: &str) -> Result<()> {
+    if outcome.len() > OUTCOME_BYTES_MAX {
+        let (limit, actual) = (OUTCOME_BYTES_MAX as u64, outcome.len() as u64);
+        return Err(Error::LimitExceeded { what: "outcome bytes", limit, actual });
+    }
+    if outcome.is_empty() || outcome.chars().any(char::is_control) {
+        return Err(Error::invalid("outcome", format!("1-{OUTCOME_BYTES_MAX} bytes, no control characters")));
+    }
+    Ok(())
 }
 
 /// The index of `run_id` among the attached runs, if the principal may act for it.

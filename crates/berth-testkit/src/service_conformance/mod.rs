@@ -327,6 +327,7 @@ macro_rules! service_conformance {
                 lapsed_run_is_abandoned_by_the_next_attach,
                 heartbeat_extends_the_run_lease,
                 detach_and_heartbeat_checks_are_symmetric,
+                detach_outcome_is_bounded_and_has_no_control_characters,
                 append_from_a_user_needs_an_attached_run_of_theirs,
             ],
             resume: [
