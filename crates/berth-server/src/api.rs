@@ -13,7 +13,6 @@ use axum::http::request::Parts;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use berth_catalog::RetentionPolicy;
-use berth_core::lifecycle::Status;
 use berth_core::limits::PAGE_SIZE_MAX;
 use berth_core::{Revision, RunId, SessionId, SessionKey, Timestamp, UserId};
 use berth_service::{
@@ -148,7 +147,8 @@ pub struct ListParams {
     /// Owner filter (service and admin keys; a user key always sees only its own).
     pub user: Option<String>,
     pub project: Option<String>,
-    /// Comma-separated: active,idle,closed,expired (default: all).
+    /// Comma-separated: active,idle,closed,expired (default: all four). An empty or
+    /// unknown part, or `creating`, is a 400 naming the listable statuses.
     pub status: Option<String>,
     pub label: Option<String>,
     /// Last activity at or after (ms since the epoch).
@@ -164,12 +164,12 @@ pub struct ListParams {
 }
 
 fn list_request(params: ListParams) -> ApiResult<ListRequest> {
+    // Every part must name a listable status: `status=`, `status=,` and `status=creating`
+    // are 400s, not "no filter".
     let statuses = params
         .status
         .as_deref()
-        .map(|text| {
-            text.split(',').filter(|part| !part.is_empty()).map(Status::parse).collect::<berth_core::Result<Vec<_>>>()
-        })
+        .map(|text| text.split(',').map(berth_service::parse_listable_status).collect::<berth_core::Result<Vec<_>>>())
         .transpose()
         .map_err(|error| ApiError::bad_request(error.to_string()))?
         .unwrap_or_default();

@@ -651,11 +651,11 @@ impl SessionService {
                 query.project = principal.project.clone();
             }
         }
-        query.statuses = if request.statuses.is_empty() {
-            vec![Status::Active, Status::Idle, Status::Closed, Status::Expired]
-        } else {
-            request.statuses.iter().copied().filter(|status| *status != Status::Creating).collect()
-        };
+        if request.statuses.contains(&Status::Creating) {
+            return Err(unlistable_status("creating"));
+        }
+        query.statuses =
+            if request.statuses.is_empty() { LISTABLE_STATUSES.to_vec() } else { request.statuses.clone() };
         query.label = request.label.clone();
         query.active_since = request.active_since;
         query.active_before = request.active_before;
@@ -1093,6 +1093,25 @@ fn apply_expire(record: &mut SessionRecord, now: Timestamp) {
         run.status = RunStatus::Abandoned;
     }
     record.runs.clear();
+}
+
+/// The statuses a listing can filter by (and shows by default): every status but
+/// `creating`, which is an unfinished create nobody may see.
+pub const LISTABLE_STATUSES: [Status; 4] = [Status::Active, Status::Idle, Status::Closed, Status::Expired];
+
+/// One status of a listing filter, as the HTTP query and the CLI spell it: a listable
+/// status, never empty, unknown or `creating` (an empty filter would read as "no filter"
+/// and show every status, so it is refused rather than guessed at).
+pub fn parse_listable_status(text: &str) -> Result<Status> {
+    match Status::parse(text) {
+        Ok(status) if LISTABLE_STATUSES.contains(&status) => Ok(status),
+        _ => Err(unlistable_status(text)),
+    }
+}
+
+fn unlistable_status(text: &str) -> Error {
+    let listable: Vec<&str> = LISTABLE_STATUSES.iter().map(|status| status.as_str()).collect();
+    Error::invalid("status", format!("{text:?} is not listable; the listable statuses are {}", listable.join(", ")))
 }
 
 fn validate_metadata(title: Option<&str>, labels: &BTreeSet<String>) -> Result<()> {

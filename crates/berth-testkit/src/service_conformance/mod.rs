@@ -357,6 +357,7 @@ macro_rules! service_conformance {
                 sweep_deletes_terminal_sessions_after_retention,
                 sweep_removes_abandoned_creates,
                 list_sorts_by_last_activity_and_pages_with_cursors,
+                list_refuses_a_status_filter_of_creating,
                 list_filters_by_status_label_user_project_and_time,
                 list_hides_blank_sessions_unless_asked,
             ],

@@ -3,7 +3,6 @@
 use super::output::{print_json, print_value, session_detail, session_line};
 use super::{data_root, Cli, Command, PrincipalArgs};
 use berth_catalog::RetentionPolicy;
-use berth_core::lifecycle::Status;
 use berth_core::{Concurrency, Error, Result, Revision, RunId, SessionId, SessionKey, SessionPolicy, TenantId};
 use berth_service::{
     AppendRequest, AttachRequest, ClosePolicy, CreateSession, ListRequest, MetadataUpdate, NewEvent, OnBusy,
@@ -418,7 +417,10 @@ async fn sessions(service: &SessionService, command: SessionsCommand, json: bool
         }
         SessionsCommand::Ls { principal, statuses, label, owner, all, limit, cursor } => {
             let principal = principal.principal()?;
-            let statuses = statuses.iter().map(|status| Status::parse(status)).collect::<Result<Vec<_>>>()?;
+            let statuses = statuses
+                .iter()
+                .map(|status| berth_service::parse_listable_status(status))
+                .collect::<Result<Vec<_>>>()?;
             let request = ListRequest {
                 user: owner.as_deref().map(berth_core::UserId::parse).transpose()?,
                 statuses,

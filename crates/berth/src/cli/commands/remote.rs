@@ -7,7 +7,6 @@ use super::{print_events, AppendArgs, AuditCommand, ExportArgs, GcArgs, ImportAr
 use crate::cli::output::{print_json, print_value, session_detail, session_line};
 use crate::cli::{Cli, Command};
 use berth_catalog::RetentionPolicy;
-use berth_core::lifecycle::Status;
 use berth_core::{Concurrency, Error, Result, Revision, RunId, SessionId, SessionPolicy, UserId};
 use berth_server::client::Client;
 use berth_service::{AttachRequest, ClosePolicy, CreateSession, ListRequest, MetadataUpdate, OnBusy};
@@ -71,7 +70,10 @@ async fn sessions(client: &Client, command: SessionsCommand, json: bool) -> Resu
         SessionsCommand::Ls { statuses, label, owner, all, limit, cursor, .. } => {
             let request = ListRequest {
                 user: owner.as_deref().map(UserId::parse).transpose()?,
-                statuses: statuses.iter().map(|status| Status::parse(status)).collect::<Result<Vec<_>>>()?,
+                statuses: statuses
+                    .iter()
+                    .map(|status| berth_service::parse_listable_status(status))
+                    .collect::<Result<Vec<_>>>()?,
                 label,
                 include_blank: all,
                 cursor,
