@@ -1,6 +1,7 @@
 //! The `berth` binary as one process in a pipeline: a stdout whose reader has gone
 //! (`berth … | true`) ends the command quietly, never with a panic (exit 101) — and for
-//! `append`, after the events are stored exactly once, with exit 0 (docs/cli.md).
+//! `append`, after the events are stored exactly once, with exit 0 (docs/cli.md); bytes
+//! on stdin that are not UTF-8 are invalid input (exit 5).
 
 use std::io::Write;
 use std::os::fd::{FromRawFd, OwnedFd};
@@ -97,4 +98,33 @@ fn an_append_whose_report_cannot_be_written_is_stored_once_and_exits_0() {
         let stored = run_ok(cat);
         assert_eq!(stored.lines().count(), expected_events, "each append stored exactly once:\n{stored}");
     }
+}
+
+/// Events that are not UTF-8 are invalid input (exit 5, naming the line), not an I/O
+/// error (exit 1, documented as retryable); nothing is appended. Both from stdin and
+/// from a file.
+#[test]
+fn events_that_are_not_utf8_are_invalid_input_exit_5() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    create_session(&data, "s");
+    let events = b"{\"type\":\"note/a\",\"data\":{}}\n{\"type\":\"note/b\",\"data\":{\"text\":\"\xff\xfe\"}}\n";
+    let file = dir.path().join("events.jsonl");
+    std::fs::write(&file, events).unwrap();
+    for from_file in [false, true] {
+        let mut append = berth(&data);
+        append.args(["--json", "append", "s"]);
+        if from_file {
+            append.arg(&file);
+        }
+        let mut child = append.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        child.stdin.take().unwrap().write_all(if from_file { b"" } else { events }).unwrap();
+        let output = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(5), "from file {from_file}: {stderr}");
+        assert!(stderr.contains(r#""code":"invalid""#) && stderr.contains("line 2"), "{stderr}");
+    }
+    let mut cat = berth(&data);
+    cat.args(["sessions", "cat", "s"]);
+    assert_eq!(run_ok(cat), "", "nothing appended");
 }

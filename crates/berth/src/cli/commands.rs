@@ -571,15 +571,16 @@ async fn runs(service: &SessionService, command: RunsCommand, json: bool) -> Res
 /// The append request of `berth append`: events as JSON lines from the file (or stdin).
 /// Shared by the local and the `--server` paths.
 pub(super) fn read_append_request(args: &AppendArgs) -> Result<AppendRequest> {
-    let mut text = String::new();
+    let mut bytes = Vec::new();
     match &args.file {
         Some(path) if path.as_os_str() != "-" => {
-            text = std::fs::read_to_string(path).map_err(|e| Error::io("read events file", &e))?;
+            bytes = std::fs::read(path).map_err(|e| Error::io("read events file", &e))?;
         }
         _ => {
-            std::io::stdin().read_to_string(&mut text).map_err(|e| Error::io("read stdin", &e))?;
+            std::io::stdin().read_to_end(&mut bytes).map_err(|e| Error::io("read stdin", &e))?;
         }
     }
+    let text = events_text(bytes)?;
     let mut events = Vec::new();
     for (number, line) in text.lines().enumerate().filter(|(_, line)| !line.trim().is_empty()) {
         let event: NewEvent = serde_json::from_str(line)
@@ -587,6 +588,17 @@ pub(super) fn read_append_request(args: &AppendArgs) -> Result<AppendRequest> {
         events.push(event);
     }
     Ok(AppendRequest { run: args.run.as_deref().map(run_id).transpose()?, expected_seq: args.expected_seq, events })
+}
+
+/// The events' bytes as text. Bytes that are not UTF-8 are the caller's input, not an
+/// I/O failure: `Invalid` (exit 5, do not retry), naming the line, never `Io` (exit 1,
+/// which the docs call retryable).
+fn events_text(bytes: Vec<u8>) -> Result<String> {
+    String::from_utf8(bytes).map_err(|error| {
+        let valid = &error.as_bytes()[..error.utf8_error().valid_up_to()];
+        let line = valid.iter().filter(|byte| **byte == b'\n').count() + 1;
+        Error::invalid("event", format!("line {line}: not UTF-8"))
+    })
 }
 
 /// How `berth append` reports its outcome (local and `--server`).
