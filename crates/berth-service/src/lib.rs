@@ -16,6 +16,7 @@ mod types;
 
 pub use activity::ACTIVITY_WINDOW_DEFAULT;
 pub use principal::{Principal, Role};
+pub use runs::RESUME_FAILED_OUTCOME;
 pub use types::*;
 
 use berth_catalog::{AuditDraft, AuditEntry, AuditVerification, Catalog, ListCursor, RetentionPolicy, RunStatus};

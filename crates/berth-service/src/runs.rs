@@ -14,6 +14,9 @@ use berth_core::vocabulary::CHECKPOINT;
 use berth_core::{Concurrency, Error, Event, Result, Revision, RunId, Seq, SessionId, Timestamp};
 use std::collections::HashSet;
 
+/// The outcome recorded for the run a failed resume attached and then detached.
+pub const RESUME_FAILED_OUTCOME: &str = "resume-failed";
+
 impl SessionService {
     /// Attaches a run: checks scope, status, the activity lease and the concurrency
     /// policy; detaches lapsed runs as `abandoned` (and, with `on_busy = interrupt`, the
@@ -93,11 +96,25 @@ impl SessionService {
     /// Resume after a crash: a new legal attachment first, then read the log through the
     /// write handle, append the R-C5 closers for every run that is no longer attached
     /// (once: a second resume finds nothing open), and return the latest checkpoint.
+    ///
+    /// A resume that fails after attaching (a log it cannot read or extend) detaches the
+    /// run it attached, audited as a detach with outcome `RESUME_FAILED_OUTCOME`, so the
+    /// session is not left busy for the run lease and a retry can attach again. The runs
+    /// the attach displaced stay displaced: their leases had lapsed, or the caller asked
+    /// to interrupt them.
     pub async fn resume(&self, principal: &Principal, id: &SessionId, request: AttachRequest) -> Result<ResumeOutcome> {
         let attachment = self.attach(principal, id, request).await?;
+        let run_id = attachment.run.run_id.clone();
         let outcome = self.repair_after_attach(principal, id, attachment).await;
-        if outcome.is_err() {
-            tracing::warn!(session = %id, "resume failed after attaching; the run stays attached");
+        if let Err(error) = &outcome {
+            let undone = self.detach(principal, id, &run_id, RESUME_FAILED_OUTCOME, None).await;
+            match undone {
+                Ok(_) => tracing::warn!(session = %id, run = %run_id, %error, "resume failed; its run was detached"),
+                Err(detach_error) => tracing::warn!(
+                    session = %id, run = %run_id, %error, %detach_error,
+                    "resume failed and its run could not be detached; it stays attached until its lease lapses"
+                ),
+            }
         }
         outcome
     }
