@@ -19,10 +19,18 @@ pub const PAGE_SIZE_MAX: usize = 1_000;
 pub const PAGE_SIZE_DEFAULT: usize = 50;
 /// Longest title of a session, in bytes.
 pub const TITLE_BYTES_MAX: usize = 512;
+/// Longest outcome of a detached run (`completed`, `failed`, a short free text), in
+/// bytes. It goes verbatim into the audit log, which outlives the session.
+pub const OUTCOME_BYTES_MAX: usize = 512;
 /// Most labels on one session.
 pub const LABELS_MAX: usize = 64;
 /// Longest origin / label string, in bytes.
 pub const LABEL_BYTES_MAX: usize = 128;
+/// Most bytes one import may inflate (a ZIP's entries in total, or one JSONL export), in
+/// bytes. Twice the server's import body limit, so berth's own ZIP of a large session with
+/// its forks (each fork repeats its parent's events) still imports; it is also what one
+/// import may hold in memory, so it is a fixed bound rather than what the ZIP declares.
+pub const IMPORT_INFLATED_BYTES_MAX: usize = 512 * 1024 * 1024;
 /// Deepest delegation chain (sub-agent of sub-agent ...).
 pub const DELEGATION_DEPTH_MAX: u32 = 64;
 /// Most runs a `parallel` session may allow at once.

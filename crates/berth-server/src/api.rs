@@ -17,7 +17,6 @@ use berth_api::{
     PrincipalBody, ReadParams, ResumeOutcomeBody, RetentionPolicyBody, RevisionParams, RunBody, SessionBody,
     SessionPage, UpdateSessionBody,
 };
-use berth_core::lifecycle::Status;
 use berth_core::limits::PAGE_SIZE_MAX;
 use berth_core::{Revision, RunId, SessionId, SessionKey, Timestamp, UserId};
 use berth_service::{ListRequest, Principal, SessionService};
@@ -156,12 +155,12 @@ pub async fn create_session(
 }
 
 fn list_request(params: ListParams) -> ApiResult<ListRequest> {
+    // Every part must name a listable status: `status=`, `status=,` and `status=creating`
+    // are 400s, not "no filter".
     let statuses = params
         .status
         .as_deref()
-        .map(|text| {
-            text.split(',').filter(|part| !part.is_empty()).map(Status::parse).collect::<berth_core::Result<Vec<_>>>()
-        })
+        .map(|text| text.split(',').map(berth_service::parse_listable_status).collect::<berth_core::Result<Vec<_>>>())
         .transpose()
         .map_err(|error| ApiError::bad_request(error.to_string()))?
         .unwrap_or_default();

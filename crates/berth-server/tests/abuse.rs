@@ -331,3 +331,97 @@ async fn a_flooding_tenant_is_rate_limited_and_another_tenant_is_not() {
     let seconds: u64 = retry_after.unwrap().to_str().unwrap().parse().unwrap();
     assert!((1..=2).contains(&seconds));
 }
+
+/// A ZIP whose entries are `(name, zero bytes)`, deflated as they are written, so the
+/// test never holds the inflated bytes.
+fn zip_of_zeros(entries: &[(&str, usize)]) -> Vec<u8> {
+    let mut writer = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    let options = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated);
+    let chunk = vec![0u8; 64 * 1024];
+    for (name, bytes) in entries {
+        writer.start_file(*name, options).unwrap();
+        let mut left = *bytes;
+        while left > 0 {
+            let step = left.min(chunk.len());
+            writer.write_all(&chunk[..step]).unwrap();
+            left -= step;
+        }
+    }
+    writer.finish().unwrap().into_inner()
+}
+
+/// The inflated bytes of every entry of a ZIP, counted by reading them.
+fn zip_inflated_bytes(bytes: &[u8]) -> u64 {
+    let mut archive = zip::ZipArchive::new(std::io::Cursor::new(bytes)).unwrap();
+    (0..archive.len())
+        .map(|index| std::io::copy(&mut archive.by_index(index).unwrap(), &mut std::io::sink()).unwrap())
+        .sum()
+}
+
+async fn server_with_import_cap(cap: u64) -> TestServer {
+    TestServer::start_with_service(test_config(), |service| service.with_import_inflated_bytes_max(cap)).await
+}
+
+async fn sessions_of(client: &Client) -> usize {
+    let (status, page) = send(client, Method::GET, "/v1/sessions?include_blank=true", None).await;
+    assert_eq!(status, 200);
+    page["items"].as_array().unwrap().len()
+}
+
+#[tokio::test]
+async fn a_zip_bomb_is_refused_with_413_after_inflating_no_more_than_the_cap() {
+    let cap: u64 = 1024 * 1024;
+    let server = server_with_import_cap(cap).await;
+    let alice = server.client(&server.key("acme", "alice", None, Role::User));
+    // One entry of 64 MiB of zeros (about 64 KiB deflated), then the same cap split over
+    // entries each under it: the declared sizes are small enough to pass any per-entry
+    // check on what the ZIP says, and only the inflated total counts.
+    let one_entry = zip_of_zeros(&[("0000-bomb.jsonl", 64 * 1024 * 1024)]);
+    let many_entries =
+        zip_of_zeros(&[("0000-a.jsonl", 512 * 1024), ("0001-b.jsonl", 512 * 1024), ("0002-c.jsonl", 512 * 1024)]);
+    for bomb in [one_entry, many_entries] {
+        assert!(bomb.len() < 256 * 1024, "the bomb is small on the wire: {} bytes", bomb.len());
+        let (status, error) = send(&alice, Method::POST, "/v1/import", Some(bomb)).await;
+        assert_eq!((status, error["code"].as_str()), (413, Some("payload_too_large")), "{error}");
+        assert_eq!(error["limit"], cap);
+        // Inflating stopped one byte past the cap: the rest of the entry was never read.
+        assert_eq!(error["actual"], cap + 1, "{error}");
+    }
+    assert_eq!(sessions_of(&alice).await, 0, "a refused import stores nothing");
+}
+
+#[tokio::test]
+async fn berths_own_zip_of_a_session_with_forks_imports_just_under_the_inflated_cap() {
+    let source = TestServer::start().await;
+    let writer = source.client(&source.key("acme", "svc", None, Role::Service));
+    post(&writer, "/v1/sessions", &json!({"id": "big"})).await;
+    let bulky: Vec<Value> =
+        (0..64).map(|i| json!({"type": "note/text", "data": {"i": i, "pad": "x".repeat(4096)}})).collect();
+    let (status, _) = post(&writer, "/v1/sessions/big/events", &json!({"events": bulky})).await;
+    assert_eq!(status, 200);
+    for fork in ["big-fork-1", "big-fork-2"] {
+        let (status, _) = post(&writer, "/v1/sessions/big/fork", &json!({"new_id": fork})).await;
+        assert_eq!(status, 201);
+    }
+    let (status, zip) = {
+        let response = writer.send(Method::GET, "/v1/sessions/big/export?format=zip", None, &[]).await.unwrap();
+        (response.status.as_u16(), response.body.to_vec())
+    };
+    assert_eq!(status, 200);
+    let inflated = zip_inflated_bytes(&zip);
+    assert!(inflated > 3 * 64 * 4096, "three sessions of 64 padded events: {inflated}");
+
+    let at_cap = server_with_import_cap(inflated).await;
+    let writer_there = at_cap.client(&at_cap.key("acme", "svc", None, Role::Service));
+    let (status, imported) = send(&writer_there, Method::POST, "/v1/import", Some(zip.clone())).await;
+    assert_eq!(status, 201, "{imported}");
+    assert_eq!(imported["sessions"].as_array().unwrap().len(), 3);
+    let again = writer_there.export(&"big".parse().unwrap(), true).await.unwrap();
+    assert_eq!(again, zip, "the round trip is byte-identical");
+
+    let under_cap = server_with_import_cap(inflated - 1).await;
+    let writer_short = under_cap.client(&under_cap.key("acme", "svc", None, Role::Service));
+    let (status, error) = send(&writer_short, Method::POST, "/v1/import", Some(zip)).await;
+    assert_eq!((status, error["limit"].as_u64()), (413, Some(inflated - 1)), "{error}");
+    assert_eq!(sessions_of(&writer_short).await, 0);
+}

@@ -348,3 +348,33 @@ async fn the_load_generator_runs_both_modes() {
         assert!(figures.p50_ms <= figures.p99_ms);
     }
 }
+
+/// `status=` names listable statuses only: `creating`, an empty filter (`status=`,
+/// `status=,`) or an empty part (`status=active,`) is a 400 naming the listable
+/// statuses — never "no filter", which listed every status.
+#[tokio::test]
+async fn a_status_filter_naming_no_listable_status_is_a_400() {
+    let server = TestServer::start().await;
+    let admin = server.client(&server.key("acme", "root", None, Role::Admin));
+    for id in ["open", "shut"] {
+        let (status, _) = raw(&admin, Method::POST, "/v1/sessions", Some(json!({"id": id}))).await;
+        assert_eq!(status, 201);
+    }
+    let (status, _) = raw(&admin, Method::POST, "/v1/sessions/shut/close", Some(json!({}))).await;
+    assert_eq!(status, 200);
+    for filter in ["creating", "", ",", "active,", ",closed", "active,creating", "bogus"] {
+        let path = format!("/v1/sessions?include_blank=true&status={filter}");
+        let (status, body) = raw(&admin, Method::GET, &path, None).await;
+        assert_eq!((status, body["code"].as_str()), (400, Some("invalid")), "status={filter}: {body}");
+        let message = body["message"].as_str().unwrap();
+        assert!(message.contains("active, idle, closed, expired"), "status={filter}: {message}");
+    }
+    let listed = |body: &Value| -> Vec<String> {
+        body["items"].as_array().unwrap().iter().map(|item| item["header"]["id"].as_str().unwrap().to_owned()).collect()
+    };
+    let (status, body) = raw(&admin, Method::GET, "/v1/sessions?include_blank=true&status=closed", None).await;
+    assert_eq!((status, listed(&body)), (200, vec!["shut".to_owned()]));
+    let (status, body) = raw(&admin, Method::GET, "/v1/sessions?include_blank=true", None).await;
+    assert_eq!(status, 200);
+    assert_eq!(listed(&body).len(), 2);
+}

@@ -273,3 +273,59 @@ async fn another_tenants_session_is_not_found_even_with_the_right_id() {
     assert_eq!((status, &found), (missing_status, &missing));
     assert_eq!(status, 404);
 }
+
+/// Within a tenant, session ids are one namespace (docs/server.md, "Session ids"): a
+/// create, a fork to, or an import of an id another user owns is 409 `already_exists` —
+/// the id is taken — with a body byte-identical to the 409 for an id the caller owns
+/// itself, so it says nothing about whose it is or what is in it; reading it stays 404,
+/// byte-identical to a missing id. The owner's session is untouched.
+#[tokio::test]
+async fn another_users_id_conflicts_exactly_like_ones_own_and_reads_as_missing() {
+    let server = TestServer::start().await;
+    let alice = client_for(&server, Kind::Owner);
+    let bob = client_for(&server, Kind::OtherUser);
+    make_session(&alice, "alice-secret", false).await;
+    let alice_before = alice.send(Method::GET, "/v1/sessions/alice-secret", None, &[]).await.unwrap().body;
+    let send = |client: &Client, method: Method, path: String, body: Vec<u8>| {
+        let client = client.clone();
+        async move {
+            let response = client.send(method, &path, Some(body), &[]).await.unwrap();
+            (response.status.as_u16(), response.body.to_vec())
+        }
+    };
+    let create = |id: &str| serde_json::to_vec(&json!({"id": id})).unwrap();
+    assert_eq!(send(&bob, Method::POST, "/v1/sessions".into(), create("bob-own")).await.0, 201);
+    let bob_export = bob.send(Method::GET, "/v1/sessions/bob-own/export", None, &[]).await.unwrap().body.to_vec();
+    let renamed =
+        String::from_utf8(bob_export.clone()).unwrap().replacen(r#""id":"bob-own""#, r#""id":"alice-secret""#, 1);
+    assert_ne!(renamed.as_bytes(), &bob_export[..], "the export names its id");
+
+    let fork_to = |id: &str| serde_json::to_vec(&json!({"new_id": id})).unwrap();
+    let cases = [
+        ("create", Method::POST, "/v1/sessions".to_owned(), create("alice-secret"), create("bob-own")),
+        ("fork to", Method::POST, "/v1/sessions/bob-own/fork".into(), fork_to("alice-secret"), fork_to("bob-own")),
+        ("import", Method::POST, "/v1/import".into(), renamed.into_bytes(), bob_export),
+    ];
+    for (what, method, path, on_alices_id, on_bobs_own_id) in cases {
+        let taken_by_alice = send(&bob, method.clone(), path.clone(), on_alices_id).await;
+        let taken_by_bob = send(&bob, method, path, on_bobs_own_id).await;
+        assert_eq!(taken_by_alice.0, 409, "{what}: {}", String::from_utf8_lossy(&taken_by_alice.1));
+        assert_eq!(taken_by_alice, taken_by_bob, "{what}: the same answer whoever owns the id");
+        let body: Value = serde_json::from_slice(&taken_by_alice.1).unwrap();
+        assert_eq!(body["code"], "already_exists");
+        assert!(!String::from_utf8_lossy(&taken_by_alice.1).contains("alice"), "{what}: nothing of the owner's");
+    }
+    let read_alices = bob.send(Method::GET, "/v1/sessions/alice-secret", None, &[]).await.unwrap();
+    let read_missing = bob.send(Method::GET, "/v1/sessions/no-such-session", None, &[]).await.unwrap();
+    assert_eq!(read_alices.status.as_u16(), 404);
+    assert_eq!((read_alices.status, read_alices.body), (read_missing.status, read_missing.body));
+    let alice_after = alice.send(Method::GET, "/v1/sessions/alice-secret", None, &[]).await.unwrap().body;
+    assert_eq!(alice_after, alice_before, "the owner's session is untouched");
+    // The documented contract is this one: the doc says conflicts reveal a taken id.
+    let doc = include_str!("../../../docs/server.md");
+    let section = doc.split("## Session ids within a tenant").nth(1).expect("docs/server.md explains session ids");
+    let section = section.split("\n## ").next().unwrap();
+    for promise in ["namespace", "409 already_exists", "byte-identical", "an id is taken"] {
+        assert!(section.replace("**", "").replace('`', "").contains(promise), "docs/server.md: {promise:?}");
+    }
+}

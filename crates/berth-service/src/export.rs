@@ -82,6 +82,14 @@ impl SessionService {
     /// Imports one exported session into this service's backends, keeping its header,
     /// metadata and events exactly. The export must belong to the caller's tenant.
     pub async fn import(&self, principal: &Principal, bytes: &[u8]) -> Result<SessionRecord> {
+        let inflated_max = self.import_inflated_bytes_max;
+        if bytes.len() as u64 > inflated_max {
+            return Err(Error::LimitExceeded {
+                what: IMPORT_INFLATED_WHAT,
+                limit: inflated_max,
+                actual: bytes.len() as u64,
+            });
+        }
         let (record, events) = parse_export(bytes)?;
         let refusal = if record.header.scope.tenant != principal.tenant {
             Some("the export belongs to another tenant")
@@ -98,28 +106,47 @@ impl SessionService {
         self.create_from_record(principal, record, &events, "import", |_| Vec::new()).await
     }
 
-    /// Imports every session of a ZIP made by `export_zip`, in order.
+    /// Imports every session of a ZIP made by `export_zip`, in order. Every entry is
+    /// inflated first, as a stream capped at `import_inflated_bytes_max` in total (the
+    /// sizes the ZIP declares are not trusted), so an archive over the cap stores nothing.
     pub async fn import_zip(&self, principal: &Principal, bytes: &[u8]) -> Result<Vec<SessionRecord>> {
-        let mut archive = zip::ZipArchive::new(std::io::Cursor::new(bytes)).map_err(zip_error)?;
-        let mut names: Vec<String> = archive.file_names().map(str::to_owned).collect();
-        names.sort();
+        let entries = inflate_zip_entries(bytes, self.import_inflated_bytes_max)?;
         let mut imported = Vec::new();
-        for name in names {
-            let mut file = archive.by_name(&name).map_err(zip_error)?;
-            if file.size() > 1 << 34 {
-                return Err(Error::LimitExceeded {
-                    what: berth_core::limits::Limit::ImportInflatedBytes,
-                    limit: 1 << 34,
-                    actual: file.size(),
-                });
-            }
-            let mut content = Vec::new();
-            file.read_to_end(&mut content).map_err(|e| Error::io("zip read", &e))?;
-            drop(file);
+        for content in entries {
             imported.push(self.import(principal, &content).await?);
         }
         Ok(imported)
     }
+}
+
+/// The `what` of an import whose inflated bytes exceed the cap.
+const IMPORT_INFLATED_WHAT: berth_core::limits::Limit = berth_core::limits::Limit::ImportInflatedBytes;
+
+/// The entries of a ZIP in name order, inflated, `inflated_max` bytes at most in all:
+/// each entry is read through `Read::take` with what is left of the budget (plus one byte,
+/// to tell "exactly at the cap" from "over it"), so no more than the cap is ever inflated.
+fn inflate_zip_entries(bytes: &[u8], inflated_max: u64) -> Result<Vec<Vec<u8>>> {
+    let mut archive = zip::ZipArchive::new(std::io::Cursor::new(bytes)).map_err(zip_error)?;
+    let mut names: Vec<String> = archive.file_names().map(str::to_owned).collect();
+    names.sort();
+    let mut inflated_total: u64 = 0;
+    let mut entries = Vec::with_capacity(names.len());
+    for name in names {
+        let file = archive.by_name(&name).map_err(zip_error)?;
+        let budget = inflated_max - inflated_total;
+        let mut content = Vec::new();
+        file.take(budget + 1).read_to_end(&mut content).map_err(|e| Error::io("zip read", &e))?;
+        inflated_total += content.len() as u64;
+        if inflated_total > inflated_max {
+            return Err(Error::LimitExceeded {
+                what: IMPORT_INFLATED_WHAT,
+                limit: inflated_max,
+                actual: inflated_total,
+            });
+        }
+        entries.push(content);
+    }
+    Ok(entries)
 }
 
 /// Parses an export into its record and events (validated; seqs contiguous from 0).

@@ -16,6 +16,7 @@ mod types;
 
 pub use activity::ACTIVITY_WINDOW_DEFAULT;
 pub use principal::{Principal, Role};
+pub use runs::RESUME_FAILED_OUTCOME;
 pub use types::*;
 
 use berth_catalog::{AuditDraft, AuditEntry, AuditVerification, Catalog, ListCursor, RetentionPolicy, RunStatus};
@@ -111,6 +112,8 @@ pub struct SessionService {
     append_locks: std::sync::Mutex<HashMap<SessionKey, std::sync::Weak<tokio::sync::Mutex<()>>>>,
     /// Activity of recent appends not yet written to the catalog (`activity.rs`).
     activity: activity::ActivityHold,
+    /// Most bytes one import may inflate (`IMPORT_INFLATED_BYTES_MAX`).
+    import_inflated_bytes_max: u64,
 }
 
 impl std::fmt::Debug for SessionService {
@@ -129,7 +132,15 @@ impl SessionService {
             writers: tokio::sync::Mutex::new(WriterCache::default()),
             writers_cached_max: WRITERS_CACHED_MAX_DEFAULT,
             append_locks: std::sync::Mutex::new(HashMap::new()),
+            import_inflated_bytes_max: berth_core::limits::IMPORT_INFLATED_BYTES_MAX as u64,
         }
+    }
+
+    /// The most bytes one import may inflate (`IMPORT_INFLATED_BYTES_MAX`): a ZIP's
+    /// entries in total, or one JSONL export. Beyond it an import is refused whole.
+    pub fn with_import_inflated_bytes_max(mut self, max: u64) -> SessionService {
+        self.import_inflated_bytes_max = max;
+        self
     }
 
     /// How long the activity of a steady stream of appends may be held before it is
@@ -645,11 +656,11 @@ impl SessionService {
                 query.project = principal.project.clone();
             }
         }
-        query.statuses = if request.statuses.is_empty() {
-            vec![Status::Active, Status::Idle, Status::Closed, Status::Expired]
-        } else {
-            request.statuses.iter().copied().filter(|status| *status != Status::Creating).collect()
-        };
+        if request.statuses.contains(&Status::Creating) {
+            return Err(unlistable_status("creating"));
+        }
+        query.statuses =
+            if request.statuses.is_empty() { LISTABLE_STATUSES.to_vec() } else { request.statuses.clone() };
         query.label = request.label.clone();
         query.active_since = request.active_since;
         query.active_before = request.active_before;
@@ -1089,6 +1100,25 @@ fn apply_expire(record: &mut SessionRecord, now: Timestamp) {
         run.status = RunStatus::Abandoned;
     }
     record.runs.clear();
+}
+
+/// The statuses a listing can filter by (and shows by default): every status but
+/// `creating`, which is an unfinished create nobody may see.
+pub const LISTABLE_STATUSES: [Status; 4] = [Status::Active, Status::Idle, Status::Closed, Status::Expired];
+
+/// One status of a listing filter, as the HTTP query and the CLI spell it: a listable
+/// status, never empty, unknown or `creating` (an empty filter would read as "no filter"
+/// and show every status, so it is refused rather than guessed at).
+pub fn parse_listable_status(text: &str) -> Result<Status> {
+    match Status::parse(text) {
+        Ok(status) if LISTABLE_STATUSES.contains(&status) => Ok(status),
+        _ => Err(unlistable_status(text)),
+    }
+}
+
+fn unlistable_status(text: &str) -> Error {
+    let listable: Vec<&str> = LISTABLE_STATUSES.iter().map(|status| status.as_str()).collect();
+    Error::invalid("status", format!("{text:?} is not listable; the listable statuses are {}", listable.join(", ")))
 }
 
 fn validate_metadata(title: Option<&str>, labels: &BTreeSet<String>) -> Result<()> {

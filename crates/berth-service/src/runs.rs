@@ -8,10 +8,14 @@ use crate::types::{AttachRequest, Attachment, OnBusy, ResumeOutcome};
 use crate::{Principal, SessionService};
 use berth_catalog::{RunRecord, RunStatus, SessionRecord};
 use berth_core::lifecycle::{self, LifecycleEvent};
+use berth_core::limits::OUTCOME_BYTES_MAX;
 use berth_core::repair::interrupted_turn_closers;
 use berth_core::vocabulary::CHECKPOINT;
 use berth_core::{Concurrency, Error, Event, Result, Revision, RunId, Seq, SessionId, Timestamp};
 use std::collections::HashSet;
+
+/// The outcome recorded for the run a failed resume attached and then detached.
+pub const RESUME_FAILED_OUTCOME: &str = "resume-failed";
 
 impl SessionService {
     /// Attaches a run: checks scope, status, the activity lease and the concurrency
@@ -57,8 +61,9 @@ impl SessionService {
         Ok(run)
     }
 
-    /// Detaches a run with an outcome. Requires the same run, attached by the same user
-    /// (or a service/admin principal), and `expected_revision` when given.
+    /// Detaches a run with an outcome (1 to `OUTCOME_BYTES_MAX` bytes, no control
+    /// characters: it is kept in the audit log). Requires the same run, attached by the
+    /// same user (or a service/admin principal), and `expected_revision` when given.
     pub async fn detach(
         &self,
         principal: &Principal,
@@ -67,6 +72,7 @@ impl SessionService {
         outcome: &str,
         expected_revision: Option<Revision>,
     ) -> Result<SessionRecord> {
+        validate_outcome(outcome)?;
         let detach = |record: &mut SessionRecord, now| {
             let index = find_own_run(record, principal, run_id)?;
             let next = lifecycle::transition(record.lifecycle(), LifecycleEvent::Detached, now)?;
@@ -90,11 +96,25 @@ impl SessionService {
     /// Resume after a crash: a new legal attachment first, then read the log through the
     /// write handle, append the R-C5 closers for every run that is no longer attached
     /// (once: a second resume finds nothing open), and return the latest checkpoint.
+    ///
+    /// A resume that fails after attaching (a log it cannot read or extend) detaches the
+    /// run it attached, audited as a detach with outcome `RESUME_FAILED_OUTCOME`, so the
+    /// session is not left busy for the run lease and a retry can attach again. The runs
+    /// the attach displaced stay displaced: their leases had lapsed, or the caller asked
+    /// to interrupt them.
     pub async fn resume(&self, principal: &Principal, id: &SessionId, request: AttachRequest) -> Result<ResumeOutcome> {
         let attachment = self.attach(principal, id, request).await?;
+        let run_id = attachment.run.run_id.clone();
         let outcome = self.repair_after_attach(principal, id, attachment).await;
-        if outcome.is_err() {
-            tracing::warn!(session = %id, "resume failed after attaching; the run stays attached");
+        if let Err(error) = &outcome {
+            let undone = self.detach(principal, id, &run_id, RESUME_FAILED_OUTCOME, None).await;
+            match undone {
+                Ok(_) => tracing::warn!(session = %id, run = %run_id, %error, "resume failed; its run was detached"),
+                Err(detach_error) => tracing::warn!(
+                    session = %id, run = %run_id, %error, %detach_error,
+                    "resume failed and its run could not be detached; it stays attached until its lease lapses"
+                ),
+            }
         }
         outcome
     }
@@ -196,6 +216,18 @@ fn attach_in(
         status: RunStatus::Attached,
     });
     Ok(displaced)
+}
+
+/// A detach outcome is free text bounded like a title, and one line like a label.
+fn validate_outcome(outcome: &str) -> Result<()> {
+    if outcome.len() > OUTCOME_BYTES_MAX {
+        let (limit, actual) = (OUTCOME_BYTES_MAX as u64, outcome.len() as u64);
+        return Err(Error::LimitExceeded { what: berth_core::limits::Limit::OutcomeBytes, limit, actual });
+    }
+    if outcome.is_empty() || outcome.chars().any(char::is_control) {
+        return Err(Error::invalid("outcome", format!("1-{OUTCOME_BYTES_MAX} bytes, no control characters")));
+    }
+    Ok(())
 }
 
 /// The index of `run_id` among the attached runs, if the principal may act for it.

@@ -113,3 +113,45 @@ async fn idle_write_handles_are_closed_on_request_and_recently_used_ones_kept() 
     append("old").await;
     assert_eq!(service.read(&principal, &sid("old"), 0, None).await.unwrap().len(), 2);
 }
+
+/// A resume that fails after its attach (here: a log damaged mid-file, which the repair
+/// cannot read) detaches the run it attached, audited as a detach with outcome
+/// `RESUME_FAILED_OUTCOME`: the session is not left busy for the run lease, and the
+/// next attach of a serial session succeeds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_resume_detaches_the_run_it_attached() {
+    use berth_service::{OnBusy, RESUME_FAILED_OUTCOME};
+    use berth_testkit::service_conformance::fixtures::*;
+    use berth_testkit::service_conformance::ServiceBackend;
+
+    let backend = EmbeddedService::new(open_sqlite);
+    let service = backend.service();
+    create(&service, &owner(), "damaged", serial(DAY_MS, DAY_MS)).await;
+    attach(&service, &owner(), "damaged", "r1").await;
+    let events = vec![user_message("one"), user_message("two"), user_message("three")];
+    append(&service, &owner(), "damaged", Some("r1"), events).await;
+    service.detach(&owner(), &sid("damaged"), &run("r1"), "completed", None).await.unwrap();
+    drop(service);
+    backend.restart().await;
+
+    // Damage the second event line (its checksum no longer matches) with valid records
+    // after it: corruption, not a torn tail.
+    let log = backend.root().join("tenants").join(TENANT_A).join("sessions").join("damaged").join("session.jsonl");
+    let mut bytes = std::fs::read(&log).unwrap();
+    let line_starts: Vec<usize> = bytes.iter().enumerate().filter(|(_, b)| **b == b'\n').map(|(i, _)| i + 1).collect();
+    let inside_second_event = line_starts[1] + (line_starts[2] - line_starts[1]) / 2;
+    bytes[inside_second_event] = if bytes[inside_second_event] == b'x' { b'y' } else { b'x' };
+    std::fs::write(&log, bytes).unwrap();
+
+    let service = backend.service();
+    let failed = service.resume(&owner(), &sid("damaged"), attach_request("r2", OnBusy::Reject)).await;
+    assert!(failed.is_err(), "the damaged log cannot be repaired: {failed:?}");
+    let record = stored(&service, TENANT_A, "damaged").await.unwrap();
+    assert!(record.runs.is_empty(), "the failed resume's run is detached: {:?}", record.runs);
+    let detaches = audited(&service, TENANT_A, "detach").await;
+    let undo = detaches.last().unwrap();
+    assert_eq!(undo.draft.details["run"], "r2");
+    assert_eq!(undo.draft.details["outcome"], RESUME_FAILED_OUTCOME);
+    let again = service.attach(&owner(), &sid("damaged"), attach_request("r3", OnBusy::Reject)).await;
+    assert!(again.is_ok(), "a second attach of the serial session works: {again:?}");
+}

@@ -33,13 +33,23 @@ pub fn test_config() -> ServerConfig {
 }
 
 pub fn open_service(root: &Path, metrics: &Metrics) -> Arc<SessionService> {
+    open_service_with(root, metrics, |service| service)
+}
+
+/// `open_service` with the service's own settings changed by `customize`.
+pub fn open_service_with(
+    root: &Path,
+    metrics: &Metrics,
+    customize: impl FnOnce(SessionService) -> SessionService,
+) -> Arc<SessionService> {
     let options = JsonlOptions {
         fs: Arc::new(CountingFs::new(Arc::new(berth_jsonl::fs::OsFs), metrics.storage.clone())),
         ..JsonlOptions::default()
     };
     let jsonl = JsonlBackend::open(root.to_path_buf(), options).unwrap();
     let catalog = SqliteCatalog::open(root.join("catalog.sqlite")).unwrap();
-    Arc::new(SessionService::new(LogStore::new(Arc::new(jsonl)), Arc::new(catalog), Arc::new(SystemClock)))
+    let service = SessionService::new(LogStore::new(Arc::new(jsonl)), Arc::new(catalog), Arc::new(SystemClock));
+    Arc::new(customize(service))
 }
 
 impl TestServer {
@@ -52,11 +62,27 @@ impl TestServer {
     }
 
     pub async fn start_with_jwt(config: ServerConfig, jwt: Option<berth_server::auth::JwtVerifier>) -> TestServer {
+        TestServer::start_customized(config, jwt, |service| service).await
+    }
+
+    /// A server whose service's own settings are changed by `customize`.
+    pub async fn start_with_service(
+        config: ServerConfig,
+        customize: impl FnOnce(SessionService) -> SessionService,
+    ) -> TestServer {
+        TestServer::start_customized(config, None, customize).await
+    }
+
+    async fn start_customized(
+        config: ServerConfig,
+        jwt: Option<berth_server::auth::JwtVerifier>,
+        customize: impl FnOnce(SessionService) -> SessionService,
+    ) -> TestServer {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().join("data");
         std::fs::create_dir(&root).unwrap();
         let metrics = Arc::new(Metrics::new());
-        let service = open_service(&root, &metrics);
+        let service = open_service_with(&root, &metrics, customize);
         let keys = KeyStore::open(&root.join(KEYS_FILE)).unwrap();
         let parts = ServerParts {
             service: service.clone(),

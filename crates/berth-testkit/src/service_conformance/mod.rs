@@ -327,6 +327,7 @@ macro_rules! service_conformance {
                 lapsed_run_is_abandoned_by_the_next_attach,
                 heartbeat_extends_the_run_lease,
                 detach_and_heartbeat_checks_are_symmetric,
+                detach_outcome_is_bounded_and_has_no_control_characters,
                 append_from_a_user_needs_an_attached_run_of_theirs,
             ],
             resume: [
@@ -356,6 +357,7 @@ macro_rules! service_conformance {
                 sweep_deletes_terminal_sessions_after_retention,
                 sweep_removes_abandoned_creates,
                 list_sorts_by_last_activity_and_pages_with_cursors,
+                list_refuses_a_status_filter_of_creating,
                 list_filters_by_status_label_user_project_and_time,
                 list_hides_blank_sessions_unless_asked,
             ],

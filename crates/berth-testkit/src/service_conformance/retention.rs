@@ -225,30 +225,60 @@ pub async fn sweep_deletes_terminal_sessions_after_retention(b: &dyn ServiceBack
     assert_eq!(service.verify_audit(&admin(TENANT_A)).await.unwrap().broken_at, None);
 }
 
-/// R-S11: a `creating` record left by a crash mid-create is invisible and removed by
-/// the sweeper once older than `ABANDONED_CREATE_MS`, not before.
-pub async fn sweep_removes_abandoned_creates(b: &dyn ServiceBackend) {
-    let service = b.service();
-    let clock = b.clock();
-    let header = SessionHeader::new(
-        sid("half-made"),
-        Scope { tenant: tenant(TENANT_A), user: user(OWNER), project: Some(project(PROJECT)) },
-        clock.now(),
-    );
+/// A `creating` record for alice/p1, as a crash mid-create leaves it.
+async fn insert_creating(service: &SessionService, now: berth_core::Timestamp, id: &str) {
+    let scope = Scope { tenant: tenant(TENANT_A), user: user(OWNER), project: Some(project(PROJECT)) };
     let record = SessionRecord {
-        lease_until: clock.now().plus_ms(DAY_MS),
-        last_activity: clock.now(),
+        lease_until: now.plus_ms(DAY_MS),
+        last_activity: now,
         revision: Revision(0),
         title: None,
         labels: BTreeSet::new(),
         event_count: 0,
         blank: true,
         runs: Vec::new(),
-        status_changed_at: clock.now(),
+        status_changed_at: now,
         status: Status::Creating,
-        header,
+        header: SessionHeader::new(sid(id), scope, now),
     };
     service.catalog().insert(&record).await.unwrap();
+}
+
+/// R-S12: a listing filters by the listable statuses only. A filter naming `creating`
+/// is `Invalid` (naming the listable statuses) rather than emptied into "no filter",
+/// which listed every status, unfinished creates included; no filter lists the four
+/// listable ones. The parser of the HTTP query and the CLI refuses empty, unknown and
+/// `creating` parts the same way.
+pub async fn list_refuses_a_status_filter_of_creating(b: &dyn ServiceBackend) {
+    let service = b.service();
+    conversation(&service, "visible").await;
+    insert_creating(&service, b.clock().now(), "half-made").await;
+    for statuses in [vec![Status::Creating], vec![Status::Creating, Status::Active]] {
+        let request = ListRequest { statuses: statuses.clone(), include_blank: true, ..ListRequest::default() };
+        match service.list(&service_principal(TENANT_A), &request).await {
+            Err(berth_core::Error::Invalid { what: "status", reason }) => {
+                assert!(reason.contains("active, idle, closed, expired"), "{reason}")
+            }
+            other => panic!("{statuses:?}: expected Invalid, got {other:?}"),
+        }
+    }
+    let all = ListRequest { include_blank: true, ..ListRequest::default() };
+    assert_eq!(ids(&service.list(&service_principal(TENANT_A), &all).await.unwrap().items), ["visible"]);
+    for text in ["", " ", "creating", "Active", "bogus"] {
+        let parsed = berth_service::parse_listable_status(text);
+        assert!(matches!(parsed, Err(berth_core::Error::Invalid { what: "status", .. })), "{text:?}: {parsed:?}");
+    }
+    for status in berth_service::LISTABLE_STATUSES {
+        assert_eq!(berth_service::parse_listable_status(status.as_str()), Ok(status));
+    }
+}
+
+/// R-S11: a `creating` record left by a crash mid-create is invisible and removed by
+/// the sweeper once older than `ABANDONED_CREATE_MS`, not before.
+pub async fn sweep_removes_abandoned_creates(b: &dyn ServiceBackend) {
+    let service = b.service();
+    let clock = b.clock();
+    insert_creating(&service, clock.now(), "half-made").await;
     assert_eq!(
         service.get(&owner(), &sid("half-made")).await.err(),
         Some(berth_core::Error::session_not_found("half-made"))

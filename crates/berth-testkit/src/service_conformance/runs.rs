@@ -5,6 +5,7 @@ use super::fixtures::*;
 use super::ServiceBackend;
 use berth_catalog::RunStatus;
 use berth_core::lifecycle::Status;
+use berth_core::limits::OUTCOME_BYTES_MAX;
 use berth_core::{Clock, Error, Revision};
 use berth_service::{AppendRequest, AttachRequest, OnBusy, SessionService};
 
@@ -147,6 +148,44 @@ pub async fn heartbeat_extends_the_run_lease(b: &dyn ServiceBackend) {
     let busy = service.attach(&owner(), &sid("beating"), attach_request("r2", OnBusy::Reject)).await;
     assert_eq!(label(&busy), "busy", "4 s after attach, but 0.8 s after the last heartbeat");
     assert!(audited(&service, TENANT_A, "abandon").await.is_empty());
+}
+
+/// R-C6: a detach outcome goes verbatim into the audit log, which outlives the session,
+/// so it is bounded like the other free text: at most `OUTCOME_BYTES_MAX` bytes
+/// (`LimitExceeded`), not empty and without control characters (`Invalid`: no forged
+/// lines or terminal escapes). A refused detach leaves the run attached and audits no
+/// detach; an outcome of exactly the limit (multi-byte characters counted in bytes) is
+/// kept as given.
+pub async fn detach_outcome_is_bounded_and_has_no_control_characters(b: &dyn ServiceBackend) {
+    let service = b.service();
+    create(&service, &owner(), "outcome", serial(DAY_MS, DAY_MS)).await;
+    attach(&service, &owner(), "outcome", "r1").await;
+    let (session, run_id) = (sid("outcome"), run("r1"));
+    let before = stored(&service, TENANT_A, "outcome").await.unwrap();
+    let over = OUTCOME_BYTES_MAX + 1;
+    let two_mib = 2 * 1024 * 1024;
+    for (outcome, bytes) in [("x".repeat(over), over), ("x".repeat(two_mib), two_mib)] {
+        let refused = service.detach(&owner(), &session, &run_id, &outcome, None).await;
+        let expected = Error::LimitExceeded {
+            what: berth_core::limits::Limit::OutcomeBytes,
+            limit: OUTCOME_BYTES_MAX as u64,
+            actual: bytes as u64,
+        };
+        assert_eq!(refused.err(), Some(expected));
+    }
+    for outcome in ["", "done\n{\"forged\": true}", "done\r", "\u{1b}[31mred", "a\u{0}b", "tab\there"] {
+        let refused = service.detach(&owner(), &session, &run_id, outcome, None).await;
+        assert!(matches!(refused, Err(Error::Invalid { what: "outcome", .. })), "{outcome:?}: {refused:?}");
+    }
+    assert_eq!(stored(&service, TENANT_A, "outcome").await.unwrap(), before, "refusals change nothing");
+    assert!(audited(&service, TENANT_A, "detach").await.is_empty());
+    let at_limit = "\u{e9}".repeat(OUTCOME_BYTES_MAX / 2);
+    assert_eq!(at_limit.len(), OUTCOME_BYTES_MAX);
+    let record = service.detach(&owner(), &session, &run_id, &at_limit, None).await.expect("an outcome at the limit");
+    assert!(record.runs.is_empty());
+    let audit = audited(&service, TENANT_A, "detach").await;
+    assert_eq!(audit.len(), 1);
+    assert_eq!(audit[0].draft.details["outcome"], at_limit.as_str());
 }
 
 /// R-S4 symmetric checks: detach (and heartbeat) need the same run, attached by the

@@ -1,9 +1,10 @@
 //! One function per CLI command; each returns its exit code or a typed error.
 
-use super::output::{print_json, print_value, session_detail, session_line};
+use super::output::{
+    print_json, print_line, print_value, session_detail, session_line, unless_closed_stdout, write_stdout,
+};
 use super::{data_root, Cli, Command, PrincipalArgs};
 use berth_catalog::RetentionPolicy;
-use berth_core::lifecycle::Status;
 use berth_core::{Concurrency, Error, Result, Revision, RunId, SessionId, SessionKey, SessionPolicy, TenantId};
 use berth_service::{
     AppendRequest, AttachRequest, ClosePolicy, CreateSession, ListRequest, MetadataUpdate, NewEvent, OnBusy,
@@ -12,7 +13,7 @@ use berth_service::{
 use berth_store::{Access, ListQuery};
 use clap::{Args, Subcommand};
 use std::collections::BTreeSet;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -329,9 +330,9 @@ async fn bench(args: BenchArgs, json: bool) -> Result<ExitCode> {
         berth_bench::write_plots(&report, out)?;
     }
     if json {
-        println!("{raw}");
+        print_line(raw)?;
     } else {
-        println!("{markdown}");
+        print_line(markdown)?;
     }
     let _ = std::fs::remove_dir_all(&options.dir);
     Ok(ExitCode::SUCCESS)
@@ -377,7 +378,7 @@ async fn service_command(service: &SessionService, command: Command, json: bool)
                 vec![service.import(&principal, &bytes).await?]
             };
             for record in &records {
-                print_value(record, json, session_line);
+                print_value(record, json, session_line)?;
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -414,11 +415,14 @@ async fn sessions(service: &SessionService, command: SessionsCommand, json: bool
                 ..CreateSession::default()
             };
             let record = service.create(&principal, request).await?;
-            print_value(&record, json, |record| record.header.id.to_string());
+            print_value(&record, json, |record| record.header.id.to_string())?;
         }
         SessionsCommand::Ls { principal, statuses, label, owner, all, limit, cursor } => {
             let principal = principal.principal()?;
-            let statuses = statuses.iter().map(|status| Status::parse(status)).collect::<Result<Vec<_>>>()?;
+            let statuses = statuses
+                .iter()
+                .map(|status| berth_service::parse_listable_status(status))
+                .collect::<Result<Vec<_>>>()?;
             let request = ListRequest {
                 user: owner.as_deref().map(berth_core::UserId::parse).transpose()?,
                 statuses,
@@ -430,17 +434,19 @@ async fn sessions(service: &SessionService, command: SessionsCommand, json: bool
             };
             let page = service.list(&principal, &request).await?;
             if json {
-                print_json(&page);
+                print_json(&page)?;
             } else {
-                page.items.iter().for_each(|record| println!("{}", session_line(record)));
+                for record in &page.items {
+                    print_line(session_line(record))?;
+                }
                 if let Some(cursor) = &page.next_cursor {
-                    println!("next: --cursor {cursor}");
+                    print_line(format_args!("next: --cursor {cursor}"))?;
                 }
             }
         }
         SessionsCommand::Show { principal, id } => {
             let record = service.get(&principal.principal()?, &session_id(&id)?).await?;
-            print_value(&record, json, session_detail);
+            print_value(&record, json, session_detail)?;
         }
         SessionsCommand::Stat { principal, id } => {
             let record = service.get(&principal.principal()?, &session_id(&id)?).await?;
@@ -453,7 +459,7 @@ async fn sessions(service: &SessionService, command: SessionsCommand, json: bool
                     "size_bytes": stat.size_bytes,
                 })),
             });
-            print_json(&value);
+            print_json(&value)?;
         }
         SessionsCommand::Cat { principal, id, from, limit } => {
             let events = service.read(&principal.principal()?, &session_id(&id)?, from, limit).await?;
@@ -478,16 +484,16 @@ async fn sessions(service: &SessionService, command: SessionsCommand, json: bool
             let record = service
                 .close(&principal.principal()?, &session_id(&id)?, policy, expected_revision.map(Revision))
                 .await?;
-            print_value(&record, json, session_line);
+            print_value(&record, json, session_line)?;
         }
         SessionsCommand::Fork { principal, id, upto, new_id } => {
             let new_id = new_id.as_deref().map(session_id).transpose()?;
             let record = service.fork(&principal.principal()?, &session_id(&id)?, upto, new_id).await?;
-            print_value(&record, json, |record| record.header.id.to_string());
+            print_value(&record, json, |record| record.header.id.to_string())?;
         }
         SessionsCommand::Reopen { principal, id } => {
             let record = service.reopen(&principal.principal()?, &session_id(&id)?).await?;
-            print_value(&record, json, session_line);
+            print_value(&record, json, session_line)?;
         }
         SessionsCommand::Update { principal, id, title, labels, expected_revision } => {
             let update = MetadataUpdate {
@@ -496,11 +502,11 @@ async fn sessions(service: &SessionService, command: SessionsCommand, json: bool
                 expected_revision: expected_revision.map(Revision),
             };
             let record = service.update_metadata(&principal.principal()?, &session_id(&id)?, update).await?;
-            print_value(&record, json, session_line);
+            print_value(&record, json, session_line)?;
         }
         SessionsCommand::Delete { principal, id, expected_revision } => {
             service.delete(&principal.principal()?, &session_id(&id)?, expected_revision.map(Revision)).await?;
-            print_value(&serde_json::json!({"deleted": id}), json, |_| format!("deleted {id}"));
+            print_value(&serde_json::json!({"deleted": id}), json, |_| format!("deleted {id}"))?;
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -517,11 +523,11 @@ async fn runs(service: &SessionService, command: RunsCommand, json: bool) -> Res
             let attachment = service.attach(&principal.principal()?, &session_id(&session)?, request).await?;
             print_value(&attachment, json, |a| {
                 format!("{} lease_until {} revision {}", a.run.run_id, a.run.lease_until.0, a.revision.0)
-            });
+            })?;
         }
         RunsCommand::Heartbeat { principal, session, run } => {
             let run = service.heartbeat(&principal.principal()?, &session_id(&session)?, &run_id(&run)?).await?;
-            print_value(&run, json, |run| format!("{} lease_until {}", run.run_id, run.lease_until.0));
+            print_value(&run, json, |run| format!("{} lease_until {}", run.run_id, run.lease_until.0))?;
         }
         RunsCommand::Detach { principal, session, run, outcome, expected_revision } => {
             let record = service
@@ -533,7 +539,7 @@ async fn runs(service: &SessionService, command: RunsCommand, json: bool) -> Res
                     expected_revision.map(Revision),
                 )
                 .await?;
-            print_value(&record, json, session_line);
+            print_value(&record, json, session_line)?;
         }
         RunsCommand::Resume { principal, session, run, interrupt } => {
             let request = AttachRequest {
@@ -556,7 +562,7 @@ async fn runs(service: &SessionService, command: RunsCommand, json: bool) -> Res
                     text.push_str(&format!("\ncheckpoint at seq {}: {}", checkpoint.seq, checkpoint.data));
                 }
                 text
-            });
+            })?;
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -565,15 +571,16 @@ async fn runs(service: &SessionService, command: RunsCommand, json: bool) -> Res
 /// The append request of `berth append`: events as JSON lines from the file (or stdin).
 /// Shared by the local and the `--server` paths.
 pub(super) fn read_append_request(args: &AppendArgs) -> Result<AppendRequest> {
-    let mut text = String::new();
+    let mut bytes = Vec::new();
     match &args.file {
         Some(path) if path.as_os_str() != "-" => {
-            text = std::fs::read_to_string(path).map_err(|e| Error::io("read events file", &e))?;
+            bytes = std::fs::read(path).map_err(|e| Error::io("read events file", &e))?;
         }
         _ => {
-            std::io::stdin().read_to_string(&mut text).map_err(|e| Error::io("read stdin", &e))?;
+            std::io::stdin().read_to_end(&mut bytes).map_err(|e| Error::io("read stdin", &e))?;
         }
     }
+    let text = events_text(bytes)?;
     let mut events = Vec::new();
     for (number, line) in text.lines().enumerate().filter(|(_, line)| !line.trim().is_empty()) {
         let event: NewEvent = serde_json::from_str(line)
@@ -583,18 +590,29 @@ pub(super) fn read_append_request(args: &AppendArgs) -> Result<AppendRequest> {
     Ok(AppendRequest { run: args.run.as_deref().map(run_id).transpose()?, expected_seq: args.expected_seq, events })
 }
 
+/// The events' bytes as text. Bytes that are not UTF-8 are the caller's input, not an
+/// I/O failure: `Invalid` (exit 5, do not retry), naming the line, never `Io` (exit 1,
+/// which the docs call retryable).
+fn events_text(bytes: Vec<u8>) -> Result<String> {
+    String::from_utf8(bytes).map_err(|error| {
+        let valid = &error.as_bytes()[..error.utf8_error().valid_up_to()];
+        let line = valid.iter().filter(|byte| **byte == b'\n').count() + 1;
+        Error::invalid("event", format!("line {line}: not UTF-8"))
+    })
+}
+
 /// How `berth append` reports its outcome (local and `--server`).
-pub(super) fn print_append_outcome(outcome: &berth_service::AppendOutcome, json: bool) {
+pub(super) fn print_append_outcome(outcome: &berth_service::AppendOutcome, json: bool) -> Result<()> {
     print_value(outcome, json, |o| {
         format!("appended seqs {}..{}{}", o.first_seq, o.next_seq, if o.duplicate { " (already stored)" } else { "" })
-    });
+    })
 }
 
 async fn append(service: &SessionService, args: AppendArgs, json: bool) -> Result<ExitCode> {
     let principal = args.principal.principal()?;
     let request = read_append_request(&args)?;
     let outcome = service.append(&principal, &session_id(&args.session)?, request).await?;
-    print_append_outcome(&outcome, json);
+    print_append_outcome(&outcome, json)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -605,7 +623,7 @@ async fn export(service: &SessionService, args: ExportArgs) -> Result<ExitCode> 
         if args.zip { service.export_zip(&principal, &id).await? } else { service.export(&principal, &id).await? };
     match &args.output {
         Some(path) => std::fs::write(path, &bytes).map_err(|e| Error::io("write export", &e))?,
-        None => std::io::stdout().write_all(&bytes).map_err(|e| Error::io("write stdout", &e))?,
+        None => write_stdout(&bytes)?,
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -638,7 +656,7 @@ async fn gc(service: &SessionService, args: GcArgs, json: bool) -> Result<ExitCo
             r.abandoned_creates,
             if r.more { " (more remain)" } else { "" }
         )
-    });
+    })?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -646,20 +664,21 @@ async fn audit(service: &SessionService, command: AuditCommand, json: bool) -> R
     match command {
         AuditCommand::Verify { principal } => {
             let verdict = service.verify_audit(&principal.principal()?).await?;
-            print_value(&verdict, json, |v| match v.broken_at {
+            let printed = print_value(&verdict, json, |v| match v.broken_at {
                 None => format!("audit log intact: {} entries", v.entries),
                 Some(seq) => format!("audit log BROKEN at entry {seq}: {}", v.reason.as_deref().unwrap_or("")),
             });
+            unless_closed_stdout(printed)?;
             Ok(if verdict.broken_at.is_some() { ExitCode::from(6) } else { ExitCode::SUCCESS })
         }
         AuditCommand::Log { principal, from, limit } => {
             let entries = service.audit_log(&principal.principal()?, from, limit).await?;
             if json {
-                print_json(&entries);
+                print_json(&entries)?;
             } else {
                 for entry in entries {
                     let session = entry.draft.session.as_ref().map(|s| s.to_string()).unwrap_or_default();
-                    println!(
+                    print_line(format_args!(
                         "{:>6} {} {:<20} {:<10} {:<8} {}",
                         entry.seq,
                         entry.draft.time.0,
@@ -667,7 +686,7 @@ async fn audit(service: &SessionService, command: AuditCommand, json: bool) -> R
                         entry.draft.action,
                         entry.draft.outcome,
                         session
-                    );
+                    ))?;
                 }
             }
             Ok(ExitCode::SUCCESS)
@@ -681,11 +700,7 @@ const TAIL_POLL_INTERVAL: std::time::Duration = std::time::Duration::from_millis
 
 /// One canonical JSON line per event, flushed (a tail's reader sees each at once).
 fn print_events(events: &[berth_core::Event]) -> Result<()> {
-    let mut stdout = std::io::stdout().lock();
-    for event in events {
-        writeln!(stdout, "{}", event.to_canonical_json()).map_err(|e| Error::io("write stdout", &e))?;
-    }
-    stdout.flush().map_err(|e| Error::io("write stdout", &e))
+    events.iter().try_for_each(|event| print_line(event.to_canonical_json()))
 }
 
 async fn fsck(data: &str, args: FsckArgs, json: bool) -> Result<ExitCode> {
@@ -729,20 +744,8 @@ async fn fsck(data: &str, args: FsckArgs, json: bool) -> Result<ExitCode> {
             "repaired": repaired.flatten(),
         }));
     }
-    if json {
-        print_json(&serde_json::json!({"sessions": rows, "torn_tails": torn_left, "damaged": damaged}));
-    } else {
-        for row in &rows {
-            println!(
-                "{:<12} {}/{}  {}",
-                row["status"].as_str().unwrap_or(""),
-                row["tenant"].as_str().unwrap_or(""),
-                row["session"].as_str().unwrap_or(""),
-                row["detail"].as_str().unwrap_or("")
-            );
-        }
-        println!("{} session(s); {} torn tail(s) left; {} damaged", rows.len(), torn_left, damaged);
-    }
+    // The status reports what was found, so a closed stdout must not turn it into 0.
+    unless_closed_stdout(print_fsck(&rows, torn_left, damaged, json))?;
     Ok(if damaged > 0 {
         ExitCode::from(11)
     } else if torn_left > 0 {
@@ -750,6 +753,24 @@ async fn fsck(data: &str, args: FsckArgs, json: bool) -> Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+fn print_fsck(rows: &[serde_json::Value], torn_left: usize, damaged: usize, json: bool) -> Result<()> {
+    if json {
+        print_json(&serde_json::json!({"sessions": rows, "torn_tails": torn_left, "damaged": damaged}))?;
+    } else {
+        for row in rows {
+            print_line(format_args!(
+                "{:<12} {}/{}  {}",
+                row["status"].as_str().unwrap_or(""),
+                row["tenant"].as_str().unwrap_or(""),
+                row["session"].as_str().unwrap_or(""),
+                row["detail"].as_str().unwrap_or("")
+            ))?;
+        }
+        print_line(format_args!("{} session(s); {} torn tail(s) left; {} damaged", rows.len(), torn_left, damaged))?;
+    }
+    Ok(())
 }
 
 async fn log_command(data: &str, command: LogCommand, json: bool) -> Result<ExitCode> {
@@ -762,17 +783,17 @@ async fn log_command(data: &str, command: LogCommand, json: bool) -> Result<Exit
             let page = store.list(&query).await?;
             for stat in &page.items {
                 if json {
-                    println!(
+                    print_line(format_args!(
                         "{}",
                         serde_json::json!({"id": stat.header.id, "header": stat.header, "change_token": stat.change_token, "size_bytes": stat.size_bytes})
-                    );
+                    ))?;
                 } else {
-                    println!(
+                    print_line(format_args!(
                         "{:<40} {:>10} bytes  {}",
                         stat.header.id.as_str(),
                         stat.size_bytes.unwrap_or(0),
                         stat.change_token.0
-                    );
+                    ))?;
                 }
             }
         }
@@ -781,7 +802,7 @@ async fn log_command(data: &str, command: LogCommand, json: bool) -> Result<Exit
             let stat = store.stat(&key).await?.ok_or_else(|| Error::session_not_found(&id))?;
             print_json(
                 &serde_json::json!({"header": stat.header, "change_token": stat.change_token, "event_count": stat.event_count, "size_bytes": stat.size_bytes}),
-            );
+            )?;
         }
         LogCommand::Cat { tenant, id, from, limit } => {
             let key = SessionKey::new(TenantId::parse(&tenant)?, session_id(&id)?);

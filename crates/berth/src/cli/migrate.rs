@@ -2,6 +2,7 @@
 //! forward-only, under an advisory lock, so it is safe beside running servers that
 //! start up and migrate at the same time).
 
+use super::output::print_line;
 use berth_core::Result;
 use clap::Args;
 use std::process::ExitCode;
@@ -12,18 +13,19 @@ pub struct MigrateArgs {}
 pub async fn migrate(data: &str, _args: MigrateArgs, json: bool) -> Result<ExitCode> {
     let url = berth::StoreUrl::parse(data)?;
     let report = berth::migrate(&url).await?;
-    match (report, json) {
+    let text = match (report, json) {
         (Some(report), true) => {
-            println!("{}", serde_json::json!({"from_version": report.from_version, "to_version": report.to_version}))
+            serde_json::json!({"from_version": report.from_version, "to_version": report.to_version}).to_string()
         }
         (Some(report), false) if report.from_version == report.to_version => {
-            println!("schema is current (version {})", report.to_version)
+            format!("schema is current (version {})", report.to_version)
         }
         (Some(report), false) => {
-            println!("migrated schema from version {} to {}", report.from_version, report.to_version)
+            format!("migrated schema from version {} to {}", report.from_version, report.to_version)
         }
-        (None, true) => println!("{}", serde_json::json!({"migrated": false})),
-        (None, false) => println!("nothing to migrate: only PostgreSQL stores have a schema to migrate"),
-    }
+        (None, true) => serde_json::json!({"migrated": false}).to_string(),
+        (None, false) => "nothing to migrate: only PostgreSQL stores have a schema to migrate".to_owned(),
+    };
+    print_line(text)?;
     Ok(ExitCode::SUCCESS)
 }

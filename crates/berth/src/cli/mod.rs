@@ -1,5 +1,9 @@
 //! Argument parsing and dispatch for the `berth` binary.
 
+// All output goes through `output`'s fallible writers: `print!`/`eprint!` panic when the
+// stream is closed (exit 101), for `append` after the events are stored.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 mod commands;
 mod migrate;
 mod output;
@@ -104,7 +108,7 @@ pub fn main() -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => {
-            eprintln!("berth: cannot start the runtime: {error}");
+            output::print_error(&Error::io("start the runtime", &error), false);
             return ExitCode::from(1);
         }
     };
@@ -117,6 +121,8 @@ pub fn main() -> ExitCode {
     });
     match outcome {
         Ok(code) => code,
+        // The work is done; only its report had no reader (docs/cli.md).
+        Err(error) if output::is_closed_stdout(&error) => ExitCode::SUCCESS,
         Err(error) => {
             output::print_error(&error, json);
             ExitCode::from(exit_code(&error))

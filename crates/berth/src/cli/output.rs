@@ -1,33 +1,67 @@
 //! How the CLI prints: plain text for people, JSON (`--json`) for scripts.
+//!
+//! Every byte for stdout goes through [`write_stdout`] (never `print!`/`println!`, which
+//! panic when stdout is closed; `clippy::print_stdout` is denied in the CLI). A write to
+//! a closed stdout (`berth … | head -1`) is an `Error::Io` that [`is_closed_stdout`]
+//! recognizes, and `main` ends the command quietly with the status of the work already
+//! done (docs/cli.md: 0 — an append that was stored stays stored and is reported as
+//! success, so a caller trusting the exit status does not retry and duplicate it).
 
 use berth_catalog::SessionRecord;
 use berth_core::Error;
 use serde::Serialize;
+use std::io::Write;
 
+/// The operation of every failed write to stdout (what `is_closed_stdout` matches).
+const WRITE_STDOUT: &str = "write stdout";
+
+/// Writes `bytes` to stdout and flushes them (a live tail's reader sees each line at once).
+pub fn write_stdout(bytes: &[u8]) -> Result<(), Error> {
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(bytes).and_then(|()| stdout.flush()).map_err(|error| Error::io(WRITE_STDOUT, &error))
+}
+
+/// One line on stdout.
+pub fn print_line(text: impl std::fmt::Display) -> Result<(), Error> {
+    write_stdout(format!("{text}\n").as_bytes())
+}
+
+/// Whether `error` is a write to a stdout whose reader has gone (`EPIPE`).
+pub fn is_closed_stdout(error: &Error) -> bool {
+    matches!(error, Error::Io { operation: WRITE_STDOUT, kind: std::io::ErrorKind::BrokenPipe, .. })
+}
+
+/// `result`, with a closed stdout counted as done: for commands whose exit status
+/// reports a finding (`fsck`, `audit verify`), which a closed pipe must not turn into 0.
+pub fn unless_closed_stdout(result: Result<(), Error>) -> Result<(), Error> {
+    match result {
+        Err(error) if is_closed_stdout(&error) => Ok(()),
+        other => other,
+    }
+}
+
+/// An error on stderr (never panics, even with stderr closed).
 pub fn print_error(error: &Error, json: bool) {
-    if json {
+    let text = if json {
         let class = error.class();
-        let body = serde_json::json!({"error": {
-            "code": class.code(), "message": error.to_string(), "retryable": class.retryable()
-        }});
-        eprintln!("{body}");
+        serde_json::json!({"error": {"code": class.code(), "message": error.to_string(), "retryable": class.retryable()}})
+            .to_string()
     } else {
-        eprintln!("berth: {error}");
-    }
+        format!("berth: {error}")
+    };
+    let _ = writeln!(std::io::stderr(), "{text}");
 }
 
-pub fn print_json<T: Serialize>(value: &T) {
-    match serde_json::to_string_pretty(value) {
-        Ok(text) => println!("{text}"),
-        Err(error) => eprintln!("berth: cannot encode output: {error}"),
-    }
+pub fn print_json<T: Serialize>(value: &T) -> Result<(), Error> {
+    let text = serde_json::to_string_pretty(value).map_err(|e| Error::invalid("output", e.to_string()))?;
+    print_line(text)
 }
 
-pub fn print_value<T: Serialize>(value: &T, json: bool, text: impl FnOnce(&T) -> String) {
+pub fn print_value<T: Serialize>(value: &T, json: bool, text: impl FnOnce(&T) -> String) -> Result<(), Error> {
     if json {
-        print_json(value);
+        print_json(value)
     } else {
-        println!("{}", text(value));
+        print_line(text(value))
     }
 }
 

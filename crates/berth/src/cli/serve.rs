@@ -161,9 +161,9 @@ fn keys(data: &str, command: KeysCommand, json: bool) -> Result<ExitCode> {
             };
             let (info, token) = store.create(&principal, label.as_deref())?;
             if json {
-                super::output::print_json(&serde_json::json!({"key": token, "info": info}));
+                super::output::print_json(&serde_json::json!({"key": token, "info": info}))?;
             } else {
-                println!("{token}");
+                super::output::print_line(format_args!("{token}"))?;
             }
         }
         KeysCommand::List { tenant, keys_file } => {
@@ -171,10 +171,10 @@ fn keys(data: &str, command: KeysCommand, json: bool) -> Result<ExitCode> {
             let tenant = tenant.as_deref().map(TenantId::parse).transpose()?;
             let keys = store.list(tenant.as_ref())?;
             if json {
-                super::output::print_json(&keys);
+                super::output::print_json(&keys)?;
             } else {
                 for key in keys {
-                    println!(
+                    super::output::print_line(format_args!(
                         "{}  {:<8} {}/{}{}  {}{}",
                         key.key_id,
                         key.principal.role.as_str(),
@@ -183,7 +183,7 @@ fn keys(data: &str, command: KeysCommand, json: bool) -> Result<ExitCode> {
                         key.principal.project.as_ref().map(|p| format!(" project {p}")).unwrap_or_default(),
                         if key.revoked_at_ms.is_some() { "REVOKED " } else { "" },
                         key.label.unwrap_or_default()
-                    );
+                    ))?;
                 }
             }
         }
@@ -192,7 +192,7 @@ fn keys(data: &str, command: KeysCommand, json: bool) -> Result<ExitCode> {
             if !store.revoke(&key_id)? {
                 return Err(Error::NotFound { what: "key", id: key_id });
             }
-            println!("revoked {key_id}");
+            super::output::print_line(format_args!("revoked {key_id}"))?;
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -4,15 +4,13 @@
 //! are ignored, as the server takes the tenant from the key alone.
 
 use super::{print_events, AppendArgs, AuditCommand, ExportArgs, GcArgs, ImportArgs, RunsCommand, SessionsCommand};
-use crate::cli::output::{print_json, print_value, session_detail, session_line};
+use crate::cli::output::{print_json, print_line, print_value, session_detail, session_line, write_stdout};
 use crate::cli::{Cli, Command};
 use berth_catalog::RetentionPolicy;
-use berth_core::lifecycle::Status;
 use berth_core::{Concurrency, Error, Result, Revision, RunId, SessionId, SessionPolicy, UserId};
 use berth_server::client::Client;
 use berth_service::{AttachRequest, ClosePolicy, CreateSession, ListRequest, MetadataUpdate, OnBusy};
 use std::collections::BTreeSet;
-use std::io::Write;
 use std::process::ExitCode;
 
 pub async fn run(cli: Cli) -> Result<ExitCode> {
@@ -66,12 +64,15 @@ async fn sessions(client: &Client, command: SessionsCommand, json: bool) -> Resu
                 ..CreateSession::default()
             };
             let record = client.create(&request).await?;
-            print_value(&record, json, |record| record.header.id.to_string());
+            print_value(&record, json, |record| record.header.id.to_string())?;
         }
         SessionsCommand::Ls { statuses, label, owner, all, limit, cursor, .. } => {
             let request = ListRequest {
                 user: owner.as_deref().map(UserId::parse).transpose()?,
-                statuses: statuses.iter().map(|status| Status::parse(status)).collect::<Result<Vec<_>>>()?,
+                statuses: statuses
+                    .iter()
+                    .map(|status| berth_service::parse_listable_status(status))
+                    .collect::<Result<Vec<_>>>()?,
                 label,
                 include_blank: all,
                 cursor,
@@ -80,17 +81,19 @@ async fn sessions(client: &Client, command: SessionsCommand, json: bool) -> Resu
             };
             let page = client.list(&request).await?;
             if json {
-                print_json(&page);
+                print_json(&page)?;
             } else {
-                page.items.iter().for_each(|record| println!("{}", session_line(record)));
+                for record in &page.items {
+                    print_line(session_line(record))?;
+                }
                 if let Some(cursor) = &page.next_cursor {
-                    println!("next: --cursor {cursor}");
+                    print_line(format_args!("next: --cursor {cursor}"))?;
                 }
             }
         }
         SessionsCommand::Show { id, .. } | SessionsCommand::Stat { id, .. } => {
             let record = client.get(&sid(&id)?).await?;
-            print_value(&record, json, session_detail);
+            print_value(&record, json, session_detail)?;
         }
         SessionsCommand::Cat { id, from, limit, .. } => {
             let events = client.read(&sid(&id)?, from, limit).await?;
@@ -108,16 +111,16 @@ async fn sessions(client: &Client, command: SessionsCommand, json: bool) -> Resu
         SessionsCommand::Close { id, cancel_runs, expected_revision, .. } => {
             let policy = if cancel_runs { ClosePolicy::CancelRuns } else { ClosePolicy::Refuse };
             let record = client.close(&sid(&id)?, policy, expected_revision.map(Revision)).await?;
-            print_value(&record, json, session_line);
+            print_value(&record, json, session_line)?;
         }
         SessionsCommand::Fork { id, upto, new_id, .. } => {
             let new_id = new_id.as_deref().map(sid).transpose()?;
             let record = client.fork(&sid(&id)?, upto, new_id.as_ref()).await?;
-            print_value(&record, json, |record| record.header.id.to_string());
+            print_value(&record, json, |record| record.header.id.to_string())?;
         }
         SessionsCommand::Reopen { id, .. } => {
             let record = client.reopen(&sid(&id)?).await?;
-            print_value(&record, json, session_line);
+            print_value(&record, json, session_line)?;
         }
         SessionsCommand::Update { id, title, labels, expected_revision, .. } => {
             let update = MetadataUpdate {
@@ -126,11 +129,11 @@ async fn sessions(client: &Client, command: SessionsCommand, json: bool) -> Resu
                 expected_revision: expected_revision.map(Revision),
             };
             let record = client.update_metadata(&sid(&id)?, &update).await?;
-            print_value(&record, json, session_line);
+            print_value(&record, json, session_line)?;
         }
         SessionsCommand::Delete { id, expected_revision, .. } => {
             client.delete(&sid(&id)?, expected_revision.map(Revision)).await?;
-            print_value(&serde_json::json!({"deleted": id}), json, |_| format!("deleted {id}"));
+            print_value(&serde_json::json!({"deleted": id}), json, |_| format!("deleted {id}"))?;
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -147,15 +150,15 @@ async fn runs(client: &Client, command: RunsCommand, json: bool) -> Result<ExitC
             let attachment = client.attach(&sid(&session)?, &request).await?;
             print_value(&attachment, json, |a| {
                 format!("{} lease_until {} revision {}", a.run.run_id, a.run.lease_until.0, a.revision.0)
-            });
+            })?;
         }
         RunsCommand::Heartbeat { session, run, .. } => {
             let run = client.heartbeat(&sid(&session)?, &rid(&run)?).await?;
-            print_value(&run, json, |run| format!("{} lease_until {}", run.run_id, run.lease_until.0));
+            print_value(&run, json, |run| format!("{} lease_until {}", run.run_id, run.lease_until.0))?;
         }
         RunsCommand::Detach { session, run, outcome, expected_revision, .. } => {
             let record = client.detach(&sid(&session)?, &rid(&run)?, &outcome, expected_revision.map(Revision)).await?;
-            print_value(&record, json, session_line);
+            print_value(&record, json, session_line)?;
         }
         RunsCommand::Resume { session, run, interrupt, .. } => {
             let request = AttachRequest {
@@ -171,7 +174,7 @@ async fn runs(client: &Client, command: RunsCommand, json: bool) -> Result<ExitC
                     outcome.repaired.len(),
                     outcome.next_seq
                 )
-            });
+            })?;
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -180,7 +183,7 @@ async fn runs(client: &Client, command: RunsCommand, json: bool) -> Result<ExitC
 async fn append(client: &Client, args: AppendArgs, json: bool) -> Result<ExitCode> {
     let request = super::read_append_request(&args)?;
     let outcome = client.append(&sid(&args.session)?, &request).await?;
-    super::print_append_outcome(&outcome, json);
+    super::print_append_outcome(&outcome, json)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -188,7 +191,7 @@ async fn export(client: &Client, args: ExportArgs) -> Result<ExitCode> {
     let bytes = client.export(&sid(&args.session)?, args.zip).await?;
     match &args.output {
         Some(path) => std::fs::write(path, &bytes).map_err(|e| Error::io("write export", &e))?,
-        None => std::io::stdout().write_all(&bytes).map_err(|e| Error::io("write stdout", &e))?,
+        None => write_stdout(&bytes)?,
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -196,7 +199,7 @@ async fn export(client: &Client, args: ExportArgs) -> Result<ExitCode> {
 async fn import(client: &Client, args: ImportArgs, json: bool) -> Result<ExitCode> {
     let bytes = std::fs::read(&args.file).map_err(|e| Error::io("read import file", &e))?;
     for record in client.import(bytes).await? {
-        print_value(&record, json, session_line);
+        print_value(&record, json, session_line)?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -208,12 +211,12 @@ async fn audit(client: &Client, command: AuditCommand, json: bool) -> Result<Exi
             print_value(&verdict, json, |v| match v.broken_at {
                 None => format!("audit log intact: {} entries", v.entries),
                 Some(seq) => format!("audit log BROKEN at entry {seq}"),
-            });
+            })?;
             Ok(if verdict.broken_at.is_some() { ExitCode::from(6) } else { ExitCode::SUCCESS })
         }
         AuditCommand::Log { from, limit, .. } => {
             let entries = client.audit_log(from, limit).await?;
-            print_json(&entries);
+            print_json(&entries)?;
             Ok(ExitCode::SUCCESS)
         }
     }
@@ -234,6 +237,6 @@ async fn retention(client: &Client, args: GcArgs) -> Result<ExitCode> {
         delete_terminal_after_ms: args.delete_terminal_after_ms,
     };
     client.set_retention(&policy).await?;
-    println!("retention policy set; the server's sweeper applies it");
+    print_line(format_args!("retention policy set; the server's sweeper applies it"))?;
     Ok(ExitCode::SUCCESS)
 }
