@@ -682,4 +682,14 @@ impl LogReader for JsonlReader {
         })
         .await
     }
+
+    async fn read_before(&mut self, before: u64, limit: u64) -> Result<Vec<Event>> {
+        let view = self.view.clone();
+        blocking(move || {
+            let mut view = lock_view(&view);
+            let len = view.file.len().map_err(|error| Error::io("stat log", &error))?;
+            view.read_before(before, limit, len)
+        })
+        .await
+    }
 }

@@ -104,6 +104,47 @@ pub trait LogReader: Send + Sync {
     /// Events `offset .. offset + length` of the valid, committed prefix as it is now
     /// (fewer at the end of the log; never a torn tail).
     async fn read(&mut self, offset: u64, length: u64) -> Result<Vec<Event>>;
+
+    /// Up to `limit` events of the valid, committed prefix that come before seq
+    /// `before`, in ascending order: the last `limit` events when `before` is at or past
+    /// the end (R-S15). The default finds the log's length with O(log n) one-event
+    /// `read`s; a backend that can read backwards does better.
+    async fn read_before(&mut self, before: u64, limit: u64) -> Result<Vec<Event>> {
+        let end = length_below(self, before).await?;
+        let start = end.saturating_sub(limit);
+        self.read(start, end - start).await
+    }
+}
+
+/// `min(before, length of the log)` for a reader that can only read forwards: a
+/// one-event read at `before - 1`, then (when the log is shorter) an exponential search
+/// and a bisection, each step a one-event read. Events only ever get added, so what a
+/// step saw present stays present.
+async fn length_below<R: LogReader + ?Sized>(reader: &mut R, before: u64) -> Result<u64> {
+    let present = |events: Vec<Event>| !events.is_empty();
+    if before == 0 || present(reader.read(before - 1, 1).await?) {
+        return Ok(before);
+    }
+    // Every seq below `known` is present; `absent` is not (and `known < absent`).
+    let (mut known, mut absent) = (0u64, before - 1);
+    let mut probe = 0u64;
+    while probe < absent {
+        if !present(reader.read(probe, 1).await?) {
+            absent = probe;
+            break;
+        }
+        known = probe + 1;
+        probe = probe.saturating_mul(2).saturating_add(1);
+    }
+    while known < absent {
+        let middle = known + (absent - known) / 2;
+        if present(reader.read(middle, 1).await?) {
+            known = middle + 1;
+        } else {
+            absent = middle;
+        }
+    }
+    Ok(known)
 }
 
 #[async_trait]
@@ -120,6 +161,14 @@ pub trait LogWriter: Send + Sync {
     fn recovery(&self) -> Option<TailRecovery>;
 
     async fn read(&mut self, offset: u64, length: u64) -> Result<Vec<Event>>;
+
+    /// Up to `limit` events before seq `before`, in ascending order (`LogReader::read_before`);
+    /// a writer knows its length.
+    async fn read_before(&mut self, before: u64, limit: u64) -> Result<Vec<Event>> {
+        let end = before.min(self.next_seq());
+        let start = end.saturating_sub(limit);
+        self.read(start, end - start).await
+    }
 
     /// Appends a validated batch whose first seq is `next_seq()`. Durable on return when
     /// the backend syncs per append. On failure nothing of the batch is visible.
