@@ -115,7 +115,7 @@ fn header_error(fault: LineFault, artifact: &str) -> Error {
 /// Reads and decodes line 1 of an open log; returns it and its length.
 fn read_header(file: &dyn FsFile, key: &SessionKey, artifact: &str) -> Result<(format::HeaderRecord, u64)> {
     let len = file.len().map_err(|error| Error::io("stat log", &error))?;
-    let mut cursor = LineCursor::new(0, len);
+    let mut cursor = LineCursor::with_chunk_bytes(0, len, format::SHORT_READ_CHUNK_BYTES);
     let record = match cursor.next_line(&FileSource(file)).map_err(|error| Error::io("read log", &error))? {
         NextLine::Line { bytes, .. } => {
             format::decode_header_line(bytes).map_err(|fault| header_error(fault, artifact))?

@@ -7,7 +7,7 @@
 
 use super::lines::{line_after, PreviousLine, Probe, ReverseLines};
 use super::{FileSource, LogView};
-use crate::format::{self, LineCursor, LineFault, NextLine, ScanStatus};
+use crate::format::{self, LineCursor, LineFault, NextLine, ScanStatus, READ_CHUNK_BYTES, SHORT_READ_CHUNK_BYTES};
 use berth_core::{Error, Event, Location, Result};
 
 /// A bisection stops when its bracket holds at most this many records…
@@ -17,6 +17,8 @@ pub const BISECT_BYTES_MIN: u64 = 16 * 1024;
 /// A seq at most this many records below a known record start is reached by walking
 /// back from it rather than by bisecting.
 pub const WALK_BACK_RECORDS_MAX: u64 = 128;
+/// A range of at most this many records is read in `SHORT_READ_CHUNK_BYTES` chunks.
+pub const SHORT_RANGE_RECORDS_MAX: u64 = 64;
 /// Most record starts a view remembers from reads past its validated prefix.
 pub const MARKS_MAX: usize = 64;
 
@@ -253,7 +255,7 @@ impl LogView {
     /// Walks lines forward from `lower`, each checked and one seq higher, up to `target`.
     fn walk_forward(&self, target: u64, lower: Position, upper: Position) -> Result<Position> {
         let source = FileSource(self.file.as_ref());
-        let mut cursor = LineCursor::new(lower.offset, upper.offset);
+        let mut cursor = LineCursor::with_chunk_bytes(lower.offset, upper.offset, SHORT_READ_CHUNK_BYTES);
         let mut expected = lower.seq;
         while expected < target {
             let (offset, bytes) = match cursor.next_line(&source).map_err(io_error)? {
@@ -282,7 +284,10 @@ impl LogView {
     /// vocabulary rule is checked. Returns them and the position after the last.
     fn read_range(&self, start: Position, length: u64, end_offset: u64) -> Result<(Vec<Event>, Position)> {
         let source = FileSource(self.file.as_ref());
-        let mut cursor = LineCursor::new(start.offset, end_offset);
+        // A page of a few events should not read far past it; a long range reads in the
+        // chunks a scan uses.
+        let chunk_bytes = if length <= SHORT_RANGE_RECORDS_MAX { SHORT_READ_CHUNK_BYTES } else { READ_CHUNK_BYTES };
+        let mut cursor = LineCursor::with_chunk_bytes(start.offset, end_offset, chunk_bytes);
         let mut events = Vec::with_capacity(usize::try_from(length).unwrap_or(0).min(1024));
         let mut previous_epoch = self.header_epoch;
         for seq in start.seq..start.seq + length {
