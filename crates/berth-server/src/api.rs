@@ -330,6 +330,9 @@ pub async fn reopen_session(
 pub struct ReadParams {
     /// First seq to read (default 0).
     pub from: Option<u64>,
+    /// Read the `limit` events before this seq instead (the tail when it is at or past
+    /// the end), in ascending order. Not with `from`.
+    pub before: Option<u64>,
     /// Most events to return (default and maximum 1000).
     pub limit: Option<u64>,
 }
@@ -337,8 +340,13 @@ pub struct ReadParams {
 #[derive(Debug, Serialize, Deserialize)]
 pub struct EventPage {
     pub events: Vec<berth_core::Event>,
-    /// The seq to ask for next (`from` + number of events).
+    /// The seq after the last event returned: ask `from=<next_seq>` to read on. With no
+    /// events, `from` (or, for `before`, `first_seq`).
     pub next_seq: u64,
+    /// The seq of the first event returned: ask `before=<first_seq>` to page backwards
+    /// (0 means the page starts the log). With no events, equals `next_seq`.
+    #[serde(default)]
+    pub first_seq: u64,
 }
 
 /// Reads a range of events.
@@ -352,11 +360,26 @@ pub async fn read_events(
     SessionPath(id): SessionPath,
     StrictQuery(params): StrictQuery<ReadParams>,
 ) -> ApiResult<Response> {
-    let from = params.from.unwrap_or(0);
     let limit = params.limit.unwrap_or(PAGE_SIZE_MAX as u64).min(PAGE_SIZE_MAX as u64);
-    let events = call(&state, |s| async move { s.read(&principal, &id, from, Some(limit)).await }).await?;
-    let next_seq = from + events.len() as u64;
-    Ok(json(StatusCode::OK, &EventPage { events, next_seq }))
+    let page = match (params.from, params.before) {
+        (Some(_), Some(_)) => {
+            return Err(ApiError::bad_request(
+                "`from` and `before` cannot be combined: `from` reads forward from a seq, `before` reads the events \
+                 before one",
+            ))
+        }
+        (from, None) => {
+            let from = from.unwrap_or(0);
+            let events = call(&state, |s| async move { s.read(&principal, &id, from, Some(limit)).await }).await?;
+            EventPage { next_seq: from + events.len() as u64, first_seq: from, events }
+        }
+        (None, Some(before)) => {
+            let events = call(&state, |s| async move { s.read_before(&principal, &id, before, limit).await }).await?;
+            let first_seq = events.first().map_or(if limit == 0 { before } else { 0 }, |event| event.seq.get());
+            EventPage { next_seq: first_seq + events.len() as u64, first_seq, events }
+        }
+    };
+    Ok(json(StatusCode::OK, &page))
 }
 
 /// Appends a batch (durable when answered). `expected_seq` makes a retry idempotent:

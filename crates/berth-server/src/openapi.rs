@@ -94,6 +94,7 @@ pub struct EventDoc {
 pub struct EventPageDoc {
     events: Vec<EventDoc>,
     next_seq: u64,
+    first_seq: u64,
 }
 
 #[derive(ToSchema)]
