@@ -62,8 +62,9 @@ const READ: &str = "SELECT seq, line FROM events \
      WHERE tenant = $1 AND session_id = $2 AND seq >= $3 AND seq < $4 ORDER BY seq";
 
 /// The last `$4` events before seq `$3`, newest first: a backward range scan of the
-/// primary key `(tenant, session_id, seq)` that stops after `$4` rows.
-const READ_BEFORE: &str = "SELECT seq, line FROM events \
+/// primary key `(tenant, session_id, seq)` that stops after `$4` rows. Public for the
+/// plan check in `tests/backend.rs`.
+pub const READ_BEFORE: &str = "SELECT seq, line FROM events \
      WHERE tenant = $1 AND session_id = $2 AND seq < $3 ORDER BY seq DESC LIMIT $4";
 
 /// Erases a session whose lease is free or lapsed, with its events, atomically.
