@@ -59,16 +59,14 @@ async fn main() {
     }
     writer.close().await.unwrap();
     let key = header().key();
-    let bytes = std::fs::metadata(JsonlBackend::open(&root, JsonlOptions::default()).unwrap().log_path(&key))
-        .unwrap()
-        .len();
+    let bytes =
+        std::fs::metadata(JsonlBackend::open(&root, JsonlOptions::default()).unwrap().log_path(&key)).unwrap().len();
     let count = usize::try_from(events).unwrap();
     let middle = events / 2;
     let tail = median(&root, &key, 20.min(count), |h| async move { h.read_before(u64::MAX, 20).await.unwrap() }).await;
-    let from = median(&root, &key, 20.min(count - count / 2), |h| async move {
-        h.read(middle, Some(20)).await.unwrap()
-    })
-    .await;
+    let from =
+        median(&root, &key, 20.min(count - count / 2), |h| async move { h.read(middle, Some(20)).await.unwrap() })
+            .await;
     let full = median(&root, &key, count, |h| async move { h.read(0, None).await.unwrap() }).await;
     println!("log: {events} events, {bytes} bytes; median of {ROUNDS} cold reads (open included)");
     println!("  tail, 20 events (read_before):  {:>10.3} ms", tail.as_secs_f64() * 1e3);

@@ -256,3 +256,45 @@ proptest! {
         runtime.block_on(check_case(case));
     }
 }
+
+/// A reader racing an appender in the same process (the appender's writes land while
+/// the reader scans backwards) only ever returns whole, committed events: every tail
+/// read and read from a seq is a contiguous slice of what was appended, and the tails
+/// it sees never go back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_racing_an_appender_return_only_whole_committed_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("data");
+    let options = JsonlOptions { durability: Durability::Barrier, ..JsonlOptions::default() };
+    let store = LogStore::new(Arc::new(JsonlBackend::open(&root, options).unwrap()));
+    let log: Vec<Event> = (0..3_000).map(|seq| event(seq, (seq as usize * 37) % 900)).collect();
+    let key = write_log(&store, "racing", &log[..1]).await;
+    let appender = {
+        let (store, log, key) = (store.clone(), log.clone(), key.clone());
+        tokio::spawn(async move {
+            let writer = store.open(&key, Access::Write).await.unwrap();
+            for batch in log[1..].chunks(7) {
+                writer.append(batch).await.unwrap();
+            }
+            writer.close().await.unwrap();
+        })
+    };
+    let readers = LogStore::new(Arc::new(JsonlBackend::open(&root, JsonlOptions::default()).unwrap()));
+    let shared = readers.open(&key, Access::Read).await.unwrap();
+    let mut tail_seen = 0u64;
+    while !appender.is_finished() || tail_seen < 3_000 {
+        let cold = readers.open(&key, Access::Read).await.unwrap();
+        for (what, events) in [
+            ("cold tail", cold.read_before(u64::MAX, 9).await.unwrap()),
+            ("shared tail", shared.read_before(u64::MAX, 9).await.unwrap()),
+            ("cold from", cold.read(tail_seen / 2, Some(11)).await.unwrap()),
+        ] {
+            let first = events.first().map_or(0, |event| event.seq.get()) as usize;
+            assert_eq!(events, log[first..first + events.len()], "{what}: a slice of what was appended");
+        }
+        let end = shared.read_before(u64::MAX, 1).await.unwrap().last().map_or(0, |event| event.seq.get() + 1);
+        assert!(end >= tail_seen, "the tail went back from {tail_seen} to {end}");
+        tail_seen = end;
+    }
+    appender.await.unwrap();
+}

@@ -180,3 +180,59 @@ pub trait LogWriter: Send + Sync {
     /// Releases the writer lease. Idempotent; the writer is unusable afterwards.
     async fn release(&mut self) -> Result<()>;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use berth_core::{Scope, SessionId, Timestamp};
+
+    /// A reader with only `read`, counting its calls: the default `read_before` is all it
+    /// has.
+    struct ForwardOnly {
+        header: SessionHeader,
+        events: Vec<Event>,
+        reads: u64,
+    }
+
+    #[async_trait]
+    impl LogReader for ForwardOnly {
+        fn header(&self) -> &SessionHeader {
+            &self.header
+        }
+
+        async fn read(&mut self, offset: u64, length: u64) -> Result<Vec<Event>> {
+            self.reads += 1;
+            let start = usize::try_from(offset).unwrap_or(usize::MAX).min(self.events.len());
+            let end = start.saturating_add(usize::try_from(length).unwrap_or(usize::MAX)).min(self.events.len());
+            Ok(self.events[start..end].to_vec())
+        }
+    }
+
+    fn reader(count: u64) -> ForwardOnly {
+        let scope = Scope { tenant: TenantId::parse("t").unwrap(), user: UserId::parse("u").unwrap(), project: None };
+        let header = SessionHeader::new(SessionId::parse("s").unwrap(), scope, Timestamp(1));
+        let events = (0..count)
+            .map(|seq| Event::new(seq, "test/marker", Timestamp(1), serde_json::json!({})).unwrap())
+            .collect();
+        ForwardOnly { header, events, reads: 0 }
+    }
+
+    #[tokio::test]
+    async fn the_default_read_before_is_the_slice_before_with_logarithmic_reads() {
+        for count in [0u64, 1, 2, 3, 7, 8, 100, 1_000] {
+            let mut reader = reader(count);
+            for before in [0, 1, 2, count.saturating_sub(1), count, count + 1, count * 3 + 5, u64::MAX] {
+                for limit in [0, 1, 3, count, u64::MAX] {
+                    reader.reads = 0;
+                    let events = reader.read_before(before, limit).await.unwrap();
+                    let end = before.min(count);
+                    let start = end.saturating_sub(limit);
+                    let seqs: Vec<u64> = events.iter().map(|event| event.seq.get()).collect();
+                    assert_eq!(seqs, (start..end).collect::<Vec<_>>(), "{count} events, before {before}, {limit}");
+                    let bits = u64::from(64 - count.leading_zeros());
+                    assert!(reader.reads <= 2 * (bits + 1) + 2, "{count} events: {} reads", reader.reads);
+                }
+            }
+        }
+    }
+}
