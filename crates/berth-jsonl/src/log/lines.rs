@@ -215,6 +215,43 @@ mod tests {
         assert_eq!(backwards(b"\n\n", 0), ["1:", "0:"]);
     }
 
+    proptest::proptest! {
+        /// The backward walk yields exactly the lines a forward split finds, last first,
+        /// with an unterminated suffix first, from any floor that is a line start.
+        #[test]
+        fn backward_walk_mirrors_a_forward_split(
+            lines in proptest::collection::vec(proptest::collection::vec(0u8..=255, 0..3_000), 0..40),
+            suffix in proptest::collection::vec(0u8..=255, 0..100),
+            skip in 0usize..40,
+        ) {
+            let lines: Vec<Vec<u8>> = lines.into_iter().map(|line| line.into_iter().filter(|b| *b != b'\n').collect()).collect();
+            let suffix: Vec<u8> = suffix.into_iter().filter(|b| *b != b'\n').collect();
+            let mut bytes = Vec::new();
+            let mut expected = Vec::new();
+            let skip = skip.min(lines.len());
+            let mut floor = 0;
+            for (index, line) in lines.iter().enumerate() {
+                if index == skip {
+                    floor = bytes.len() as u64;
+                }
+                if index >= skip {
+                    expected.push(format!("{}:{}", bytes.len(), String::from_utf8_lossy(line)));
+                }
+                bytes.extend_from_slice(line);
+                bytes.push(b'\n');
+            }
+            if skip == lines.len() {
+                floor = bytes.len() as u64;
+            }
+            if !suffix.is_empty() {
+                expected.push(format!("{}:unterminated", bytes.len()));
+                bytes.extend_from_slice(&suffix);
+            }
+            expected.reverse();
+            proptest::prop_assert_eq!(backwards(&bytes, floor), expected);
+        }
+    }
+
     #[test]
     fn walks_lines_across_chunk_boundaries() {
         let mut bytes = Vec::new();
