@@ -129,6 +129,22 @@ impl HandleShared {
         Ok(())
     }
 
+    /// A read handle's backend reader, opened now if the session was pending when the
+    /// handle was; `None` while it is still not materialized (it reads as empty).
+    async fn materialized_reader<'a>(
+        &self,
+        reader: &'a mut Option<Box<dyn LogReader>>,
+    ) -> Result<Option<&'a mut Box<dyn LogReader>>> {
+        if reader.is_none() {
+            match self.store.backend.open_reader(&self.key).await {
+                Ok(opened) => *reader = Some(opened),
+                Err(Error::NotFound { .. }) => return Ok(None),
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(reader.as_mut())
+    }
+
     /// Writes one batch through the state: materializes a pending session first.
     async fn write_batch(&self, state: &mut State, batch: &[Event]) -> Result<()> {
         let outcome = self.write_batch_unchecked(state, batch).await;
@@ -411,14 +427,9 @@ impl SessionHandle {
             State::Pending => Vec::new(),
             State::Writer(writer) => writer.read(offset, length).await?,
             State::Reader { reader, observed_len } => {
-                if reader.is_none() {
-                    match shared.store.backend.open_reader(&shared.key).await {
-                        Ok(opened) => *reader = Some(opened),
-                        Err(Error::NotFound { .. }) => return Ok(Vec::new()),
-                        Err(error) => return Err(error),
-                    }
-                }
-                let reader = reader.as_mut().expect("opened above");
+                let Some(reader) = shared.materialized_reader(reader).await? else {
+                    return Ok(Vec::new());
+                };
                 let events = reader.read(offset, length).await?;
                 check_monotonic(&shared.key, offset, length, events.len() as u64, observed_len)?;
                 events
@@ -442,14 +453,9 @@ impl SessionHandle {
             State::Pending => Vec::new(),
             State::Writer(writer) => writer.read_before(before, limit).await?,
             State::Reader { reader, observed_len } => {
-                if reader.is_none() {
-                    match shared.store.backend.open_reader(&shared.key).await {
-                        Ok(opened) => *reader = Some(opened),
-                        Err(Error::NotFound { .. }) => return Ok(Vec::new()),
-                        Err(error) => return Err(error),
-                    }
-                }
-                let reader = reader.as_mut().expect("opened above");
+                let Some(reader) = shared.materialized_reader(reader).await? else {
+                    return Ok(Vec::new());
+                };
                 let events = reader.read_before(before, limit).await?;
                 check_monotonic_before(&shared.key, before, limit, &events, observed_len)?;
                 events
