@@ -15,21 +15,26 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// The real file system, counting the bytes every `read_at` returned.
+/// The real file system, counting the bytes every `read_at` returned; `len` can be
+/// made to report a file longer than it is, once (what a reader sees when a writer
+/// truncates a torn tail right after the reader took the length).
 #[derive(Default)]
 struct ByteCountingFs {
     bytes_read: Arc<AtomicU64>,
+    stale_len_extra_bytes: Arc<AtomicU64>,
 }
 
 struct CountingFile {
     inner: Box<dyn FsFile>,
     bytes_read: Arc<AtomicU64>,
+    stale_len_extra_bytes: Arc<AtomicU64>,
 }
 
 impl Fs for ByteCountingFs {
     fn open(&self, path: &Path, options: OpenOptions) -> io::Result<Box<dyn FsFile>> {
         let inner = OsFs.open(path, options)?;
-        Ok(Box::new(CountingFile { inner, bytes_read: self.bytes_read.clone() }))
+        let (bytes_read, stale_len_extra_bytes) = (self.bytes_read.clone(), self.stale_len_extra_bytes.clone());
+        Ok(Box::new(CountingFile { inner, bytes_read, stale_len_extra_bytes }))
     }
     fn open_dir(&self, path: &Path) -> io::Result<Box<dyn FsFile>> {
         OsFs.open_dir(path)
@@ -79,7 +84,7 @@ impl FsFile for CountingFile {
         self.inner.set_len(len)
     }
     fn len(&self) -> io::Result<u64> {
-        self.inner.len()
+        Ok(self.inner.len()? + self.stale_len_extra_bytes.swap(0, Ordering::Relaxed))
     }
     fn try_lock(&self) -> io::Result<bool> {
         self.inner.try_lock()
@@ -297,4 +302,25 @@ async fn reads_racing_an_appender_return_only_whole_committed_events() {
         tail_seen = end;
     }
     appender.await.unwrap();
+}
+
+/// A partial read that finds the file shorter than the length it took (a writer
+/// truncated a torn tail in between) reads again against the new length instead of
+/// failing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partial_read_retries_when_the_file_shrank_under_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("data");
+    let log: Vec<Event> = (0..500).map(|seq| event(seq, 30)).collect();
+    let fs = ByteCountingFs::default();
+    let stale = fs.stale_len_extra_bytes.clone();
+    let options = JsonlOptions { durability: Durability::Barrier, fs: Arc::new(fs) };
+    let store = LogStore::new(Arc::new(JsonlBackend::open(&root, options).unwrap()));
+    let key = write_log(&store, "shrinks", &log).await;
+    let reader = store.open(&key, Access::Read).await.unwrap();
+    stale.store(100, Ordering::Relaxed);
+    assert_eq!(reader.read_before(u64::MAX, 3).await.unwrap(), log[497..]);
+    let reader = store.open(&key, Access::Read).await.unwrap();
+    stale.store(100, Ordering::Relaxed);
+    assert_eq!(reader.read(250, Some(3)).await.unwrap(), log[250..253]);
 }
