@@ -110,8 +110,12 @@ pub struct AppendOutcomeBody {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct EventPage {
     pub events: Vec<EventBody>,
-    /// The seq after the last event returned (`from` + number of events).
+    /// The seq after the last event returned: ask `from=<next_seq>` to read on. With no
+    /// events, `from` (or, for `before`, `first_seq`).
     pub next_seq: u64,
+    /// The seq of the first event returned: ask `before=<first_seq>` to page backwards
+    /// (0: the page starts the log). With no events, equals `next_seq`.
+    pub first_seq: u64,
 }
 
 /// `GET /v1/sessions/{id}/events`.
@@ -122,6 +126,10 @@ pub struct ReadParams {
     /// First seq to read (default 0).
     #[serde(default, deserialize_with = "crate::int64::query_u64")]
     pub from: Option<u64>,
+    /// Read the `limit` events before this seq instead (the tail when it is at or past
+    /// the end), in ascending order. Not with `from` (400).
+    #[serde(default, deserialize_with = "crate::int64::query_u64")]
+    pub before: Option<u64>,
     /// Most events to return (default 1000).
     #[serde(default, deserialize_with = "crate::int64::query_u64")]
     #[param(minimum = 0, maximum = 1000)]

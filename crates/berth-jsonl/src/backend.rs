@@ -115,7 +115,7 @@ fn header_error(fault: LineFault, artifact: &str) -> Error {
 /// Reads and decodes line 1 of an open log; returns it and its length.
 fn read_header(file: &dyn FsFile, key: &SessionKey, artifact: &str) -> Result<(format::HeaderRecord, u64)> {
     let len = file.len().map_err(|error| Error::io("stat log", &error))?;
-    let mut cursor = LineCursor::new(0, len);
+    let mut cursor = LineCursor::with_chunk_bytes(0, len, format::SHORT_READ_CHUNK_BYTES);
     let record = match cursor.next_line(&FileSource(file)).map_err(|error| Error::io("read log", &error))? {
         NextLine::Line { bytes, .. } => {
             format::decode_header_line(bytes).map_err(|fault| header_error(fault, artifact))?
@@ -675,11 +675,27 @@ impl LogReader for JsonlReader {
 
     async fn read(&mut self, offset: u64, length: u64) -> Result<Vec<Event>> {
         let view = self.view.clone();
-        blocking(move || {
-            let mut view = lock_view(&view);
-            let len = view.file.len().map_err(|error| Error::io("stat log", &error))?;
-            view.read(offset, length, len)
-        })
-        .await
+        blocking(move || read_current(&view, |view, len| view.read(offset, length, len))).await
+    }
+
+    async fn read_before(&mut self, before: u64, limit: u64) -> Result<Vec<Event>> {
+        let view = self.view.clone();
+        blocking(move || read_current(&view, |view, len| view.read_before(before, limit, len))).await
+    }
+}
+
+/// Runs `read` against the file's current length. A partial read that finds the file
+/// shorter than that length (a writer truncated a torn tail meanwhile: `UnexpectedEof`)
+/// runs once more against the new length.
+fn read_current(view: &Mutex<LogView>, read: impl Fn(&mut LogView, u64) -> Result<Vec<Event>>) -> Result<Vec<Event>> {
+    let mut view = lock_view(view);
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let len = view.file.len().map_err(|error| Error::io("stat log", &error))?;
+        match read(&mut view, len) {
+            Err(Error::Io { kind: io::ErrorKind::UnexpectedEof, .. }) if attempts < 2 => continue,
+            outcome => return outcome,
+        }
     }
 }

@@ -51,6 +51,8 @@ pub const EVENT_RECORD_PREFIX: &[u8] = b"{\"seq\":";
 pub const LINE_BYTES_MAX: usize = berth_core::limits::EVENT_BYTES_MAX + 4096;
 /// Bytes a scan reads per system call.
 pub const READ_CHUNK_BYTES: usize = 64 * 1024;
+/// Bytes a read of a few lines (the header at open, a short range) reads per call.
+pub const SHORT_READ_CHUNK_BYTES: usize = 8 * 1024;
 
 // ---------------------------------------------------------------------------------------
 // Path segments
@@ -376,11 +378,26 @@ pub struct LineCursor {
     buf: Vec<u8>,
     consumed: usize,
     end: u64,
+    /// Bytes read per system call.
+    chunk_bytes: usize,
 }
 
 impl LineCursor {
+    /// A cursor for scans: reads `READ_CHUNK_BYTES` at a time.
     pub fn new(start: u64, end: u64) -> LineCursor {
-        LineCursor { buf_offset: start, buf: Vec::new(), consumed: 0, end: end.max(start) }
+        LineCursor::with_chunk_bytes(start, end, READ_CHUNK_BYTES)
+    }
+
+    /// A cursor for a few lines (a header, a short range): reads `chunk_bytes` (≥ 1)
+    /// at a time, so it does not read far past what it returns.
+    pub fn with_chunk_bytes(start: u64, end: u64, chunk_bytes: usize) -> LineCursor {
+        LineCursor {
+            buf_offset: start,
+            buf: Vec::new(),
+            consumed: 0,
+            end: end.max(start),
+            chunk_bytes: chunk_bytes.max(1),
+        }
     }
 
     /// Offset of the next unread byte.
@@ -419,7 +436,7 @@ impl LineCursor {
                 searched -= self.consumed;
                 self.consumed = 0;
             }
-            let want = usize::try_from(self.end - loaded_end).unwrap_or(usize::MAX).min(READ_CHUNK_BYTES);
+            let want = usize::try_from(self.end - loaded_end).unwrap_or(usize::MAX).min(self.chunk_bytes);
             let old_len = self.buf.len();
             self.buf.resize(old_len + want, 0);
             let read = read_fully(source, &mut self.buf[old_len..], loaded_end)?;

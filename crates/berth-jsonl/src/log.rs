@@ -1,11 +1,17 @@
 //! Reading an open log with memory bounded by a constant: a sparse seq → byte-offset
 //! index with a fixed number of entries, and forward scans from the nearest entry with a
 //! bounded buffer. Shared by read handles (which re-check the file length on every read)
-//! and write handles (which know their own committed end).
+//! and write handles (which know their own committed end). A read that starts past what
+//! the view has validated, and a read of the tail, go through `seek` instead (a backward
+//! scan from the end, a bisection over byte offsets), so they never scan from the header.
+
+mod lines;
+mod seek;
 
 use crate::format::{self, LineCursor, LineFault, NextLine, ReadAt, ScanStatus};
 use crate::fs::FsFile;
 use berth_core::{Epoch, Error, Event, Location, Result};
+use std::collections::BTreeMap;
 use std::io;
 
 /// Most entries the sparse index keeps; when full, the stride doubles.
@@ -97,6 +103,9 @@ pub struct LogView {
     known_end: u64,
     last_epoch: Epoch,
     damage: Option<Damage>,
+    /// Record starts (seq → byte offset) past the validated prefix that reads through
+    /// `seek` verified, at most `seek::MARKS_MAX`: later reads start from them.
+    marks: BTreeMap<u64, u64>,
 }
 
 impl LogView {
@@ -113,6 +122,7 @@ impl LogView {
             known_end: header_len,
             last_epoch: header_epoch,
             damage: None,
+            marks: BTreeMap::new(),
         }
     }
 
@@ -167,6 +177,7 @@ impl LogView {
         self.known_end = end;
         self.last_epoch = last_epoch;
         self.damage = None;
+        self.marks.retain(|seq, _| *seq <= events);
     }
 
     fn corrupt(&self, reason: String, offset: u64, seq: u64) -> Error {
@@ -176,19 +187,60 @@ impl LogView {
         }
     }
 
-    /// Events `offset .. offset + length` of the valid prefix inside `0..visible_end`.
-    /// Stops quietly at a torn tail (or an append in progress); fails `Corrupt` when the
-    /// range reaches damage that a valid record follows.
-    pub fn read(&mut self, offset: u64, length: u64, visible_end: u64) -> Result<Vec<Event>> {
+    /// Forgets what a change of the file length made stale.
+    fn refresh(&mut self, visible_end: u64) {
         if visible_end < self.known_end {
             // The file shrank below what was validated: start over from the header.
             self.forget_from(0, self.header_len, self.header_epoch);
         }
+        self.marks.retain(|_, offset| *offset <= visible_end);
         if let Some(damage) = &self.damage {
             if damage.file_len != visible_end {
                 self.damage = None;
             }
         }
+    }
+
+    /// Whether everything inside `0..visible_end` is validated (always, for a writer).
+    fn all_known(&self, visible_end: u64) -> bool {
+        visible_end == self.known_end && self.damage.is_none()
+    }
+
+    /// Events `offset .. offset + length` of the valid prefix inside `0..visible_end`.
+    /// Stops quietly at a torn tail (or an append in progress); fails `Corrupt` when the
+    /// range reaches damage that a valid record follows. A range that starts past the
+    /// validated prefix is found from the end of the file (`seek`), not by scanning
+    /// forward to it.
+    pub fn read(&mut self, offset: u64, length: u64, visible_end: u64) -> Result<Vec<Event>> {
+        self.refresh(visible_end);
+        if length == 0 || (offset >= self.known_events && self.all_known(visible_end)) {
+            return Ok(Vec::new());
+        }
+        if offset > self.known_events {
+            let end = self.committed_end(visible_end)?;
+            return self.read_located(offset, length, end);
+        }
+        self.read_forward(offset, length, visible_end)
+    }
+
+    /// Up to `limit` events before seq `before`, in ascending order (the tail when
+    /// `before` is at or past the end), reading only near them.
+    pub fn read_before(&mut self, before: u64, limit: u64, visible_end: u64) -> Result<Vec<Event>> {
+        self.refresh(visible_end);
+        let end = match self.all_known(visible_end) {
+            true => seek::Position { seq: self.known_events, offset: self.known_end },
+            false => self.committed_end(visible_end)?,
+        };
+        let stop = before.min(end.seq);
+        let start = stop.saturating_sub(limit);
+        if start <= self.known_events {
+            return self.read_forward(start, stop - start, visible_end);
+        }
+        self.read_located(start, stop - start, end)
+    }
+
+    /// `read` scanning forward from the validated prefix (extending it).
+    fn read_forward(&mut self, offset: u64, length: u64, visible_end: u64) -> Result<Vec<Event>> {
         let want_end = offset.saturating_add(length);
         let mut events = Vec::new();
         if length == 0 {
@@ -278,10 +330,17 @@ fn validate_new(line: &[u8], seq: u64, last_epoch: Epoch, decode: bool) -> Resul
     if !decode {
         return format::check_event(line, seq, last_epoch).map(|epoch| (None, epoch));
     }
+    let (event, epoch) = decode_checked(line, seq, last_epoch)?;
+    Ok((Some(event), epoch))
+}
+
+/// Fully decodes a line that must be seq `seq`, not older than `last_epoch`, and
+/// readable by this build.
+fn decode_checked(line: &[u8], seq: u64, last_epoch: Epoch) -> Result<(Event, Epoch), LineFault> {
     let (event, epoch) = format::decode_event_line(line)?;
     check_seq_epoch(event.seq.get(), epoch, seq, last_epoch)?;
     berth_core::vocabulary::check_stored(&event).map_err(|error| LineFault::Unsupported(error.to_string()))?;
-    Ok((Some(event), epoch))
+    Ok((event, epoch))
 }
 
 fn check_seq_epoch(found_seq: u64, epoch: Epoch, expected_seq: u64, previous_epoch: Epoch) -> Result<(), LineFault> {

@@ -121,6 +121,14 @@ impl WriterCore {
         self.view.read(offset, length, end)
     }
 
+    pub fn read_before(&mut self, before: u64, limit: u64) -> Result<Vec<Event>> {
+        if self.lease.is_none() {
+            return Err(Error::HandleClosed { id: self.id.clone(), operation: "read" });
+        }
+        let end = self.view.known_end();
+        self.view.read_before(before, limit, end)
+    }
+
     pub fn append(&mut self, batch: &EncodedBatch) -> Result<()> {
         self.check_usable("append")?;
         let expected = self.view.known_events();
@@ -336,6 +344,10 @@ impl LogWriter for JsonlWriter {
 
     async fn read(&mut self, offset: u64, length: u64) -> Result<Vec<Event>> {
         self.with_core(move |core| core.read(offset, length)).await
+    }
+
+    async fn read_before(&mut self, before: u64, limit: u64) -> Result<Vec<Event>> {
+        self.with_core(move |core| core.read_before(before, limit)).await
     }
 
     async fn append(&mut self, batch: &[Event]) -> Result<()> {

@@ -49,7 +49,7 @@ mod schema;
 pub mod testing;
 
 pub use catalog::PostgresCatalog;
-pub use log::{PostgresBackend, PostgresWriter};
+pub use log::{PostgresBackend, PostgresWriter, READ_BEFORE};
 pub use schema::{Migration, MigrationReport, MIGRATIONS, SCHEMA_VERSION};
 
 use std::time::Duration;

@@ -61,6 +61,12 @@ const LIST: &str = "SELECT header_json, incarnation, next_seq FROM session_heads
 const READ: &str = "SELECT seq, line FROM events \
      WHERE tenant = $1 AND session_id = $2 AND seq >= $3 AND seq < $4 ORDER BY seq";
 
+/// The last `$4` events before seq `$3`, newest first: a backward range scan of the
+/// primary key `(tenant, session_id, seq)` that stops after `$4` rows. Public for the
+/// plan check in `tests/backend.rs`.
+pub const READ_BEFORE: &str = "SELECT seq, line FROM events \
+     WHERE tenant = $1 AND session_id = $2 AND seq < $3 ORDER BY seq DESC LIMIT $4";
+
 /// Erases a session whose lease is free or lapsed, with its events, atomically.
 const ERASE: &str = "WITH head AS ( \
          DELETE FROM session_heads WHERE tenant = $1 AND session_id = $2 \
@@ -322,6 +328,46 @@ async fn read_events(db: &Database, key: &SessionKey, offset: u64, length: u64) 
     Ok(events)
 }
 
+/// Up to `limit` events before seq `before`, in ascending order (R-S15).
+async fn read_events_before(db: &Database, key: &SessionKey, before: u64, limit: u64) -> Result<Vec<Event>, Failure> {
+    let before = i64::try_from(before).unwrap_or(i64::MAX);
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    if before == 0 || limit == 0 {
+        return Ok(Vec::new());
+    }
+    let (tenant, session) = (key.tenant.to_string(), key.id.to_string());
+    let rows = db
+        .with_client("read events", move |client| {
+            Box::pin(async move {
+                let statement = client.prepare_cached(READ_BEFORE).await?;
+                Ok(client.query(&statement, &[&tenant, &session, &before, &limit]).await?)
+            })
+        })
+        .await?;
+    let mut events = Vec::with_capacity(rows.len());
+    for row in rows.iter().rev() {
+        let seq = to_u64("seq", row.get(0))?;
+        let expected = events.last().map_or(seq, |event: &Event| event.seq.get() + 1);
+        if seq != expected {
+            return Err(gap(key, expected, seq));
+        }
+        events.push(decode_event(key, Some(seq), row.get(1))?);
+    }
+    // Fewer rows than asked for means the log starts inside them: at seq 0.
+    let first = events.first().map_or(0, |event| event.seq.get());
+    if (events.len() as i64) < limit && first != 0 {
+        return Err(gap(key, 0, first));
+    }
+    Ok(events)
+}
+
+fn gap(key: &SessionKey, expected: u64, found: u64) -> Failure {
+    Failure::Berth(Error::Corrupt {
+        reason: format!("log has a gap: expected seq {expected}, found {found}"),
+        location: location(key, Some(expected)),
+    })
+}
+
 #[async_trait]
 impl LogBackend for PostgresBackend {
     fn name(&self) -> &'static str {
@@ -566,6 +612,16 @@ impl LogReader for PostgresReader {
         self.db
             .exec
             .run(async move { read_events(&db, &key, offset, length).await.map_err(|failure| failure.into_error("read")) })
+            .await
+    }
+
+    async fn read_before(&mut self, before: u64, limit: u64) -> Result<Vec<Event>> {
+        let (db, key) = (self.db.clone(), self.key.clone());
+        self.db
+            .exec
+            .run(async move {
+                read_events_before(&db, &key, before, limit).await.map_err(|failure| failure.into_error("read"))
+            })
             .await
     }
 }

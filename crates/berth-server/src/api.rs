@@ -304,11 +304,26 @@ pub async fn read_events(
     SessionPath(id): SessionPath,
     StrictQuery(params): StrictQuery<ReadParams>,
 ) -> ApiResult<Response> {
-    let from = params.from.unwrap_or(0);
     let limit = page_size(params.limit.unwrap_or(PAGE_SIZE_MAX as u64))?;
-    let events = call(&state, |s| async move { s.read(&principal, &id, from, Some(limit)).await }).await?;
-    let next_seq = from + events.len() as u64;
-    Ok(json(StatusCode::OK, &EventPage { events: events.iter().map(wire::event).collect(), next_seq }))
+    let page = match (params.from, params.before) {
+        (Some(_), Some(_)) => {
+            return Err(ApiError::bad_request(
+                "`from` and `before` cannot be combined: `from` reads forward from a seq, `before` reads the events \
+                 before one",
+            ))
+        }
+        (from, None) => {
+            let from = from.unwrap_or(0);
+            let events = call(&state, |s| async move { s.read(&principal, &id, from, Some(limit)).await }).await?;
+            EventPage { next_seq: from + events.len() as u64, first_seq: from, events: wire::events(&events) }
+        }
+        (None, Some(before)) => {
+            let events = call(&state, |s| async move { s.read_before(&principal, &id, before, limit).await }).await?;
+            let first_seq = events.first().map_or(if limit == 0 { before } else { 0 }, |event| event.seq.get());
+            EventPage { next_seq: first_seq + events.len() as u64, first_seq, events: wire::events(&events) }
+        }
+    };
+    Ok(json(StatusCode::OK, &page))
 }
 
 /// Appends a batch (durable when answered). `expected_seq` makes a retry idempotent:

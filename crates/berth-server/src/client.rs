@@ -254,6 +254,30 @@ impl Client {
         }
     }
 
+    /// The `limit` events before seq `before` (`u64::MAX`: the tail), in ascending
+    /// order, following pages backwards (`before=<first_seq>`) past the page size.
+    pub async fn read_before(&self, id: &SessionId, before: u64, limit: u64) -> Result<Vec<Event>> {
+        let mut pages = Vec::new();
+        // The wire's integers are int64: any seq past the end reads the tail.
+        let (mut before, mut remaining) = (before.min(wire::int64::WIRE_INT_MAX), limit);
+        while remaining > 0 {
+            let want = remaining.min(berth_core::limits::PAGE_SIZE_MAX as u64);
+            let query = format!("?before={before}&limit={want}");
+            let page: wire::EventPage =
+                self.call(Method::GET, &format!("/v1/sessions/{id}/events{query}"), None, id.as_str()).await?;
+            if page.events.is_empty() {
+                break;
+            }
+            remaining = remaining.saturating_sub(page.events.len() as u64);
+            before = page.first_seq;
+            pages.push(page.events.into_iter().map(convert::event_from).collect::<Vec<_>>());
+            if before == 0 {
+                break;
+            }
+        }
+        Ok(pages.into_iter().rev().flatten().collect())
+    }
+
     pub async fn append(&self, id: &SessionId, request: &AppendRequest) -> Result<AppendOutcome> {
         let body = encode(&convert::append(request))?;
         let outcome: wire::AppendOutcomeBody =

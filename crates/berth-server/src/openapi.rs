@@ -2,7 +2,7 @@
 //! annotations over the wire types of `berth-api` (their schemas are derived from the
 //! very types the handlers decode and encode, so they cannot drift). `CommonErrors`
 //! adds the answers every operation can give. The document is committed as
-//! `crates/berth-api/openapi.json`; `tests/openapi.rs` fails when the two differ.
+//! `crates/berth-api/openapi.json`; `tests/api.rs` fails when the two differ.
 
 use crate::{api, tail};
 use berth_api::ErrorBody;

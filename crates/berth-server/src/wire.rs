@@ -193,6 +193,10 @@ pub fn event(event: &Event) -> wire::EventBody {
     }
 }
 
+pub fn events(events: &[Event]) -> Vec<wire::EventBody> {
+    events.iter().map(event).collect()
+}
+
 pub fn event_from(body: wire::EventBody) -> Event {
     Event {
         seq: body.seq,

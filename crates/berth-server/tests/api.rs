@@ -137,6 +137,57 @@ async fn a_whole_session_life_over_http() {
     server.server.shutdown().await.unwrap();
 }
 
+/// `GET …/events?before=SEQ&limit=N` (R-S15): the N events before SEQ in order, the
+/// tail when SEQ is past the end; `first_seq` pages backwards; `from` and `before`
+/// together is a 400; another tenant's session is a 404 as for `from`. The client
+/// follows backward pages past the page size.
+#[tokio::test]
+async fn events_before_a_seq_over_http() {
+    let server = TestServer::start().await;
+    let alice = server.client(&server.key("acme", "alice", None, Role::User));
+    let mallory = server.client(&server.key("other", "mallory", None, Role::User));
+    alice.create(&CreateSession { id: Some(sid("long")), ..CreateSession::default() }).await.unwrap();
+    let attach = AttachRequest { run_id: Some(rid("run-1")), ..AttachRequest::default() };
+    alice.attach(&sid("long"), &attach).await.unwrap();
+    for _ in 0..3 {
+        let body = Some(common::events_body(Some("run-1"), 900));
+        let (status, _) = raw(&alice, Method::POST, "/v1/sessions/long/events", body).await;
+        assert_eq!(status, 200);
+    }
+    let seqs = |page: &Value| -> Vec<u64> {
+        page["events"].as_array().unwrap().iter().map(|event| event["seq"].as_u64().unwrap()).collect()
+    };
+    let (status, page) = raw(&alice, Method::GET, "/v1/sessions/long/events?before=10&limit=3", None).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        (seqs(&page), page["first_seq"].as_u64(), page["next_seq"].as_u64()),
+        (vec![7, 8, 9], Some(7), Some(10))
+    );
+    let (_, page) = raw(&alice, Method::GET, "/v1/sessions/long/events?before=99999&limit=2", None).await;
+    assert_eq!(
+        (seqs(&page), page["first_seq"].as_u64(), page["next_seq"].as_u64()),
+        (vec![2698, 2699], Some(2698), Some(2700))
+    );
+    let (_, page) = raw(&alice, Method::GET, "/v1/sessions/long/events?before=0", None).await;
+    assert_eq!((seqs(&page), page["first_seq"].as_u64(), page["next_seq"].as_u64()), (vec![], Some(0), Some(0)));
+    let (_, page) = raw(&alice, Method::GET, "/v1/sessions/long/events?before=2700", None).await;
+    assert_eq!(seqs(&page), (1700..2700).collect::<Vec<_>>(), "the default limit is the page size");
+    let (_, page) = raw(&alice, Method::GET, "/v1/sessions/long/events?from=5&limit=2", None).await;
+    assert_eq!((seqs(&page), page["first_seq"].as_u64(), page["next_seq"].as_u64()), (vec![5, 6], Some(5), Some(7)));
+
+    let (status, body) = raw(&alice, Method::GET, "/v1/sessions/long/events?from=1&before=5", None).await;
+    assert_eq!((status, body["code"].as_str()), (400, Some("invalid")));
+    assert!(body["message"].as_str().unwrap().contains("`from` and `before` cannot be combined"), "{body}");
+    let (status, _) = raw(&mallory, Method::GET, "/v1/sessions/long/events?before=5", None).await;
+    assert_eq!(status, 404);
+
+    let tail = alice.read_before(&sid("long"), u64::MAX, 2_500).await.unwrap();
+    assert_eq!(tail.iter().map(|event| event.seq.get()).collect::<Vec<_>>(), (200..2700).collect::<Vec<_>>());
+    let start = alice.read_before(&sid("long"), 1_200, 5_000).await.unwrap();
+    assert_eq!(start.iter().map(|event| event.seq.get()).collect::<Vec<_>>(), (0..1200).collect::<Vec<_>>());
+    assert_eq!(alice.read_before(&sid("long"), 0, 10).await.unwrap(), []);
+}
+
 #[tokio::test]
 async fn error_bodies_carry_stable_codes_and_statuses() {
     let server = TestServer::start().await;

@@ -723,6 +723,23 @@ impl SessionService {
         events
     }
 
+    /// Up to `limit` events before seq `before`, in ascending order: the last `limit`
+    /// events when `before` is at or past the end (R-S15). Authorized like `read`; the
+    /// backend reads only near them, also when no handle has the log open.
+    pub async fn read_before(
+        &self,
+        principal: &Principal,
+        id: &SessionId,
+        before: u64,
+        limit: u64,
+    ) -> Result<Vec<Event>> {
+        let record = self.load(principal, id, "read").await?;
+        let handle = self.store.open(&record.key(), Access::Read).await?;
+        let events = handle.read_before(before, limit).await;
+        let _ = handle.close().await;
+        events
+    }
+
     pub async fn append(&self, principal: &Principal, id: &SessionId, request: AppendRequest) -> Result<AppendOutcome> {
         if request.events.len() > BATCH_EVENTS_MAX {
             return Err(Error::LimitExceeded {

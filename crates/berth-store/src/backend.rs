@@ -104,6 +104,47 @@ pub trait LogReader: Send + Sync {
     /// Events `offset .. offset + length` of the valid, committed prefix as it is now
     /// (fewer at the end of the log; never a torn tail).
     async fn read(&mut self, offset: u64, length: u64) -> Result<Vec<Event>>;
+
+    /// Up to `limit` events of the valid, committed prefix that come before seq
+    /// `before`, in ascending order: the last `limit` events when `before` is at or past
+    /// the end (R-S15). The default finds the log's length with O(log n) one-event
+    /// `read`s; a backend that can read backwards does better.
+    async fn read_before(&mut self, before: u64, limit: u64) -> Result<Vec<Event>> {
+        let end = length_below(self, before).await?;
+        let start = end.saturating_sub(limit);
+        self.read(start, end - start).await
+    }
+}
+
+/// `min(before, length of the log)` for a reader that can only read forwards: a
+/// one-event read at `before - 1`, then (when the log is shorter) an exponential search
+/// and a bisection, each step a one-event read. Events only ever get added, so what a
+/// step saw present stays present.
+async fn length_below<R: LogReader + ?Sized>(reader: &mut R, before: u64) -> Result<u64> {
+    let present = |events: Vec<Event>| !events.is_empty();
+    if before == 0 || present(reader.read(before - 1, 1).await?) {
+        return Ok(before);
+    }
+    // Every seq below `known` is present; `absent` is not (and `known < absent`).
+    let (mut known, mut absent) = (0u64, before - 1);
+    let mut probe = 0u64;
+    while probe < absent {
+        if !present(reader.read(probe, 1).await?) {
+            absent = probe;
+            break;
+        }
+        known = probe + 1;
+        probe = probe.saturating_mul(2).saturating_add(1);
+    }
+    while known < absent {
+        let middle = known + (absent - known) / 2;
+        if present(reader.read(middle, 1).await?) {
+            known = middle + 1;
+        } else {
+            absent = middle;
+        }
+    }
+    Ok(known)
 }
 
 #[async_trait]
@@ -121,6 +162,14 @@ pub trait LogWriter: Send + Sync {
 
     async fn read(&mut self, offset: u64, length: u64) -> Result<Vec<Event>>;
 
+    /// Up to `limit` events before seq `before`, in ascending order (`LogReader::read_before`);
+    /// a writer knows its length.
+    async fn read_before(&mut self, before: u64, limit: u64) -> Result<Vec<Event>> {
+        let end = before.min(self.next_seq());
+        let start = end.saturating_sub(limit);
+        self.read(start, end - start).await
+    }
+
     /// Appends a validated batch whose first seq is `next_seq()`. Durable on return when
     /// the backend syncs per append. On failure nothing of the batch is visible.
     async fn append(&mut self, batch: &[Event]) -> Result<()>;
@@ -130,4 +179,60 @@ pub trait LogWriter: Send + Sync {
 
     /// Releases the writer lease. Idempotent; the writer is unusable afterwards.
     async fn release(&mut self) -> Result<()>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use berth_core::{Scope, SessionId, Timestamp};
+
+    /// A reader with only `read`, counting its calls: the default `read_before` is all it
+    /// has.
+    struct ForwardOnly {
+        header: SessionHeader,
+        events: Vec<Event>,
+        reads: u64,
+    }
+
+    #[async_trait]
+    impl LogReader for ForwardOnly {
+        fn header(&self) -> &SessionHeader {
+            &self.header
+        }
+
+        async fn read(&mut self, offset: u64, length: u64) -> Result<Vec<Event>> {
+            self.reads += 1;
+            let start = usize::try_from(offset).unwrap_or(usize::MAX).min(self.events.len());
+            let end = start.saturating_add(usize::try_from(length).unwrap_or(usize::MAX)).min(self.events.len());
+            Ok(self.events[start..end].to_vec())
+        }
+    }
+
+    fn reader(count: u64) -> ForwardOnly {
+        let scope = Scope { tenant: TenantId::parse("t").unwrap(), user: UserId::parse("u").unwrap(), project: None };
+        let header = SessionHeader::new(SessionId::parse("s").unwrap(), scope, Timestamp(1));
+        let events = (0..count)
+            .map(|seq| Event::new(seq, "test/marker", Timestamp(1), serde_json::json!({})).unwrap())
+            .collect();
+        ForwardOnly { header, events, reads: 0 }
+    }
+
+    #[tokio::test]
+    async fn the_default_read_before_is_the_slice_before_with_logarithmic_reads() {
+        for count in [0u64, 1, 2, 3, 7, 8, 100, 1_000] {
+            let mut reader = reader(count);
+            for before in [0, 1, 2, count.saturating_sub(1), count, count + 1, count * 3 + 5, u64::MAX] {
+                for limit in [0, 1, 3, count, u64::MAX] {
+                    reader.reads = 0;
+                    let events = reader.read_before(before, limit).await.unwrap();
+                    let end = before.min(count);
+                    let start = end.saturating_sub(limit);
+                    let seqs: Vec<u64> = events.iter().map(|event| event.seq.get()).collect();
+                    assert_eq!(seqs, (start..end).collect::<Vec<_>>(), "{count} events, before {before}, {limit}");
+                    let bits = u64::from(64 - count.leading_zeros());
+                    assert!(reader.reads <= 2 * (bits + 1) + 2, "{count} events: {} reads", reader.reads);
+                }
+            }
+        }
+    }
 }

@@ -129,6 +129,22 @@ impl HandleShared {
         Ok(())
     }
 
+    /// A read handle's backend reader, opened now if the session was pending when the
+    /// handle was; `None` while it is still not materialized (it reads as empty).
+    async fn materialized_reader<'a>(
+        &self,
+        reader: &'a mut Option<Box<dyn LogReader>>,
+    ) -> Result<Option<&'a mut Box<dyn LogReader>>> {
+        if reader.is_none() {
+            match self.store.backend.open_reader(&self.key).await {
+                Ok(opened) => *reader = Some(opened),
+                Err(Error::NotFound { .. }) => return Ok(None),
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(reader.as_mut())
+    }
+
     /// Writes one batch through the state: materializes a pending session first.
     async fn write_batch(&self, state: &mut State, batch: &[Event]) -> Result<()> {
         let outcome = self.write_batch_unchecked(state, batch).await;
@@ -411,14 +427,9 @@ impl SessionHandle {
             State::Pending => Vec::new(),
             State::Writer(writer) => writer.read(offset, length).await?,
             State::Reader { reader, observed_len } => {
-                if reader.is_none() {
-                    match shared.store.backend.open_reader(&shared.key).await {
-                        Ok(opened) => *reader = Some(opened),
-                        Err(Error::NotFound { .. }) => return Ok(Vec::new()),
-                        Err(error) => return Err(error),
-                    }
-                }
-                let reader = reader.as_mut().expect("opened above");
+                let Some(reader) = shared.materialized_reader(reader).await? else {
+                    return Ok(Vec::new());
+                };
                 let events = reader.read(offset, length).await?;
                 check_monotonic(&shared.key, offset, length, events.len() as u64, observed_len)?;
                 events
@@ -426,6 +437,33 @@ impl SessionHandle {
             State::Closed => return Err(Error::HandleClosed { id: shared.key.id.to_string(), operation: "read" }),
         };
         drop(state);
+        events.iter().try_for_each(check_stored)?;
+        Ok(events)
+    }
+
+    /// Up to `limit` events before seq `before`, in ascending order: the last `limit`
+    /// events of the committed log when `before` is at or past its end (R-S15). Never a
+    /// torn tail; monotonic per handle like `read`. A backend reads only near the
+    /// requested range, also on a log no handle had open.
+    pub async fn read_before(&self, before: u64, limit: u64) -> Result<Vec<Event>> {
+        let shared = &self.shared;
+        shared.check_open("read")?;
+        let mut state = shared.state.lock().await;
+        let events = match &mut *state {
+            State::Pending => Vec::new(),
+            State::Writer(writer) => writer.read_before(before, limit).await?,
+            State::Reader { reader, observed_len } => {
+                let Some(reader) = shared.materialized_reader(reader).await? else {
+                    return Ok(Vec::new());
+                };
+                let events = reader.read_before(before, limit).await?;
+                check_monotonic_before(&shared.key, before, limit, &events, observed_len)?;
+                events
+            }
+            State::Closed => return Err(Error::HandleClosed { id: shared.key.id.to_string(), operation: "read" }),
+        };
+        drop(state);
+        check_before_shape(&shared.key, before, limit, &events)?;
         events.iter().try_for_each(check_stored)?;
         Ok(events)
     }
@@ -734,4 +772,40 @@ fn check_monotonic(key: &SessionKey, offset: u64, length: u64, returned: u64, ob
         *observed_len = (*observed_len).max(offset + returned);
     }
     Ok(())
+}
+
+/// `read_before` on a read handle never observes an older state than an earlier read
+/// on it: the events returned must reach `min(before, observed_len)`.
+fn check_monotonic_before(
+    key: &SessionKey,
+    before: u64,
+    limit: u64,
+    events: &[Event],
+    observed_len: &mut u64,
+) -> Result<()> {
+    let known_end = before.min(*observed_len);
+    let returned_end = events.last().map_or(0, |event| event.seq.get() + 1);
+    if limit > 0 && returned_end < known_end {
+        return Err(Error::Corrupt {
+            reason: format!("log of {key} shrank below {observed_len} events already read"),
+            location: Location { artifact: key.to_string(), offset: None, seq: Some(returned_end) },
+        });
+    }
+    *observed_len = (*observed_len).max(returned_end);
+    Ok(())
+}
+
+/// A pair assertion on what a backend's `read_before` returned: contiguous ascending
+/// seqs, all below `before`, at most `limit` of them.
+fn check_before_shape(key: &SessionKey, before: u64, limit: u64, events: &[Event]) -> Result<()> {
+    let first = events.first().map_or(0, |event| event.seq.get());
+    let contiguous = events.iter().enumerate().all(|(index, event)| event.seq.get() == first + index as u64);
+    let below = events.last().is_none_or(|event| event.seq.get() < before);
+    if contiguous && below && events.len() as u64 <= limit {
+        return Ok(());
+    }
+    Err(Error::Corrupt {
+        reason: format!("a read of {key} before seq {before} returned seqs that are not the {limit} before it"),
+        location: Location { artifact: key.to_string(), offset: None, seq: Some(first) },
+    })
 }

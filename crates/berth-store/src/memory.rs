@@ -76,6 +76,13 @@ fn stat_of(session: &StoredSession) -> LogStat {
     }
 }
 
+/// The up to `limit` events before seq `before`.
+fn slice_before(events: &[Event], before: u64, limit: u64) -> Vec<Event> {
+    let end = usize::try_from(before).unwrap_or(usize::MAX).min(events.len());
+    let start = end.saturating_sub(usize::try_from(limit).unwrap_or(usize::MAX));
+    events[start..end].to_vec()
+}
+
 fn slice(events: &[Event], offset: u64, length: u64) -> Vec<Event> {
     let start = usize::try_from(offset).unwrap_or(usize::MAX).min(events.len());
     let end = start.saturating_add(usize::try_from(length).unwrap_or(usize::MAX)).min(events.len());
@@ -181,6 +188,11 @@ impl LogReader for MemoryReader {
         // An erased session reads as empty; the front's monotonic check reports shrinkage.
         Ok(sessions.get(&self.key).map(|session| slice(&session.events, offset, length)).unwrap_or_default())
     }
+
+    async fn read_before(&mut self, before: u64, limit: u64) -> Result<Vec<Event>> {
+        let sessions = self.storage.sessions();
+        Ok(sessions.get(&self.key).map(|session| slice_before(&session.events, before, limit)).unwrap_or_default())
+    }
 }
 
 struct MemoryWriter {
@@ -228,6 +240,10 @@ impl LogWriter for MemoryWriter {
 
     async fn read(&mut self, offset: u64, length: u64) -> Result<Vec<Event>> {
         self.with_session(|session| Ok(slice(&session.events, offset, length)))
+    }
+
+    async fn read_before(&mut self, before: u64, limit: u64) -> Result<Vec<Event>> {
+        self.with_session(|session| Ok(slice_before(&session.events, before, limit)))
     }
 
     async fn append(&mut self, batch: &[Event]) -> Result<()> {

@@ -29,6 +29,9 @@ mod memory_only {
         assert_eq!(reader.read(0, None).await.unwrap().len(), 6);
         assert!(backend.storage().erase(&key));
         assert_matches!(reader.read(0, None).await, Err(Error::Corrupt { .. }));
+        assert_matches!(reader.read_before(u64::MAX, 2).await, Err(Error::Corrupt { .. }));
+        assert_matches!(reader.read_before(4, 1).await, Err(Error::Corrupt { .. }));
         assert_eq!(reader.read(6, None).await.unwrap(), [], "reads past what it saw are still fine");
+        assert_eq!(reader.read_before(0, 5).await.unwrap(), [], "nothing is before seq 0");
     }
 }

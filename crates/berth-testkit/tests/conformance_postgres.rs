@@ -10,7 +10,8 @@
 //! Known divergence (the same as the memory backend's, for the same reason):
 //! `logstore::torn_tail_is_never_served_and_truncated_by_the_write_path` reports a skip —
 //! rows are committed whole by the database, so there is no physical tail to tear and
-//! `corrupt_tail` returns `None`. Every other clause runs with every hook.
+//! `corrupt_tail` returns `None` (and `logstore::read_before_skips_a_torn_tail` skips for
+//! the same reason). Every other clause runs with every hook.
 
 use async_trait::async_trait;
 use berth_core::{Event, SessionKey};
@@ -82,6 +83,20 @@ impl ConformanceBackend for PostgresConformance {
 
     fn faults(&self) -> Arc<FaultPlan> {
         self.faults.clone()
+    }
+
+    /// Overwrites the row's line with text that is not an event.
+    async fn damage_record(&self, key: &SessionKey, seq: u64) -> Option<()> {
+        let client = self.database.client().await;
+        let updated = client
+            .execute(
+                "UPDATE events SET line = 'damaged' WHERE tenant = $1 AND session_id = $2 AND seq = $3",
+                &[&key.tenant.as_str(), &key.id.as_str(), &(seq as i64)],
+            )
+            .await
+            .expect("damage a row");
+        assert_eq!(updated, 1, "the row exists");
+        Some(())
     }
 }
 

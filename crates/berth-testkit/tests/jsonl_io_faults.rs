@@ -278,3 +278,37 @@ async fn barrier_sync_failure_rolls_back_to_the_last_barrier() {
     assert_poisoned_without_disk_io(&handle, &fs, 5).await;
     assert!(recovered(root.path()).await == batch(0, 2));
 }
+
+/// A read error in the middle of a partial read (R-S15: the backward scan of a cold
+/// tail read, a bisection probe of a cold read from a seq) is an `io` error, serves
+/// nothing and modifies nothing; the same reads succeed once the fault is gone, on the
+/// same handle.
+#[tokio::test]
+async fn read_eio_during_a_partial_read_is_an_io_error_and_the_handle_recovers() {
+    let root = tempfile::tempdir().unwrap();
+    let fs = FaultFs::new();
+    let backend = backend_with(root.path(), &fs, Durability::PerAppend);
+    let key = key("t", "s");
+    let handle = session_with(&store(&backend), 600).await;
+    handle.close().await.unwrap();
+    let bytes = std::fs::read(backend.log_path(&key)).unwrap();
+    let store = store(&backend);
+    // A cold tail read reads at least three times (the backward scan, the walk back,
+    // the range), a cold read from seq 123 more (the bisection's probes too).
+    for nth in 1..=3 {
+        for tail in [true, false] {
+            let reader = store.open(&key, Access::Read).await.unwrap();
+            fs.inject(Fault::eio(FsOp::ReadAt).on_path("session.jsonl").nth(nth));
+            let outcome = match tail {
+                true => reader.read_before(u64::MAX, 5).await,
+                false => reader.read(123, Some(5)).await,
+            };
+            fs.clear_faults();
+            let error = outcome.unwrap_err();
+            assert_eq!(error.code(), "io", "{error}");
+            assert_eq!(reader.read_before(u64::MAX, 5).await.unwrap(), batch(595, 5));
+            assert_eq!(reader.read(123, Some(5)).await.unwrap(), batch(123, 5));
+        }
+    }
+    assert_eq!(std::fs::read(backend.log_path(&key)).unwrap(), bytes, "nothing modified");
+}

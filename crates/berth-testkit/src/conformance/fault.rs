@@ -211,6 +211,10 @@ impl LogWriter for FaultyWriter {
         self.inner.read(offset, length).await
     }
 
+    async fn read_before(&mut self, before: u64, limit: u64) -> Result<Vec<Event>> {
+        self.inner.read_before(before, limit).await
+    }
+
     async fn append(&mut self, batch: &[Event]) -> Result<()> {
         self.plan.before_append(&self.key).await?;
         self.inner.append(batch).await

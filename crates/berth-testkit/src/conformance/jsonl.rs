@@ -114,4 +114,17 @@ impl ConformanceBackend for JsonlConformance {
     fn faults(&self) -> Arc<FaultPlan> {
         self.faults.clone()
     }
+
+    /// Changes one byte in the middle of the record's line (its length and `\n` stay),
+    /// so its checksum fails while the records around it stay valid.
+    async fn damage_record(&self, key: &SessionKey, seq: u64) -> Option<()> {
+        let (path, records, _) = self.records(key);
+        let index = usize::try_from(seq).expect("a small seq") + 1;
+        let offset: usize =
+            records[..index].iter().map(|line| line.len() + 1).sum::<usize>() + records[index].len() / 2;
+        let mut bytes = std::fs::read(&path).expect("read the log");
+        bytes[offset] = if bytes[offset] == b'0' { b'1' } else { b'0' };
+        std::fs::write(&path, &bytes).expect("write the damaged log");
+        Some(())
+    }
 }

@@ -9,6 +9,12 @@ use berth_core::{Concurrency, Error, Event, EventType, JsonText, RunId, Seq, Tim
 use berth_store::{Access, ListQuery};
 use serde_json::json;
 
+pub use super::positions::{
+    partial_reads_report_damage_inside_their_range_only, read_before_returns_the_events_before_a_seq_in_order,
+    read_before_sees_appends_by_another_handle, read_before_skips_a_torn_tail,
+    reads_at_any_position_match_the_full_log,
+};
+
 /// dsh §3.1 #1: a write handle reads its own appends; `append([])` is a no-op; offset
 /// and length default to "from 0" and "to the end".
 pub async fn round_trips_through_one_write_handle(backend: &dyn ConformanceBackend) {

@@ -37,6 +37,8 @@
 //! | backend | clause | status |
 //! |---|---|---|
 //! | memory | `logstore::torn_tail_is_never_served_and_truncated_by_the_write_path` (dsh §3.1 #19) | not applicable: the memory "disk" stores whole events, so there is no physical tail to tear; `corrupt_tail` returns `None` and the clause reports the skip. |
+//! | memory, postgres | `logstore::read_before_skips_a_torn_tail` | not applicable, for the same reason (no physical tail); reports the skip. |
+//! | memory | `logstore::partial_reads_report_damage_inside_their_range_only` | not applicable: a stored event cannot be damaged in place; `damage_record` returns `None` and the clause reports the skip. |
 //!
 //! Every other clause runs on every backend with all hooks. JSONL (`JsonlConformance`,
 //! `tests/conformance_jsonl.rs`) supports all four hooks and has no divergence.
@@ -47,6 +49,7 @@ pub mod jsonl;
 pub mod live;
 pub mod logstore;
 pub mod model;
+pub mod positions;
 
 use async_trait::async_trait;
 use berth_core::{Event, SessionKey};
@@ -81,6 +84,14 @@ pub trait ConformanceBackend: Send + Sync {
 
     /// The failure plan every instance's appends go through.
     fn faults(&self) -> Arc<FaultPlan>;
+
+    /// Damages the stored record of `seq` in place (as a bad sector or a stray write
+    /// would), leaving the records around it intact. `None` if the backend cannot (the
+    /// memory "disk" stores whole events).
+    async fn damage_record(&self, key: &SessionKey, seq: u64) -> Option<()> {
+        let _ = (key, seq);
+        None
+    }
 }
 
 /// The in-memory backend: several `LogStore`s over one `MemoryStorage` behave like
@@ -198,6 +209,11 @@ macro_rules! logstore_conformance {
                 parallel_session_events_must_carry_run,
                 list_paginates_with_cursors_and_includes_pending,
                 read_handle_is_monotonic,
+                read_before_returns_the_events_before_a_seq_in_order,
+                reads_at_any_position_match_the_full_log,
+                read_before_sees_appends_by_another_handle,
+                read_before_skips_a_torn_tail,
+                partial_reads_report_damage_inside_their_range_only,
             ]
         );
     };

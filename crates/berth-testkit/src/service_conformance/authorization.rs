@@ -58,6 +58,7 @@ const ELSEWHERE_ID: &str = "elsewhere";
 enum Op {
     Get,
     Read,
+    ReadBefore,
     Append,
     Attach,
     Heartbeat,
@@ -72,9 +73,10 @@ enum Op {
     Reopen,
 }
 
-const OPS: [Op; 14] = [
+const OPS: [Op; 15] = [
     Op::Get,
     Op::Read,
+    Op::ReadBefore,
     Op::Append,
     Op::Attach,
     Op::Heartbeat,
@@ -94,7 +96,7 @@ impl Op {
     fn audit_action(self) -> &'static str {
         match self {
             Op::Get => "get",
-            Op::Read => "read",
+            Op::Read | Op::ReadBefore => "read",
             Op::Append => "append",
             // Resume is an attach first (R-S6); its denial is the attach's.
             Op::Attach | Op::Resume => "attach",
@@ -150,6 +152,7 @@ async fn perform(service: &SessionService, op: Op, who: Who, id: &SessionId) -> 
     match op {
         Op::Get => service.get(&p, id).await.map(drop),
         Op::Read => service.read(&p, id, 0, None).await.map(drop),
+        Op::ReadBefore => service.read_before(&p, id, u64::MAX, 10).await.map(drop),
         Op::Append => {
             let request = AppendRequest {
                 run: Some(run("run-owner")),
