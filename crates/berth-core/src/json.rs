@@ -28,9 +28,14 @@ pub fn parse_strict(text: &[u8]) -> Result<Value> {
 /// `JsonText` fields inside keep their exact text (a detour through `Value` would not).
 pub fn from_strict_slice<T: DeserializeOwned>(bytes: &[u8]) -> Result<T> {
     minify_strict(bytes)?;
+    deserialize_checked(bytes)
+}
+
+/// Deserializes bytes that `minify_strict` accepted. Their depth is within the limit, so
+/// serde_json's recursion is bounded by it and its own fixed limit (127) must not cut in
+/// first.
+pub fn deserialize_checked<T: DeserializeOwned>(bytes: &[u8]) -> Result<T> {
     let mut deserializer = serde_json::Deserializer::from_slice(bytes);
-    // The whole text is within the depth limit now, so serde_json's recursion is bounded
-    // by it; its own fixed limit (127) must not cut in first.
     deserializer.disable_recursion_limit();
     let value = T::deserialize(&mut deserializer).map_err(|error| Error::invalid("json", error.to_string()))?;
     deserializer.end().map_err(|error| Error::invalid("json", error.to_string()))?;

@@ -2,10 +2,11 @@
 //! append serialization, and the strict JSON body and query extractors.
 //!
 //! Bodies are never decoded by `axum::Json`: `berth-core` builds `serde_json` with
-//! `unbounded_depth` (its own visitor bounds depth), so a plain `serde_json::from_slice`
+//! `unbounded_depth` (the strict minifier bounds depth), so a plain `serde_json::from_slice`
 //! would recurse without limit on `[[[[…`. Every body goes through
-//! `berth_core::json::parse_strict` (depth ≤ 128, no duplicate keys, valid UTF-8, no
-//! trailing bytes) and only then into the request type.
+//! `berth_core::json::minify_strict` (depth ≤ 128, no duplicate keys, no lone
+//! surrogates, valid UTF-8, no trailing bytes) and only then, from the same bytes, into
+//! the request type — never through a `Value`, which would re-print event data (R-C9).
 
 use crate::error::ApiError;
 use axum::extract::{FromRequest, FromRequestParts, Request};
@@ -111,9 +112,10 @@ impl Drop for SessionGuard<'_> {
 /// Decodes untrusted JSON bytes strictly into `T` (400 on any defect).
 pub fn decode_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     let bytes = if bytes.iter().all(u8::is_ascii_whitespace) { &b"{}"[..] } else { bytes };
-    let value = berth_core::json::parse_strict(bytes)
+    berth_core::json::minify_strict(bytes)
         .map_err(|error| ApiError::bad_request(format!("malformed JSON body: {error}")))?;
-    serde_json::from_value(value).map_err(|error| ApiError::bad_request(format!("invalid request body: {error}")))
+    berth_core::json::deserialize_checked(bytes)
+        .map_err(|error| ApiError::bad_request(format!("invalid request body: {error}")))
 }
 
 /// A JSON body decoded by `decode_json`; an empty body reads as `{}`.

@@ -78,7 +78,7 @@ async fn check_export_shape(service: &SessionService, id: &str, bytes: &[u8]) {
     let lines: Vec<&str> = text.strip_suffix('\n').unwrap().split('\n').collect();
     let first: Value = parse_strict(lines[0].as_bytes()).expect("strict JSON header line");
     assert_eq!(first["berth"], "session-export");
-    assert_eq!(first["version"], 0);
+    assert_eq!(first["version"], berth_service::EXPORT_VERSION);
     assert_eq!(first["header"]["id"], id);
     assert_eq!(first["header"]["scope"]["tenant"], TENANT_A);
     let record = stored(service, TENANT_A, id).await.expect("exported session");
