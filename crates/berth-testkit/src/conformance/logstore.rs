@@ -524,7 +524,7 @@ pub async fn append_rejects_invalid_event_data_without_storing(backend: &dyn Con
     assert_matches!(writer.publish(deep), Err(Error::LimitExceeded { what: "json depth", .. }));
     let refused = [
         raw_event(0, "myapp/dup", raw(r#"{"a":1,"a":2}"#)),
-        raw_event(0, "myapp/not-canonical", raw(r#"{ "b": 1, "a": 2 }"#)),
+        raw_event(0, "myapp/not-minimal", raw(r#"{ "b": 1, "a": 2 }"#)),
         raw_event(0, "user/message", raw(r#"{"content":"x","content":"y"}"#)),
         raw_event(0, "turn/start", JsonText::from(&json!({}))),
         raw_event(0, "turn/start", JsonText::from(&json!({"turn": -1}))),

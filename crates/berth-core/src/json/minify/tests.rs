@@ -431,7 +431,7 @@ proptest! {
     /// and what it accepts it still keeps token for token.
     #[test]
     fn verdict_matches_the_reference(doc in doc(), spaces in whitespace(), edits in proptest::collection::vec(mutation(), 1..2)) {
-        let input = edits.iter().fold(render_with(&doc, &spaces).into_bytes(), |bytes, edit| mutate(bytes, edit));
+        let input = edits.iter().fold(render_with(&doc, &spaces).into_bytes(), mutate);
         let ours = minify_strict(&input);
         prop_assert_eq!(ours.is_ok(), reference_accepts(&input), "{:?}: {:?}", String::from_utf8_lossy(&input), ours);
         if let Ok(minified) = ours {
