@@ -1,10 +1,11 @@
 //! R-C2 against old data: the version-0 fixtures (`fixtures/v0/`, written by the build
 //! before exact data, when event data was stored canonical) are read by this build with
 //! the same events byte for byte — the JSONL logs through the log store and `fsck`, the
-//! export and the export ZIP through import on memory and embedded — and a version-0
-//! session keeps its version while new, exact data is appended to it.
+//! export and the export ZIP through import on memory and embedded — a version-0 session
+//! keeps its version while new, exact data is appended to it, and a fork of one is a
+//! version-1 session holding the same bytes.
 
-use berth_core::{Event, SessionHeader, SessionId, SessionKey, Timestamp, SESSION_FORMAT_VERSION};
+use berth_core::{Event, SessionHeader, SessionKey, Timestamp, SESSION_FORMAT_VERSION};
 use berth_jsonl::fsck::{self, SessionStatus};
 use berth_jsonl::{JsonlBackend, JsonlOptions};
 use berth_sqlite::{SqliteCatalog, CATALOG_FILE_NAME};
@@ -12,7 +13,7 @@ use berth_store::{Access, LogStore};
 use berth_testkit::catalog_conformance::{AuditTamper, AuditTamperer};
 use berth_testkit::service_conformance::exact_data::EXACT_DATA;
 use berth_testkit::service_conformance::export::FAMILY;
-use berth_testkit::service_conformance::fixtures::{admin, key, owner, sid, TENANT_A};
+use berth_testkit::service_conformance::fixtures::{key, owner, sid, TENANT_A};
 use berth_testkit::service_conformance::{EmbeddedService, MemoryService, ServiceBackend};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -101,8 +102,12 @@ async fn a_version_0_log_takes_exact_data_and_keeps_its_version() {
     assert_eq!(after[before.len()].data.as_str(), EXACT_DATA);
 }
 
+/// The version-0 ZIP imports every session of the family with the events the version-0
+/// JSONL logs hold, byte for byte; a fork of an imported version-0 session is a session
+/// of the current version holding the same bytes. (The single export and the envelope
+/// are checked on every backend by `exact_data::version_0_exports_import_unchanged`.)
 #[tokio::test]
-async fn version_0_exports_import_with_the_same_events() {
+async fn version_0_zip_imports_the_events_of_the_version_0_logs() {
     let expected = std::fs::read(fixture("export-rich.jsonl")).unwrap();
     let zip = std::fs::read(fixture("export-rich-family.zip")).unwrap();
     let v0_logs = v0_data_root();
@@ -111,26 +116,18 @@ async fn version_0_exports_import_with_the_same_events() {
         vec![Box::new(MemoryService::new()), Box::new(EmbeddedService::new(open_sqlite))];
     for backend in backends {
         let service = backend.service();
-        let record = service.import(&owner(), &expected).await.expect("import a version-0 export");
-        assert_eq!(record.header.version, 0, "{}: the session keeps its version", backend.name());
-        let events = service.read(&owner(), &sid("rich"), 0, None).await.unwrap();
-        assert_eq!(lines(&events), export_event_lines(&expected), "{}", backend.name());
-        let again = service.export(&owner(), &sid("rich")).await.unwrap();
-        assert_eq!(export_event_lines(&again), export_event_lines(&expected), "{}: event lines", backend.name());
-        let first_line = String::from_utf8_lossy(&again).lines().next().unwrap().to_owned();
-        let v0_first_line = String::from_utf8_lossy(&expected).lines().next().unwrap().to_owned();
-        let upgraded = format!(",\"version\":{}}}", berth_service::EXPORT_VERSION);
-        let v0_envelope = v0_first_line.strip_suffix(",\"version\":0}").expect("a version-0 export");
-        assert_eq!(first_line, format!("{v0_envelope}{upgraded}"), "the same canonical envelope");
-
-        service.delete(&admin(TENANT_A), &sid("rich"), None).await.unwrap();
         let imported = service.import_zip(&owner(), &zip).await.expect("import a version-0 ZIP");
         assert_eq!(imported.len(), FAMILY.len());
         for id in FAMILY {
             let (_, from_log) = read_log(&v0_store, &key(TENANT_A, id)).await;
-            let from_zip = service.read(&owner(), &SessionId::parse(id).unwrap(), 0, None).await.unwrap();
+            let from_zip = service.read(&owner(), &sid(id), 0, None).await.unwrap();
             assert_eq!(lines(&from_zip), lines(&from_log), "{}: {id}", backend.name());
         }
+        let fork =
+            service.fork(&owner(), &sid("rich"), Some(4), Some(sid("rich.new"))).await.expect("fork a v0 session");
+        assert_eq!(fork.header.version, SESSION_FORMAT_VERSION, "a fork is a new session, in the new version");
+        let copied = service.read(&owner(), &sid("rich.new"), 0, Some(4)).await.unwrap();
+        assert_eq!(lines(&copied), export_event_lines(&expected)[..4], "{}: copied verbatim", backend.name());
     }
     const { assert!(SESSION_FORMAT_VERSION > 0, "these fixtures stand for an older version") };
 }

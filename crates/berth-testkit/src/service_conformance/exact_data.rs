@@ -96,3 +96,36 @@ pub async fn invalid_data_is_refused_and_nothing_is_stored(b: &dyn ServiceBacken
     }
     assert_eq!(stored_log(&service, TENANT_A, "strict").await.unwrap_or_default(), []);
 }
+
+/// The version-0 export of `rich` (`fixtures/v0/`, written by the build before exact
+/// data) and the export ZIP of its family.
+pub const V0_EXPORT: &[u8] = include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/v0/export-rich.jsonl"));
+pub const V0_EXPORT_ZIP: &[u8] =
+    include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/v0/export-rich-family.zip"));
+
+/// R-C2 with R-C9: a version-0 export (canonical data) imports unchanged — its session
+/// keeps header version 0, its events come back byte for byte, and exporting it again
+/// gives the same canonical envelope with only the export version raised; the version-0
+/// ZIP imports its whole family.
+pub async fn version_0_exports_import_unchanged(b: &dyn ServiceBackend) {
+    let service = b.service();
+    let v0_text = std::str::from_utf8(V0_EXPORT).unwrap();
+    let v0_event_lines: Vec<&str> = v0_text.lines().skip(1).collect();
+    let record = service.import(&owner(), V0_EXPORT).await.expect("import a version-0 export");
+    assert_eq!(record.header.version, 0, "{}: the session keeps its version", b.name());
+    let events = service.read(&owner(), &sid("rich"), 0, None).await.unwrap();
+    let lines: Vec<String> = events.iter().map(|event| event.to_canonical_json()).collect();
+    assert_eq!(lines, v0_event_lines, "{}: the same events, byte for byte", b.name());
+    let again = String::from_utf8(service.export(&owner(), &sid("rich")).await.unwrap()).unwrap();
+    assert_eq!(again.lines().skip(1).collect::<Vec<_>>(), v0_event_lines, "{}: event lines", b.name());
+    let v0_envelope = v0_text.lines().next().unwrap().strip_suffix(",\"version\":0}").expect("a v0 export");
+    let envelope = format!("{v0_envelope},\"version\":{}}}", berth_service::EXPORT_VERSION);
+    assert_eq!(again.lines().next().unwrap(), envelope, "{}: the same canonical envelope", b.name());
+
+    service.delete(&admin(TENANT_A), &sid("rich"), None).await.unwrap();
+    let family = service.import_zip(&owner(), V0_EXPORT_ZIP).await.expect("import a version-0 ZIP");
+    assert_eq!(family.len(), super::export::FAMILY.len());
+    assert!(family.iter().all(|record| record.header.version == 0));
+    let events = service.read(&owner(), &sid("rich"), 0, None).await.unwrap();
+    assert_eq!(events.iter().map(|event| event.to_canonical_json()).collect::<Vec<_>>(), v0_event_lines);
+}

@@ -17,7 +17,8 @@
 //! - [`export`]: export → import → export byte identity, single session and ZIP with
 //!   forks, within one backend and between two (R-S13).
 //! - [`exact_data`]: event data comes back exactly as submitted minus whitespace, from
-//!   the log, after a restart, through export and import; strict refusals (R-C9).
+//!   the log, after a restart, through export and import; strict refusals; version-0
+//!   exports import unchanged (R-C9, R-C2).
 //! - [`activity`]: the activity of busy sessions' appends is written coalesced, always
 //!   lands, and never lets a stored lease run short.
 //!
@@ -369,6 +370,7 @@ macro_rules! service_conformance {
             exact_data: [
                 appended_data_comes_back_byte_exact,
                 invalid_data_is_refused_and_nothing_is_stored,
+                version_0_exports_import_unchanged,
             ],
             export: [
                 export_import_export_is_byte_identical,
