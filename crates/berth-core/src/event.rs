@@ -150,7 +150,7 @@ impl Event {
         self.data.len_bytes() + self.event_type.as_str().len() + 64
     }
 
-    /// The canonical envelope text (fixed field order, canonical data).
+    /// The canonical envelope text: fixed field order, `data` exactly as stored (R-C9).
     pub fn to_canonical_json(&self) -> String {
         serde_json::to_string(self).unwrap_or_default()
     }

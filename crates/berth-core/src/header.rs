@@ -6,9 +6,21 @@ use crate::ids::{ProjectId, SessionId, SessionKey, TenantId, UserId};
 use crate::limits::{DELEGATION_DEPTH_MAX, LABEL_BYTES_MAX, PARALLEL_RUNS_MAX};
 use serde::{Deserialize, Serialize};
 
-/// The stored shape's version. Any change to the stored shape bumps it and ships a
-/// migration; a newer version is refused, never misread.
-pub const SESSION_FORMAT_VERSION: u32 = 0;
+/// The stored shape's version, written into every new session's header. Any change to
+/// the stored shape bumps it and ships a migration; a newer version is refused, never
+/// misread.
+///
+/// - 0: event data stored as canonical text (keys sorted, numbers re-printed through
+///   `f64` beyond 64-bit integers).
+/// - 1: event data stored exactly as submitted, minus insignificant whitespace (R-C9).
+///   An older berth would re-canonicalize such data on some paths (PostgreSQL reads,
+///   import) and refuse it on others (fork), so it must refuse the session as a whole.
+pub const SESSION_FORMAT_VERSION: u32 = 1;
+
+/// The oldest version this build still reads. Version 0 needs no rewriting: canonical
+/// text is strict, minimal JSON, so reading it as exact text is the migration, and a
+/// version-0 session keeps its version (the header is immutable, R-C2).
+pub const SESSION_FORMAT_VERSION_OLDEST: u32 = 0;
 
 /// Who a session belongs to. Fixed at creation.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -141,7 +153,7 @@ impl SessionHeader {
 /// The version gate: refuses a stored version this build cannot interpret, saying which
 /// direction the mismatch goes.
 pub fn check_version(version: u32, location: Option<Location>) -> Result<()> {
-    if version == SESSION_FORMAT_VERSION {
+    if (SESSION_FORMAT_VERSION_OLDEST..=SESSION_FORMAT_VERSION).contains(&version) {
         return Ok(());
     }
     let reason = if version > SESSION_FORMAT_VERSION {
@@ -150,7 +162,7 @@ pub fn check_version(version: u32, location: Option<Location>) -> Result<()> {
         )
     } else {
         format!(
-            "session format version {version} is older than the supported version {SESSION_FORMAT_VERSION}, and this build ships no migration for it"
+            "session format version {version} is older than the oldest supported version {SESSION_FORMAT_VERSION_OLDEST}, and this build ships no migration for it"
         )
     };
     Err(Error::FormatUnsupported { reason, location })
@@ -181,6 +193,9 @@ mod tests {
     fn version_gate_names_the_direction() {
         let newer = check_version(SESSION_FORMAT_VERSION + 1, None).unwrap_err();
         assert!(newer.to_string().contains("newer berth"), "{newer}");
+        assert!(check_version(0, None).is_ok(), "version 0 (canonical data) is read as exact data");
+        assert!(check_version(SESSION_FORMAT_VERSION, None).is_ok());
+        assert_eq!(header().version, 1, "new sessions are written in the exact-data version");
         let mut h = header();
         h.version = 7;
         assert_eq!(h.validate().unwrap_err().code(), "format_unsupported");

@@ -1,27 +1,43 @@
-//! Lossless, strict JSON: no duplicate keys, bounded depth, no trailing bytes; and one
-//! canonical text form (compact, object keys sorted by bytes) so every backend stores and
-//! exports the same bytes for the same value.
-//!
-//! Numbers are what `serde_json` holds without `arbitrary_precision`: 64-bit integers are
-//! exact, everything else is an IEEE-754 double printed in shortest round-trip form.
+//! Strict JSON, kept exact (R-C9). Submitted text is checked strictly (UTF-8, grammar,
+//! no duplicate keys, bounded depth, no lone surrogates) and stored with insignificant
+//! whitespace removed and every other byte kept: key order, number lexemes, string
+//! escapes (`minify`). Values built in Rust keep their insertion order (serde_json's
+//! `preserve_order`). `canonical_string` is the one canonical form (compact, keys
+//! sorted), for the envelopes and hashes that need one (export header line, audit chain);
+//! event data is never canonicalized.
+
+mod minify;
 
 use crate::error::{Error, Result};
 use crate::limits::JSON_DEPTH_MAX;
-use serde::de::{DeserializeSeed, MapAccess, SeqAccess, Visitor};
+pub use minify::minify_strict;
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::value::RawValue;
-use serde_json::{Map, Number, Value};
+use serde_json::Value;
 use std::fmt;
 
-/// Parses `text` strictly into a `Value`.
+/// Parses `text` strictly into a `Value`. Numbers are what `serde_json` holds: 64-bit
+/// integers exactly, others as doubles (a number out of the double range is refused);
+/// callers that must keep the text use `JsonText`.
 pub fn parse_strict(text: &[u8]) -> Result<Value> {
-    let mut deserializer = serde_json::Deserializer::from_slice(text);
-    // Our own visitor bounds the depth (before recursing), so serde_json's fixed limit
-    // (127) must not cut in first.
+    from_strict_slice(text)
+}
+
+/// Checks `bytes` strictly (`minify_strict`), then deserializes them as they are, so
+/// `JsonText` fields inside keep their exact text (a detour through `Value` would not).
+pub fn from_strict_slice<T: DeserializeOwned>(bytes: &[u8]) -> Result<T> {
+    minify_strict(bytes)?;
+    deserialize_checked(bytes)
+}
+
+/// Deserializes bytes that `minify_strict` accepted. Their depth is within the limit, so
+/// serde_json's recursion is bounded by it and its own fixed limit (127) must not cut in
+/// first.
+pub fn deserialize_checked<T: DeserializeOwned>(bytes: &[u8]) -> Result<T> {
+    let mut deserializer = serde_json::Deserializer::from_slice(bytes);
     deserializer.disable_recursion_limit();
-    let value = StrictValue { depth: 0 }
-        .deserialize(&mut deserializer)
-        .map_err(|error| Error::invalid("json", error.to_string()))?;
+    let value = T::deserialize(&mut deserializer).map_err(|error| Error::invalid("json", error.to_string()))?;
     deserializer.end().map_err(|error| Error::invalid("json", error.to_string()))?;
     Ok(value)
 }
@@ -46,7 +62,8 @@ pub fn check_depth(value: &Value) -> Result<()> {
     depth_of(value, 0)
 }
 
-/// The canonical text of `value`: compact, keys sorted by their UTF-8 bytes.
+/// The canonical text of `value`: compact, keys sorted by their UTF-8 bytes. For
+/// envelopes and hashes only; event data keeps its own text (`JsonText`).
 pub fn canonical_string(value: &Value) -> String {
     let mut out = String::with_capacity(64);
     write_canonical(value, &mut out);
@@ -92,36 +109,40 @@ fn write_string(text: &str, out: &mut String) {
     out.push_str(&serde_json::to_string(text).unwrap_or_default());
 }
 
-/// A JSON value held as its canonical text. Cheap to store and compare; equality is
-/// value equality because the text is canonical.
+/// A JSON value held as its exact text: what was submitted, strictly checked, with
+/// insignificant whitespace removed (R-C9). Equality is *byte* equality of that text —
+/// `{"a":1,"b":2}` and `{"b":2,"a":1}`, or `1.0` and `1`, are different data — which is
+/// what append retries compare and what every backend stores and returns.
 #[derive(Clone)]
 pub struct JsonText {
     raw: Box<RawValue>,
-    /// Built by a constructor that guarantees canonical text within the depth limit,
-    /// so the store need not re-check it on append (a pure cache of a fact about `raw`).
+    /// Built by a constructor that guarantees strict, minimal text within the depth
+    /// limit, so the store need not re-check it on append (a pure cache of a fact about
+    /// `raw`).
     verified: bool,
 }
 
 impl JsonText {
-    /// Canonicalizes a value built in Rust.
+    /// The compact text of a value built in Rust, keys in the map's (insertion) order.
     pub fn from_value(value: &Value) -> Result<JsonText> {
         check_depth(value)?;
-        Ok(JsonText::from_canonical(canonical_string(value), true))
+        Ok(JsonText::from_minimal(compact_string(value), true))
     }
 
-    /// Parses untrusted text strictly and canonicalizes it.
+    /// Checks untrusted text strictly and keeps it exactly, minus insignificant
+    /// whitespace (`minify_strict`).
     pub fn parse(text: &str) -> Result<JsonText> {
-        JsonText::from_value(&parse_strict(text.as_bytes())?)
+        Ok(JsonText::from_minimal(minify_strict(text.as_bytes())?, true))
     }
 
-    /// Wraps text that is already canonical (e.g. read back from a checksummed record
-    /// this crate's encoder wrote). Only syntax is checked, not canonical form.
+    /// Wraps text read back from storage (e.g. a checksummed record this crate's encoder
+    /// wrote). Only syntax is checked, not strictness or minimal form.
     pub fn from_trusted_raw(raw: Box<RawValue>) -> JsonText {
         JsonText { raw, verified: false }
     }
 
-    fn from_canonical(text: String, verified: bool) -> JsonText {
-        // The canonical writer always produces valid JSON.
+    fn from_minimal(text: String, verified: bool) -> JsonText {
+        // Both producers (`minify_strict`, serde_json's writer) emit valid JSON.
         JsonText { raw: RawValue::from_string(text).unwrap_or_else(|_| null_raw()), verified }
     }
 
@@ -129,8 +150,8 @@ impl JsonText {
         JsonText { raw: null_raw(), verified: true }
     }
 
-    /// Was this built canonical and within the depth limit (`from_value`, `parse`,
-    /// strict deserialization, or `From<&Value>` of a value within the limit)? Text from
+    /// Was this built strict, minimal and within the depth limit (`from_value`, `parse`,
+    /// deserialization, or `From<&Value>` of a value within the limit)? Text from
     /// `from_trusted_raw` is not: whoever stores it must check it.
     pub fn is_verified(&self) -> bool {
         self.verified
@@ -144,7 +165,8 @@ impl JsonText {
         &self.raw
     }
 
-    /// Parses the text back into a `Value`.
+    /// Parses the text back into a `Value` (numbers as serde_json holds them; `Null` if
+    /// serde_json cannot hold the text, e.g. a number beyond the double range).
     pub fn to_value(&self) -> Value {
         serde_json::from_str(self.raw.get()).unwrap_or(Value::Null)
     }
@@ -152,6 +174,11 @@ impl JsonText {
     pub fn len_bytes(&self) -> usize {
         self.raw.get().len()
     }
+}
+
+/// Compact text in the map's order; serializing a `Value` into memory cannot fail.
+fn compact_string(value: &Value) -> String {
+    serde_json::to_string(value).unwrap_or_else(|_| "null".to_owned())
 }
 
 fn null_raw() -> Box<RawValue> {
@@ -178,10 +205,11 @@ impl fmt::Display for JsonText {
 }
 
 impl From<&Value> for JsonText {
-    /// Canonicalizes; values deeper than the limit become an error at validation time,
-    /// so this conversion keeps them as they are (callers validate events on append).
+    /// Compact text in the map's order; values deeper than the limit become an error at
+    /// validation time, so this conversion keeps them as they are (callers validate
+    /// events on append).
     fn from(value: &Value) -> JsonText {
-        JsonText::from_canonical(canonical_string(value), check_depth(value).is_ok())
+        JsonText::from_minimal(compact_string(value), check_depth(value).is_ok())
     }
 }
 
@@ -192,95 +220,11 @@ impl Serialize for JsonText {
 }
 
 impl<'de> Deserialize<'de> for JsonText {
-    /// Strict: duplicate keys and excessive depth are refused; the result is canonical.
+    /// Takes the value's source text (serde_json's `RawValue`: exact when deserializing
+    /// from text, re-printed when from a `Value`) and checks and minifies it.
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let value = StrictValue { depth: 0 }.deserialize(deserializer)?;
-        Ok(JsonText::from_canonical(canonical_string(&value), true))
-    }
-}
-
-/// A `DeserializeSeed` that builds a `Value` while refusing duplicate keys and nesting
-/// deeper than `JSON_DEPTH_MAX`.
-#[derive(Clone, Copy)]
-pub struct StrictValue {
-    depth: usize,
-}
-
-impl StrictValue {
-    pub fn new() -> StrictValue {
-        StrictValue { depth: 0 }
-    }
-
-    fn nested<E: serde::de::Error>(self) -> Result<StrictValue, E> {
-        if self.depth + 1 > JSON_DEPTH_MAX {
-            return Err(E::custom(format!("json nested deeper than {JSON_DEPTH_MAX}")));
-        }
-        Ok(StrictValue { depth: self.depth + 1 })
-    }
-}
-
-impl Default for StrictValue {
-    fn default() -> Self {
-        StrictValue::new()
-    }
-}
-
-impl<'de> DeserializeSeed<'de> for StrictValue {
-    type Value = Value;
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
-        deserializer.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for StrictValue {
-    type Value = Value;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a JSON value")
-    }
-    fn visit_bool<E>(self, value: bool) -> Result<Value, E> {
-        Ok(Value::Bool(value))
-    }
-    fn visit_i64<E>(self, value: i64) -> Result<Value, E> {
-        Ok(Value::Number(value.into()))
-    }
-    fn visit_u64<E>(self, value: u64) -> Result<Value, E> {
-        Ok(Value::Number(value.into()))
-    }
-    fn visit_f64<E: serde::de::Error>(self, value: f64) -> Result<Value, E> {
-        Number::from_f64(value).map(Value::Number).ok_or_else(|| E::custom("non-finite number"))
-    }
-    fn visit_str<E>(self, value: &str) -> Result<Value, E> {
-        Ok(Value::String(value.to_owned()))
-    }
-    fn visit_string<E>(self, value: String) -> Result<Value, E> {
-        Ok(Value::String(value))
-    }
-    fn visit_unit<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-    fn visit_none<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
-        let inner = self.nested()?;
-        let mut items = Vec::new();
-        while let Some(item) = seq.next_element_seed(inner)? {
-            items.push(item);
-        }
-        Ok(Value::Array(items))
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-        let inner = self.nested()?;
-        let mut object = Map::new();
-        while let Some(key) = map.next_key::<String>()? {
-            if object.contains_key(&key) {
-                return Err(serde::de::Error::custom(format!("duplicate key {key:?}")));
-            }
-            let value = map.next_value_seed(inner)?;
-            object.insert(key, value);
-        }
-        Ok(Value::Object(object))
+        let raw = Box::<RawValue>::deserialize(deserializer)?;
+        JsonText::parse(raw.get()).map_err(serde::de::Error::custom)
     }
 }
 
@@ -289,13 +233,34 @@ mod tests {
     use super::*;
 
     #[test]
-    fn canonical_form_sorts_keys_and_is_compact() {
-        let text = JsonText::parse(r#"{ "b": 1, "a": [true, null, "x\u0041"], "c": {"z":1,"y":2} }"#).unwrap();
-        assert_eq!(text.as_str(), r#"{"a":[true,null,"xA"],"b":1,"c":{"y":2,"z":1}}"#);
+    fn parse_keeps_the_submitted_text_minus_whitespace() {
+        let submitted = "{ \"b\": 1, \"a\": [1.0, 1e2, 123456789012345678901234567890], \"s\": \"\\u00e9\\/\" }";
+        let text = JsonText::parse(submitted).unwrap();
+        assert_eq!(text.as_str(), r#"{"b":1,"a":[1.0,1e2,123456789012345678901234567890],"s":"\u00e9\/"}"#);
+        assert_ne!(text, JsonText::parse(r#"{"a":[1.0,1e2,123456789012345678901234567890],"b":1,"s":"é/"}"#).unwrap());
+        assert_eq!(text, JsonText::parse(text.as_str()).unwrap(), "equality is byte equality of the text");
     }
 
     #[test]
-    fn refuses_duplicate_keys_trailing_bytes_and_depth() {
+    fn deserializing_keeps_the_text_and_stays_strict() {
+        let text: JsonText = serde_json::from_str(r#" {"z": 1e400, "a": -0} "#).unwrap();
+        assert_eq!(text.as_str(), r#"{"z":1e400,"a":-0}"#);
+        assert!(serde_json::from_str::<JsonText>(r#"{"a":1,"\u0061":2}"#).is_err());
+        assert!(serde_json::from_str::<JsonText>(r#""\ud800""#).is_err());
+    }
+
+    #[test]
+    fn values_built_in_rust_keep_insertion_order() {
+        let value: Value = serde_json::json!({"zeta": 1, "alpha": {"y": 2, "x": [1.5, u64::MAX]}});
+        let text = JsonText::from_value(&value).unwrap();
+        assert_eq!(text.as_str(), r#"{"zeta":1,"alpha":{"y":2,"x":[1.5,18446744073709551615]}}"#);
+        assert_eq!(JsonText::from(&value), text);
+        assert_eq!(text.to_value(), value);
+        assert_eq!(canonical_string(&value), r#"{"alpha":{"x":[1.5,18446744073709551615],"y":2},"zeta":1}"#);
+    }
+
+    #[test]
+    fn parse_strict_refuses_duplicate_keys_trailing_bytes_and_depth() {
         assert!(parse_strict(br#"{"a":1,"a":2}"#).is_err());
         assert!(parse_strict(br#"{"a":{"b":1,"b":1}}"#).is_err());
         assert!(parse_strict(b"1 2").is_err());
@@ -306,14 +271,6 @@ mod tests {
         assert!(parse_strict(ok_depth.as_bytes()).is_ok());
         let too_deep = "[".repeat(JSON_DEPTH_MAX + 1) + &"]".repeat(JSON_DEPTH_MAX + 1);
         assert!(parse_strict(too_deep.as_bytes()).is_err());
-    }
-
-    #[test]
-    fn canonical_text_round_trips() {
-        let value: Value = serde_json::json!({"n": 1.5, "big": u64::MAX, "neg": -3, "s": "é\n"});
-        let text = JsonText::from_value(&value).unwrap();
-        assert_eq!(text.to_value(), value);
-        assert_eq!(JsonText::parse(text.as_str()).unwrap(), text);
     }
 }
 

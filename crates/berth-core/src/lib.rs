@@ -1,9 +1,10 @@
 //! berth's pure core: the vocabulary every other crate speaks.
 //!
 //! Nothing in this crate does I/O. It defines ids (strictly parsed newtypes), the
-//! immutable session header, the event envelope and its reserved vocabulary, strict and
-//! canonical JSON, the lifecycle transition function, turn repair, named limits, the
-//! error vocabulary, and the `Clock` through which all time enters the system.
+//! immutable session header, the event envelope and its reserved vocabulary, strict
+//! JSON kept exact (and a canonical form for envelopes), the lifecycle transition
+//! function, turn repair, named limits, the error vocabulary, and the `Clock` through
+//! which all time enters the system.
 
 pub mod clock;
 pub mod error;

@@ -2,7 +2,8 @@
 //! processes share.
 //!
 //! - [`PostgresBackend`] implements `berth_store::LogBackend`: session logs as rows of
-//!   `events` (the canonical event JSON kept as `text`, so export stays byte-identical),
+//!   `events` (the event record kept as `text`, its data exact, so export stays
+//!   byte-identical),
 //!   one `session_heads` row per session holding the header, the committed `next_seq`
 //!   and the **writer lease** (`epoch`, `holder`, `lease_until` on the database clock).
 //! - [`PostgresCatalog`] implements `berth_catalog::Catalog` with the same semantics as

@@ -6,8 +6,9 @@
 //!   key range and no statement can wander into another tenant's rows by accident.
 //! - Ids are `text COLLATE "C"`: ordered byte-wise, exactly as Rust orders them, so
 //!   listing and cursors agree with the reference (memory) semantics.
-//! - `events.line` is the canonical event JSON as `text`, never `jsonb`: jsonb would
-//!   reorder keys and normalise numbers, and export must be byte-identical.
+//! - `events.line` is the event record as `text` (canonical envelope, exact `data`),
+//!   never `jsonb`: jsonb would reorder keys and normalise numbers (R-C9), and export
+//!   must be byte-identical.
 //! - `session_heads` is the log's own table (header, committed next seq, writer lease);
 //!   `sessions` is the catalog's. The two seams share a database but not rows.
 //! - Listing indexes end in `(last_activity, id)`; a page is a backward range scan

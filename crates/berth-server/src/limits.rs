@@ -2,10 +2,11 @@
 //! append serialization, and the strict JSON body and query extractors.
 //!
 //! Bodies are never decoded by `axum::Json`: `berth-core` builds `serde_json` with
-//! `unbounded_depth` (its own visitor bounds depth), so a plain `serde_json::from_slice`
+//! `unbounded_depth` (the strict minifier bounds depth), so a plain `serde_json::from_slice`
 //! would recurse without limit on `[[[[…`. Every body goes through
-//! `berth_core::json::parse_strict` (depth ≤ 128, no duplicate keys, valid UTF-8, no
-//! trailing bytes) and only then into the request type.
+//! `berth_core::json::minify_strict` (depth ≤ 128, no duplicate keys, no lone
+//! surrogates, valid UTF-8, no trailing bytes) and only then, from the same bytes, into
+//! the request type — never through a `Value`, which would re-print event data (R-C9).
 
 use crate::error::ApiError;
 use axum::extract::{FromRequest, FromRequestParts, Request};
@@ -114,15 +115,15 @@ impl Drop for SessionGuard<'_> {
 /// otherwise read a struct from an array).
 pub fn decode_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     let bytes = if bytes.iter().all(u8::is_ascii_whitespace) { &b"{}"[..] } else { bytes };
-    let mut value = berth_core::json::parse_strict(bytes)
+    let minimal = berth_core::json::minify_strict(bytes)
         .map_err(|error| ApiError::bad_request(format!("malformed JSON body: {error}")))?;
-    if value.is_null() {
-        value = serde_json::Value::Object(serde_json::Map::new());
-    }
-    if !value.is_object() {
-        return Err(ApiError::bad_request("invalid request body: expected a JSON object"));
-    }
-    serde_json::from_value(value).map_err(|error| ApiError::bad_request(format!("invalid request body: {error}")))
+    let bytes = match minimal.as_bytes().first() {
+        _ if minimal == "null" => &b"{}"[..],
+        Some(b'{') => bytes,
+        _ => return Err(ApiError::bad_request("invalid request body: expected a JSON object")),
+    };
+    berth_core::json::deserialize_checked(bytes)
+        .map_err(|error| ApiError::bad_request(format!("invalid request body: {error}")))
 }
 
 /// A JSON body decoded by `decode_json`; an empty body or `null` reads as `{}`.

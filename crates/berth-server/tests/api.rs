@@ -429,3 +429,40 @@ async fn a_status_filter_naming_no_listable_status_is_a_400() {
     assert_eq!(status, 200);
     assert_eq!(listed(&body).len(), 2);
 }
+
+/// R-C9 over HTTP: an append body's `data` comes back from `GET …/events` and the export
+/// exactly as sent minus whitespace (key order, `1.0`, `1e2`, a 30-digit integer, `-0`,
+/// `\u00e9`, `\/`); strict refusals stay 400s that store nothing.
+#[tokio::test]
+async fn event_data_comes_back_exactly_over_http() {
+    let server = TestServer::start().await;
+    let alice = server.client(&server.key("acme", "alice", None, Role::User));
+    alice.create(&CreateSession { id: Some(sid("exact")), ..CreateSession::default() }).await.unwrap();
+    let attach = AttachRequest { run_id: Some(rid("r1")), ..AttachRequest::default() };
+    alice.attach(&sid("exact"), &attach).await.unwrap();
+    let exact = r#"{"b":1,"a":[1.0,1e2,123456789012345678901234567890,-0],"s":"\u00e9\/"}"#;
+    let body = |data: &str| {
+        format!("{{ \"run\": \"r1\", \"events\": [ {{ \"type\": \"myapp/exact\", \"data\": {data} }} ] }}").into_bytes()
+    };
+    let spaced = "{ \"b\" : 1 ,\n \"a\" : [ 1.0, 1e2, 123456789012345678901234567890, -0 ],\t\"s\" : \"\\u00e9\\/\" }";
+    let path = "/v1/sessions/exact/events";
+    let appended = alice.send(Method::POST, path, Some(body(spaced)), &[]).await.unwrap();
+    assert_eq!(appended.status.as_u16(), 200, "{}", String::from_utf8_lossy(&appended.body));
+    let page = alice.send(Method::GET, path, None, &[]).await.unwrap();
+    let page = String::from_utf8(page.body.to_vec()).unwrap();
+    assert!(page.contains(&format!("\"data\":{exact}")), "{page}");
+    assert_eq!(alice.read(&sid("exact"), 0, None).await.unwrap()[0].data.as_str(), exact);
+    let export = String::from_utf8(alice.export(&sid("exact"), false).await.unwrap()).unwrap();
+    assert!(export.lines().nth(1).unwrap().contains(&format!(",\"data\":{exact}")), "{export}");
+
+    let deep = "[".repeat(129) + &"]".repeat(129);
+    let mut bad_utf8 = body(r#""x""#);
+    let x = bad_utf8.iter().rposition(|byte| *byte == b'x').unwrap();
+    bad_utf8[x] = 0xff;
+    let refused = [body(r#"{"a":1,"\u0061":2}"#), body(r#""\ud800""#), body(r#"{"\udc00":1}"#), body(&deep), bad_utf8];
+    for bytes in refused {
+        let response = alice.send(Method::POST, path, Some(bytes.clone()), &[]).await.unwrap();
+        assert_eq!(response.status.as_u16(), 400, "{}", String::from_utf8_lossy(&bytes));
+    }
+    assert_eq!(alice.read(&sid("exact"), 0, None).await.unwrap().len(), 1, "nothing refused was stored");
+}

@@ -129,10 +129,10 @@ async fn a_bounded_tail_ends_after_max_events_or_an_idle_timeout() {
     let capped = read_all("from=1&max_events=3").await;
     assert_eq!(capped.matches("event: event").count(), 3, "{capped}");
     assert!(capped.contains("id: 3") && !capped.contains("id: 4"), "{capped}");
-    assert!(capped.contains(r#"data: {"next_seq":4,"reason":"max_events"}"#), "{capped}");
+    assert!(capped.contains(r#"data: {"reason":"max_events","next_seq":4}"#), "{capped}");
     let idle = read_all("from=4&idle_timeout_ms=200").await;
     assert_eq!(idle.matches("event: event").count(), 1, "{idle}");
-    assert!(idle.contains(r#"data: {"next_seq":5,"reason":"idle_timeout"}"#), "{idle}");
+    assert!(idle.contains(r#"data: {"reason":"idle_timeout","next_seq":5}"#), "{idle}");
     let (status, _) = {
         let response =
             client.send(Method::GET, "/v1/sessions/bounded/events/stream?max_events=0", None, &[]).await.unwrap();

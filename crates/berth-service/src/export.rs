@@ -1,7 +1,11 @@
-//! Export and import (R-S13): the logical log as canonical JSONL — one header line
-//! (`{"berth":"session-export","version":0,"header":…,"metadata":…}`) then one line per
-//! event — byte-identical whichever backend stored it; a ZIP of a session and its forks.
+//! Export and import (R-S13): the logical log as JSONL — one canonical header line
+//! (`{"berth":"session-export","header":…,"metadata":…,"version":1}`, keys sorted) then
+//! one line per event (the envelope in its fixed field order, `data` exactly as stored,
+//! R-C9) — byte-identical whichever backend stored it; a ZIP of a session and its forks.
 //! Import into any backend; export → import → export is byte-identical.
+//!
+//! Versions: 1 since exact data; 0 (canonical data) is still imported as it is —
+//! canonical text is valid exact text — and its sessions keep their header version.
 
 use crate::{Principal, SessionService};
 use berth_catalog::{SessionQuery, SessionRecord};
@@ -11,10 +15,14 @@ use berth_store::Access;
 use std::io::{Read, Write};
 
 pub const EXPORT_MAGIC: &str = "session-export";
-pub const EXPORT_VERSION: u64 = 0;
+/// The export version this build writes. An older berth refuses version 1, whose event
+/// data it would re-canonicalize on import.
+pub const EXPORT_VERSION: u64 = 1;
+/// The oldest export version this build imports.
+pub const EXPORT_VERSION_OLDEST: u64 = 0;
 
 impl SessionService {
-    /// The session's logical log as canonical JSONL.
+    /// The session's logical log as JSONL (canonical header line, exact event data).
     pub async fn export(&self, principal: &Principal, id: &SessionId) -> Result<Vec<u8>> {
         let record = self.load(principal, id, "export").await?;
         let bytes = self.export_record(&record).await?;
@@ -159,9 +167,9 @@ pub fn parse_export(bytes: &[u8]) -> Result<(SessionRecord, Vec<Event>)> {
         return Err(Error::invalid("export", "not a berth session export"));
     }
     let version = object.get("version").and_then(|v| v.as_u64()).unwrap_or(u64::MAX);
-    if version != EXPORT_VERSION {
+    if !(EXPORT_VERSION_OLDEST..=EXPORT_VERSION).contains(&version) {
         return Err(Error::FormatUnsupported {
-            reason: format!("export version {version} (this build reads {EXPORT_VERSION})"),
+            reason: format!("export version {version} (this build reads {EXPORT_VERSION_OLDEST} to {EXPORT_VERSION})"),
             location: None,
         });
     }

@@ -15,6 +15,7 @@ mod sweep;
 mod types;
 
 pub use activity::ACTIVITY_WINDOW_DEFAULT;
+pub use export::{EXPORT_VERSION, EXPORT_VERSION_OLDEST};
 pub use principal::{Principal, Role};
 pub use runs::RESUME_FAILED_OUTCOME;
 pub use types::*;

@@ -4,11 +4,12 @@
 use crate::backend::{LogReader, LogWriter, TailRecovery};
 use crate::live::{event_bytes, LiveBuffer};
 use crate::store::StoreInner;
+use berth_core::json::minify_strict;
 use berth_core::limits::{
-    BATCH_BYTES_MAX, BATCH_EVENTS_MAX, JSON_DEPTH_MAX, LIVE_BUFFER_BYTES_MAX, LIVE_WINDOW_BYTES_MAX, LIVE_WINDOW_MS,
+    BATCH_BYTES_MAX, BATCH_EVENTS_MAX, LIVE_BUFFER_BYTES_MAX, LIVE_WINDOW_BYTES_MAX, LIVE_WINDOW_MS,
 };
 use berth_core::vocabulary::{check_stored, validate_for_append};
-use berth_core::{Concurrency, Epoch, Error, Event, JsonText, Location, Result, SessionHeader, SessionKey};
+use berth_core::{Concurrency, Epoch, Error, Event, Location, Result, SessionHeader, SessionKey};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -698,55 +699,22 @@ fn validate_batch(header: &SessionHeader, batch: &[Event]) -> Result<()> {
 
 /// `JsonText` can be built without its checks (`From<&Value>` skips the depth limit,
 /// `from_trusted_raw` skips everything), and the store is where events enter storage:
-/// data must be within the depth limit (`LimitExceeded`), strict (no duplicate keys)
-/// and canonical (`Invalid`), or a backend would store text it cannot read back.
+/// data must be within the depth limit (`LimitExceeded`), strict (no duplicate keys, no
+/// lone surrogates) and minimal (no insignificant whitespace; `Invalid`), or a backend
+/// would store text it cannot read back, or that another backend would store otherwise.
 fn check_event_data(event: &Event) -> Result<()> {
     if event.data.is_verified() {
-        return Ok(()); // built canonical and within the depth limit; nothing to re-check
+        return Ok(()); // built strict, minimal and within the depth limit; nothing to re-check
     }
     let text = event.data.as_str();
-    let depth = json_nesting_depth(text);
-    if depth > JSON_DEPTH_MAX {
-        return Err(Error::LimitExceeded {
-            what: berth_core::limits::Limit::JsonDepth,
-            limit: JSON_DEPTH_MAX as u64,
-            actual: depth as u64,
-        });
-    }
-    let canonical =
-        JsonText::parse(text).map_err(|error| Error::invalid("event data", format!("seq {}: {error}", event.seq)))?;
-    if canonical.as_str() != text {
-        return Err(Error::invalid("event data", format!("seq {}: data is not canonical json", event.seq)));
+    let minimal = minify_strict(text.as_bytes()).map_err(|error| match error {
+        Error::Invalid { reason, .. } => Error::invalid("event data", format!("seq {}: {reason}", event.seq)),
+        other => other,
+    })?;
+    if minimal != text {
+        return Err(Error::invalid("event data", format!("seq {}: data holds insignificant whitespace", event.seq)));
     }
     Ok(())
-}
-
-/// The deepest nesting of arrays and objects in JSON text (brackets inside strings do
-/// not count). Linear, no recursion, so it is safe on hostile input.
-fn json_nesting_depth(text: &str) -> usize {
-    let (mut depth, mut deepest) = (0usize, 0usize);
-    let (mut in_string, mut escaped) = (false, false);
-    for byte in text.bytes() {
-        if in_string {
-            match (escaped, byte) {
-                (true, _) => escaped = false,
-                (false, b'\\') => escaped = true,
-                (false, b'"') => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
-        match byte {
-            b'"' => in_string = true,
-            b'[' | b'{' => {
-                depth += 1;
-                deepest = deepest.max(depth);
-            }
-            b']' | b'}' => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-    }
-    deepest
 }
 
 fn check_contiguous(next_seq: u64, batch: &[Event]) -> Result<()> {

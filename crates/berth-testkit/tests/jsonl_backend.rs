@@ -4,7 +4,7 @@
 
 mod jsonl_common;
 
-use berth_core::{Epoch, Error};
+use berth_core::{Epoch, Error, SESSION_FORMAT_VERSION};
 use berth_jsonl::format::{self, BROKEN_PREFIX};
 use berth_jsonl::fsck::{self, SessionStatus};
 use berth_jsonl::INDEX_ENTRIES_MAX;
@@ -262,7 +262,11 @@ async fn fsck_reports_every_kind_and_repairs_only_torn_tails() {
     let second_line = corrupt.iter().position(|byte| *byte == b'\n').unwrap() + 10;
     corrupt[second_line] ^= 0x01;
     std::fs::write(path("corrupt"), &corrupt).unwrap();
-    let newer = std::fs::read_to_string(path("newer")).unwrap().replacen("\"version\":0", "\"version\":9", 1);
+    let newer = std::fs::read_to_string(path("newer")).unwrap().replacen(
+        &format!("\"version\":{SESSION_FORMAT_VERSION}"),
+        "\"version\":9",
+        1,
+    );
     std::fs::write(path("newer"), &newer).unwrap();
 
     let reports = fsck::check_root(root.path()).unwrap();

@@ -334,8 +334,11 @@ fn newer_format_is_refused_as_unsupported_never_misread() {
     let root = tempfile::tempdir().unwrap();
     let backend = backend(root.path());
     let key = key("t", "s");
-    let mut newer =
-        br#"{"berth":"session","version":1,"id":"s","scope":{"tenant":"t","user":"u"},"epoch":1,"crc2":"x"}"#.to_vec();
+    let version = berth_core::SESSION_FORMAT_VERSION + 1;
+    let mut newer = format!(
+        r#"{{"berth":"session","version":{version},"id":"s","scope":{{"tenant":"t","user":"u"}},"epoch":1,"crc2":"x"}}"#
+    )
+    .into_bytes();
     newer.push(b'\n');
     newer.extend_from_slice(&bytes[ends[0]..]);
     plant_log(&backend, &key, &newer);

@@ -44,11 +44,34 @@ fn event_line_has_the_documented_shape_and_round_trips() {
 #[test]
 fn header_line_round_trips_and_is_plain_json() {
     let line = encode_header_line(&header(), Epoch(3));
-    assert!(line.starts_with(b"{\"berth\":\"session\",\"version\":0,\"id\":\"s1\""));
+    assert!(line.starts_with(b"{\"berth\":\"session\",\"version\":1,\"id\":\"s1\""));
     let record = decode_header_line(&line[..line.len() - 1]).unwrap();
     assert_eq!(record, HeaderRecord { header: header(), epoch: Epoch(3) });
     let value: serde_json::Value = serde_json::from_slice(&line).unwrap();
     assert_eq!(value["epoch"], 3);
+}
+
+#[test]
+fn version_0_header_lines_are_still_read() {
+    let mut old = header();
+    old.version = 0;
+    let line = encode_header_line(&old, Epoch(2));
+    assert!(line.starts_with(b"{\"berth\":\"session\",\"version\":0,"));
+    let record = decode_header_line(&line[..line.len() - 1]).expect("a version-0 log is read");
+    assert_eq!(record.header.version, 0, "and keeps its version");
+}
+
+#[test]
+fn event_records_keep_the_exact_data_text() {
+    let data = r#"{"b":1,"a":[1.0,1e2,123456789012345678901234567890,-0],"s":"\u00e9\/"}"#;
+    let mut event = Event::new(0, "myapp/x", Timestamp(1), serde_json::json!(null)).unwrap();
+    event.data = berth_core::JsonText::parse(data).unwrap();
+    let line = encode_event_line(&event, Epoch(1));
+    let text = std::str::from_utf8(&line).unwrap();
+    assert!(text.contains(&format!(",\"data\":{data},\"epoch\":1,")), "{text}");
+    let (back, _) = decode_event_line(&line[..line.len() - 1]).unwrap();
+    assert_eq!(back.data.as_str(), data);
+    assert_eq!(peek_event_line(&line[..line.len() - 1]).map(|peek| peek.seq), Ok(0));
 }
 
 #[test]

@@ -530,7 +530,7 @@ pub async fn append_rejects_invalid_event_data_without_storing(backend: &dyn Con
     assert_matches!(writer.publish(deep), Err(Error::LimitExceeded { what: berth_core::limits::Limit::JsonDepth, .. }));
     let refused = [
         raw_event(0, "myapp/dup", raw(r#"{"a":1,"a":2}"#)),
-        raw_event(0, "myapp/not-canonical", raw(r#"{ "b": 1, "a": 2 }"#)),
+        raw_event(0, "myapp/not-minimal", raw(r#"{ "b": 1, "a": 2 }"#)),
         raw_event(0, "user/message", raw(r#"{"content":"x","content":"y"}"#)),
         raw_event(0, "turn/start", JsonText::from(&json!({}))),
         raw_event(0, "turn/start", JsonText::from(&json!({"turn": -1}))),
@@ -547,6 +547,30 @@ pub async fn append_rejects_invalid_event_data_without_storing(backend: &dyn Con
     writer.append(&[marker(0)]).await.expect("seq 0 is still free");
     writer.close().await.unwrap();
     assert_eq!(stored_events(&store, &key).await, [marker(0)]);
+}
+
+/// R-C9 at the storage seam: data is stored and returned as its exact minimal text —
+/// unsorted keys, number lexemes beyond 64 bits, `1.0`, `-0`, escapes — whether it was
+/// checked on the way in (`JsonText::parse`) or arrives unverified (`from_trusted_raw`,
+/// as a fork copies it), through the writer, a fresh reader and another instance.
+pub async fn data_is_stored_and_returned_exactly(backend: &dyn ConformanceBackend) {
+    let exact = r#"{"b":1,"a":[1.0,1e2,123456789012345678901234567890,-0],"s":"\u00e9\/","e":1E+400}"#;
+    let store = backend.store().await;
+    let header = header("exact-data");
+    let key = header.key();
+    let writer = store.create(header).await.unwrap();
+    let raw = JsonText::from_trusted_raw(serde_json::value::RawValue::from_string(exact.into()).unwrap());
+    let batch = [raw_event(0, "myapp/exact", JsonText::parse(exact).unwrap()), raw_event(1, "myapp/exact", raw)];
+    writer.append(&batch).await.expect("minimal, strict data is stored, sorted or not");
+    let from_writer: Vec<String> = writer.read(0, None).await.unwrap().iter().map(|e| e.data.to_string()).collect();
+    assert_eq!(from_writer, [exact, exact], "{}: writer", backend.name());
+    writer.close().await.unwrap();
+    let stored: Vec<String> = stored_events(&store, &key).await.iter().map(|e| e.data.to_string()).collect();
+    assert_eq!(stored, [exact, exact], "{}: fresh reader", backend.name());
+    if let Some(other) = backend.reopen().await {
+        let stored: Vec<String> = stored_events(&other, &key).await.iter().map(|e| e.data.to_string()).collect();
+        assert_eq!(stored, [exact, exact], "{}: another instance", backend.name());
+    }
 }
 
 /// dsh §3.1 #18: vocabulary fail-closed. Append refuses an unknown type in a reserved

@@ -199,6 +199,7 @@ macro_rules! logstore_conformance {
                 fresh_instance_continues_at_committed_next_seq,
                 append_rejects_non_contiguous_batch_naming_expected_seq,
                 append_rejects_invalid_event_data_without_storing,
+                data_is_stored_and_returned_exactly,
                 vocabulary_fails_closed_on_unknown_stored_types,
                 torn_tail_is_never_served_and_truncated_by_the_write_path,
                 stat_and_list_agree_on_change_tokens,

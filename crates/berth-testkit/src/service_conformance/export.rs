@@ -15,8 +15,9 @@ use std::collections::BTreeSet;
 pub const FAMILY: [&str; 4] = ["rich", "rich.f1", "rich.f2", "rich.f1.a"];
 
 /// Builds `rich` (a parallel session with two attached runs, unicode and awkward
-/// numbers, an explicit time, an ignorable extension event, a checkpoint, title and
-/// labels) and its forks `rich.f1` (cut at 4), `rich.f1.a` (of the fork) and `rich.f2`.
+/// numbers, data kept exactly as submitted (R-C9: unsorted keys, a 30-digit integer,
+/// `1.0`, `1e2`, `-0`, escapes), an explicit time, an ignorable extension event, a
+/// checkpoint, title and labels) and its forks `rich.f1` (cut at 4), `rich.f1.a` (of the fork) and `rich.f2`.
 pub async fn build_family(service: &SessionService) {
     create(service, &owner(), "rich", parallel(2, 30 * DAY_MS, DAY_MS)).await;
     let update = MetadataUpdate {
@@ -57,6 +58,7 @@ pub async fn build_family(service: &SessionService) {
         ("rb", ignorable),
         ("rb", event("checkpoint", json!({"state": {"cursor": 7, "nested": {"deep": [null, true, false]}}}))),
         ("ra", event("step/start", json!({"turn": 0, "step": 0}))),
+        ("rb", super::exact_data::exact_event()),
     ];
     for (run_id, new_event) in steps {
         append(service, &owner(), "rich", Some(run_id), vec![new_event]).await;
@@ -78,7 +80,7 @@ async fn check_export_shape(service: &SessionService, id: &str, bytes: &[u8]) {
     let lines: Vec<&str> = text.strip_suffix('\n').unwrap().split('\n').collect();
     let first: Value = parse_strict(lines[0].as_bytes()).expect("strict JSON header line");
     assert_eq!(first["berth"], "session-export");
-    assert_eq!(first["version"], 0);
+    assert_eq!(first["version"], berth_service::EXPORT_VERSION);
     assert_eq!(first["header"]["id"], id);
     assert_eq!(first["header"]["scope"]["tenant"], TENANT_A);
     let record = stored(service, TENANT_A, id).await.expect("exported session");
@@ -111,6 +113,8 @@ pub async fn export_import_export_is_byte_identical(b: &dyn ServiceBackend) {
     let log = stored_log(&service, TENANT_A, "rich").await.unwrap();
     let first = service.export(&owner(), &sid("rich")).await.expect("export");
     check_export_shape(&service, "rich", &first).await;
+    let exact_line = format!(",\"data\":{}}}\n", super::exact_data::EXACT_DATA);
+    assert!(String::from_utf8_lossy(&first).ends_with(&exact_line), "data is exported verbatim");
     let exports = audited(&service, TENANT_A, "export").await;
     assert_eq!(exports.last().unwrap().draft.details["bytes"], first.len());
     assert_eq!(service.export(&owner(), &sid("rich")).await.unwrap(), first, "export is deterministic");

@@ -16,6 +16,9 @@
 //! - [`retention`]: the bounded sweeper and listing (R-S11, R-S12).
 //! - [`export`]: export → import → export byte identity, single session and ZIP with
 //!   forks, within one backend and between two (R-S13).
+//! - [`exact_data`]: event data comes back exactly as submitted minus whitespace, from
+//!   the log, after a restart, through export and import; strict refusals; version-0
+//!   exports import unchanged (R-C9, R-C2).
 //! - [`activity`]: the activity of busy sessions' appends is written coalesced, always
 //!   lands, and never lets a stored lease run short.
 //!
@@ -55,6 +58,7 @@ pub mod activity;
 pub mod audit;
 pub mod authorization;
 pub mod events;
+pub mod exact_data;
 pub mod export;
 pub mod fixtures;
 pub mod lifecycle;
@@ -364,6 +368,11 @@ macro_rules! service_conformance {
             activity: [
                 busy_sessions_write_activity_coalesced_and_it_always_lands,
                 an_append_near_the_end_of_the_stored_lease_extends_it_at_once,
+            ],
+            exact_data: [
+                appended_data_comes_back_byte_exact,
+                invalid_data_is_refused_and_nothing_is_stored,
+                version_0_exports_import_unchanged,
             ],
             export: [
                 export_import_export_is_byte_identical,
