@@ -127,7 +127,7 @@ pub struct ReadParams {
     #[serde(default, deserialize_with = "crate::int64::query_u64")]
     pub from: Option<u64>,
     /// Read the `limit` events before this seq instead (the tail when it is at or past
-    /// the end), in ascending order. Not with `from` (400).
+    /// the end), in ascending order. With `from`: the range `[from, before)`, forward.
     #[serde(default, deserialize_with = "crate::int64::query_u64")]
     pub before: Option<u64>,
     /// Most events to return (default 1000).

@@ -214,7 +214,9 @@ pub enum ErrorClass {
     RateLimited,
     Timeout,
     Unavailable,
-    /// Content this build cannot process (e.g. an unknown event type not marked ignorable).
+    /// The session holds content this build cannot process (e.g. an unknown event type not
+    /// marked ignorable, met by a resume): a conflict with the session's state (409), not
+    /// a malformed request.
     Unsupported,
     /// Stored data is damaged or of a newer format: an operator's matter (`berth fsck`).
     Damaged,
@@ -262,7 +264,7 @@ impl ErrorClass {
         row(ErrorClass::RateLimited, "rate_limited", 429, 7, true),
         row(ErrorClass::Timeout, "timeout", 503, 7, true),
         row(ErrorClass::Unavailable, "unavailable", 503, 7, true),
-        row(ErrorClass::Unsupported, "format_unsupported", 422, 5, false),
+        row(ErrorClass::Unsupported, "format_unsupported", 409, 5, false),
         row(ErrorClass::Damaged, "corrupt", 500, 6, false),
         row(ErrorClass::Internal, "internal", 500, 1, false),
     ];

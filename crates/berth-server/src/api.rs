@@ -155,6 +155,16 @@ pub async fn create_session(
 }
 
 fn list_request(params: ListParams) -> ApiResult<ListRequest> {
+    if let Some(label) = &params.label {
+        // No stored label is longer; refused like a label that long at create.
+        if label.len() > berth_core::limits::LABEL_BYTES_MAX {
+            return Err(ApiError::from(berth_core::Error::LimitExceeded {
+                what: berth_core::limits::Limit::LabelBytes,
+                limit: berth_core::limits::LABEL_BYTES_MAX as u64,
+                actual: label.len() as u64,
+            }));
+        }
+    }
     // Every part must name a listable status: `status=`, `status=,` and `status=creating`
     // are 400s, not "no filter".
     let statuses = params
@@ -306,11 +316,11 @@ pub async fn read_events(
 ) -> ApiResult<Response> {
     let limit = page_size(params.limit.unwrap_or(PAGE_SIZE_MAX as u64))?;
     let page = match (params.from, params.before) {
-        (Some(_), Some(_)) => {
-            return Err(ApiError::bad_request(
-                "`from` and `before` cannot be combined: `from` reads forward from a seq, `before` reads the events \
-                 before one",
-            ))
+        // Both: the range [from, before), read forward from `from`.
+        (Some(from), Some(before)) => {
+            let limit = limit.min(before.saturating_sub(from));
+            let events = call(&state, |s| async move { s.read(&principal, &id, from, Some(limit)).await }).await?;
+            EventPage { next_seq: from + events.len() as u64, first_seq: from, events: wire::events(&events) }
         }
         (from, None) => {
             let from = from.unwrap_or(0);

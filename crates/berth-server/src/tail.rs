@@ -22,6 +22,9 @@ use berth_service::Principal;
 use std::collections::VecDeque;
 use std::convert::Infallible;
 
+/// The longest `idle_timeout_ms` a bounded tail takes (a day).
+const TAIL_IDLE_TIMEOUT_MS_MAX: u64 = 24 * 60 * 60 * 1000;
+
 /// Events read per page while catching up.
 const TAIL_PAGE_EVENTS: u64 = 500;
 
@@ -51,8 +54,11 @@ pub async fn tail_events(
             .ok_or_else(|| ApiError::bad_request("Last-Event-ID must be an event seq"))?,
         None => params.from.unwrap_or(0),
     };
-    if params.max_events == Some(0) || params.idle_timeout_ms == Some(0) {
-        return Err(ApiError::bad_request("max_events and idle_timeout_ms are at least 1"));
+    if params.max_events == Some(0) || params.idle_timeout_ms.is_some_and(|ms| ms == 0 || ms > TAIL_IDLE_TIMEOUT_MS_MAX)
+    {
+        return Err(ApiError::bad_request(format!(
+            "max_events is at least 1; idle_timeout_ms is 1..={TAIL_IDLE_TIMEOUT_MS_MAX}"
+        )));
     }
     let token = headers
         .get(header::AUTHORIZATION)
