@@ -51,6 +51,9 @@ pub enum Error {
     RevisionConflict { expected: u64, actual: u64 },
     #[error("append seq mismatch: expected {expected}, got {actual}")]
     SeqConflict { expected: u64, actual: u64 },
+    /// An append's idempotency key was used before for other content (R-S14).
+    #[error("idempotency key \"{key}\" was used for a different batch (stored at seq {first_seq})")]
+    IdempotencyKeyReused { key: String, first_seq: u64 },
     #[error("invalid transition: {event} is not allowed in state {from}")]
     InvalidTransition { from: String, event: String },
     #[error("session is {state}: terminal states are never reactivated (fork to continue)")]
@@ -112,6 +115,7 @@ impl Error {
             Error::Fenced { .. } => "fenced",
             Error::RevisionConflict { .. } => "revision_conflict",
             Error::SeqConflict { .. } => "seq_conflict",
+            Error::IdempotencyKeyReused { .. } => "idempotency_key_reused",
             Error::InvalidTransition { .. } => "invalid_transition",
             Error::Terminal { .. } => "terminal",
             Error::Busy { .. } => "busy",

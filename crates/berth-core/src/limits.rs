@@ -11,6 +11,8 @@ pub const EVENT_BYTES_MAX: usize = 1024 * 1024;
 pub const BATCH_EVENTS_MAX: usize = 1_000;
 /// Largest encoded append batch, in bytes.
 pub const BATCH_BYTES_MAX: usize = 8 * 1024 * 1024;
+/// Longest idempotency key of an append (R-S14), in bytes.
+pub const IDEMPOTENCY_KEY_BYTES_MAX: usize = 128;
 /// Deepest JSON nesting accepted anywhere (arrays and objects).
 pub const JSON_DEPTH_MAX: usize = 128;
 /// Largest page any listing returns.

@@ -56,7 +56,7 @@ async fn a_whole_session_life_over_http() {
         NewEvent::new("step/start", json!({"turn": 0, "step": 0})),
         NewEvent::new("tool/call", json!({"call_id": "c1", "name": "ls", "arguments": {}})),
     ];
-    let request = AppendRequest { run: Some(rid("run-1")), expected_seq: Some(0), events };
+    let request = AppendRequest { run: Some(rid("run-1")), expected_seq: Some(0), events, idempotency_key: None };
     let outcome = alice.append(&sid("chat-1"), &request).await.unwrap();
     assert_eq!((outcome.first_seq, outcome.next_seq, outcome.duplicate), (0, 4, false));
     // The same retry is a no-op success; different content at that seq is a conflict.
@@ -262,7 +262,9 @@ async fn the_openapi_document_matches_real_responses() {
     assert_eq!(properties("AttachRequestDoc"), keys(&attach));
     let update = serde_json::to_value(berth_service::MetadataUpdate::default()).unwrap();
     assert_eq!(properties("MetadataUpdateDoc"), keys(&update));
-    let append = serde_json::to_value(AppendRequest { run: None, expected_seq: None, events: vec![] }).unwrap();
+    let append =
+        serde_json::to_value(AppendRequest { run: None, expected_seq: None, events: vec![], idempotency_key: None })
+            .unwrap();
     assert_eq!(properties("AppendRequestDoc"), keys(&append));
     let new_event = serde_json::to_value(NewEvent::new("x", json!(null))).unwrap();
     assert_eq!(properties("NewEventDoc"), keys(&new_event));

@@ -9,12 +9,14 @@
 
 mod activity;
 mod export;
+mod idempotency;
 mod principal;
 mod runs;
 mod sweep;
 mod types;
 
 pub use activity::ACTIVITY_WINDOW_DEFAULT;
+pub use idempotency::IDEMPOTENCY_INDEX_LAG_EVENTS_MAX;
 pub use principal::{Principal, Role};
 pub use types::*;
 
@@ -58,6 +60,8 @@ struct WriterCache {
 struct CachedWriter {
     handle: SessionHandle,
     last_used: std::time::Instant,
+    /// The keyed batches the catalog's index does not hold yet (`idempotency.rs`).
+    ledger: idempotency::KeyLedger,
 }
 
 impl WriterCache {
@@ -68,8 +72,8 @@ impl WriterCache {
         })
     }
 
-    fn insert(&mut self, key: SessionKey, handle: SessionHandle) {
-        self.handles.insert(key, CachedWriter { handle, last_used: std::time::Instant::now() });
+    fn insert(&mut self, key: SessionKey, handle: SessionHandle, ledger: idempotency::KeyLedger) {
+        self.handles.insert(key, CachedWriter { handle, last_used: std::time::Instant::now(), ledger });
     }
 
     /// Keys not used for at least `idle`.
@@ -464,7 +468,14 @@ impl SessionService {
                 }
                 other => other,
             })?;
-            writers.insert(key.clone(), handle.clone());
+            let ledger = match idempotency::KeyLedger::open(self.catalog.as_ref(), key, &handle).await {
+                Ok(ledger) => ledger,
+                Err(error) => {
+                    let _ = handle.close().await;
+                    return Err(error);
+                }
+            };
+            writers.insert(key.clone(), handle.clone(), ledger);
             (handle, writers.beyond(self.writers_cached_max))
         };
         self.evict(victims).await;
@@ -491,7 +502,7 @@ impl SessionService {
             let evicted = self.writers.lock().await.handles.remove(&key);
             if let Some(cached) = evicted {
                 closed += 1;
-                if let Err(error) = cached.handle.close().await {
+                if let Err(error) = self.close_cached(&key, cached).await {
                     tracing::warn!(session = %key, %error, "closing an idle write handle failed");
                 }
             }
@@ -502,10 +513,21 @@ impl SessionService {
     async fn close_writer(&self, key: &SessionKey) {
         let handle = self.writers.lock().await.handles.remove(key);
         if let Some(cached) = handle {
-            if let Err(error) = cached.handle.close().await {
+            if let Err(error) = self.close_cached(key, cached).await {
                 tracing::warn!(session = %key, %error, "closing write handle failed");
             }
         }
+    }
+
+    /// Brings the catalog's idempotency index up to the log's end, then closes the
+    /// handle. A failed index write only leaves the index lagging (the next writer reads
+    /// the log from where it stops), so the handle is closed either way.
+    async fn close_cached(&self, key: &SessionKey, mut cached: CachedWriter) -> Result<()> {
+        let next_seq = cached.handle.next_seq();
+        if let Err(error) = cached.ledger.write(self.catalog.as_ref(), key, next_seq).await {
+            tracing::warn!(session = %key, %error, "writing the idempotency index failed (it lags the log)");
+        }
+        cached.handle.close().await
     }
 
     /// Closes every cached write handle (draining them), e.g. at shutdown, after writing
@@ -520,12 +542,11 @@ impl SessionService {
                 tracing::warn!(session = %key, %error, "could not record pending activity at shutdown");
             }
         }
-        let handles: Vec<SessionHandle> =
-            self.writers.lock().await.handles.drain().map(|(_, cached)| cached.handle).collect();
+        let handles: Vec<(SessionKey, CachedWriter)> = self.writers.lock().await.handles.drain().collect();
         let mut failures = Vec::new();
-        for handle in handles {
-            if let Err(error) = handle.close().await {
-                failures.push((handle.key().to_string(), error));
+        for (key, cached) in handles {
+            if let Err(error) = self.close_cached(&key, cached).await {
+                failures.push((key.to_string(), error));
             }
         }
         if failures.is_empty() {
@@ -613,6 +634,14 @@ impl SessionService {
             outcome.and(closed)
         }
         .await;
+        // An imported log keeps its keys (R-S14): index them before the session goes live.
+        let materialized = match materialized {
+            Ok(()) => match idempotency::keyed_batches(events) {
+                batches if batches.is_empty() => Ok(()),
+                batches => self.catalog.index_idempotency(&key, &batches, events.len() as u64).await,
+            },
+            Err(error) => Err(error),
+        };
         if let Err(error) = materialized {
             let _ = self.catalog.remove(&key, creating_revision).await;
             return Err(error);
@@ -716,6 +745,10 @@ impl SessionService {
                 actual: request.events.len() as u64,
             });
         }
+        let idempotency_key = request.idempotency_key.as_deref().map(berth_core::IdempotencyKey::parse).transpose()?;
+        if idempotency_key.is_some() && request.events.is_empty() {
+            return Err(Error::invalid("idempotency_key", "an empty batch stores nothing to carry the key"));
+        }
         let record = self.load(principal, id, APPEND_ACTION).await?;
         if let Err(error) = self.check_append_allowed(principal, &record, request.run.as_ref()).await {
             return Err(match error {
@@ -730,15 +763,36 @@ impl SessionService {
         let writer = self.writer(&key).await?;
         let next_seq = writer.next_seq();
         let start = request.expected_seq.unwrap_or(next_seq);
-        let events = build_events(&request, start, now)?;
-        if start != next_seq {
-            return self.check_retry(&writer, &request, start, next_seq, events).await;
-        }
+        let mut events = build_events(&request, start, now)?;
+        let keyed = match idempotency_key {
+            Some(idempotency_key) => {
+                let digest = idempotency::batch_digest(&request);
+                if let Some(stored) = self.keyed_batch(&key, &idempotency_key, next_seq).await? {
+                    return idempotency::retry_outcome(&stored, &digest);
+                }
+                if start != next_seq {
+                    // A new key never takes over what others stored (the content rule
+                    // is for keyless retries only).
+                    return Err(Error::SeqConflict { expected: next_seq, actual: start });
+                }
+                let batch = berth_core::KeyedBatch {
+                    key: idempotency_key,
+                    first_seq: start,
+                    events: events.len() as u64,
+                    digest,
+                };
+                idempotency::mark(&mut events, &batch);
+                Some(batch)
+            }
+            None if start != next_seq => return self.check_retry(&writer, &request, start, next_seq, events).await,
+            None => None,
+        };
         if events.is_empty() {
             return Ok(AppendOutcome { first_seq: start, next_seq, duplicate: false });
         }
         writer.append(&events).await?;
         let new_next = start + events.len() as u64;
+        self.ledger_appended(&key, keyed, new_next).await;
         let conversation =
             events.iter().any(|event| berth_core::vocabulary::is_conversation_event(event.event_type.as_str()));
         let ttl_ms = record.header.policy.activity_ttl_ms;
@@ -798,8 +852,56 @@ impl SessionService {
         }
     }
 
+    /// The stored batch appended with `idempotency_key`: this writer's ledger first, then
+    /// the catalog's index (an entry past the log's end, which only a lost write could
+    /// leave, is not trusted).
+    async fn keyed_batch(
+        &self,
+        key: &SessionKey,
+        idempotency_key: &berth_core::IdempotencyKey,
+        next_seq: u64,
+    ) -> Result<Option<berth_core::KeyedBatch>> {
+        let in_ledger =
+            self.writers.lock().await.handles.get(key).and_then(|cached| cached.ledger.get(idempotency_key).cloned());
+        if in_ledger.is_some() {
+            return Ok(in_ledger);
+        }
+        let indexed = self.catalog.idempotency_batch(key, idempotency_key).await?;
+        Ok(indexed.filter(|batch| batch.next_seq() <= next_seq))
+    }
+
+    /// Records a keyed batch in the writer's ledger, and brings the catalog's index up to
+    /// date when the log has outgrown it by `IDEMPOTENCY_INDEX_LAG_EVENTS_MAX`. A failed
+    /// index write is only logged: the log already holds the key.
+    async fn ledger_appended(&self, key: &SessionKey, keyed: Option<berth_core::KeyedBatch>, next_seq: u64) {
+        let pending = {
+            let mut writers = self.writers.lock().await;
+            let Some(cached) = writers.handles.get_mut(key) else { return };
+            if let Some(batch) = keyed {
+                cached.ledger.add(batch);
+            }
+            if !cached.ledger.is_due(next_seq) {
+                return;
+            }
+            cached.ledger.pending()
+        };
+        // Written without holding the cache (the caller's append lock keeps this
+        // session's ledger still meanwhile).
+        match self.catalog.index_idempotency(key, &pending, next_seq).await {
+            Ok(()) => {
+                if let Some(cached) = self.writers.lock().await.handles.get_mut(key) {
+                    cached.ledger.written(next_seq);
+                }
+            }
+            Err(error) => {
+                tracing::warn!(session = %key, %error, "writing the idempotency index failed (it lags the log)")
+            }
+        }
+    }
+
     /// `expected_seq` behind the log: identical stored events make the retry a success
-    /// without duplicates; anything else is `SeqConflict`.
+    /// without duplicates; anything else is `SeqConflict`. Events of a keyed batch are
+    /// never identical to a keyless retry (R-S14).
     async fn check_retry(
         &self,
         writer: &SessionHandle,
@@ -815,7 +917,8 @@ impl SessionService {
         let stored = writer.read(start, Some(events.len() as u64)).await?;
         let same = stored.len() == events.len()
             && stored.iter().zip(&events).zip(&request.events).all(|((stored, new), draft)| {
-                stored.event_type == new.event_type
+                !idempotency::is_keyed(stored)
+                    && stored.event_type == new.event_type
                     && stored.data == new.data
                     && stored.run == new.run
                     && stored.ignorable == new.ignorable
@@ -958,6 +1061,8 @@ impl SessionService {
         let all = handle.read(0, upto_seq).await;
         let _ = handle.close().await;
         let mut events = all?;
+        // A fork is a new session with its own keys: the copied events lose their marks.
+        idempotency::strip(&mut events);
         let cut = events.len() as u64;
         if let Some(upto) = upto_seq {
             if upto > cut {
@@ -985,6 +1090,7 @@ impl SessionService {
             run: seed_run,
             data: berth_core::JsonText::from(&serde_json::json!({"inherited_events": cut, "parent": source.header.id})),
             ignorable: false,
+            idempotency: None,
         });
         let mut record = new_record(header, source.title.clone(), source.labels.clone(), now);
         record.event_count = events.len() as u64;
@@ -1122,6 +1228,7 @@ fn build_events(request: &AppendRequest, start: u64, now: Timestamp) -> Result<V
                 run: request.run.clone(),
                 data: draft.data.clone(),
                 ignorable: draft.ignorable,
+                idempotency: None,
             })
         })
         .collect()

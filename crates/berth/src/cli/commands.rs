@@ -580,7 +580,12 @@ pub(super) fn read_append_request(args: &AppendArgs) -> Result<AppendRequest> {
             .map_err(|error| Error::invalid("event", format!("line {}: {error}", number + 1)))?;
         events.push(event);
     }
-    Ok(AppendRequest { run: args.run.as_deref().map(run_id).transpose()?, expected_seq: args.expected_seq, events })
+    Ok(AppendRequest {
+        run: args.run.as_deref().map(run_id).transpose()?,
+        expected_seq: args.expected_seq,
+        events,
+        idempotency_key: None,
+    })
 }
 
 /// How `berth append` reports its outcome (local and `--server`).

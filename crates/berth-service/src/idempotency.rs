@@ -1,0 +1,134 @@
+//! Caller idempotency (R-S14): what a keyed append is compared with, and the per-writer
+//! ledger that finds a key without reading the whole log.
+//!
+//! The log is the source of truth: every event of a keyed batch carries the key in its
+//! envelope, the first one also the batch's length and content digest, so the key is
+//! exactly as durable as the events (one write, no window). The catalog's index saves
+//! reading the log: it holds every keyed batch below its `indexed_until`. A write handle
+//! is the only writer of its session, so when the service opens one it reads the log
+//! from `indexed_until` (at most `IDEMPOTENCY_INDEX_LAG_EVENTS_MAX` plus one batch: the
+//! index is brought up to date at least that often, and when the handle closes) and
+//! from then on knows every key: the catalog's, plus the ones in this ledger. A crash
+//! loses only the ledger, which the next writer rebuilds from the same bounded read.
+
+use crate::AppendRequest;
+use berth_catalog::Catalog;
+use berth_core::{Error, Event, IdempotencyKey, KeyedBatch, Result, SessionKey};
+use berth_store::SessionHandle;
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+
+/// How far (in events) the catalog's idempotency index may fall behind a session's log
+/// before an append brings it up to date: bounds the read a writer does when it opens.
+pub const IDEMPOTENCY_INDEX_LAG_EVENTS_MAX: u64 = 256;
+
+/// The keyed batches of one session's log that the catalog's index does not hold yet.
+#[derive(Debug, Default)]
+pub(crate) struct KeyLedger {
+    /// The catalog's index holds every keyed batch below this seq.
+    indexed_until: u64,
+    unindexed: HashMap<IdempotencyKey, KeyedBatch>,
+}
+
+impl KeyLedger {
+    /// The ledger of a write handle just opened: the catalog's `indexed_until`, then the
+    /// log from there. A session the index never saw (older than keys) is recorded as
+    /// indexed up to its end first, durably, before this writer appends anything keyed.
+    pub(crate) async fn open(catalog: &dyn Catalog, key: &SessionKey, writer: &SessionHandle) -> Result<KeyLedger> {
+        let next_seq = writer.next_seq();
+        let Some(indexed_until) = catalog.idempotency_indexed_until(key).await? else {
+            catalog.index_idempotency(key, &[], next_seq).await?;
+            return Ok(KeyLedger { indexed_until: next_seq, unindexed: HashMap::new() });
+        };
+        let mut ledger = KeyLedger { indexed_until, unindexed: HashMap::new() };
+        if indexed_until < next_seq {
+            for batch in keyed_batches(&writer.read(indexed_until, Some(next_seq - indexed_until)).await?) {
+                ledger.unindexed.entry(batch.key.clone()).or_insert(batch);
+            }
+        }
+        Ok(ledger)
+    }
+
+    pub(crate) fn get(&self, key: &IdempotencyKey) -> Option<&KeyedBatch> {
+        self.unindexed.get(key)
+    }
+
+    pub(crate) fn add(&mut self, batch: KeyedBatch) {
+        self.unindexed.entry(batch.key.clone()).or_insert(batch);
+    }
+
+    /// The log has outgrown the index by the allowed lag.
+    pub(crate) fn is_due(&self, next_seq: u64) -> bool {
+        next_seq.saturating_sub(self.indexed_until) >= IDEMPOTENCY_INDEX_LAG_EVENTS_MAX
+    }
+
+    pub(crate) fn pending(&self) -> Vec<KeyedBatch> {
+        self.unindexed.values().cloned().collect()
+    }
+
+    /// The catalog's index now holds everything below `next_seq` (what `pending` returned
+    /// was written with it; the caller's append lock kept anything new from arriving).
+    pub(crate) fn written(&mut self, next_seq: u64) {
+        self.unindexed.clear();
+        self.indexed_until = self.indexed_until.max(next_seq);
+    }
+
+    /// Writes the unindexed batches to the catalog and marks the index complete up to
+    /// `next_seq` (the log's end as this writer knows it).
+    pub(crate) async fn write(&mut self, catalog: &dyn Catalog, key: &SessionKey, next_seq: u64) -> Result<()> {
+        if next_seq <= self.indexed_until && self.unindexed.is_empty() {
+            return Ok(());
+        }
+        catalog.index_idempotency(key, &self.pending(), next_seq).await?;
+        self.written(next_seq);
+        Ok(())
+    }
+}
+
+/// The keyed batches that `events` open (a batch's first event carries its summary).
+pub(crate) fn keyed_batches(events: &[Event]) -> Vec<KeyedBatch> {
+    events.iter().filter_map(|event| event.idempotency.as_ref()?.batch(event.seq.get())).collect()
+}
+
+/// The content digest of a keyed batch: SHA-256 over, per event, the JSON array
+/// `[type, data, run, ignorable, time]` (`time` null when the server assigns it, so a
+/// retry later is still the same content), one per line; the first 128 bits, in hex.
+pub(crate) fn batch_digest(request: &AppendRequest) -> String {
+    let mut hasher = Sha256::new();
+    for draft in &request.events {
+        let time = draft.time.map(|time| time.0);
+        let run = request.run.as_ref().map(|run| run.as_str());
+        let line = serde_json::json!([draft.event_type, draft.data.to_value(), run, draft.ignorable, time]);
+        hasher.update(line.to_string().as_bytes());
+        hasher.update(b"\n");
+    }
+    hasher.finalize()[..16].iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+/// Marks `events` (just built for the batch) as the keyed batch `batch`.
+pub(crate) fn mark(events: &mut [Event], batch: &KeyedBatch) {
+    for (event, mark) in events.iter_mut().zip(batch.marks()) {
+        event.idempotency = Some(Box::new(mark));
+    }
+}
+
+/// What a keyed append whose key is already stored gets: the original outcome for the
+/// same content, `IdempotencyKeyReused` for any other.
+pub(crate) fn retry_outcome(stored: &KeyedBatch, digest: &str) -> Result<crate::AppendOutcome> {
+    if stored.digest != digest {
+        return Err(Error::IdempotencyKeyReused { key: stored.key.to_string(), first_seq: stored.first_seq });
+    }
+    Ok(crate::AppendOutcome { first_seq: stored.first_seq, next_seq: stored.next_seq(), duplicate: true })
+}
+
+/// Whether a stored event belongs to a keyed batch (a keyless retry never matches it).
+pub(crate) fn is_keyed(event: &Event) -> bool {
+    event.idempotency.is_some()
+}
+
+/// Forks start a new key space: the copied events lose their marks.
+pub(crate) fn strip(events: &mut [Event]) {
+    for event in events {
+        event.idempotency = None;
+    }
+}
