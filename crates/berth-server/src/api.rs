@@ -361,6 +361,9 @@ pub async fn read_events(
 
 /// Appends a batch (durable when answered). `expected_seq` makes a retry idempotent:
 /// identical stored events succeed with `duplicate: true`, different ones are 409.
+/// `idempotency_key` (or the `Idempotency-Key` header, its alias) makes it idempotent by
+/// caller (R-S14): a retry with the key gets the original outcome, the key with other
+/// content is 409 `idempotency_key_reused`.
 #[utoipa::path(post, path = "/v1/sessions/{id}/events", tag = "events",
     params(("id" = String, Path, description = "session id")), request_body = doc::AppendRequestDoc,
     responses((status = 200, body = doc::AppendOutcomeDoc), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
@@ -370,8 +373,10 @@ pub async fn append_events(
     State(state): State<Shared>,
     Caller(principal): Caller,
     SessionPath(id): SessionPath,
-    StrictJson(request): StrictJson<AppendRequest>,
+    headers: axum::http::HeaderMap,
+    StrictJson(mut request): StrictJson<AppendRequest>,
 ) -> ApiResult<Response> {
+    request.idempotency_key = idempotency_key(&headers, request.idempotency_key.take())?;
     let events = request.events.len() as u64;
     let task_state = state.clone();
     let outcome = call(&state, move |s| async move {
@@ -389,6 +394,22 @@ pub async fn append_events(
         state.metrics.appended_events.inc_by(events);
     }
     Ok(json(StatusCode::OK, &outcome))
+}
+
+/// The append's idempotency key: the body's `idempotency_key` or the `Idempotency-Key`
+/// header (an alias); both, if they differ, are a 400.
+fn idempotency_key(headers: &axum::http::HeaderMap, in_body: Option<String>) -> ApiResult<Option<String>> {
+    let Some(value) = headers.get("idempotency-key") else { return Ok(in_body) };
+    let in_header = value
+        .to_str()
+        .map_err(|_| ApiError::bad_request("the Idempotency-Key header is not visible ASCII"))?
+        .to_owned();
+    match in_body {
+        Some(in_body) if in_body != in_header => {
+            Err(ApiError::bad_request("Idempotency-Key header and body idempotency_key differ"))
+        }
+        _ => Ok(Some(in_header)),
+    }
 }
 
 // ----- runs -------------------------------------------------------------------------------

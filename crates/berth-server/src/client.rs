@@ -246,7 +246,15 @@ impl Client {
     }
 
     pub async fn append(&self, id: &SessionId, request: &AppendRequest) -> Result<AppendOutcome> {
-        self.call(Method::POST, &format!("/v1/sessions/{id}/events"), Some(encode(request)?), id.as_str()).await
+        let outcome =
+            self.call(Method::POST, &format!("/v1/sessions/{id}/events"), Some(encode(request)?), id.as_str()).await;
+        outcome.map_err(|error| match error {
+            // The answer names the stored seq; the key is the one this request sent.
+            Error::IdempotencyKeyReused { first_seq, .. } => {
+                Error::IdempotencyKeyReused { key: request.idempotency_key.clone().unwrap_or_default(), first_seq }
+            }
+            other => other,
+        })
     }
 
     pub async fn attach(&self, id: &SessionId, request: &AttachRequest) -> Result<Attachment> {
@@ -448,6 +456,9 @@ pub fn error_of(response: &RawResponse, context: &str) -> Error {
         },
         "seq_conflict" => {
             Error::SeqConflict { expected: body.expected.unwrap_or_default(), actual: body.actual.unwrap_or_default() }
+        }
+        "idempotency_key_reused" => {
+            Error::IdempotencyKeyReused { key: String::new(), first_seq: body.actual.unwrap_or_default() }
         }
         "terminal" => Error::Terminal { state: body.state.unwrap_or_default() },
         "busy" | "fenced" => Error::Busy { id: context.to_owned(), reason: message },

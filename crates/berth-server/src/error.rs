@@ -124,6 +124,11 @@ impl ApiError {
                 api.body.actual = Some(*actual);
                 api
             }
+            Error::IdempotencyKeyReused { first_seq, .. } => {
+                let mut api = ApiError::new(S::CONFLICT, error.code(), message);
+                api.body.actual = Some(*first_seq);
+                api
+            }
             Error::Terminal { state } => {
                 let mut api = ApiError::new(S::CONFLICT, error.code(), message);
                 api.body.state = Some(state.clone());

@@ -113,6 +113,9 @@ pub struct AppendRequestDoc {
     /// The seq the first event must get: makes a retry idempotent.
     expected_seq: Option<u64>,
     events: Vec<NewEventDoc>,
+    /// Caller idempotency: 1-128 bytes of `[A-Za-z0-9-_.:+/=]`, per session, honoured for
+    /// its life. The `Idempotency-Key` header is an alias.
+    idempotency_key: Option<String>,
 }
 
 #[derive(ToSchema)]

@@ -196,6 +196,10 @@ pub struct AppendArgs {
     run: Option<String>,
     #[arg(long)]
     expected_seq: Option<u64>,
+    /// Caller idempotency key (R-S14): a retry with the same key returns the original
+    /// outcome; the same key with other events is a conflict (exit 4).
+    #[arg(long)]
+    idempotency_key: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -584,7 +588,7 @@ pub(super) fn read_append_request(args: &AppendArgs) -> Result<AppendRequest> {
         run: args.run.as_deref().map(run_id).transpose()?,
         expected_seq: args.expected_seq,
         events,
-        idempotency_key: None,
+        idempotency_key: args.idempotency_key.clone(),
     })
 }
 

@@ -132,6 +132,7 @@ pub fn exit_code(error: &Error) -> u8 {
         | Error::AlreadyOwned { .. }
         | Error::RevisionConflict { .. }
         | Error::SeqConflict { .. }
+        | Error::IdempotencyKeyReused { .. }
         | Error::Busy { .. }
         | Error::Fenced { .. }
         | Error::OwnershipLost { .. } => 4,
