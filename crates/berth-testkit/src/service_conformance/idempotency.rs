@@ -238,6 +238,9 @@ pub async fn keys_stay_with_their_session_across_fork_export_import_and_delete(b
     session_with_run(&service, "origin").await;
     let recreated = service.append(&owner(), &session, keyed("k", None, claim(2))).await.unwrap();
     assert_eq!(outcome(&recreated), (0, 1, false), "a deleted session's keys went with it");
+    service.close_idle_writers(Duration::ZERO).await;
+    let retried = service.append(&owner(), &session, keyed("k", None, claim(2))).await.unwrap();
+    assert_eq!(outcome(&retried), (0, 1, true), "the index holds the new session's batch, not the old one's");
 }
 
 /// Keys are checked before anything is stored: 1 to `IDEMPOTENCY_KEY_BYTES_MAX` bytes
