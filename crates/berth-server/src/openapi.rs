@@ -88,6 +88,10 @@ pub struct EventDoc {
     #[schema(value_type = Object)]
     data: Object,
     ignorable: Option<bool>,
+    /// On events appended with an idempotency key: `{key}`, on the batch's first event
+    /// `{key, events, digest}`.
+    #[schema(value_type = Option<Object>)]
+    idempotency: Option<Object>,
 }
 
 #[derive(ToSchema)]

@@ -60,8 +60,9 @@ struct WriterCache {
 struct CachedWriter {
     handle: SessionHandle,
     last_used: std::time::Instant,
-    /// The keyed batches the catalog's index does not hold yet (`idempotency.rs`).
-    ledger: idempotency::KeyLedger,
+    /// The keyed batches the catalog's index does not hold yet (`idempotency.rs`); built
+    /// by the first append through the handle, outside the cache's lock.
+    ledger: Option<idempotency::KeyLedger>,
 }
 
 impl WriterCache {
@@ -72,8 +73,8 @@ impl WriterCache {
         })
     }
 
-    fn insert(&mut self, key: SessionKey, handle: SessionHandle, ledger: idempotency::KeyLedger) {
-        self.handles.insert(key, CachedWriter { handle, last_used: std::time::Instant::now(), ledger });
+    fn insert(&mut self, key: SessionKey, handle: SessionHandle) {
+        self.handles.insert(key, CachedWriter { handle, last_used: std::time::Instant::now(), ledger: None });
     }
 
     /// Keys not used for at least `idle`.
@@ -468,14 +469,7 @@ impl SessionService {
                 }
                 other => other,
             })?;
-            let ledger = match idempotency::KeyLedger::open(self.catalog.as_ref(), key, &handle).await {
-                Ok(ledger) => ledger,
-                Err(error) => {
-                    let _ = handle.close().await;
-                    return Err(error);
-                }
-            };
-            writers.insert(key.clone(), handle.clone(), ledger);
+            writers.insert(key.clone(), handle.clone());
             (handle, writers.beyond(self.writers_cached_max))
         };
         self.evict(victims).await;
@@ -522,12 +516,30 @@ impl SessionService {
     /// Brings the catalog's idempotency index up to the log's end, then closes the
     /// handle. A failed index write only leaves the index lagging (the next writer reads
     /// the log from where it stops), so the handle is closed either way.
-    async fn close_cached(&self, key: &SessionKey, mut cached: CachedWriter) -> Result<()> {
+    async fn close_cached(&self, key: &SessionKey, cached: CachedWriter) -> Result<()> {
         let next_seq = cached.handle.next_seq();
-        if let Err(error) = cached.ledger.write(self.catalog.as_ref(), key, next_seq).await {
-            tracing::warn!(session = %key, %error, "writing the idempotency index failed (it lags the log)");
+        // Without a ledger (no append through this handle) nothing is known to index.
+        if let Some(mut ledger) = cached.ledger {
+            if let Err(error) = ledger.write(self.catalog.as_ref(), key, next_seq).await {
+                tracing::warn!(session = %key, %error, "writing the idempotency index failed (it lags the log)");
+            }
         }
         cached.handle.close().await
+    }
+
+    /// Builds the cached handle's key ledger if this is its first append (a catalog read
+    /// and a bounded log read, done without holding the cache). The caller holds the
+    /// session's append lock, so the log cannot move meanwhile.
+    async fn open_ledger(&self, key: &SessionKey, writer: &SessionHandle) -> Result<()> {
+        let built = self.writers.lock().await.handles.get(key).is_none_or(|cached| cached.ledger.is_some());
+        if built {
+            return Ok(());
+        }
+        let ledger = idempotency::KeyLedger::open(self.catalog.as_ref(), key, writer).await?;
+        if let Some(cached) = self.writers.lock().await.handles.get_mut(key) {
+            cached.ledger.get_or_insert(ledger);
+        }
+        Ok(())
     }
 
     /// Closes every cached write handle (draining them), e.g. at shutdown, after writing
@@ -761,6 +773,7 @@ impl SessionService {
         let _one_append_at_a_time = append_lock.lock().await;
         let now = self.now();
         let writer = self.writer(&key).await?;
+        self.open_ledger(&key, &writer).await?;
         let next_seq = writer.next_seq();
         let start = request.expected_seq.unwrap_or(next_seq);
         let mut events = build_events(&request, start, now)?;
@@ -861,8 +874,13 @@ impl SessionService {
         idempotency_key: &berth_core::IdempotencyKey,
         next_seq: u64,
     ) -> Result<Option<berth_core::KeyedBatch>> {
-        let in_ledger =
-            self.writers.lock().await.handles.get(key).and_then(|cached| cached.ledger.get(idempotency_key).cloned());
+        let in_ledger = self
+            .writers
+            .lock()
+            .await
+            .handles
+            .get(key)
+            .and_then(|cached| cached.ledger.as_ref()?.get(idempotency_key).cloned());
         if in_ledger.is_some() {
             return Ok(in_ledger);
         }
@@ -876,21 +894,21 @@ impl SessionService {
     async fn ledger_appended(&self, key: &SessionKey, keyed: Option<berth_core::KeyedBatch>, next_seq: u64) {
         let pending = {
             let mut writers = self.writers.lock().await;
-            let Some(cached) = writers.handles.get_mut(key) else { return };
+            let Some(ledger) = writers.handles.get_mut(key).and_then(|cached| cached.ledger.as_mut()) else { return };
             if let Some(batch) = keyed {
-                cached.ledger.add(batch);
+                ledger.add(batch);
             }
-            if !cached.ledger.is_due(next_seq) {
+            if !ledger.is_due(next_seq) {
                 return;
             }
-            cached.ledger.pending()
+            ledger.pending()
         };
         // Written without holding the cache (the caller's append lock keeps this
         // session's ledger still meanwhile).
         match self.catalog.index_idempotency(key, &pending, next_seq).await {
             Ok(()) => {
-                if let Some(cached) = self.writers.lock().await.handles.get_mut(key) {
-                    cached.ledger.written(next_seq);
+                if let Some(ledger) = self.writers.lock().await.handles.get_mut(key).and_then(|c| c.ledger.as_mut()) {
+                    ledger.written(next_seq);
                 }
             }
             Err(error) => {
