@@ -85,6 +85,17 @@ impl KeyLedger {
     }
 }
 
+/// The append's key, checked (charset and length), or `None`. An empty batch cannot
+/// carry one: it stores nothing the key could live in.
+pub(crate) fn requested_key(request: &AppendRequest) -> Result<Option<IdempotencyKey>> {
+    let Some(text) = request.idempotency_key.as_deref() else { return Ok(None) };
+    let key = IdempotencyKey::parse(text)?;
+    if request.events.is_empty() {
+        return Err(Error::invalid("idempotency_key", "an empty batch stores nothing to carry the key"));
+    }
+    Ok(Some(key))
+}
+
 /// The keyed batches that `events` open (a batch's first event carries its summary).
 pub(crate) fn keyed_batches(events: &[Event]) -> Vec<KeyedBatch> {
     events.iter().filter_map(|event| event.idempotency.as_ref()?.batch(event.seq.get())).collect()

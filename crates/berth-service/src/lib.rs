@@ -750,17 +750,7 @@ impl SessionService {
     }
 
     pub async fn append(&self, principal: &Principal, id: &SessionId, request: AppendRequest) -> Result<AppendOutcome> {
-        if request.events.len() > BATCH_EVENTS_MAX {
-            return Err(Error::LimitExceeded {
-                what: "batch events",
-                limit: BATCH_EVENTS_MAX as u64,
-                actual: request.events.len() as u64,
-            });
-        }
-        let idempotency_key = request.idempotency_key.as_deref().map(berth_core::IdempotencyKey::parse).transpose()?;
-        if idempotency_key.is_some() && request.events.is_empty() {
-            return Err(Error::invalid("idempotency_key", "an empty batch stores nothing to carry the key"));
-        }
+        let idempotency_key = check_append_request(&request)?;
         let record = self.load(principal, id, APPEND_ACTION).await?;
         if let Err(error) = self.check_append_allowed(principal, &record, request.run.as_ref()).await {
             return Err(match error {
@@ -779,23 +769,10 @@ impl SessionService {
         let mut events = build_events(&request, start, now)?;
         let keyed = match idempotency_key {
             Some(idempotency_key) => {
-                let digest = idempotency::batch_digest(&request);
-                if let Some(stored) = self.keyed_batch(&key, &idempotency_key, next_seq).await? {
-                    return idempotency::retry_outcome(&stored, &digest);
+                match self.keyed_plan(&key, idempotency_key, &request, next_seq, &mut events).await? {
+                    Err(original) => return Ok(original),
+                    Ok(batch) => Some(batch),
                 }
-                if start != next_seq {
-                    // A new key never takes over what others stored (the content rule
-                    // is for keyless retries only).
-                    return Err(Error::SeqConflict { expected: next_seq, actual: start });
-                }
-                let batch = berth_core::KeyedBatch {
-                    key: idempotency_key,
-                    first_seq: start,
-                    events: events.len() as u64,
-                    digest,
-                };
-                idempotency::mark(&mut events, &batch);
-                Some(batch)
             }
             None if start != next_seq => return self.check_retry(&writer, &request, start, next_seq, events).await,
             None => None,
@@ -863,6 +840,33 @@ impl SessionService {
                 Err(Error::Forbidden { reason: "appends come from an attached run (or a service principal)".into() })
             }
         }
+    }
+
+    /// What a keyed append does before anything is written: `Err(original outcome)` if
+    /// the key is stored with this content (`IdempotencyKeyReused` with other content);
+    /// `SeqConflict` for a new key at another seq than the log's end — a new key never
+    /// adopts what others stored (the content rule is for keyless retries only);
+    /// otherwise `Ok(the batch)`, with `events` (built for it) marked as its own.
+    async fn keyed_plan(
+        &self,
+        key: &SessionKey,
+        idempotency_key: berth_core::IdempotencyKey,
+        request: &AppendRequest,
+        next_seq: u64,
+        events: &mut [Event],
+    ) -> Result<std::result::Result<berth_core::KeyedBatch, AppendOutcome>> {
+        let digest = idempotency::batch_digest(request);
+        if let Some(stored) = self.keyed_batch(key, &idempotency_key, next_seq).await? {
+            return idempotency::retry_outcome(&stored, &digest).map(Err);
+        }
+        let start = events.first().map_or(next_seq, |event| event.seq.get());
+        if start != next_seq {
+            return Err(Error::SeqConflict { expected: next_seq, actual: start });
+        }
+        let batch =
+            berth_core::KeyedBatch { key: idempotency_key, first_seq: start, events: events.len() as u64, digest };
+        idempotency::mark(events, &batch);
+        Ok(Ok(batch))
     }
 
     /// The stored batch appended with `idempotency_key`: this writer's ledger first, then
@@ -1231,6 +1235,19 @@ fn validate_metadata(title: Option<&str>, labels: &BTreeSet<String>) -> Result<(
         }
     }
     Ok(())
+}
+
+/// The checks an append makes before reading anything: the batch limit, and its key
+/// (returned parsed).
+fn check_append_request(request: &AppendRequest) -> Result<Option<berth_core::IdempotencyKey>> {
+    if request.events.len() > BATCH_EVENTS_MAX {
+        return Err(Error::LimitExceeded {
+            what: "batch events",
+            limit: BATCH_EVENTS_MAX as u64,
+            actual: request.events.len() as u64,
+        });
+    }
+    idempotency::requested_key(request)
 }
 
 fn build_events(request: &AppendRequest, start: u64, now: Timestamp) -> Result<Vec<Event>> {
