@@ -14,7 +14,7 @@
 use crate::AppendRequest;
 use berth_catalog::Catalog;
 use berth_core::{Error, Event, IdempotencyKey, KeyedBatch, Result, SessionKey};
-use berth_store::SessionHandle;
+use berth_store::{Access, LogStore, SessionHandle};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 
@@ -83,6 +83,26 @@ impl KeyLedger {
         self.written(next_seq);
         Ok(())
     }
+}
+
+/// A keyed batch found without this service's write handle (for a session that no longer
+/// takes the caller's appends): the catalog's index, then the log from its
+/// `indexed_until` through a read handle (the lag, bounded). No index row means no
+/// writer of this version ever appended to it, so no keys.
+pub(crate) async fn find_without_writer(
+    catalog: &dyn Catalog,
+    store: &LogStore,
+    key: &SessionKey,
+    idempotency_key: &IdempotencyKey,
+) -> Result<Option<KeyedBatch>> {
+    if let Some(batch) = catalog.idempotency_batch(key, idempotency_key).await? {
+        return Ok(Some(batch));
+    }
+    let Some(indexed_until) = catalog.idempotency_indexed_until(key).await? else { return Ok(None) };
+    let handle = store.open(key, Access::Read).await?;
+    let tail = handle.read(indexed_until, None).await;
+    let _ = handle.close().await;
+    Ok(keyed_batches(&tail?).into_iter().find(|batch| &batch.key == idempotency_key))
 }
 
 /// The append's key, checked (charset and length), or `None`. An empty batch cannot

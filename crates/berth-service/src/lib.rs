@@ -753,10 +753,7 @@ impl SessionService {
         let idempotency_key = check_append_request(&request)?;
         let record = self.load(principal, id, APPEND_ACTION).await?;
         if let Err(error) = self.check_append_allowed(principal, &record, request.run.as_ref()).await {
-            return Err(match error {
-                Error::Forbidden { .. } => self.denied(principal, APPEND_ACTION, id, error).await,
-                other => other,
-            });
+            return self.refused_append(principal, &record, &request, idempotency_key, error).await;
         }
         let key = record.key();
         let append_lock = self.append_lock(&key);
@@ -814,6 +811,28 @@ impl SessionService {
             Err(error) => return Err(error),
         }
         Ok(AppendOutcome { first_seq: start, next_seq: new_next, duplicate: false })
+    }
+
+    /// An append the session refuses (terminal, run gone, forbidden). A keyed retry of a
+    /// batch stored before still gets its original outcome — keys are honoured for the
+    /// session's life (R-S14) — except for a forbidden caller, whose refusal is audited.
+    async fn refused_append(
+        &self,
+        principal: &Principal,
+        record: &SessionRecord,
+        request: &AppendRequest,
+        idempotency_key: Option<berth_core::IdempotencyKey>,
+        error: Error,
+    ) -> Result<AppendOutcome> {
+        if let Error::Forbidden { .. } = error {
+            return Err(self.denied(principal, APPEND_ACTION, &record.header.id, error).await);
+        }
+        let Some(idempotency_key) = idempotency_key else { return Err(error) };
+        let key = record.key();
+        match idempotency::find_without_writer(self.catalog.as_ref(), &self.store, &key, &idempotency_key).await? {
+            Some(stored) => idempotency::retry_outcome(&stored, &idempotency::batch_digest(request)),
+            None => Err(error),
+        }
     }
 
     async fn check_append_allowed(

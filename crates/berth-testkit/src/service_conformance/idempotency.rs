@@ -195,6 +195,35 @@ pub async fn a_key_whose_index_write_was_lost_is_still_recognised(b: &dyn Servic
     assert_eq!(stored_log(&service, TENANT_A, "window").await.unwrap().len(), 2);
 }
 
+/// Keys are honoured for the session's life, not only while it takes appends: once it
+/// is closed (or the run detached), a keyed retry of a stored batch still gets its
+/// original outcome — also when the crash that preceded the close lost the index write,
+/// so the key is only in the log — the key with other content is still
+/// `IdempotencyKeyReused`, and a new key gets the refusal (`Terminal`).
+pub async fn a_keyed_retry_after_the_session_closed_gets_its_original_outcome(b: &dyn ServiceBackend) {
+    let service = b.service();
+    session_with_run(&service, "finished").await;
+    let session = sid("finished");
+    service.append(&owner(), &session, keyed("early", None, claim(1))).await.unwrap();
+    service.close_idle_writers(Duration::ZERO).await;
+    let last = service.append(&owner(), &session, keyed("last", None, claim(2))).await.unwrap();
+    drop(service);
+    b.restart().await;
+    let service = b.service();
+    assert!(!indexed(&service, "finished", "last").await, "the crash lost the index write of the last batch");
+    service.detach(&owner(), &session, &run("r1"), "completed", None).await.unwrap();
+    service.close(&owner(), &session, berth_service::ClosePolicy::Refuse, None).await.unwrap();
+
+    let retry = service.append(&owner(), &session, keyed("last", None, claim(2))).await.unwrap();
+    assert_eq!(outcome(&retry), (last.first_seq, last.next_seq, true), "found in the log after the close");
+    let early = service.append(&owner(), &session, keyed("early", Some(0), claim(1))).await.unwrap();
+    assert_eq!(outcome(&early), (0, 1, true), "found in the catalog's index after the close");
+    let reused = service.append(&owner(), &session, keyed("last", None, claim(3))).await;
+    assert_eq!(reused, Err(Error::IdempotencyKeyReused { key: "last".into(), first_seq: 1 }));
+    let fresh = service.append(&owner(), &session, keyed("new", None, claim(3))).await;
+    assert!(matches!(fresh, Err(Error::Terminal { .. })), "{fresh:?}");
+}
+
 /// The catalog's index never falls further behind the log than
 /// `IDEMPOTENCY_INDEX_LAG_EVENTS_MAX` plus one batch, keyed or not, so the read a new
 /// writer does to find unindexed keys is bounded, never the whole log.

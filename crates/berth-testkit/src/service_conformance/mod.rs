@@ -353,6 +353,7 @@ macro_rules! service_conformance {
                 keyless_append_is_never_a_duplicate_of_a_keyed_batch,
                 racers_claiming_one_seq_with_their_own_keys_have_one_winner,
                 a_key_whose_index_write_was_lost_is_still_recognised,
+                a_keyed_retry_after_the_session_closed_gets_its_original_outcome,
                 the_index_lags_the_log_by_a_bounded_number_of_events,
                 keys_stay_with_their_session_across_fork_export_import_and_delete,
                 malformed_keys_and_empty_keyed_batches_are_refused,
