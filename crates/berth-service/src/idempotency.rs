@@ -5,11 +5,12 @@
 //! envelope, the first one also the batch's length and content digest, so the key is
 //! exactly as durable as the events (one write, no window). The catalog's index saves
 //! reading the log: it holds every keyed batch below its `indexed_until`. A write handle
-//! is the only writer of its session, so when the service opens one it reads the log
-//! from `indexed_until` (at most `IDEMPOTENCY_INDEX_LAG_EVENTS_MAX` plus one batch: the
-//! index is brought up to date at least that often, and when the handle closes) and
-//! from then on knows every key: the catalog's, plus the ones in this ledger. A crash
-//! loses only the ledger, which the next writer rebuilds from the same bounded read.
+//! is the only writer of its session, so at the first append through one the service
+//! reads the log from `indexed_until` (at most `IDEMPOTENCY_INDEX_LAG_EVENTS_MAX` plus
+//! one batch: the index is brought up to date at least that often, and when the handle
+//! closes) and from then on knows every key: the catalog's, plus the ones in this
+//! ledger. A crash loses only the ledger, which the next writer rebuilds from the same
+//! bounded read.
 
 use crate::AppendRequest;
 use berth_catalog::Catalog;
@@ -27,20 +28,27 @@ pub const IDEMPOTENCY_INDEX_LAG_EVENTS_MAX: u64 = 256;
 pub(crate) struct KeyLedger {
     /// The catalog's index holds every keyed batch below this seq.
     indexed_until: u64,
+    /// The ledger holds every keyed batch in `indexed_until..known_until`: the log's end
+    /// when it was built or last told of an append. Appends it was not told of (a
+    /// resume's closers, an append racing a close) stay beyond it, in the tail the next
+    /// writer reads, so the index never claims a batch it does not hold.
+    known_until: u64,
     unindexed: HashMap<IdempotencyKey, KeyedBatch>,
 }
 
 impl KeyLedger {
-    /// The ledger of a write handle just opened: the catalog's `indexed_until`, then the
-    /// log from there. A session the index never saw (older than keys) is recorded as
-    /// indexed up to its end first, durably, before this writer appends anything keyed.
+    /// The ledger of a write handle's first append (the caller holds the session's append
+    /// lock): the catalog's `indexed_until`, then the log from there. A session the index
+    /// never saw (older than keys) is recorded as indexed up to its end first, durably,
+    /// before this writer appends anything keyed.
     pub(crate) async fn open(catalog: &dyn Catalog, key: &SessionKey, writer: &SessionHandle) -> Result<KeyLedger> {
         let next_seq = writer.next_seq();
         let Some(indexed_until) = catalog.idempotency_indexed_until(key).await? else {
             catalog.index_idempotency(key, &[], next_seq).await?;
-            return Ok(KeyLedger { indexed_until: next_seq, unindexed: HashMap::new() });
+            return Ok(KeyLedger { indexed_until: next_seq, known_until: next_seq, unindexed: HashMap::new() });
         };
-        let mut ledger = KeyLedger { indexed_until, unindexed: HashMap::new() };
+        let mut ledger =
+            KeyLedger { indexed_until, known_until: next_seq.max(indexed_until), unindexed: HashMap::new() };
         if indexed_until < next_seq {
             for batch in keyed_batches(&writer.read(indexed_until, Some(next_seq - indexed_until)).await?) {
                 ledger.unindexed.entry(batch.key.clone()).or_insert(batch);
@@ -53,13 +61,18 @@ impl KeyLedger {
         self.unindexed.get(key)
     }
 
-    pub(crate) fn add(&mut self, batch: KeyedBatch) {
-        self.unindexed.entry(batch.key.clone()).or_insert(batch);
+    /// An append through the handle (the caller holds the append lock) stored `keyed`
+    /// (if it had a key) and brought the log to `next_seq`.
+    pub(crate) fn appended(&mut self, keyed: Option<KeyedBatch>, next_seq: u64) {
+        if let Some(batch) = keyed {
+            self.unindexed.entry(batch.key.clone()).or_insert(batch);
+        }
+        self.known_until = self.known_until.max(next_seq);
     }
 
     /// The log has outgrown the index by the allowed lag.
-    pub(crate) fn is_due(&self, next_seq: u64) -> bool {
-        next_seq.saturating_sub(self.indexed_until) >= IDEMPOTENCY_INDEX_LAG_EVENTS_MAX
+    pub(crate) fn is_due(&self) -> bool {
+        self.known_until.saturating_sub(self.indexed_until) >= IDEMPOTENCY_INDEX_LAG_EVENTS_MAX
     }
 
     pub(crate) fn pending(&self) -> Vec<KeyedBatch> {
@@ -74,13 +87,13 @@ impl KeyLedger {
     }
 
     /// Writes the unindexed batches to the catalog and marks the index complete up to
-    /// `next_seq` (the log's end as this writer knows it).
-    pub(crate) async fn write(&mut self, catalog: &dyn Catalog, key: &SessionKey, next_seq: u64) -> Result<()> {
-        if next_seq <= self.indexed_until && self.unindexed.is_empty() {
+    /// `known_until`.
+    pub(crate) async fn write(&mut self, catalog: &dyn Catalog, key: &SessionKey) -> Result<()> {
+        if self.known_until <= self.indexed_until && self.unindexed.is_empty() {
             return Ok(());
         }
-        catalog.index_idempotency(key, &self.pending(), next_seq).await?;
-        self.written(next_seq);
+        catalog.index_idempotency(key, &self.pending(), self.known_until).await?;
+        self.written(self.known_until);
         Ok(())
     }
 }

@@ -517,10 +517,9 @@ impl SessionService {
     /// handle. A failed index write only leaves the index lagging (the next writer reads
     /// the log from where it stops), so the handle is closed either way.
     async fn close_cached(&self, key: &SessionKey, cached: CachedWriter) -> Result<()> {
-        let next_seq = cached.handle.next_seq();
         // Without a ledger (no append through this handle) nothing is known to index.
         if let Some(mut ledger) = cached.ledger {
-            if let Err(error) = ledger.write(self.catalog.as_ref(), key, next_seq).await {
+            if let Err(error) = ledger.write(self.catalog.as_ref(), key).await {
                 tracing::warn!(session = %key, %error, "writing the idempotency index failed (it lags the log)");
             }
         }
@@ -918,10 +917,8 @@ impl SessionService {
         let pending = {
             let mut writers = self.writers.lock().await;
             let Some(ledger) = writers.handles.get_mut(key).and_then(|cached| cached.ledger.as_mut()) else { return };
-            if let Some(batch) = keyed {
-                ledger.add(batch);
-            }
-            if !ledger.is_due(next_seq) {
+            ledger.appended(keyed, next_seq);
+            if !ledger.is_due() {
                 return;
             }
             ledger.pending()
