@@ -237,7 +237,11 @@ async fn the_openapi_document_matches_real_responses() {
         &alice,
         Method::POST,
         "/v1/sessions/s/events",
-        Some(json!({"run": "r", "events": [{"type": "user/message", "data": {"content": "hi"}, "ignorable": false}]})),
+        Some(json!({
+            "run": "r",
+            "events": [{"type": "user/message", "data": {"content": "hi"}, "ignorable": false}],
+            "idempotency_key": "doc-1",
+        })),
     )
     .await;
     assert_eq!(properties("AppendOutcomeDoc"), keys(&outcome));
