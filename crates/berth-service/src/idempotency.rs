@@ -135,8 +135,10 @@ pub(crate) fn keyed_batches(events: &[Event]) -> Vec<KeyedBatch> {
 }
 
 /// The content digest of a keyed batch: SHA-256 over, per event, the JSON array
-/// `[type, data, run, ignorable, time]` (`time` null when the server assigns it, so a
-/// retry later is still the same content), one per line; the first 128 bits, in hex.
+/// `[type, data, run, ignorable, time]` (`data` canonical — keys sorted, no whitespace —
+/// so it does not depend on how the data is stored; `time` null when the server assigns
+/// it, so a retry later is still the same content), one per line; the first 128 bits,
+/// in hex.
 pub(crate) fn batch_digest(request: &AppendRequest) -> String {
     let mut hasher = Sha256::new();
     for draft in &request.events {
