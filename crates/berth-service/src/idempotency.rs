@@ -145,7 +145,7 @@ pub(crate) fn batch_digest(request: &AppendRequest) -> String {
         let time = draft.time.map(|time| time.0);
         let run = request.run.as_ref().map(|run| run.as_str());
         let line = serde_json::json!([draft.event_type, draft.data.to_value(), run, draft.ignorable, time]);
-        hasher.update(line.to_string().as_bytes());
+        hasher.update(berth_core::json::canonical_string(&line).as_bytes());
         hasher.update(b"\n");
     }
     hasher.finalize()[..16].iter().map(|byte| format!("{byte:02x}")).collect()
@@ -176,5 +176,35 @@ pub(crate) fn is_keyed(event: &Event) -> bool {
 pub(crate) fn strip(events: &mut [Event]) {
     for event in events {
         event.idempotency = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::NewEvent;
+
+    fn request(data: &str, time: Option<u64>) -> AppendRequest {
+        let mut event = NewEvent::new("user/message", serde_json::Value::Null);
+        event.data = berth_core::JsonText::parse(data).expect("valid JSON");
+        event.time = time.map(berth_core::Timestamp);
+        AppendRequest { run: None, expected_seq: None, events: vec![event], idempotency_key: Some("k".into()) }
+    }
+
+    /// The digest is over content, not its spelling: key order and whitespace do not
+    /// change it; any value, the type, an explicit time or the run does.
+    #[test]
+    fn digest_is_over_canonical_content() {
+        let base = batch_digest(&request(r#"{"a":1,"b":[true,null]}"#, None));
+        assert_eq!(base.len(), 32);
+        assert_eq!(batch_digest(&request(r#"{ "b": [true, null], "a": 1 }"#, None)), base);
+        assert_ne!(batch_digest(&request(r#"{"a":2,"b":[true,null]}"#, None)), base);
+        assert_ne!(batch_digest(&request(r#"{"a":1,"b":[true,null]}"#, Some(7))), base);
+        let mut typed = request(r#"{"a":1,"b":[true,null]}"#, None);
+        typed.events[0].event_type = "assistant/message".into();
+        assert_ne!(batch_digest(&typed), base);
+        let mut with_run = request(r#"{"a":1,"b":[true,null]}"#, None);
+        with_run.run = Some(berth_core::RunId::parse("r1").expect("valid run id"));
+        assert_ne!(batch_digest(&with_run), base);
     }
 }
