@@ -365,7 +365,9 @@ pub async fn read_events(
 /// caller (R-S14): a retry with the key gets the original outcome, the key with other
 /// content is 409 `idempotency_key_reused`.
 #[utoipa::path(post, path = "/v1/sessions/{id}/events", tag = "events",
-    params(("id" = String, Path, description = "session id")), request_body = doc::AppendRequestDoc,
+    params(("id" = String, Path, description = "session id"),
+        ("Idempotency-Key" = Option<String>, Header, description = "alias of the body's idempotency_key")),
+    request_body = doc::AppendRequestDoc,
     responses((status = 200, body = doc::AppendOutcomeDoc), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 409, body = ErrorBody), (status = 413, body = ErrorBody), (status = 422, body = ErrorBody)),
     security(("bearer" = [])))]
