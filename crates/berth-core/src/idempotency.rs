@@ -20,7 +20,7 @@ impl IdempotencyKey {
     pub fn parse(text: &str) -> Result<IdempotencyKey> {
         if text.len() > IDEMPOTENCY_KEY_BYTES_MAX {
             return Err(Error::LimitExceeded {
-                what: "idempotency key bytes",
+                what: "idempotency key length",
                 limit: IDEMPOTENCY_KEY_BYTES_MAX as u64,
                 actual: text.len() as u64,
             });

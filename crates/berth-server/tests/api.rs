@@ -434,6 +434,10 @@ async fn appends_are_idempotent_by_key_in_the_body_or_the_idempotency_key_header
     );
     let (status, body) = send(claim(2), vec![("Idempotency-Key", "no spaces")]).await;
     assert_eq!((status, body["code"].as_str()), (422, Some("invalid")));
+    let mut too_long = claim(2);
+    too_long["idempotency_key"] = json!("k".repeat(berth_core::limits::IDEMPOTENCY_KEY_BYTES_MAX + 1));
+    let (status, body) = send(too_long, Vec::new()).await;
+    assert_eq!((status, body["code"].as_str()), (422, Some("limit_exceeded")), "a key is not a payload");
 
     let request = AppendRequest {
         run: None,
