@@ -59,6 +59,10 @@ pub struct EventBody {
     /// Readers that do not know the type may skip it; omitted when false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub ignorable: bool,
+    /// The idempotency key of the append that stored it; omitted for keyless appends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1, max_length = 128, pattern = r"^[A-Za-z0-9._:+/=-]+$")]
+    pub idempotency_key: Option<String>,
 }
 
 /// An event to append: the server assigns `seq` (and `time` when absent).
@@ -94,6 +98,13 @@ pub struct AppendBody {
     /// At most 1000 events, 8 MiB in all, 1 MiB each.
     #[schema(max_items = 1000)]
     pub events: Vec<NewEventBody>,
+    /// Caller idempotency (also the `Idempotency-Key` header): a retry with the same key
+    /// answers the original outcome (`duplicate: true`), with or without `expected_seq`;
+    /// the same key with other events is 409 `idempotency_key_reused`. Per session, for
+    /// its life.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1, max_length = 128, pattern = r"^[A-Za-z0-9._:+/=-]+$")]
+    pub idempotency_key: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]

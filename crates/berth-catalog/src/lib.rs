@@ -11,7 +11,7 @@ pub use audit::{AuditDraft, AuditEntry, AuditVerification};
 pub use types::*;
 
 use async_trait::async_trait;
-use berth_core::{Result, Revision, SessionKey, TenantId};
+use berth_core::{IdempotencyKey, KeyedBatch, Result, Revision, SessionKey, TenantId};
 
 #[async_trait]
 pub trait Catalog: Send + Sync + 'static {
@@ -95,4 +95,24 @@ pub trait Catalog: Send + Sync + 'static {
     async fn retention(&self, tenant: &TenantId) -> Result<Option<RetentionPolicy>>;
 
     async fn set_retention(&self, tenant: &TenantId, policy: &RetentionPolicy) -> Result<()>;
+
+    // ----- the idempotency index (R-S14) ---------------------------------------------
+    //
+    // The log is the source of truth for keys (every event of a keyed batch carries its
+    // mark); this index only saves reading the log to find one. It may lag the log,
+    // never lead it: `indexed_until` says below which seq it holds every keyed batch,
+    // and the service reads the log from there. A session's index goes with its record
+    // (`remove`, `remove_audited`).
+
+    /// The seq below which the index holds every keyed batch of the session's log;
+    /// `None` if no index was ever written for it (a session older than keys).
+    async fn idempotency_indexed_until(&self, session: &SessionKey) -> Result<Option<u64>>;
+
+    /// The indexed batch appended with `key`, if any.
+    async fn idempotency_batch(&self, session: &SessionKey, key: &IdempotencyKey) -> Result<Option<KeyedBatch>>;
+
+    /// Adds `batches` (a key already indexed keeps its first batch) and raises
+    /// `indexed_until` to `indexed_until` (never lowers it), in one durable transaction.
+    /// `NotFound` if the session has no record.
+    async fn index_idempotency(&self, session: &SessionKey, batches: &[KeyedBatch], indexed_until: u64) -> Result<()>;
 }

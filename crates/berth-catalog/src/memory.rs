@@ -4,7 +4,7 @@
 use crate::audit::{self, AuditDraft, AuditEntry};
 use crate::{Catalog, RetentionPolicy, SessionQuery, SessionRecord};
 use async_trait::async_trait;
-use berth_core::{Error, Result, Revision, SessionKey, TenantId};
+use berth_core::{Error, IdempotencyKey, KeyedBatch, Result, Revision, SessionKey, TenantId};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Mutex, MutexGuard};
 
@@ -14,6 +14,14 @@ struct State {
     audit: BTreeMap<TenantId, Vec<AuditEntry>>,
     audit_heads: BTreeMap<TenantId, (u64, String)>,
     retention: BTreeMap<TenantId, RetentionPolicy>,
+    idempotency: BTreeMap<SessionKey, IdempotencyIndex>,
+}
+
+/// One session's idempotency index.
+#[derive(Debug, Default)]
+struct IdempotencyIndex {
+    indexed_until: u64,
+    batches: BTreeMap<IdempotencyKey, KeyedBatch>,
 }
 
 #[derive(Debug, Default)]
@@ -50,6 +58,7 @@ fn remove_in(state: &mut State, key: &SessionKey, expected: Revision) -> Result<
         return Err(Error::RevisionConflict { expected: expected.0, actual: stored.revision.0 });
     }
     state.sessions.remove(key);
+    state.idempotency.remove(key);
     Ok(())
 }
 
@@ -161,6 +170,27 @@ impl Catalog for MemoryCatalog {
 
     async fn set_retention(&self, tenant: &TenantId, policy: &RetentionPolicy) -> Result<()> {
         self.state().retention.insert(tenant.clone(), policy.clone());
+        Ok(())
+    }
+
+    async fn idempotency_indexed_until(&self, session: &SessionKey) -> Result<Option<u64>> {
+        Ok(self.state().idempotency.get(session).map(|index| index.indexed_until))
+    }
+
+    async fn idempotency_batch(&self, session: &SessionKey, key: &IdempotencyKey) -> Result<Option<KeyedBatch>> {
+        Ok(self.state().idempotency.get(session).and_then(|index| index.batches.get(key).cloned()))
+    }
+
+    async fn index_idempotency(&self, session: &SessionKey, batches: &[KeyedBatch], indexed_until: u64) -> Result<()> {
+        let mut state = self.state();
+        if !state.sessions.contains_key(session) {
+            return Err(Error::session_not_found(&session.id));
+        }
+        let index = state.idempotency.entry(session.clone()).or_default();
+        for batch in batches {
+            index.batches.entry(batch.key.clone()).or_insert_with(|| batch.clone());
+        }
+        index.indexed_until = index.indexed_until.max(indexed_until);
         Ok(())
     }
 }

@@ -52,6 +52,9 @@ pub enum Error {
     RevisionConflict { expected: u64, actual: u64 },
     #[error("append seq mismatch: expected {expected}, got {actual}")]
     SeqConflict { expected: u64, actual: u64 },
+    /// An append's idempotency key was used before for other content (R-S14).
+    #[error("idempotency key \"{key}\" was used for a different batch (stored at seq {first_seq})")]
+    IdempotencyKeyReused { key: String, first_seq: u64 },
     #[error("invalid transition: {event} is not allowed in state {from}")]
     InvalidTransition { from: String, event: String },
     #[error("session is {state}: terminal states are never reactivated (fork to continue)")]
@@ -65,9 +68,6 @@ pub enum Error {
     /// caller no longer owns the conversation.
     #[error("session \"{id}\": run \"{run}\" is not attached (displaced, detached or never attached)")]
     RunNotAttached { id: String, run: String },
-    /// An idempotency key already used for an append with other content.
-    #[error("idempotency key \"{key}\" was already used for another append")]
-    IdempotencyKeyReused { key: String },
     /// A remote server refused the caller's credentials (client side of HTTP 401).
     #[error("unauthenticated: {reason}")]
     Unauthenticated { reason: String },

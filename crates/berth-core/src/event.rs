@@ -3,6 +3,7 @@
 
 use crate::clock::Timestamp;
 use crate::error::{Error, Result};
+use crate::idempotency::IdempotencyMark;
 use crate::ids::RunId;
 use crate::json::JsonText;
 use crate::limits::EVENT_TYPE_BYTES_MAX;
@@ -119,6 +120,9 @@ pub struct Event {
     pub data: JsonText,
     /// Readers that reconstruct state may skip this event if they do not know its type.
     pub ignorable: bool,
+    /// Set on every event of a batch appended with an idempotency key (R-S14); absent
+    /// in logs written before keys existed (the field is optional and additive).
+    pub idempotency: Option<Box<IdempotencyMark>>,
 }
 
 impl Event {
@@ -131,6 +135,7 @@ impl Event {
             run: None,
             data: JsonText::from_value(&data)?,
             ignorable: false,
+            idempotency: None,
         })
     }
 
@@ -147,7 +152,8 @@ impl Event {
     /// The event's size for limits and batching: its data and type plus a fixed
     /// allowance for the envelope (seq, time, run, epoch, checksum).
     pub fn size_estimate_bytes(&self) -> usize {
-        self.data.len_bytes() + self.event_type.as_str().len() + 64
+        let mark_bytes = self.idempotency.as_ref().map_or(0, |mark| mark.size_estimate_bytes());
+        self.data.len_bytes() + self.event_type.as_str().len() + 64 + mark_bytes
     }
 
     /// The canonical envelope text: fixed field order, `data` exactly as stored (R-C9).
@@ -157,9 +163,11 @@ impl Event {
 }
 
 impl Serialize for Event {
-    /// Canonical envelope: `seq, type, time, run?, data, ignorable?` in this order.
+    /// Canonical envelope: `seq, type, time, run?, data, ignorable?, idempotency?` in
+    /// this order.
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let fields = 4 + usize::from(self.run.is_some()) + usize::from(self.ignorable);
+        let fields =
+            4 + usize::from(self.run.is_some()) + usize::from(self.ignorable) + usize::from(self.idempotency.is_some());
         let mut state = serializer.serialize_struct("Event", fields)?;
         state.serialize_field("seq", &self.seq)?;
         state.serialize_field("type", &self.event_type)?;
@@ -170,6 +178,9 @@ impl Serialize for Event {
         state.serialize_field("data", &self.data)?;
         if self.ignorable {
             state.serialize_field("ignorable", &true)?;
+        }
+        if let Some(mark) = &self.idempotency {
+            state.serialize_field("idempotency", mark)?;
         }
         state.end()
     }
@@ -187,6 +198,8 @@ struct EventWire {
     data: JsonText,
     #[serde(default)]
     ignorable: Option<bool>,
+    #[serde(default)]
+    idempotency: Option<Box<IdempotencyMark>>,
 }
 
 impl<'de> Deserialize<'de> for Event {
@@ -199,6 +212,7 @@ impl<'de> Deserialize<'de> for Event {
             run: wire.run,
             data: wire.data,
             ignorable: wire.ignorable.unwrap_or(false),
+            idempotency: wire.idempotency,
         })
     }
 }
@@ -232,5 +246,23 @@ mod tests {
             serde_json::from_str(r#"{"seq":0,"type":"x","time":0,"data":1,"ignorable":true}"#).unwrap();
         assert!(ignorable.ignorable);
         assert!(serde_json::from_str::<Event>(r#"{"seq":0,"type":"x","time":0,"data":1,"tenant":"t"}"#).is_err());
+    }
+
+    #[test]
+    fn idempotency_mark_is_the_last_envelope_field_and_optional() {
+        let mut event = Event::new(0, "x", Timestamp(1), serde_json::json!(1)).unwrap();
+        let old = event.to_canonical_json();
+        assert_eq!(serde_json::from_str::<Event>(&old).unwrap(), event, "envelopes without a mark still read");
+        event.idempotency = Some(Box::new(IdempotencyMark {
+            key: crate::IdempotencyKey::parse("k-1").unwrap(),
+            events: Some(1),
+            digest: Some("ab".into()),
+        }));
+        let text = event.to_canonical_json();
+        assert_eq!(
+            text,
+            r#"{"seq":0,"type":"x","time":1,"data":1,"idempotency":{"key":"k-1","events":1,"digest":"ab"}}"#
+        );
+        assert_eq!(serde_json::from_str::<Event>(&text).unwrap(), event);
     }
 }

@@ -11,6 +11,8 @@ pub const EVENT_BYTES_MAX: usize = 1024 * 1024;
 pub const BATCH_EVENTS_MAX: usize = 1_000;
 /// Largest encoded append batch, in bytes.
 pub const BATCH_BYTES_MAX: usize = 8 * 1024 * 1024;
+/// Longest idempotency key of an append (R-S14), in bytes.
+pub const IDEMPOTENCY_KEY_BYTES_MAX: usize = 128;
 /// Deepest JSON nesting accepted anywhere (arrays and objects).
 pub const JSON_DEPTH_MAX: usize = 128;
 /// Largest page any listing returns.
@@ -117,7 +119,8 @@ impl Limit {
     }
 
     /// Whether exceeding it means the request is too large (HTTP 413), as opposed to a
-    /// count or value out of range (422) or JSON too deep to parse (400).
+    /// count or value out of range (422; also an idempotency key, an identifier rather
+    /// than a payload) or JSON too deep to parse (400).
     pub fn is_payload_size(self) -> bool {
         matches!(
             self,
@@ -131,7 +134,6 @@ impl Limit {
                 | Limit::RequestBytes
                 | Limit::ImportInflatedBytes
                 | Limit::OutcomeBytes
-                | Limit::IdempotencyKeyBytes
         )
     }
 }

@@ -85,6 +85,7 @@ pub fn interrupted_turn_closers(events: &[Event]) -> Result<Vec<Event>> {
             run: run.clone(),
             data: JsonText::from(&data),
             ignorable: false,
+            idempotency: None,
         });
         next_seq += 1;
     };

@@ -242,6 +242,8 @@ struct EventRecordWire<'a> {
     data: Box<RawValue>,
     #[serde(default)]
     ignorable: Option<bool>,
+    #[serde(default)]
+    idempotency: Option<Box<berth_core::IdempotencyMark>>,
     epoch: u64,
     #[serde(rename = "crc", borrow)]
     _crc: Cow<'a, str>,
@@ -264,6 +266,7 @@ pub fn decode_event_line(line: &[u8]) -> Result<(Event, Epoch), LineFault> {
         run: wire.run,
         data: berth_core::JsonText::from_trusted_raw(wire.data),
         ignorable: wire.ignorable.unwrap_or(false),
+        idempotency: wire.idempotency,
     };
     Ok((event, Epoch(wire.epoch)))
 }

@@ -10,7 +10,7 @@ use crate::PostgresOptions;
 use async_trait::async_trait;
 use berth_catalog::audit::{self, AuditDraft, AuditEntry};
 use berth_catalog::{Catalog, RetentionPolicy, SessionQuery, SessionRecord};
-use berth_core::{Error, Result, Revision, SessionKey, TenantId};
+use berth_core::{Error, IdempotencyKey, KeyedBatch, Result, Revision, SessionKey, TenantId};
 use serde::de::DeserializeOwned;
 use std::future::Future;
 use std::pin::Pin;
@@ -72,6 +72,23 @@ const REMOVE: &str = "WITH session AS ( \
          DELETE FROM sessions WHERE tenant = $1 AND id = $2 AND revision = $3 RETURNING 1 \
      ), labels AS ( \
          DELETE FROM session_labels WHERE tenant = $1 AND id = $2 AND EXISTS (SELECT 1 FROM session) \
+     ) \
+     SELECT count(*) FROM session";
+
+/// Adds keyed batches (parallel arrays) and raises the session's `indexed_until`, as one
+/// statement; its count is 0 when the session has no record.
+const INDEX_IDEMPOTENCY: &str = "WITH session AS ( \
+         SELECT 1 FROM sessions WHERE tenant = $1 AND id = $2 \
+     ), keys AS ( \
+         INSERT INTO idempotency_keys (tenant, id, key, first_seq, events, digest) \
+         SELECT $1, $2, batch.key, batch.first_seq, batch.events, batch.digest \
+         FROM session, unnest($3::text[], $4::bigint[], $5::bigint[], $6::text[]) \
+             AS batch (key, first_seq, events, digest) \
+         ON CONFLICT DO NOTHING \
+     ), mark AS ( \
+         INSERT INTO idempotency_index (tenant, id, indexed_until) SELECT $1, $2, $7 FROM session \
+         ON CONFLICT (tenant, id) DO UPDATE \
+             SET indexed_until = GREATEST(idempotency_index.indexed_until, excluded.indexed_until) \
      ) \
      SELECT count(*) FROM session";
 
@@ -666,6 +683,85 @@ impl Catalog for PostgresCatalog {
                     })
                 })
                 .await
+            })
+        })
+        .await
+    }
+
+    async fn idempotency_indexed_until(&self, session: &SessionKey) -> Result<Option<u64>> {
+        let session = session.clone();
+        self.run("read idempotency index", move |db| {
+            Box::pin(async move {
+                let indexed_until: Option<i64> = on_client(&db, "read idempotency index", move |client| {
+                    Box::pin(async move {
+                        let statement = client
+                            .prepare_cached("SELECT indexed_until FROM idempotency_index WHERE tenant = $1 AND id = $2")
+                            .await?;
+                        let row =
+                            client.query_opt(&statement, &[&session.tenant.as_str(), &session.id.as_str()]).await?;
+                        Ok(row.map(|row| row.get(0)))
+                    })
+                })
+                .await?;
+                indexed_until.map(|seq| to_u64("indexed_until", seq)).transpose()
+            })
+        })
+        .await
+    }
+
+    async fn idempotency_batch(&self, session: &SessionKey, key: &IdempotencyKey) -> Result<Option<KeyedBatch>> {
+        let (session, key) = (session.clone(), key.clone());
+        self.run("read idempotency key", move |db| {
+            Box::pin(async move {
+                let lookup = key.clone();
+                let row: Option<(i64, i64, String)> = on_client(&db, "read idempotency key", move |client| {
+                    Box::pin(async move {
+                        let statement = client
+                            .prepare_cached(
+                                "SELECT first_seq, events, digest FROM idempotency_keys \
+                                 WHERE tenant = $1 AND id = $2 AND key = $3",
+                            )
+                            .await?;
+                        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] =
+                            [&session.tenant.as_str(), &session.id.as_str(), &lookup.as_str()];
+                        let row = client.query_opt(&statement, &params).await?;
+                        Ok(row.map(|row| (row.get(0), row.get(1), row.get(2))))
+                    })
+                })
+                .await?;
+                let Some((first_seq, events, digest)) = row else { return Ok(None) };
+                let (first_seq, events) = (to_u64("first_seq", first_seq)?, to_u64("events", events)?);
+                Ok(Some(KeyedBatch { key, first_seq, events, digest }))
+            })
+        })
+        .await
+    }
+
+    async fn index_idempotency(&self, session: &SessionKey, batches: &[KeyedBatch], indexed_until: u64) -> Result<()> {
+        let session = session.clone();
+        let keys: Vec<String> = batches.iter().map(|batch| batch.key.to_string()).collect();
+        let digests: Vec<String> = batches.iter().map(|batch| batch.digest.clone()).collect();
+        let first_seqs =
+            batches.iter().map(|batch| to_i64("first_seq", batch.first_seq)).collect::<Result<Vec<_>, _>>();
+        let events = batches.iter().map(|batch| to_i64("events", batch.events)).collect::<Result<Vec<_>, _>>();
+        self.run("index idempotency keys", move |db| {
+            Box::pin(async move {
+                let (first_seqs, events, indexed_until) =
+                    (first_seqs?, events?, to_i64("indexed_until", indexed_until)?);
+                let (tenant, id) = (session.tenant.to_string(), session.id.to_string());
+                let found: i64 = on_client(&db, "index idempotency keys", move |client| {
+                    Box::pin(async move {
+                        let statement = client.prepare_cached(INDEX_IDEMPOTENCY).await?;
+                        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 7] =
+                            [&tenant, &id, &keys, &first_seqs, &events, &digests, &indexed_until];
+                        Ok(client.query_one(&statement, &params).await?.get(0))
+                    })
+                })
+                .await?;
+                if found == 0 {
+                    return Err(Failure::Berth(Error::session_not_found(&session.id)));
+                }
+                Ok(())
             })
         })
         .await

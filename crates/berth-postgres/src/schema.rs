@@ -29,7 +29,10 @@ pub struct Migration {
 }
 
 /// Every migration, in order; `version` is its position + 1.
-pub const MIGRATIONS: &[Migration] = &[Migration { version: 1, name: "initial layout", sql: V1 }];
+pub const MIGRATIONS: &[Migration] = &[
+    Migration { version: 1, name: "initial layout", sql: V1 },
+    Migration { version: 2, name: "idempotency index", sql: V2 },
+];
 
 /// The schema version this build writes and reads.
 pub const SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;
@@ -125,6 +128,28 @@ CREATE TABLE audit_heads (
 CREATE TABLE retention (
     tenant      text COLLATE "C" PRIMARY KEY,
     policy_json text NOT NULL
+);
+"#;
+
+/// The idempotency index (R-S14): per session, the seq below which it holds every keyed
+/// batch of the log, and one row per key. Both go with the session's row.
+const V2: &str = r#"
+CREATE TABLE idempotency_index (
+    tenant        text COLLATE "C" NOT NULL,
+    id            text COLLATE "C" NOT NULL,
+    indexed_until bigint NOT NULL,
+    PRIMARY KEY (tenant, id),
+    FOREIGN KEY (tenant, id) REFERENCES sessions (tenant, id) ON DELETE CASCADE
+);
+CREATE TABLE idempotency_keys (
+    tenant    text COLLATE "C" NOT NULL,
+    id        text COLLATE "C" NOT NULL,
+    key       text COLLATE "C" NOT NULL,
+    first_seq bigint NOT NULL,
+    events    bigint NOT NULL,
+    digest    text   NOT NULL,
+    PRIMARY KEY (tenant, id, key),
+    FOREIGN KEY (tenant, id) REFERENCES sessions (tenant, id) ON DELETE CASCADE
 );
 "#;
 

@@ -338,8 +338,14 @@ pub async fn read_events(
 
 /// Appends a batch (durable when answered). `expected_seq` makes a retry idempotent:
 /// identical stored events succeed with `duplicate: true`, different ones are 409.
+/// `idempotency_key` (or the `Idempotency-Key` header, its alias) makes it idempotent by
+/// caller (R-S14): a retry with the key gets the original outcome, the key with other
+/// content is 409 `idempotency_key_reused`.
 #[utoipa::path(post, path = "/v1/sessions/{id}/events", tag = "events",
-    params(("id" = berth_api::sessions::Id, Path, description = "session id")), request_body = AppendBody,
+    params(("id" = berth_api::sessions::Id, Path, description = "session id"),
+        ("Idempotency-Key" = Option<String>, Header, nullable = false, min_length = 1, max_length = 128,
+            pattern = r"^[A-Za-z0-9._:+/=-]+$", description = "alias of the body's `idempotency_key`")),
+    request_body = AppendBody,
     responses((status = 200, body = AppendOutcomeBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 409, body = ErrorBody), (status = 413, body = ErrorBody), (status = 422, body = ErrorBody)),
     security(("bearer" = [])))]
@@ -347,9 +353,11 @@ pub async fn append_events(
     State(state): State<Shared>,
     Caller(principal): Caller,
     SessionPath(id): SessionPath,
+    headers: axum::http::HeaderMap,
     StrictJson(body): StrictJson<AppendBody>,
 ) -> ApiResult<Response> {
-    let request = wire::append_from(body);
+    let mut request = wire::append_from(body);
+    request.idempotency_key = idempotency_key(&headers, request.idempotency_key.take())?;
     let events = request.events.len() as u64;
     let task_state = state.clone();
     let outcome = call(&state, move |s| async move {
@@ -367,6 +375,22 @@ pub async fn append_events(
         state.metrics.appended_events.inc_by(events);
     }
     Ok(json(StatusCode::OK, &wire::append_outcome(&outcome)))
+}
+
+/// The append's idempotency key: the body's `idempotency_key` or the `Idempotency-Key`
+/// header (an alias); both, if they differ, are a 400.
+fn idempotency_key(headers: &axum::http::HeaderMap, in_body: Option<String>) -> ApiResult<Option<String>> {
+    let Some(value) = headers.get("idempotency-key") else { return Ok(in_body) };
+    let in_header = value
+        .to_str()
+        .map_err(|_| ApiError::bad_request("the Idempotency-Key header is not visible ASCII"))?
+        .to_owned();
+    match in_body {
+        Some(in_body) if in_body != in_header => {
+            Err(ApiError::bad_request("Idempotency-Key header and body idempotency_key differ"))
+        }
+        _ => Ok(Some(in_header)),
+    }
 }
 
 // ----- runs -------------------------------------------------------------------------------

@@ -280,9 +280,15 @@ impl Client {
 
     pub async fn append(&self, id: &SessionId, request: &AppendRequest) -> Result<AppendOutcome> {
         let body = encode(&convert::append(request))?;
-        let outcome: wire::AppendOutcomeBody =
-            self.call(Method::POST, &format!("/v1/sessions/{id}/events"), Some(body), id.as_str()).await?;
-        Ok(convert::append_outcome_from(outcome))
+        let outcome: Result<wire::AppendOutcomeBody> =
+            self.call(Method::POST, &format!("/v1/sessions/{id}/events"), Some(body), id.as_str()).await;
+        outcome.map(convert::append_outcome_from).map_err(|error| match error {
+            // The answer names the stored seq; the key is the one this request sent.
+            Error::IdempotencyKeyReused { first_seq, .. } => {
+                Error::IdempotencyKeyReused { key: request.idempotency_key.clone().unwrap_or_default(), first_seq }
+            }
+            other => other,
+        })
     }
 
     pub async fn attach(&self, id: &SessionId, request: &AttachRequest) -> Result<Attachment> {
@@ -515,7 +521,9 @@ pub fn error_of(response: &RawResponse, context: &str) -> Error {
             Error::RevisionConflict { expected: field(|b| b.expected), actual: field(|b| b.actual) }
         }
         ErrorClass::SeqConflict => Error::SeqConflict { expected: field(|b| b.expected), actual: field(|b| b.actual) },
-        ErrorClass::IdempotencyKeyReused => Error::IdempotencyKeyReused { key: message },
+        ErrorClass::IdempotencyKeyReused => {
+            Error::IdempotencyKeyReused { key: String::new(), first_seq: field(|b| b.actual) }
+        }
         ErrorClass::InvalidTransition => Error::InvalidTransition { from: String::new(), event: message },
         ErrorClass::Terminal => {
             Error::Terminal { state: body.as_ref().and_then(|b| b.state.clone()).unwrap_or_default() }

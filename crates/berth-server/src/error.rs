@@ -81,6 +81,9 @@ impl ApiError {
                 api.body.expected = Some(*expected);
                 api.body.actual = Some(*actual);
             }
+            Error::IdempotencyKeyReused { first_seq, .. } => {
+                api.body.actual = Some(*first_seq);
+            }
             Error::Terminal { state } => api.body.state = Some(state.clone()),
             Error::LimitExceeded { what, limit, actual } => {
                 api.body.limit = Some(*limit);

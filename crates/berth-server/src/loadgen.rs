@@ -104,6 +104,7 @@ fn request() -> AppendRequest {
         run: None,
         expected_seq: None,
         events: vec![NewEvent::new("note/bench", serde_json::json!({"pad": pad}))],
+        idempotency_key: None,
     }
 }
 

@@ -166,7 +166,10 @@ impl Tail {
                 self.events_left = self.events_left.map(|left| left - 1);
                 self.reset_idle();
                 return Some(
-                    SseEvent::default().id(event.seq.to_string()).event("event").data(event.to_canonical_json()),
+                    SseEvent::default()
+                        .id(event.seq.to_string())
+                        .event("event")
+                        .data(serde_json::to_string(&crate::wire::event(&event)).unwrap_or_default()),
                 );
             }
             if !self.more {

@@ -190,6 +190,7 @@ pub fn event(event: &Event) -> wire::EventBody {
         run: event.run.clone(),
         data: event.data.clone(),
         ignorable: event.ignorable,
+        idempotency_key: event.idempotency.as_ref().map(|mark| mark.key.as_str().to_owned()),
     }
 }
 
@@ -205,6 +206,11 @@ pub fn event_from(body: wire::EventBody) -> Event {
         run: body.run,
         data: body.data,
         ignorable: body.ignorable,
+        // The wire carries the key only; the batch's length and digest stay in the log.
+        idempotency: body
+            .idempotency_key
+            .and_then(|key| berth_core::IdempotencyKey::parse(&key).ok())
+            .map(|key| Box::new(berth_core::IdempotencyMark { key, events: None, digest: None })),
     }
 }
 
@@ -212,6 +218,7 @@ pub fn append_from(body: wire::AppendBody) -> AppendRequest {
     AppendRequest {
         run: body.run,
         expected_seq: body.expected_seq,
+        idempotency_key: body.idempotency_key,
         events: body
             .events
             .into_iter()
@@ -229,6 +236,7 @@ pub fn append(request: &AppendRequest) -> wire::AppendBody {
     wire::AppendBody {
         run: request.run.clone(),
         expected_seq: request.expected_seq,
+        idempotency_key: request.idempotency_key.clone(),
         events: request
             .events
             .iter()

@@ -56,7 +56,7 @@ async fn a_whole_session_life_over_http() {
         NewEvent::new("step/start", json!({"turn": 0, "step": 0})),
         NewEvent::new("tool/call", json!({"call_id": "c1", "name": "ls", "arguments": {}})),
     ];
-    let request = AppendRequest { run: Some(rid("run-1")), expected_seq: Some(0), events };
+    let request = AppendRequest { run: Some(rid("run-1")), expected_seq: Some(0), events, idempotency_key: None };
     let outcome = alice.append(&sid("chat-1"), &request).await.unwrap();
     assert_eq!((outcome.first_seq, outcome.next_seq, outcome.duplicate), (0, 4, false));
     // The same retry is a no-op success; different content at that seq is a conflict.
@@ -471,4 +471,61 @@ async fn event_data_comes_back_exactly_over_http() {
         assert_eq!(response.status.as_u16(), 400, "{}", String::from_utf8_lossy(&bytes));
     }
     assert_eq!(alice.read(&sid("exact"), 0, None).await.unwrap().len(), 1, "nothing refused was stored");
+}
+
+/// R-S14 over HTTP: `idempotency_key` in the body and the `Idempotency-Key` header are one
+/// key (a retry through either gets the original outcome), both given and different is
+/// a 400, the key with other content is a 409 `idempotency_key_reused` naming the stored
+/// seq, and the Rust client decodes it into `Error::IdempotencyKeyReused`.
+#[tokio::test]
+async fn appends_are_idempotent_by_key_in_the_body_or_the_idempotency_key_header() {
+    let server = TestServer::start().await;
+    let service = server.client(&server.key("acme", "svc", None, Role::Service));
+    service.create(&CreateSession { id: Some(sid("keyed")), ..CreateSession::default() }).await.unwrap();
+    let path = "/v1/sessions/keyed/events";
+    let claim = |target: u64| json!({"events": [{"type": "oa/pop", "data": {"target": target}}]});
+    let send = |body: Value, headers: Vec<(&'static str, &'static str)>| {
+        let client = &service;
+        async move {
+            let response =
+                client.send(Method::POST, path, Some(serde_json::to_vec(&body).unwrap()), &headers).await.unwrap();
+            (response.status.as_u16(), serde_json::from_slice::<Value>(&response.body).unwrap_or(Value::Null))
+        }
+    };
+    let (status, first) = send(claim(1), vec![("idempotency-key", "pop-1")]).await;
+    assert_eq!((status, first["first_seq"].as_u64(), first["duplicate"].as_bool()), (200, Some(0), Some(false)));
+    let mut in_body = claim(1);
+    in_body["idempotency_key"] = json!("pop-1");
+    let (status, retry) = send(in_body.clone(), Vec::new()).await;
+    assert_eq!((status, retry["next_seq"].as_u64(), retry["duplicate"].as_bool()), (200, Some(1), Some(true)));
+    let (status, both) = send(in_body, vec![("Idempotency-Key", "pop-1")]).await;
+    assert_eq!((status, both["duplicate"].as_bool()), (200, Some(true)), "both, agreeing");
+
+    let mut disagreeing = claim(1);
+    disagreeing["idempotency_key"] = json!("pop-2");
+    let (status, body) = send(disagreeing, vec![("Idempotency-Key", "pop-1")]).await;
+    assert_eq!((status, body["code"].as_str()), (400, Some("invalid")));
+    let (status, body) = send(claim(2), vec![("Idempotency-Key", "pop-1")]).await;
+    assert_eq!(
+        (status, body["code"].as_str(), body["actual"].as_u64()),
+        (409, Some("idempotency_key_reused"), Some(0))
+    );
+    let (status, body) = send(claim(2), vec![("Idempotency-Key", "no spaces")]).await;
+    assert_eq!((status, body["code"].as_str()), (422, Some("invalid")));
+    let mut too_long = claim(2);
+    too_long["idempotency_key"] = json!("k".repeat(berth_core::limits::IDEMPOTENCY_KEY_BYTES_MAX + 1));
+    let (status, body) = send(too_long, Vec::new()).await;
+    assert_eq!((status, body["code"].as_str()), (422, Some("limit_exceeded")), "a key is not a payload");
+
+    let request = AppendRequest {
+        run: None,
+        expected_seq: None,
+        events: vec![NewEvent::new("oa/pop", json!({"target": 3}))],
+        idempotency_key: Some("pop-1".into()),
+    };
+    let reused = service.append(&sid("keyed"), &request).await.unwrap_err();
+    assert_eq!(reused, berth_core::Error::IdempotencyKeyReused { key: "pop-1".into(), first_seq: 0 });
+    let read = service.read(&sid("keyed"), 0, None).await.unwrap();
+    assert_eq!(read.len(), 1, "only the first claim was stored");
+    assert_eq!(read[0].idempotency.as_ref().map(|mark| mark.key.as_str()), Some("pop-1"), "readers see the key");
 }

@@ -9,6 +9,7 @@
 
 mod activity;
 mod export;
+mod idempotency;
 mod principal;
 mod runs;
 mod sweep;
@@ -16,6 +17,7 @@ mod types;
 
 pub use activity::ACTIVITY_WINDOW_DEFAULT;
 pub use export::{EXPORT_VERSION, EXPORT_VERSION_OLDEST};
+pub use idempotency::IDEMPOTENCY_INDEX_LAG_EVENTS_MAX;
 pub use principal::{Principal, Role};
 pub use runs::RESUME_FAILED_OUTCOME;
 pub use types::*;
@@ -60,6 +62,9 @@ struct WriterCache {
 struct CachedWriter {
     handle: SessionHandle,
     last_used: std::time::Instant,
+    /// The keyed batches the catalog's index does not hold yet (`idempotency.rs`); built
+    /// by the first append through the handle, outside the cache's lock.
+    ledger: Option<idempotency::KeyLedger>,
 }
 
 impl WriterCache {
@@ -71,7 +76,7 @@ impl WriterCache {
     }
 
     fn insert(&mut self, key: SessionKey, handle: SessionHandle) {
-        self.handles.insert(key, CachedWriter { handle, last_used: std::time::Instant::now() });
+        self.handles.insert(key, CachedWriter { handle, last_used: std::time::Instant::now(), ledger: None });
     }
 
     /// Keys not used for at least `idle`.
@@ -503,7 +508,7 @@ impl SessionService {
             let evicted = self.writers.lock().await.handles.remove(&key);
             if let Some(cached) = evicted {
                 closed += 1;
-                if let Err(error) = cached.handle.close().await {
+                if let Err(error) = self.close_cached(&key, cached).await {
                     tracing::warn!(session = %key, %error, "closing an idle write handle failed");
                 }
             }
@@ -514,10 +519,38 @@ impl SessionService {
     async fn close_writer(&self, key: &SessionKey) {
         let handle = self.writers.lock().await.handles.remove(key);
         if let Some(cached) = handle {
-            if let Err(error) = cached.handle.close().await {
+            if let Err(error) = self.close_cached(key, cached).await {
                 tracing::warn!(session = %key, %error, "closing write handle failed");
             }
         }
+    }
+
+    /// Brings the catalog's idempotency index up to the log's end, then closes the
+    /// handle. A failed index write only leaves the index lagging (the next writer reads
+    /// the log from where it stops), so the handle is closed either way.
+    async fn close_cached(&self, key: &SessionKey, cached: CachedWriter) -> Result<()> {
+        // Without a ledger (no append through this handle) nothing is known to index.
+        if let Some(mut ledger) = cached.ledger {
+            if let Err(error) = ledger.write(self.catalog.as_ref(), key).await {
+                tracing::warn!(session = %key, %error, "writing the idempotency index failed (it lags the log)");
+            }
+        }
+        cached.handle.close().await
+    }
+
+    /// Builds the cached handle's key ledger if this is its first append (a catalog read
+    /// and a bounded log read, done without holding the cache). The caller holds the
+    /// session's append lock, so the log cannot move meanwhile.
+    async fn open_ledger(&self, key: &SessionKey, writer: &SessionHandle) -> Result<()> {
+        let built = self.writers.lock().await.handles.get(key).is_none_or(|cached| cached.ledger.is_some());
+        if built {
+            return Ok(());
+        }
+        let ledger = idempotency::KeyLedger::open(self.catalog.as_ref(), key, writer).await?;
+        if let Some(cached) = self.writers.lock().await.handles.get_mut(key) {
+            cached.ledger.get_or_insert(ledger);
+        }
+        Ok(())
     }
 
     /// Closes every cached write handle (draining them), e.g. at shutdown, after writing
@@ -532,12 +565,11 @@ impl SessionService {
                 tracing::warn!(session = %key, %error, "could not record pending activity at shutdown");
             }
         }
-        let handles: Vec<SessionHandle> =
-            self.writers.lock().await.handles.drain().map(|(_, cached)| cached.handle).collect();
+        let handles: Vec<(SessionKey, CachedWriter)> = self.writers.lock().await.handles.drain().collect();
         let mut failures = Vec::new();
-        for handle in handles {
-            if let Err(error) = handle.close().await {
-                failures.push((handle.key().to_string(), error));
+        for (key, cached) in handles {
+            if let Err(error) = self.close_cached(&key, cached).await {
+                failures.push((key.to_string(), error));
             }
         }
         if failures.is_empty() {
@@ -625,6 +657,14 @@ impl SessionService {
             outcome.and(closed)
         }
         .await;
+        // An imported log keeps its keys (R-S14): index them before the session goes live.
+        let materialized = match materialized {
+            Ok(()) => match idempotency::keyed_batches(events) {
+                batches if batches.is_empty() => Ok(()),
+                batches => self.catalog.index_idempotency(&key, &batches, events.len() as u64).await,
+            },
+            Err(error) => Err(error),
+        };
         if let Err(error) = materialized {
             let _ = self.catalog.remove(&key, creating_revision).await;
             return Err(error);
@@ -742,36 +782,36 @@ impl SessionService {
     }
 
     pub async fn append(&self, principal: &Principal, id: &SessionId, request: AppendRequest) -> Result<AppendOutcome> {
-        if request.events.len() > BATCH_EVENTS_MAX {
-            return Err(Error::LimitExceeded {
-                what: berth_core::limits::Limit::BatchEvents,
-                limit: BATCH_EVENTS_MAX as u64,
-                actual: request.events.len() as u64,
-            });
-        }
+        let idempotency_key = check_append_request(&request)?;
         let record = self.load(principal, id, APPEND_ACTION).await?;
         if let Err(error) = self.check_append_allowed(principal, &record, request.run.as_ref()).await {
-            return Err(match error {
-                Error::Forbidden { .. } => self.denied(principal, APPEND_ACTION, id, error).await,
-                other => other,
-            });
+            return self.refused_append(principal, &record, &request, idempotency_key, error).await;
         }
         let key = record.key();
         let append_lock = self.append_lock(&key);
         let _one_append_at_a_time = append_lock.lock().await;
         let now = self.now();
         let writer = self.writer(&key).await?;
+        self.open_ledger(&key, &writer).await?;
         let next_seq = writer.next_seq();
         let start = request.expected_seq.unwrap_or(next_seq);
-        let events = build_events(&request, start, now)?;
-        if start != next_seq {
-            return self.check_retry(&writer, &request, start, next_seq, events).await;
-        }
+        let mut events = build_events(&request, start, now)?;
+        let keyed = match idempotency_key {
+            Some(idempotency_key) => {
+                match self.keyed_plan(&key, idempotency_key, &request, next_seq, &mut events).await? {
+                    Err(original) => return Ok(original),
+                    Ok(batch) => Some(batch),
+                }
+            }
+            None if start != next_seq => return self.check_retry(&writer, &request, start, next_seq, events).await,
+            None => None,
+        };
         if events.is_empty() {
             return Ok(AppendOutcome { first_seq: start, next_seq, duplicate: false });
         }
         writer.append(&events).await?;
         let new_next = start + events.len() as u64;
+        self.ledger_appended(&key, keyed, new_next).await;
         let conversation =
             events.iter().any(|event| berth_core::vocabulary::is_conversation_event(event.event_type.as_str()));
         let ttl_ms = record.header.policy.activity_ttl_ms;
@@ -805,6 +845,28 @@ impl SessionService {
         Ok(AppendOutcome { first_seq: start, next_seq: new_next, duplicate: false })
     }
 
+    /// An append the session refuses (terminal, run gone, forbidden). A keyed retry of a
+    /// batch stored before still gets its original outcome — keys are honoured for the
+    /// session's life (R-S14) — except for a forbidden caller, whose refusal is audited.
+    async fn refused_append(
+        &self,
+        principal: &Principal,
+        record: &SessionRecord,
+        request: &AppendRequest,
+        idempotency_key: Option<berth_core::IdempotencyKey>,
+        error: Error,
+    ) -> Result<AppendOutcome> {
+        if let Error::Forbidden { .. } = error {
+            return Err(self.denied(principal, APPEND_ACTION, &record.header.id, error).await);
+        }
+        let Some(idempotency_key) = idempotency_key else { return Err(error) };
+        let key = record.key();
+        match idempotency::find_without_writer(self.catalog.as_ref(), &self.store, &key, &idempotency_key).await? {
+            Some(stored) => idempotency::retry_outcome(&stored, &idempotency::batch_digest(request)),
+            None => Err(error),
+        }
+    }
+
     async fn check_append_allowed(
         &self,
         principal: &Principal,
@@ -831,8 +893,86 @@ impl SessionService {
         }
     }
 
+    /// What a keyed append does before anything is written: `Err(original outcome)` if
+    /// the key is stored with this content (`IdempotencyKeyReused` with other content);
+    /// `SeqConflict` for a new key at another seq than the log's end — a new key never
+    /// adopts what others stored (the content rule is for keyless retries only);
+    /// otherwise `Ok(the batch)`, with `events` (built for it) marked as its own.
+    async fn keyed_plan(
+        &self,
+        key: &SessionKey,
+        idempotency_key: berth_core::IdempotencyKey,
+        request: &AppendRequest,
+        next_seq: u64,
+        events: &mut [Event],
+    ) -> Result<std::result::Result<berth_core::KeyedBatch, AppendOutcome>> {
+        let digest = idempotency::batch_digest(request);
+        if let Some(stored) = self.keyed_batch(key, &idempotency_key, next_seq).await? {
+            return idempotency::retry_outcome(&stored, &digest).map(Err);
+        }
+        let start = events.first().map_or(next_seq, |event| event.seq.get());
+        if start != next_seq {
+            return Err(Error::SeqConflict { expected: next_seq, actual: start });
+        }
+        let batch =
+            berth_core::KeyedBatch { key: idempotency_key, first_seq: start, events: events.len() as u64, digest };
+        idempotency::mark(events, &batch);
+        Ok(Ok(batch))
+    }
+
+    /// The stored batch appended with `idempotency_key`: this writer's ledger first, then
+    /// the catalog's index (an entry past the log's end, which only a lost write could
+    /// leave, is not trusted).
+    async fn keyed_batch(
+        &self,
+        key: &SessionKey,
+        idempotency_key: &berth_core::IdempotencyKey,
+        next_seq: u64,
+    ) -> Result<Option<berth_core::KeyedBatch>> {
+        let in_ledger = self
+            .writers
+            .lock()
+            .await
+            .handles
+            .get(key)
+            .and_then(|cached| cached.ledger.as_ref()?.get(idempotency_key).cloned());
+        if in_ledger.is_some() {
+            return Ok(in_ledger);
+        }
+        let indexed = self.catalog.idempotency_batch(key, idempotency_key).await?;
+        Ok(indexed.filter(|batch| batch.next_seq() <= next_seq))
+    }
+
+    /// Records a keyed batch in the writer's ledger, and brings the catalog's index up to
+    /// date when the log has outgrown it by `IDEMPOTENCY_INDEX_LAG_EVENTS_MAX`. A failed
+    /// index write is only logged: the log already holds the key.
+    async fn ledger_appended(&self, key: &SessionKey, keyed: Option<berth_core::KeyedBatch>, next_seq: u64) {
+        let pending = {
+            let mut writers = self.writers.lock().await;
+            let Some(ledger) = writers.handles.get_mut(key).and_then(|cached| cached.ledger.as_mut()) else { return };
+            ledger.appended(keyed, next_seq);
+            if !ledger.is_due() {
+                return;
+            }
+            ledger.pending()
+        };
+        // Written without holding the cache (the caller's append lock keeps this
+        // session's ledger still meanwhile).
+        match self.catalog.index_idempotency(key, &pending, next_seq).await {
+            Ok(()) => {
+                if let Some(ledger) = self.writers.lock().await.handles.get_mut(key).and_then(|c| c.ledger.as_mut()) {
+                    ledger.written(next_seq);
+                }
+            }
+            Err(error) => {
+                tracing::warn!(session = %key, %error, "writing the idempotency index failed (it lags the log)")
+            }
+        }
+    }
+
     /// `expected_seq` behind the log: identical stored events make the retry a success
-    /// without duplicates; anything else is `SeqConflict`.
+    /// without duplicates; anything else is `SeqConflict`. Events of a keyed batch are
+    /// never identical to a keyless retry (R-S14).
     async fn check_retry(
         &self,
         writer: &SessionHandle,
@@ -848,7 +988,8 @@ impl SessionService {
         let stored = writer.read(start, Some(events.len() as u64)).await?;
         let same = stored.len() == events.len()
             && stored.iter().zip(&events).zip(&request.events).all(|((stored, new), draft)| {
-                stored.event_type == new.event_type
+                !idempotency::is_keyed(stored)
+                    && stored.event_type == new.event_type
                     && stored.data == new.data
                     && stored.run == new.run
                     && stored.ignorable == new.ignorable
@@ -991,6 +1132,8 @@ impl SessionService {
         let all = handle.read(0, upto_seq).await;
         let _ = handle.close().await;
         let mut events = all?;
+        // A fork is a new session with its own keys: the copied events lose their marks.
+        idempotency::strip(&mut events);
         let cut = events.len() as u64;
         if let Some(upto) = upto_seq {
             if upto > cut {
@@ -1020,6 +1163,7 @@ impl SessionService {
             run: seed_run,
             data: berth_core::JsonText::from(&serde_json::json!({"inherited_events": cut, "parent": source.header.id})),
             ignorable: false,
+            idempotency: None,
         });
         let mut record = new_record(header, source.title.clone(), source.labels.clone(), now);
         record.event_count = events.len() as u64;
@@ -1171,6 +1315,19 @@ fn validate_metadata(title: Option<&str>, labels: &BTreeSet<String>) -> Result<(
     Ok(())
 }
 
+/// The checks an append makes before reading anything: the batch limit, and its key
+/// (returned parsed).
+fn check_append_request(request: &AppendRequest) -> Result<Option<berth_core::IdempotencyKey>> {
+    if request.events.len() > BATCH_EVENTS_MAX {
+        return Err(Error::LimitExceeded {
+            what: berth_core::limits::Limit::BatchEvents,
+            limit: BATCH_EVENTS_MAX as u64,
+            actual: request.events.len() as u64,
+        });
+    }
+    idempotency::requested_key(request)
+}
+
 fn build_events(request: &AppendRequest, start: u64, now: Timestamp) -> Result<Vec<Event>> {
     request
         .events
@@ -1184,6 +1341,7 @@ fn build_events(request: &AppendRequest, start: u64, now: Timestamp) -> Result<V
                 run: request.run.clone(),
                 data: draft.data.clone(),
                 ignorable: draft.ignorable,
+                idempotency: None,
             })
         })
         .collect()

@@ -60,6 +60,11 @@ pub struct AppendRequest {
     #[serde(default)]
     pub expected_seq: Option<u64>,
     pub events: Vec<NewEvent>,
+    /// Caller idempotency (R-S14): a retry with the same key returns the original
+    /// outcome (with or without `expected_seq`); the same key with other content is
+    /// `IdempotencyKeyReused`. Keys are per session, honoured for its life.
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

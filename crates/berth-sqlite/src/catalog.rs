@@ -7,7 +7,7 @@ use crate::{listing, SqliteCatalog};
 use async_trait::async_trait;
 use berth_catalog::audit::{self, AuditDraft, AuditEntry};
 use berth_catalog::{Catalog, RetentionPolicy, SessionQuery, SessionRecord};
-use berth_core::{Error, Result, Revision, SessionKey, TenantId, Timestamp};
+use berth_core::{Error, IdempotencyKey, KeyedBatch, Result, Revision, SessionKey, TenantId, Timestamp};
 use rusqlite::types::Value;
 use rusqlite::{params_from_iter, Connection, OptionalExtension};
 use serde::de::DeserializeOwned;
@@ -386,6 +386,66 @@ impl Catalog for SqliteCatalog {
                      ON CONFLICT (tenant) DO UPDATE SET policy_json = excluded.policy_json",
                 )?
                 .execute((tenant.as_str(), json))?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn idempotency_indexed_until(&self, session: &SessionKey) -> Result<Option<u64>> {
+        let session = session.clone();
+        self.read("read idempotency index", move |connection| {
+            let indexed_until: Option<i64> = connection
+                .prepare_cached("SELECT indexed_until FROM idempotency_index WHERE tenant = ?1 AND id = ?2")?
+                .query_row((session.tenant.as_str(), session.id.as_str()), |row| row.get(0))
+                .optional()?;
+            indexed_until.map(seq_from_column).transpose()
+        })
+        .await
+    }
+
+    async fn idempotency_batch(&self, session: &SessionKey, key: &IdempotencyKey) -> Result<Option<KeyedBatch>> {
+        let (session, key) = (session.clone(), key.clone());
+        self.read("read idempotency key", move |connection| {
+            let row: Option<(i64, i64, String)> = connection
+                .prepare_cached(
+                    "SELECT first_seq, events, digest FROM idempotency_keys WHERE tenant = ?1 AND id = ?2 AND key = ?3",
+                )?
+                .query_row((session.tenant.as_str(), session.id.as_str(), key.as_str()), |row| {
+                    Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+                })
+                .optional()?;
+            let Some((first_seq, events, digest)) = row else { return Ok(None) };
+            Ok(Some(KeyedBatch {
+                key,
+                first_seq: seq_from_column(first_seq)?,
+                events: seq_from_column(events)?,
+                digest,
+            }))
+        })
+        .await
+    }
+
+    async fn index_idempotency(&self, session: &SessionKey, batches: &[KeyedBatch], indexed_until: u64) -> Result<()> {
+        let (session, batches) = (session.clone(), batches.to_vec());
+        self.write("index idempotency keys", move |transaction| {
+            let (tenant, id) = (session.tenant.as_str(), session.id.as_str());
+            if stored_revision(transaction, &session)?.is_none() {
+                return Err(Error::session_not_found(&session.id).into());
+            }
+            let mut insert = transaction.prepare_cached(
+                "INSERT INTO idempotency_keys (tenant, id, key, first_seq, events, digest) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT DO NOTHING",
+            )?;
+            for batch in &batches {
+                let (first_seq, events) = (seq_column(batch.first_seq)?, seq_column(batch.events)?);
+                insert.execute((tenant, id, batch.key.as_str(), first_seq, events, batch.digest.as_str()))?;
+            }
+            transaction
+                .prepare_cached(
+                    "INSERT INTO idempotency_index (tenant, id, indexed_until) VALUES (?1, ?2, ?3) \
+                     ON CONFLICT (tenant, id) DO UPDATE SET indexed_until = max(indexed_until, excluded.indexed_until)",
+                )?
+                .execute((tenant, id, seq_column(indexed_until)?))?;
             Ok(())
         })
         .await

@@ -35,7 +35,7 @@ pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 /// Forward-only migrations; `MIGRATIONS[n]` takes the schema from version n to n + 1.
 /// Never edit a shipped entry: append a new one.
-const MIGRATIONS: &[&str] = &[V1];
+const MIGRATIONS: &[&str] = &[V1, V2];
 
 const V1: &str = "
 CREATE TABLE sessions (
@@ -94,6 +94,28 @@ CREATE TABLE retention (
     tenant      TEXT NOT NULL PRIMARY KEY,
     policy_json TEXT NOT NULL
 ) STRICT;
+";
+
+/// The idempotency index (R-S14): per session, the seq below which it holds every keyed
+/// batch of the log, and one row per key. Both go with the session's row.
+const V2: &str = "
+CREATE TABLE idempotency_index (
+    tenant        TEXT    NOT NULL,
+    id            TEXT    NOT NULL,
+    indexed_until INTEGER NOT NULL,
+    PRIMARY KEY (tenant, id),
+    FOREIGN KEY (tenant, id) REFERENCES sessions (tenant, id) ON DELETE CASCADE
+) STRICT, WITHOUT ROWID;
+CREATE TABLE idempotency_keys (
+    tenant    TEXT    NOT NULL,
+    id        TEXT    NOT NULL,
+    key       TEXT    NOT NULL,
+    first_seq INTEGER NOT NULL,
+    events    INTEGER NOT NULL,
+    digest    TEXT    NOT NULL,
+    PRIMARY KEY (tenant, id, key),
+    FOREIGN KEY (tenant, id) REFERENCES sessions (tenant, id) ON DELETE CASCADE
+) STRICT, WITHOUT ROWID;
 ";
 
 /// Brings the database to `SCHEMA_VERSION` inside one `BEGIN IMMEDIATE` transaction:

@@ -371,6 +371,54 @@ pub async fn remove_with_cas(catalog: &dyn Catalog) {
 }
 
 // ---------------------------------------------------------------------------------
+// The idempotency index (R-S14).
+
+fn keyed_batch(key: &str, first_seq: u64, events: u64, digest: &str) -> berth_core::KeyedBatch {
+    let key = berth_core::IdempotencyKey::parse(key).expect("valid key");
+    berth_core::KeyedBatch { key, first_seq, events, digest: digest.into() }
+}
+
+/// The index of a session: absent until first written; a key keeps the batch it was
+/// first indexed with; `indexed_until` only rises; it belongs to one session (another
+/// session, or another tenant's session of the same id, sees none of it); a session
+/// without a record cannot get one; and it goes with the record (`remove` and
+/// `remove_audited`), so a session re-created under the same id starts empty.
+pub async fn idempotency_index_is_per_session_monotonic_and_removed_with_it(catalog: &dyn Catalog) {
+    let record = sample_record("t-idem", "s1", "alice", 100);
+    let twin = sample_record("t-idem-2", "s1", "alice", 100);
+    let (key, twin_key) = (record.key(), twin.key());
+    catalog.insert(&record).await.expect("insert");
+    catalog.insert(&twin).await.expect("insert");
+    let k = berth_core::IdempotencyKey::parse("k").expect("valid key");
+    assert_eq!(catalog.idempotency_indexed_until(&key).await.expect("read"), None);
+    assert_eq!(catalog.idempotency_batch(&key, &k).await.expect("read"), None);
+
+    let first = keyed_batch("k", 2, 3, "d1");
+    catalog.index_idempotency(&key, &[first.clone(), keyed_batch("j", 5, 1, "d2")], 6).await.expect("index");
+    catalog.index_idempotency(&key, &[keyed_batch("k", 9, 1, "other")], 4).await.expect("index again");
+    assert_eq!(catalog.idempotency_batch(&key, &k).await.expect("read"), Some(first), "a key keeps its first batch");
+    assert_eq!(catalog.idempotency_indexed_until(&key).await.expect("read"), Some(6), "never lowered");
+    catalog.index_idempotency(&key, &[], 10).await.expect("raise only");
+    assert_eq!(catalog.idempotency_indexed_until(&key).await.expect("read"), Some(10));
+    assert_eq!(catalog.idempotency_batch(&twin_key, &k).await.expect("read"), None, "per session and tenant");
+    assert_eq!(catalog.idempotency_indexed_until(&twin_key).await.expect("read"), None);
+
+    let ghost = sample_record("t-idem", "ghost", "alice", 100).key();
+    let error = catalog.index_idempotency(&ghost, &[keyed_batch("k", 0, 1, "d")], 1).await.expect_err("no record");
+    assert_eq!(error.code(), "not_found", "{error}");
+    assert_eq!(catalog.idempotency_indexed_until(&ghost).await.expect("read"), None);
+
+    catalog.remove(&key, Revision(0)).await.expect("remove");
+    catalog.insert(&record).await.expect("re-create");
+    assert_eq!(catalog.idempotency_indexed_until(&key).await.expect("read"), None, "removed with the record");
+    assert_eq!(catalog.idempotency_batch(&key, &k).await.expect("read"), None);
+    catalog.index_idempotency(&twin_key, &[keyed_batch("k", 0, 1, "d")], 1).await.expect("index");
+    catalog.remove_audited(&twin_key, Revision(0), Vec::new()).await.expect("remove audited");
+    catalog.insert(&twin).await.expect("re-create");
+    assert_eq!(catalog.idempotency_batch(&twin_key, &k).await.expect("read"), None, "removed with remove_audited");
+}
+
+// ---------------------------------------------------------------------------------
 // Listing.
 
 /// Newest activity first; equal `last_activity` broken by id, descending.
@@ -880,6 +928,7 @@ macro_rules! catalog_conformance {
             update_must_carry_next_revision,
             update_missing_is_not_found,
             remove_with_cas,
+            idempotency_index_is_per_session_monotonic_and_removed_with_it,
             list_sort_order_and_ties,
             list_each_filter_alone,
             list_filters_combined,

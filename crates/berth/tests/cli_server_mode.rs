@@ -128,6 +128,43 @@ fn tailed_seqs(child: Child) -> Vec<u64> {
 
 const TWO_EVENTS: &str = "{\"type\":\"note/x\",\"data\":{}}\n{\"type\":\"note/x\",\"data\":{}}\n";
 
+/// `berth append --idempotency-key` (R-S14), through a server and on a data directory: a
+/// retry with the key reports the original seqs as already stored, even after another
+/// append; the key with other events exits 4 (conflict) and stores nothing.
+#[test]
+fn append_with_an_idempotency_key_is_retried_safely() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let (server, url, admin_key) = start_server(&data);
+    let through_server = |args: &[&str], stdin: Option<&str>| remote(&data, &url, &admin_key, args, stdin);
+    ok(&through_server(&["sessions", "new", "--id", "claims"], None));
+    let keyed = ["append", "claims", "--idempotency-key", "pop-1"];
+    assert!(ok(&through_server(&keyed, Some(TWO_EVENTS))).contains("appended seqs 0..2"));
+    ok(&through_server(&["append", "claims"], Some(TWO_EVENTS)));
+    let retried = ok(&through_server(&keyed, Some(TWO_EVENTS)));
+    assert!(retried.contains("appended seqs 0..2 (already stored)"), "{retried}");
+    let other = "{\"type\":\"note/y\",\"data\":{}}\n";
+    assert_eq!(through_server(&keyed, Some(other)).status.code(), Some(4));
+    drop(server);
+
+    let local = |args: &[&str], stdin: Option<&str>| {
+        let mut child = berth(&data)
+            .args(args)
+            .env("BERTH_TENANT", "default")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(stdin.unwrap_or("").as_bytes()).unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let retried = ok(&local(&keyed, Some(TWO_EVENTS)));
+    assert!(retried.contains("appended seqs 0..2 (already stored)"), "{retried}");
+    assert_eq!(local(&keyed, Some(other)).status.code(), Some(4));
+    assert_eq!(ok(&local(&["sessions", "cat", "claims"], None)).lines().count(), 4);
+}
+
 /// `berth --server URL sessions tail` streams events as they are appended (SSE) and ends
 /// after `--until`.
 #[test]

@@ -272,7 +272,9 @@ async fn create_one(service: &SessionService, id: &str, events: usize) -> Result
             }
         })
         .collect();
-    service.append(&principal, &id, AppendRequest { run: None, expected_seq: None, events }).await?;
+    service
+        .append(&principal, &id, AppendRequest { run: None, expected_seq: None, events, idempotency_key: None })
+        .await?;
     Ok(())
 }
 

@@ -492,6 +492,7 @@ fn raw_event(seq: u64, event_type: &str, data: JsonText) -> Event {
         run: None,
         data,
         ignorable: false,
+        idempotency: None,
     }
 }
 

@@ -158,6 +158,7 @@ async fn perform(service: &SessionService, op: Op, who: Who, id: &SessionId) -> 
                 run: Some(run("run-owner")),
                 expected_seq: None,
                 events: vec![user_message("appended")],
+                idempotency_key: None,
             };
             service.append(&p, id, request).await.map(drop)
         }

@@ -101,7 +101,11 @@ pub async fn append(
     events: Vec<NewEvent>,
 ) -> AppendOutcome {
     service
-        .append(principal, &sid(id), AppendRequest { run: run_id.map(run), expected_seq: None, events })
+        .append(
+            principal,
+            &sid(id),
+            AppendRequest { run: run_id.map(run), expected_seq: None, events, idempotency_key: None },
+        )
         .await
         .unwrap_or_else(|error| panic!("append to {id}: {error}"))
 }

@@ -12,6 +12,9 @@
 //!   R-C5).
 //! - [`events`]: idempotent append retries, close with runs, close is terminal, delete,
 //!   fork (R-S7, R-S8, R-S9).
+//! - [`idempotency`]: caller idempotency keys — retries by key after later appends, a
+//!   closed writer and a restart, key reuse, keyless retries over keyed batches, the
+//!   claim race, the lost index write, the bounded index lag, fork/import/delete (R-S14).
 //! - [`audit`]: tamper detection through `verify_audit` (R-S10).
 //! - [`retention`]: the bounded sweeper and listing (R-S11, R-S12).
 //! - [`export`]: export → import → export byte identity, single session and ZIP with
@@ -61,6 +64,7 @@ pub mod events;
 pub mod exact_data;
 pub mod export;
 pub mod fixtures;
+pub mod idempotency;
 pub mod lifecycle;
 pub mod resume;
 pub mod retention;
@@ -347,6 +351,17 @@ macro_rules! service_conformance {
                 closed_session_is_terminal_but_readable_and_forkable,
                 delete_erases_only_that_session_and_audits_it,
                 fork_copies_the_prefix_and_records_the_parent,
+            ],
+            idempotency: [
+                keyed_retry_returns_the_original_outcome,
+                key_reused_with_other_content_is_refused,
+                keyless_append_is_never_a_duplicate_of_a_keyed_batch,
+                racers_claiming_one_seq_with_their_own_keys_have_one_winner,
+                a_key_whose_index_write_was_lost_is_still_recognised,
+                a_keyed_retry_after_the_session_closed_gets_its_original_outcome,
+                the_index_lags_the_log_by_a_bounded_number_of_events,
+                keys_stay_with_their_session_across_fork_export_import_and_delete,
+                malformed_keys_and_empty_keyed_batches_are_refused,
             ],
             audit: [
                 intact_chain_verifies,

@@ -68,7 +68,12 @@ pub async fn interrupt_detaches_the_current_run_as_interrupted(b: &dyn ServiceBa
     let session = sid("interrupted");
     assert_eq!(label(&service.heartbeat(&owner(), &session, &run("r1")).await), "run_not_attached");
     assert_eq!(label(&service.detach(&owner(), &session, &run("r1"), "done", None).await), "run_not_attached");
-    let request = AppendRequest { run: Some(run("r1")), expected_seq: None, events: vec![user_message("late")] };
+    let request = AppendRequest {
+        run: Some(run("r1")),
+        expected_seq: None,
+        events: vec![user_message("late")],
+        idempotency_key: None,
+    };
     assert_eq!(label(&service.append(&owner(), &session, request).await), "run_not_attached");
     assert_eq!(stored_log(&service, TENANT_A, "interrupted").await, Some(Vec::new()));
 }
@@ -88,7 +93,8 @@ pub async fn parallel_runs_up_to_runs_max_and_events_carry_their_run(b: &dyn Ser
         let outcome = append(&service, &owner(), "parallel", Some(run_id), vec![user_message(run_id)]).await;
         assert_eq!(outcome.first_seq, index as u64);
     }
-    let request = AppendRequest { run: None, expected_seq: None, events: vec![user_message("nobody")] };
+    let request =
+        AppendRequest { run: None, expected_seq: None, events: vec![user_message("nobody")], idempotency_key: None };
     let runless = service.append(&service_principal(TENANT_A), &sid("parallel"), request).await;
     assert_eq!(label(&runless), "invalid", "a parallel session's events carry their run");
     let log = stored_log(&service, TENANT_A, "parallel").await.unwrap();
@@ -259,6 +265,7 @@ pub async fn append_from_a_user_needs_an_attached_run_of_theirs(b: &dyn ServiceB
         run: run_id.map(run),
         expected_seq: None,
         events: vec![user_message("x")],
+        idempotency_key: None,
     };
     let forbidden = service.append(&owner(), &session, request(None)).await;
     assert_eq!(label(&forbidden), "forbidden");

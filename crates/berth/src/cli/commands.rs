@@ -197,6 +197,10 @@ pub struct AppendArgs {
     run: Option<String>,
     #[arg(long)]
     expected_seq: Option<u64>,
+    /// Caller idempotency key (R-S14): a retry with the same key returns the original
+    /// outcome; the same key with other events is a conflict (exit 4).
+    #[arg(long)]
+    idempotency_key: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -587,7 +591,12 @@ pub(super) fn read_append_request(args: &AppendArgs) -> Result<AppendRequest> {
             .map_err(|error| Error::invalid("event", format!("line {}: {error}", number + 1)))?;
         events.push(event);
     }
-    Ok(AppendRequest { run: args.run.as_deref().map(run_id).transpose()?, expected_seq: args.expected_seq, events })
+    Ok(AppendRequest {
+        run: args.run.as_deref().map(run_id).transpose()?,
+        expected_seq: args.expected_seq,
+        events,
+        idempotency_key: args.idempotency_key.clone(),
+    })
 }
 
 /// The events' bytes as text. Bytes that are not UTF-8 are the caller's input, not an
