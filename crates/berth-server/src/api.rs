@@ -191,7 +191,7 @@ fn list_request(params: ListParams) -> ApiResult<ListRequest> {
 /// Lists the caller's sessions (a service or admin key: its tenant's), newest activity
 /// first, with cursor pagination.
 #[utoipa::path(get, path = "/v1/sessions", tag = "sessions", params(ListParams),
-    responses((status = 200, body = SessionPage), (status = 422, body = ErrorBody)),
+    responses((status = 200, body = SessionPage), (status = 413, body = ErrorBody), (status = 422, body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn list_sessions(
     State(state): State<Shared>,

@@ -50,6 +50,7 @@ pub async fn tail_events(
             .to_str()
             .ok()
             .and_then(|text| text.trim().parse::<u64>().ok())
+            .filter(|seq| *seq <= berth_api::int64::WIRE_INT_MAX)
             .and_then(|seq| seq.checked_add(1))
             .ok_or_else(|| ApiError::bad_request("Last-Event-ID must be an event seq"))?,
         None => params.from.unwrap_or(0),

@@ -118,13 +118,14 @@ pub(crate) async fn find_without_writer(
     Ok(keyed_batches(&tail?).into_iter().find(|batch| &batch.key == idempotency_key))
 }
 
-/// The append's key, checked (charset and length), or `None`. An empty batch cannot
-/// carry one: it stores nothing the key could live in.
+/// The append's key, checked (charset and length), or `None`. An empty batch stores
+/// nothing the key could live in: it is answered like a keyless empty append (the log's
+/// `next_seq`, nothing written) and does not use the key up.
 pub(crate) fn requested_key(request: &AppendRequest) -> Result<Option<IdempotencyKey>> {
     let Some(text) = request.idempotency_key.as_deref() else { return Ok(None) };
     let key = IdempotencyKey::parse(text)?;
     if request.events.is_empty() {
-        return Err(Error::invalid("idempotency_key", "an empty batch stores nothing to carry the key"));
+        return Ok(None);
     }
     Ok(Some(key))
 }
