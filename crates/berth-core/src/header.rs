@@ -127,16 +127,7 @@ impl SessionHeader {
             });
         }
         if let Some(origin) = &self.origin {
-            if origin.len() > LABEL_BYTES_MAX {
-                return Err(Error::LimitExceeded {
-                    what: crate::limits::Limit::LabelBytes,
-                    limit: LABEL_BYTES_MAX as u64,
-                    actual: origin.len() as u64,
-                });
-            }
-            if origin.is_empty() || origin.chars().any(char::is_control) {
-                return Err(Error::invalid("origin", "not empty, no control characters"));
-            }
+            crate::limits::check_text_line("origin", crate::limits::Limit::LabelBytes, LABEL_BYTES_MAX, origin)?;
         }
         if let Concurrency::Parallel { runs_max } = self.policy.concurrency {
             if runs_max == 0 || runs_max > PARALLEL_RUNS_MAX {

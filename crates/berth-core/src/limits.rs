@@ -143,3 +143,16 @@ impl std::fmt::Display for Limit {
         f.write_str(self.name())
     }
 }
+
+/// Checks one line of free text that berth keeps (a label, an origin, a detach outcome):
+/// at most `limit`'s byte count (`LimitExceeded`, named by `limit`), not empty and
+/// without control characters (`Invalid`, as `what`).
+pub fn check_text_line(what: &'static str, limit: Limit, bytes_max: usize, text: &str) -> crate::Result<()> {
+    if text.len() > bytes_max {
+        return Err(crate::Error::LimitExceeded { what: limit, limit: bytes_max as u64, actual: text.len() as u64 });
+    }
+    if text.is_empty() || text.chars().any(char::is_control) {
+        return Err(crate::Error::invalid(what, format!("{text:?}: 1-{bytes_max} bytes, no control characters")));
+    }
+    Ok(())
+}

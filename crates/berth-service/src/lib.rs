@@ -1301,16 +1301,7 @@ fn validate_metadata(title: Option<&str>, labels: &BTreeSet<String>) -> Result<(
         });
     }
     for label in labels {
-        if label.len() > LABEL_BYTES_MAX {
-            return Err(Error::LimitExceeded {
-                what: berth_core::limits::Limit::LabelBytes,
-                limit: LABEL_BYTES_MAX as u64,
-                actual: label.len() as u64,
-            });
-        }
-        if label.is_empty() || label.chars().any(char::is_control) {
-            return Err(Error::invalid("label", format!("{label:?}: not empty, no control characters")));
-        }
+        berth_core::limits::check_text_line("label", berth_core::limits::Limit::LabelBytes, LABEL_BYTES_MAX, label)?;
     }
     Ok(())
 }

@@ -220,14 +220,7 @@ fn attach_in(
 
 /// A detach outcome is free text bounded like a title, and one line like a label.
 fn validate_outcome(outcome: &str) -> Result<()> {
-    if outcome.len() > OUTCOME_BYTES_MAX {
-        let (limit, actual) = (OUTCOME_BYTES_MAX as u64, outcome.len() as u64);
-        return Err(Error::LimitExceeded { what: berth_core::limits::Limit::OutcomeBytes, limit, actual });
-    }
-    if outcome.is_empty() || outcome.chars().any(char::is_control) {
-        return Err(Error::invalid("outcome", format!("1-{OUTCOME_BYTES_MAX} bytes, no control characters")));
-    }
-    Ok(())
+    berth_core::limits::check_text_line("outcome", berth_core::limits::Limit::OutcomeBytes, OUTCOME_BYTES_MAX, outcome)
 }
 
 /// The index of `run_id` among the attached runs, if the principal may act for it.

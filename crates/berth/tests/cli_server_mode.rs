@@ -66,6 +66,20 @@ fn ok(output: &Output) -> String {
     String::from_utf8(output.stdout.clone()).unwrap()
 }
 
+/// Runs `berth ARGS` on a data directory as a principal of `tenant`, feeding `stdin`.
+fn on_data_directory(data: &Path, tenant: &str, args: &[&str], stdin: Option<&str>) -> Output {
+    let mut child = berth(data)
+        .args(args)
+        .env("BERTH_TENANT", tenant)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(stdin.unwrap_or("").as_bytes()).unwrap();
+    child.wait_with_output().unwrap()
+}
+
 #[test]
 fn the_cli_works_against_a_running_server() {
     let dir = tempfile::tempdir().unwrap();
@@ -147,18 +161,7 @@ fn append_with_an_idempotency_key_is_retried_safely() {
     assert_eq!(through_server(&keyed, Some(other)).status.code(), Some(4));
     drop(server);
 
-    let local = |args: &[&str], stdin: Option<&str>| {
-        let mut child = berth(&data)
-            .args(args)
-            .env("BERTH_TENANT", "default")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child.stdin.take().unwrap().write_all(stdin.unwrap_or("").as_bytes()).unwrap();
-        child.wait_with_output().unwrap()
-    };
+    let local = |args: &[&str], stdin: Option<&str>| on_data_directory(&data, "default", args, stdin);
     let retried = ok(&local(&keyed, Some(TWO_EVENTS)));
     assert!(retried.contains("appended seqs 0..2 (already stored)"), "{retried}");
     assert_eq!(local(&keyed, Some(other)).status.code(), Some(4));
@@ -188,18 +191,7 @@ fn sessions_tail_follows_appends_through_a_server() {
 fn sessions_tail_follows_appends_on_a_data_directory() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let local = |args: &[&str], stdin: Option<&str>| {
-        let mut child = berth(&data)
-            .args(args)
-            .env("BERTH_TENANT", "acme")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child.stdin.take().unwrap().write_all(stdin.unwrap_or("").as_bytes()).unwrap();
-        ok(&child.wait_with_output().unwrap())
-    };
+    let local = |args: &[&str], stdin: Option<&str>| ok(&on_data_directory(&data, "acme", args, stdin));
     local(&["sessions", "new", "--id", "followed"], None);
     local(&["append", "followed"], Some(TWO_EVENTS));
     let mut tail = berth(&data);
