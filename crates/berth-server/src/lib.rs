@@ -16,7 +16,6 @@ pub mod client;
 pub mod error;
 pub mod feed;
 pub mod limits;
-pub mod loadgen;
 pub mod metrics;
 pub mod openapi;
 pub mod tail;

@@ -44,12 +44,7 @@ const ALLOWED_NORMAL_DEPENDENCIES: &[(&str, &[&str])] = &[
     // because the service's answers are catalog records (`SessionRecord`, `RunRecord`,
     // `AuditEntry`, `RetentionPolicy`), which the server converts to wire types. No
     // backend, no LogStore: which storage serves it is its caller's choice.
-    // TEMPORARY (until the loadgen and CountingFs move out): the server still opens
-    // backends itself.
-    (
-        "berth-server",
-        &["berth-core", "berth-catalog", "berth-service", "berth-api", "berth-store", "berth-jsonl", "berth-sqlite"],
-    ),
+    ("berth-server", &["berth-core", "berth-catalog", "berth-service", "berth-api"]),
     (
         "berth-bench",
         &[

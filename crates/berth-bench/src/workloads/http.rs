@@ -1,8 +1,8 @@
 //! W6: durable appends through HTTP against `berth serve`, beside the same workload
 //! through the library, interleaved (library, HTTP, HTTP, library, …).
 //!
-//! The workload and its assembly follow the server's loopback load generator
-//! (`berth-loadgen`): the embedded backend (JSONL, fdatasync per append, SQLite catalog)
+//! The workload and its assembly follow the loopback load generator (`berth-loadgen`,
+//! `crate::loadgen`): the embedded backend (JSONL, fdatasync per append, SQLite catalog)
 //! behind one `SessionService`; `clients` concurrent clients, each appending one event
 //! per call round-robin over the sessions; the server serializes appends to one
 //! session with its `SessionLocks`, and the library figure serializes them the same
@@ -12,12 +12,12 @@
 
 use super::{elapsed_us, rotation};
 use crate::fixtures::{self, io};
+use crate::loadgen::{loopback_server, open_service};
 use crate::payload::chat_event;
 use crate::report::{Figure, Goal, Measurement, Target};
 use berth_core::{Error, Result, SessionId, SessionKey};
 use berth_server::client::Client;
 use berth_server::limits::SessionLocks;
-use berth_server::loadgen::{loopback_server, open_service};
 use berth_service::{AppendRequest, CreateSession, NewEvent};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -103,7 +103,7 @@ fn append_request() -> AppendRequest {
 /// the wall time from the first client's start to the last one's end (setup — creating
 /// the sessions, starting the server — and shutdown are not counted).
 async fn measure(http: bool, root: &Path, sessions: usize, clients: usize, appends: usize) -> Result<(Vec<f64>, f64)> {
-    let service = open_service(root)?;
+    let service = open_service(root).await?;
     let principal = fixtures::service_principal();
     let mut ids = Vec::with_capacity(sessions);
     for index in 0..sessions {
