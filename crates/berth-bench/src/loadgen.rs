@@ -5,15 +5,14 @@
 //!
 //! Workload: `clients` concurrent clients, each appending one event (~256 bytes of data)
 //! per call with fsync on every append (the embedded default), round-robin over
-//! `sessions` sessions. Appends to one session are serialized by the server; the library
-//! figure serializes them the same way (`SessionLocks`). Every measurement runs on a
+//! `sessions` sessions. Appends to one session are serialized by the service's own
+//! per-session append lock, in both modes (the server adds no lock of its own). Every measurement runs on a
 //! fresh data directory, for a warm-up and then a fixed time: bounded, loopback only.
 
 use berth_assemble::{AssembleOptions, StoreUrl};
-use berth_core::{SessionId, SessionKey, SystemClock, TenantId, UserId};
+use berth_core::{SessionId, SystemClock, TenantId, UserId};
 use berth_server::auth::{Authenticator, KeyStore};
 use berth_server::client::Client;
-use berth_server::limits::SessionLocks;
 use berth_server::metrics::Metrics;
 use berth_server::{RunningServer, ServerConfig, ServerParts};
 use berth_service::{AppendRequest, CreateSession, NewEvent, Principal, Role, SessionService};
@@ -123,7 +122,6 @@ async fn client_loop(
     end: Instant,
 ) -> berth_core::Result<Vec<Duration>> {
     let request = request();
-    let key = SessionKey::new(principal().tenant, id.clone());
     let mut latencies = Vec::new();
     loop {
         let started = Instant::now();
@@ -134,8 +132,7 @@ async fn client_loop(
             Target::Http(client) => {
                 client.append(&id, &request).await?;
             }
-            Target::Library(service, locks) => {
-                let _serialized = locks.lock(&key).await;
+            Target::Library(service) => {
                 service.append(&principal(), &id, request.clone()).await?;
             }
         }
@@ -147,7 +144,7 @@ async fn client_loop(
 
 enum Target {
     Http(Client),
-    Library(Arc<SessionService>, Arc<SessionLocks>),
+    Library(Arc<SessionService>),
 }
 
 /// One measurement on a fresh data directory `root` (created, and removed after).
@@ -163,7 +160,6 @@ pub async fn measure(mode: Mode, options: &LoadOptions, root: &Path) -> berth_co
         service.create(&principal(), create).await?;
         ids.push(id);
     }
-    let locks = Arc::new(SessionLocks::new());
     let (server, key) = match mode {
         Mode::Http => {
             let (server, key) = loopback_server(&service, &principal()).await?;
@@ -178,7 +174,7 @@ pub async fn measure(mode: Mode, options: &LoadOptions, root: &Path) -> berth_co
     for index in 0..options.clients.max(1) {
         let target = match &url {
             Some(url) => Target::Http(Client::new(url, Some(key.clone()))?),
-            None => Target::Library(service.clone(), locks.clone()),
+            None => Target::Library(service.clone()),
         };
         tasks.push(tokio::spawn(client_loop(target, ids[index % sessions].clone(), warmup_end, end)));
     }
