@@ -132,7 +132,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Serve(args) => serve(&cli.data, args).await,
         Command::Keys(command) => keys(&cli.data, command, cli.json),
-        _ if cli.server.is_some() => super::commands::remote::run(cli).await,
+        _ if cli.server.is_some() => super::commands::run_remote(cli).await,
         _ => super::commands::run(cli).await,
     }
 }
