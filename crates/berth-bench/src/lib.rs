@@ -8,6 +8,7 @@
 //! Nothing here asserts a timing: benchmarks report, tests assert.
 
 pub mod fixtures;
+pub mod loadgen;
 mod machine;
 pub mod payload;
 mod plots;

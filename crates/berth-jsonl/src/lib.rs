@@ -7,12 +7,14 @@
 //! - `format`: every on-disk name and constant, the record codec, the pure scanner.
 //! - `fs`: the file-system seam (`Fs`, `FsFile`, `OsFs`), so faults can be injected.
 //! - `backend`: `JsonlBackend`, the `LogBackend` the `LogStore` front drives.
+//! - `counting_fs`: `CountingFs`, a pass-through `Fs` reporting fsyncs and open files.
 //! - `fsck`: verify a whole data root; repair torn tails only.
 //!
 //! The on-disk format and the write/fsync/publish protocol are described byte by byte
 //! in `docs/storage-format.md`.
 
 pub mod backend;
+pub mod counting_fs;
 pub mod format;
 pub mod fs;
 pub mod fsck;
@@ -21,5 +23,6 @@ mod log;
 mod writer;
 
 pub use backend::{Durability, JsonlBackend, JsonlOptions, JsonlReader};
+pub use counting_fs::{CountingFs, FsEvent, FsObserver};
 pub use log::INDEX_ENTRIES_MAX;
 pub use writer::JsonlWriter;

@@ -362,7 +362,6 @@ pub async fn append_events(
     let task_state = state.clone();
     let outcome = call(&state, move |s| async move {
         let key = SessionKey::new(principal.tenant.clone(), id.clone());
-        let _serialized = task_state.append_locks.lock(&key).await;
         let outcome = s.append(&principal, &id, request).await?;
         if !outcome.duplicate {
             task_state.feed.publish(&key, outcome.next_seq);
@@ -473,7 +472,6 @@ pub async fn resume_session(
     let task_state = state.clone();
     let outcome = call(&state, move |s| async move {
         let key = SessionKey::new(principal.tenant.clone(), id.clone());
-        let _serialized = task_state.append_locks.lock(&key).await;
         let outcome = s.resume(&principal, &id, request).await?;
         task_state.feed.publish(&key, outcome.next_seq);
         Ok(outcome)

@@ -16,7 +16,6 @@ pub mod client;
 pub mod error;
 pub mod feed;
 pub mod limits;
-pub mod loadgen;
 pub mod metrics;
 pub mod openapi;
 pub mod tail;
@@ -26,7 +25,7 @@ use crate::api::Shared;
 use crate::auth::Authenticator;
 use crate::error::ApiError;
 use crate::feed::{ChangeFeed, LocalFeed};
-use crate::limits::{BodyLimit, RateLimit, SessionLocks, TenantLimiter};
+use crate::limits::{BodyLimit, RateLimit, TenantLimiter};
 use crate::metrics::Metrics;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
@@ -108,7 +107,6 @@ pub struct AppState {
     pub limiter: Option<TenantLimiter>,
     pub metrics: Arc<Metrics>,
     pub feed: Arc<dyn ChangeFeed>,
-    pub append_locks: SessionLocks,
     pub config: ServerConfig,
     pub shutdown: watch::Receiver<bool>,
     draining: AtomicBool,
@@ -171,7 +169,6 @@ pub async fn start(config: ServerConfig, parts: ServerParts) -> std::io::Result<
         limiter: config.rate_limit.map(TenantLimiter::new),
         metrics: parts.metrics,
         feed: parts.feed.unwrap_or_else(|| Arc::new(LocalFeed::new())),
-        append_locks: SessionLocks::new(),
         config: config.clone(),
         shutdown: shutdown_rx.clone(),
         draining: AtomicBool::new(false),

@@ -1,5 +1,6 @@
-//! Abuse limits (R-A3) and request decoding: per-tenant token buckets, per-session
-//! append serialization, and the strict JSON body and query extractors.
+//! Abuse limits (R-A3) and request decoding: per-tenant token buckets and the strict
+//! JSON body and query extractors. (Appends to one session are serialized by the
+//! service's own per-session append lock, not here.)
 //!
 //! Bodies are never decoded by `axum::Json`: `berth-core` builds `serde_json` with
 //! `unbounded_depth` (the strict minifier bounds depth), so a plain `serde_json::from_slice`
@@ -12,13 +13,11 @@ use crate::error::ApiError;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::StatusCode;
-use berth_core::{SessionKey, TenantId};
+use berth_core::TenantId;
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use serde::de::DeserializeOwned;
-use std::collections::HashMap;
 use std::num::NonZeroU32;
-use std::sync::{Arc, Mutex};
 
 /// Requests per second per tenant, with a burst allowance.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,57 +54,6 @@ impl TenantLimiter {
     pub fn forget_idle(&self) {
         self.limiter.retain_recent();
         self.limiter.shrink_to_fit();
-    }
-}
-
-/// One async mutex per session with an append in flight, so appends to a session are
-/// stored one after another (the service assigns seqs from the writer's next seq; two
-/// racing appends would otherwise collide). Entries go away with their last user.
-#[derive(Default)]
-pub struct SessionLocks {
-    locks: Mutex<HashMap<SessionKey, Arc<tokio::sync::Mutex<()>>>>,
-}
-
-pub struct SessionGuard<'a> {
-    owner: &'a SessionLocks,
-    key: SessionKey,
-    lock: Option<Arc<tokio::sync::Mutex<()>>>,
-    guard: Option<tokio::sync::OwnedMutexGuard<()>>,
-}
-
-impl SessionLocks {
-    pub fn new() -> SessionLocks {
-        SessionLocks::default()
-    }
-
-    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<SessionKey, Arc<tokio::sync::Mutex<()>>>> {
-        self.locks.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    pub async fn lock(&self, key: &SessionKey) -> SessionGuard<'_> {
-        let lock = self.map().entry(key.clone()).or_default().clone();
-        let guard = lock.clone().lock_owned().await;
-        SessionGuard { owner: self, key: key.clone(), lock: Some(lock), guard: Some(guard) }
-    }
-
-    pub fn len(&self) -> usize {
-        self.map().len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
-
-impl Drop for SessionGuard<'_> {
-    fn drop(&mut self) {
-        drop(self.guard.take());
-        drop(self.lock.take());
-        let mut map = self.owner.map();
-        // Only the map holds it: nobody is waiting.
-        if map.get(&self.key).is_some_and(|lock| Arc::strong_count(lock) == 1) {
-            map.remove(&self.key);
-        }
     }
 }
 
@@ -200,16 +148,5 @@ mod tests {
         let wait = limiter.check(&a).unwrap_err();
         assert!((1..=2).contains(&wait));
         assert!(limiter.check(&b).is_ok());
-    }
-
-    #[tokio::test]
-    async fn session_locks_are_removed_after_use() {
-        let locks = SessionLocks::new();
-        let key = SessionKey::new(TenantId::parse("t").unwrap(), berth_core::SessionId::parse("s").unwrap());
-        {
-            let _guard = locks.lock(&key).await;
-            assert_eq!(locks.len(), 1);
-        }
-        assert!(locks.is_empty());
     }
 }

@@ -6,17 +6,12 @@
 //! One registry per server (not a process-global recorder), so tests that run several
 //! servers in one process read each server's own figures.
 
-use berth_jsonl::fs::{FileMeta, Fs, FsFile, OpenOptions};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
-use std::ffi::OsString;
-use std::io;
-use std::path::Path;
-use std::sync::Arc;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RequestLabels {
@@ -37,7 +32,8 @@ pub struct TakeoverLabels {
     pub reason: String,
 }
 
-/// Counters shared with the file-system wrapper of the embedded backend.
+/// The embedded backend's fsyncs and open files, fed by whoever opens the backend
+/// (`berth serve` wraps its file system in `berth_jsonl::CountingFs` reporting here).
 #[derive(Clone, Default)]
 pub struct StorageCounters {
     pub fsyncs: Counter,
@@ -147,99 +143,5 @@ impl Metrics {
 
     pub fn takeover(&self, reason: &str) {
         self.run_lease_takeovers.get_or_create(&TakeoverLabels { reason: reason.to_owned() }).inc();
-    }
-}
-
-/// Wraps the embedded backend's file system to count fsyncs and open files.
-pub struct CountingFs {
-    inner: Arc<dyn Fs>,
-    counters: StorageCounters,
-}
-
-impl CountingFs {
-    pub fn new(inner: Arc<dyn Fs>, counters: StorageCounters) -> CountingFs {
-        CountingFs { inner, counters }
-    }
-
-    fn wrap(&self, file: Box<dyn FsFile>) -> Box<dyn FsFile> {
-        self.counters.files_open.inc();
-        Box::new(CountingFile { inner: file, counters: self.counters.clone() })
-    }
-}
-
-impl Fs for CountingFs {
-    fn open(&self, path: &Path, options: OpenOptions) -> io::Result<Box<dyn FsFile>> {
-        self.inner.open(path, options).map(|file| self.wrap(file))
-    }
-    fn open_dir(&self, path: &Path) -> io::Result<Box<dyn FsFile>> {
-        self.inner.open_dir(path).map(|file| self.wrap(file))
-    }
-    fn create_dir(&self, path: &Path) -> io::Result<()> {
-        self.inner.create_dir(path)
-    }
-    fn sync_dir(&self, path: &Path) -> io::Result<()> {
-        self.counters.fsyncs.inc();
-        self.inner.sync_dir(path)
-    }
-    fn hard_link(&self, from: &Path, to: &Path) -> io::Result<()> {
-        self.inner.hard_link(from, to)
-    }
-    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        self.inner.rename(from, to)
-    }
-    fn remove_file(&self, path: &Path) -> io::Result<()> {
-        self.inner.remove_file(path)
-    }
-    fn remove_dir(&self, path: &Path) -> io::Result<()> {
-        self.inner.remove_dir(path)
-    }
-    fn read_dir(&self, path: &Path) -> io::Result<Vec<OsString>> {
-        self.inner.read_dir(path)
-    }
-    fn metadata(&self, path: &Path) -> io::Result<FileMeta> {
-        self.inner.metadata(path)
-    }
-}
-
-struct CountingFile {
-    inner: Box<dyn FsFile>,
-    counters: StorageCounters,
-}
-
-impl Drop for CountingFile {
-    fn drop(&mut self) {
-        self.counters.files_open.dec();
-    }
-}
-
-impl FsFile for CountingFile {
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-        self.inner.read_at(buf, offset)
-    }
-    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
-        self.inner.write_at(buf, offset)
-    }
-    fn sync_data(&self) -> io::Result<()> {
-        self.counters.fsyncs.inc();
-        self.inner.sync_data()
-    }
-    fn sync_all(&self) -> io::Result<()> {
-        self.counters.fsyncs.inc();
-        self.inner.sync_all()
-    }
-    fn set_len(&self, len: u64) -> io::Result<()> {
-        self.inner.set_len(len)
-    }
-    fn len(&self) -> io::Result<u64> {
-        self.inner.len()
-    }
-    fn try_lock(&self) -> io::Result<bool> {
-        self.inner.try_lock()
-    }
-    fn metadata(&self) -> io::Result<FileMeta> {
-        self.inner.metadata()
-    }
-    fn identity(&self) -> io::Result<(u64, u64)> {
-        self.inner.identity()
     }
 }

@@ -82,7 +82,7 @@ async fn odd_ids_are_refused_before_storage_and_nothing_outside_the_root_is_touc
     post(&admin, "/v1/sessions", &json!({"id": "x"})).await;
     let outside_before: Vec<_> =
         std::fs::read_dir(server.dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
-    let before = common::snapshot(&server.root(), &["catalog.sqlite", "keys.sqlite"]);
+    let before = common::snapshot(&server.root(), &common::DATABASE_FILES);
     let long = "a".repeat(300);
     let odd = [
         "..%2Fx",
@@ -127,7 +127,7 @@ async fn odd_ids_are_refused_before_storage_and_nothing_outside_the_root_is_touc
     // A path with a literal "/" in the id is simply not a route.
     let (status, _) = send(&admin, Method::GET, "/v1/sessions/a/b", None).await;
     assert_eq!(status, 404);
-    assert_eq!(before, common::snapshot(&server.root(), &["catalog.sqlite", "keys.sqlite"]));
+    assert_eq!(before, common::snapshot(&server.root(), &common::DATABASE_FILES));
     let outside_after: Vec<_> = std::fs::read_dir(server.dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(outside_before, outside_after);
 }

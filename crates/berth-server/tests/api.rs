@@ -393,19 +393,6 @@ async fn the_background_sweeper_expires_lapsed_sessions() {
     }
 }
 
-/// A smoke run of the load generator (no timing assertion: figures belong in benchmarks).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_load_generator_runs_both_modes() {
-    use berth_server::loadgen::{measure, LoadOptions, Mode};
-    let dir = tempfile::tempdir().unwrap();
-    let options = LoadOptions { clients: 4, sessions: 2, seconds: 1, warmup_seconds: 0 };
-    for mode in [Mode::Library, Mode::Http] {
-        let figures = measure(mode, &options, &dir.path().join(format!("{mode:?}"))).await.unwrap();
-        assert!(figures.appends > 0, "{mode:?}: {figures:?}");
-        assert!(figures.p50_ms <= figures.p99_ms);
-    }
-}
-
 /// `status=` names listable statuses only: `creating`, an empty filter (`status=`,
 /// `status=,`) or an empty part (`status=active,`) is a 400 naming the listable
 /// statuses — never "no filter", which listed every status.

@@ -164,7 +164,7 @@ async fn request(client: &Client, endpoint: &Endpoint, id: &str) -> (u16, Vec<u8
 }
 
 async fn stored_state(server: &TestServer) -> (std::collections::BTreeMap<String, Vec<u8>>, Vec<String>) {
-    let files = common::snapshot(&server.root(), &["catalog.sqlite", "keys.sqlite"]);
+    let files = common::snapshot(&server.root(), &common::DATABASE_FILES);
     let admin = principal("acme", "root", None, Role::Admin);
     let other = principal("globex", "root", None, Role::Admin);
     let mut records = Vec::new();

@@ -104,6 +104,12 @@ fn the_cli_works_against_a_running_server() {
     let resumed =
         ok(&remote(&data, &url, &alice, &["runs", "resume", "chat-1", "--run", "run-2", "--interrupt"], None));
     assert!(resumed.contains("repaired 1 event(s)"), "{resumed}");
+    // One dispatch for both modes: the server path prints what the local one prints (the
+    // repaired events), and `stat` through a server shows the metadata it can see.
+    assert!(resumed.contains("\n  + {"), "{resumed}");
+    let stat = ok(&remote(&data, &url, &alice, &["sessions", "stat", "chat-1"], None));
+    assert!(stat.contains("chat-1"), "{stat}");
+    assert!(remote(&data, &url, &alice, &["gc"], None).status.code() == Some(5), "gc through a server needs a policy");
     let export = ok(&remote(&data, &url, &alice, &["export", "chat-1"], None));
     assert_eq!(export.lines().count(), 4);
 

@@ -20,7 +20,7 @@ const WAIT: Duration = Duration::from_secs(10);
 
 async fn start(url: &str, keys: &KeyStore) -> RunningServer {
     let backends = berth::open_backends(&berth::StoreUrl::parse(url).unwrap()).await.unwrap();
-    let feed = backends.change_feed();
+    let feed = berth::change_feed(&backends);
     assert!(feed.is_some(), "a PostgreSQL store brings its own feed");
     let service = SessionService::new(backends.store, backends.catalog, berth::system_clock());
     let config = ServerConfig {

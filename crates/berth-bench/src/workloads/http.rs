@@ -1,26 +1,23 @@
 //! W6: durable appends through HTTP against `berth serve`, beside the same workload
 //! through the library, interleaved (library, HTTP, HTTP, library, …).
 //!
-//! The workload and its assembly follow the server's loopback load generator
-//! (`berth-loadgen`): the embedded backend (JSONL, fdatasync per append, SQLite catalog)
+//! The workload and its assembly follow the loopback load generator (`berth-loadgen`,
+//! `crate::loadgen`): the embedded backend (JSONL, fdatasync per append, SQLite catalog)
 //! behind one `SessionService`; `clients` concurrent clients, each appending one event
-//! per call round-robin over the sessions; the server serializes appends to one
-//! session with its `SessionLocks`, and the library figure serializes them the same
-//! way. It runs here in-process rather than as the separate binary, so that it takes
+//! per call round-robin over the sessions; appends to one session are serialized by
+//! the service's own per-session append lock in both figures (the server adds none). It runs here in-process rather than as the separate binary, so that it takes
 //! part in the interleaved rounds and uses the bench's ~1 KiB event and statistics.
 //! Count-bounded (appends per client), not time-bounded, like every other workload.
 
 use super::{elapsed_us, rotation};
 use crate::fixtures::{self, io};
+use crate::loadgen::{loopback_server, open_service};
 use crate::payload::chat_event;
 use crate::report::{Figure, Goal, Measurement, Target};
-use berth_core::{Error, Result, SessionId, SessionKey};
+use berth_core::{Error, Result, SessionId};
 use berth_server::client::Client;
-use berth_server::limits::SessionLocks;
-use berth_server::loadgen::{loopback_server, open_service};
 use berth_service::{AppendRequest, CreateSession, NewEvent};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Instant;
 
 pub const LIBRARY: &str = "library (SessionService, same workload)";
@@ -103,7 +100,7 @@ fn append_request() -> AppendRequest {
 /// the wall time from the first client's start to the last one's end (setup — creating
 /// the sessions, starting the server — and shutdown are not counted).
 async fn measure(http: bool, root: &Path, sessions: usize, clients: usize, appends: usize) -> Result<(Vec<f64>, f64)> {
-    let service = open_service(root)?;
+    let service = open_service(root).await?;
     let principal = fixtures::service_principal();
     let mut ids = Vec::with_capacity(sessions);
     for index in 0..sessions {
@@ -125,16 +122,13 @@ async fn measure(http: bool, root: &Path, sessions: usize, clients: usize, appen
     } else {
         (None, None)
     };
-    let locks = Arc::new(SessionLocks::new());
     let started = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
     for client_index in 0..clients {
-        let (id, service, locks, client) =
-            (ids[client_index % sessions].clone(), service.clone(), locks.clone(), client.clone());
+        let (id, service, client) = (ids[client_index % sessions].clone(), service.clone(), client.clone());
         let principal = principal.clone();
         tasks.spawn(async move {
             let request = append_request();
-            let key = SessionKey::new(principal.tenant.clone(), id.clone());
             let mut latencies = Vec::with_capacity(appends);
             for _ in 0..appends {
                 let started = Instant::now();
@@ -143,7 +137,6 @@ async fn measure(http: bool, root: &Path, sessions: usize, clients: usize, appen
                         client.append(&id, &request).await?;
                     }
                     None => {
-                        let _serialized = locks.lock(&key).await;
                         service.append(&principal, &id, request.clone()).await?;
                     }
                 }

@@ -81,7 +81,7 @@ impl Listing {
         let (seeding_store, _) = fixtures::jsonl_store_unsynced(&jsonl_root)?;
         seed_logs(&seeding_store, sessions, events).await?;
         drop(seeding_store);
-        let catalog = SqliteCatalog::open(jsonl_root.join("catalog.sqlite"))?;
+        let catalog = SqliteCatalog::open(jsonl_root.join(berth_sqlite::CATALOG_FILE_NAME))?;
         seed_catalog(&catalog, sessions, events).await?;
         let memory_store = fixtures::memory_store();
         seed_logs(&memory_store, sessions, events).await?;

@@ -244,7 +244,7 @@ fn raw_resume(path: &Path) -> Result<u64> {
 /// W7c: page time of `service.list` and of the reference as the catalog grows.
 async fn listing_curve(dir: &Path, sizes: &crate::Sizes, progress: &dyn Progress) -> Result<Curve> {
     let dir = tempfile::tempdir_in(dir).map_err(io("tempdir"))?;
-    let catalog = SqliteCatalog::open(dir.path().join("catalog.sqlite"))?;
+    let catalog = SqliteCatalog::open(dir.path().join(berth_sqlite::CATALOG_FILE_NAME))?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let service = SessionService::new(fixtures::memory_store(), Arc::new(catalog.clone()), clock);
     let reference = listing::reference_schema(&dir.path().join("reference.sqlite"))?;

@@ -3,15 +3,15 @@
 
 #![allow(dead_code)]
 
+use berth_assemble::{AssembleOptions, StoreUrl};
 use berth_core::{ProjectId, SystemClock, TenantId, UserId};
-use berth_jsonl::{JsonlBackend, JsonlOptions};
+use berth_jsonl::fs::OsFs;
+use berth_jsonl::{CountingFs, FsEvent, FsObserver, JsonlOptions};
 use berth_server::auth::{Authenticator, KeyStore, KEYS_FILE};
 use berth_server::client::Client;
-use berth_server::metrics::{CountingFs, Metrics};
+use berth_server::metrics::Metrics;
 use berth_server::{RunningServer, ServerConfig, ServerParts};
 use berth_service::{Principal, Role, SessionService};
-use berth_sqlite::SqliteCatalog;
-use berth_store::LogStore;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -32,23 +32,31 @@ pub fn test_config() -> ServerConfig {
     }
 }
 
-pub fn open_service(root: &Path, metrics: &Metrics) -> Arc<SessionService> {
-    open_service_with(root, metrics, |service| service)
-}
-
-/// `open_service` with the service's own settings changed by `customize`.
-pub fn open_service_with(
+/// The service over the embedded store at `root`, assembled as `berth serve` assembles
+/// it (the file system counted into `metrics`), with its settings changed by `customize`.
+pub async fn open_service_with(
     root: &Path,
     metrics: &Metrics,
     customize: impl FnOnce(SessionService) -> SessionService,
 ) -> Arc<SessionService> {
-    let options = JsonlOptions {
-        fs: Arc::new(CountingFs::new(Arc::new(berth_jsonl::fs::OsFs), metrics.storage.clone())),
-        ..JsonlOptions::default()
+    let counters = metrics.storage.clone();
+    let observer: FsObserver = Arc::new(move |event| match event {
+        FsEvent::Synced => {
+            counters.fsyncs.inc();
+        }
+        FsEvent::FileOpened => {
+            counters.files_open.inc();
+        }
+        FsEvent::FileClosed => {
+            counters.files_open.dec();
+        }
+    });
+    let options = AssembleOptions {
+        jsonl: JsonlOptions { fs: Arc::new(CountingFs::new(Arc::new(OsFs), observer)), ..JsonlOptions::default() },
+        ..AssembleOptions::default()
     };
-    let jsonl = JsonlBackend::open(root.to_path_buf(), options).unwrap();
-    let catalog = SqliteCatalog::open(root.join("catalog.sqlite")).unwrap();
-    let service = SessionService::new(LogStore::new(Arc::new(jsonl)), Arc::new(catalog), Arc::new(SystemClock));
+    let url = StoreUrl::Embedded(root.to_path_buf());
+    let service = berth_assemble::open_service_with(&url, options, Arc::new(SystemClock)).await.unwrap();
     Arc::new(customize(service))
 }
 
@@ -82,7 +90,7 @@ impl TestServer {
         let root = dir.path().join("data");
         std::fs::create_dir(&root).unwrap();
         let metrics = Arc::new(Metrics::new());
-        let service = open_service_with(&root, &metrics, customize);
+        let service = open_service_with(&root, &metrics, customize).await;
         let keys = KeyStore::open(&root.join(KEYS_FILE)).unwrap();
         let parts = ServerParts {
             service: service.clone(),
@@ -124,6 +132,9 @@ pub fn principal(tenant: &str, user: &str, project: Option<&str>, role: Role) ->
         role,
     }
 }
+
+/// The files a read-only request may still change: the catalog and the key store.
+pub const DATABASE_FILES: [&str; 2] = [berth_assemble::CATALOG_FILE, KEYS_FILE];
 
 /// Every file under `root` (relative path → bytes), for before/after comparisons.
 pub fn snapshot(root: &Path, skip: &[&str]) -> std::collections::BTreeMap<String, Vec<u8>> {

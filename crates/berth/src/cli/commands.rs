@@ -1,14 +1,17 @@
-//! One function per CLI command; each returns its exit code or a typed error.
+//! One function per CLI command; each returns its exit code or a typed error. The
+//! session commands run once over a `SessionTarget` (`target.rs`): the data directory's
+//! service, or a running server with `--server`.
 
 use super::output::{
     print_json, print_line, print_value, session_detail, session_line, unless_closed_stdout, write_stdout,
 };
+use super::target::{print_events, Targets};
 use super::{data_root, Cli, Command, PrincipalArgs};
 use berth_catalog::RetentionPolicy;
 use berth_core::{Concurrency, Error, Result, Revision, RunId, SessionId, SessionKey, SessionPolicy, TenantId};
+use berth_server::client::Client;
 use berth_service::{
     AppendRequest, AttachRequest, ClosePolicy, CreateSession, ListRequest, MetadataUpdate, NewEvent, OnBusy,
-    SessionService,
 };
 use berth_store::{Access, ListQuery};
 use clap::{Args, Subcommand};
@@ -350,12 +353,29 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Log(command) => log_command(&cli.data, command, json).await,
         command => {
             let service = berth::open_service(&cli.data, berth::system_clock()).await?;
-            let outcome = service_command(&service, command, json).await;
+            let outcome = session_command(&Targets::Local(&service), command, json).await;
             let shutdown = service.shutdown().await;
             let code = outcome?;
             shutdown?;
             Ok(code)
         }
+    }
+}
+
+/// `berth --server URL …`: the same session, run, append, export/import, audit and
+/// retention commands against a running `berth serve`, through its HTTP API.
+pub async fn run_remote(cli: Cli) -> Result<ExitCode> {
+    let client = Client::new(&cli.server.clone().unwrap_or_default(), cli.api_key.clone())?;
+    match cli.command {
+        Command::Fsck(_)
+        | Command::Log(_)
+        | Command::Bench(_)
+        | Command::Serve(_)
+        | Command::Keys(_)
+        | Command::Migrate(_) => {
+            Err(Error::invalid("--server", "this command works on a data directory only (drop --server)"))
+        }
+        command => session_command(&Targets::Remote(client), command, cli.json).await,
     }
 }
 
@@ -367,42 +387,38 @@ fn run_id(text: &str) -> Result<RunId> {
     RunId::parse(text)
 }
 
-async fn service_command(service: &SessionService, command: Command, json: bool) -> Result<ExitCode> {
+/// The one dispatch of the session commands, over a data directory or a server.
+async fn session_command(targets: &Targets<'_>, command: Command, json: bool) -> Result<ExitCode> {
     match command {
-        Command::Sessions(command) => sessions(service, command, json).await,
-        Command::Runs(command) => runs(service, command, json).await,
-        Command::Append(args) => append(service, args, json).await,
-        Command::Export(args) => export(service, args).await,
+        Command::Sessions(command) => sessions(targets, command, json).await,
+        Command::Runs(command) => runs(targets, command, json).await,
+        Command::Append(args) => append(targets, args, json).await,
+        Command::Export(args) => export(targets, args).await,
         Command::Import(args) => {
-            let principal = args.principal.principal()?;
+            let target = targets.acting_as(&args.principal)?;
             let bytes = std::fs::read(&args.file).map_err(|e| Error::io("read import file", &e))?;
-            let records = if bytes.starts_with(b"PK") {
-                service.import_zip(&principal, &bytes).await?
-            } else {
-                vec![service.import(&principal, &bytes).await?]
-            };
-            for record in &records {
+            for record in &target.import(bytes).await? {
                 print_value(record, json, session_line)?;
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Gc(args) => gc(service, args, json).await,
-        Command::Audit(command) => audit(service, command, json).await,
+        Command::Gc(args) => gc(targets, args, json).await,
+        Command::Audit(command) => audit(targets, command, json).await,
         Command::Fsck(_)
         | Command::Log(_)
         | Command::Bench(_)
         | Command::Serve(_)
         | Command::Keys(_)
         | Command::Migrate(_) => {
-            unreachable!("dispatched before opening the service")
+            unreachable!("dispatched before choosing a target")
         }
     }
 }
 
-async fn sessions(service: &SessionService, command: SessionsCommand, json: bool) -> Result<ExitCode> {
+async fn sessions(targets: &Targets<'_>, command: SessionsCommand, json: bool) -> Result<ExitCode> {
     match command {
         SessionsCommand::New { principal, id, owner, title, labels, parallel, ttl_ms } => {
-            let principal = principal.principal()?;
+            let target = targets.acting_as(&principal)?;
             let mut policy = SessionPolicy::default();
             if let Some(runs_max) = parallel {
                 policy.concurrency = Concurrency::Parallel { runs_max };
@@ -418,11 +434,11 @@ async fn sessions(service: &SessionService, command: SessionsCommand, json: bool
                 labels: labels.into_iter().collect(),
                 ..CreateSession::default()
             };
-            let record = service.create(&principal, request).await?;
+            let record = target.create(request).await?;
             print_value(&record, json, |record| record.header.id.to_string())?;
         }
         SessionsCommand::Ls { principal, statuses, label, owner, all, limit, cursor } => {
-            let principal = principal.principal()?;
+            let target = targets.acting_as(&principal)?;
             let statuses = statuses
                 .iter()
                 .map(|status| berth_service::parse_listable_status(status))
@@ -436,7 +452,7 @@ async fn sessions(service: &SessionService, command: SessionsCommand, json: bool
                 limit,
                 ..ListRequest::default()
             };
-            let page = service.list(&principal, &request).await?;
+            let page = target.list(&request).await?;
             if json {
                 print_json(&page)?;
             } else {
@@ -449,54 +465,37 @@ async fn sessions(service: &SessionService, command: SessionsCommand, json: bool
             }
         }
         SessionsCommand::Show { principal, id } => {
-            let record = service.get(&principal.principal()?, &session_id(&id)?).await?;
+            let record = targets.acting_as(&principal)?.get(&session_id(&id)?).await?;
             print_value(&record, json, session_detail)?;
         }
         SessionsCommand::Stat { principal, id } => {
-            let record = service.get(&principal.principal()?, &session_id(&id)?).await?;
-            let stat = service.store().stat(&record.key()).await?;
-            let value = serde_json::json!({
-                "session": record,
-                "log": stat.map(|stat| serde_json::json!({
-                    "change_token": stat.change_token,
-                    "event_count": stat.event_count,
-                    "size_bytes": stat.size_bytes,
-                })),
-            });
-            print_json(&value)?;
+            let target = targets.acting_as(&principal)?;
+            let record = target.get(&session_id(&id)?).await?;
+            match target.log_stat(&record).await? {
+                Some(log) => print_json(&serde_json::json!({"session": record, "log": log}))?,
+                None => print_value(&record, json, session_detail)?,
+            }
         }
         SessionsCommand::Cat { principal, id, from, limit } => {
-            let events = service.read(&principal.principal()?, &session_id(&id)?, from, limit).await?;
+            let events = targets.acting_as(&principal)?.read(&session_id(&id)?, from, limit).await?;
             print_events(&events)?;
         }
         SessionsCommand::Tail { principal, id, from, until } => {
-            let (principal, id) = (principal.principal()?, session_id(&id)?);
-            let mut next = from;
-            while until.is_none_or(|until| next < until) {
-                let limit = until.map(|until| until - next);
-                let events = service.read(&principal, &id, next, limit).await?;
-                if events.is_empty() {
-                    tokio::time::sleep(TAIL_POLL_INTERVAL).await;
-                    continue;
-                }
-                next += events.len() as u64;
-                print_events(&events)?;
-            }
+            targets.acting_as(&principal)?.follow(&session_id(&id)?, from, until).await?;
         }
         SessionsCommand::Close { principal, id, cancel_runs, expected_revision } => {
             let policy = if cancel_runs { ClosePolicy::CancelRuns } else { ClosePolicy::Refuse };
-            let record = service
-                .close(&principal.principal()?, &session_id(&id)?, policy, expected_revision.map(Revision))
-                .await?;
+            let target = targets.acting_as(&principal)?;
+            let record = target.close(&session_id(&id)?, policy, expected_revision.map(Revision)).await?;
             print_value(&record, json, session_line)?;
         }
         SessionsCommand::Fork { principal, id, upto, new_id } => {
             let new_id = new_id.as_deref().map(session_id).transpose()?;
-            let record = service.fork(&principal.principal()?, &session_id(&id)?, upto, new_id).await?;
+            let record = targets.acting_as(&principal)?.fork(&session_id(&id)?, upto, new_id).await?;
             print_value(&record, json, |record| record.header.id.to_string())?;
         }
         SessionsCommand::Reopen { principal, id } => {
-            let record = service.reopen(&principal.principal()?, &session_id(&id)?).await?;
+            let record = targets.acting_as(&principal)?.reopen(&session_id(&id)?).await?;
             print_value(&record, json, session_line)?;
         }
         SessionsCommand::Update { principal, id, title, labels, expected_revision } => {
@@ -505,18 +504,18 @@ async fn sessions(service: &SessionService, command: SessionsCommand, json: bool
                 labels: labels.map(|labels| labels.into_iter().collect::<BTreeSet<_>>()),
                 expected_revision: expected_revision.map(Revision),
             };
-            let record = service.update_metadata(&principal.principal()?, &session_id(&id)?, update).await?;
+            let record = targets.acting_as(&principal)?.update_metadata(&session_id(&id)?, update).await?;
             print_value(&record, json, session_line)?;
         }
         SessionsCommand::Delete { principal, id, expected_revision } => {
-            service.delete(&principal.principal()?, &session_id(&id)?, expected_revision.map(Revision)).await?;
+            targets.acting_as(&principal)?.delete(&session_id(&id)?, expected_revision.map(Revision)).await?;
             print_value(&serde_json::json!({"deleted": id}), json, |_| format!("deleted {id}"))?;
         }
     }
     Ok(ExitCode::SUCCESS)
 }
 
-async fn runs(service: &SessionService, command: RunsCommand, json: bool) -> Result<ExitCode> {
+async fn runs(targets: &Targets<'_>, command: RunsCommand, json: bool) -> Result<ExitCode> {
     match command {
         RunsCommand::Attach { principal, session, run, interrupt, expected_revision } => {
             let request = AttachRequest {
@@ -524,24 +523,19 @@ async fn runs(service: &SessionService, command: RunsCommand, json: bool) -> Res
                 expected_revision: expected_revision.map(Revision),
                 on_busy: if interrupt { OnBusy::Interrupt } else { OnBusy::Reject },
             };
-            let attachment = service.attach(&principal.principal()?, &session_id(&session)?, request).await?;
+            let attachment = targets.acting_as(&principal)?.attach(&session_id(&session)?, request).await?;
             print_value(&attachment, json, |a| {
                 format!("{} lease_until {} revision {}", a.run.run_id, a.run.lease_until.0, a.revision.0)
             })?;
         }
         RunsCommand::Heartbeat { principal, session, run } => {
-            let run = service.heartbeat(&principal.principal()?, &session_id(&session)?, &run_id(&run)?).await?;
+            let run = targets.acting_as(&principal)?.heartbeat(&session_id(&session)?, &run_id(&run)?).await?;
             print_value(&run, json, |run| format!("{} lease_until {}", run.run_id, run.lease_until.0))?;
         }
         RunsCommand::Detach { principal, session, run, outcome, expected_revision } => {
-            let record = service
-                .detach(
-                    &principal.principal()?,
-                    &session_id(&session)?,
-                    &run_id(&run)?,
-                    &outcome,
-                    expected_revision.map(Revision),
-                )
+            let target = targets.acting_as(&principal)?;
+            let record = target
+                .detach(&session_id(&session)?, &run_id(&run)?, &outcome, expected_revision.map(Revision))
                 .await?;
             print_value(&record, json, session_line)?;
         }
@@ -551,7 +545,7 @@ async fn runs(service: &SessionService, command: RunsCommand, json: bool) -> Res
                 expected_revision: None,
                 on_busy: if interrupt { OnBusy::Interrupt } else { OnBusy::Reject },
             };
-            let outcome = service.resume(&principal.principal()?, &session_id(&session)?, request).await?;
+            let outcome = targets.acting_as(&principal)?.resume(&session_id(&session)?, request).await?;
             print_value(&outcome, json, |outcome| {
                 let mut text = format!(
                     "run {} attached; repaired {} event(s); next seq {}",
@@ -617,19 +611,16 @@ pub(super) fn print_append_outcome(outcome: &berth_service::AppendOutcome, json:
     })
 }
 
-async fn append(service: &SessionService, args: AppendArgs, json: bool) -> Result<ExitCode> {
-    let principal = args.principal.principal()?;
+async fn append(targets: &Targets<'_>, args: AppendArgs, json: bool) -> Result<ExitCode> {
+    let target = targets.acting_as(&args.principal)?;
     let request = read_append_request(&args)?;
-    let outcome = service.append(&principal, &session_id(&args.session)?, request).await?;
+    let outcome = target.append(&session_id(&args.session)?, request).await?;
     print_append_outcome(&outcome, json)?;
     Ok(ExitCode::SUCCESS)
 }
 
-async fn export(service: &SessionService, args: ExportArgs) -> Result<ExitCode> {
-    let principal = args.principal.principal()?;
-    let id = session_id(&args.session)?;
-    let bytes =
-        if args.zip { service.export_zip(&principal, &id).await? } else { service.export(&principal, &id).await? };
+async fn export(targets: &Targets<'_>, args: ExportArgs) -> Result<ExitCode> {
+    let bytes = targets.acting_as(&args.principal)?.export(&session_id(&args.session)?, args.zip).await?;
     match &args.output {
         Some(path) => std::fs::write(path, &bytes).map_err(|e| Error::io("write export", &e))?,
         None => write_stdout(&bytes)?,
@@ -637,25 +628,37 @@ async fn export(service: &SessionService, args: ExportArgs) -> Result<ExitCode> 
     Ok(ExitCode::SUCCESS)
 }
 
-async fn gc(service: &SessionService, args: GcArgs, json: bool) -> Result<ExitCode> {
-    if args.idle_ttl_ms.is_some() || args.max_age_ms.is_some() || args.delete_terminal_after_ms.is_some() {
+/// Sets the retention policy if one is given, then sweeps in bounded batches (once, or
+/// with `--all` until nothing remains). A server sweeps on its own: through it, `gc`
+/// only sets the policy, and without one there is nothing to do.
+async fn gc(targets: &Targets<'_>, args: GcArgs, json: bool) -> Result<ExitCode> {
+    let target = targets.acting_as(&args.principal)?;
+    let policy_given =
+        args.idle_ttl_ms.is_some() || args.max_age_ms.is_some() || args.delete_terminal_after_ms.is_some();
+    if policy_given {
         let policy = RetentionPolicy {
             idle_ttl_ms: args.idle_ttl_ms,
             max_age_ms: args.max_age_ms,
             delete_terminal_after_ms: args.delete_terminal_after_ms,
         };
-        service.set_retention(&args.principal.principal()?, policy).await?;
+        target.set_retention(policy).await?;
     }
-    let mut total = berth_service::SweepReport::default();
-    loop {
-        let report = service.sweep(args.batch).await?;
+    let Some(mut total) = target.sweep(args.batch).await? else {
+        if !policy_given {
+            return Err(Error::invalid(
+                "--server",
+                "the server sweeps on its own; give --idle-ttl-ms, --max-age-ms or --delete-terminal-after-ms to set the policy",
+            ));
+        }
+        print_line(format_args!("retention policy set; the server's sweeper applies it"))?;
+        return Ok(ExitCode::SUCCESS);
+    };
+    while args.all && total.more {
+        let Some(report) = target.sweep(args.batch).await? else { break };
         total.expired += report.expired;
         total.deleted += report.deleted;
         total.abandoned_creates += report.abandoned_creates;
         total.more = report.more;
-        if !(args.all && report.more) {
-            break;
-        }
     }
     print_value(&total, json, |r| {
         format!(
@@ -669,10 +672,10 @@ async fn gc(service: &SessionService, args: GcArgs, json: bool) -> Result<ExitCo
     Ok(ExitCode::SUCCESS)
 }
 
-async fn audit(service: &SessionService, command: AuditCommand, json: bool) -> Result<ExitCode> {
+async fn audit(targets: &Targets<'_>, command: AuditCommand, json: bool) -> Result<ExitCode> {
     match command {
         AuditCommand::Verify { principal } => {
-            let verdict = service.verify_audit(&principal.principal()?).await?;
+            let verdict = targets.acting_as(&principal)?.verify_audit().await?;
             let printed = print_value(&verdict, json, |v| match v.broken_at {
                 None => format!("audit log intact: {} entries", v.entries),
                 Some(seq) => format!("audit log BROKEN at entry {seq}: {}", v.reason.as_deref().unwrap_or("")),
@@ -681,7 +684,7 @@ async fn audit(service: &SessionService, command: AuditCommand, json: bool) -> R
             Ok(if verdict.broken_at.is_some() { ExitCode::from(6) } else { ExitCode::SUCCESS })
         }
         AuditCommand::Log { principal, from, limit } => {
-            let entries = service.audit_log(&principal.principal()?, from, limit).await?;
+            let entries = targets.acting_as(&principal)?.audit_log(from, limit).await?;
             if json {
                 print_json(&entries)?;
             } else {
@@ -701,15 +704,6 @@ async fn audit(service: &SessionService, command: AuditCommand, json: bool) -> R
             Ok(ExitCode::SUCCESS)
         }
     }
-}
-
-/// How often `sessions tail` on a data directory looks for new events (another process
-/// appends; there is no notification across processes on local files).
-const TAIL_POLL_INTERVAL: std::time::Duration = std::time::Duration::from_millis(200);
-
-/// One canonical JSON line per event, flushed (a tail's reader sees each at once).
-fn print_events(events: &[berth_core::Event]) -> Result<()> {
-    events.iter().try_for_each(|event| print_line(event.to_canonical_json()))
 }
 
 async fn fsck(data: &str, args: FsckArgs, json: bool) -> Result<ExitCode> {
@@ -823,5 +817,3 @@ async fn log_command(data: &str, command: LogCommand, json: bool) -> Result<Exit
     }
     Ok(ExitCode::SUCCESS)
 }
-
-pub(super) mod remote;

@@ -8,6 +8,7 @@ mod commands;
 mod migrate;
 mod output;
 mod serve;
+mod target;
 
 use berth_core::{Error, ProjectId, TenantId, UserId};
 use berth_service::{Principal, Role};

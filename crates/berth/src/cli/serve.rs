@@ -7,10 +7,11 @@
 
 use super::{Cli, Command};
 use berth_core::{Error, ProjectId, Result, TenantId, UserId};
+use berth_jsonl::CountingFs;
 use berth_server::auth::{Authenticator, JwtConfig, JwtVerifier, KeyStore, KEYS_FILE};
 use berth_server::feed::ChangeFeed;
 use berth_server::limits::RateLimit;
-use berth_server::metrics::{CountingFs, Metrics};
+use berth_server::metrics::Metrics;
 use berth_server::{ServerConfig, ServerParts};
 use berth_service::{Principal, Role, SessionService};
 use clap::{Args, Subcommand, ValueEnum};
@@ -131,7 +132,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Serve(args) => serve(&cli.data, args).await,
         Command::Keys(command) => keys(&cli.data, command, cli.json),
-        _ if cli.server.is_some() => super::commands::remote::run(cli).await,
+        _ if cli.server.is_some() => super::commands::run_remote(cli).await,
         _ => super::commands::run(cli).await,
     }
 }
@@ -198,24 +199,31 @@ fn keys(data: &str, command: KeysCommand, json: bool) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The service on `data`, with the embedded backend's file system counted for metrics.
-/// The service over `data`, and the live-tail feed the store needs (`None`: in-process).
+/// The service over `data` (the embedded backend's file system counted for metrics), and
+/// the live-tail feed the store needs (`None`: in-process).
 async fn open_service(data: &str, metrics: &Metrics) -> Result<(SessionService, Option<Arc<dyn ChangeFeed>>)> {
-    let url = berth::StoreUrl::parse(data)?;
-    if let berth::StoreUrl::Embedded(root) = &url {
-        let options = berth_jsonl::JsonlOptions {
-            fs: Arc::new(CountingFs::new(Arc::new(berth_jsonl::fs::OsFs), metrics.storage.clone())),
+    let counters = metrics.storage.clone();
+    let observer: berth_jsonl::FsObserver = Arc::new(move |event| match event {
+        berth_jsonl::FsEvent::Synced => {
+            counters.fsyncs.inc();
+        }
+        berth_jsonl::FsEvent::FileOpened => {
+            counters.files_open.inc();
+        }
+        berth_jsonl::FsEvent::FileClosed => {
+            counters.files_open.dec();
+        }
+    });
+    let options = berth::AssembleOptions {
+        jsonl: berth_jsonl::JsonlOptions {
+            fs: Arc::new(CountingFs::new(Arc::new(berth_jsonl::fs::OsFs), observer)),
             ..berth_jsonl::JsonlOptions::default()
-        };
-        let jsonl = berth_jsonl::JsonlBackend::open(root.clone(), options)?;
-        let catalog = berth_sqlite::SqliteCatalog::open(root.join(berth::CATALOG_FILE))?;
-        let service =
-            SessionService::new(berth_store::LogStore::new(Arc::new(jsonl)), Arc::new(catalog), berth::system_clock());
-        return Ok((service, None));
-    }
-    let backends = berth::open_backends(&url).await?;
-    let feed = backends.change_feed();
-    Ok((SessionService::new(backends.store, backends.catalog, berth::system_clock()), feed))
+        },
+        ..berth::AssembleOptions::default()
+    };
+    let backends = berth::open_backends_with(&berth::StoreUrl::parse(data)?, options).await?;
+    let feed = berth::change_feed(&backends);
+    Ok((berth::service_over(backends, berth::system_clock()), feed))
 }
 
 fn jwt(args: &ServeArgs) -> Result<Option<JwtVerifier>> {

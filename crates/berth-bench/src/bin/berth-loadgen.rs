@@ -9,10 +9,10 @@
 //! directories, after a warm-up; it reports throughput, p50 and p99 per mode.
 //!
 //! ```text
-//! cargo run --release -p berth-server --bin berth-loadgen -- --clients 32 --sessions 8,64
+//! cargo run --release -p berth-bench --bin berth-loadgen -- --clients 32 --sessions 8,64
 //! ```
 
-use berth_server::loadgen::{measure, Figures, LoadOptions, Mode};
+use berth_bench::loadgen::{measure, Figures, LoadOptions, Mode};
 use std::path::PathBuf;
 
 struct Options {

@@ -1,18 +1,20 @@
 //! The loopback load generator behind `berth-loadgen` (and `berth bench`'s W6): durable
-//! appends through HTTP beside the same workload through the library.
+//! appends through HTTP beside the same workload through the library. It lives with the
+//! benchmarks, not in the server: it assembles a store (`berth-assemble`), which the
+//! server never does.
 //!
 //! Workload: `clients` concurrent clients, each appending one event (~256 bytes of data)
 //! per call with fsync on every append (the embedded default), round-robin over
-//! `sessions` sessions. Appends to one session are serialized by the server; the library
-//! figure serializes them the same way (`SessionLocks`). Every measurement runs on a
+//! `sessions` sessions. Appends to one session are serialized by the service's own
+//! per-session append lock, in both modes (the server adds no lock of its own). Every measurement runs on a
 //! fresh data directory, for a warm-up and then a fixed time: bounded, loopback only.
 
-use crate::auth::{Authenticator, KeyStore};
-use crate::client::Client;
-use crate::limits::SessionLocks;
-use crate::metrics::Metrics;
-use crate::{ServerConfig, ServerParts};
-use berth_core::{SessionId, SessionKey, SystemClock, TenantId, UserId};
+use berth_assemble::{AssembleOptions, StoreUrl};
+use berth_core::{SessionId, SystemClock, TenantId, UserId};
+use berth_server::auth::{Authenticator, KeyStore};
+use berth_server::client::Client;
+use berth_server::metrics::Metrics;
+use berth_server::{RunningServer, ServerConfig, ServerParts};
 use berth_service::{AppendRequest, CreateSession, NewEvent, Principal, Role, SessionService};
 use std::path::Path;
 use std::sync::Arc;
@@ -64,14 +66,10 @@ fn principal() -> Principal {
 
 /// The service as `berth serve` opens it on an embedded data directory (JSONL logs, the
 /// SQLite catalog); shared with `berth bench`'s W6.
-pub fn open_service(root: &Path) -> berth_core::Result<Arc<SessionService>> {
-    let jsonl = berth_jsonl::JsonlBackend::open(root.to_path_buf(), Default::default())?;
-    let catalog = berth_sqlite::SqliteCatalog::open(root.join("catalog.sqlite"))?;
-    Ok(Arc::new(SessionService::new(
-        berth_store::LogStore::new(Arc::new(jsonl)),
-        Arc::new(catalog),
-        Arc::new(SystemClock),
-    )))
+pub async fn open_service(root: &Path) -> berth_core::Result<Arc<SessionService>> {
+    let url = StoreUrl::Embedded(root.to_path_buf());
+    let service = berth_assemble::open_service_with(&url, AssembleOptions::default(), Arc::new(SystemClock)).await?;
+    Ok(Arc::new(service))
 }
 
 /// `berth serve` over `service` on a random loopback port, with no rate limit and no
@@ -79,7 +77,7 @@ pub fn open_service(root: &Path) -> berth_core::Result<Arc<SessionService>> {
 pub async fn loopback_server(
     service: &Arc<SessionService>,
     principal: &Principal,
-) -> berth_core::Result<(crate::RunningServer, String)> {
+) -> berth_core::Result<(RunningServer, String)> {
     let keys = KeyStore::in_memory()?;
     let key = keys.create(principal, None)?.1;
     let config = ServerConfig {
@@ -94,7 +92,7 @@ pub async fn loopback_server(
         metrics: Arc::new(Metrics::new()),
         feed: None,
     };
-    let server = crate::start(config, parts).await.map_err(|e| berth_core::Error::io("listen", &e))?;
+    let server = berth_server::start(config, parts).await.map_err(|e| berth_core::Error::io("listen", &e))?;
     Ok((server, key))
 }
 
@@ -124,7 +122,6 @@ async fn client_loop(
     end: Instant,
 ) -> berth_core::Result<Vec<Duration>> {
     let request = request();
-    let key = SessionKey::new(principal().tenant, id.clone());
     let mut latencies = Vec::new();
     loop {
         let started = Instant::now();
@@ -135,8 +132,7 @@ async fn client_loop(
             Target::Http(client) => {
                 client.append(&id, &request).await?;
             }
-            Target::Library(service, locks) => {
-                let _serialized = locks.lock(&key).await;
+            Target::Library(service) => {
                 service.append(&principal(), &id, request.clone()).await?;
             }
         }
@@ -148,7 +144,7 @@ async fn client_loop(
 
 enum Target {
     Http(Client),
-    Library(Arc<SessionService>, Arc<SessionLocks>),
+    Library(Arc<SessionService>),
 }
 
 /// One measurement on a fresh data directory `root` (created, and removed after).
@@ -156,7 +152,7 @@ pub async fn measure(mode: Mode, options: &LoadOptions, root: &Path) -> berth_co
     let sessions = options.sessions.max(1);
     let seconds = options.seconds.clamp(1, MEASURE_SECONDS_MAX);
     std::fs::create_dir_all(root).map_err(|e| berth_core::Error::io("create load directory", &e))?;
-    let service = open_service(root)?;
+    let service = open_service(root).await?;
     let mut ids = Vec::new();
     for index in 0..sessions {
         let id = SessionId::parse(&format!("s{index}"))?;
@@ -164,7 +160,6 @@ pub async fn measure(mode: Mode, options: &LoadOptions, root: &Path) -> berth_co
         service.create(&principal(), create).await?;
         ids.push(id);
     }
-    let locks = Arc::new(SessionLocks::new());
     let (server, key) = match mode {
         Mode::Http => {
             let (server, key) = loopback_server(&service, &principal()).await?;
@@ -179,7 +174,7 @@ pub async fn measure(mode: Mode, options: &LoadOptions, root: &Path) -> berth_co
     for index in 0..options.clients.max(1) {
         let target = match &url {
             Some(url) => Target::Http(Client::new(url, Some(key.clone()))?),
-            None => Target::Library(service.clone(), locks.clone()),
+            None => Target::Library(service.clone()),
         };
         tasks.push(tokio::spawn(client_loop(target, ids[index % sessions].clone(), warmup_end, end)));
     }

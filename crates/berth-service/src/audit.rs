@@ -1,0 +1,130 @@
+//! Audit and retention: audit drafts and their recording (denials included, R-S10),
+//! the admin-only audit log reads and chain verification, and retention policies.
+
+use super::*;
+
+impl SessionService {
+    /// A draft audit record for `action` by `actor`, stamped now; callers fill the rest.
+    pub(crate) fn audit_draft(&self, tenant: &berth_core::TenantId, actor: String, action: &str) -> AuditDraft {
+        AuditDraft {
+            tenant: tenant.clone(),
+            time: self.now(),
+            actor,
+            action: action.to_owned(),
+            session: None,
+            revision: None,
+            outcome: "ok".to_owned(),
+            details: serde_json::Value::Null,
+        }
+    }
+
+    /// Appends to the audit log. The operation it records already happened, so a
+    /// failure here is logged loudly rather than turned into the operation's error.
+    pub(crate) async fn audit(&self, draft: AuditDraft) {
+        let (tenant, action) = (draft.tenant.clone(), draft.action.clone());
+        if let Err(error) = self.catalog.append_audit(draft).await {
+            tracing::error!(%tenant, action, %error, "audit append failed");
+        }
+    }
+
+    pub(crate) async fn audit_ok(
+        &self,
+        principal: &Principal,
+        action: &str,
+        record: &SessionRecord,
+        details: serde_json::Value,
+    ) {
+        self.audit(self.draft_ok(principal, action, record, details)).await;
+    }
+
+    /// The audit record of `principal`'s successful `action` on `record` (as stored).
+    pub(crate) fn draft_ok(
+        &self,
+        principal: &Principal,
+        action: &str,
+        record: &SessionRecord,
+        details: serde_json::Value,
+    ) -> AuditDraft {
+        let mut draft = self.audit_draft(&principal.tenant, principal.actor(), action);
+        draft.session = Some(record.header.id.clone());
+        draft.revision = Some(record.revision);
+        draft.details = details;
+        draft
+    }
+
+    /// The audit record of a lifecycle action the service took by itself.
+    pub(crate) fn draft_system(&self, record: &SessionRecord, action: &str, details: serde_json::Value) -> AuditDraft {
+        let key = record.key();
+        let mut draft = self.audit_draft(&key.tenant, "system:lifecycle".into(), action);
+        draft.session = Some(key.id);
+        draft.revision = Some(record.revision);
+        draft.details = details;
+        draft
+    }
+
+    pub(crate) async fn denied(&self, principal: &Principal, action: &str, id: &SessionId, error: Error) -> Error {
+        self.denied_in_tenant(principal, action, Some(id), error).await
+    }
+
+    /// Audits a denial (R-S10: every denied access is recorded) in the caller's tenant,
+    /// for operations that may not name a session (create, import, the admin-only
+    /// operations), and returns the error.
+    pub(crate) async fn denied_in_tenant(
+        &self,
+        principal: &Principal,
+        action: &str,
+        id: Option<&SessionId>,
+        error: Error,
+    ) -> Error {
+        let mut draft = self.audit_draft(&principal.tenant, principal.actor(), action);
+        draft.session = id.cloned();
+        draft.outcome = "denied".to_owned();
+        draft.details = serde_json::json!({"code": error.code()});
+        self.audit(draft).await;
+        error
+    }
+
+    /// `require_admin`, with a refusal audited as a denial.
+    pub(crate) async fn require_admin(&self, principal: &Principal, action: &str) -> Result<()> {
+        match principal.require_admin(action) {
+            Ok(()) => Ok(()),
+            Err(error) => Err(self.denied_in_tenant(principal, action, None, error).await),
+        }
+    }
+
+    /// Admin only: the tenant's audit log from position `from`.
+    pub async fn audit_log(&self, principal: &Principal, from: u64, limit: usize) -> Result<Vec<AuditEntry>> {
+        self.require_admin(principal, "read_audit").await?;
+        self.catalog.read_audit(&principal.tenant, from, limit.min(PAGE_SIZE_MAX)).await
+    }
+
+    /// Admin only: verifies the tenant's whole audit chain against its head.
+    pub async fn verify_audit(&self, principal: &Principal) -> Result<AuditVerification> {
+        self.require_admin(principal, "verify_audit").await?;
+        verify_tenant_audit(self.catalog.as_ref(), &principal.tenant).await
+    }
+
+    pub async fn set_retention(&self, principal: &Principal, policy: RetentionPolicy) -> Result<()> {
+        self.require_admin(principal, "retention").await?;
+        self.catalog.set_retention(&principal.tenant, &policy).await?;
+        let mut draft = self.audit_draft(&principal.tenant, principal.actor(), "retention");
+        draft.details = serde_json::to_value(&policy).unwrap_or_default();
+        self.audit(draft).await;
+        Ok(())
+    }
+}
+
+/// Reads a tenant's whole audit log and verifies it.
+pub async fn verify_tenant_audit(catalog: &dyn Catalog, tenant: &berth_core::TenantId) -> Result<AuditVerification> {
+    let mut entries = Vec::new();
+    loop {
+        let page = catalog.read_audit(tenant, entries.len() as u64, PAGE_SIZE_MAX).await?;
+        let done = page.len() < PAGE_SIZE_MAX;
+        entries.extend(page);
+        if done {
+            break;
+        }
+    }
+    let head = catalog.audit_head(tenant).await?;
+    Ok(berth_catalog::audit::verify(&entries, head))
+}

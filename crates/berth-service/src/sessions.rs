@@ -1,0 +1,230 @@
+//! Sessions: create (and the crash-safe create protocol), get, list, metadata updates,
+//! and the record and listing-filter helpers they share.
+
+use super::*;
+
+impl SessionService {
+    pub async fn create(&self, principal: &Principal, request: CreateSession) -> Result<SessionRecord> {
+        let now = self.now();
+        let user = request.user.clone().unwrap_or_else(|| principal.user.clone());
+        if user != principal.user && !principal.is_privileged() {
+            let error =
+                Error::Forbidden { reason: "only service and admin principals create sessions for other users".into() };
+            let id = request.id.as_ref();
+            return Err(self.denied_in_tenant(principal, "create", id, error).await);
+        }
+        let project = request.project.clone().or_else(|| principal.project.clone());
+        if principal.role == principal::Role::User && principal.project.is_some() && project != principal.project {
+            let error =
+                Error::Forbidden { reason: "a project-scoped principal creates sessions in its own project".into() };
+            let id = request.id.as_ref();
+            return Err(self.denied_in_tenant(principal, "create", id, error).await);
+        }
+        let id = request.id.clone().unwrap_or_else(|| SessionId::generate(now));
+        let scope = Scope { tenant: principal.tenant.clone(), user, project };
+        let mut header = SessionHeader::new(id, scope, now);
+        header.origin = request.origin.clone();
+        header.delegation_depth = request.delegation_depth;
+        header.policy = request.policy.clone().unwrap_or_default();
+        header.validate()?;
+        validate_metadata(request.title.as_deref(), &request.labels)?;
+        let record = new_record(header, request.title, request.labels, now);
+        self.create_from_record(principal, record, &[], "create", |_| Vec::new()).await
+    }
+
+    /// Inserts `record` as `creating` (one revision below its final one), materializes
+    /// the log with `events`, then stores the final record by compare-and-set. A crash in
+    /// between leaves a `creating` record that the sweeper removes.
+    ///
+    /// The final record and its audit records (`action`, plus whatever `also_audit`
+    /// drafts from it) are stored in one catalog transaction.
+    pub(crate) async fn create_from_record(
+        &self,
+        principal: &Principal,
+        record: SessionRecord,
+        events: &[Event],
+        action: &str,
+        also_audit: impl FnOnce(&SessionRecord) -> Vec<AuditDraft>,
+    ) -> Result<SessionRecord> {
+        let key = record.key();
+        let creating_revision = Revision(record.revision.0.saturating_sub(1));
+        let mut creating = record.clone();
+        creating.status = Status::Creating;
+        creating.revision = creating_revision;
+        self.catalog.insert(&creating).await?;
+        let materialized = async {
+            let handle = self.store.create(record.header.clone()).await?;
+            let outcome = async {
+                append_chunked(&handle, events).await?;
+                handle.flush().await
+            }
+            .await;
+            let closed = handle.close().await;
+            outcome.and(closed)
+        }
+        .await;
+        // An imported log keeps its keys (R-S14): index them before the session goes live.
+        let materialized = match materialized {
+            Ok(()) => match idempotency::keyed_batches(events) {
+                batches if batches.is_empty() => Ok(()),
+                batches => self.catalog.index_idempotency(&key, &batches, events.len() as u64).await,
+            },
+            Err(error) => Err(error),
+        };
+        if let Err(error) = materialized {
+            let _ = self.catalog.remove(&key, creating_revision).await;
+            return Err(error);
+        }
+        let mut audits = vec![self.draft_ok(principal, action, &record, serde_json::json!({"events": events.len()}))];
+        audits.extend(also_audit(&record));
+        self.catalog.update_audited(&record, creating_revision, audits).await?;
+        Ok(record)
+    }
+
+    pub async fn get(&self, principal: &Principal, id: &SessionId) -> Result<SessionRecord> {
+        self.load(principal, id, "get").await
+    }
+
+    pub async fn list(&self, principal: &Principal, request: &ListRequest) -> Result<SessionPage> {
+        let limit = request.limit.unwrap_or(PAGE_SIZE_DEFAULT);
+        if limit == 0 || limit > PAGE_SIZE_MAX {
+            return Err(Error::LimitExceeded {
+                what: berth_core::limits::Limit::PageSize,
+                limit: PAGE_SIZE_MAX as u64,
+                actual: limit as u64,
+            });
+        }
+        let mut query = SessionQuery::tenant(principal.tenant.clone());
+        query.user = request.user.clone();
+        query.project = request.project.clone();
+        if principal.role == principal::Role::User {
+            query.user = Some(principal.user.clone());
+            if principal.project.is_some() {
+                query.project = principal.project.clone();
+            }
+        }
+        if request.statuses.contains(&Status::Creating) {
+            return Err(unlistable_status("creating"));
+        }
+        query.statuses =
+            if request.statuses.is_empty() { LISTABLE_STATUSES.to_vec() } else { request.statuses.clone() };
+        query.label = request.label.clone();
+        query.active_since = request.active_since;
+        query.active_before = request.active_before;
+        query.include_blank = request.include_blank;
+        query.cursor = request.cursor.as_deref().map(ListCursor::decode).transpose()?;
+        query.limit = limit + 1;
+        // The listing sorts and filters by activity: write what is held first.
+        if let Err(error) = self.activity.write_all(Some(&principal.tenant)).await {
+            tracing::warn!(%error, "writing held activity before a listing failed (the listing may lag)");
+        }
+        let mut items = self.catalog.list(&query).await?;
+        let next_cursor = if items.len() > limit {
+            items.truncate(limit);
+            items.last().map(|record| ListCursor::of(record).encode())
+        } else {
+            None
+        };
+        Ok(SessionPage { items, next_cursor })
+    }
+
+    pub async fn update_metadata(
+        &self,
+        principal: &Principal,
+        id: &SessionId,
+        update: MetadataUpdate,
+    ) -> Result<SessionRecord> {
+        if let Some(Some(title)) = &update.title {
+            validate_metadata(Some(title), &BTreeSet::new())?;
+        }
+        if let Some(labels) = &update.labels {
+            validate_metadata(None, labels)?;
+        }
+        let (record, ()) = self
+            .mutate(principal, id, "update", update.expected_revision, |record, _now| {
+                if let Some(title) = &update.title {
+                    record.title = title.clone();
+                }
+                if let Some(labels) = &update.labels {
+                    record.labels = labels.clone();
+                }
+                Ok(())
+            })
+            .await?;
+        Ok(record)
+    }
+}
+
+pub(crate) fn new_record(
+    header: SessionHeader,
+    title: Option<String>,
+    labels: BTreeSet<String>,
+    now: Timestamp,
+) -> SessionRecord {
+    let ttl_ms = header.policy.activity_ttl_ms;
+    SessionRecord {
+        header,
+        status: Status::Active,
+        lease_until: now.plus_ms(ttl_ms),
+        last_activity: now,
+        // Revision 0 is the transient `creating` record; the first live revision is 1.
+        revision: Revision(1),
+        title,
+        labels,
+        event_count: 0,
+        blank: true,
+        runs: Vec::new(),
+        status_changed_at: now,
+    }
+}
+
+pub(crate) fn apply_expire(record: &mut SessionRecord, now: Timestamp) {
+    record.status = Status::Expired;
+    record.status_changed_at = now;
+    for run in &mut record.runs {
+        run.status = RunStatus::Abandoned;
+    }
+    record.runs.clear();
+}
+
+/// The statuses a listing can filter by (and shows by default): every status but
+/// `creating`, which is an unfinished create nobody may see.
+pub const LISTABLE_STATUSES: [Status; 4] = [Status::Active, Status::Idle, Status::Closed, Status::Expired];
+
+/// One status of a listing filter, as the HTTP query and the CLI spell it: a listable
+/// status, never empty, unknown or `creating` (an empty filter would read as "no filter"
+/// and show every status, so it is refused rather than guessed at).
+pub fn parse_listable_status(text: &str) -> Result<Status> {
+    match Status::parse(text) {
+        Ok(status) if LISTABLE_STATUSES.contains(&status) => Ok(status),
+        _ => Err(unlistable_status(text)),
+    }
+}
+
+pub(crate) fn unlistable_status(text: &str) -> Error {
+    let listable: Vec<&str> = LISTABLE_STATUSES.iter().map(|status| status.as_str()).collect();
+    Error::invalid("status", format!("{text:?} is not listable; the listable statuses are {}", listable.join(", ")))
+}
+
+pub(crate) fn validate_metadata(title: Option<&str>, labels: &BTreeSet<String>) -> Result<()> {
+    if let Some(title) = title {
+        if title.len() > TITLE_BYTES_MAX {
+            return Err(Error::LimitExceeded {
+                what: berth_core::limits::Limit::TitleBytes,
+                limit: TITLE_BYTES_MAX as u64,
+                actual: title.len() as u64,
+            });
+        }
+    }
+    if labels.len() > LABELS_MAX {
+        return Err(Error::LimitExceeded {
+            what: berth_core::limits::Limit::Labels,
+            limit: LABELS_MAX as u64,
+            actual: labels.len() as u64,
+        });
+    }
+    for label in labels {
+        berth_core::limits::check_text_line("label", berth_core::limits::Limit::LabelBytes, LABEL_BYTES_MAX, label)?;
+    }
+    Ok(())
+}

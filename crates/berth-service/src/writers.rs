@@ -1,0 +1,208 @@
+//! The writer cache: the bounded LRU of write handles this service keeps open (each
+//! holds its session's writer lease), the per-session append lock that serializes a
+//! session's appends and resumes (and that eviction takes before closing a handle), the
+//! key ledgers of the cached handles, and shutdown.
+
+use super::*;
+
+/// Write handles a service keeps open by default. Each holds the session's writer lease
+/// and, on the embedded backend, three file descriptors: 256 stay well inside the usual
+/// 1,024-descriptor soft limit next to a server's connections.
+pub const WRITERS_CACHED_MAX_DEFAULT: usize = 256;
+
+/// The service's open write handles, with when each was last used.
+#[derive(Default)]
+pub(crate) struct WriterCache {
+    pub(crate) handles: HashMap<SessionKey, CachedWriter>,
+}
+
+pub(crate) struct CachedWriter {
+    pub(crate) handle: SessionHandle,
+    pub(crate) last_used: std::time::Instant,
+    /// The keyed batches the catalog's index does not hold yet (`idempotency.rs`); built
+    /// by the first append through the handle, outside the cache's lock.
+    pub(crate) ledger: Option<idempotency::KeyLedger>,
+}
+
+impl WriterCache {
+    pub(crate) fn get(&mut self, key: &SessionKey) -> Option<SessionHandle> {
+        self.handles.get_mut(key).map(|cached| {
+            cached.last_used = std::time::Instant::now();
+            cached.handle.clone()
+        })
+    }
+
+    pub(crate) fn insert(&mut self, key: SessionKey, handle: SessionHandle) {
+        self.handles.insert(key, CachedWriter { handle, last_used: std::time::Instant::now(), ledger: None });
+    }
+
+    /// Keys not used for at least `idle`.
+    pub(crate) fn idle_for(&self, idle: std::time::Duration) -> Vec<SessionKey> {
+        self.handles
+            .iter()
+            .filter(|(_, cached)| cached.last_used.elapsed() >= idle)
+            .map(|(key, _)| key.clone())
+            .collect()
+    }
+
+    /// The least recently used keys beyond `max` (oldest first).
+    pub(crate) fn beyond(&self, max: usize) -> Vec<SessionKey> {
+        let excess = self.handles.len().saturating_sub(max);
+        if excess == 0 {
+            return Vec::new();
+        }
+        let mut by_use: Vec<(&SessionKey, std::time::Instant)> =
+            self.handles.iter().map(|(key, cached)| (key, cached.last_used)).collect();
+        by_use.sort_unstable_by_key(|(_, last_used)| *last_used);
+        by_use.into_iter().take(excess).map(|(key, _)| key.clone()).collect()
+    }
+}
+
+impl SessionService {
+    /// The next seq of this process's cached write handle for `key`, if it holds one.
+    pub(crate) async fn cached_next_seq(&self, key: &SessionKey) -> Option<u64> {
+        self.writers.lock().await.handles.get(key).map(|cached| cached.handle.next_seq())
+    }
+
+    pub(crate) fn append_lock(&self, key: &SessionKey) -> Arc<tokio::sync::Mutex<()>> {
+        let mut locks = self.append_locks.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(lock) = locks.get(key).and_then(std::sync::Weak::upgrade) {
+            return lock;
+        }
+        if locks.len() >= 1024 {
+            locks.retain(|_, lock| lock.strong_count() > 0);
+        }
+        let lock = Arc::new(tokio::sync::Mutex::new(()));
+        locks.insert(key.clone(), Arc::downgrade(&lock));
+        lock
+    }
+
+    /// The cached write handle of `key`, opened if needed. Callers hold the session's
+    /// append lock while they use it (eviction takes that lock before closing a handle).
+    pub(crate) async fn writer(&self, key: &SessionKey) -> Result<SessionHandle> {
+        let (handle, victims) = {
+            let mut writers = self.writers.lock().await;
+            if let Some(handle) = writers.get(key) {
+                return Ok(handle);
+            }
+            let handle = self.store.open(key, Access::Write).await.map_err(|error| match error {
+                Error::AlreadyOwned { id } => {
+                    Error::Busy { id, reason: "its log is open for writing by another process".into() }
+                }
+                other => other,
+            })?;
+            writers.insert(key.clone(), handle.clone());
+            (handle, writers.beyond(self.writers_cached_max))
+        };
+        self.evict(victims).await;
+        Ok(handle)
+    }
+
+    /// Closes the cached write handles not used for `idle` (and not in use now), which
+    /// releases their sessions' writer leases: on a store shared by several servers
+    /// (PostgreSQL), another server can then write those sessions without waiting for
+    /// this one to stop. Returns how many were closed. `berth serve` runs it periodically.
+    pub async fn close_idle_writers(&self, idle: std::time::Duration) -> usize {
+        let victims = self.writers.lock().await.idle_for(idle);
+        self.evict(victims).await
+    }
+
+    /// Closes cached write handles nobody is using (their session's append lock is
+    /// free), so open handles — and their file descriptors — stay bounded. Returns how
+    /// many it closed.
+    pub(crate) async fn evict(&self, victims: Vec<SessionKey>) -> usize {
+        let mut closed = 0;
+        for key in victims {
+            let lock = self.append_lock(&key);
+            let Ok(_no_append_meanwhile) = lock.try_lock() else { continue };
+            let evicted = self.writers.lock().await.handles.remove(&key);
+            if let Some(cached) = evicted {
+                closed += 1;
+                if let Err(error) = self.close_cached(&key, cached).await {
+                    tracing::warn!(session = %key, %error, "closing an idle write handle failed");
+                }
+            }
+        }
+        closed
+    }
+
+    pub(crate) async fn close_writer(&self, key: &SessionKey) {
+        let handle = self.writers.lock().await.handles.remove(key);
+        if let Some(cached) = handle {
+            if let Err(error) = self.close_cached(key, cached).await {
+                tracing::warn!(session = %key, %error, "closing write handle failed");
+            }
+        }
+    }
+
+    /// Brings the catalog's idempotency index up to the log's end, then closes the
+    /// handle. A failed index write only leaves the index lagging (the next writer reads
+    /// the log from where it stops), so the handle is closed either way.
+    pub(crate) async fn close_cached(&self, key: &SessionKey, cached: CachedWriter) -> Result<()> {
+        // Without a ledger (no append through this handle) nothing is known to index.
+        if let Some(mut ledger) = cached.ledger {
+            if let Err(error) = ledger.write(self.catalog.as_ref(), key).await {
+                tracing::warn!(session = %key, %error, "writing the idempotency index failed (it lags the log)");
+            }
+        }
+        cached.handle.close().await
+    }
+
+    /// Builds the cached handle's key ledger if this is its first append (a catalog read
+    /// and a bounded log read, done without holding the cache). The caller holds the
+    /// session's append lock, so the log cannot move meanwhile.
+    pub(crate) async fn open_ledger(&self, key: &SessionKey, writer: &SessionHandle) -> Result<()> {
+        let built = self.writers.lock().await.handles.get(key).is_none_or(|cached| cached.ledger.is_some());
+        if built {
+            return Ok(());
+        }
+        let ledger = idempotency::KeyLedger::open(self.catalog.as_ref(), key, writer).await?;
+        if let Some(cached) = self.writers.lock().await.handles.get_mut(key) {
+            cached.ledger.get_or_insert(ledger);
+        }
+        Ok(())
+    }
+
+    /// Closes every cached write handle (draining them), e.g. at shutdown, after writing
+    /// the activity that appends left pending to the catalog.
+    pub async fn shutdown(&self) -> Result<()> {
+        if let Err(error) = self.flush_activity().await {
+            tracing::warn!(%error, "could not record held activity at shutdown");
+        }
+        let keys: Vec<SessionKey> = self.writers.lock().await.handles.keys().cloned().collect();
+        for key in keys {
+            if let Err(error) = self.sync_activity(&key).await {
+                tracing::warn!(session = %key, %error, "could not record pending activity at shutdown");
+            }
+        }
+        let handles: Vec<(SessionKey, CachedWriter)> = self.writers.lock().await.handles.drain().collect();
+        let mut failures = Vec::new();
+        for (key, cached) in handles {
+            if let Err(error) = self.close_cached(&key, cached).await {
+                failures.push((key.to_string(), error));
+            }
+        }
+        if failures.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::Many(failures))
+        }
+    }
+
+    /// Writes `event_count` (from the cached write handle) if the catalog lags behind it.
+    pub(crate) async fn sync_activity(&self, key: &SessionKey) -> Result<()> {
+        for _ in 0..CAS_RETRIES_MAX {
+            let Some(record) = self.catalog.get(key).await? else { return Ok(()) };
+            match self.cached_next_seq(key).await {
+                Some(next_seq) if next_seq > record.event_count => {}
+                _ => return Ok(()),
+            }
+            let mut next = record.clone();
+            match self.save(&mut next, record.revision).await {
+                Err(Error::RevisionConflict { .. }) => continue,
+                other => return other,
+            }
+        }
+        Ok(())
+    }
+}
