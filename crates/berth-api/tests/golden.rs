@@ -408,6 +408,7 @@ fn error_bodies() {
     full.limit = Some(1000);
     full.limit_name = Some("page_size".into());
     full.state = Some("closed".into());
+    full.run = Some("run-1".into());
     assert_golden(
         "ErrorBody",
         &[full, ErrorBody::new("rate_limited", "too many requests"), ErrorBody::new("not_found", "session not found")],
