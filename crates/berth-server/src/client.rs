@@ -514,7 +514,11 @@ pub fn error_of(response: &RawResponse, context: &str) -> Error {
     match class {
         ErrorClass::NotFound => Error::NotFound { what: "session", id },
         ErrorClass::AlreadyExists => Error::AlreadyExists { what: "session", id },
-        ErrorClass::Busy => Error::Busy { id, reason: message },
+        // The server words it "session is busy: {reason}" (its id not echoed); the error
+        // displays as "session \"{id}\" is busy: {reason}" on both sides.
+        ErrorClass::Busy => {
+            Error::Busy { id, reason: message.strip_prefix("session is busy: ").unwrap_or(&message).to_owned() }
+        }
         ErrorClass::RunNotAttached => {
             Error::RunNotAttached { id, run: body.as_ref().and_then(|b| b.run.clone()).unwrap_or(message) }
         }

@@ -1,7 +1,7 @@
 //! One function per CLI command; each returns its exit code or a typed error.
 
 use super::output::{
-    print_json, print_line, print_value, session_detail, session_line, unless_closed_stdout, write_stdout,
+    print_json, print_line, print_value, session_detail, session_line, unless_closed_stdout, write_stdout, WireBody,
 };
 use super::{data_root, Cli, Command, PrincipalArgs};
 use berth_catalog::RetentionPolicy;
@@ -438,7 +438,7 @@ async fn sessions(service: &SessionService, command: SessionsCommand, json: bool
             };
             let page = service.list(&principal, &request).await?;
             if json {
-                print_json(&page)?;
+                print_json(&page.wire_body())?;
             } else {
                 for record in &page.items {
                     print_line(session_line(record))?;
@@ -456,7 +456,7 @@ async fn sessions(service: &SessionService, command: SessionsCommand, json: bool
             let record = service.get(&principal.principal()?, &session_id(&id)?).await?;
             let stat = service.store().stat(&record.key()).await?;
             let value = serde_json::json!({
-                "session": record,
+                "session": record.wire_body(),
                 "log": stat.map(|stat| serde_json::json!({
                     "change_token": stat.change_token,
                     "event_count": stat.event_count,
@@ -467,7 +467,7 @@ async fn sessions(service: &SessionService, command: SessionsCommand, json: bool
         }
         SessionsCommand::Cat { principal, id, from, limit } => {
             let events = service.read(&principal.principal()?, &session_id(&id)?, from, limit).await?;
-            print_events(&events)?;
+            print_events(&events, json)?;
         }
         SessionsCommand::Tail { principal, id, from, until } => {
             let (principal, id) = (principal.principal()?, session_id(&id)?);
@@ -480,7 +480,7 @@ async fn sessions(service: &SessionService, command: SessionsCommand, json: bool
                     continue;
                 }
                 next += events.len() as u64;
-                print_events(&events)?;
+                print_events(&events, json)?;
             }
         }
         SessionsCommand::Close { principal, id, cancel_runs, expected_revision } => {
@@ -683,7 +683,7 @@ async fn audit(service: &SessionService, command: AuditCommand, json: bool) -> R
         AuditCommand::Log { principal, from, limit } => {
             let entries = service.audit_log(&principal.principal()?, from, limit).await?;
             if json {
-                print_json(&entries)?;
+                print_json(&entries.wire_body())?;
             } else {
                 for entry in entries {
                     let session = entry.draft.session.as_ref().map(|s| s.to_string()).unwrap_or_default();
@@ -708,8 +708,18 @@ async fn audit(service: &SessionService, command: AuditCommand, json: bool) -> R
 const TAIL_POLL_INTERVAL: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// One canonical JSON line per event, flushed (a tail's reader sees each at once).
-fn print_events(events: &[berth_core::Event]) -> Result<()> {
-    events.iter().try_for_each(|event| print_line(event.to_canonical_json()))
+/// Events one per line: canonical JSON (the export's event lines), or with `--json`
+/// the `/v1` event body (`GET …/events`), the same in both modes.
+fn print_events(events: &[berth_core::Event], json: bool) -> Result<()> {
+    events.iter().try_for_each(|event| {
+        if json {
+            let body = serde_json::to_string(&berth_server::wire::event(event))
+                .map_err(|error| Error::invalid("output", error.to_string()))?;
+            print_line(body)
+        } else {
+            print_line(event.to_canonical_json())
+        }
+    })
 }
 
 async fn fsck(data: &str, args: FsckArgs, json: bool) -> Result<ExitCode> {
@@ -818,7 +828,7 @@ async fn log_command(data: &str, command: LogCommand, json: bool) -> Result<Exit
             let handle = store.open(&key, Access::Read).await?;
             let events = handle.read(from, limit).await;
             let _ = handle.close().await;
-            print_events(&events?)?;
+            print_events(&events?, false)?;
         }
     }
     Ok(ExitCode::SUCCESS)

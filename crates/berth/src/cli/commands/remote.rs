@@ -4,7 +4,7 @@
 //! are ignored, as the server takes the tenant from the key alone.
 
 use super::{print_events, AppendArgs, AuditCommand, ExportArgs, GcArgs, ImportArgs, RunsCommand, SessionsCommand};
-use crate::cli::output::{print_json, print_line, print_value, session_detail, session_line, write_stdout};
+use crate::cli::output::{print_json, print_line, print_value, session_detail, session_line, write_stdout, WireBody};
 use crate::cli::{Cli, Command};
 use berth_catalog::RetentionPolicy;
 use berth_core::{Concurrency, Error, Result, Revision, RunId, SessionId, SessionPolicy, UserId};
@@ -81,7 +81,7 @@ async fn sessions(client: &Client, command: SessionsCommand, json: bool) -> Resu
             };
             let page = client.list(&request).await?;
             if json {
-                print_json(&page)?;
+                print_json(&page.wire_body())?;
             } else {
                 for record in &page.items {
                     print_line(session_line(record))?;
@@ -97,7 +97,7 @@ async fn sessions(client: &Client, command: SessionsCommand, json: bool) -> Resu
         }
         SessionsCommand::Cat { id, from, limit, .. } => {
             let events = client.read(&sid(&id)?, from, limit).await?;
-            print_events(&events)?;
+            print_events(&events, json)?;
         }
         SessionsCommand::Tail { id, from, until, .. } => {
             let mut stream = client.tail(&sid(&id)?, Some(from), None).await?;
@@ -105,7 +105,7 @@ async fn sessions(client: &Client, command: SessionsCommand, json: bool) -> Resu
             while until.is_none_or(|until| next < until) {
                 let Some(event) = stream.next_event().await? else { break };
                 next = event.seq.0 + 1;
-                print_events(std::slice::from_ref(&event))?;
+                print_events(std::slice::from_ref(&event), json)?;
             }
         }
         SessionsCommand::Close { id, cancel_runs, expected_revision, .. } => {
@@ -216,7 +216,7 @@ async fn audit(client: &Client, command: AuditCommand, json: bool) -> Result<Exi
         }
         AuditCommand::Log { from, limit, .. } => {
             let entries = client.audit_log(from, limit).await?;
-            print_json(&entries)?;
+            print_json(&entries.wire_body())?;
             Ok(ExitCode::SUCCESS)
         }
     }
