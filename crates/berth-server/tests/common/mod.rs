@@ -3,7 +3,7 @@
 
 #![allow(dead_code)]
 
-use berth_core::{ProjectId, SystemClock, TenantId, UserId};
+use berth_core::{Clock, ProjectId, SystemClock, TenantId, UserId};
 use berth_jsonl::{JsonlBackend, JsonlOptions};
 use berth_server::auth::{Authenticator, KeyStore, KEYS_FILE};
 use berth_server::client::Client;
@@ -42,13 +42,23 @@ pub fn open_service_with(
     metrics: &Metrics,
     customize: impl FnOnce(SessionService) -> SessionService,
 ) -> Arc<SessionService> {
+    open_service_with_clock(root, metrics, Arc::new(SystemClock), customize)
+}
+
+/// `open_service_with` on `clock` instead of the system's.
+pub fn open_service_with_clock(
+    root: &Path,
+    metrics: &Metrics,
+    clock: Arc<dyn Clock>,
+    customize: impl FnOnce(SessionService) -> SessionService,
+) -> Arc<SessionService> {
     let options = JsonlOptions {
         fs: Arc::new(CountingFs::new(Arc::new(berth_jsonl::fs::OsFs), metrics.storage.clone())),
         ..JsonlOptions::default()
     };
     let jsonl = JsonlBackend::open(root.to_path_buf(), options).unwrap();
     let catalog = SqliteCatalog::open(root.join("catalog.sqlite")).unwrap();
-    let service = SessionService::new(LogStore::new(Arc::new(jsonl)), Arc::new(catalog), Arc::new(SystemClock));
+    let service = SessionService::new(LogStore::new(Arc::new(jsonl)), Arc::new(catalog), clock);
     Arc::new(customize(service))
 }
 
@@ -73,16 +83,30 @@ impl TestServer {
         TestServer::start_customized(config, None, customize).await
     }
 
+    /// A server whose service reads time from `clock` (fixed times for golden bodies).
+    pub async fn start_with_clock(clock: Arc<dyn Clock>) -> TestServer {
+        TestServer::start_on(test_config(), None, clock, |service| service).await
+    }
+
     async fn start_customized(
         config: ServerConfig,
         jwt: Option<berth_server::auth::JwtVerifier>,
+        customize: impl FnOnce(SessionService) -> SessionService,
+    ) -> TestServer {
+        TestServer::start_on(config, jwt, Arc::new(SystemClock), customize).await
+    }
+
+    async fn start_on(
+        config: ServerConfig,
+        jwt: Option<berth_server::auth::JwtVerifier>,
+        clock: Arc<dyn Clock>,
         customize: impl FnOnce(SessionService) -> SessionService,
     ) -> TestServer {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().join("data");
         std::fs::create_dir(&root).unwrap();
         let metrics = Arc::new(Metrics::new());
-        let service = open_service_with(&root, &metrics, customize);
+        let service = open_service_with_clock(&root, &metrics, clock, customize);
         let keys = KeyStore::open(&root.join(KEYS_FILE)).unwrap();
         let parts = ServerParts {
             service: service.clone(),
