@@ -90,7 +90,6 @@ fn decodes_exactly(class: ErrorClass) -> bool {
 
 #[tokio::test]
 async fn every_class_of_the_table_round_trips_through_http() {
-    assert!(ErrorClass::TABLE.len() >= 21, "the table lost rows");
     for row in ErrorClass::TABLE {
         let error = representative(row.class);
         assert_eq!(error.class(), row.class, "{error:?} is not a representative of {:?}", row.class);
