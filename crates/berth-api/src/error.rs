@@ -32,6 +32,9 @@ pub struct ErrorBody {
     /// `terminal`: the session's state.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state: Option<String>,
+    /// `run_not_attached`: the run named by the request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
 }
 
 impl ErrorBody {
@@ -46,6 +49,7 @@ impl ErrorBody {
             limit: None,
             limit_name: None,
             state: None,
+            run: None,
         }
     }
 }

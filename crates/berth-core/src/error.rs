@@ -330,6 +330,63 @@ mod tests {
         }
     }
 
+    /// Every class of the enum has a row: the match has no wildcard arm, so a class added
+    /// to the enum does not compile here until it is listed (add it to `every` too).
+    #[test]
+    fn every_class_of_the_enum_has_a_row() {
+        use ErrorClass as C;
+        let every = [
+            C::NotFound,
+            C::AlreadyExists,
+            C::Busy,
+            C::RunNotAttached,
+            C::Fenced,
+            C::RevisionConflict,
+            C::SeqConflict,
+            C::IdempotencyKeyReused,
+            C::InvalidTransition,
+            C::Terminal,
+            C::PayloadTooLarge,
+            C::LimitExceeded,
+            C::Invalid,
+            C::Forbidden,
+            C::Unauthenticated,
+            C::RateLimited,
+            C::Timeout,
+            C::Unavailable,
+            C::Unsupported,
+            C::Damaged,
+            C::Internal,
+        ];
+        for class in every {
+            match class {
+                C::NotFound
+                | C::AlreadyExists
+                | C::Busy
+                | C::RunNotAttached
+                | C::Fenced
+                | C::RevisionConflict
+                | C::SeqConflict
+                | C::IdempotencyKeyReused
+                | C::InvalidTransition
+                | C::Terminal
+                | C::PayloadTooLarge
+                | C::LimitExceeded
+                | C::Invalid
+                | C::Forbidden
+                | C::Unauthenticated
+                | C::RateLimited
+                | C::Timeout
+                | C::Unavailable
+                | C::Unsupported
+                | C::Damaged
+                | C::Internal => {}
+            }
+            assert!(ErrorClass::TABLE.iter().any(|row| row.class == class), "{class:?} has no row");
+        }
+        assert_eq!(every.len(), ErrorClass::TABLE.len());
+    }
+
     #[test]
     fn limits_are_classified_by_kind_not_by_text() {
         let limit = |what| Error::LimitExceeded { what, limit: 1, actual: 2 };

@@ -514,8 +514,14 @@ pub fn error_of(response: &RawResponse, context: &str) -> Error {
     match class {
         ErrorClass::NotFound => Error::NotFound { what: "session", id },
         ErrorClass::AlreadyExists => Error::AlreadyExists { what: "session", id },
-        ErrorClass::Busy => Error::Busy { id, reason: message },
-        ErrorClass::RunNotAttached => Error::RunNotAttached { id, run: message },
+        // The server words it "session is busy: {reason}" (its id not echoed); the error
+        // displays as "session \"{id}\" is busy: {reason}" on both sides.
+        ErrorClass::Busy => {
+            Error::Busy { id, reason: message.strip_prefix("session is busy: ").unwrap_or(&message).to_owned() }
+        }
+        ErrorClass::RunNotAttached => {
+            Error::RunNotAttached { id, run: body.as_ref().and_then(|b| b.run.clone()).unwrap_or(message) }
+        }
         ErrorClass::Fenced => Error::OwnershipLost { id, reason: message },
         ErrorClass::RevisionConflict => {
             Error::RevisionConflict { expected: field(|b| b.expected), actual: field(|b| b.actual) }
@@ -545,6 +551,14 @@ pub fn error_of(response: &RawResponse, context: &str) -> Error {
         ErrorClass::Damaged => Error::Corrupt {
             reason: message,
             location: berth_core::Location { artifact: "server".into(), offset: None, seq: None },
+        },
+        // The server's own failure, described only in its log: an internal error here too
+        // (exit code 1, not retried), never mistaken for a retryable `unavailable`. A bare
+        // 5xx without berth's code (a proxy's 502) stays `unavailable` below.
+        ErrorClass::Internal if code == ErrorClass::Internal.code() => Error::Io {
+            operation: "a request to the server",
+            kind: std::io::ErrorKind::Other,
+            message: format!("{message} ({code}, HTTP {})", response.status),
         },
         _ => Error::Unavailable { reason: format!("{message} ({code}, HTTP {})", response.status) },
     }

@@ -85,6 +85,8 @@ impl ApiError {
                 api.body.actual = Some(*first_seq);
             }
             Error::Terminal { state } => api.body.state = Some(state.clone()),
+            Error::RunNotAttached { run, .. } => api.body.run = Some(run.clone()),
+            Error::RateLimited { retry_after_s } => api.retry_after_s = Some((*retry_after_s).max(1)),
             Error::LimitExceeded { what, limit, actual } => {
                 api.body.limit = Some(*limit);
                 api.body.actual = Some(*actual);
@@ -93,6 +95,7 @@ impl ApiError {
             _ => {}
         }
         match class {
+            ErrorClass::Timeout => api.retry_after_s = Some(1),
             ErrorClass::Unavailable => {
                 tracing::warn!(%error, "unavailable");
                 api.retry_after_s = Some(1);

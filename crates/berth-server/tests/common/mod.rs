@@ -4,7 +4,7 @@
 #![allow(dead_code)]
 
 use berth_assemble::{AssembleOptions, StoreUrl};
-use berth_core::{ProjectId, SystemClock, TenantId, UserId};
+use berth_core::{Clock, ProjectId, SystemClock, TenantId, UserId};
 use berth_jsonl::fs::OsFs;
 use berth_jsonl::{CountingFs, FsEvent, FsObserver, JsonlOptions};
 use berth_server::auth::{Authenticator, KeyStore, KEYS_FILE};
@@ -39,6 +39,16 @@ pub async fn open_service_with(
     metrics: &Metrics,
     customize: impl FnOnce(SessionService) -> SessionService,
 ) -> Arc<SessionService> {
+    open_service_with_clock(root, metrics, Arc::new(SystemClock), customize).await
+}
+
+/// `open_service_with` on `clock` instead of the system's.
+pub async fn open_service_with_clock(
+    root: &Path,
+    metrics: &Metrics,
+    clock: Arc<dyn Clock>,
+    customize: impl FnOnce(SessionService) -> SessionService,
+) -> Arc<SessionService> {
     let counters = metrics.storage.clone();
     let observer: FsObserver = Arc::new(move |event| match event {
         FsEvent::Synced => {
@@ -56,7 +66,7 @@ pub async fn open_service_with(
         ..AssembleOptions::default()
     };
     let url = StoreUrl::Embedded(root.to_path_buf());
-    let service = berth_assemble::open_service_with(&url, options, Arc::new(SystemClock)).await.unwrap();
+    let service = berth_assemble::open_service_with(&url, options, clock).await.unwrap();
     Arc::new(customize(service))
 }
 
@@ -81,16 +91,30 @@ impl TestServer {
         TestServer::start_customized(config, None, customize).await
     }
 
+    /// A server whose service reads time from `clock` (fixed times for golden bodies).
+    pub async fn start_with_clock(clock: Arc<dyn Clock>) -> TestServer {
+        TestServer::start_on(test_config(), None, clock, |service| service).await
+    }
+
     async fn start_customized(
         config: ServerConfig,
         jwt: Option<berth_server::auth::JwtVerifier>,
+        customize: impl FnOnce(SessionService) -> SessionService,
+    ) -> TestServer {
+        TestServer::start_on(config, jwt, Arc::new(SystemClock), customize).await
+    }
+
+    async fn start_on(
+        config: ServerConfig,
+        jwt: Option<berth_server::auth::JwtVerifier>,
+        clock: Arc<dyn Clock>,
         customize: impl FnOnce(SessionService) -> SessionService,
     ) -> TestServer {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().join("data");
         std::fs::create_dir(&root).unwrap();
         let metrics = Arc::new(Metrics::new());
-        let service = open_service_with(&root, &metrics, customize).await;
+        let service = open_service_with_clock(&root, &metrics, clock, customize).await;
         let keys = KeyStore::open(&root.join(KEYS_FILE)).unwrap();
         let parts = ServerParts {
             service: service.clone(),

@@ -3,7 +3,7 @@
 //! service, or a running server with `--server`.
 
 use super::output::{
-    print_json, print_line, print_value, session_detail, session_line, unless_closed_stdout, write_stdout,
+    print_json, print_line, print_value, session_detail, session_line, unless_closed_stdout, write_stdout, WireBody,
 };
 use super::target::{print_events, Targets};
 use super::{data_root, Cli, Command, PrincipalArgs};
@@ -454,7 +454,7 @@ async fn sessions(targets: &Targets<'_>, command: SessionsCommand, json: bool) -
             };
             let page = target.list(&request).await?;
             if json {
-                print_json(&page)?;
+                print_json(&page.wire_body())?;
             } else {
                 for record in &page.items {
                     print_line(session_line(record))?;
@@ -472,16 +472,16 @@ async fn sessions(targets: &Targets<'_>, command: SessionsCommand, json: bool) -
             let target = targets.acting_as(&principal)?;
             let record = target.get(&session_id(&id)?).await?;
             match target.log_stat(&record).await? {
-                Some(log) => print_json(&serde_json::json!({"session": record, "log": log}))?,
+                Some(log) => print_json(&serde_json::json!({"session": record.wire_body(), "log": log}))?,
                 None => print_value(&record, json, session_detail)?,
             }
         }
         SessionsCommand::Cat { principal, id, from, limit } => {
             let events = targets.acting_as(&principal)?.read(&session_id(&id)?, from, limit).await?;
-            print_events(&events)?;
+            print_events(&events, json)?;
         }
         SessionsCommand::Tail { principal, id, from, until } => {
-            targets.acting_as(&principal)?.follow(&session_id(&id)?, from, until).await?;
+            targets.acting_as(&principal)?.follow(&session_id(&id)?, from, until, json).await?;
         }
         SessionsCommand::Close { principal, id, cancel_runs, expected_revision } => {
             let policy = if cancel_runs { ClosePolicy::CancelRuns } else { ClosePolicy::Refuse };
@@ -686,7 +686,7 @@ async fn audit(targets: &Targets<'_>, command: AuditCommand, json: bool) -> Resu
         AuditCommand::Log { principal, from, limit } => {
             let entries = targets.acting_as(&principal)?.audit_log(from, limit).await?;
             if json {
-                print_json(&entries)?;
+                print_json(&entries.wire_body())?;
             } else {
                 for entry in entries {
                     let session = entry.draft.session.as_ref().map(|s| s.to_string()).unwrap_or_default();
@@ -812,7 +812,7 @@ async fn log_command(data: &str, command: LogCommand, json: bool) -> Result<Exit
             let handle = store.open(&key, Access::Read).await?;
             let events = handle.read(from, limit).await;
             let _ = handle.close().await;
-            print_events(&events?)?;
+            print_events(&events?, false)?;
         }
     }
     Ok(ExitCode::SUCCESS)

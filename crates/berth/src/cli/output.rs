@@ -7,8 +7,10 @@
 //! done (docs/cli.md: 0 — an append that was stored stays stored and is reported as
 //! success, so a caller trusting the exit status does not retry and duplicate it).
 
-use berth_catalog::SessionRecord;
+use berth_catalog::{AuditEntry, AuditVerification, RunRecord, SessionRecord};
 use berth_core::Error;
+use berth_server::wire;
+use berth_service::{AppendOutcome, Attachment, ResumeOutcome, SessionPage, SweepReport};
 use serde::Serialize;
 use std::io::Write;
 
@@ -57,9 +59,60 @@ pub fn print_json<T: Serialize>(value: &T) -> Result<(), Error> {
     print_line(text)
 }
 
-pub fn print_value<T: Serialize>(value: &T, json: bool, text: impl FnOnce(&T) -> String) -> Result<(), Error> {
+/// What `--json` prints for a value: its `/v1` wire body (`berth_api`), the format of
+/// the HTTP API's bodies, so a data directory, `--server` and the API print the same
+/// JSON for the same session (never the catalog's or the service's own encodings).
+pub trait WireBody {
+    type Body: Serialize;
+    fn wire_body(&self) -> Self::Body;
+}
+
+macro_rules! wire_body {
+    ($($value:ty => $body:ty = $convert:path;)*) => {$(
+        impl WireBody for $value {
+            type Body = $body;
+            fn wire_body(&self) -> $body {
+                $convert(self)
+            }
+        }
+    )*};
+}
+
+wire_body! {
+    SessionRecord => berth_api::SessionBody = wire::session;
+    SessionPage => berth_api::SessionPage = wire::session_page;
+    Attachment => berth_api::AttachmentBody = wire::attachment;
+    RunRecord => berth_api::RunBody = wire::run;
+    AppendOutcome => berth_api::AppendOutcomeBody = wire::append_outcome;
+    ResumeOutcome => berth_api::ResumeOutcomeBody = wire::resume_outcome;
+    AuditVerification => berth_api::AuditVerificationBody = wire::audit_verification;
+}
+
+impl WireBody for Vec<AuditEntry> {
+    type Body = Vec<berth_api::AuditEntryBody>;
+    fn wire_body(&self) -> Self::Body {
+        self.iter().map(wire::audit_entry).collect()
+    }
+}
+
+/// CLI-only reports with no HTTP body print as they are.
+impl WireBody for serde_json::Value {
+    type Body = serde_json::Value;
+    fn wire_body(&self) -> serde_json::Value {
+        self.clone()
+    }
+}
+
+impl WireBody for SweepReport {
+    type Body = serde_json::Value;
+    fn wire_body(&self) -> serde_json::Value {
+        serde_json::to_value(self).unwrap_or_default()
+    }
+}
+
+pub fn print_value<T: WireBody>(value: &T, json: bool, text: impl FnOnce(&T) -> String) -> Result<(), Error> {
     if json {
-        print_json(value)
+        print_json(&value.wire_body())
     } else {
         print_line(text(value))
     }
@@ -79,5 +132,5 @@ pub fn session_line(record: &SessionRecord) -> String {
 }
 
 pub fn session_detail(record: &SessionRecord) -> String {
-    serde_json::to_string_pretty(record).unwrap_or_default()
+    serde_json::to_string_pretty(&wire::session(record)).unwrap_or_default()
 }

@@ -25,9 +25,19 @@ use berth_service::{
 /// appends; there is no notification across processes on local files).
 const TAIL_POLL_INTERVAL: std::time::Duration = std::time::Duration::from_millis(200);
 
-/// One canonical JSON line per event, flushed (a tail's reader sees each at once).
-pub fn print_events(events: &[Event]) -> Result<()> {
-    events.iter().try_for_each(|event| print_line(event.to_canonical_json()))
+/// Events one per line, flushed (a tail's reader sees each at once): canonical JSON (the
+/// export's event lines), or with `--json` the `/v1` event body (`GET …/events`), the
+/// same in both modes.
+pub fn print_events(events: &[Event], json: bool) -> Result<()> {
+    events.iter().try_for_each(|event| {
+        if json {
+            let body = serde_json::to_string(&berth_server::wire::event(event))
+                .map_err(|error| berth_core::Error::invalid("output", error.to_string()))?;
+            print_line(body)
+        } else {
+            print_line(event.to_canonical_json())
+        }
+    })
 }
 
 /// The session operations the CLI runs, against a data directory or a server.
@@ -43,7 +53,7 @@ pub trait SessionTarget: Send + Sync {
     async fn read(&self, id: &SessionId, from: u64, limit: Option<u64>) -> Result<Vec<Event>>;
     /// Prints the session's events from `from` on as they are appended, until `until`
     /// (exclusive) or forever.
-    async fn follow(&self, id: &SessionId, from: u64, until: Option<u64>) -> Result<()>;
+    async fn follow(&self, id: &SessionId, from: u64, until: Option<u64>, json: bool) -> Result<()>;
     async fn close(&self, id: &SessionId, policy: ClosePolicy, expected: Option<Revision>) -> Result<SessionRecord>;
     async fn fork(&self, id: &SessionId, upto: Option<u64>, new_id: Option<SessionId>) -> Result<SessionRecord>;
     async fn reopen(&self, id: &SessionId) -> Result<SessionRecord>;
@@ -115,7 +125,7 @@ impl SessionTarget for Local<'_> {
     async fn read(&self, id: &SessionId, from: u64, limit: Option<u64>) -> Result<Vec<Event>> {
         self.service.read(&self.principal, id, from, limit).await
     }
-    async fn follow(&self, id: &SessionId, from: u64, until: Option<u64>) -> Result<()> {
+    async fn follow(&self, id: &SessionId, from: u64, until: Option<u64>, json: bool) -> Result<()> {
         let mut next = from;
         while until.is_none_or(|until| next < until) {
             let limit = until.map(|until| until - next);
@@ -125,7 +135,7 @@ impl SessionTarget for Local<'_> {
                 continue;
             }
             next += events.len() as u64;
-            print_events(&events)?;
+            print_events(&events, json)?;
         }
         Ok(())
     }
@@ -211,13 +221,13 @@ impl SessionTarget for Client {
     async fn read(&self, id: &SessionId, from: u64, limit: Option<u64>) -> Result<Vec<Event>> {
         Client::read(self, id, from, limit).await
     }
-    async fn follow(&self, id: &SessionId, from: u64, until: Option<u64>) -> Result<()> {
+    async fn follow(&self, id: &SessionId, from: u64, until: Option<u64>, json: bool) -> Result<()> {
         let mut stream = self.tail(id, Some(from), None).await?;
         let mut next = from;
         while until.is_none_or(|until| next < until) {
             let Some(event) = stream.next_event().await? else { break };
             next = event.seq.0 + 1;
-            print_events(std::slice::from_ref(&event))?;
+            print_events(std::slice::from_ref(&event), json)?;
         }
         Ok(())
     }

@@ -1,0 +1,146 @@
+//! Golden files of what the SQLite and PostgreSQL catalogs store as JSON: the session
+//! record (`record_json`, `serde_json::to_string(&SessionRecord)` in both), the audit
+//! entry and the retention policy. Rows written by one build are read by the next, so
+//! this encoding is a storage format: a change shows up as a diff of `tests/golden/`
+//! (regenerate with `BERTH_BLESS=1 cargo test -p berth-catalog --test stored_json_golden`
+//! and make sure old rows still decode). Each golden line must decode back to its sample.
+
+use berth_catalog::{AuditDraft, AuditEntry, RetentionPolicy, RunRecord, RunStatus, SessionRecord};
+use berth_core::lifecycle::Status;
+use berth_core::{Concurrency, ParentRef, Scope, SessionHeader, SessionPolicy};
+use berth_core::{ProjectId, Revision, RunId, SessionId, TenantId, Timestamp, UserId};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use std::fmt::Debug;
+use std::path::PathBuf;
+
+/// Compares one line per sample with `tests/golden/<name>.jsonl` byte for byte
+/// (rewriting it under `BERTH_BLESS`) and decodes every line back to its sample.
+fn assert_golden<T: Serialize + DeserializeOwned + PartialEq + Debug>(name: &str, samples: &[T]) {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden").join(format!("{name}.jsonl"));
+    let serialized: String = samples.iter().map(|sample| serde_json::to_string(sample).unwrap() + "\n").collect();
+    if std::env::var_os("BERTH_BLESS").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, &serialized).unwrap();
+    }
+    let golden = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        serialized == golden,
+        "{name}: the stored encoding differs from {}; review and bless\nnow:\n{serialized}\ngolden:\n{golden}",
+        path.display()
+    );
+    assert_eq!(golden.lines().count(), samples.len());
+    for (line, sample) in golden.lines().zip(samples) {
+        let decoded: T = serde_json::from_str(line).unwrap_or_else(|error| panic!("{name}: {line}: {error}"));
+        assert_eq!(&decoded, sample);
+    }
+}
+
+const T0: u64 = 1_767_225_600_000; // 2026-01-01T00:00:00Z
+
+fn run(id: &str, status: RunStatus, offset_ms: u64) -> RunRecord {
+    RunRecord {
+        run_id: RunId::parse(id).unwrap(),
+        attached_by: UserId::parse("alice").unwrap(),
+        attached_at: Timestamp(T0 + offset_ms),
+        lease_until: Timestamp(T0 + offset_ms + 30_000),
+        status,
+    }
+}
+
+fn scope(project: Option<&str>) -> Scope {
+    Scope {
+        tenant: TenantId::parse("acme").unwrap(),
+        user: UserId::parse("alice").unwrap(),
+        project: project.map(|project| ProjectId::parse(project).unwrap()),
+    }
+}
+
+/// A fork of `chat-1` with every optional field set and runs of several statuses.
+fn full_record() -> SessionRecord {
+    let mut header = SessionHeader::new(SessionId::parse("chat-2").unwrap(), scope(Some("support")), Timestamp(T0));
+    header.parent = Some(ParentRef { session: SessionId::parse("chat-1").unwrap(), cut_seq: 4 });
+    header.origin = Some("subagent".into());
+    header.delegation_depth = 2;
+    header.policy = SessionPolicy {
+        concurrency: Concurrency::Parallel { runs_max: 4 },
+        activity_ttl_ms: 3_600_000,
+        run_lease_ttl_ms: 30_000,
+    };
+    SessionRecord {
+        header,
+        status: Status::Active,
+        lease_until: Timestamp(T0 + 3_600_000),
+        last_activity: Timestamp(T0 + 2_000),
+        revision: Revision(7),
+        title: Some("Refund for order #12 — \"urgent\"".into()),
+        labels: ["billing", "vip"].iter().map(|label| (*label).to_owned()).collect(),
+        event_count: 9,
+        blank: false,
+        runs: vec![
+            run("run-1", RunStatus::Attached, 1_000),
+            run("run-2", RunStatus::Interrupted, 1_500),
+            run("run-3", RunStatus::Abandoned, 1_700),
+        ],
+        status_changed_at: Timestamp(T0 + 1_000),
+    }
+}
+
+/// A fresh top-level session: nothing optional set.
+fn bare_record() -> SessionRecord {
+    let header = SessionHeader::new(SessionId::parse("chat-1").unwrap(), scope(None), Timestamp(T0));
+    SessionRecord {
+        lease_until: Timestamp(T0 + header.policy.activity_ttl_ms),
+        header,
+        status: Status::Creating,
+        last_activity: Timestamp(T0),
+        revision: Revision(0),
+        title: None,
+        labels: Default::default(),
+        event_count: 0,
+        blank: true,
+        runs: Vec::new(),
+        status_changed_at: Timestamp(T0),
+    }
+}
+
+#[test]
+fn the_session_record_column_is_pinned() {
+    let mut closed = bare_record();
+    closed.status = Status::Closed;
+    closed.runs = vec![run("run-9", RunStatus::Detached, 10), run("run-8", RunStatus::Cancelled, 20)];
+    assert_golden("SessionRecord", &[full_record(), bare_record(), closed]);
+}
+
+#[test]
+fn the_audit_entry_and_retention_policy_columns_are_pinned() {
+    let draft = AuditDraft {
+        tenant: TenantId::parse("acme").unwrap(),
+        time: Timestamp(T0 + 5),
+        actor: "user:alice".into(),
+        action: "session.close".into(),
+        session: Some(SessionId::parse("chat-1").unwrap()),
+        revision: Some(Revision(3)),
+        outcome: "ok".into(),
+        details: serde_json::json!({"runs_cancelled": ["run-1"], "events": 4}),
+    };
+    let bare_draft = AuditDraft {
+        session: None,
+        revision: None,
+        details: serde_json::Value::Null,
+        actor: "system:sweeper".into(),
+        ..draft.clone()
+    };
+    let entry = |seq: u64, draft: AuditDraft| {
+        let prev_hash = berth_catalog::audit::GENESIS_HASH.to_owned();
+        let hash = berth_catalog::audit::entry_hash(seq, &draft, &prev_hash);
+        AuditEntry { seq, draft, prev_hash, hash }
+    };
+    assert_golden("AuditEntry", &[entry(0, draft), entry(1, bare_draft)]);
+    let full = RetentionPolicy {
+        idle_ttl_ms: Some(86_400_000),
+        max_age_ms: Some(604_800_000),
+        delete_terminal_after_ms: Some(3_600_000),
+    };
+    assert_golden("RetentionPolicy", &[full, RetentionPolicy::default()]);
+}
