@@ -77,17 +77,54 @@ pub struct ParentBody {
 }
 
 /// `{"mode":"serial"}` (one run at a time) or `{"mode":"parallel","runs_max":N}`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "mode", deny_unknown_fields)]
 pub enum ConcurrencyBody {
-    #[default]
-    Serial,
+    /// A struct variant, not a unit one: serde's `deny_unknown_fields` does not reach the
+    /// unit variants of an internally tagged enum, so `{"mode":"serial","x":1}` would be
+    /// accepted silently (schemathesis found it).
+    Serial {},
     Parallel {
         #[serde(deserialize_with = "crate::int64::u32")]
-        #[schema(minimum = 1, maximum = 64)]
         runs_max: u32,
     },
 }
+
+impl Default for ConcurrencyBody {
+    fn default() -> ConcurrencyBody {
+        ConcurrencyBody::Serial {}
+    }
+}
+
+/// Written by hand: the derive leaves out `additionalProperties: false` on the variants of
+/// an internally tagged enum, and the server refuses unknown fields there too.
+impl utoipa::PartialSchema for ConcurrencyBody {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, OneOfBuilder, Type};
+        let mode = |name: &str| ObjectBuilder::new().schema_type(Type::String).enum_values(Some([name]));
+        let closed = || Some(AdditionalProperties::FreeForm(false));
+        let serial =
+            ObjectBuilder::new().property("mode", mode("serial")).required("mode").additional_properties(closed());
+        let runs_max = ObjectBuilder::new()
+            .schema_type(Type::Integer)
+            .format(Some(utoipa::openapi::SchemaFormat::KnownFormat(utoipa::openapi::KnownFormat::Int32)))
+            .minimum(Some(1))
+            .maximum(Some(berth_core::limits::PARALLEL_RUNS_MAX));
+        let parallel = ObjectBuilder::new()
+            .property("mode", mode("parallel"))
+            .property("runs_max", runs_max)
+            .required("mode")
+            .required("runs_max")
+            .additional_properties(closed());
+        OneOfBuilder::new()
+            .item(serial)
+            .item(parallel)
+            .description(Some(r#"`{"mode":"serial"}` (one run at a time) or `{"mode":"parallel","runs_max":N}`."#))
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for ConcurrencyBody {}
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -316,4 +353,20 @@ pub struct RevisionParams {
     /// Compare-and-set: 412 unless the session is at this revision.
     #[serde(default, deserialize_with = "crate::int64::query_u64")]
     pub expected_revision: Option<u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Unknown fields are refused in every variant, the unit-like `serial` too.
+    #[test]
+    fn concurrency_refuses_unknown_fields_in_every_mode() {
+        let decode = |text: &str| serde_json::from_str::<ConcurrencyBody>(text);
+        assert_eq!(decode(r#"{"mode":"serial"}"#).unwrap(), ConcurrencyBody::Serial {});
+        assert_eq!(decode(r#"{"mode":"parallel","runs_max":3}"#).unwrap(), ConcurrencyBody::Parallel { runs_max: 3 });
+        assert!(decode(r#"{"mode":"serial","x":1}"#).is_err());
+        assert!(decode(r#"{"mode":"parallel","runs_max":3,"x":1}"#).is_err());
+        assert_eq!(serde_json::to_string(&ConcurrencyBody::Serial {}).unwrap(), r#"{"mode":"serial"}"#);
+    }
 }

@@ -119,7 +119,7 @@ fn bare_session() -> SessionBody {
             origin: None,
             delegation_depth: 0,
             policy: PolicyBody {
-                concurrency: ConcurrencyBody::Serial,
+                concurrency: ConcurrencyBody::Serial {},
                 activity_ttl_ms: 86_400_000,
                 run_lease_ttl_ms: 60_000,
             },

@@ -36,7 +36,7 @@ pub fn status_from(status: wire::SessionStatus) -> Status {
 pub fn policy(policy: &SessionPolicy) -> wire::PolicyBody {
     wire::PolicyBody {
         concurrency: match policy.concurrency {
-            Concurrency::Serial => wire::ConcurrencyBody::Serial,
+            Concurrency::Serial => wire::ConcurrencyBody::Serial {},
             Concurrency::Parallel { runs_max } => wire::ConcurrencyBody::Parallel { runs_max },
         },
         activity_ttl_ms: policy.activity_ttl_ms,
@@ -47,7 +47,7 @@ pub fn policy(policy: &SessionPolicy) -> wire::PolicyBody {
 pub fn policy_from(policy: wire::PolicyBody) -> SessionPolicy {
     SessionPolicy {
         concurrency: match policy.concurrency {
-            wire::ConcurrencyBody::Serial => Concurrency::Serial,
+            wire::ConcurrencyBody::Serial {} => Concurrency::Serial,
             wire::ConcurrencyBody::Parallel { runs_max } => Concurrency::Parallel { runs_max },
         },
         activity_ttl_ms: policy.activity_ttl_ms,
