@@ -25,16 +25,8 @@ fn assert_golden<T: Serialize + DeserializeOwned + PartialEq + Debug>(name: &str
     let path = golden_path(name);
     let serialized: String =
         samples.iter().map(|sample| serde_json::to_string(sample).unwrap() + "\n").collect::<Vec<_>>().concat();
-    if std::env::var_os("BERTH_BLESS").is_some() {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, &serialized).unwrap();
-    }
-    let golden = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(
-        serialized == golden,
-        "{name}: the serialization differs from {}; review the change and bless it\nnow:\n{serialized}\ngolden:\n{golden}",
-        path.display()
-    );
+    berth_golden::assert_golden(&path, name, serialized.as_bytes());
+    let golden = serialized;
     let lines: Vec<&str> = golden.lines().collect();
     assert_eq!(lines.len(), samples.len(), "{name}: one golden line per sample");
     for (line, sample) in lines.iter().zip(samples) {

@@ -19,16 +19,8 @@ use std::path::PathBuf;
 fn assert_golden<T: Serialize + DeserializeOwned + PartialEq + Debug>(name: &str, samples: &[T]) {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden").join(format!("{name}.jsonl"));
     let serialized: String = samples.iter().map(|sample| serde_json::to_string(sample).unwrap() + "\n").collect();
-    if std::env::var_os("BERTH_BLESS").is_some() {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, &serialized).unwrap();
-    }
-    let golden = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(
-        serialized == golden,
-        "{name}: the stored encoding differs from {}; review and bless\nnow:\n{serialized}\ngolden:\n{golden}",
-        path.display()
-    );
+    berth_golden::assert_golden(&path, name, serialized.as_bytes());
+    let golden = serialized;
     assert_eq!(golden.lines().count(), samples.len());
     for (line, sample) in golden.lines().zip(samples) {
         let decoded: T = serde_json::from_str(line).unwrap_or_else(|error| panic!("{name}: {line}: {error}"));

@@ -253,15 +253,7 @@ async fn the_served_openapi_document_is_the_committed_golden_file() {
     assert_eq!(response.status, 200);
     let served = String::from_utf8(response.body.to_vec()).unwrap();
     let golden_path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../berth-api/openapi.json");
-    if std::env::var_os("BERTH_BLESS").is_some() {
-        std::fs::write(&golden_path, &served).unwrap();
-    }
-    let golden = std::fs::read_to_string(&golden_path).unwrap_or_default();
-    assert!(
-        served == golden,
-        "the served OpenAPI document differs from {}; review the change and bless it",
-        golden_path.display()
-    );
+    berth_golden::assert_golden(&golden_path, "the served OpenAPI document", served.as_bytes());
     let document: Value = serde_json::from_str(&served).unwrap();
     let paths = document["paths"].as_object().unwrap();
     for path in [

@@ -12,7 +12,6 @@ use berth_service::Role;
 use common::TestServer;
 use hyper::Method;
 use serde_json::json;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 /// A clock that never moves.
@@ -28,18 +27,7 @@ impl Clock for FixedClock {
 const T0: u64 = 1_767_225_600_000; // 2026-01-01T00:00:00Z
 
 fn assert_golden(name: &str, bytes: &[u8]) {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden").join(name);
-    if std::env::var_os("BERTH_BLESS").is_some() {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, bytes).unwrap();
-    }
-    let golden = std::fs::read(&path).unwrap_or_default();
-    assert!(
-        bytes == golden.as_slice(),
-        "{name}: the server sent other bytes than {}; review and bless\nnow:\n{}",
-        path.display(),
-        String::from_utf8_lossy(bytes)
-    );
+    berth_golden::assert_golden(&berth_golden::golden_path(env!("CARGO_MANIFEST_DIR"), name), name, bytes);
 }
 
 async fn send(client: &berth_server::client::Client, method: Method, path: &str, body: serde_json::Value) -> Vec<u8> {

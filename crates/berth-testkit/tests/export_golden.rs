@@ -25,19 +25,7 @@ fn golden_path(name: &str) -> PathBuf {
 
 /// Compares `bytes` with the golden file byte for byte (rewriting it under `BERTH_BLESS`).
 fn assert_golden(name: &str, bytes: &[u8]) {
-    let path = golden_path(name);
-    if std::env::var_os("BERTH_BLESS").is_some() {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, bytes).unwrap();
-    }
-    let golden = std::fs::read(&path).unwrap_or_default();
-    assert!(
-        bytes == golden.as_slice(),
-        "{name}: the export differs from {}; review and bless\nnow:\n{}\ngolden:\n{}",
-        path.display(),
-        String::from_utf8_lossy(bytes),
-        String::from_utf8_lossy(&golden)
-    );
+    berth_golden::assert_golden(&golden_path(name), name, bytes);
 }
 
 fn service(clock: Arc<FakeClock>) -> SessionService {

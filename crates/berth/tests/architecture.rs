@@ -18,6 +18,8 @@ use std::collections::{BTreeMap, BTreeSet};
 /// assembly (backends from a URL) and the wire types → server → bench, testkit → berth.
 const ALLOWED_NORMAL_DEPENDENCIES: &[(&str, &[&str])] = &[
     ("berth-core", &[]),
+    // Test support only (golden files): std, no workspace crate.
+    ("berth-golden", &[]),
     ("berth-store", &["berth-core"]),
     ("berth-catalog", &["berth-core"]),
     ("berth-jsonl", &["berth-core", "berth-store"]),
