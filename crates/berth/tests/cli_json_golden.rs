@@ -10,9 +10,12 @@
 //! its clock (the fields named in `CLOCK_FIELDS`, on lines of the pretty-printed JSON)
 //! are replaced by `<time>`; every other byte is compared as printed.
 
-use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+mod common;
+
+use common::{berth, start_server};
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
 
 /// Fields the store fills from its clock (never the caller's event times).
 const CLOCK_FIELDS: &[&str] =
@@ -42,44 +45,6 @@ fn script() -> Vec<(Vec<&'static str>, Option<&'static str>)> {
         (vec!["append", "chat-1", "--run", "run-1", "--expected-seq", "7"], Some(EVENTS)),
         (vec!["runs", "attach", "chat-1", "--run", "run-2"], None),
     ]
-}
-
-fn berth(data: &Path) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_berth"));
-    command.arg("--data").arg(data).env_remove("BERTH_SERVER").env_remove("BERTH_API_KEY");
-    for variable in ["BERTH_TENANT", "BERTH_USER", "BERTH_PROJECT", "BERTH_ROLE"] {
-        command.env_remove(variable);
-    }
-    command
-}
-
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn start_server(data: &Path) -> (Server, String) {
-    let mut child = berth(data)
-        .args(["serve", "--listen", "127.0.0.1:0", "--sweep-interval-s", "0"])
-        .env("BERTH_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut lines = Vec::new();
-    for _ in 0..3 {
-        let mut line = String::new();
-        stdout.read_line(&mut line).unwrap();
-        lines.push(line);
-    }
-    std::thread::spawn(move || for _ in stdout.lines() {});
-    let url = lines[0].split_whitespace().find(|word| word.starts_with("http://")).unwrap().to_owned();
-    (Server(child), url)
 }
 
 fn run(mut command: Command, stdin: Option<&str>) -> Output {
@@ -158,7 +123,7 @@ fn json_output_is_the_wire_format_in_both_modes() {
     assert_golden("data directory", &local);
 
     let server_data = dir.path().join("served");
-    let (_server, url) = start_server(&server_data);
+    let (_server, url, _admin_key) = start_server(&server_data);
     let created = berth(&server_data)
         .args(["keys", "create", "--tenant", "default", "--user", "alice", "--role", "user"])
         .output()

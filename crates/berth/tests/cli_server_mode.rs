@@ -2,47 +2,12 @@
 //! against a real `berth serve`, with the same exit codes as on a data directory; and
 //! `berth keys` creating, listing and revoking the server's keys while it runs.
 
-use std::io::{BufRead, BufReader, Write};
+mod common;
+
+use common::{berth, start_server};
+use std::io::Write;
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
-
-fn berth(data: &Path) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_berth"));
-    command.arg("--data").arg(data).env_remove("BERTH_SERVER").env_remove("BERTH_API_KEY");
-    command
-}
-
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn start_server(data: &Path) -> (Server, String, String) {
-    let mut child = berth(data)
-        .args(["serve", "--listen", "127.0.0.1:0", "--sweep-interval-s", "0"])
-        .env("BERTH_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut lines = Vec::new();
-    for _ in 0..3 {
-        let mut line = String::new();
-        stdout.read_line(&mut line).unwrap();
-        lines.push(line);
-    }
-    std::thread::spawn(move || for _ in stdout.lines() {});
-    let url = lines[0].split_whitespace().find(|w| w.starts_with("http://")).unwrap().to_owned();
-    assert!(lines[1].contains("first start"), "{lines:?}");
-    let admin_key = lines[2].trim().to_owned();
-    assert!(admin_key.starts_with("berth_"));
-    (Server(child), url, admin_key)
-}
 
 fn remote(data: &Path, url: &str, key: &str, args: &[&str], stdin: Option<&str>) -> Output {
     let mut child = berth(data)
