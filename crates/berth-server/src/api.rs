@@ -155,16 +155,6 @@ pub async fn create_session(
 }
 
 fn list_request(params: ListParams) -> ApiResult<ListRequest> {
-    if let Some(label) = &params.label {
-        // No stored label is longer; refused like a label that long at create.
-        if label.len() > berth_core::limits::LABEL_BYTES_MAX {
-            return Err(ApiError::from(berth_core::Error::LimitExceeded {
-                what: berth_core::limits::Limit::LabelBytes,
-                limit: berth_core::limits::LABEL_BYTES_MAX as u64,
-                actual: label.len() as u64,
-            }));
-        }
-    }
     // Every part must name a listable status: `status=`, `status=,` and `status=creating`
     // are 400s, not "no filter".
     let statuses = params

@@ -94,6 +94,14 @@ impl SessionService {
                 actual: limit as u64,
             });
         }
+        if let Some(label) = request.label.as_ref().filter(|label| label.len() > LABEL_BYTES_MAX) {
+            // No stored label is longer; refused like a label that long at create.
+            return Err(Error::LimitExceeded {
+                what: berth_core::limits::Limit::LabelBytes,
+                limit: LABEL_BYTES_MAX as u64,
+                actual: label.len() as u64,
+            });
+        }
         let mut query = SessionQuery::tenant(principal.tenant.clone());
         query.user = request.user.clone();
         query.project = request.project.clone();
