@@ -26,8 +26,8 @@ fn assert_golden<T: Serialize + DeserializeOwned + PartialEq + Debug>(name: &str
     let serialized: String =
         samples.iter().map(|sample| serde_json::to_string(sample).unwrap() + "\n").collect::<Vec<_>>().concat();
     berth_golden::assert_golden(&path, name, serialized.as_bytes());
-    let golden = serialized;
-    let lines: Vec<&str> = golden.lines().collect();
+    // Equal to the golden file by now: decode its lines back.
+    let lines: Vec<&str> = serialized.lines().collect();
     assert_eq!(lines.len(), samples.len(), "{name}: one golden line per sample");
     for (line, sample) in lines.iter().zip(samples) {
         let decoded: T = serde_json::from_str(line).unwrap_or_else(|error| panic!("{name}: {line}: {error}"));
