@@ -4,7 +4,8 @@
 //! `feed` (the change-notification seam tails sleep on), `auth` (API keys, JWT),
 //! `limits` (rate limits, strict body decoding, per-session append order), `error`
 //! (status and `{code, message}` per error kind), `metrics`, `openapi`, and `client`
-//! (the HTTP client behind `berth --server`).
+//! (the HTTP client behind `berth --server`); `in_process` answers the same routes
+//! without a socket, for hosts that embed berth.
 //!
 //! The accept loop is our own (hyper's HTTP/1.1 connection builder under axum's
 //! router) rather than `axum::serve`, because it sets what `axum::serve` does not: a
@@ -15,6 +16,7 @@ pub mod auth;
 pub mod client;
 pub mod error;
 pub mod feed;
+pub mod in_process;
 pub mod limits;
 pub mod metrics;
 pub mod openapi;
@@ -227,8 +229,8 @@ async fn accept_loop(listener: TcpListener, app: Router, config: ServerConfig, m
     }
 }
 
-/// The background retention sweeper (R-S11): bounded batches, at most a few per tick.
-async fn idle_writer_closer(state: Shared, idle: Duration, mut shutdown: watch::Receiver<bool>) {
+/// Closes write handles idle for `idle`, releasing their sessions' writer locks.
+pub(crate) async fn idle_writer_closer(state: Shared, idle: Duration, mut shutdown: watch::Receiver<bool>) {
     let mut ticker = tokio::time::interval((idle / 2).max(Duration::from_millis(10)));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -243,7 +245,8 @@ async fn idle_writer_closer(state: Shared, idle: Duration, mut shutdown: watch::
     }
 }
 
-async fn sweeper(state: Shared, interval: Duration, mut shutdown: watch::Receiver<bool>) {
+/// The background retention sweeper (R-S11): bounded batches, at most a few per tick.
+pub(crate) async fn sweeper(state: Shared, interval: Duration, mut shutdown: watch::Receiver<bool>) {
     const BATCHES_PER_TICK_MAX: usize = 10;
     let mut ticker = tokio::time::interval(interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

@@ -43,6 +43,7 @@ pub async fn tail_events(
     Caller(principal): Caller,
     SessionPath(id): SessionPath,
     headers: HeaderMap,
+    in_process: Option<axum::Extension<crate::in_process::InProcessPrincipal>>,
     StrictQuery(params): StrictQuery<TailParams>,
 ) -> Result<Response, ApiError> {
     let from = match headers.get("last-event-id") {
@@ -61,12 +62,15 @@ pub async fn tail_events(
             "max_events is at least 1; idle_timeout_ms is 1..={TAIL_IDLE_TIMEOUT_MS_MAX}"
         )));
     }
-    let token = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|value| value.to_str().ok())
-        .and_then(crate::auth::bearer_token)
-        .unwrap_or_default()
-        .to_owned();
+    // An in-process caller has no token to re-check: its principal was given by the host.
+    let token = in_process.is_none().then(|| {
+        headers
+            .get(header::AUTHORIZATION)
+            .and_then(|value| value.to_str().ok())
+            .and_then(crate::auth::bearer_token)
+            .unwrap_or_default()
+            .to_owned()
+    });
     let key = SessionKey::new(principal.tenant.clone(), id.clone());
     let mut subscription = state.feed.subscribe(&key).await?;
     subscription.mark_seen();
@@ -110,7 +114,8 @@ struct Tail {
     state: Shared,
     principal: Principal,
     id: SessionId,
-    token: String,
+    /// The bearer token to re-check; `None` for in-process callers.
+    token: Option<String>,
     next_seq: u64,
     pending: VecDeque<Event>,
     /// The last read filled a page: read again before waiting.
@@ -202,7 +207,8 @@ impl Tail {
 
     /// `Some(error event)` when the bearer token no longer authenticates this principal.
     async fn recheck_token(&self) -> Option<SseEvent> {
-        let principal = self.state.auth.authenticate(&self.token).await.ok().flatten();
+        let token = self.token.as_deref()?;
+        let principal = self.state.auth.authenticate(token).await.ok().flatten();
         if principal.as_ref() == Some(&self.principal) {
             return None;
         }

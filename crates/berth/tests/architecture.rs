@@ -15,7 +15,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 /// The workspace crates each crate may depend on (normal dependencies), by layer:
 /// core → seams (store, catalog) → backends (jsonl, sqlite, postgres) → service →
-/// assembly (backends from a URL) and the wire types → server → bench, testkit → berth.
+/// assembly (backends from a URL) and the wire types → server → bench, testkit → berth →
+/// berth-python (the Python package's native module).
 const ALLOWED_NORMAL_DEPENDENCIES: &[(&str, &[&str])] = &[
     ("berth-core", &[]),
     // Test support only (golden files): std, no workspace crate.
@@ -79,6 +80,10 @@ const ALLOWED_NORMAL_DEPENDENCIES: &[(&str, &[&str])] = &[
             "berth-bench",
         ],
     ),
+    // The Python package's native module: a host of the library facade, as the CLI is
+    // (the facade opens a store from a URL with its change feed; the server answers
+    // the `/v1` routes in-process).
+    ("berth-python", &["berth", "berth-core", "berth-service", "berth-server"]),
 ];
 
 /// One workspace crate's dependencies on other workspace crates.

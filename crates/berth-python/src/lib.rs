@@ -1,0 +1,353 @@
+//! `berth_native`: the embedded transport of berth's Python package. It opens a store
+//! from a URL (a data directory, `postgres://…`, `memory:`) with the Rust library, in
+//! the Python process, and answers the `/v1` routes through the server's own router
+//! without a socket (`berth_server::in_process`): the request and response bodies, the
+//! errors and their classes are byte for byte those of `berth serve`, so the Python
+//! client has one decoding path for both transports.
+//!
+//! Every call releases the GIL while the store works. The tokio runtime belongs to the
+//! process that opened the store: after `fork` a child holds a copy of it whose threads
+//! do not exist, so every method checks the process id, and a dropped copy in a child
+//! is leaked rather than shut down (see `Embedded::drop`).
+
+use axum::body::{Body, BodyDataStream};
+use axum::http::{HeaderName, HeaderValue, Method, Request};
+use berth_core::{ProjectId, TenantId, UserId};
+use berth_server::in_process::InProcessServer;
+use berth_server::ServerConfig;
+use berth_service::{Principal, Role};
+use futures_util::StreamExt;
+use http_body_util::BodyExt;
+use pyo3::create_exception;
+use pyo3::exceptions::{PyException, PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+use std::mem::ManuallyDrop;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+create_exception!(
+    berth_native,
+    BerthError,
+    PyException,
+    "An error answer: args are (http_status, error_body_json_bytes)."
+);
+create_exception!(
+    berth_native,
+    ForkedError,
+    PyException,
+    "This store was opened by the parent process of a fork; open it again in the child."
+);
+create_exception!(berth_native, ClosedError, PyException, "The store was closed.");
+
+type Headers = Vec<(String, String)>;
+
+/// What an open store holds; dropped only in the process that made it.
+struct Opened {
+    runtime: tokio::runtime::Runtime,
+    server: Arc<InProcessServer>,
+    principal: Principal,
+    closed: AtomicBool,
+}
+
+/// One open store, acting as one principal.
+#[pyclass(frozen, module = "berth_native")]
+struct Embedded {
+    pid: u32,
+    root: Option<String>,
+    opened: ManuallyDrop<Opened>,
+}
+
+fn principal_of(tenant: &str, user: &str, project: Option<&str>, role: &str) -> berth_core::Result<Principal> {
+    Ok(Principal {
+        tenant: TenantId::parse(tenant)?,
+        user: UserId::parse(user)?,
+        project: project.map(ProjectId::parse).transpose()?,
+        role: Role::parse(role)?,
+    })
+}
+
+/// A core error as the server would answer it: `BerthError(status, body)`.
+fn error_answer(runtime: &tokio::runtime::Runtime, error: &berth_core::Error) -> PyErr {
+    use axum::response::IntoResponse;
+    let response = berth_server::error::ApiError::from_core(error).into_response();
+    let status = response.status().as_u16();
+    let body = runtime
+        .block_on(response.into_body().collect())
+        .map(|collected| collected.to_bytes().to_vec())
+        .unwrap_or_else(|_| error.to_string().into_bytes());
+    BerthError::new_err((status, body))
+}
+
+fn build_request(method: &str, path: &str, headers: &Headers, body: Option<Vec<u8>>) -> PyResult<Request<Body>> {
+    let method = Method::from_bytes(method.as_bytes()).map_err(|_| PyValueError::new_err("invalid HTTP method"))?;
+    let mut request = Request::builder()
+        .method(method)
+        .uri(path)
+        .body(body.map_or_else(Body::empty, Body::from))
+        .map_err(|error| PyValueError::new_err(format!("invalid request: {error}")))?;
+    for (name, value) in headers {
+        let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| PyValueError::new_err("invalid header name"))?;
+        let value = HeaderValue::from_str(value).map_err(|_| PyValueError::new_err("invalid header value"))?;
+        request.headers_mut().append(name, value);
+    }
+    Ok(request)
+}
+
+fn headers_of(response: &axum::response::Response) -> Headers {
+    response
+        .headers()
+        .iter()
+        .map(|(name, value)| (name.as_str().to_owned(), String::from_utf8_lossy(value.as_bytes()).into_owned()))
+        .collect()
+}
+
+impl Embedded {
+    fn check(&self) -> PyResult<&Opened> {
+        if std::process::id() != self.pid {
+            return Err(ForkedError::new_err("this store was opened before a fork: open it again in this process"));
+        }
+        if self.opened.closed.load(Ordering::Acquire) {
+            return Err(ClosedError::new_err("the store is closed"));
+        }
+        Ok(&self.opened)
+    }
+}
+
+#[pymethods]
+impl Embedded {
+    /// Opens the store at `url` as the principal (`tenant`, `user`, `project`, `role`).
+    /// `writer_idle_ms`: write handles idle this long are closed, so other processes on
+    /// the same data directory can take their turn. `tail_recheck_ms`: how often a live
+    /// tail re-reads the log, to see appends made by other processes.
+    #[new]
+    #[pyo3(signature = (url, tenant, user, project=None, role="user", writer_idle_ms=250, tail_recheck_ms=200, sweep_interval_ms=60_000))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        url: &str,
+        tenant: &str,
+        user: &str,
+        project: Option<&str>,
+        role: &str,
+        writer_idle_ms: u64,
+        tail_recheck_ms: u64,
+        sweep_interval_ms: u64,
+    ) -> PyResult<Embedded> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("berth-native")
+            .enable_all()
+            .build()
+            .map_err(|error| PyRuntimeError::new_err(format!("cannot start the runtime: {error}")))?;
+        let principal = principal_of(tenant, user, project, role).map_err(|error| error_answer(&runtime, &error))?;
+        let store_url = berth::StoreUrl::parse(url).map_err(|error| error_answer(&runtime, &error))?;
+        let root = match &store_url {
+            berth::StoreUrl::Embedded(path) => {
+                std::fs::create_dir_all(path).map_err(|error| {
+                    error_answer(&runtime, &berth_core::Error::io("create the data directory", &error))
+                })?;
+                Some(std::fs::canonicalize(path).unwrap_or_else(|_| path.clone()).display().to_string())
+            }
+            _ => None,
+        };
+        let config = ServerConfig {
+            rate_limit: None,
+            writer_idle_close: (writer_idle_ms > 0).then(|| Duration::from_millis(writer_idle_ms)),
+            tail_recheck: Duration::from_millis(tail_recheck_ms.max(10)),
+            sweep_interval: (sweep_interval_ms > 0).then(|| Duration::from_millis(sweep_interval_ms)),
+            ..ServerConfig::default()
+        };
+        let opened = py.detach(|| {
+            runtime.block_on(async {
+                let backends = berth::open_backends(&store_url).await?;
+                let feed = berth::change_feed(&backends);
+                let service = Arc::new(berth::service_over(backends, berth::system_clock()));
+                Ok::<_, berth_core::Error>(Arc::new(InProcessServer::start(config, service, feed)))
+            })
+        });
+        let server = opened.map_err(|error| error_answer(&runtime, &error))?;
+        let opened = Opened { runtime, server, principal, closed: AtomicBool::new(false) };
+        Ok(Embedded { pid: std::process::id(), root, opened: ManuallyDrop::new(opened) })
+    }
+
+    /// The canonical data directory of an embedded store (`None` for other stores).
+    #[getter]
+    fn root(&self) -> Option<String> {
+        self.root.clone()
+    }
+
+    /// Answers one request: `(status, headers, body)`.
+    #[pyo3(signature = (method, path, headers, body=None))]
+    fn request<'py>(
+        &self,
+        py: Python<'py>,
+        method: &str,
+        path: &str,
+        headers: Headers,
+        body: Option<Vec<u8>>,
+    ) -> PyResult<(u16, Headers, Bound<'py, PyBytes>)> {
+        let opened = self.check()?;
+        let request = build_request(method, path, &headers, body)?;
+        let (status, headers, bytes) = py.detach(|| {
+            opened.runtime.block_on(async {
+                let response = opened.server.call(opened.principal.clone(), request).await;
+                let status = response.status().as_u16();
+                let headers = headers_of(&response);
+                let bytes = response.into_body().collect().await.map(|collected| collected.to_bytes());
+                (status, headers, bytes)
+            })
+        });
+        let bytes = bytes.map_err(|error| PyRuntimeError::new_err(format!("reading the answer failed: {error}")))?;
+        Ok((status, headers, PyBytes::new(py, &bytes)))
+    }
+
+    /// Starts a streamed request (the live tail): the status and headers now, the body
+    /// chunk by chunk from the returned stream.
+    fn stream(&self, py: Python<'_>, path: &str, headers: Headers) -> PyResult<Stream> {
+        let opened = self.check()?;
+        let request = build_request("GET", path, &headers, None)?;
+        let response = py.detach(|| opened.runtime.block_on(opened.server.call(opened.principal.clone(), request)));
+        Ok(Stream {
+            pid: self.pid,
+            status: response.status().as_u16(),
+            headers: headers_of(&response),
+            handle: opened.runtime.handle().clone(),
+            body: Mutex::new(Some(response.into_body().into_data_stream())),
+        })
+    }
+
+    /// Closes the store: ends live tails and background work, closes write handles and
+    /// flushes what they hold. Idempotent.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        if std::process::id() != self.pid {
+            return Ok(());
+        }
+        if self.opened.closed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        let opened = &self.opened;
+        py.detach(|| opened.runtime.block_on(opened.server.shutdown()))
+            .map_err(|error| error_answer(&opened.runtime, &error))
+    }
+
+    #[getter]
+    fn closed(&self) -> bool {
+        self.opened.closed.load(Ordering::Acquire)
+    }
+}
+
+impl Drop for Embedded {
+    fn drop(&mut self) {
+        if std::process::id() != self.pid {
+            // A fork's copy: its runtime's threads exist only in the parent, so shutting
+            // it down here could wait forever. Leak it; `close_inherited_descriptors`
+            // releases what it held open.
+            return;
+        }
+        if !self.opened.closed.swap(true, Ordering::AcqRel) {
+            let _ = self.opened.runtime.block_on(self.opened.server.shutdown());
+        }
+        // SAFETY: `opened` is dropped exactly once, here, and never used again.
+        unsafe { ManuallyDrop::drop(&mut self.opened) };
+    }
+}
+
+/// The body of a streamed answer.
+#[pyclass(frozen, module = "berth_native")]
+struct Stream {
+    pid: u32,
+    #[pyo3(get)]
+    status: u16,
+    #[pyo3(get)]
+    headers: Headers,
+    handle: tokio::runtime::Handle,
+    body: Mutex<Option<BodyDataStream>>,
+}
+
+#[pymethods]
+impl Stream {
+    /// The next chunk of the body: `None` at its end, `b""` if nothing came within
+    /// `timeout_ms` (so the caller can look at its own state and wait again).
+    fn next_chunk<'py>(&self, py: Python<'py>, timeout_ms: u64) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        if std::process::id() != self.pid {
+            return Err(ForkedError::new_err("this stream was opened before a fork"));
+        }
+        let next = py.detach(|| {
+            let mut body = self.body.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            let Some(stream) = body.as_mut() else { return Ok(None) };
+            let wait = Duration::from_millis(timeout_ms);
+            let next = self.handle.block_on(async { tokio::time::timeout(wait, stream.next()).await });
+            match next {
+                Err(_elapsed) => Ok(Some(bytes_empty())),
+                Ok(None) => {
+                    *body = None;
+                    Ok(None)
+                }
+                Ok(Some(Ok(chunk))) => Ok(Some(chunk)),
+                Ok(Some(Err(error))) => {
+                    *body = None;
+                    Err(error.to_string())
+                }
+            }
+        });
+        match next {
+            Ok(chunk) => Ok(chunk.map(|chunk| PyBytes::new(py, &chunk))),
+            Err(message) => Err(PyRuntimeError::new_err(format!("the stream failed: {message}"))),
+        }
+    }
+
+    /// Ends the stream (the server sees its tail disconnect). Idempotent.
+    fn close(&self) {
+        let stream = self.body.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).take();
+        if std::process::id() == self.pid {
+            drop(stream);
+        } else {
+            std::mem::forget(stream);
+        }
+    }
+}
+
+fn bytes_empty() -> axum::body::Bytes {
+    axum::body::Bytes::new()
+}
+
+/// In a child after `fork`: closes every descriptor that points inside `root` (the
+/// parent's store's log files, lock files and catalog), so the locks the child
+/// inherited do not keep the parent — or the child's own new store — out of its
+/// sessions. Returns how many it closed. Call only in the child, before it opens the
+/// store again; the parent's descriptors are untouched (they are its own copies).
+#[pyfunction]
+fn close_inherited_descriptors(root: &str) -> usize {
+    let root = std::path::Path::new(root);
+    let Ok(entries) = std::fs::read_dir("/proc/self/fd") else { return 0 };
+    let mut inside = Vec::new();
+    for entry in entries.flatten() {
+        let Some(fd) = entry.file_name().to_str().and_then(|name| name.parse::<libc::c_int>().ok()) else {
+            continue;
+        };
+        if let Ok(target) = std::fs::read_link(entry.path()) {
+            if target.starts_with(root) {
+                inside.push(fd);
+            }
+        }
+    }
+    for fd in &inside {
+        // SAFETY: the descriptor belongs to a store this child will never use again
+        // (its copy is leaked, see `Embedded::drop`); nothing else in the process owns it.
+        unsafe { libc::close(*fd) };
+    }
+    inside.len()
+}
+
+#[pymodule]
+fn berth_native(module: &Bound<'_, PyModule>) -> PyResult<()> {
+    module.add_class::<Embedded>()?;
+    module.add_class::<Stream>()?;
+    module.add_function(wrap_pyfunction!(close_inherited_descriptors, module)?)?;
+    module.add("BerthError", module.py().get_type::<BerthError>())?;
+    module.add("ForkedError", module.py().get_type::<ForkedError>())?;
+    module.add("ClosedError", module.py().get_type::<ClosedError>())?;
+    Ok(())
+}

@@ -1,0 +1,81 @@
+//! The server's whole `/v1` surface without a socket, for hosts that embed berth in
+//! their own process (the Python package's native transport). A request goes through
+//! the same router, handlers, wire types, limits and error mapping as one that came
+//! over HTTP, so the two transports cannot drift apart; only authentication differs:
+//! the host states its principal once, when it opens the store, and every request
+//! carries it as a request extension — which nothing arriving over the network can set.
+
+use crate::api::Shared;
+use crate::auth::{Authenticator, KeyStore};
+use crate::feed::{ChangeFeed, LocalFeed};
+use crate::metrics::Metrics;
+use crate::{idle_writer_closer, router, sweeper, AppState, ServerConfig};
+use axum::body::Body;
+use axum::http::Request;
+use axum::response::Response;
+use axum::Router;
+use berth_service::{Principal, SessionService};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use tokio::sync::watch;
+use tower::ServiceExt;
+
+/// The principal of an in-process request, set by the embedding host (never by a
+/// client: HTTP requests cannot carry extensions).
+#[derive(Clone, Debug)]
+pub struct InProcessPrincipal(pub Principal);
+
+/// A server that answers requests handed to it in-process.
+pub struct InProcessServer {
+    state: Shared,
+    app: Router,
+    shutdown: watch::Sender<bool>,
+}
+
+impl InProcessServer {
+    /// Builds the router over `service` and starts the background tasks `config` asks
+    /// for (the sweeper, the idle-writer closer). Must be called inside a tokio runtime.
+    pub fn start(config: ServerConfig, service: Arc<SessionService>, feed: Option<Arc<dyn ChangeFeed>>) -> Self {
+        let (shutdown_tx, shutdown_rx) = watch::channel(false);
+        let keys = KeyStore::in_memory().unwrap_or_else(|error| panic!("an in-memory key store opens: {error}"));
+        let state = Arc::new(AppState {
+            service,
+            auth: Authenticator::new(keys, None),
+            limiter: None,
+            metrics: Arc::new(Metrics::new()),
+            feed: feed.unwrap_or_else(|| Arc::new(LocalFeed::new())),
+            config: config.clone(),
+            shutdown: shutdown_rx.clone(),
+            draining: AtomicBool::new(false),
+        });
+        if let Some(interval) = config.sweep_interval {
+            tokio::spawn(sweeper(state.clone(), interval, shutdown_rx.clone()));
+        }
+        if let Some(idle) = config.writer_idle_close {
+            tokio::spawn(idle_writer_closer(state.clone(), idle, shutdown_rx));
+        }
+        InProcessServer { app: router(state.clone()), state, shutdown: shutdown_tx }
+    }
+
+    /// Answers one request as `principal`.
+    pub async fn call(&self, principal: Principal, mut request: Request<Body>) -> Response {
+        request.extensions_mut().insert(InProcessPrincipal(principal));
+        match self.app.clone().oneshot(request).await {
+            Ok(response) => response,
+            Err(never) => match never {},
+        }
+    }
+
+    /// The service behind the router.
+    pub fn service(&self) -> &Arc<SessionService> {
+        &self.state.service
+    }
+
+    /// Ends live tails and background tasks, then closes the service's write handles
+    /// (flushing what they hold).
+    pub async fn shutdown(&self) -> berth_core::Result<()> {
+        self.state.draining.store(true, Ordering::Release);
+        let _ = self.shutdown.send(true);
+        self.state.service.shutdown().await
+    }
+}

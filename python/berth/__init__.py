@@ -1,0 +1,128 @@
+"""berth for Python: one client API over two transports.
+
+- `berth.Client(url, api_key=...)` / `berth.AsyncClient(...)`: HTTP to `berth serve`
+  (pure Python, httpx). `BERTH_URL` and `BERTH_API_KEY` are the defaults.
+- `berth.open(url, tenant=..., user=...)` / `berth.open_async(...)`: the embedded store in
+  this process (a data directory, `file:///path`, `postgres://…`, `memory:`), through
+  the native module (`pip install 'berth[native]'`).
+
+Both raise the same typed exceptions (`berth.NotFound`, `berth.SeqConflict`, …) and
+return the same models (`berth.Session`, `berth.Event`, …).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._calls import SEQ_END, UNSET
+from ._client import AsyncClient, AsyncEventStream, Client, EventStream
+from ._errors import (
+    AlreadyExists,
+    BerthError,
+    Busy,
+    ClientClosed,
+    Damaged,
+    Fenced,
+    Forbidden,
+    FormatUnsupported,
+    IdempotencyKeyReused,
+    Internal,
+    Invalid,
+    InvalidTransition,
+    LimitExceeded,
+    NativeMissing,
+    NotFound,
+    OwnershipLost,
+    PayloadTooLarge,
+    RateLimited,
+    RevisionConflict,
+    SeqConflict,
+    Terminal,
+    Timeout,
+    TransportError,
+    Unauthenticated,
+    Unavailable,
+)
+from ._models import (
+    AppendOutcome,
+    Attachment,
+    AuditEntry,
+    AuditVerification,
+    Event,
+    EventPage,
+    Header,
+    Imported,
+    Policy,
+    Principal,
+    ResumeOutcome,
+    Run,
+    Session,
+    SessionPage,
+)
+
+__version__ = "0.1.0"
+
+
+def _native_options(
+    url: str, tenant: str, user: str, project: str | None, role: str, writer_idle_ms: int
+) -> dict[str, Any]:
+    return {
+        "url": str(url),
+        "tenant": tenant,
+        "user": user,
+        "project": project,
+        "role": role,
+        "writer_idle_ms": writer_idle_ms,
+    }
+
+
+def open(
+    url: str,
+    *,
+    tenant: str,
+    user: str,
+    project: str | None = None,
+    role: str = "user",
+    writer_idle_ms: int = 250,
+    busy_wait_s: float = 10.0,
+    retries: int = 4,
+) -> Client:
+    """The embedded store at `url`, in this process, acting as one principal.
+
+    `writer_idle_ms`: a session's write handle (and its lock) is released after this
+    long without appends, so other processes on the same data directory take turns;
+    an append that finds another process's handle waits up to `busy_wait_s` for it.
+    """
+    from ._transport import NativeTransport
+
+    options = _native_options(url, tenant, user, project, role, writer_idle_ms)
+    return Client(transport=NativeTransport(options, busy_wait_s), retries=retries)
+
+
+def open_async(
+    url: str,
+    *,
+    tenant: str,
+    user: str,
+    project: str | None = None,
+    role: str = "user",
+    writer_idle_ms: int = 250,
+    busy_wait_s: float = 10.0,
+    retries: int = 4,
+) -> AsyncClient:
+    """As `open`, for asyncio (calls run on worker threads; the loop never blocks)."""
+    from ._transport import AsyncNativeTransport
+
+    options = _native_options(url, tenant, user, project, role, writer_idle_ms)
+    return AsyncClient(transport=AsyncNativeTransport(options, busy_wait_s), retries=retries)
+
+
+__all__ = [
+    "SEQ_END", "UNSET", "AsyncClient", "AsyncEventStream", "Client", "EventStream", "open", "open_async",
+    "AlreadyExists", "BerthError", "Busy", "ClientClosed", "Damaged", "Fenced", "Forbidden", "FormatUnsupported",
+    "IdempotencyKeyReused", "Internal", "Invalid", "InvalidTransition", "LimitExceeded", "NativeMissing",
+    "NotFound", "OwnershipLost", "PayloadTooLarge", "RateLimited", "RevisionConflict", "SeqConflict", "Terminal",
+    "Timeout", "TransportError", "Unauthenticated", "Unavailable",
+    "AppendOutcome", "Attachment", "AuditEntry", "AuditVerification", "Event", "EventPage", "Header", "Imported",
+    "Policy", "Principal", "ResumeOutcome", "Run", "Session", "SessionPage",
+]

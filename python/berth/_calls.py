@@ -1,0 +1,317 @@
+"""Every `/v1` operation as a `Call`: the request to send and how to decode its answer.
+
+Both clients (sync and async) and both transports (HTTP and embedded) send these same
+calls, so an operation is written once. `resend_safe` says whether the request may be
+sent again after its answer was lost (a timeout, a dropped connection): reads, heartbeats,
+appends (which always carry an idempotency key) and `PUT /v1/retention`. Creates, forks,
+attaches and the other state changes name what they create or are confirmed by a read
+(docs/server.md, "Retrying safely"), so the client never resends them by itself.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable, Generic, Iterable, Mapping, TypeVar
+from urllib.parse import quote, urlencode
+
+from . import _models as m
+
+T = TypeVar("T")
+
+#: The largest wire integer: `before=SEQ_END` reads the tail of any log.
+SEQ_END = 9223372036854775807
+#: Most events one read answers (the server's page bound).
+READ_PAGE_MAX = 1000
+
+
+class _Unset:
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+#: "Leave unchanged" for `update_session` fields, where `None` means "clear".
+UNSET: Any = _Unset()
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    headers: Mapping[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+@dataclass
+class Call(Generic[T]):
+    method: str
+    path: str
+    decode: Callable[[Answer], T]
+    body: bytes | None = None
+    headers: list[tuple[str, str]] = field(default_factory=list)
+    resend_safe: bool = False
+    #: An append: the embedded transport waits out another process's write handle.
+    is_append: bool = False
+
+
+def dumps(value: Any) -> bytes:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+
+
+def _json_body(fields: dict[str, Any]) -> bytes:
+    return dumps({key: value for key, value in fields.items() if value is not None})
+
+
+def _query(path: str, params: dict[str, Any]) -> str:
+    pairs = []
+    for key, value in params.items():
+        if value is None:
+            continue
+        if isinstance(value, bool):
+            value = "true" if value else "false"
+        elif isinstance(value, (list, tuple)):
+            value = ",".join(str(item) for item in value)
+        pairs.append((key, str(value)))
+    return f"{path}?{urlencode(pairs)}" if pairs else path
+
+
+def _session(session_id: str, rest: str = "") -> str:
+    if not isinstance(session_id, str):
+        raise TypeError(f"session id must be a str, not {type(session_id).__name__}")
+    return f"/v1/sessions/{quote(session_id, safe='')}{rest}"
+
+
+def _decode_session(answer: Answer) -> m.Session:
+    return m.Session.from_wire(answer.json())
+
+
+def _nothing(answer: Answer) -> None:
+    return None
+
+
+def new_event(event: Any) -> dict[str, Any]:
+    """An event to append: a mapping with `type` (and `data`, `ignorable`, `time`), or a
+    `(type, data)` pair."""
+    if isinstance(event, tuple) and len(event) == 2:
+        return {"type": event[0], "data": event[1]}
+    if isinstance(event, Mapping):
+        if "type" not in event:
+            raise ValueError("an event needs a \"type\"")
+        return {key: value for key, value in event.items() if key in ("type", "data", "ignorable", "time")}
+    raise TypeError("an event is a mapping with \"type\" (and \"data\") or a (type, data) pair")
+
+
+def create_session(
+    id: str | None = None,
+    *,
+    title: str | None = None,
+    labels: Iterable[str] | None = None,
+    user: str | None = None,
+    project: str | None = None,
+    policy: Mapping[str, Any] | None = None,
+    origin: str | None = None,
+    delegation_depth: int | None = None,
+) -> Call[m.Session]:
+    body = _json_body(
+        {
+            "id": id,
+            "title": title,
+            "labels": list(labels) if labels is not None else None,
+            "user": user,
+            "project": project,
+            "policy": dict(policy) if policy is not None else None,
+            "origin": origin,
+            "delegation_depth": delegation_depth,
+        }
+    )
+    return Call("POST", "/v1/sessions", _decode_session, body)
+
+
+def get_session(session_id: str) -> Call[m.Session]:
+    return Call("GET", _session(session_id), _decode_session, resend_safe=True)
+
+
+def list_sessions(
+    *,
+    status: str | Iterable[str] | None = None,
+    label: str | None = None,
+    user: str | None = None,
+    project: str | None = None,
+    active_since: int | None = None,
+    active_before: int | None = None,
+    include_blank: bool | None = None,
+    cursor: str | None = None,
+    limit: int | None = None,
+) -> Call[m.SessionPage]:
+    if status is not None and not isinstance(status, str):
+        status = ",".join(status)
+    path = _query(
+        "/v1/sessions",
+        {
+            "status": status,
+            "label": label,
+            "user": user,
+            "project": project,
+            "active_since": active_since,
+            "active_before": active_before,
+            "include_blank": include_blank,
+            "cursor": cursor,
+            "limit": limit,
+        },
+    )
+    return Call("GET", path, lambda answer: m.SessionPage.from_wire(answer.json()), resend_safe=True)
+
+
+def update_session(
+    session_id: str, *, title: Any = UNSET, labels: Any = UNSET, expected_revision: int | None = None
+) -> Call[m.Session]:
+    fields: dict[str, Any] = {}
+    if title is not UNSET:
+        fields["title"] = title
+    if labels is not UNSET:
+        fields["labels"] = list(labels) if labels is not None else None
+    if expected_revision is not None:
+        fields["expected_revision"] = expected_revision
+    return Call("PATCH", _session(session_id), _decode_session, dumps(fields))
+
+
+def delete_session(session_id: str, *, expected_revision: int | None = None) -> Call[None]:
+    return Call("DELETE", _query(_session(session_id), {"expected_revision": expected_revision}), _nothing)
+
+
+def close_session(
+    session_id: str, *, policy: str | None = None, expected_revision: int | None = None
+) -> Call[m.Session]:
+    body = _json_body({"policy": policy, "expected_revision": expected_revision})
+    return Call("POST", _session(session_id, "/close"), _decode_session, body)
+
+
+def fork_session(session_id: str, *, upto_seq: int | None = None, new_id: str | None = None) -> Call[m.Session]:
+    body = _json_body({"upto_seq": upto_seq, "new_id": new_id})
+    return Call("POST", _session(session_id, "/fork"), _decode_session, body)
+
+
+def reopen_session(session_id: str) -> Call[m.Session]:
+    return Call("POST", _session(session_id, "/reopen"), _decode_session, b"{}")
+
+
+def append(
+    session_id: str,
+    events: Iterable[Any],
+    *,
+    expected_seq: int | None = None,
+    run: str | None = None,
+    idempotency_key: str | None = None,
+) -> Call[m.AppendOutcome]:
+    # Every append carries a key, so a resend after a lost answer is answered as a
+    # duplicate instead of storing the batch twice.
+    key = idempotency_key if idempotency_key is not None else uuid.uuid4().hex
+    body = _json_body(
+        {
+            "events": [new_event(event) for event in events],
+            "expected_seq": expected_seq,
+            "run": run,
+            "idempotency_key": key,
+        }
+    )
+    return Call(
+        "POST",
+        _session(session_id, "/events"),
+        lambda answer: m.AppendOutcome.from_wire(answer.json()),
+        body,
+        resend_safe=True,
+        is_append=True,
+    )
+
+
+def read(
+    session_id: str, *, from_seq: int | None = None, before: int | None = None, limit: int | None = None
+) -> Call[m.EventPage]:
+    path = _query(_session(session_id, "/events"), {"from": from_seq, "before": before, "limit": limit})
+    return Call("GET", path, lambda answer: m.EventPage.from_wire(answer.json()), resend_safe=True)
+
+
+def stream_path(
+    session_id: str, *, from_seq: int, max_events: int | None = None, idle_timeout_ms: int | None = None
+) -> str:
+    return _query(
+        _session(session_id, "/events/stream"),
+        {"from": from_seq, "max_events": max_events, "idle_timeout_ms": idle_timeout_ms},
+    )
+
+
+def attach(
+    session_id: str,
+    *,
+    run_id: str | None = None,
+    on_busy: str | None = None,
+    expected_revision: int | None = None,
+) -> Call[m.Attachment]:
+    body = _json_body({"run_id": run_id, "on_busy": on_busy, "expected_revision": expected_revision})
+    return Call("POST", _session(session_id, "/runs"), lambda answer: m.Attachment.from_wire(answer.json()), body)
+
+
+def heartbeat(session_id: str, run_id: str) -> Call[m.Run]:
+    path = _session(session_id, f"/runs/{quote(run_id, safe='')}/heartbeat")
+    return Call("POST", path, lambda answer: m.Run.from_wire(answer.json()), resend_safe=True)
+
+
+def detach(
+    session_id: str, run_id: str, *, outcome: str | None = None, expected_revision: int | None = None
+) -> Call[m.Session]:
+    path = _session(session_id, f"/runs/{quote(run_id, safe='')}/detach")
+    return Call("POST", path, _decode_session, _json_body({"outcome": outcome, "expected_revision": expected_revision}))
+
+
+def resume(
+    session_id: str,
+    *,
+    run_id: str | None = None,
+    on_busy: str | None = None,
+    expected_revision: int | None = None,
+) -> Call[m.ResumeOutcome]:
+    body = _json_body({"run_id": run_id, "on_busy": on_busy, "expected_revision": expected_revision})
+    return Call(
+        "POST", _session(session_id, "/resume"), lambda answer: m.ResumeOutcome.from_wire(answer.json()), body
+    )
+
+
+def export(session_id: str, *, format: str = "jsonl") -> Call[bytes]:
+    if format not in ("jsonl", "zip"):
+        raise ValueError("format is \"jsonl\" or \"zip\"")
+    return Call("GET", _query(_session(session_id, "/export"), {"format": format}), lambda a: a.body, resend_safe=True)
+
+
+def import_sessions(data: bytes) -> Call[m.Imported]:
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise TypeError("import takes the bytes of an export (JSONL or ZIP)")
+    return Call("POST", "/v1/import", lambda answer: m.Imported.from_wire(answer.json()), bytes(data))
+
+
+def audit(*, from_seq: int | None = None, limit: int | None = None) -> Call[list[m.AuditEntry]]:
+    return Call(
+        "GET",
+        _query("/v1/audit", {"from": from_seq, "limit": limit}),
+        lambda answer: [m.AuditEntry.from_wire(entry) for entry in answer.json()],
+        resend_safe=True,
+    )
+
+
+def verify_audit() -> Call[m.AuditVerification]:
+    return Call("GET", "/v1/audit/verify", lambda answer: m.AuditVerification.from_wire(answer.json()), resend_safe=True)
+
+
+def set_retention(
+    *, idle_ttl_ms: int | None = None, max_age_ms: int | None = None, delete_terminal_after_ms: int | None = None
+) -> Call[None]:
+    body = _json_body(
+        {"idle_ttl_ms": idle_ttl_ms, "max_age_ms": max_age_ms, "delete_terminal_after_ms": delete_terminal_after_ms}
+    )
+    return Call("PUT", "/v1/retention", _nothing, body, resend_safe=True)
+
+
+def whoami() -> Call[m.Principal]:
+    return Call("GET", "/v1/whoami", lambda answer: m.Principal.from_wire(answer.json()), resend_safe=True)

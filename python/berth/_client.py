@@ -1,0 +1,508 @@
+"""`Client` (sync) and `AsyncClient`: every `/v1` operation, over either transport.
+
+The operations are written once (`_Operations`, on the calls of `_calls`); the two
+clients differ only in how a call is executed (blocking, or awaited) and in their
+iterators. Retries: a call is sent again only when that cannot duplicate anything —
+see `_retry_delay` — with jittered exponential backoff, honouring `Retry-After`.
+`Client` is safe to share across threads (httpx's client and the native store both
+are); `AsyncClient` belongs to one event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+from typing import Any, AsyncIterator, Iterable, Iterator, TypeVar
+
+from . import _calls as c
+from . import _models as m
+from ._calls import Answer, Call
+from ._errors import BerthError, Busy, RateLimited, TransportError, error_from_body
+from ._sse import SseDecoder
+
+T = TypeVar("T")
+
+_BACKOFF_FIRST_S = 0.05
+_BACKOFF_MAX_S = 2.0
+
+
+def _raise_for(answer: Answer) -> None:
+    if answer.status >= 400:
+        raise error_from_body(answer.status, answer.body, answer.headers.get("retry-after"))
+
+
+def _retry_delay(call: Call[Any], error: BerthError, attempt: int, started: float, busy_wait_s: float) -> float | None:
+    """How long to wait before sending `call` again after `error`, or None to give up."""
+    backoff = min(_BACKOFF_MAX_S, _BACKOFF_FIRST_S * (2**attempt)) * (0.5 + random.random() / 2)
+    if isinstance(error, Busy):
+        # Another process's write handle on an embedded data directory: it is released
+        # when that process's handle goes idle.
+        if call.is_append and time.monotonic() - started + backoff <= busy_wait_s:
+            return backoff
+        return None
+    if isinstance(error, RateLimited):
+        # Refused before anything was done: always safe to send again.
+        return error.retry_after_s if error.retry_after_s is not None else backoff
+    if isinstance(error, TransportError) and not error.sent:
+        return backoff
+    if error.retryable and call.resend_safe:
+        return backoff
+    return None
+
+
+class _Operations:
+    """The operations, for both clients: each returns what `_execute` makes of its call
+    (the value for `Client`, an awaitable of it for `AsyncClient`)."""
+
+    def _execute(self, call: Call[T]) -> Any:
+        raise NotImplementedError
+
+    # sessions
+    def create_session(self, id: str | None = None, **fields: Any) -> m.Session:
+        """Creates a session (fields: title, labels, user, project, policy, origin,
+        delegation_depth). Never resent automatically: see docs/server.md."""
+        return self._execute(c.create_session(id, **fields))
+
+    def get_session(self, session_id: str) -> m.Session:
+        return self._execute(c.get_session(session_id))
+
+    def list_sessions(self, **filters: Any) -> m.SessionPage:
+        """One page (filters: status, label, user, project, active_since,
+        active_before, include_blank, cursor, limit); `iter_sessions` follows cursors."""
+        return self._execute(c.list_sessions(**filters))
+
+    def update_session(self, session_id: str, **fields: Any) -> m.Session:
+        """Sets `title` and/or `labels` (None clears a title), with `expected_revision`."""
+        return self._execute(c.update_session(session_id, **fields))
+
+    def close_session(self, session_id: str, **fields: Any) -> m.Session:
+        return self._execute(c.close_session(session_id, **fields))
+
+    def fork_session(self, session_id: str, **fields: Any) -> m.Session:
+        return self._execute(c.fork_session(session_id, **fields))
+
+    def reopen_session(self, session_id: str) -> m.Session:
+        return self._execute(c.reopen_session(session_id))
+
+    def delete_session(self, session_id: str, *, expected_revision: int | None = None) -> None:
+        return self._execute(c.delete_session(session_id, expected_revision=expected_revision))
+
+    # events
+    def append(
+        self,
+        session_id: str,
+        events: Iterable[Any],
+        *,
+        expected_seq: int | None = None,
+        run: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> m.AppendOutcome:
+        """Appends a batch atomically and durably. Without `idempotency_key` a fresh one
+        is made, so a resend after a lost answer can never store the batch twice."""
+        call = c.append(session_id, events, expected_seq=expected_seq, run=run, idempotency_key=idempotency_key)
+        return self._execute(call)
+
+    def read(self, session_id: str, *, from_seq: int = 0, limit: int | None = None) -> m.EventPage:
+        return self._execute(c.read(session_id, from_seq=from_seq, limit=limit))
+
+    def read_before(self, session_id: str, before: int = c.SEQ_END, *, limit: int | None = None) -> m.EventPage:
+        """The `limit` events just before seq `before` (default: the end), ascending."""
+        return self._execute(c.read(session_id, before=before, limit=limit))
+
+    # runs
+    def attach(self, session_id: str, **fields: Any) -> m.Attachment:
+        """Attaches a run (run_id, on_busy: reject | interrupt,
+        expected_revision)."""
+        return self._execute(c.attach(session_id, **fields))
+
+    def heartbeat(self, session_id: str, run_id: str) -> m.Run:
+        return self._execute(c.heartbeat(session_id, run_id))
+
+    def detach(self, session_id: str, run_id: str, **fields: Any) -> m.Session:
+        return self._execute(c.detach(session_id, run_id, **fields))
+
+    def resume(self, session_id: str, **fields: Any) -> m.ResumeOutcome:
+        """Attaches a run and closes the turns a crash left open (`repaired`)."""
+        return self._execute(c.resume(session_id, **fields))
+
+    # export, import, admin
+    def export(self, session_id: str, *, format: str = "jsonl") -> bytes:
+        return self._execute(c.export(session_id, format=format))
+
+    def import_sessions(self, data: bytes) -> m.Imported:
+        return self._execute(c.import_sessions(data))
+
+    def audit(self, *, from_seq: int | None = None, limit: int | None = None) -> list[m.AuditEntry]:
+        return self._execute(c.audit(from_seq=from_seq, limit=limit))
+
+    def verify_audit(self) -> m.AuditVerification:
+        return self._execute(c.verify_audit())
+
+    def set_retention(self, **fields: Any) -> None:
+        return self._execute(c.set_retention(**fields))
+
+    def whoami(self) -> m.Principal:
+        return self._execute(c.whoami())
+
+
+def _stream_message(message: Any) -> tuple[str, Any]:
+    """("event", Event) | ("end", body) | ("error", BerthError) | ("other", None)."""
+    if message.event == "event":
+        return "event", m.Event.from_wire(json.loads(message.data))
+    if message.event == "end":
+        return "end", json.loads(message.data)
+    if message.event == "error":
+        # The error body of a stream that cannot continue (its status line was a 200).
+        return "error", error_from_body(0, message.data.encode())
+    return "other", None
+
+
+class _TailState:
+    """Where a live tail is, so it resumes after a dropped connection."""
+
+    def __init__(self, session_id: str, from_seq: int, max_events: int | None, idle_timeout_ms: int | None,
+                 reconnect_s: float) -> None:
+        self.session_id = session_id
+        self.next_seq = from_seq
+        self.remaining = max_events
+        self.idle_timeout_ms = idle_timeout_ms
+        self.reconnect_s = reconnect_s
+        self.end: dict[str, Any] | None = None
+
+    def path(self) -> str:
+        return c.stream_path(
+            self.session_id, from_seq=self.next_seq, max_events=self.remaining, idle_timeout_ms=self.idle_timeout_ms
+        )
+
+    def saw(self, event: m.Event) -> None:
+        self.next_seq = event.seq + 1
+        if self.remaining is not None:
+            self.remaining -= 1
+
+
+class EventStream:
+    """A live tail (sync iterator of `Event`). Resumes from the last seq it yielded when
+    the connection drops (a server restart included) for up to `reconnect_s` seconds of
+    failed reconnects; ends when the server ends a bounded stream (`max_events`,
+    `idle_timeout_ms`; then `end` holds the server's `{reason, next_seq}`)."""
+
+    def __init__(self, client: Client, state: _TailState) -> None:
+        self._client = client
+        self._state = state
+        self._stream: Any = None
+        self._closed = False
+
+    @property
+    def end(self) -> dict[str, Any] | None:
+        return self._state.end
+
+    @property
+    def next_seq(self) -> int:
+        return self._state.next_seq
+
+    def __iter__(self) -> Iterator[m.Event]:
+        state = self._state
+        failing_since: float | None = None
+        attempt = 0
+        while not self._closed:
+            try:
+                self._stream = self._client._transport.open_stream(state.path(), [])
+                if self._stream.status >= 400:
+                    body = self._stream.read_all()
+                    raise error_from_body(self._stream.status, body, self._stream.headers.get("retry-after"))
+                failing_since, attempt = None, 0
+                decoder = SseDecoder()
+                for chunk in self._stream.chunks():
+                    for message in decoder.feed(chunk):
+                        kind, value = _stream_message(message)
+                        if kind == "event":
+                            state.saw(value)
+                            yield value
+                        elif kind == "end":
+                            state.end = value
+                            return
+                        elif kind == "error":
+                            raise value
+                # The server closed the stream without an end: reconnect.
+            except (TransportError, BerthError) as error:
+                if isinstance(error, BerthError) and not isinstance(error, TransportError) and not error.retryable:
+                    raise
+                failing_since = failing_since or time.monotonic()
+                if time.monotonic() - failing_since > state.reconnect_s:
+                    raise
+                time.sleep(min(_BACKOFF_MAX_S, _BACKOFF_FIRST_S * 2**attempt))
+                attempt += 1
+            finally:
+                if self._stream is not None:
+                    self._stream.close()
+                    self._stream = None
+
+    def close(self) -> None:
+        self._closed = True
+        if self._stream is not None:
+            self._stream.close()
+
+    def __enter__(self) -> EventStream:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class Client(_Operations):
+    """berth, blocking. `Client(url, api_key=...)` talks HTTP to `berth serve`
+    (`BERTH_URL` / `BERTH_API_KEY` by default); `berth.open(...)` makes one on the
+    embedded store. Safe to share across threads."""
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        api_key: str | None = None,
+        timeout: float = 30.0,
+        retries: int = 4,
+        transport: Any = None,
+    ) -> None:
+        import os
+
+        from ._transport import HttpTransport
+
+        if transport is None:
+            url = url or os.environ.get("BERTH_URL")
+            if not url:
+                raise ValueError("no server URL: pass Client(url) or set BERTH_URL (or use berth.open for the embedded store)")
+            api_key = api_key if api_key is not None else os.environ.get("BERTH_API_KEY")
+            transport = HttpTransport(url, api_key, timeout)
+        self._transport = transport
+        self._retries = retries
+
+    def _execute(self, call: Call[T]) -> T:
+        started = time.monotonic()
+        attempt = 0
+        while True:
+            try:
+                answer = self._transport.send(call.method, call.path, call.headers, call.body)
+                _raise_for(answer)
+                return call.decode(answer)
+            except BerthError as error:
+                delay = _retry_delay(call, error, attempt, started, self._transport.busy_wait_s)
+                busy = isinstance(error, Busy)
+                if delay is None or (attempt >= self._retries and not busy):
+                    raise
+                time.sleep(delay)
+                attempt += 1
+
+    def iter_sessions(self, **filters: Any) -> Iterator[m.Session]:
+        """Every session the filters match, following `next_cursor`."""
+        cursor = filters.pop("cursor", None)
+        while True:
+            page = self.list_sessions(cursor=cursor, **filters)
+            yield from page.items
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
+
+    def iter_events(self, session_id: str, *, from_seq: int = 0, page: int = c.READ_PAGE_MAX) -> Iterator[m.Event]:
+        """Every event from `from_seq` to the current end, page by page."""
+        while True:
+            events = self.read(session_id, from_seq=from_seq, limit=page)
+            yield from events.events
+            if len(events.events) < page:
+                return
+            from_seq = events.next_seq
+
+    def tail(self, session_id: str, count: int) -> list[m.Event]:
+        """The last `count` events, ascending, read backwards (never the whole log)."""
+        collected: list[m.Event] = []
+        before = c.SEQ_END
+        while len(collected) < count:
+            page = self.read_before(session_id, before, limit=min(c.READ_PAGE_MAX, count - len(collected)))
+            collected[:0] = page.events
+            if page.first_seq == 0 or not page.events:
+                break
+            before = page.first_seq
+        return collected
+
+    def stream(
+        self,
+        session_id: str,
+        *,
+        from_seq: int = 0,
+        max_events: int | None = None,
+        idle_timeout_ms: int | None = None,
+        reconnect_s: float = 30.0,
+    ) -> EventStream:
+        return EventStream(self, _TailState(session_id, from_seq, max_events, idle_timeout_ms, reconnect_s))
+
+    def close(self) -> None:
+        self._transport.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class AsyncEventStream:
+    """A live tail for asyncio (`async for event in stream`); as `EventStream`."""
+
+    def __init__(self, client: AsyncClient, state: _TailState) -> None:
+        self._client = client
+        self._state = state
+        self._stream: Any = None
+        self._closed = False
+
+    @property
+    def end(self) -> dict[str, Any] | None:
+        return self._state.end
+
+    @property
+    def next_seq(self) -> int:
+        return self._state.next_seq
+
+    async def __aiter__(self) -> AsyncIterator[m.Event]:
+        state = self._state
+        failing_since: float | None = None
+        attempt = 0
+        while not self._closed:
+            try:
+                self._stream = await self._client._transport.open_stream(state.path(), [])
+                if self._stream.status >= 400:
+                    body = await self._stream.read_all()
+                    raise error_from_body(self._stream.status, body, self._stream.headers.get("retry-after"))
+                failing_since, attempt = None, 0
+                decoder = SseDecoder()
+                async for chunk in self._stream.chunks():
+                    for message in decoder.feed(chunk):
+                        kind, value = _stream_message(message)
+                        if kind == "event":
+                            state.saw(value)
+                            yield value
+                        elif kind == "end":
+                            state.end = value
+                            return
+                        elif kind == "error":
+                            raise value
+            except (TransportError, BerthError) as error:
+                if isinstance(error, BerthError) and not isinstance(error, TransportError) and not error.retryable:
+                    raise
+                failing_since = failing_since or time.monotonic()
+                if time.monotonic() - failing_since > state.reconnect_s:
+                    raise
+                await asyncio.sleep(min(_BACKOFF_MAX_S, _BACKOFF_FIRST_S * 2**attempt))
+                attempt += 1
+            finally:
+                if self._stream is not None:
+                    await self._stream.close()
+                    self._stream = None
+
+    async def close(self) -> None:
+        self._closed = True
+        if self._stream is not None:
+            await self._stream.close()
+
+    async def __aenter__(self) -> AsyncEventStream:
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+
+class AsyncClient(_Operations):
+    """berth for asyncio: the operations of `Client`, each returning an awaitable of the
+    same type. `AsyncClient(url, api_key=...)` or `berth.open_async(...)`."""
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        api_key: str | None = None,
+        timeout: float = 30.0,
+        retries: int = 4,
+        transport: Any = None,
+    ) -> None:
+        import os
+
+        from ._transport import AsyncHttpTransport
+
+        if transport is None:
+            url = url or os.environ.get("BERTH_URL")
+            if not url:
+                raise ValueError("no server URL: pass AsyncClient(url) or set BERTH_URL (or use berth.open_async)")
+            api_key = api_key if api_key is not None else os.environ.get("BERTH_API_KEY")
+            transport = AsyncHttpTransport(url, api_key, timeout)
+        self._transport = transport
+        self._retries = retries
+
+    async def _execute(self, call: Call[T]) -> T:  # type: ignore[override]
+        started = time.monotonic()
+        attempt = 0
+        while True:
+            try:
+                answer = await self._transport.send(call.method, call.path, call.headers, call.body)
+                _raise_for(answer)
+                return call.decode(answer)
+            except BerthError as error:
+                delay = _retry_delay(call, error, attempt, started, self._transport.busy_wait_s)
+                busy = isinstance(error, Busy)
+                if delay is None or (attempt >= self._retries and not busy):
+                    raise
+                await asyncio.sleep(delay)
+                attempt += 1
+
+    async def iter_sessions(self, **filters: Any) -> AsyncIterator[m.Session]:
+        cursor = filters.pop("cursor", None)
+        while True:
+            page = await self.list_sessions(cursor=cursor, **filters)  # type: ignore[misc]
+            for item in page.items:
+                yield item
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
+
+    async def iter_events(
+        self, session_id: str, *, from_seq: int = 0, page: int = c.READ_PAGE_MAX
+    ) -> AsyncIterator[m.Event]:
+        while True:
+            events = await self.read(session_id, from_seq=from_seq, limit=page)  # type: ignore[misc]
+            for event in events.events:
+                yield event
+            if len(events.events) < page:
+                return
+            from_seq = events.next_seq
+
+    async def tail(self, session_id: str, count: int) -> list[m.Event]:
+        collected: list[m.Event] = []
+        before = c.SEQ_END
+        while len(collected) < count:
+            page = await self.read_before(  # type: ignore[misc]
+                session_id, before, limit=min(c.READ_PAGE_MAX, count - len(collected))
+            )
+            collected[:0] = page.events
+            if page.first_seq == 0 or not page.events:
+                break
+            before = page.first_seq
+        return collected
+
+    def stream(
+        self,
+        session_id: str,
+        *,
+        from_seq: int = 0,
+        max_events: int | None = None,
+        idle_timeout_ms: int | None = None,
+        reconnect_s: float = 30.0,
+    ) -> AsyncEventStream:
+        return AsyncEventStream(self, _TailState(session_id, from_seq, max_events, idle_timeout_ms, reconnect_s))
+
+    async def close(self) -> None:
+        await self._transport.close()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()

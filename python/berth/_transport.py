@@ -1,0 +1,336 @@
+"""The two transports behind one client API.
+
+- `HttpTransport` / `AsyncHttpTransport`: httpx to `berth serve` (connection reuse,
+  timeouts; httpx because it offers the same API sync and async — see python/README.md
+  for what was measured against the standard library).
+- `NativeTransport` / `AsyncNativeTransport`: the Rust store in this process through the
+  `berth_native` extension, answering the same routes without a socket. Several
+  processes may share one data directory: idle write handles are released after
+  `writer_idle_ms`, and the client waits out another process's handle (`Busy` on an
+  append) for up to `busy_wait_s`. After `os.fork` the child reopens the store (the
+  parent's copy cannot run there) and first closes the descriptors it inherited.
+
+A transport turns a request into an `Answer` or raises `TransportError` (no answer).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import multiprocessing.util
+import os
+import threading
+import weakref
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from typing import Any, AsyncIterator, Iterator
+
+import httpx
+
+from ._calls import Answer
+from ._errors import BerthError, ClientClosed, NativeMissing, TransportError, error_from_body
+
+Headers = list[tuple[str, str]]
+
+
+# ---- HTTP --------------------------------------------------------------------------
+
+
+def _http_timeout(timeout: float) -> httpx.Timeout:
+    return httpx.Timeout(timeout, connect=min(timeout, 5.0))
+
+
+def _transport_error(error: Exception) -> TransportError:
+    never_sent = isinstance(error, (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout))
+    return TransportError(f"{type(error).__name__}: {error}", sent=not never_sent)
+
+
+def _stream_timeout() -> httpx.Timeout:
+    # A live tail sends a heartbeat comment every 15 s; a read that waits longer than
+    # this means the connection is dead.
+    return httpx.Timeout(connect=5.0, read=60.0, write=10.0, pool=10.0)
+
+
+class HttpStream:
+    def __init__(self, response: httpx.Response) -> None:
+        self._response = response
+        self.status = response.status_code
+        self.headers = response.headers
+
+    def read_all(self) -> bytes:
+        return self._response.read()
+
+    def chunks(self) -> Iterator[bytes]:
+        try:
+            yield from self._response.iter_raw()
+        except httpx.TransportError as error:
+            raise _transport_error(error) from error
+
+    def close(self) -> None:
+        self._response.close()
+
+
+class HttpTransport:
+    busy_wait_s = 0.0
+
+    def __init__(self, base_url: str, api_key: str | None, timeout: float) -> None:
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._client = httpx.Client(base_url=base_url, headers=headers, timeout=_http_timeout(timeout))
+
+    def send(self, method: str, path: str, headers: Headers, body: bytes | None) -> Answer:
+        try:
+            response = self._client.request(method, path, content=body, headers=headers)
+        except httpx.TransportError as error:
+            raise _transport_error(error) from error
+        return Answer(response.status_code, response.headers, response.content)
+
+    def open_stream(self, path: str, headers: Headers) -> HttpStream:
+        request = self._client.build_request("GET", path, headers=headers, timeout=_stream_timeout())
+        try:
+            return HttpStream(self._client.send(request, stream=True))
+        except httpx.TransportError as error:
+            raise _transport_error(error) from error
+
+    def close(self) -> None:
+        self._client.close()
+
+
+class AsyncHttpStream:
+    def __init__(self, response: httpx.Response) -> None:
+        self._response = response
+        self.status = response.status_code
+        self.headers = response.headers
+
+    async def read_all(self) -> bytes:
+        return await self._response.aread()
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in self._response.aiter_raw():
+                yield chunk
+        except httpx.TransportError as error:
+            raise _transport_error(error) from error
+
+    async def close(self) -> None:
+        await self._response.aclose()
+
+
+class AsyncHttpTransport:
+    busy_wait_s = 0.0
+
+    def __init__(self, base_url: str, api_key: str | None, timeout: float) -> None:
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._client = httpx.AsyncClient(base_url=base_url, headers=headers, timeout=_http_timeout(timeout))
+
+    async def send(self, method: str, path: str, headers: Headers, body: bytes | None) -> Answer:
+        try:
+            response = await self._client.request(method, path, content=body, headers=headers)
+        except httpx.TransportError as error:
+            raise _transport_error(error) from error
+        return Answer(response.status_code, response.headers, response.content)
+
+    async def open_stream(self, path: str, headers: Headers) -> AsyncHttpStream:
+        request = self._client.build_request("GET", path, headers=headers, timeout=_stream_timeout())
+        try:
+            return AsyncHttpStream(await self._client.send(request, stream=True))
+        except httpx.TransportError as error:
+            raise _transport_error(error) from error
+
+    async def close(self) -> None:
+        await self._client.aclose()
+
+    def close_at_exit(self) -> None:
+        """Nothing to flush: the server holds the state."""
+
+
+# ---- embedded ----------------------------------------------------------------------
+
+
+def _native_module() -> Any:
+    try:
+        import berth_native  # type: ignore[import-not-found]
+    except ImportError as error:
+        raise NativeMissing(
+            "berth.open needs the native module: pip install 'berth[native]' (or build it from "
+            "crates/berth-python with maturin, see python/README.md); berth.Client(url) works without it"
+        ) from error
+    return berth_native
+
+
+#: Open native stores, so a fork's child can release what it inherited and `atexit` can
+#: close them (flushing buffered activity and write handles).
+_NATIVE_OPEN: "weakref.WeakSet[_NativeStore]" = weakref.WeakSet()
+
+
+class _NativeStore:
+    """One native store, reopened transparently in a forked child."""
+
+    def __init__(self, options: dict[str, Any]) -> None:
+        self._options = options
+        self._lock = threading.Lock()
+        self._store = self._open()
+        self._pid = os.getpid()
+        self._closed = False
+        _NATIVE_OPEN.add(self)
+        _close_at_process_exit(self)
+
+    def _open(self) -> Any:
+        native = _native_module()
+        try:
+            return native.Embedded(**self._options)
+        except native.BerthError as error:
+            status, body = error.args
+            raise error_from_body(status, bytes(body)) from None
+
+    def get(self) -> Any:
+        if self._closed:
+            raise ClientClosed("the client is closed")
+        if self._pid != os.getpid():
+            with self._lock:
+                if self._pid != os.getpid():
+                    self._store = self._open()
+                    self._pid = os.getpid()
+                    _close_at_process_exit(self)
+        return self._store
+
+    def after_fork_in_child(self) -> None:
+        root = self._store.root
+        if root is not None:
+            _native_module().close_inherited_descriptors(root)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._pid == os.getpid():
+            self._store.close()
+
+
+def _close_if_alive(store_ref: "weakref.ref[_NativeStore]") -> None:
+    store = store_ref()
+    if store is not None:
+        try:
+            store.close()
+        except BerthError:
+            pass
+
+
+def _close_at_process_exit(store: _NativeStore) -> None:
+    # `atexit` does not run in multiprocessing's children (they end with `os._exit`);
+    # its finalizers do. Without a close, a PostgreSQL writer lease would stay held
+    # until it lapses.
+    multiprocessing.util.Finalize(None, _close_if_alive, args=(weakref.ref(store),), exitpriority=10)
+
+
+def _after_fork_in_child() -> None:
+    for store in list(_NATIVE_OPEN):
+        store.after_fork_in_child()
+
+
+def _close_all_at_exit() -> None:
+    for store in list(_NATIVE_OPEN):
+        try:
+            store.close()
+        except BerthError:
+            pass
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+atexit.register(_close_all_at_exit)
+
+
+class NativeStream:
+    _POLL_MS = 200
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self.status = stream.status
+        self.headers = dict(stream.headers)
+
+    def read_all(self) -> bytes:
+        return b"".join(self.chunks())
+
+    def chunks(self) -> Iterator[bytes]:
+        while True:
+            chunk = self._stream.next_chunk(self._POLL_MS)
+            if chunk is None:
+                return
+            if chunk:
+                yield chunk
+
+    def close(self) -> None:
+        self._stream.close()
+
+
+def _native_answer(native: Any, store: Any, method: str, path: str, headers: Headers, body: bytes | None) -> Answer:
+    try:
+        status, answer_headers, answer_body = store.request(method, path, headers, body)
+    except native.ClosedError:
+        raise ClientClosed("the client is closed") from None
+    return Answer(status, dict(answer_headers), answer_body)
+
+
+class NativeTransport:
+    def __init__(self, options: dict[str, Any], busy_wait_s: float) -> None:
+        self._native = _native_module()
+        self._store = _NativeStore(options)
+        self.busy_wait_s = busy_wait_s
+
+    def send(self, method: str, path: str, headers: Headers, body: bytes | None) -> Answer:
+        return _native_answer(self._native, self._store.get(), method, path, headers, body)
+
+    def open_stream(self, path: str, headers: Headers) -> NativeStream:
+        return NativeStream(self._store.get().stream(path, headers))
+
+    def close(self) -> None:
+        self._store.close()
+
+
+class AsyncNativeStream:
+    def __init__(self, stream: NativeStream, executor: ThreadPoolExecutor) -> None:
+        self._stream = stream
+        self._executor = executor
+        self.status = stream.status
+        self.headers = stream.headers
+
+    async def read_all(self) -> bytes:
+        return b"".join([chunk async for chunk in self.chunks()])
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        loop = asyncio.get_running_loop()
+        while True:
+            chunk = await loop.run_in_executor(self._executor, self._stream._stream.next_chunk, NativeStream._POLL_MS)
+            if chunk is None:
+                return
+            if chunk:
+                yield chunk
+
+    async def close(self) -> None:
+        self._stream.close()
+
+
+class AsyncNativeTransport:
+    """The native store for asyncio: each call runs on a worker thread (the GIL is
+    released inside), so the event loop is never blocked."""
+
+    def __init__(self, options: dict[str, Any], busy_wait_s: float, workers: int = 16) -> None:
+        self._sync = NativeTransport(options, busy_wait_s)
+        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="berth")
+        self.busy_wait_s = busy_wait_s
+
+    async def send(self, method: str, path: str, headers: Headers, body: bytes | None) -> Answer:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, partial(self._sync.send, method, path, headers, body))
+
+    async def open_stream(self, path: str, headers: Headers) -> AsyncNativeStream:
+        loop = asyncio.get_running_loop()
+        stream = await loop.run_in_executor(self._executor, partial(self._sync.open_stream, path, headers))
+        return AsyncNativeStream(stream, self._executor)
+
+    async def close(self) -> None:
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._executor, self._sync.close)
+        self._executor.shutdown(wait=False)
+
+    def close_at_exit(self) -> None:
+        self._sync.close()

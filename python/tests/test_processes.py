@@ -1,0 +1,167 @@
+"""Real processes: a writer killed with SIGKILL mid-append loses nothing it was told was
+stored; several processes share one embedded data directory by taking turns; a forked
+child reopens the store instead of using the parent's; racing attaches on a serial
+session leave exactly one owner."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import subprocess
+import threading
+import time
+import uuid
+
+import berth
+from conftest import FOREVER, Place, Server, python_child
+
+KILLED_WRITER = """
+import sys, berth
+transport, where, tenant, session_id = sys.argv[1:5]
+if transport == "http":
+    client = berth.Client(where, api_key=sys.argv[5])
+else:
+    client = berth.open(where, tenant=tenant, user="writer", role="service")
+n = 0
+while True:
+    outcome = client.append(session_id, [("note/n", {"n": n, "pad": "x" * 512})])
+    print(outcome.first_seq, flush=True)  # acknowledged: durable from here on
+    n += 1
+"""
+
+
+def _acknowledged_then_killed(command: list[str], count: int) -> list[int]:
+    writer = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    acknowledged: list[int] = []
+    assert writer.stdout is not None
+    while len(acknowledged) < count:
+        line = writer.stdout.readline()
+        assert line, "the writer died before it was killed"
+        acknowledged.append(int(line))
+    writer.send_signal(signal.SIGKILL)
+    writer.wait()
+    acknowledged.extend(int(line) for line in writer.stdout.read().split())
+    return acknowledged
+
+
+def test_sigkill_of_an_embedded_writer_loses_nothing_acknowledged(native_place: Place) -> None:
+    place = native_place
+    client = place.connect()
+    session_id = client.create_session(f"s-{uuid.uuid4().hex[:12]}", policy=FOREVER).id
+    assert place.store_url is not None
+    command = python_child(KILLED_WRITER, "embedded", place.store_url, place.tenant, session_id)
+    acknowledged = _acknowledged_then_killed(command, 60)
+    stored = [event.seq for event in client.iter_events(session_id)]
+    assert set(acknowledged) <= set(stored)
+    assert stored == list(range(len(stored))), "a contiguous log, no torn event"
+    # The dead writer's lock is gone: at once on a data directory (the kernel drops its
+    # flock), on PostgreSQL when its writer lease lapses (10 s).
+    after = place.connect(busy_wait_s=30)
+    after.append(session_id, [("note/after", {})])
+
+
+def test_sigkill_of_the_server_mid_append_loses_nothing_acknowledged(scratch) -> None:
+    server = Server(scratch / f"killed-{uuid.uuid4().hex[:6]}", ["--rate-per-tenant", "0"])
+    key = server.key("killed", "agent", "service")
+    server.start()
+    try:
+        client = berth.Client(server.url, api_key=key, retries=0)
+        session_id = client.create_session("appended", policy=FOREVER).id
+        writer = subprocess.Popen(
+            python_child(KILLED_WRITER, "http", server.url, "killed", session_id, key),
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        )
+        assert writer.stdout is not None
+        acknowledged = [int(writer.stdout.readline()) for _ in range(40)]
+        server.kill()  # mid-append: the writer is sending as fast as it can
+        writer.wait(timeout=60)
+        acknowledged.extend(int(line) for line in writer.stdout.read().split())
+        server.start()
+        stored = [event.seq for event in client.iter_events(session_id)]
+        assert set(acknowledged) <= set(stored) and stored == list(range(len(stored)))
+        client.close()
+    finally:
+        server.stop()
+
+
+ALTERNATING = """
+import sys, time, berth
+where, tenant, session_id, parity = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+client = berth.open(where, tenant=tenant, user=f"p{parity}", role="service", writer_idle_ms=50)
+done = 0
+while done < 5:
+    events = client.read_before(session_id, limit=1).events
+    next_n = events[-1].data["n"] + 1 if events else 0
+    if next_n % 2 == parity:
+        client.append(session_id, [("note/n", {"n": next_n})], expected_seq=events[-1].seq + 1 if events else 0)
+        done += 1
+    else:
+        time.sleep(0.01)
+client.close()
+"""
+
+
+def test_two_processes_append_alternately_to_one_session(native_place: Place) -> None:
+    place = native_place
+    client = place.connect()
+    session_id = client.create_session(f"s-{uuid.uuid4().hex[:12]}", policy=FOREVER).id
+    client.close()  # its own write handle would keep the others waiting
+    assert place.store_url is not None
+    writers = [
+        subprocess.Popen(python_child(ALTERNATING, place.store_url, place.tenant, session_id, str(parity)))
+        for parity in (0, 1)
+    ]
+    for writer in writers:
+        assert writer.wait(timeout=120) == 0
+    reader = place.connect()
+    assert [event.data["n"] for event in reader.iter_events(session_id)] == list(range(10))
+
+
+def _forked_child_appends(client: berth.Client, session_id: str, result: "multiprocessing.Queue[object]") -> None:
+    try:
+        outcome = client.append(session_id, [("note/from", {"pid": os.getpid()})])
+        result.put(outcome.first_seq)
+    except BaseException as error:  # report it to the parent instead of dying silently
+        result.put(repr(error))
+
+
+def test_a_forked_child_reopens_the_store(native_place: Place) -> None:
+    place = native_place
+    client = place.connect(writer_idle_ms=50)
+    session_id = client.create_session(f"s-{uuid.uuid4().hex[:12]}", policy=FOREVER).id
+    client.append(session_id, [("note/from", {"pid": os.getpid()})])  # the parent holds a write handle
+    context = multiprocessing.get_context("fork")
+    result: multiprocessing.Queue[object] = context.Queue()
+    child = context.Process(target=_forked_child_appends, args=(client, session_id, result))
+    child.start()
+    answer = result.get(timeout=60)
+    child.join(timeout=30)
+    assert answer == 1, answer
+    client.append(session_id, [("note/from", {"pid": os.getpid()})])  # the parent carries on
+    assert [event.seq for event in client.iter_events(session_id)] == [0, 1, 2]
+
+
+def test_racing_attaches_on_a_serial_session_leave_one_owner(place: Place) -> None:
+    clients = [place.connect(user=f"racer-{n}") for n in range(6)]
+    session_id = clients[0].create_session(f"s-{uuid.uuid4().hex[:12]}", policy=FOREVER).id
+    outcomes: list[str] = []
+    barrier = threading.Barrier(len(clients))
+
+    def race(client: berth.Client, n: int) -> None:
+        barrier.wait()
+        try:
+            client.attach(session_id, run_id=f"run-{n}", on_busy="reject")
+            outcomes.append("attached")
+        except berth.Busy:
+            outcomes.append("busy")
+
+    threads = [threading.Thread(target=race, args=(client, n)) for n, client in enumerate(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert sorted(outcomes) == ["attached"] + ["busy"] * (len(clients) - 1)
+    attached = [run for run in clients[0].get_session(session_id).runs if run.status == "attached"]
+    assert len(attached) == 1
+    time.sleep(0)  # keep the threads' clients alive until here
