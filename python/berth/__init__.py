@@ -12,6 +12,7 @@ return the same models (`berth.Session`, `berth.Event`, …).
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from ._calls import SEQ_END, UNSET
@@ -63,17 +64,18 @@ from ._models import (
 __version__ = "0.1.0"
 
 
-def _native_options(
-    url: str, tenant: str, user: str, project: str | None, role: str, writer_idle_ms: int
-) -> dict[str, Any]:
-    return {
-        "url": str(url),
-        "tenant": tenant,
-        "user": user,
-        "project": project,
-        "role": role,
-        "writer_idle_ms": writer_idle_ms,
-    }
+def _native_options(url: str, writer_idle_ms: int) -> dict[str, Any]:
+    url = os.fspath(url)
+    if "://" not in url and url not in ("memory:",):
+        url = os.path.abspath(url)  # one store per directory, however it is spelled
+    options: dict[str, Any] = {"url": url, "writer_idle_ms": writer_idle_ms}
+    if url.startswith("memory:"):
+        options["_fresh"] = object()  # every open of memory: is a store of its own
+    return options
+
+
+def _principal(tenant: str, user: str, project: str | None, role: str) -> dict[str, Any]:
+    return {"tenant": tenant, "user": user, "project": project, "role": role}
 
 
 def open(
@@ -92,11 +94,13 @@ def open(
     `writer_idle_ms`: a session's write handle (and its lock) is released after this
     long without appends, so other processes on the same data directory take turns;
     an append that finds another process's handle waits up to `busy_wait_s` for it.
+    Clients of one process opening the same URL share one store, whatever their
+    principals.
     """
     from ._transport import NativeTransport
 
-    options = _native_options(url, tenant, user, project, role, writer_idle_ms)
-    return Client(transport=NativeTransport(options, busy_wait_s), retries=retries)
+    transport = NativeTransport(_native_options(url, writer_idle_ms), _principal(tenant, user, project, role), busy_wait_s)
+    return Client(transport=transport, retries=retries)
 
 
 def open_async(
@@ -113,8 +117,10 @@ def open_async(
     """As `open`, for asyncio (calls run on worker threads; the loop never blocks)."""
     from ._transport import AsyncNativeTransport
 
-    options = _native_options(url, tenant, user, project, role, writer_idle_ms)
-    return AsyncClient(transport=AsyncNativeTransport(options, busy_wait_s), retries=retries)
+    transport = AsyncNativeTransport(
+        _native_options(url, writer_idle_ms), _principal(tenant, user, project, role), busy_wait_s
+    )
+    return AsyncClient(transport=transport, retries=retries)
 
 
 __all__ = [

@@ -163,7 +163,9 @@ _NATIVE_OPEN: "weakref.WeakSet[_NativeStore]" = weakref.WeakSet()
 
 
 class _NativeStore:
-    """One native store, reopened transparently in a forked child."""
+    """One native store per process and URL (and options), shared by every client that
+    opens it — whatever their principals — so they never wait on each other's write
+    handles; reopened transparently in a forked child; closed with its last client."""
 
     def __init__(self, options: dict[str, Any]) -> None:
         self._options = options
@@ -171,13 +173,15 @@ class _NativeStore:
         self._store = self._open()
         self._pid = os.getpid()
         self._closed = False
+        self.clients = 0
         _NATIVE_OPEN.add(self)
         _close_at_process_exit(self)
 
     def _open(self) -> Any:
         native = _native_module()
         try:
-            return native.Embedded(**self._options)
+            options = {key: value for key, value in self._options.items() if not key.startswith("_")}
+            return native.Embedded(**options)
         except native.BerthError as error:
             status, body = error.args
             raise error_from_body(status, bytes(body)) from None
@@ -202,8 +206,36 @@ class _NativeStore:
         if self._closed:
             return
         self._closed = True
+        _SHARED.pop(_shared_key(self._options), None)
         if self._pid == os.getpid():
             self._store.close()
+
+
+#: The open stores by URL and options, for sharing.
+_SHARED: dict[tuple[Any, ...], _NativeStore] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def _shared_key(options: dict[str, Any]) -> tuple[Any, ...]:
+    return tuple(sorted(options.items()))
+
+
+def _acquire_store(options: dict[str, Any]) -> _NativeStore:
+    with _SHARED_LOCK:
+        store = _SHARED.get(_shared_key(options))
+        if store is None or store._closed:
+            store = _NativeStore(options)
+            _SHARED[_shared_key(options)] = store
+        store.clients += 1
+        return store
+
+
+def _release_store(store: _NativeStore) -> None:
+    with _SHARED_LOCK:
+        store.clients -= 1
+        if store.clients > 0:
+            return
+    store.close()
 
 
 def _close_if_alive(store_ref: "weakref.ref[_NativeStore]") -> None:
@@ -262,28 +294,45 @@ class NativeStream:
         self._stream.close()
 
 
-def _native_answer(native: Any, store: Any, method: str, path: str, headers: Headers, body: bytes | None) -> Answer:
+def _native_answer(
+    native: Any, store: Any, principal: Any, method: str, path: str, headers: Headers, body: bytes | None
+) -> Answer:
     try:
-        status, answer_headers, answer_body = store.request(method, path, headers, body)
+        status, answer_headers, answer_body = store.request(principal, method, path, headers, body)
     except native.ClosedError:
         raise ClientClosed("the client is closed") from None
     return Answer(status, dict(answer_headers), answer_body)
 
 
 class NativeTransport:
-    def __init__(self, options: dict[str, Any], busy_wait_s: float) -> None:
+    """One client's view of a shared native store: its principal, its own closed state."""
+
+    def __init__(self, options: dict[str, Any], principal: dict[str, Any], busy_wait_s: float) -> None:
         self._native = _native_module()
-        self._store = _NativeStore(options)
+        try:
+            self._principal = self._native.Principal(**principal)
+        except self._native.BerthError as error:
+            status, body = error.args
+            raise error_from_body(status, bytes(body)) from None
+        self._store = _acquire_store(options)
+        self._closed = False
         self.busy_wait_s = busy_wait_s
 
+    def _live(self) -> Any:
+        if self._closed:
+            raise ClientClosed("the client is closed")
+        return self._store.get()
+
     def send(self, method: str, path: str, headers: Headers, body: bytes | None) -> Answer:
-        return _native_answer(self._native, self._store.get(), method, path, headers, body)
+        return _native_answer(self._native, self._live(), self._principal, method, path, headers, body)
 
     def open_stream(self, path: str, headers: Headers) -> NativeStream:
-        return NativeStream(self._store.get().stream(path, headers))
+        return NativeStream(self._live().stream(self._principal, path, headers))
 
     def close(self) -> None:
-        self._store.close()
+        if not self._closed:
+            self._closed = True
+            _release_store(self._store)
 
 
 class AsyncNativeStream:
@@ -313,8 +362,10 @@ class AsyncNativeTransport:
     """The native store for asyncio: each call runs on a worker thread (the GIL is
     released inside), so the event loop is never blocked."""
 
-    def __init__(self, options: dict[str, Any], busy_wait_s: float, workers: int = 16) -> None:
-        self._sync = NativeTransport(options, busy_wait_s)
+    def __init__(
+        self, options: dict[str, Any], principal: dict[str, Any], busy_wait_s: float, workers: int = 16
+    ) -> None:
+        self._sync = NativeTransport(options, principal, busy_wait_s)
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="berth")
         self.busy_wait_s = busy_wait_s
 

@@ -39,3 +39,15 @@ def test_every_response_schema_has_a_model() -> None:
     modelled = {model.WIRE_SCHEMA for model in _models.MODELS}
     # Errors are exceptions (test_errors.py); the SSE message is decoded by the tail.
     assert answered - modelled <= {"ErrorBody", "SseMessage", "AnyJson", "Id"}, answered - modelled
+
+
+def test_the_suite_runs_the_installed_wheels_when_the_runner_says_so() -> None:
+    import os
+
+    import berth
+
+    if os.environ.get("BERTH_PYTHON_INSTALLED") == "1":
+        import berth_native  # type: ignore[import-not-found]
+
+        assert "site-packages" in berth.__file__, berth.__file__
+        assert "site-packages" in berth_native.__file__, berth_native.__file__

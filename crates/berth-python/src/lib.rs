@@ -47,11 +47,23 @@ type Headers = Vec<(String, String)>;
 struct Opened {
     runtime: tokio::runtime::Runtime,
     server: Arc<InProcessServer>,
-    principal: Principal,
     closed: AtomicBool,
 }
 
-/// One open store, acting as one principal.
+/// A validated principal, made once per client and passed with each request.
+#[pyclass(frozen, module = "berth_native", name = "Principal")]
+struct PyPrincipal(Principal);
+
+#[pymethods]
+impl PyPrincipal {
+    #[new]
+    #[pyo3(signature = (tenant, user, project=None, role="user"))]
+    fn new(tenant: &str, user: &str, project: Option<&str>, role: &str) -> PyResult<PyPrincipal> {
+        principal_of(tenant, user, project, role).map(PyPrincipal).map_err(|error| error_answer(&error))
+    }
+}
+
+/// One open store; every request says which principal makes it.
 #[pyclass(frozen, module = "berth_native")]
 struct Embedded {
     pid: u32,
@@ -69,15 +81,14 @@ fn principal_of(tenant: &str, user: &str, project: Option<&str>, role: &str) -> 
 }
 
 /// A core error as the server would answer it: `BerthError(status, body)`.
-fn error_answer(runtime: &tokio::runtime::Runtime, error: &berth_core::Error) -> PyErr {
-    use axum::response::IntoResponse;
-    let response = berth_server::error::ApiError::from_core(error).into_response();
-    let status = response.status().as_u16();
-    let body = runtime
-        .block_on(response.into_body().collect())
-        .map(|collected| collected.to_bytes().to_vec())
-        .unwrap_or_else(|_| error.to_string().into_bytes());
-    BerthError::new_err((status, body))
+fn error_answer(error: &berth_core::Error) -> PyErr {
+    let status = berth_server::error::ApiError::from_core(error).status.as_u16();
+    BerthError::new_err((status, serde_json_error_body(error)))
+}
+
+/// The server's error body for `error`, without a runtime (the body is built eagerly).
+fn serde_json_error_body(error: &berth_core::Error) -> Vec<u8> {
+    serde_json::to_vec(&berth_server::error::ApiError::from_core(error).body).unwrap_or_default()
 }
 
 fn build_request(method: &str, path: &str, headers: &Headers, body: Option<Vec<u8>>) -> PyResult<Request<Body>> {
@@ -117,20 +128,16 @@ impl Embedded {
 
 #[pymethods]
 impl Embedded {
-    /// Opens the store at `url` as the principal (`tenant`, `user`, `project`, `role`).
+    /// Opens the store at `url` (one per process and URL is plenty: clients of several
+    /// principals share it).
     /// `writer_idle_ms`: write handles idle this long are closed, so other processes on
     /// the same data directory can take their turn. `tail_recheck_ms`: how often a live
     /// tail re-reads the log, to see appends made by other processes.
     #[new]
-    #[pyo3(signature = (url, tenant, user, project=None, role="user", writer_idle_ms=250, tail_recheck_ms=200, sweep_interval_ms=60_000))]
-    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (url, writer_idle_ms=250, tail_recheck_ms=200, sweep_interval_ms=60_000))]
     fn new(
         py: Python<'_>,
         url: &str,
-        tenant: &str,
-        user: &str,
-        project: Option<&str>,
-        role: &str,
         writer_idle_ms: u64,
         tail_recheck_ms: u64,
         sweep_interval_ms: u64,
@@ -141,13 +148,11 @@ impl Embedded {
             .enable_all()
             .build()
             .map_err(|error| PyRuntimeError::new_err(format!("cannot start the runtime: {error}")))?;
-        let principal = principal_of(tenant, user, project, role).map_err(|error| error_answer(&runtime, &error))?;
-        let store_url = berth::StoreUrl::parse(url).map_err(|error| error_answer(&runtime, &error))?;
+        let store_url = berth::StoreUrl::parse(url).map_err(|error| error_answer(&error))?;
         let root = match &store_url {
             berth::StoreUrl::Embedded(path) => {
-                std::fs::create_dir_all(path).map_err(|error| {
-                    error_answer(&runtime, &berth_core::Error::io("create the data directory", &error))
-                })?;
+                std::fs::create_dir_all(path)
+                    .map_err(|error| error_answer(&berth_core::Error::io("create the data directory", &error)))?;
                 Some(std::fs::canonicalize(path).unwrap_or_else(|_| path.clone()).display().to_string())
             }
             _ => None,
@@ -167,8 +172,8 @@ impl Embedded {
                 Ok::<_, berth_core::Error>(Arc::new(InProcessServer::start(config, service, feed)))
             })
         });
-        let server = opened.map_err(|error| error_answer(&runtime, &error))?;
-        let opened = Opened { runtime, server, principal, closed: AtomicBool::new(false) };
+        let server = opened.map_err(|error| error_answer(&error))?;
+        let opened = Opened { runtime, server, closed: AtomicBool::new(false) };
         Ok(Embedded { pid: std::process::id(), root, opened: ManuallyDrop::new(opened) })
     }
 
@@ -178,11 +183,12 @@ impl Embedded {
         self.root.clone()
     }
 
-    /// Answers one request: `(status, headers, body)`.
-    #[pyo3(signature = (method, path, headers, body=None))]
+    /// Answers one request of `principal`: `(status, headers, body)`.
+    #[pyo3(signature = (principal, method, path, headers, body=None))]
     fn request<'py>(
         &self,
         py: Python<'py>,
+        principal: &PyPrincipal,
         method: &str,
         path: &str,
         headers: Headers,
@@ -192,7 +198,7 @@ impl Embedded {
         let request = build_request(method, path, &headers, body)?;
         let (status, headers, bytes) = py.detach(|| {
             opened.runtime.block_on(async {
-                let response = opened.server.call(opened.principal.clone(), request).await;
+                let response = opened.server.call(principal.0.clone(), request).await;
                 let status = response.status().as_u16();
                 let headers = headers_of(&response);
                 let bytes = response.into_body().collect().await.map(|collected| collected.to_bytes());
@@ -205,10 +211,10 @@ impl Embedded {
 
     /// Starts a streamed request (the live tail): the status and headers now, the body
     /// chunk by chunk from the returned stream.
-    fn stream(&self, py: Python<'_>, path: &str, headers: Headers) -> PyResult<Stream> {
+    fn stream(&self, py: Python<'_>, principal: &PyPrincipal, path: &str, headers: Headers) -> PyResult<Stream> {
         let opened = self.check()?;
         let request = build_request("GET", path, &headers, None)?;
-        let response = py.detach(|| opened.runtime.block_on(opened.server.call(opened.principal.clone(), request)));
+        let response = py.detach(|| opened.runtime.block_on(opened.server.call(principal.0.clone(), request)));
         Ok(Stream {
             pid: self.pid,
             status: response.status().as_u16(),
@@ -228,8 +234,7 @@ impl Embedded {
             return Ok(());
         }
         let opened = &self.opened;
-        py.detach(|| opened.runtime.block_on(opened.server.shutdown()))
-            .map_err(|error| error_answer(&opened.runtime, &error))
+        py.detach(|| opened.runtime.block_on(opened.server.shutdown())).map_err(|error| error_answer(&error))
     }
 
     #[getter]
@@ -344,6 +349,7 @@ fn close_inherited_descriptors(root: &str) -> usize {
 #[pymodule]
 fn berth_native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<Embedded>()?;
+    module.add_class::<PyPrincipal>()?;
     module.add_class::<Stream>()?;
     module.add_function(wrap_pyfunction!(close_inherited_descriptors, module)?)?;
     module.add("BerthError", module.py().get_type::<BerthError>())?;
