@@ -1,8 +1,9 @@
 """The two transports behind one client API.
 
-- `HttpTransport` / `AsyncHttpTransport`: httpx to `berth serve` (connection reuse,
-  timeouts; httpx because it offers the same API sync and async — see python/README.md
-  for what was measured against the standard library).
+- `HttpTransport`: `http.client` keep-alive connections to `berth serve`, pooled for
+  threads; `AsyncHttpTransport`: httpx's async client. The sync side is the standard
+  library because it costs a fraction of httpx's time per request (python/README.md
+  has the figures); asyncio needs a library, and httpx is the mainstream one.
 - `NativeTransport` / `AsyncNativeTransport`: the Rust store in this process through the
   `berth_native` extension, answering the same routes without a socket. Several
   processes may share one data directory: idle write handles are released after
@@ -17,9 +18,14 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import http.client
 import multiprocessing.util
 import os
+import select
+import socket
 import threading
+import time
+import urllib.parse
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
@@ -46,53 +52,164 @@ def _transport_error(error: Exception) -> TransportError:
 
 
 def _stream_timeout() -> httpx.Timeout:
-    # A live tail sends a heartbeat comment every 15 s; a read that waits longer than
-    # this means the connection is dead.
-    return httpx.Timeout(connect=5.0, read=60.0, write=10.0, pool=10.0)
+    return httpx.Timeout(connect=5.0, read=_STREAM_READ_TIMEOUT_S, write=10.0, pool=10.0)
 
 
 class HttpStream:
-    def __init__(self, response: httpx.Response) -> None:
+    def __init__(self, pool: _ConnectionPool, connection: http.client.HTTPConnection,
+                 response: http.client.HTTPResponse) -> None:
+        self._pool = pool
+        self._connection = connection
         self._response = response
-        self.status = response.status_code
-        self.headers = response.headers
+        self.status = response.status
+        self.headers = {name.lower(): value for name, value in response.getheaders()}
 
     def read_all(self) -> bytes:
-        return self._response.read()
+        try:
+            return self._response.read()
+        except OSError as error:
+            raise _socket_error(error, sent=True) from error
 
     def chunks(self) -> Iterator[bytes]:
         try:
-            yield from self._response.iter_raw()
-        except httpx.TransportError as error:
-            raise _transport_error(error) from error
+            while True:
+                chunk = self._response.read1(65536)
+                if not chunk:
+                    return
+                yield chunk
+        except (OSError, http.client.HTTPException) as error:
+            raise _socket_error(error, sent=True) from error
 
     def close(self) -> None:
-        self._response.close()
+        # A stream is never handed back to the pool: its connection is mid-body.
+        self._connection.close()
+
+
+def _socket_error(error: BaseException, *, sent: bool) -> TransportError:
+    return TransportError(f"{type(error).__name__}: {error}", sent=sent)
+
+
+def _dropped(connection: http.client.HTTPConnection) -> bool:
+    """An idle keep-alive connection with something to read has been closed by the
+    server (or is out of step): never send a request on it."""
+    sock = connection.sock
+    if sock is None:
+        return True
+    try:
+        readable, _, _ = select.select([sock], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(readable)
+
+
+class _ConnectionPool:
+    """Keep-alive connections to one server, shared by threads: each request takes an
+    idle connection (or opens one) and gives it back after reading the answer.
+    Connections idle longer than `IDLE_MAX_S` are dropped before use: the server closes
+    idle connections (its header-read timeout is 10 s), and a request on a closed one
+    would fail with an unknown outcome."""
+
+    IDLE_MAX_S = 4.0
+    IDLE_KEPT_MAX = 32
+
+    def __init__(self, host: str, port: int, timeout: float) -> None:
+        self._host, self._port, self._timeout = host, port, timeout
+        self._idle: list[tuple[float, http.client.HTTPConnection]] = []
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def take(self, timeout: float | None = None) -> tuple[http.client.HTTPConnection, bool]:
+        """A connection, and whether it was used before."""
+        now = time.monotonic()
+        with self._lock:
+            if self._closed:
+                raise ClientClosed("the client is closed")
+            while self._idle:
+                idle_since, connection = self._idle.pop()
+                if now - idle_since < self.IDLE_MAX_S and not _dropped(connection):
+                    connection.timeout = timeout or self._timeout
+                    if connection.sock is not None:
+                        connection.sock.settimeout(connection.timeout)
+                    return connection, True
+                connection.close()
+        connection = http.client.HTTPConnection(self._host, self._port, timeout=timeout or self._timeout)
+        try:
+            connection.connect()
+            connection.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except OSError as error:
+            connection.close()
+            raise _socket_error(error, sent=False) from error
+        return connection, False
+
+    def give_back(self, connection: http.client.HTTPConnection) -> None:
+        with self._lock:
+            if not self._closed and len(self._idle) < self.IDLE_KEPT_MAX:
+                self._idle.append((time.monotonic(), connection))
+                return
+        connection.close()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for _, connection in idle:
+            connection.close()
 
 
 class HttpTransport:
+    """HTTP/1.1 keep-alive on the standard library's `http.client` (see python/README.md
+    for why not httpx here: its per-request cost, measured side by side)."""
+
     busy_wait_s = 0.0
 
     def __init__(self, base_url: str, api_key: str | None, timeout: float) -> None:
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = httpx.Client(base_url=base_url, headers=headers, timeout=_http_timeout(timeout))
+        parsed = urllib.parse.urlsplit(base_url)
+        if parsed.scheme != "http" or not parsed.hostname:
+            raise ValueError(f"{base_url!r}: use http://host:port (put TLS in a reverse proxy in front of berth serve)")
+        self._pool = _ConnectionPool(parsed.hostname, parsed.port or 80, timeout)
+        self._prefix = parsed.path.rstrip("/")
+        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._host_header = parsed.netloc
+
+    def _request(self, connection: http.client.HTTPConnection, method: str, path: str, headers: Headers,
+                 body: bytes | None) -> http.client.HTTPResponse:
+        all_headers = {"Host": self._host_header, **self._headers, **dict(headers)}
+        if body is not None:
+            all_headers.setdefault("Content-Type", "application/json")
+        connection.request(method, self._prefix + path, body=body, headers=all_headers)
+        return connection.getresponse()
 
     def send(self, method: str, path: str, headers: Headers, body: bytes | None) -> Answer:
+        connection, _reused = self._pool.take()
         try:
-            response = self._client.request(method, path, content=body, headers=headers)
-        except httpx.TransportError as error:
-            raise _transport_error(error) from error
-        return Answer(response.status_code, response.headers, response.content)
+            response = self._request(connection, method, path, headers, body)
+            payload = response.read()
+        except (OSError, http.client.HTTPException) as error:
+            connection.close()
+            raise _socket_error(error, sent=True) from error
+        answer = Answer(response.status, {name.lower(): value for name, value in response.getheaders()}, payload)
+        if response.will_close:
+            connection.close()
+        else:
+            self._pool.give_back(connection)
+        return answer
 
     def open_stream(self, path: str, headers: Headers) -> HttpStream:
-        request = self._client.build_request("GET", path, headers=headers, timeout=_stream_timeout())
+        connection, _reused = self._pool.take(timeout=_STREAM_READ_TIMEOUT_S)
         try:
-            return HttpStream(self._client.send(request, stream=True))
-        except httpx.TransportError as error:
-            raise _transport_error(error) from error
+            response = self._request(connection, "GET", path, headers, None)
+        except (OSError, http.client.HTTPException) as error:
+            connection.close()
+            raise _socket_error(error, sent=True) from error
+        return HttpStream(self._pool, connection, response)
 
     def close(self) -> None:
-        self._client.close()
+        self._pool.close()
+
+
+#: A live tail sends a heartbeat comment every 15 s; a read that waits longer than this
+#: means the connection is dead.
+_STREAM_READ_TIMEOUT_S = 60.0
 
 
 class AsyncHttpStream:
