@@ -43,6 +43,10 @@ export class BerthError extends Error {
   readonly retryAfterMs: number | undefined
   /** The request that failed, for diagnostics (`POST /v1/sessions/x/events`). */
   readonly request: string
+  /** Conflicts: the revision or seq the caller expected. */
+  readonly expected: number | undefined
+  /** Conflicts: the actual revision or seq; limits: the actual size or count. */
+  readonly actual: number | undefined
 
   constructor(status: number, body: ErrorBody, request: string, retryAfterMs?: number) {
     super(`${request}: ${status} ${body.code}: ${body.message}`)
@@ -52,10 +56,9 @@ export class BerthError extends Error {
     this.body = body
     this.retryAfterMs = retryAfterMs
     this.request = request
+    this.expected = body.expected ?? undefined
+    this.actual = body.actual ?? undefined
   }
-
-  get expected(): number | undefined { return this.body.expected ?? undefined }
-  get actual(): number | undefined { return this.body.actual ?? undefined }
 }
 
 export class NotFoundError extends BerthError { override readonly name = 'NotFoundError' }
@@ -67,7 +70,15 @@ export class RunNotAttachedError extends BerthError {
 }
 export class FencedError extends BerthError { override readonly name = 'FencedError' }
 export class RevisionConflictError extends BerthError { override readonly name = 'RevisionConflictError' }
-export class SeqConflictError extends BerthError { override readonly name = 'SeqConflictError' }
+/**
+ * 409 `seq_conflict`. berth answers `expected` = the log's next seq and `actual` = the seq
+ * the request asked for (the reverse of the schema's wording for `expected`, which
+ * `revision_conflict` follows): `storedNextSeq` names it plainly.
+ */
+export class SeqConflictError extends BerthError {
+  override readonly name = 'SeqConflictError'
+  get storedNextSeq(): number | undefined { return this.expected }
+}
 export class IdempotencyKeyReusedError extends BerthError { override readonly name = 'IdempotencyKeyReusedError' }
 export class InvalidTransitionError extends BerthError { override readonly name = 'InvalidTransitionError' }
 export class TerminalError extends BerthError {
