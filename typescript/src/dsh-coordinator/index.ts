@@ -33,6 +33,7 @@ import { randomUUID } from 'node:crypto'
 import { BerthClient, type EventRecord, type NewEvent, type SessionRecord } from '../client.js'
 import { AlreadyExistsError, NotFoundError } from '../errors.js'
 import { berthSessionId } from '../dsh/ids.js'
+import { readEventRange } from '../dsh/read-range.js'
 import { DSH_ACTIVITY_TTL_MS, DSH_EVENT_TYPE, DSH_HEADER_TYPE } from '../dsh/persistence.js'
 
 export interface Config {
@@ -105,9 +106,9 @@ export class BerthCoordinatorBackend extends SessionPersistence implements Persi
     const berthId = this.berthId(id)
     const record = await this.recordOrUndefined(berthId, signal)
     if (record === undefined) return undefined
-    const records: EventRecord[] = []
+    let records: EventRecord[]
     try {
-      for await (const event of this.client.readAllEvents(berthId, {}, signalOption(signal))) records.push(event)
+      records = await readEventRange(this.client, berthId, 0, undefined, signal)
     } catch (error) {
       if (error instanceof NotFoundError) return undefined
       throw error

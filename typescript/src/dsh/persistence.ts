@@ -39,6 +39,7 @@ import {
   SessionReadOnlyError,
 } from './errors.js'
 import { assertNamespace, berthSessionId } from './ids.js'
+import { readEventRange } from './read-range.js'
 import {
   CORE_SESSION_EVENT_TYPES,
   SESSION_FORMAT_VERSION,
@@ -313,10 +314,12 @@ export class BerthHandlePersistence implements SessionPersistence {
 
   async readStoredHeader(id: SessionId): Promise<SessionHeader | undefined> {
     const header = await this.readHeaderAt(this.berthId(id))
-    if (header !== undefined) {
-      assertStoredId(id, header)
-      assertVersion(header, this.formatVersion, this.location(id))
-    }
+    return header === undefined ? undefined : this.validatedHeader(id, header)
+  }
+
+  validatedHeader(id: SessionId, header: SessionHeader): SessionHeader {
+    assertStoredId(id, header)
+    assertVersion(header, this.formatVersion, this.location(id))
     return header
   }
 
@@ -339,18 +342,20 @@ export class BerthHandlePersistence implements SessionPersistence {
    * fail-closed when of an unknown type.
    */
   async readEvents(id: SessionId, offset: number, length: number | undefined): Promise<SessionEvent[]> {
-    const berthId = this.berthId(id)
-    const events: SessionEvent[] = []
     const before = length === undefined ? undefined : offset + 1 + length
+    let records: EventRecord[]
     try {
-      for await (const record of this.client.readAllEvents(berthId, before === undefined ? { from: offset + 1 } : { from: offset + 1, before })) {
-        events.push(this.decodeEvent(id, record))
-      }
+      records = await this.readBerthRange(this.berthId(id), offset + 1, before)
     } catch (error) {
       if (error instanceof NotFoundError) throw new SessionPersistenceNotFoundError(id)
       throw error
     }
-    return events
+    return records.map((record) => this.decodeEvent(id, record))
+  }
+
+  /** berth events `[from, before)` (to the end when `before` is undefined). */
+  readBerthRange(berthId: string, from: number, before: number | undefined): Promise<EventRecord[]> {
+    return readEventRange(this.client, berthId, from, before)
   }
 
   decodeEvent(id: SessionId, record: EventRecord): SessionEvent {
@@ -556,8 +561,6 @@ export class BerthWriteHandle implements SessionHandle {
 
   static async openExisting(persistence: BerthHandlePersistence, id: SessionId): Promise<BerthWriteHandle> {
     const berthId = persistence.berthId(id)
-    const record = await persistence.storedRecord(id)
-    if (record === undefined) throw new SessionPersistenceNotFoundError(id)
     const runId = `dsh-${randomUUID()}`
     let attachment
     try {
@@ -567,16 +570,18 @@ export class BerthWriteHandle implements SessionHandle {
       if (error instanceof NotFoundError) throw new SessionPersistenceNotFoundError(id)
       throw error
     }
-    const release = (): Promise<unknown> => persistence.client.detachRun(berthId, runId, { outcome: 'dsh-open-failed' }).catch(() => undefined)
     try {
-      const header = await persistence.readStoredHeader(id)
-      if (header === undefined) throw new SessionPersistenceNotFoundError(id)
-      const log = await persistence.readEvents(id, 0, undefined)
-      const headerText = JSON.stringify(header)
+      // The header and the whole log in one read: the write path validates everything it continues.
+      const records = await persistence.readBerthRange(berthId, 0, undefined)
+      const first = records[0]
+      // An empty record (a materialization that crashed before its first append) is no session.
+      if (first === undefined) throw new SessionPersistenceNotFoundError(id)
+      const header = persistence.validatedHeader(id, decodeHeader(berthId, first))
+      const log = records.slice(1).map((record) => persistence.decodeEvent(id, record))
       const leaseMs = Math.max(1, attachment.run.lease_until - attachment.run.attached_at)
-      return new BerthWriteHandle(persistence, id, header, headerText, { kind: 'opened', runId, leaseMs, log })
+      return new BerthWriteHandle(persistence, id, header, JSON.stringify(header), { kind: 'opened', runId, leaseMs, log })
     } catch (error) {
-      await release()
+      await persistence.client.detachRun(berthId, runId, { outcome: 'dsh-open-failed' }).catch(() => undefined)
       throw error
     }
   }
