@@ -11,7 +11,8 @@
  * On berth a harness session is one berth session (id encoded, label `dsh`): seq 0 is
  * `dsh/header` with the header's exact JSON text, harness seq `n` is berth seq `n + 1`, a
  * `dsh/event` with the event's exact JSON text (the coordinator compares stored events by
- * their text, so berth must not see inside them). Every append names its expected seq and
+ * their text, so berth must not see inside them), both marked `ignorable` so berth's own
+ * readers (its resume repair among them) skip them. Every append names its expected seq and
  * an idempotency key: berth enforces the coordinator's contiguity, and a retried batch is
  * stored once. A batch is durable when `appendBatch` resolves (berth syncs every append).
  */
@@ -148,7 +149,7 @@ export class BerthCoordinatorBackend extends SessionPersistence implements Persi
         if (!(error instanceof AlreadyExistsError) || (await this.client.nextSeq(berthId)) !== 0) throw error
       }
       // Stored as the JSONL backend stores it: `delegationDepth` is explicit on disk (0 = top level).
-      const head: NewEvent = { type: DSH_HEADER_TYPE, data: JSON.stringify({ ...meta, delegationDepth: meta.delegationDepth ?? 0 }) }
+      const head: NewEvent = { type: DSH_HEADER_TYPE, data: JSON.stringify({ ...meta, delegationDepth: meta.delegationDepth ?? 0 }), ignorable: true }
       const firstChunk = bodies.splice(0, BERTH_BATCH_EVENTS_MAX - 1)
       await this.client.appendEvents(berthId, { events: [head, ...firstChunk], expected_seq: 0 })
       if (bodies.length > 0) await this.appendChunks(berthId, bodies, 1 + firstChunk.length)
@@ -244,7 +245,7 @@ function signalOption(signal: AbortSignal | undefined): { signal?: AbortSignal }
 
 function eventBody(event: SessionEvent): NewEvent {
   const time = Number.isSafeInteger(event.time) && event.time >= 0 ? { time: event.time } : {}
-  return { type: DSH_EVENT_TYPE, data: JSON.stringify(event), ...time }
+  return { type: DSH_EVENT_TYPE, data: JSON.stringify(event), ignorable: true, ...time }
 }
 
 function revisionOf(record: SessionRecord, nextSeq: number): SessionPersistenceRevision {

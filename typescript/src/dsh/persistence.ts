@@ -9,7 +9,9 @@
  * - berth seq 0 is `dsh/header` carrying the header's exact JSON text; harness seq `n` is
  *   berth seq `n + 1`, a `dsh/event` carrying the event's exact JSON text (berth's own
  *   vocabulary and repair never see inside it: the harness's shapes — `turn/end.reason`
- *   objects, camelCase `callId` — are not berth's reserved types);
+ *   objects, camelCase `callId` — are not berth's reserved types). Both are marked
+ *   `ignorable`, so berth's own readers (its resume repair, exports, `sessions cat`) skip
+ *   them instead of refusing the session as written by "another application";
  * - a write handle is a berth run attached with `on_busy: reject` and kept alive by
  *   heartbeats, so a second writer in any process gets `SessionAlreadyOwnedError`; every
  *   append names the run and its expected seq, so a displaced writer's append fails
@@ -785,7 +787,7 @@ export class BerthWriteHandle implements SessionHandle {
       }
     }
     const first = chunks[0]
-    const events: NewEvent[] = [{ type: DSH_HEADER_TYPE, data: headerText }]
+    const events: NewEvent[] = [{ type: DSH_HEADER_TYPE, data: headerText, ignorable: true }]
     if (first !== undefined && first.events.length < BERTH_BATCH_EVENTS_MAX) {
       events.push(...first.texts.map((text, index) => eventBody(text, first.events[index] as SessionEvent)))
     }
@@ -862,7 +864,7 @@ export class BerthWriteHandle implements SessionHandle {
 
 function eventBody(text: string, event: SessionEvent): NewEvent {
   const time = Number.isSafeInteger(event.time) && event.time >= 0 ? { time: event.time } : {}
-  return { type: DSH_EVENT_TYPE, data: text, ...time }
+  return { type: DSH_EVENT_TYPE, data: text, ignorable: true, ...time }
 }
 
 /** Splits a batch into chunks berth takes in one append each (≤ 999 events, ≤ 7 MiB). */
