@@ -280,6 +280,36 @@ describe('handle seam contract (dsh.md §3.1) on berth', () => {
   })
 })
 
+describe('handle seam on berth: beyond the clauses', () => {
+  it('ids of any characters and any length map injectively onto berth ids and read back as themselves', async () => {
+    const ids = ['plain', 'with/slash and space', 'ünïcödé 🚀', '..', '~tilde', `long-${'x'.repeat(300)}`, `long-${'x'.repeat(301)}`]
+    for (const id of ids) {
+      const handle = await persistence.create(meta(id))
+      await handle.append([event(0)])
+      await handle.close()
+    }
+    const berthIds = new Set(ids.map((id) => persistence.berthId(id)))
+    expect(berthIds.size).toBe(ids.length)
+    for (const berthId of berthIds) expect(berthId).toMatch(/^[A-Za-z0-9._~-]{1,128}$/)
+    const fresh = reopen()
+    expect((await fresh.list()).map((s) => s.header.id).sort()).toEqual([...ids].sort())
+    for (const id of ids) {
+      expect((await fresh.stat(id))?.header.id).toBe(id)
+      expect(seqs(await (await fresh.open(id, 'read')).read())).toEqual([0])
+    }
+  })
+
+  it('a header over 512 bytes (no title cache) still lists and stats', async () => {
+    const cwd = `/${'deep/'.repeat(150)}`
+    const handle = await persistence.create(meta('wide', cwd))
+    await handle.flush()
+    await handle.close()
+    const fresh = reopen()
+    expect((await fresh.stat('wide'))?.header.cwd).toBe(cwd)
+    expect((await fresh.list()).find((s) => s.header.id === 'wide')?.header.cwd).toBe(cwd)
+  })
+})
+
 describe('handle seam contract (dsh.md §3.1): the torn tail, on a restarted server', () => {
   it('19 a torn physical tail is never served and is durably truncated by the write path', async () => {
     const server = await startBerthServer(['--rate-per-tenant', '0'])

@@ -339,4 +339,33 @@ describe('differential: rc.8 coordinator seam, npm JSONL backend vs BerthCoordin
     await c.dispose()
     await b.dispose()
   })
+
+  differential('ids of any characters and any length round-trip and list as themselves', async (storage, t) => {
+    const a = await storage.open()
+    const ids = ['plain-id', 'with/slash and space', 'ünïcödé 🚀', '..', `long-${'x'.repeat(200)}`]
+    for (const id of ids) {
+      await a.persistence.create(header(id))
+      await a.persistence.append(id, completedTurn(0, 1))
+    }
+    await a.dispose()
+    const b = await storage.open()
+    const listed = await t.outcome('list', () => b.persistence.list(), (headers) => headers.map((h) => h.id).sort())
+    expect(listed?.map((h) => h.id).sort()).toEqual([...ids].sort())
+    for (const id of ids) await t.outcome(`load ${id.slice(0, 20)}`, () => b.persistence.load(id), (v) => ({ id: v.meta.id, events: v.events.length }))
+    await b.dispose()
+  })
+
+  differential('one append of 2,500 events (more than a berth batch holds) stays whole and ordered', async (storage, t) => {
+    const a = await storage.open()
+    await a.persistence.create(header('big'))
+    const events: SessionEvent[] = []
+    for (let turn = 1; events.length < 2_499; turn++) events.push(...completedTurn(events.length, turn))
+    await t.outcome('append', () => a.persistence.append('big', events))
+    await a.dispose()
+    const b = await storage.open()
+    const loaded = await t.outcome('readFrom 0', () => b.persistence.readFrom('big', 0), (v) => v.events.length)
+    expect(loaded?.events).toEqual(events)
+    await t.outcome('readFrom 1234', () => b.persistence.readFrom('big', 1234), (v) => v.events.map((e) => e.seq).slice(0, 3))
+    await b.dispose()
+  })
 })
