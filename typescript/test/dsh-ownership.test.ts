@@ -142,11 +142,18 @@ describe('write ownership across processes', () => {
     expect(takeover.displaced.map((r) => r.status)).toEqual(['interrupted'])
     await expect(handle.append([event(6)])).rejects.toBeInstanceOf(SessionOwnershipLostError)
     await expect(handle.append([event(6)])).rejects.toBeInstanceOf(SessionOwnershipLostError)
+    expect(() => handle.publish(event(6))).toThrow(SessionOwnershipLostError)
+    // The operator's run appends; the displaced handle reads the log as it now is.
+    await client.appendEvents(persistence.berthId('shared'), {
+      run: 'operator-takeover', expected_seq: 7,
+      events: [{ type: 'dsh/event', ignorable: true, data: JSON.stringify(event(6)) }],
+    })
+    expect((await handle.read()).map((e) => e.seq)).toEqual([0, 1, 2, 3, 4, 5, 6])
     // close still releases this instance's claim.
     await handle.close()
     await client.detachRun(persistence.berthId('shared'), 'operator-takeover')
     const next = await persistence.open('shared', 'write')
-    expect((await next.read()).length).toBe(6)
+    expect((await next.read()).length).toBe(7)
     await next.close()
   })
 })

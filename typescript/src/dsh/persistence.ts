@@ -592,6 +592,8 @@ export class BerthWriteHandle implements SessionHandle {
     this.assertOpen('read')
     assertReadArgument('offset', offset)
     if (length !== undefined) assertReadArgument('length', length)
+    // Displaced: another writer may have appended since, so the kept log is no longer the log.
+    if (this.ownershipLost !== undefined) return Object.freeze(await this.persistence.readEvents(this.id, offset, length))
     const end = length === undefined ? this.log.length : Math.min(this.log.length, offset + length)
     return Object.freeze(offset >= end ? [] : this.log.slice(offset, end))
   }
@@ -617,6 +619,7 @@ export class BerthWriteHandle implements SessionHandle {
 
   publish(event: SessionEvent): void {
     this.assertOpen('publish')
+    this.assertOwned()
     const batch = materializeAppendBatch([event])
     assertContiguous(this.id, batch.events, this.admittedNext)
     this.admittedNext++
