@@ -45,13 +45,13 @@ import { readEventRange } from './read-range.js'
 import {
   CORE_SESSION_EVENT_TYPES,
   SESSION_FORMAT_VERSION,
-  assertContiguous,
+  admitAppendBatch,
+  assertContiguousSeqs,
   assertKnownEvent,
   assertReadArgument,
   assertStoredId,
   assertVersion,
   deepFreeze,
-  materializeAppendBatch,
   materializeCreateHeader,
 } from './storage-contract.js'
 import {
@@ -110,8 +110,8 @@ interface PendingSession {
 
 /** One persisted chunk of a batch: at most one berth append, with its idempotency key for every attempt. */
 interface PersistChunk {
-  readonly events: readonly SessionEvent[]
   readonly texts: readonly string[]
+  readonly times: readonly (number | undefined)[]
   readonly key: string
 }
 
@@ -514,7 +514,8 @@ export class BerthWriteHandle implements SessionHandle {
   private cursor: number
   /** The next seq a new append or publish must carry (the cursor plus buffered events). */
   private admittedNext: number
-  private readonly log: SessionEvent[]
+  /** The log: events as read at open, then the texts of everything appended (parsed when read). */
+  private readonly log: (SessionEvent | string)[]
   private materialized: boolean
   private runId: string | undefined
   private heartbeatTimer: NodeJS.Timeout | undefined
@@ -524,7 +525,7 @@ export class BerthWriteHandle implements SessionHandle {
   /** Serializes every write of this handle. */
   private chain: Promise<void> = Promise.resolve()
   // The write-behind window.
-  private buffered: { event: SessionEvent; text: string }[] = []
+  private buffered: { text: string; time: number | undefined }[] = []
   private bufferedBytes = 0
   /** A batch whose drain failed: retried first, with the same idempotency keys. */
   private retained: PersistChunk[] = []
@@ -595,19 +596,28 @@ export class BerthWriteHandle implements SessionHandle {
     // Displaced: another writer may have appended since, so the kept log is no longer the log.
     if (this.ownershipLost !== undefined) return Object.freeze(await this.persistence.readEvents(this.id, offset, length))
     const end = length === undefined ? this.log.length : Math.min(this.log.length, offset + length)
-    return Object.freeze(offset >= end ? [] : this.log.slice(offset, end))
+    const events: SessionEvent[] = []
+    for (let index = offset; index < end; index++) {
+      let entry = this.log[index] as SessionEvent | string
+      if (typeof entry === 'string') {
+        entry = deepFreeze(JSON.parse(entry) as SessionEvent)
+        this.log[index] = entry
+      }
+      events.push(entry)
+    }
+    return Object.freeze(events)
   }
 
   async append(events: readonly SessionEvent[]): Promise<void> {
     this.assertOpen('append')
     this.assertOwned()
-    const batch = materializeAppendBatch(events)
-    if (batch.events.length === 0) return
-    assertContiguous(this.id, batch.events, this.admittedNext)
-    this.admittedNext += batch.events.length
+    const batch = admitAppendBatch(events)
+    if (batch.texts.length === 0) return
+    assertContiguousSeqs(this.id, batch.seqs, this.admittedNext)
+    this.admittedNext += batch.texts.length
     // Published events before it are drained first, in order, through the same chain.
     const drain = this.buffered.length > 0 || this.retained.length > 0 ? this.drainLive() : Promise.resolve()
-    const chunks = chunksOf(batch.events, batch.texts)
+    const chunks = chunksOf(batch.texts, batch.times)
     try {
       await drain
       await this.enqueue(() => this.persistChunks(chunks))
@@ -620,11 +630,11 @@ export class BerthWriteHandle implements SessionHandle {
   publish(event: SessionEvent): void {
     this.assertOpen('publish')
     this.assertOwned()
-    const batch = materializeAppendBatch([event])
-    assertContiguous(this.id, batch.events, this.admittedNext)
+    const batch = admitAppendBatch([event])
+    assertContiguousSeqs(this.id, batch.seqs, this.admittedNext)
     this.admittedNext++
     const text = batch.texts[0] as string
-    this.buffered.push({ event: batch.events[0] as SessionEvent, text })
+    this.buffered.push({ text, time: batch.times[0] })
     this.bufferedBytes += text.length
     if (this.drainPaused) return
     if (this.bufferedBytes >= LIVE_WRITE_BATCH_MAX_BYTES) {
@@ -687,7 +697,7 @@ export class BerthWriteHandle implements SessionHandle {
   // ---- the write-behind window ----
 
   private bufferedCount(): number {
-    return this.buffered.length + this.retained.reduce((sum, chunk) => sum + chunk.events.length, 0)
+    return this.buffered.length + this.retained.reduce((sum, chunk) => sum + chunk.texts.length, 0)
   }
 
   private backgroundDrain(): void {
@@ -719,7 +729,7 @@ export class BerthWriteHandle implements SessionHandle {
       if (this.retained.length === 0) {
         const batch = this.buffered.splice(0)
         this.bufferedBytes = 0
-        this.retained = chunksOf(batch.map((item) => item.event), batch.map((item) => item.text))
+        this.retained = chunksOf(batch.map((item) => item.text), batch.map((item) => item.time))
       }
       const chunks = this.retained
       try {
@@ -746,15 +756,15 @@ export class BerthWriteHandle implements SessionHandle {
     if (!this.materialized) await this.materialize(chunks)
     while (chunks.length > 0) {
       const chunk = chunks[0] as PersistChunk
-      await this.appendToBerth(chunk.texts.map((text, index) => eventBody(text, chunk.events[index] as SessionEvent)), this.cursor + 1, chunk.key)
-      this.acknowledge(chunk.events)
+      await this.appendToBerth(chunk.texts.map((text, index) => eventBody(text, chunk.times[index])), this.cursor + 1, chunk.key)
+      this.acknowledge(chunk.texts)
       chunks.shift()
     }
   }
 
-  private acknowledge(events: readonly SessionEvent[]): void {
-    this.log.push(...events)
-    this.cursor += events.length
+  private acknowledge(texts: readonly string[]): void {
+    for (const text of texts) this.log.push(text)
+    this.cursor += texts.length
   }
 
   /**
@@ -791,8 +801,8 @@ export class BerthWriteHandle implements SessionHandle {
     }
     const first = chunks[0]
     const events: NewEvent[] = [{ type: DSH_HEADER_TYPE, data: headerText, ignorable: true }]
-    if (first !== undefined && first.events.length < BERTH_BATCH_EVENTS_MAX) {
-      events.push(...first.texts.map((text, index) => eventBody(text, first.events[index] as SessionEvent)))
+    if (first !== undefined && first.texts.length < BERTH_BATCH_EVENTS_MAX) {
+      events.push(...first.texts.map((text, index) => eventBody(text, first.times[index])))
     }
     try {
       await this.appendToBerth(events, 0, this.materializeKey)
@@ -806,7 +816,7 @@ export class BerthWriteHandle implements SessionHandle {
     this.materialized = true
     this.persistence.materialized(this.id)
     if (first !== undefined && events.length > 1) {
-      this.acknowledge(first.events)
+      this.acknowledge(first.texts)
       chunks.shift()
     }
   }
@@ -865,25 +875,24 @@ export class BerthWriteHandle implements SessionHandle {
   }
 }
 
-function eventBody(text: string, event: SessionEvent): NewEvent {
-  const time = Number.isSafeInteger(event.time) && event.time >= 0 ? { time: event.time } : {}
-  return { type: DSH_EVENT_TYPE, data: text, ignorable: true, ...time }
+function eventBody(text: string, time: number | undefined): NewEvent {
+  return { type: DSH_EVENT_TYPE, data: text, ignorable: true, ...(time === undefined ? {} : { time }) }
 }
 
 /** Splits a batch into chunks berth takes in one append each (≤ 999 events, ≤ 7 MiB). */
-function chunksOf(events: readonly SessionEvent[], texts: readonly string[]): PersistChunk[] {
+function chunksOf(texts: readonly string[], times: readonly (number | undefined)[]): PersistChunk[] {
   const chunks: PersistChunk[] = []
   let start = 0
-  while (start < events.length) {
+  while (start < texts.length) {
     let end = start
     let bytes = 0
-    while (end < events.length && end - start < BERTH_BATCH_EVENTS_MAX - 1) {
+    while (end < texts.length && end - start < BERTH_BATCH_EVENTS_MAX - 1) {
       const size = (texts[end] as string).length + 64
       if (end > start && bytes + size > BERTH_BATCH_BYTES_MAX) break
       bytes += size
       end++
     }
-    chunks.push({ events: events.slice(start, end), texts: texts.slice(start, end), key: `dsh-${randomUUID()}` })
+    chunks.push({ texts: texts.slice(start, end), times: times.slice(start, end), key: `dsh-${randomUUID()}` })
     start = end
   }
   return chunks

@@ -104,6 +104,43 @@ export function materializeAppendBatch(events: readonly SessionEvent[]): Materia
   return { events: copies, texts }
 }
 
+/** A batch admitted by a write handle: each event's exact JSON text, with the seq and time it carries. */
+export interface AdmittedBatch {
+  readonly texts: readonly string[]
+  readonly seqs: readonly number[]
+  readonly times: readonly (number | undefined)[]
+}
+
+/**
+ * The write path's admission: the same lossless-JSON refusal as `materializeAppendBatch`,
+ * but keeping only the texts (the detached snapshot *is* the text; reads parse it when
+ * they need objects), which halves the cost of admitting an event.
+ */
+export function admitAppendBatch(events: readonly SessionEvent[]): AdmittedBatch {
+  const texts: string[] = []
+  const seqs: number[] = []
+  const times: (number | undefined)[] = []
+  events.forEach((event, index) => {
+    const problem = losslessJsonProblem(event, 'event', new Set())
+    if (problem !== undefined) {
+      throw new TypeError(`session event at index ${index} (type "${String((event as { type?: unknown })?.type)}") is not losslessly JSON-serializable: ${problem}`)
+    }
+    texts.push(JSON.stringify(event))
+    seqs.push(event.seq)
+    times.push(Number.isSafeInteger(event.time) && event.time >= 0 ? event.time : undefined)
+  })
+  return { texts, seqs, times }
+}
+
+/** Refuses seqs that do not continue `cursor` one by one (the seqs of an admitted batch). */
+export function assertContiguousSeqs(id: SessionId, seqs: readonly number[], cursor: number): void {
+  seqs.forEach((seq, index) => {
+    if (seq !== cursor + index) {
+      throw new RangeError(`append seq mismatch for "${id}": expected ${cursor + index} at index ${index}, got ${String(seq)}`)
+    }
+  })
+}
+
 /** Snapshots a header losslessly; `createdAt` must be a non-negative safe integer. */
 export function materializeCreateHeader(header: SessionHeader): { header: SessionHeader; text: string } {
   if (!Number.isSafeInteger(header.createdAt) || header.createdAt < 0) {
