@@ -18,7 +18,7 @@ import {
   type SessionEvent,
 } from '../src/dsh/index.js'
 import { startBerthServer } from './support/berth-server.js'
-import { freshNamespace, makePersistence, meta, oneTurnLog, secondTurn, seqs, event } from './support/dsh-fixtures.js'
+import { freshNamespace, makePersistence, meta, oneTurnLog, secondTurn, seqs, event, serverClient } from './support/dsh-fixtures.js'
 import { BerthClient } from '../src/index.js'
 
 let namespace: string
@@ -297,6 +297,19 @@ describe('handle seam on berth: beyond the clauses', () => {
       expect((await fresh.stat(id))?.header.id).toBe(id)
       expect(seqs(await (await fresh.open(id, 'read')).read())).toEqual([0])
     }
+  })
+
+  it('a title changed through berth does not change the header stat and list report', async () => {
+    const handle = await persistence.create(meta('retitled'))
+    await handle.append([event(0)])
+    await handle.close()
+    const client = serverClient()
+    await client.updateSession(persistence.berthId('retitled'), { title: '{"version":0,"id":"someone-else","createdAt":1}' })
+    const fresh = reopen()
+    expect((await fresh.stat('retitled'))?.header).toEqual(meta('retitled'))
+    expect((await fresh.list()).find((s) => s.header.id === 'retitled')?.header).toEqual(meta('retitled'))
+    await client.updateSession(persistence.berthId('retitled'), { title: 'just a title' })
+    expect((await fresh.stat('retitled'))?.header).toEqual(meta('retitled'))
   })
 
   it('a header over 512 bytes (no title cache) still lists and stats', async () => {

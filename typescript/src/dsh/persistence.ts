@@ -283,7 +283,6 @@ export class BerthHandlePersistence implements SessionPersistence {
     if (nextSeq === undefined || nextSeq === 0) return undefined
     const header = this.headerFromTitle(record) ?? (await this.readStoredHeader(id))
     if (header === undefined) return undefined
-    assertStoredId(id, header)
     return { header, revision: revisionOf(record, nextSeq), eventCount: nextSeq - 1 }
   }
 
@@ -304,11 +303,17 @@ export class BerthHandlePersistence implements SessionPersistence {
     }
   }
 
-  /** The header cached in the title (written at materialization when it fits in 512 bytes). */
+  /**
+   * The header cached in the title (written at materialization when it fits in 512
+   * bytes). The title is mutable metadata, so it is used only when it still names this
+   * very session; otherwise the caller reads the header event.
+   */
   private headerFromTitle(record: SessionRecord): SessionHeader | undefined {
     if (typeof record.title !== 'string' || !record.title.startsWith('{')) return undefined
     try {
-      return deepFreeze(JSON.parse(record.title) as SessionHeader)
+      const header = JSON.parse(record.title) as SessionHeader
+      if (typeof header !== 'object' || header === null || typeof header.id !== 'string' || this.berthId(header.id) !== record.header.id) return undefined
+      return deepFreeze(header)
     } catch {
       return undefined
     }
