@@ -13,6 +13,8 @@
 //   resume   a fresh instance opens a stored session of N events and reads all of it
 //            - BerthHandlePersistence: open(id, 'write') + read(0) + close
 //            - rc.8 backends: load(id) on a fresh instance
+// The run goes workload by workload, every backend in turn (the machine is shared: a change
+// of its load then falls on all backends alike).
 // Durability: berth syncs every append before answering (embedded store, default
 // durability); the JSONL backend rc.8 fsyncs each appendBatch before it resolves; the live
 // (write-behind) paths are durable at the flush.
@@ -100,92 +102,93 @@ const time = async (action) => {
   return Number(process.hrtime.bigint() - started) / 1e6
 }
 
-async function benchHandle(server, namespace) {
+// Each backend offers the four workloads; the run goes workload by workload, every backend
+// in turn, so a change in the machine's load (it is shared) falls on all of them alike.
+function handleBackend(server, namespace) {
   const make = () => new BerthHandlePersistence({ client: { baseUrl: server.url, apiKey: server.key }, namespace })
-  const results = {}
   const p = make()
-  // single durable appends
-  {
-    const h = await p.create(header('single'))
-    await h.flush()
-    results.single = await time(async () => { for (let seq = 0; seq < SINGLE; seq++) await h.append([event(seq)]) })
-    await h.close()
-  }
-  // bulk, direct
-  {
-    const h = await p.create(header('bulk'))
-    results.bulkDirect = await time(async () => {
-      for (let seq = 0; seq < BULK; seq += BATCH) await h.append(Array.from({ length: BATCH }, (_, i) => event(seq + i)))
-    })
-    await h.close()
-  }
-  // bulk, write-behind: publish everything, one flush
-  {
-    const h = await p.create(header('bulk-live'))
-    results.bulkLive = await time(async () => {
-      for (let seq = 0; seq < BULK; seq++) h.publish(event(seq))
+  return {
+    async single() {
+      const h = await p.create(header('single'))
       await h.flush()
-    })
-    await h.close()
+      const ms = await time(async () => { for (let seq = 0; seq < SINGLE; seq++) await h.append([event(seq)]) })
+      await h.close()
+      return ms
+    },
+    async bulkDirect() {
+      const h = await p.create(header('bulk'))
+      const ms = await time(async () => {
+        for (let seq = 0; seq < BULK; seq += BATCH) await h.append(Array.from({ length: BATCH }, (_, i) => event(seq + i)))
+      })
+      await h.close()
+      return ms
+    },
+    async bulkLive() {
+      const h = await p.create(header('bulk-live'))
+      const ms = await time(async () => {
+        for (let seq = 0; seq < BULK; seq++) h.publish(event(seq))
+        await h.flush()
+      })
+      await h.close()
+      return ms
+    },
+    async resume() {
+      const h = await p.create(header('resume'))
+      for (let seq = 0; seq < RESUME; seq += 1000) await h.append(Array.from({ length: Math.min(1000, RESUME - seq) }, (_, i) => event(seq + i)))
+      await h.close()
+      const fresh = make()
+      let count = 0
+      const ms = await time(async () => {
+        const w = await fresh.open('resume', 'write')
+        count = (await w.read(0)).length
+        await w.close()
+      })
+      if (count !== RESUME) throw new Error(`resume read ${count} events`)
+      return ms
+    },
+    async dispose() { await p.close() },
   }
-  // resume
-  {
-    const h = await p.create(header('resume'))
-    for (let seq = 0; seq < RESUME; seq += 1000) await h.append(Array.from({ length: Math.min(1000, RESUME - seq) }, (_, i) => event(seq + i)))
-    await h.close()
-    const fresh = make()
-    let count = 0
-    results.resume = await time(async () => {
-      const w = await fresh.open('resume', 'write')
-      count = (await w.read(0)).length
-      await w.close()
-    })
-    if (count !== RESUME) throw new Error(`resume read ${count} events`)
-  }
-  return results
 }
 
-async function benchCoordinator(open) {
-  const results = {}
+async function coordinatorBackend(open) {
   const a = await open()
-  // single: live session append + flush, one by one
-  {
-    const session = a.ctx.sessions.create('single', { meta: { cwd: '/bench/project' } })
-    results.single = await time(async () => {
-      for (let seq = 0; seq < SINGLE; seq++) {
-        liveEvent(session, seq)
+  return {
+    // live session append + flush, one by one (the coordinator's append plus a flush)
+    async single() {
+      const session = a.ctx.sessions.create('single', { meta: { cwd: '/bench/project' } })
+      return time(async () => {
+        for (let seq = 0; seq < SINGLE; seq++) {
+          liveEvent(session, seq)
+          await a.ctx.sessions.flush(session)
+        }
+      })
+    },
+    async bulkDirect() {
+      await a.persistence.create(header('bulk'))
+      return time(async () => {
+        for (let seq = 0; seq < BULK; seq += BATCH) await a.persistence.append('bulk', Array.from({ length: BATCH }, (_, i) => event(seq + i)))
+      })
+    },
+    async bulkLive() {
+      const session = a.ctx.sessions.create('bulk-live', { meta: { cwd: '/bench/project' } })
+      return time(async () => {
+        for (let seq = 0; seq < BULK; seq++) liveEvent(session, seq)
         await a.ctx.sessions.flush(session)
-      }
-    })
+      })
+    },
+    async resume() {
+      await a.persistence.create(header('resume'))
+      for (let seq = 0; seq < RESUME; seq += 1000) await a.persistence.append('resume', Array.from({ length: Math.min(1000, RESUME - seq) }, (_, i) => event(seq + i)))
+      const fresh = await open()
+      let count = 0
+      const ms = await time(async () => { count = (await fresh.persistence.load('resume')).events.length })
+      // load closes a turn the fixture left open (RESUME not a multiple of 3): one closer more.
+      if (count < RESUME) throw new Error(`resume loaded ${count} events`)
+      await fresh.dispose()
+      return ms
+    },
+    async dispose() { await a.dispose() },
   }
-  // bulk, direct appends through the service
-  {
-    await a.persistence.create(header('bulk'))
-    results.bulkDirect = await time(async () => {
-      for (let seq = 0; seq < BULK; seq += BATCH) await a.persistence.append('bulk', Array.from({ length: BATCH }, (_, i) => event(seq + i)))
-    })
-  }
-  // bulk, write-behind: live appends, one flush
-  {
-    const session = a.ctx.sessions.create('bulk-live', { meta: { cwd: '/bench/project' } })
-    results.bulkLive = await time(async () => {
-      for (let seq = 0; seq < BULK; seq++) liveEvent(session, seq)
-      await a.ctx.sessions.flush(session)
-    })
-  }
-  // resume
-  {
-    await a.persistence.create(header('resume'))
-    for (let seq = 0; seq < RESUME; seq += 1000) await a.persistence.append('resume', Array.from({ length: Math.min(1000, RESUME - seq) }, (_, i) => event(seq + i)))
-  }
-  await a.dispose()
-  const fresh = await open()
-  let count = 0
-  results.resume = await time(async () => { count = (await fresh.persistence.load('resume')).events.length })
-  // load closes a turn the fixture left open (RESUME not a multiple of 3): one closer more.
-  if (count < RESUME) throw new Error(`resume loaded ${count} events`)
-  await fresh.dispose()
-  return results
 }
 
 const server = await startBerth(options.berth)
@@ -196,11 +199,18 @@ const jsonlOpen = (compression) => {
   return () => mount((ctx) => ctx.plugin(JsonlSessionPersistence, { root, compression }))
 }
 try {
-  const rows = []
-  rows.push(['JSONL rc.8 (zstd, default)', await benchCoordinator(jsonlOpen('zstd'))])
-  rows.push(['JSONL rc.8 (none)', await benchCoordinator(jsonlOpen('none'))])
-  rows.push(['BerthHandlePersistence', await benchHandle(server, 'bh.')])
-  rows.push(['BerthCoordinatorBackend', await benchCoordinator(() => mount((ctx) => ctx.plugin(BerthCoordinatorBackend, { baseUrl: server.url, apiKey: server.key, namespace: 'bc.' })))])
+  const backends = [
+    ['JSONL rc.8 (zstd, default)', await coordinatorBackend(jsonlOpen('zstd'))],
+    ['JSONL rc.8 (none)', await coordinatorBackend(jsonlOpen('none'))],
+    ['BerthHandlePersistence', handleBackend(server, 'bh.')],
+    ['BerthCoordinatorBackend', await coordinatorBackend(() => mount((ctx) => ctx.plugin(BerthCoordinatorBackend, { baseUrl: server.url, apiKey: server.key, namespace: 'bc.' })))],
+  ]
+  const results = new Map(backends.map(([name]) => [name, {}]))
+  for (const workload of ['single', 'bulkDirect', 'bulkLive', 'resume']) {
+    for (const [name, backend] of backends) results.get(name)[workload] = await backend[workload]()
+  }
+  for (const [, backend] of backends) await backend.dispose()
+  const rows = [...results.entries()]
   const rate = (count, ms) => Math.round(count / (ms / 1000)).toLocaleString('en-US')
   console.log(`berth bench: ${new Date().toISOString()}, node ${process.version}, ${cpus().length} cpus, berth binary ${options.berth}`)
   console.log(`| backend | single durable appends/s (n=${SINGLE}) | bulk direct events/s (${BULK} in batches of ${BATCH}) | bulk write-behind events/s (publish + 1 flush) | resume ${RESUME} events (ms) |`)
