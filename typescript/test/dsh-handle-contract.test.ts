@@ -312,6 +312,20 @@ describe('handle seam on berth: beyond the clauses', () => {
     expect((await fresh.stat('retitled'))?.header).toEqual(meta('retitled'))
   })
 
+  it('an aborted signal refuses an operation before it starts, storing nothing', async () => {
+    const aborted = AbortSignal.abort()
+    await expect(persistence.create(meta('sig'), { signal: aborted })).rejects.toThrow(/abort/i)
+    const handle = await persistence.create(meta('sig'))
+    await expect(handle.append([event(0)], { signal: aborted })).rejects.toThrow(/abort/i)
+    await expect(handle.flush({ signal: aborted })).rejects.toThrow(/abort/i)
+    await expect(handle.read(0, undefined, { signal: aborted })).rejects.toThrow(/abort/i)
+    await expect(persistence.stat('sig', { signal: aborted })).rejects.toThrow(/abort/i)
+    await expect(persistence.list({ signal: aborted })).rejects.toThrow(/abort/i)
+    await expect(persistence.open('sig', 'read', { signal: aborted })).rejects.toThrow(/abort/i)
+    await handle.close()
+    expect(await reopen().stat('sig')).toBeUndefined()
+  })
+
   it('a header over 512 bytes (no title cache) still lists and stats', async () => {
     const cwd = `/${'deep/'.repeat(150)}`
     const handle = await persistence.create(meta('wide', cwd))

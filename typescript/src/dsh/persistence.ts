@@ -64,6 +64,7 @@ import {
   type SessionLocation,
   type SessionPersistence,
   type SessionPersistenceSnapshot,
+  type SignalOptions,
 } from './types.js'
 
 /** The longest a published event waits before its batch starts writing (bounded coalescing, not debounce). */
@@ -155,7 +156,8 @@ export class BerthHandlePersistence implements SessionPersistence {
    * flush (deferred materialization); until then only this instance sees it, and a close
    * without either erases it.
    */
-  async create(header: SessionHeader): Promise<SessionHandle> {
+  async create(header: SessionHeader, options?: SignalOptions): Promise<SessionHandle> {
+    options?.signal?.throwIfAborted()
     const snapshot = materializeCreateHeader(header)
     assertVersion(snapshot.header, this.formatVersion)
     const id = snapshot.header.id
@@ -178,7 +180,8 @@ export class BerthHandlePersistence implements SessionPersistence {
     return handle
   }
 
-  async open(id: SessionId, access: SessionAccess): Promise<SessionHandle> {
+  async open(id: SessionId, access: SessionAccess, options?: SignalOptions): Promise<SessionHandle> {
+    options?.signal?.throwIfAborted()
     if (access === 'read') return this.openRead(id)
     if (access !== 'write') throw new TypeError(`access must be 'read' or 'write', got ${String(access)}`)
     if (this.writers.has(id)) throw new SessionAlreadyOwnedError(id)
@@ -232,7 +235,8 @@ export class BerthHandlePersistence implements SessionPersistence {
     if (failures.length > 0) throw new AggregateError(failures, `session-persistence: closing ${failures.length} write handle(s) failed`)
   }
 
-  async stat(id: SessionId): Promise<SessionPersistenceSnapshot | undefined> {
+  async stat(id: SessionId, options?: SignalOptions): Promise<SessionPersistenceSnapshot | undefined> {
+    options?.signal?.throwIfAborted()
     const pending = this.pending.get(id)
     if (pending !== undefined) return { header: pending.header, revision: pending.revision }
     const record = await this.storedRecord(id)
@@ -240,7 +244,8 @@ export class BerthHandlePersistence implements SessionPersistence {
     return this.snapshotOf(id, record)
   }
 
-  async list(): Promise<readonly SessionPersistenceSnapshot[]> {
+  async list(options?: SignalOptions): Promise<readonly SessionPersistenceSnapshot[]> {
+    options?.signal?.throwIfAborted()
     // Pending entries first: a first append landing mid-listing then shows up at least once.
     const pendingBefore = [...this.pending.values()]
     const records: SessionRecord[] = []
@@ -459,7 +464,8 @@ class BerthReadHandle implements SessionHandle {
     private readonly openedPending: boolean,
   ) {}
 
-  async read(offset = 0, length?: number): Promise<readonly SessionEvent[]> {
+  async read(offset = 0, length?: number, options?: SignalOptions): Promise<readonly SessionEvent[]> {
+    options?.signal?.throwIfAborted()
     if (this.closed) throw new SessionHandleClosedError(this.id, 'read')
     assertReadArgument('offset', offset)
     if (length !== undefined) assertReadArgument('length', length)
@@ -594,7 +600,8 @@ export class BerthWriteHandle implements SessionHandle {
     }
   }
 
-  async read(offset = 0, length?: number): Promise<readonly SessionEvent[]> {
+  async read(offset = 0, length?: number, options?: SignalOptions): Promise<readonly SessionEvent[]> {
+    options?.signal?.throwIfAborted()
     this.assertOpen('read')
     assertReadArgument('offset', offset)
     if (length !== undefined) assertReadArgument('length', length)
@@ -613,7 +620,8 @@ export class BerthWriteHandle implements SessionHandle {
     return Object.freeze(events)
   }
 
-  async append(events: readonly SessionEvent[]): Promise<void> {
+  async append(events: readonly SessionEvent[], options?: SignalOptions): Promise<void> {
+    options?.signal?.throwIfAborted()
     this.assertOpen('append')
     this.assertOwned()
     const batch = admitAppendBatch(events)
@@ -653,7 +661,8 @@ export class BerthWriteHandle implements SessionHandle {
     }
   }
 
-  async flush(): Promise<void> {
+  async flush(options?: SignalOptions): Promise<void> {
+    options?.signal?.throwIfAborted()
     this.assertOpen('flush')
     await this.explicitDrain()
     await this.enqueue(async () => {

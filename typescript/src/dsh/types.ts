@@ -50,6 +50,7 @@ export interface SessionPersistenceSnapshot {
   readonly eventCount?: number
 }
 
+/** An aborted signal refuses the operation before it starts; once sent, a berth write runs to its end (not cancellable half-way). */
 export interface SignalOptions { readonly signal?: AbortSignal }
 export type SessionPersistenceCreateOptions = SignalOptions
 export type SessionPersistenceOpenOptions = SignalOptions
