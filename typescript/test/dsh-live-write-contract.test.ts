@@ -120,6 +120,20 @@ describe('live write path contract (dsh.md §3.2) on berth', () => {
     expect(keys[0]).toBe(keys[1])
   })
 
+  it('3c a direct append whose answer was lost, retried by the caller, is stored once', async () => {
+    const handle = await materializedHandle('w3c')
+    const real = persistence.client.appendEvents.bind(persistence.client)
+    vi.spyOn(persistence.client, 'appendEvents').mockImplementationOnce(async (id, body, options) => {
+      await real(id, body, options)
+      throw new Error('connection lost after the server stored the batch')
+    })
+    await expect(handle.append([event(0), event(1)])).rejects.toThrow('connection lost')
+    await handle.append([event(0), event(1)])
+    await handle.append([event(2)])
+    expect(await storedSeqs('w3c')).toEqual([0, 1, 2])
+    expect(seqs(await handle.read())).toEqual([0, 1, 2])
+  })
+
   it('4 service-level flush drains every active handle and aggregates the failures', async () => {
     const healthy = await materializedHandle('w4a')
     const failing = await materializedHandle('w4b')

@@ -30,12 +30,11 @@ import {
   type StoredPrefix,
 } from '@deepseek-ai/dsh-session-persistence'
 import type { SessionEvent, SessionHeader, SessionId, SessionPreparation } from '@deepseek-ai/dsh-session'
-import { randomUUID } from 'node:crypto'
 import { BerthClient, type EventRecord, type NewEvent, type SessionRecord } from '../client.js'
 import { AlreadyExistsError, NotFoundError } from '../errors.js'
 import { berthSessionId } from '../dsh/ids.js'
 import { readEventRange } from '../dsh/read-range.js'
-import { DSH_ACTIVITY_TTL_MS, DSH_EVENT_TYPE, DSH_HEADER_TYPE } from '../dsh/persistence.js'
+import { DSH_ACTIVITY_TTL_MS, DSH_EVENT_TYPE, DSH_HEADER_TYPE, chunkKey } from '../dsh/persistence.js'
 
 export interface Config {
   readonly baseUrl: string
@@ -139,6 +138,11 @@ export class BerthCoordinatorBackend extends SessionPersistence implements Persi
     const berthId = this.berthId(meta.id)
     const bodies = events.map((event) => eventBody(event))
     if (!isMaterialized) {
+      // Stored as the JSONL backend stores it: `delegationDepth` is explicit on disk (0 = top level).
+      const head: NewEvent = { type: DSH_HEADER_TYPE, data: JSON.stringify({ ...meta, delegationDepth: meta.delegationDepth ?? 0 }), ignorable: true }
+      const firstChunk = bodies.splice(0, BERTH_BATCH_EVENTS_MAX - 1)
+      const first = [head, ...firstChunk]
+      const key = chunkKey(berthId, 0, first.map((body) => String(body.data)))
       try {
         await this.client.createSession({
           id: berthId,
@@ -146,12 +150,15 @@ export class BerthCoordinatorBackend extends SessionPersistence implements Persi
           policy: { activity_ttl_ms: DSH_ACTIVITY_TTL_MS, run_lease_ttl_ms: 60_000, concurrency: { mode: 'serial' } },
         })
       } catch (error) {
-        if (!(error instanceof AlreadyExistsError) || (await this.client.nextSeq(berthId)) !== 0) throw error
+        // An empty leftover is reused; a stored first batch under this very key is an
+        // earlier attempt of this one (its answer lost): the append below answers `duplicate`.
+        if (!(error instanceof AlreadyExistsError)) throw error
+        if ((await this.client.nextSeq(berthId)) !== 0) {
+          const stored = (await this.client.readEvents(berthId, { from: 0, limit: 1 })).events[0]
+          if (stored?.idempotency_key !== key) throw error
+        }
       }
-      // Stored as the JSONL backend stores it: `delegationDepth` is explicit on disk (0 = top level).
-      const head: NewEvent = { type: DSH_HEADER_TYPE, data: JSON.stringify({ ...meta, delegationDepth: meta.delegationDepth ?? 0 }), ignorable: true }
-      const firstChunk = bodies.splice(0, BERTH_BATCH_EVENTS_MAX - 1)
-      await this.client.appendEvents(berthId, { events: [head, ...firstChunk], expected_seq: 0 })
+      await this.client.appendEvents(berthId, { events: first, expected_seq: 0 }, { idempotencyKey: key })
       if (bodies.length > 0) await this.appendChunks(berthId, bodies, 1 + firstChunk.length)
       return
     }
@@ -212,7 +219,8 @@ export class BerthCoordinatorBackend extends SessionPersistence implements Persi
         bytes += size
         end++
       }
-      await this.client.appendEvents(berthId, { events: bodies.slice(start, end), expected_seq: seq }, { idempotencyKey: `dsh-${randomUUID()}` })
+      const chunk = bodies.slice(start, end)
+      await this.client.appendEvents(berthId, { events: chunk, expected_seq: seq }, { idempotencyKey: chunkKey(berthId, seq, chunk.map((body) => String(body.data))) })
       seq += end - start
       start = end
     }

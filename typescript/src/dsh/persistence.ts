@@ -19,7 +19,7 @@
  * - every append carries an idempotency key, kept with its batch across retries, so a
  *   retried batch is stored exactly once.
  */
-import { randomUUID } from 'node:crypto'
+import { createHash, randomUUID } from 'node:crypto'
 import { BerthClient, type AppendOutcome, type EventRecord, type NewEvent, type SessionRecord } from '../client.js'
 import {
   AlreadyExistsError,
@@ -109,11 +109,10 @@ interface PendingSession {
   readonly revision: SessionPersistenceRevision
 }
 
-/** One persisted chunk of a batch: at most one berth append, with its idempotency key for every attempt. */
+/** One persisted chunk of a batch: at most one berth append. */
 interface PersistChunk {
   readonly texts: readonly string[]
   readonly times: readonly (number | undefined)[]
-  readonly key: string
 }
 
 export class BerthHandlePersistence implements SessionPersistence {
@@ -538,7 +537,7 @@ export class BerthWriteHandle implements SessionHandle {
   // The write-behind window.
   private buffered: { text: string; time: number | undefined }[] = []
   private bufferedBytes = 0
-  /** A batch whose drain failed: retried first, with the same idempotency keys. */
+  /** A batch whose drain failed: retried first, in the same chunks (so with the same idempotency keys). */
   private retained: PersistChunk[] = []
   private timer: NodeJS.Timeout | undefined
   private drainPaused = false
@@ -770,7 +769,8 @@ export class BerthWriteHandle implements SessionHandle {
     if (!this.materialized) await this.materialize(chunks)
     while (chunks.length > 0) {
       const chunk = chunks[0] as PersistChunk
-      await this.appendToBerth(chunk.texts.map((text, index) => eventBody(text, chunk.times[index])), this.cursor + 1, chunk.key)
+      const expectedSeq = this.cursor + 1
+      await this.appendToBerth(chunk.texts.map((text, index) => eventBody(text, chunk.times[index])), expectedSeq, chunkKey(this.berthId, expectedSeq, chunk.texts))
       this.acknowledge(chunk.texts)
       chunks.shift()
     }
@@ -906,10 +906,23 @@ function chunksOf(texts: readonly string[], times: readonly (number | undefined)
       bytes += size
       end++
     }
-    chunks.push({ texts: texts.slice(start, end), times: times.slice(start, end), key: `dsh-${randomUUID()}` })
+    chunks.push({ texts: texts.slice(start, end), times: times.slice(start, end) })
     start = end
   }
   return chunks
+}
+
+/**
+ * A chunk's idempotency key, derived from where it goes and what it holds: every attempt
+ * at the same events at the same seq carries the same key — the write-behind retry of a
+ * retained batch, and a caller's retry of an `append` whose answer was lost — so berth
+ * answers the original outcome instead of storing them twice or refusing a conflict.
+ * Different events at that seq get another key (and `seq_conflict`).
+ */
+export function chunkKey(berthId: string, expectedSeq: number, texts: readonly string[]): string {
+  const digest = createHash('sha256').update(`${berthId}\n${expectedSeq}\n`)
+  for (const text of texts) digest.update(text).update('\n')
+  return `dsh:${digest.digest('base64url')}`
 }
 
 function normalizeError(error: unknown): Error {
