@@ -16,8 +16,9 @@
  *   heartbeats, so a second writer in any process gets `SessionAlreadyOwnedError`; every
  *   append names the run and its expected seq, so a displaced writer's append fails
  *   (`SessionOwnershipLostError`) and can never interleave;
- * - every append carries an idempotency key, kept with its batch across retries, so a
- *   retried batch is stored exactly once.
+ * - every append carries an idempotency key derived from the session, the seq and the
+ *   events' exact texts, so any retry of a batch (the client's, the write-behind's, the
+ *   caller's after an unknown outcome) is stored exactly once.
  */
 import { createHash, randomUUID } from 'node:crypto'
 import { BerthClient, type AppendOutcome, type EventRecord, type NewEvent, type SessionRecord } from '../client.js'
