@@ -61,6 +61,7 @@ export class BerthCoordinatorBackend extends SessionPersistence implements Persi
   private readonly coordinator: PersistenceCoordinator<never>
 
   constructor(ctx: Context, config: Config) {
+    assertNodeForRc8()
     super(ctx)
     this.client = new BerthClient({ baseUrl: config.baseUrl, apiKey: config.apiKey })
     this.namespace = config.namespace ?? 'dsh.'
@@ -246,6 +247,20 @@ export class BerthCoordinatorBackend extends SessionPersistence implements Persi
 }
 
 export default BerthCoordinatorBackend
+
+/** The oldest Node the rc.8 packages run on (they use `Promise.withResolvers` and `node:zlib` zstd). */
+export const COORDINATOR_NODE_MAJOR_MIN = 22
+
+/**
+ * This entry's `engines` is `node >= 22` while the package's is `>= 20` (one package.json
+ * cannot say both): refuse plainly instead of failing deep inside rc.8.
+ */
+function assertNodeForRc8(): void {
+  const major = Number(process.versions.node.split('.')[0])
+  if (major < COORDINATOR_NODE_MAJOR_MIN) {
+    throw new Error(`BerthCoordinatorBackend needs Node >= ${COORDINATOR_NODE_MAJOR_MIN} (the @deepseek-ai rc.8 packages do); this is Node ${process.versions.node}`)
+  }
+}
 
 function signalOption(signal: AbortSignal | undefined): { signal?: AbortSignal } {
   return signal === undefined ? {} : { signal }
