@@ -1,0 +1,18 @@
+/**
+ * `@berth/client/dsh`: DeepSeek Harness's handle seam (seed 004) on berth — the seam's
+ * types and errors, its storage-contract checks, and `BerthHandlePersistence`.
+ */
+export * from './types.js'
+export * from './errors.js'
+export * from './storage-contract.js'
+export { berthSessionId } from './ids.js'
+export {
+  BerthHandlePersistence,
+  BerthWriteHandle,
+  DSH_ACTIVITY_TTL_MS,
+  DSH_EVENT_TYPE,
+  DSH_HEADER_TYPE,
+  LIVE_WRITE_BATCH_MAX_BYTES,
+  LIVE_WRITE_BATCH_MAX_DELAY_MS,
+  type BerthHandlePersistenceOptions,
+} from './persistence.js'
