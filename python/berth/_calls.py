@@ -10,6 +10,7 @@ attaches and the other state changes name what they create or are confirmed by a
 
 from __future__ import annotations
 
+import gc
 import json
 import uuid
 from dataclasses import dataclass, field
@@ -231,7 +232,19 @@ def read(
     session_id: str, *, from_seq: int | None = None, before: int | None = None, limit: int | None = None
 ) -> Call[m.EventPage]:
     path = _query(_session(session_id, "/events"), {"from": from_seq, "before": before, "limit": limit})
-    return Call("GET", path, lambda answer: m.EventPage.from_wire(answer.json()), resend_safe=True)
+    return Call("GET", path, _decode_page, resend_safe=True)
+
+
+def _decode_page(answer: Answer) -> m.EventPage:
+    # A page is up to 1,000 events, each a few new objects: pause the cyclic collector
+    # while they are made (it would scan them again and again; they hold no cycles).
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return m.EventPage.from_wire(answer.json())
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def stream_path(

@@ -134,10 +134,12 @@ class SessionPage:
         return _build(cls, body, {"items": lambda items: [Session.from_wire(item) for item in items]})
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Event:
     """A stored event. `run` is the run that appended it (always set in `parallel`
-    sessions); `idempotency_key` is the key of the batch it was stored in, if any."""
+    sessions); `idempotency_key` is the key of the batch it was stored in, if any.
+    Treat it as read-only: unlike the other models it is not frozen, because a frozen
+    dataclass costs four times as much to build and a resume builds thousands."""
 
     WIRE_SCHEMA: ClassVar[str] = "EventBody"
     seq: int
