@@ -75,7 +75,13 @@ class RevisionConflict(BerthError):
 
 
 class SeqConflict(BerthError):
-    """`expected_seq` did not match the session's next seq (`actual`)."""
+    """`expected_seq` did not match the session's next seq. As berth answers it,
+    `expected` is the seq the session expected next and `actual` the seq the append
+    asked for (`next_seq` names the first plainly)."""
+
+    @property
+    def next_seq(self) -> int | None:
+        return self.body.get("expected")
 
     code = "seq_conflict"
 
