@@ -197,11 +197,14 @@ async fn drop_orphans(admin: &tokio_postgres::Client) {
             let _ = admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await;
         }
     }
-    // Roles whose database is gone (its drop ran, but the role's did not).
+    // Roles whose database is gone (its drop ran, but the role's did not): the app role
+    // `berth_test_app_<suffix>` and tests' scratch roles `berth_test_app_<suffix>_<tag>`.
     let Ok(rows) = admin
         .query(
             "SELECT rolname FROM pg_roles WHERE rolname LIKE 'berth\\_test\\_app\\_%' \
-             AND NOT EXISTS (SELECT 1 FROM pg_database WHERE datname = 'berth_test_' || substr(rolname, 16))",
+             AND NOT EXISTS (SELECT 1 FROM pg_database WHERE datname LIKE 'berth\\_test\\_%' \
+                 AND (rolname = 'berth_test_app_' || substr(datname, 12) \
+                      OR rolname LIKE 'berth\\_test\\_app\\_' || substr(datname, 12) || '\\__'))",
             &[],
         )
         .await
