@@ -7,7 +7,8 @@
 //! BERTH_PG_BENCH_QUICK=1 cargo run --release -p berth-postgres --example pg_bench
 //! ```
 //!
-//! Uses a database of its own on the server named by `BERTH_TEST_PG`, dropped at the end.
+//! Uses a database of its own on the server named by `BERTH_TEST_PG`, dropped at the end;
+//! berth connects as that database's app role, so row-level security is on.
 
 use berth_catalog::{Catalog, ListCursor, SessionQuery};
 use berth_core::{Event, Scope, SessionHeader, SessionId, SessionKey, TenantId, Timestamp, UserId};
@@ -288,8 +289,10 @@ async fn plain_concurrent(url: &str, round: usize, seconds: f64) -> f64 {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let sizes = sizes();
-    let database = TestDatabase::create().await;
-    let url = database.url();
+    // berth serves as an app role that row-level security binds (the plain SQL loop
+    // runs as the owner, on a table without policies: the database's own limit).
+    let database = TestDatabase::with_app_role().await;
+    let url = database.app_url();
     let admin = database.client().await;
     let backend = PostgresBackend::connect(&url, PostgresOptions::default()).await.unwrap();
     // The same without live-tail notifications, to show what they cost.
