@@ -147,10 +147,7 @@ impl JsonlBackend {
         // Every path the backend builds starts at the root's canonical path: a symlink
         // above the root (a data directory reached through one) is resolved here, once,
         // and every open below refuses a symlink in any component (see `fs`).
-        let root = created
-            .fs()
-            .canonicalize(created.root())
-            .map_err(|error| Error::io("resolve data root", &error))?;
+        let root = created.fs().canonicalize(created.root()).map_err(|error| Error::io("resolve data root", &error))?;
         let options = created.inner.options.clone();
         let backend = JsonlBackend { inner: Arc::new(Inner { root, options, durable_dirs: DurableDirs::default() }) };
         if let Some(kind) = backend.network_filesystem() {

@@ -98,7 +98,6 @@ const INDEX_IDEMPOTENCY: &str = "WITH session AS ( \
 /// registry is what a sweep iterates.
 const TENANTS: &str = "SELECT tenant FROM tenants ORDER BY tenant";
 
-
 /// Locks the tenant's head row (creating a placeholder at seq -1 for a first entry,
 /// which never survives the transaction) and returns it.
 const LOCK_AUDIT_HEAD: &str = "INSERT INTO audit_heads (tenant, seq, hash) VALUES ($1, -1, '') \
@@ -455,13 +454,14 @@ impl Catalog for PostgresCatalog {
             Box::pin(async move {
                 let columns = Columns::of(&record)?;
                 let tenant = columns.tenant.clone();
-                let inserted: i64 = db.with_tenant_registered("insert session", &tenant, move |client| {
-                    Box::pin(async move {
-                        let statement = client.prepare_cached(INSERT).await?;
-                        Ok(client.query_one(&statement, &columns.params()).await?.get(0))
+                let inserted: i64 = db
+                    .with_tenant_registered("insert session", &tenant, move |client| {
+                        Box::pin(async move {
+                            let statement = client.prepare_cached(INSERT).await?;
+                            Ok(client.query_one(&statement, &columns.params()).await?.get(0))
+                        })
                     })
-                })
-                .await?;
+                    .await?;
                 if inserted == 0 {
                     return Err(already_exists(&record));
                 }
@@ -575,13 +575,14 @@ impl Catalog for PostgresCatalog {
         self.run("list tenants", |db| {
             Box::pin(async move {
                 // The registry is the one table any tenant may read (names only).
-                let rows = db.with_client("list tenants", |client| {
-                    Box::pin(async move {
-                        let statement = client.prepare_cached(TENANTS).await?;
-                        Ok(client.query(&statement, &[]).await?)
+                let rows = db
+                    .with_client("list tenants", |client| {
+                        Box::pin(async move {
+                            let statement = client.prepare_cached(TENANTS).await?;
+                            Ok(client.query(&statement, &[]).await?)
+                        })
                     })
-                })
-                .await?;
+                    .await?;
                 rows.iter()
                     .map(|row| {
                         TenantId::parse(row.get(0)).map_err(|_| {

@@ -402,7 +402,12 @@ impl Database {
 
     /// `with_tenant`, registering the tenant in the `tenants` registry in the same
     /// transaction (catalog writes: a session, an audit entry, a retention policy).
-    pub(crate) async fn with_tenant_registered<T, F>(&self, what: &'static str, tenant: &str, work: F) -> Result<T, Failure>
+    pub(crate) async fn with_tenant_registered<T, F>(
+        &self,
+        what: &'static str,
+        tenant: &str,
+        work: F,
+    ) -> Result<T, Failure>
     where
         F: for<'c> FnOnce(&'c Object) -> std::pin::Pin<Box<dyn Future<Output = Result<T, Failure>> + Send + 'c>>,
     {

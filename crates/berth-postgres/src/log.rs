@@ -575,29 +575,29 @@ async fn materialize_once(
     let row = db
         .with_tenant("materialize", key.tenant.as_str(), move |client| {
             Box::pin(async move {
-        let statement = client.prepare_cached(MATERIALIZE).await?;
-        let created = client
-            .query_one(
-                &statement,
-                &[
-                    &tenant,
-                    &session,
-                    &user,
-                    &project,
-                    &header_json,
-                    &holder_token,
-                    &ttl,
-                    &lines,
-                    &types,
-                    &ignorables,
-                ],
-            )
-            .await?;
-        let created: i64 = created.get(0);
-        if created == 1 {
-            return Ok(None);
-        }
-        Ok(client.query_opt(HEAD_OF, &[&tenant, &session]).await?)
+                let statement = client.prepare_cached(MATERIALIZE).await?;
+                let created = client
+                    .query_one(
+                        &statement,
+                        &[
+                            &tenant,
+                            &session,
+                            &user,
+                            &project,
+                            &header_json,
+                            &holder_token,
+                            &ttl,
+                            &lines,
+                            &types,
+                            &ignorables,
+                        ],
+                    )
+                    .await?;
+                let created: i64 = created.get(0);
+                if created == 1 {
+                    return Ok(None);
+                }
+                Ok(client.query_opt(HEAD_OF, &[&tenant, &session]).await?)
             })
         })
         .await?;

@@ -317,7 +317,9 @@ mod tests {
         let other = SessionKey::new(TenantId::parse("t-2").unwrap(), SessionId::parse("s.2~x").unwrap());
         assert_ne!(route(&key), route(&other));
         let route_text = route(&key);
-        for garbage in ["", "t", "t s", "t s x", "t s 1 2", "t/ s 1", &format!("{route_text} x"), &format!("{route_text} 1 2")] {
+        for garbage in
+            ["", "t", "t s", "t s x", "t s 1 2", "t/ s 1", &format!("{route_text} x"), &format!("{route_text} 1 2")]
+        {
             assert_eq!(parse_payload(garbage), None, "{garbage:?}");
         }
     }

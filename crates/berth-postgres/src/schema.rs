@@ -289,7 +289,8 @@ pub(crate) async fn role_report(client: &tokio_postgres::Client) -> Result<RoleR
 /// Whether the server accepts writes: `pg_is_in_recovery()` (a hot standby) or
 /// `transaction_read_only` (e.g. `default_transaction_read_only = on`) refuse them.
 pub(crate) async fn read_only_reason(client: &tokio_postgres::Client) -> Result<Option<String>, Failure> {
-    let row = client.query_one("SELECT pg_is_in_recovery(), current_setting('transaction_read_only') = 'on'", &[]).await?;
+    let row =
+        client.query_one("SELECT pg_is_in_recovery(), current_setting('transaction_read_only') = 'on'", &[]).await?;
     let (in_recovery, read_only): (bool, bool) = (row.get(0), row.get(1));
     Ok(if in_recovery {
         Some("the server is a hot standby (pg_is_in_recovery()); berth writes only through the primary".into())

@@ -469,7 +469,9 @@ async fn t28_half_open_connection_stops_the_writer_before_its_lease_lapses() {
     loop {
         let lapsed_before = lease_lapsed(&admin, &key).await;
         match writer.append(&[]).await {
-            Ok(()) => assert!(!lapsed_before, "A still accepted an append after its lease lapsed on the database clock"),
+            Ok(()) => {
+                assert!(!lapsed_before, "A still accepted an append after its lease lapsed on the database clock")
+            }
             Err(Error::OwnershipLost { .. }) => break,
             Err(other) => panic!("A stops with OwnershipLost, got {other:?}"),
         }

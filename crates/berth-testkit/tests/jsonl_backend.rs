@@ -7,9 +7,9 @@ mod jsonl_common;
 use berth_core::{Epoch, Error, SESSION_FORMAT_VERSION};
 use berth_jsonl::format::{self, BROKEN_PREFIX};
 use berth_jsonl::fsck::{self, SessionStatus};
+use berth_jsonl::JsonlBackend;
 use berth_jsonl::INDEX_ENTRIES_MAX;
 use berth_store::{Access, ListQuery, LogReader, LogWriter};
-use berth_jsonl::JsonlBackend;
 use jsonl_common::*;
 use std::os::unix::fs::PermissionsExt;
 
@@ -361,7 +361,11 @@ async fn t35_symlinks_planted_anywhere_under_the_root_touch_nothing_outside() {
         ("sessions", Box::new(|b: &JsonlBackend| b.root().join("tenants/t/sessions")), outside_sessions.clone()),
         ("session", Box::new(|b: &JsonlBackend| b.session_dir(&key("t", "s"))), outside_session.clone()),
         ("log", Box::new(|b: &JsonlBackend| b.log_path(&key("t", "s"))), outside_session.join("session.jsonl")),
-        ("lock", Box::new(|b: &JsonlBackend| b.session_dir(&key("t", "s")).join("session.lock")), elsewhere.path().join("planted.lock")),
+        (
+            "lock",
+            Box::new(|b: &JsonlBackend| b.session_dir(&key("t", "s")).join("session.lock")),
+            elsewhere.path().join("planted.lock"),
+        ),
     ];
     for (name, planted_at, target) in plants {
         let root = tempfile::tempdir().unwrap();
@@ -402,7 +406,9 @@ async fn t35_symlinks_planted_anywhere_under_the_root_touch_nothing_outside() {
             // Another session of the tenant is not behind the symlink: created inside.
             let handle = created.unwrap_or_else(|error| panic!("{name}: {error}"));
             handle.close().await.unwrap();
-            assert!(backend.session_dir(&jsonl_common::key("t", "fresh")).starts_with(root.path().canonicalize().unwrap()));
+            assert!(backend
+                .session_dir(&jsonl_common::key("t", "fresh"))
+                .starts_with(root.path().canonicalize().unwrap()));
         } else {
             assert!(created.is_err(), "{name}: a create through the symlink is refused");
         }

@@ -68,8 +68,7 @@ async fn populate(backend: &PostgresBackend, catalog: &PostgresCatalog, tenant: 
     catalog.insert(&record).await.expect("insert record");
     catalog.append_audit(audit_draft(tenant, "s-1")).await.expect("audit");
     catalog.set_retention(&record.header.scope.tenant, &RetentionPolicy::default()).await.expect("retention");
-    let batch =
-        KeyedBatch { key: IdempotencyKey::parse("k-1").unwrap(), first_seq: 0, events: 3, digest: "d".into() };
+    let batch = KeyedBatch { key: IdempotencyKey::parse("k-1").unwrap(), first_seq: 0, events: 3, digest: "d".into() };
     catalog.index_idempotency(&log_key, &[batch], 3).await.expect("idempotency");
 }
 
@@ -142,17 +141,20 @@ async fn t33_app_role_with_tenant_a_reads_updates_and_deletes_none_of_b() {
         // The registry holds names only, and any tenant may read it (sweeps iterate it).
         let expected = if *table == "tenants" { 1 } else { 0 };
         assert_eq!(seen, expected, "{table}: tenant A reads none of B's rows");
-        let all: Vec<String> =
-            app.query(&format!("SELECT DISTINCT tenant FROM {table}"), &[]).await.unwrap().iter().map(|row| row.get(0)).collect();
+        let all: Vec<String> = app
+            .query(&format!("SELECT DISTINCT tenant FROM {table}"), &[])
+            .await
+            .unwrap()
+            .iter()
+            .map(|row| row.get(0))
+            .collect();
         if *table == "tenants" {
             assert_eq!(all, [TENANT_A, TENANT_B], "{table}");
         } else {
             assert_eq!(all, [TENANT_A], "{table}: an unfiltered read sees tenant A only");
         }
-        let updated = app
-            .execute(&format!("UPDATE {table} SET tenant = tenant WHERE tenant = $1"), &[&TENANT_B])
-            .await
-            .unwrap();
+        let updated =
+            app.execute(&format!("UPDATE {table} SET tenant = tenant WHERE tenant = $1"), &[&TENANT_B]).await.unwrap();
         assert_eq!(updated, 0, "{table}: tenant A updates none of B's rows");
         let deleted = app.execute(&format!("DELETE FROM {table} WHERE tenant = $1"), &[&TENANT_B]).await.unwrap();
         assert_eq!(deleted, 0, "{table}: tenant A deletes none of B's rows");
@@ -293,7 +295,10 @@ async fn t33_every_table_with_a_tenant_column_has_row_level_security_enabled_and
     assert_eq!(with_tenant, listed, "every table with a tenant column is in TENANT_TABLES, and only those");
     for table in &with_tenant {
         let row = owner
-            .query_one("SELECT relrowsecurity, relforcerowsecurity FROM pg_class WHERE oid = $1::text::regclass", &[table])
+            .query_one(
+                "SELECT relrowsecurity, relforcerowsecurity FROM pg_class WHERE oid = $1::text::regclass",
+                &[table],
+            )
             .await
             .unwrap();
         let (enabled, forced): (bool, bool) = (row.get(0), row.get(1));
@@ -382,7 +387,10 @@ async fn t30_read_only_server_is_refused_at_open() {
     // server (25006) and reported the same way; nothing is created.
     let fresh = TestDatabase::create().await;
     let admin = fresh.client().await;
-    admin.batch_execute(&format!("ALTER DATABASE {} SET default_transaction_read_only = on", fresh.name())).await.unwrap();
+    admin
+        .batch_execute(&format!("ALTER DATABASE {} SET default_transaction_read_only = on", fresh.name()))
+        .await
+        .unwrap();
     let opened = PostgresBackend::connect(&fresh.url(), PostgresOptions::default()).await;
     assert!(matches!(&opened, Err(Error::ReadOnlyDatabase { .. })), "{opened:?}");
     let tables: i64 = fresh
@@ -417,18 +425,18 @@ async fn t30_a_write_refused_later_by_a_read_only_server_is_the_same_typed_error
         .await
         .unwrap();
     owner
-        .query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1", &[&options.application_name])
+        .query(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
+            &[&options.application_name],
+        )
         .await
         .unwrap();
     let appended = writer.append(&events(2)[1..]).await;
     assert!(matches!(&appended, Err(Error::ReadOnlyDatabase { .. })), "{appended:?}");
     let inserted = catalog.insert(&sample_record(TENANT_A, "failover", "u", 1)).await;
     assert!(matches!(&inserted, Err(Error::ReadOnlyDatabase { .. })), "{inserted:?}");
-    let events_stored: i64 = owner
-        .query_one("SELECT count(*) FROM events WHERE tenant = $1", &[&TENANT_A])
-        .await
-        .unwrap()
-        .get(0);
+    let events_stored: i64 =
+        owner.query_one("SELECT count(*) FROM events WHERE tenant = $1", &[&TENANT_A]).await.unwrap().get(0);
     assert_eq!(events_stored, 1, "the refused append stored nothing");
     // Reads still work on the read-only server.
     assert!(backend.stat(&a).await.unwrap().is_some());

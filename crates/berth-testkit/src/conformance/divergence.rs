@@ -97,7 +97,10 @@ mod tests {
             assert!(BACKENDS.contains(&divergence.backend), "{divergence:?}");
             let same = DIVERGENCES
                 .iter()
-                .filter(|other| (other.backend, other.clause, other.missing_hook) == (divergence.backend, divergence.clause, divergence.missing_hook))
+                .filter(|other| {
+                    (other.backend, other.clause, other.missing_hook)
+                        == (divergence.backend, divergence.clause, divergence.missing_hook)
+                })
                 .count();
             assert_eq!(same, 1, "{divergence:?} is declared once");
         }
