@@ -293,6 +293,7 @@ async fn main() {
     // runs as the owner, on a table without policies: the database's own limit).
     let database = TestDatabase::with_app_role().await;
     let url = database.app_url();
+    let owner_url = database.url();
     let admin = database.client().await;
     let backend = PostgresBackend::connect(&url, PostgresOptions::default()).await.unwrap();
     // The same without live-tail notifications, to show what they cost.
@@ -329,7 +330,7 @@ async fn main() {
         rows[4].2.push(berth_concurrent(&url, round, sizes.concurrent_seconds, true).await);
         // Let the dropped pools close their connections (max_connections is finite).
         tokio::time::sleep(Duration::from_secs(2)).await;
-        rows[4].3.push(plain_concurrent(&url, round, sizes.concurrent_seconds).await);
+        rows[4].3.push(plain_concurrent(&owner_url, round, sizes.concurrent_seconds).await);
         tokio::time::sleep(Duration::from_secs(1)).await;
         rows[5].2.push(berth_single(&quiet, round + 100, sizes.single_appends).await);
         rows[5].3.push(plain_single(&plain, round + 100, sizes.single_appends).await);
@@ -337,7 +338,7 @@ async fn main() {
         rows[6].3.push(plain_bulk(&plain, &format!("bulk-quiet-{round}"), sizes.bulk_events).await);
         rows[7].2.push(berth_concurrent(&url, round, sizes.concurrent_seconds, false).await);
         tokio::time::sleep(Duration::from_secs(2)).await;
-        rows[7].3.push(plain_concurrent(&url, round + 100, sizes.concurrent_seconds).await);
+        rows[7].3.push(plain_concurrent(&owner_url, round + 100, sizes.concurrent_seconds).await);
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
     println!("| workload | unit | berth (median of {ROUNDS}) | plain SQL (median) | berth / plain |");
