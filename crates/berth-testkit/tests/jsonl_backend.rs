@@ -333,6 +333,9 @@ fn snapshot(dir: &std::path::Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
     files
 }
 
+/// Where a test plants its symlink, given the backend.
+type PlantedAt = Box<dyn Fn(&JsonlBackend) -> std::path::PathBuf>;
+
 /// Reliability §6 test 35 (symlink case): a symlink planted at the `tenants` directory,
 /// a tenant's directory, its `sessions` directory, a session's directory, its log or its
 /// lock file, pointing outside the root, is refused by every operation (create, open for
@@ -355,7 +358,7 @@ async fn t35_symlinks_planted_anywhere_under_the_root_touch_nothing_outside() {
     let outside_tenant = outside_tenants.join("t");
     let outside_sessions = outside_tenant.join("sessions");
     let outside_session = outside_sessions.join("s");
-    let plants: [(&str, Box<dyn Fn(&JsonlBackend) -> std::path::PathBuf>, std::path::PathBuf); 6] = [
+    let plants: [(&str, PlantedAt, std::path::PathBuf); 6] = [
         ("tenants", Box::new(|b: &JsonlBackend| b.root().join("tenants")), outside_tenants.clone()),
         ("tenant", Box::new(|b: &JsonlBackend| b.root().join("tenants/t")), outside_tenant.clone()),
         ("sessions", Box::new(|b: &JsonlBackend| b.root().join("tenants/t/sessions")), outside_sessions.clone()),
