@@ -95,6 +95,11 @@ pub enum Error {
     Poisoned { id: String, cause: String },
     #[error("unavailable: {reason}")]
     Unavailable { reason: String },
+    /// The storage refuses writes: a read-only database (a hot standby, a server with
+    /// `default_transaction_read_only`, a primary demoted by a failover). Refused at
+    /// open, and reported the same way when a write fails later for this reason.
+    #[error("read-only storage: {reason}")]
+    ReadOnlyDatabase { reason: String },
     /// Several independent failures reported together (e.g. a store-wide flush).
     #[error("{} failures: {}", .0.len(), display_many(.0))]
     Many(Vec<(String, Error)>),
@@ -149,6 +154,7 @@ impl Error {
             Error::Io { .. } => "io",
             Error::Poisoned { .. } => "poisoned",
             Error::Unavailable { .. } => "unavailable",
+            Error::ReadOnlyDatabase { .. } => "read_only_database",
             Error::Many(_) => "many",
         }
     }
@@ -176,7 +182,8 @@ impl Error {
             Error::Unauthenticated { .. } => C::Unauthenticated,
             Error::RateLimited { .. } => C::RateLimited,
             Error::Timeout { .. } => C::Timeout,
-            Error::Unavailable { .. } | Error::Poisoned { .. } => C::Unavailable,
+            // Retryable: after a failover the same URL may reach a writable primary.
+            Error::Unavailable { .. } | Error::Poisoned { .. } | Error::ReadOnlyDatabase { .. } => C::Unavailable,
             // Content this berth refuses to reconstruct (an unknown, non-ignorable event
             // type): the caller's data, not storage damage.
             Error::FormatUnsupported { location: None, .. } => C::Unsupported,

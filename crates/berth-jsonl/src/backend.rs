@@ -142,8 +142,14 @@ impl JsonlBackend {
     /// Opens the data root, creating it (mode 0700) if missing.
     pub fn open(root: impl Into<PathBuf>, options: JsonlOptions) -> Result<JsonlBackend> {
         let root = root.into();
+        let created = JsonlBackend { inner: Arc::new(Inner { root, options, durable_dirs: DurableDirs::default() }) };
+        created.create_root()?;
+        // Every path the backend builds starts at the root's canonical path: a symlink
+        // above the root (a data directory reached through one) is resolved here, once,
+        // and every open below refuses a symlink in any component (see `fs`).
+        let root = created.fs().canonicalize(created.root()).map_err(|error| Error::io("resolve data root", &error))?;
+        let options = created.inner.options.clone();
         let backend = JsonlBackend { inner: Arc::new(Inner { root, options, durable_dirs: DurableDirs::default() }) };
-        backend.create_root()?;
         if let Some(kind) = backend.network_filesystem() {
             tracing::warn!(
                 root = %backend.root().display(),
@@ -284,6 +290,18 @@ impl JsonlBackend {
     /// (`fsck` reports it) so one damaged log does not hide a tenant's others.
     pub fn list_blocking(&self, query: &ListQuery) -> Result<Vec<LogStat>> {
         let directory = self.tenant_sessions_dir(&query.tenant);
+        // A symlinked `tenants`, tenant or `sessions` directory would list (names of)
+        // directories outside the root: refused like every other path through one.
+        let tenant = directory.parent().map(Path::to_path_buf).unwrap_or_default();
+        let tenants = tenant.parent().map(Path::to_path_buf).unwrap_or_default();
+        for chain in [&tenants, &tenant, &directory] {
+            match self.fs().metadata(chain) {
+                Ok(meta) if meta.is_symlink => return Err(symlink_refused(self.relative(chain))),
+                Ok(_) => {}
+                Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+                Err(error) => return Err(Error::io("list sessions", &error)),
+            }
+        }
         let names = match self.fs().read_dir(&directory) {
             Ok(names) => names,
             Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),

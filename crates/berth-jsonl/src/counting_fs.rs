@@ -71,6 +71,14 @@ impl Fs for CountingFs {
     fn metadata(&self, path: &Path) -> io::Result<FileMeta> {
         self.inner.metadata(path)
     }
+
+    fn network_filesystem(&self, path: &Path) -> io::Result<Option<&'static str>> {
+        self.inner.network_filesystem(path)
+    }
+
+    fn canonicalize(&self, path: &Path) -> io::Result<std::path::PathBuf> {
+        self.inner.canonicalize(path)
+    }
 }
 
 struct CountingFile {

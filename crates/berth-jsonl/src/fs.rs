@@ -4,7 +4,12 @@
 //!
 //! Every open refuses to follow a symlink in the final component (`O_NOFOLLOW`) and sets
 //! `O_CLOEXEC`, so a child process never inherits a descriptor (and with it the writer
-//! lease's `flock`).
+//! lease's `flock`). On the real file system every open also refuses a symlink in *any*
+//! component (`openat2` with `RESOLVE_NO_SYMLINKS`, Linux ≥ 5.6): the kernel resolves
+//! the path and refuses (`ELOOP`), so a symlink planted inside the data root cannot
+//! redirect a read, a write or a create outside it, not even one swapped in between
+//! the backend's own checks and the open. The backend opens its root by its canonical
+//! path (`Fs::canonicalize`), so a symlink *above* the root is resolved once, at open.
 
 use std::ffi::OsString;
 use std::fs::{self, File};
@@ -108,6 +113,11 @@ pub trait Fs: Send + Sync + 'static {
     fn network_filesystem(&self, _path: &Path) -> io::Result<Option<&'static str>> {
         Ok(None)
     }
+    /// The path with every symlink resolved (`realpath(3)`); simulated file systems have
+    /// none and return it unchanged.
+    fn canonicalize(&self, path: &Path) -> io::Result<std::path::PathBuf> {
+        Ok(path.to_path_buf())
+    }
 }
 
 /// The network file systems whose `statfs` magic numbers berth knows. Their `fsync`,
@@ -165,8 +175,63 @@ pub trait FsFile: Send + Sync {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct OsFs;
 
+/// `openat2(AT_FDCWD, path, flags, mode, RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)`.
+/// `Ok(None)` where the kernel lacks it (`ENOSYS`, or `EPERM` from a seccomp filter):
+/// the caller then opens with `O_NOFOLLOW` after the backend's own per-component check.
+fn open_no_symlinks(path: &Path, flags: libc::c_int, mode: u32) -> io::Result<Option<File>> {
+    use std::os::fd::FromRawFd;
+    use std::os::unix::ffi::OsStrExt;
+    let c_path = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a path with a NUL byte"))?;
+    // SAFETY: `open_how` is plain data; zeroed is its documented initial state.
+    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+    how.flags = (flags | libc::O_NOFOLLOW | libc::O_CLOEXEC) as u64;
+    how.mode = if flags & libc::O_CREAT != 0 { u64::from(mode) } else { 0 };
+    how.resolve = libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS;
+    // SAFETY: the path is NUL-terminated and `how` lives across the call, whose size
+    // argument is its size; the returned descriptor is owned by the `File` below.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            libc::AT_FDCWD,
+            c_path.as_ptr(),
+            &how as *const libc::open_how,
+            std::mem::size_of::<libc::open_how>(),
+        )
+    };
+    if fd < 0 {
+        let error = io::Error::last_os_error();
+        return match error.raw_os_error() {
+            Some(libc::ENOSYS) | Some(libc::EPERM) => Ok(None),
+            _ => Err(error),
+        };
+    }
+    // SAFETY: a fresh descriptor the kernel just returned, owned by nobody else.
+    Ok(Some(unsafe { File::from_raw_fd(fd as libc::c_int) }))
+}
+
+fn access_flags(options: OpenOptions) -> libc::c_int {
+    let mut flags = match (options.read, options.write) {
+        (_, false) => libc::O_RDONLY,
+        (false, true) => libc::O_WRONLY,
+        (true, true) => libc::O_RDWR,
+    };
+    if options.create_new {
+        flags |= libc::O_CREAT | libc::O_EXCL;
+    } else if options.create {
+        flags |= libc::O_CREAT;
+    }
+    if options.truncate {
+        flags |= libc::O_TRUNC;
+    }
+    flags
+}
+
 impl Fs for OsFs {
     fn open(&self, path: &Path, options: OpenOptions) -> io::Result<Box<dyn FsFile>> {
+        if let Some(file) = open_no_symlinks(path, access_flags(options), FILE_MODE)? {
+            return Ok(Box::new(OsFile(file)));
+        }
         let file = fs::OpenOptions::new()
             .read(options.read)
             .write(options.write)
@@ -180,11 +245,18 @@ impl Fs for OsFs {
     }
 
     fn open_dir(&self, path: &Path) -> io::Result<Box<dyn FsFile>> {
+        if let Some(file) = open_no_symlinks(path, libc::O_RDONLY | libc::O_DIRECTORY, 0)? {
+            return Ok(Box::new(OsFile(file)));
+        }
         let file = fs::OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(path)?;
         Ok(Box::new(OsFile(file)))
+    }
+
+    fn canonicalize(&self, path: &Path) -> io::Result<std::path::PathBuf> {
+        fs::canonicalize(path)
     }
 
     fn create_dir(&self, path: &Path) -> io::Result<()> {

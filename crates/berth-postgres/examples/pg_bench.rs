@@ -7,7 +7,8 @@
 //! BERTH_PG_BENCH_QUICK=1 cargo run --release -p berth-postgres --example pg_bench
 //! ```
 //!
-//! Uses a database of its own on the server named by `BERTH_TEST_PG`, dropped at the end.
+//! Uses a database of its own on the server named by `BERTH_TEST_PG`, dropped at the end;
+//! berth connects as that database's app role, so row-level security is on.
 
 use berth_catalog::{Catalog, ListCursor, SessionQuery};
 use berth_core::{Event, Scope, SessionHeader, SessionId, SessionKey, TenantId, Timestamp, UserId};
@@ -288,8 +289,11 @@ async fn plain_concurrent(url: &str, round: usize, seconds: f64) -> f64 {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let sizes = sizes();
-    let database = TestDatabase::create().await;
-    let url = database.url();
+    // berth serves as an app role that row-level security binds (the plain SQL loop
+    // runs as the owner, on a table without policies: the database's own limit).
+    let database = TestDatabase::with_app_role().await;
+    let url = database.app_url();
+    let owner_url = database.url();
     let admin = database.client().await;
     let backend = PostgresBackend::connect(&url, PostgresOptions::default()).await.unwrap();
     // The same without live-tail notifications, to show what they cost.
@@ -326,7 +330,7 @@ async fn main() {
         rows[4].2.push(berth_concurrent(&url, round, sizes.concurrent_seconds, true).await);
         // Let the dropped pools close their connections (max_connections is finite).
         tokio::time::sleep(Duration::from_secs(2)).await;
-        rows[4].3.push(plain_concurrent(&url, round, sizes.concurrent_seconds).await);
+        rows[4].3.push(plain_concurrent(&owner_url, round, sizes.concurrent_seconds).await);
         tokio::time::sleep(Duration::from_secs(1)).await;
         rows[5].2.push(berth_single(&quiet, round + 100, sizes.single_appends).await);
         rows[5].3.push(plain_single(&plain, round + 100, sizes.single_appends).await);
@@ -334,7 +338,7 @@ async fn main() {
         rows[6].3.push(plain_bulk(&plain, &format!("bulk-quiet-{round}"), sizes.bulk_events).await);
         rows[7].2.push(berth_concurrent(&url, round, sizes.concurrent_seconds, false).await);
         tokio::time::sleep(Duration::from_secs(2)).await;
-        rows[7].3.push(plain_concurrent(&url, round + 100, sizes.concurrent_seconds).await);
+        rows[7].3.push(plain_concurrent(&owner_url, round + 100, sizes.concurrent_seconds).await);
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
     println!("| workload | unit | berth (median of {ROUNDS}) | plain SQL (median) | berth / plain |");

@@ -92,24 +92,11 @@ const INDEX_IDEMPOTENCY: &str = "WITH session AS ( \
      ) \
      SELECT count(*) FROM session";
 
-/// Every tenant with sessions, audit entries, an audit head or a retention policy;
-/// `sessions` and `audit` are read with a skip scan (one index probe per tenant).
-const TENANTS: &str = "WITH RECURSIVE \
-     session_tenants(tenant) AS ( \
-         SELECT (SELECT min(tenant) FROM sessions) \
-         UNION ALL \
-         SELECT (SELECT min(s.tenant) FROM sessions s WHERE s.tenant > t.tenant) FROM session_tenants t \
-         WHERE t.tenant IS NOT NULL), \
-     audit_tenants(tenant) AS ( \
-         SELECT (SELECT min(tenant) FROM audit) \
-         UNION ALL \
-         SELECT (SELECT min(a.tenant) FROM audit a WHERE a.tenant > t.tenant) FROM audit_tenants t \
-         WHERE t.tenant IS NOT NULL) \
-     SELECT tenant FROM session_tenants WHERE tenant IS NOT NULL \
-     UNION SELECT tenant FROM audit_tenants WHERE tenant IS NOT NULL \
-     UNION SELECT tenant FROM audit_heads \
-     UNION SELECT tenant FROM retention \
-     ORDER BY 1";
+/// Every tenant that has had sessions, audit entries or a retention policy: the
+/// `tenants` registry (migration 3), which catalog writes fill in their own transaction.
+/// Row-level security keeps the data tables from being read across tenants, so the
+/// registry is what a sweep iterates.
+const TENANTS: &str = "SELECT tenant FROM tenants ORDER BY tenant";
 
 /// Locks the tenant's head row (creating a placeholder at seq -1 for a first entry,
 /// which never survives the transaction) and returns it.
@@ -257,7 +244,8 @@ impl PostgresCatalog {
                 let columns = Columns::of(&record)?;
                 let expected_column = expected.0 as i64;
                 let wellformed = record.revision.0 == expected.0.wrapping_add(1);
-                let stored: Option<i64> = on_client(&db, "update session", move |client| {
+                let tenant = columns.tenant.clone();
+                let stored: Option<i64> = on_client(&db, "update session", &tenant, move |client| {
                     Box::pin(async move {
                         if wellformed {
                             let statement = client.prepare_cached(statement).await?;
@@ -303,6 +291,9 @@ impl PostgresCatalog {
                     let transaction = client.transaction().await?;
                     let key = change.key();
                     let (tenant, id) = (key.tenant.to_string(), key.id.to_string());
+                    transaction
+                        .batch_execute(&crate::db::tenant_sql(&tenant, false, true, db.skipping_tenant_setting())?)
+                        .await?;
                     let lock = transaction.prepare_cached(LOCK_AUDIT_HEAD).await?;
                     let head = transaction.query_one(&lock, &[&tenant]).await?;
                     let (mut seq, mut hash): (i64, String) = (head.get(0), head.get(1));
@@ -362,12 +353,37 @@ impl PostgresCatalog {
         .await
     }
 
+    /// A listing without a tenant (maintenance sweeps): row-level security lets no
+    /// transaction read two tenants, so it is the per-tenant page of every registered
+    /// tenant, merged in the reference order (activity descending, id descending, tenant
+    /// ascending) and cut to the limit. One statement per tenant: maintenance only.
+    async fn list_across_tenants(&self, query: &SessionQuery) -> Result<Vec<SessionRecord>> {
+        let mut merged: Vec<SessionRecord> = Vec::new();
+        for tenant in self.tenants().await? {
+            let per_tenant = SessionQuery { tenant: Some(tenant), ..query.clone() };
+            merged.extend(self.list(&per_tenant).await?);
+        }
+        merged.sort_by(|a, b| {
+            (b.last_activity, &b.header.id)
+                .cmp(&(a.last_activity, &a.header.id))
+                .then_with(|| a.header.scope.tenant.cmp(&b.header.scope.tenant))
+        });
+        merged.truncate(query.limit);
+        Ok(merged)
+    }
+
     /// The query plan of a listing page (`EXPLAIN`), for plan checks and diagnostics.
     pub async fn explain_list(&self, query: &SessionQuery) -> Result<String> {
-        let plan = listing::plan(query).map_err(|failure| failure.into_error("explain listing"))?;
+        let plan_tenant = query.tenant.as_ref().map_or_else(|| "-".to_owned(), |tenant| tenant.to_string());
+        let mut query = query.clone();
+        query.tenant = Some(TenantId::parse(&plan_tenant)?);
+        let plan = listing::plan(&query).map_err(|failure| failure.into_error("explain listing"))?;
         self.run("explain listing", move |db| {
             Box::pin(async move {
-                let rows = on_client(&db, "explain listing", move |client| {
+                // A maintenance listing spans tenants tenant by tenant (see `list`); its
+                // per-tenant plan is the one shown, for a placeholder tenant.
+                let tenant = plan_tenant;
+                let rows = on_client(&db, "explain listing", &tenant, move |client| {
                     Box::pin(async move { Ok(client.query(&format!("EXPLAIN {}", plan.sql), &plan.params()).await?) })
                 })
                 .await?;
@@ -386,7 +402,11 @@ impl PostgresCatalog {
                 let work = async {
                     let transaction = client.transaction().await?;
                     let statement = transaction.prepare_cached(INSERT).await?;
+                    let skip = db.skipping_tenant_setting();
                     for (record, columns) in records.iter().zip(&columns) {
+                        // Records may belong to several tenants: each insert runs under its
+                        // own (a later SET LOCAL replaces an earlier one).
+                        transaction.batch_execute(&crate::db::tenant_sql(&columns.tenant, false, true, skip)?).await?;
                         let inserted: i64 = transaction.query_one(&statement, &columns.params()).await?.get(0);
                         if inserted == 0 {
                             return Err(already_exists(record));
@@ -409,15 +429,17 @@ fn already_exists(record: &SessionRecord) -> Failure {
     Failure::Berth(Error::AlreadyExists { what: "session", id: record.header.id.to_string() })
 }
 
-/// Runs one statement-sized unit on a pooled connection under the statement bound.
+/// Runs one statement-sized unit on a pooled connection under the statement bound, in
+/// one transaction for `tenant` (row-level security's per-transaction setting).
 async fn on_client<T>(
     db: &Database,
     what: &'static str,
+    tenant: &str,
     work: impl for<'c> FnOnce(
         &'c deadpool_postgres::Object,
     ) -> Pin<Box<dyn Future<Output = Result<T, Failure>> + Send + 'c>>,
 ) -> Result<T, Failure> {
-    db.with_client(what, work).await
+    db.with_tenant(what, tenant, work).await
 }
 
 #[async_trait]
@@ -431,13 +453,15 @@ impl Catalog for PostgresCatalog {
         self.run("insert session", move |db| {
             Box::pin(async move {
                 let columns = Columns::of(&record)?;
-                let inserted: i64 = on_client(&db, "insert session", move |client| {
-                    Box::pin(async move {
-                        let statement = client.prepare_cached(INSERT).await?;
-                        Ok(client.query_one(&statement, &columns.params()).await?.get(0))
+                let tenant = columns.tenant.clone();
+                let inserted: i64 = db
+                    .with_tenant_registered("insert session", &tenant, move |client| {
+                        Box::pin(async move {
+                            let statement = client.prepare_cached(INSERT).await?;
+                            Ok(client.query_one(&statement, &columns.params()).await?.get(0))
+                        })
                     })
-                })
-                .await?;
+                    .await?;
                 if inserted == 0 {
                     return Err(already_exists(&record));
                 }
@@ -451,7 +475,8 @@ impl Catalog for PostgresCatalog {
         let key = key.clone();
         self.run("get session", move |db| {
             Box::pin(async move {
-                let json: Option<String> = on_client(&db, "get session", move |client| {
+                let tenant = key.tenant.to_string();
+                let json: Option<String> = on_client(&db, "get session", &tenant, move |client| {
                     Box::pin(async move {
                         let statement = client
                             .prepare_cached("SELECT record_json FROM sessions WHERE tenant = $1 AND id = $2")
@@ -501,7 +526,8 @@ impl Catalog for PostgresCatalog {
             Box::pin(async move {
                 let expected_column = expected.0 as i64;
                 let (tenant, id) = (key.tenant.to_string(), key.id.to_string());
-                let stored: Option<i64> = on_client(&db, "remove session", move |client| {
+                let tenant_setting = tenant.clone();
+                let stored: Option<i64> = on_client(&db, "remove session", &tenant_setting, move |client| {
                     Box::pin(async move {
                         let removed: i64 = client.query_one(REMOVE, &[&tenant, &id, &expected_column]).await?.get(0);
                         if removed == 1 {
@@ -528,10 +554,11 @@ impl Catalog for PostgresCatalog {
         if query.limit == 0 {
             return Ok(Vec::new());
         }
+        let Some(tenant) = query.tenant.clone() else { return self.list_across_tenants(query).await };
         let plan = listing::plan(query).map_err(|failure| failure.into_error("list sessions"))?;
         self.run("list sessions", move |db| {
             Box::pin(async move {
-                let rows = on_client(&db, "list sessions", move |client| {
+                let rows = on_client(&db, "list sessions", tenant.as_str(), move |client| {
                     Box::pin(async move {
                         let statement = client.prepare_cached(&plan.sql).await?;
                         Ok(client.query(&statement, &plan.params()).await?)
@@ -547,13 +574,15 @@ impl Catalog for PostgresCatalog {
     async fn tenants(&self) -> Result<Vec<TenantId>> {
         self.run("list tenants", |db| {
             Box::pin(async move {
-                let rows = on_client(&db, "list tenants", |client| {
-                    Box::pin(async move {
-                        let statement = client.prepare_cached(TENANTS).await?;
-                        Ok(client.query(&statement, &[]).await?)
+                // The registry is the one table any tenant may read (names only).
+                let rows = db
+                    .with_client("list tenants", |client| {
+                        Box::pin(async move {
+                            let statement = client.prepare_cached(TENANTS).await?;
+                            Ok(client.query(&statement, &[]).await?)
+                        })
                     })
-                })
-                .await?;
+                    .await?;
                 rows.iter()
                     .map(|row| {
                         TenantId::parse(row.get(0)).map_err(|_| {
@@ -580,6 +609,9 @@ impl Catalog for PostgresCatalog {
                 let work = async {
                     let transaction = client.transaction().await?;
                     let tenant = draft.tenant.to_string();
+                    transaction
+                        .batch_execute(&crate::db::tenant_sql(&tenant, false, true, db.skipping_tenant_setting())?)
+                        .await?;
                     let lock = transaction.prepare_cached(LOCK_AUDIT_HEAD).await?;
                     let head = transaction.query_one(&lock, &[&tenant]).await?;
                     let (seq, hash): (i64, String) = (head.get(0), head.get(1));
@@ -609,7 +641,8 @@ impl Catalog for PostgresCatalog {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.run("read audit", move |db| {
             Box::pin(async move {
-                let rows = on_client(&db, "read audit", move |client| {
+                let tenant_setting = tenant.clone();
+                let rows = on_client(&db, "read audit", &tenant_setting, move |client| {
                     Box::pin(async move {
                         // Stored order is the seq column (the entry's position): a range
                         // read, never an OFFSET. A tampered entry is returned as stored.
@@ -632,7 +665,8 @@ impl Catalog for PostgresCatalog {
         let tenant = tenant.to_string();
         self.run("read audit head", move |db| {
             Box::pin(async move {
-                let row = on_client(&db, "read audit head", move |client| {
+                let tenant_setting = tenant.clone();
+                let row = on_client(&db, "read audit head", &tenant_setting, move |client| {
                     Box::pin(async move {
                         let statement = client
                             .prepare_cached("SELECT seq, hash FROM audit_heads WHERE tenant = $1 AND seq >= 0")
@@ -651,7 +685,8 @@ impl Catalog for PostgresCatalog {
         let tenant = tenant.to_string();
         self.run("read retention", move |db| {
             Box::pin(async move {
-                let json: Option<String> = on_client(&db, "read retention", move |client| {
+                let tenant_setting = tenant.clone();
+                let json: Option<String> = on_client(&db, "read retention", &tenant_setting, move |client| {
                     Box::pin(async move {
                         let row =
                             client.query_opt("SELECT policy_json FROM retention WHERE tenant = $1", &[&tenant]).await?;
@@ -670,7 +705,8 @@ impl Catalog for PostgresCatalog {
         let json = encode(policy, "retention policy").map_err(|failure| failure.into_error("set retention"))?;
         self.run("set retention", move |db| {
             Box::pin(async move {
-                on_client(&db, "set retention", move |client| {
+                let tenant_setting = tenant.clone();
+                db.with_tenant_registered("set retention", &tenant_setting, move |client| {
                     Box::pin(async move {
                         client
                             .execute(
@@ -692,7 +728,8 @@ impl Catalog for PostgresCatalog {
         let session = session.clone();
         self.run("read idempotency index", move |db| {
             Box::pin(async move {
-                let indexed_until: Option<i64> = on_client(&db, "read idempotency index", move |client| {
+                let tenant = session.tenant.to_string();
+                let indexed_until: Option<i64> = on_client(&db, "read idempotency index", &tenant, move |client| {
                     Box::pin(async move {
                         let statement = client
                             .prepare_cached("SELECT indexed_until FROM idempotency_index WHERE tenant = $1 AND id = $2")
@@ -714,7 +751,8 @@ impl Catalog for PostgresCatalog {
         self.run("read idempotency key", move |db| {
             Box::pin(async move {
                 let lookup = key.clone();
-                let row: Option<(i64, i64, String)> = on_client(&db, "read idempotency key", move |client| {
+                let tenant = session.tenant.to_string();
+                let row: Option<(i64, i64, String)> = on_client(&db, "read idempotency key", &tenant, move |client| {
                     Box::pin(async move {
                         let statement = client
                             .prepare_cached(
@@ -749,7 +787,8 @@ impl Catalog for PostgresCatalog {
                 let (first_seqs, events, indexed_until) =
                     (first_seqs?, events?, to_i64("indexed_until", indexed_until)?);
                 let (tenant, id) = (session.tenant.to_string(), session.id.to_string());
-                let found: i64 = on_client(&db, "index idempotency keys", move |client| {
+                let tenant_setting = tenant.clone();
+                let found: i64 = on_client(&db, "index idempotency keys", &tenant_setting, move |client| {
                     Box::pin(async move {
                         let statement = client.prepare_cached(INDEX_IDEMPOTENCY).await?;
                         let params: [&(dyn tokio_postgres::types::ToSql + Sync); 7] =

@@ -6,7 +6,7 @@ use berth_core::{Error, Result};
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
 use std::future::Future;
 use std::str::FromStr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::Duration;
 use tokio_postgres::error::SqlState;
@@ -95,6 +95,11 @@ fn map_db_error(operation: &'static str, error: &tokio_postgres::Error) -> Error
     if is_connection_error(error) {
         return Error::Unavailable { reason: format!("postgres: {operation}: {detail}") };
     }
+    // 25006: the server is (now) read-only — a replica, or a primary demoted by a
+    // failover. Nothing was written; the same typed error as refusing one at open.
+    if error.code() == Some(&SqlState::READ_ONLY_SQL_TRANSACTION) {
+        return read_only_database(format!("{operation}: {detail}"));
+    }
     match error.code() {
         Some(code)
             if *code == SqlState::T_R_SERIALIZATION_FAILURE
@@ -180,6 +185,10 @@ pub(crate) struct Database {
     /// Unique per process and backend instance; prefix of every lease holder token.
     pub(crate) instance: String,
     holder_counter: AtomicU64,
+    /// Test fault hook: when set, tenant transactions begin *without* setting
+    /// `berth.tenant`, to show that a connection never carries a tenant over from an
+    /// earlier transaction (reliability test 34). Never set outside tests.
+    pub(crate) skip_tenant_setting: AtomicBool,
 }
 
 impl std::fmt::Debug for Database {
@@ -234,6 +243,7 @@ impl Database {
             config,
             instance: format!("{}-{}", std::process::id(), uuid::Uuid::now_v7().simple()),
             holder_counter: AtomicU64::new(0),
+            skip_tenant_setting: AtomicBool::new(false),
         })
     }
 
@@ -323,4 +333,129 @@ pub(crate) fn to_u64(what: &str, value: i64) -> Result<u64, Failure> {
 /// A millisecond count as PostgreSQL interval arithmetic takes it.
 pub(crate) fn millis(duration: Duration) -> i64 {
     i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// The typed error for a database that refuses writes (a hot standby, a server with
+/// `default_transaction_read_only`, a primary demoted by a failover): berth never writes
+/// through a replica (reliability test 30).
+pub(crate) fn read_only_database(reason: impl Into<String>) -> Error {
+    Error::ReadOnlyDatabase { reason: format!("postgres: {}", reason.into()) }
+}
+
+/// The name of the per-transaction setting the row-level security policies compare
+/// every row's tenant with (`SET LOCAL`, read with the missing-is-an-error form).
+pub(crate) const TENANT_SETTING: &str = "berth.tenant";
+
+/// `SET LOCAL berth.tenant = '<tenant>'` (preceded by `BEGIN` when `begin`, followed by
+/// the tenant's registration in `tenants` when `register`) as one simple query: one
+/// round trip, or none extra when pipelined. `SET` takes no parameters, so the value is
+/// a literal; it is built only from a string that passes the id grammar
+/// (`[A-Za-z0-9._~-]`: no quote can occur), and quotes are doubled all the same. With
+/// the test fault hook `skip_setting`, the setting (only) is left out.
+pub(crate) fn tenant_sql(tenant: &str, begin: bool, register: bool, skip_setting: bool) -> Result<String, Failure> {
+    berth_core::ids::check_id("tenant id", tenant)?;
+    let literal = format!("'{}'", tenant.replace('\'', "''"));
+    let mut statements = Vec::new();
+    if begin {
+        statements.push("BEGIN".to_owned());
+    }
+    if !skip_setting {
+        statements.push(format!("SET LOCAL {TENANT_SETTING} = {literal}"));
+    }
+    if register {
+        statements.push(format!("INSERT INTO tenants (tenant) VALUES ({literal}) ON CONFLICT DO NOTHING"));
+    }
+    if statements.is_empty() {
+        statements.push("SELECT 1".to_owned());
+    }
+    Ok(statements.join("; "))
+}
+
+/// `BEGIN; SET LOCAL berth.tenant = …`.
+pub(crate) fn begin_for_tenant(tenant: &str, skip_setting: bool) -> Result<String, Failure> {
+    tenant_sql(tenant, true, false, skip_setting)
+}
+
+/// `SET LOCAL berth.tenant = …` inside an open transaction.
+pub(crate) fn set_tenant_local(tenant: &str, skip_setting: bool) -> Result<String, Failure> {
+    tenant_sql(tenant, false, false, skip_setting)
+}
+
+impl Database {
+    pub(crate) fn skipping_tenant_setting(&self) -> bool {
+        self.skip_tenant_setting.load(Ordering::Relaxed)
+    }
+
+    /// Runs `work` on a pooled connection inside one transaction whose tenant is
+    /// `tenant` (row-level security's per-transaction setting), under the statement
+    /// bound. `BEGIN; SET LOCAL …` is pipelined with the work's first statement (sent
+    /// before its reply is read), so a one-statement unit costs one more round trip than
+    /// autocommit: the `COMMIT`. If `BEGIN` failed, the statement ran outside any tenant
+    /// and the policies made it fail: nothing is ever read without a tenant. A
+    /// connection whose transaction cannot be ended cleanly is discarded.
+    pub(crate) async fn with_tenant<T, F>(&self, what: &'static str, tenant: &str, work: F) -> Result<T, Failure>
+    where
+        F: for<'c> FnOnce(&'c Object) -> std::pin::Pin<Box<dyn Future<Output = Result<T, Failure>> + Send + 'c>>,
+    {
+        self.with_tenant_within(what, tenant, self.options.statement_timeout, false, work).await
+    }
+
+    /// `with_tenant`, registering the tenant in the `tenants` registry in the same
+    /// transaction (catalog writes: a session, an audit entry, a retention policy).
+    pub(crate) async fn with_tenant_registered<T, F>(
+        &self,
+        what: &'static str,
+        tenant: &str,
+        work: F,
+    ) -> Result<T, Failure>
+    where
+        F: for<'c> FnOnce(&'c Object) -> std::pin::Pin<Box<dyn Future<Output = Result<T, Failure>> + Send + 'c>>,
+    {
+        self.with_tenant_within(what, tenant, self.options.statement_timeout, true, work).await
+    }
+
+    /// `with_tenant` under another client-side bound (lease renewal's shorter one).
+    pub(crate) async fn with_tenant_within<T, F>(
+        &self,
+        what: &'static str,
+        tenant: &str,
+        limit: Duration,
+        register: bool,
+        work: F,
+    ) -> Result<T, Failure>
+    where
+        F: for<'c> FnOnce(&'c Object) -> std::pin::Pin<Box<dyn Future<Output = Result<T, Failure>> + Send + 'c>>,
+    {
+        let begin = tenant_sql(tenant, true, register, self.skipping_tenant_setting())?;
+        let client = self.client().await?;
+        let ended = AtomicBool::new(false);
+        let unit = async {
+            let (began, outcome) = futures_util::future::join(client.batch_execute(&begin), work(&client)).await;
+            if let Err(error) = began {
+                let _ = client.batch_execute("ROLLBACK").await;
+                return Err(Failure::from(error));
+            }
+            match outcome {
+                Ok(value) => {
+                    client.batch_execute("COMMIT").await?;
+                    ended.store(true, Ordering::Relaxed);
+                    Ok(value)
+                }
+                Err(failure) => {
+                    if !failure.poisons_connection() {
+                        client.batch_execute("ROLLBACK").await?;
+                        ended.store(true, Ordering::Relaxed);
+                    }
+                    Err(failure)
+                }
+            }
+        };
+        let outcome = self.timed(what, limit, unit).await;
+        if !ended.load(Ordering::Relaxed) {
+            // A failed BEGIN, COMMIT or ROLLBACK, or a timeout, may leave the connection
+            // inside a transaction: never hand it to the next borrower.
+            discard(client);
+        }
+        outcome
+    }
 }

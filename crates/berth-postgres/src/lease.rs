@@ -67,10 +67,11 @@ fn known_types() -> Vec<String> {
 pub(crate) async fn acquire(db: &Database, key: &SessionKey, holder: &str) -> Result<Acquired, Failure> {
     let ttl = millis(db.options.lease_ttl);
     let lock_timeout = millis(db.options.lock_timeout);
+    let set_tenant = crate::db::set_tenant_local(key.tenant.as_str(), db.skipping_tenant_setting())?;
     let mut client = db.client().await?;
     let work = async {
         let transaction = client.transaction().await?;
-        transaction.batch_execute(&set_lock_timeout(lock_timeout)).await?;
+        transaction.batch_execute(&format!("{}; {set_tenant}", set_lock_timeout(lock_timeout))).await?;
         let tenant = key.tenant.as_str();
         let session = key.id.as_str();
         let row = match transaction.query_opt(ACQUIRE, &[&tenant, &session, &holder, &ttl]).await {
@@ -116,23 +117,20 @@ pub(crate) async fn renew(db: &Database, key: &SessionKey, epoch: u64) -> Result
     let epoch = to_i64("epoch", epoch)?;
     let (tenant, session) = (key.tenant.to_string(), key.id.to_string());
     let limit = db.options.renew_timeout();
-    let client = db.client().await?;
-    let work = async {
-        let statement = client.prepare_cached(RENEW).await?;
-        Ok(client.query_opt(&statement, &[&tenant, &session, &epoch, &ttl]).await?.is_some())
-    };
-    let outcome = db.timed("renew lease", limit, work).await;
-    if outcome.as_ref().is_err_and(Failure::poisons_connection) {
-        crate::db::discard(client);
-    }
-    outcome
+    db.with_tenant_within("renew lease", key.tenant.as_str(), limit, false, move |client| {
+        Box::pin(async move {
+            let statement = client.prepare_cached(RENEW).await?;
+            Ok(client.query_opt(&statement, &[&tenant, &session, &epoch, &ttl]).await?.is_some())
+        })
+    })
+    .await
 }
 
 /// Clears the lease if `epoch` still holds it.
 pub(crate) async fn release(db: &Database, key: &SessionKey, epoch: u64) -> Result<(), Failure> {
     let epoch = to_i64("epoch", epoch)?;
     let (tenant, session) = (key.tenant.to_string(), key.id.to_string());
-    db.with_client("release lease", move |client| {
+    db.with_tenant("release lease", key.tenant.as_str(), move |client| {
         Box::pin(async move {
             let statement = client.prepare_cached(RELEASE).await?;
             client.execute(&statement, &[&tenant, &session, &epoch]).await?;
@@ -145,7 +143,7 @@ pub(crate) async fn release(db: &Database, key: &SessionKey, epoch: u64) -> Resu
 /// The epoch stored now, `None` if the session is gone.
 pub(crate) async fn current_epoch(db: &Database, key: &SessionKey) -> Result<Option<u64>, Failure> {
     let (tenant, session) = (key.tenant.to_string(), key.id.to_string());
-    db.with_client("read lease", move |client| {
+    db.with_tenant("read lease", key.tenant.as_str(), move |client| {
         Box::pin(async move {
             let row = client.query_opt(CURRENT_EPOCH, &[&tenant, &session]).await?;
             row.map(|row| to_u64("epoch", row.get(0))).transpose()

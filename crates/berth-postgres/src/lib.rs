@@ -51,7 +51,7 @@ pub mod testing;
 
 pub use catalog::PostgresCatalog;
 pub use log::{PostgresBackend, PostgresWriter, READ_BEFORE};
-pub use schema::{Migration, MigrationReport, MIGRATIONS, SCHEMA_VERSION};
+pub use schema::{Migration, MigrationReport, RoleReport, MIGRATIONS, SCHEMA_VERSION, TENANT_POLICY, TENANT_TABLES};
 
 use std::time::Duration;
 

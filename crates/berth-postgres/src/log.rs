@@ -5,7 +5,7 @@ use crate::catalog::PostgresCatalog;
 use crate::db::{to_i64, to_u64, Database, Failure};
 use crate::lease::{self, LeaseState};
 use crate::notify::Hub;
-use crate::schema::{self, MigrationReport};
+use crate::schema::{self, MigrationReport, RoleReport};
 use crate::PostgresOptions;
 use async_trait::async_trait;
 use berth_core::{Epoch, Error, Event, Location, Result, SessionHeader, SessionKey};
@@ -159,7 +159,8 @@ impl PostgresBackend {
             .run(async move {
                 let outcome =
                     if migrate { migrate_with(&work_db).await.map(|_| ()) } else { check_schema(&work_db).await };
-                outcome.map_err(|failure| failure.into_error("open database"))
+                outcome.map_err(|failure| failure.into_error("open database"))?;
+                check_writable(&work_db).await.map_err(|failure| failure.into_error("open database"))
             })
             .await?;
         let hub = Hub::new(db.clone());
@@ -177,6 +178,63 @@ impl PostgresBackend {
     /// The catalog on the same database, sharing this backend's pool.
     pub fn catalog(&self) -> PostgresCatalog {
         PostgresCatalog::from_database(self.db.clone())
+    }
+
+    /// Grants `role` what serving needs (data access bounded by the row-level security
+    /// policies, reading the schema version) and nothing it could use to leave them:
+    /// `berth migrate --app-role ROLE`, run as the owner after migrating. Idempotent.
+    pub async fn grant_app_role(&self, role: &str) -> Result<()> {
+        let db = self.db.clone();
+        let role = role.to_owned();
+        self.db
+            .exec
+            .run(async move {
+                db.with_client("grant app role", move |client| {
+                    Box::pin(async move { schema::grant_app_role(client, &role).await })
+                })
+                .await
+                .map_err(|failure| failure.into_error("grant app role"))
+            })
+            .await
+    }
+
+    /// Who this backend connects as: superuser, `BYPASSRLS`, tables it owns.
+    pub async fn role_report(&self) -> Result<RoleReport> {
+        let db = self.db.clone();
+        self.db
+            .exec
+            .run(async move {
+                db.with_client("check role", |client| Box::pin(async move { schema::role_report(client).await }))
+                    .await
+                    .map_err(|failure| failure.into_error("check role"))
+            })
+            .await
+    }
+
+    /// The serving self-check (reliability test 33): `Invalid` if this backend's role is
+    /// a superuser, has `BYPASSRLS`, or owns a berth table — any of which would take the
+    /// second wall (row-level security) down. `berth serve` runs it unless told
+    /// `--dev-allow-db-owner`.
+    pub async fn check_serving_role(&self) -> Result<RoleReport> {
+        let report = self.role_report().await?;
+        match report.refusal() {
+            None => Ok(report),
+            Some(reason) => Err(Error::invalid(
+                "database role",
+                format!(
+                    "{reason}: row-level security would not bind it. Serve as an app role without those rights \
+                     (`berth migrate --app-role ROLE` as the owner grants one what it needs), or pass \
+                     --dev-allow-db-owner for local development only"
+                ),
+            )),
+        }
+    }
+
+    /// Test fault hook (reliability test 34): while set, this backend's transactions
+    /// begin *without* setting the tenant, as if that step had been forgotten. Never set
+    /// outside tests; the row-level security policies then make every statement fail.
+    pub fn fault_skip_tenant_setting(&self, skip: bool) {
+        self.db.skip_tenant_setting.store(skip, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Applies pending migrations (what `berth migrate` runs).
@@ -257,6 +315,19 @@ async fn migrate_with(db: &Database) -> Result<MigrationReport, Failure> {
     schema::migrate(&mut client).await
 }
 
+/// Refuses a server that does not accept writes (reliability test 30): berth never
+/// writes through a replica. A write refused later with SQLSTATE 25006 (a failover)
+/// maps to the same `ReadOnlyDatabase`.
+async fn check_writable(db: &Database) -> Result<(), Failure> {
+    let reason = db
+        .with_client("check writable", |client| Box::pin(async move { schema::read_only_reason(client).await }))
+        .await?;
+    match reason {
+        Some(reason) => Err(Failure::Berth(crate::db::read_only_database(reason))),
+        None => Ok(()),
+    }
+}
+
 async fn check_schema(db: &Database) -> Result<(), Failure> {
     db.with_client("check schema", |client| {
         Box::pin(async move {
@@ -306,7 +377,7 @@ async fn read_events(db: &Database, key: &SessionKey, offset: u64, length: u64) 
     }
     let (tenant, session) = (key.tenant.to_string(), key.id.to_string());
     let rows = db
-        .with_client("read events", move |client| {
+        .with_tenant("read events", key.tenant.as_str(), move |client| {
             Box::pin(async move {
                 let statement = client.prepare_cached(READ).await?;
                 Ok(client.query(&statement, &[&tenant, &session, &start, &end]).await?)
@@ -337,7 +408,7 @@ async fn read_events_before(db: &Database, key: &SessionKey, before: u64, limit:
     }
     let (tenant, session) = (key.tenant.to_string(), key.id.to_string());
     let rows = db
-        .with_client("read events", move |client| {
+        .with_tenant("read events", key.tenant.as_str(), move |client| {
             Box::pin(async move {
                 let statement = client.prepare_cached(READ_BEFORE).await?;
                 Ok(client.query(&statement, &[&tenant, &session, &before, &limit]).await?)
@@ -380,7 +451,7 @@ impl LogBackend for PostgresBackend {
             Box::pin(async move {
                 let (tenant, session) = (key.tenant.to_string(), key.id.to_string());
                 let row = db
-                    .with_client("stat", move |client| {
+                    .with_tenant("stat", key.tenant.as_str(), move |client| {
                         Box::pin(async move {
                             let statement = client.prepare_cached(STAT).await?;
                             Ok(client.query_opt(&statement, &[&tenant, &session]).await?)
@@ -398,8 +469,9 @@ impl LogBackend for PostgresBackend {
         self.run("list", move |db| {
             Box::pin(async move {
                 let limit = to_i64("page size", query.limit as u64)?;
+                let tenant = query.tenant.clone();
                 let rows = db
-                    .with_client("list", move |client| {
+                    .with_tenant("list", tenant.as_str(), move |client| {
                         Box::pin(async move {
                             let statement = client.prepare_cached(LIST).await?;
                             let user = query.user.as_ref().map(|user| user.as_str());
@@ -468,7 +540,7 @@ impl LogBackend for PostgresBackend {
             Box::pin(async move {
                 let (tenant, session) = (key.tenant.to_string(), key.id.to_string());
                 let row = db
-                    .with_client("erase", move |client| {
+                    .with_tenant("erase", key.tenant.as_str(), move |client| {
                         Box::pin(async move { Ok(client.query_one(ERASE, &[&tenant, &session]).await?) })
                     })
                     .await?;
@@ -496,36 +568,39 @@ async fn materialize_once(
     batch: &EncodedBatch,
 ) -> Result<u64, Failure> {
     let ttl = crate::db::millis(db.options.lease_ttl);
-    let (tenant, session) = (key.tenant.as_str(), key.id.as_str());
-    let client = db.pooled("materialize").await?;
-    let work = async {
-        let statement = client.prepare_cached(MATERIALIZE).await?;
-        let created = client
-            .query_one(
-                &statement,
-                &[
-                    &tenant,
-                    &session,
-                    &user,
-                    &project,
-                    &header_json,
-                    &holder,
-                    &ttl,
-                    &batch.lines,
-                    &batch.types,
-                    &batch.ignorables,
-                ],
-            )
-            .await?;
-        let created: i64 = created.get(0);
-        if created == 1 {
-            return Ok(None);
-        }
-        Ok(client.query_opt(HEAD_OF, &[&tenant, &session]).await?)
-    };
-    let outcome = db.timed("materialize", db.options.statement_timeout, work).await;
-    db.settle(client, &outcome);
-    let row = outcome?;
+    let (user, project, header_json, holder_token) =
+        (user.to_owned(), project.map(str::to_owned), header_json.to_owned(), holder.to_owned());
+    let (lines, types, ignorables) = (batch.lines.clone(), batch.types.clone(), batch.ignorables.clone());
+    let (tenant, session) = (key.tenant.to_string(), key.id.to_string());
+    let row = db
+        .with_tenant("materialize", key.tenant.as_str(), move |client| {
+            Box::pin(async move {
+                let statement = client.prepare_cached(MATERIALIZE).await?;
+                let created = client
+                    .query_one(
+                        &statement,
+                        &[
+                            &tenant,
+                            &session,
+                            &user,
+                            &project,
+                            &header_json,
+                            &holder_token,
+                            &ttl,
+                            &lines,
+                            &types,
+                            &ignorables,
+                        ],
+                    )
+                    .await?;
+                let created: i64 = created.get(0);
+                if created == 1 {
+                    return Ok(None);
+                }
+                Ok(client.query_opt(HEAD_OF, &[&tenant, &session]).await?)
+            })
+        })
+        .await?;
     match row {
         None => Ok(1),
         Some(row) if row.get::<_, Option<&str>>(2) == Some(holder) => to_u64("epoch", row.get(0)),
@@ -542,18 +617,40 @@ async fn append_once(
     batch: &EncodedBatch,
 ) -> Result<(), Failure> {
     let (tenant, session) = (key.tenant.as_str(), key.id.as_str());
+    let begin = crate::db::begin_for_tenant(tenant, db.skipping_tenant_setting())?;
     let client = db.pooled("append").await?;
     let work = async {
         let statement = client.prepare_cached(APPEND).await?;
-        let inserted = client
-            .execute(&statement, &[&tenant, &session, &epoch, &first, &batch.lines, &batch.types, &batch.ignorables])
-            .await;
-        match inserted {
+        // `BEGIN; SET LOCAL berth.tenant`, the fenced statement and `COMMIT` are sent
+        // together, before any reply is read (tokio-postgres sends a request when its
+        // future is first polled, and `join!` polls in order): still one round trip, and
+        // still one atomic unit whose outcome is exactly "committed" or "not" — the
+        // unknown-outcome diagnosis below (tests t25–t27) relies on that. A failed
+        // statement aborts the transaction, and the pipelined `COMMIT` then rolls back.
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 7] =
+            [&tenant, &session, &epoch, &first, &batch.lines, &batch.types, &batch.ignorables];
+        let (began, inserted, committed) = futures_util::join!(
+            client.batch_execute(&begin),
+            client.execute(&statement, &params),
+            client.batch_execute("COMMIT"),
+        );
+        let inserted = match inserted {
             Ok(inserted) => Ok(inserted),
             // Rows past the head's next seq (only possible through a bypass): the
             // diagnosis below tells an identical retry from a conflict.
             Err(error) if error.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION) => Ok(0),
             Err(error) => Err(Failure::from(error)),
+        };
+        // Any failure that leaves the outcome unknown (a dead connection) wins, so the
+        // connection is discarded and the retry diagnoses; otherwise the first failure.
+        let (began, committed) = (began.map_err(Failure::from), committed.map_err(Failure::from));
+        if let (Ok(()), Ok(inserted), Ok(())) = (&began, &inserted, &committed) {
+            return Ok(*inserted);
+        }
+        let mut failures: Vec<Failure> = [began.err(), inserted.err(), committed.err()].into_iter().flatten().collect();
+        match failures.iter().position(Failure::poisons_connection) {
+            Some(position) => Err(failures.swap_remove(position)),
+            None => Err(failures.remove(0)),
         }
     };
     let outcome = db.timed("append", db.options.statement_timeout, work).await;
@@ -576,11 +673,12 @@ async fn diagnose(
 ) -> Result<(), Failure> {
     let (tenant, session) = (key.tenant.as_str(), key.id.as_str());
     let end = first.saturating_add(batch.len() as i64);
-    let client = db.pooled("append").await?;
-    let work = async { Ok(client.query_opt(DIAGNOSE, &[&tenant, &session, &first, &end, &epoch]).await?) };
-    let outcome = db.timed("append", db.options.statement_timeout, work).await;
-    db.settle(client, &outcome);
-    let row = outcome?;
+    let (tenant, session) = (tenant.to_owned(), session.to_owned());
+    let row = db
+        .with_tenant("append", key.tenant.as_str(), move |client| {
+            Box::pin(async move { Ok(client.query_opt(DIAGNOSE, &[&tenant, &session, &first, &end, &epoch]).await?) })
+        })
+        .await?;
     let Some(row) = row else {
         return Err(Failure::Berth(lease::lost_error(key, epoch as u64, None)));
     };

@@ -30,23 +30,39 @@ const NEXT_SEQS: &str = "SELECT h.tenant, h.session_id, h.next_seq FROM session_
      JOIN unnest($1::text[], $2::text[]) AS wanted(tenant, session_id) \
        ON h.tenant = wanted.tenant AND h.session_id = wanted.session_id";
 
-/// The notification payload: ids never contain spaces (`[A-Za-z0-9._~-]`).
-fn payload(key: &SessionKey, next_seq: u64) -> String {
-    format!("{} {} {next_seq}", key.tenant, key.id)
+/// A session's name on the notification channel: 128 bits of SHA-256 over the tenant
+/// and session ids. `NOTIFY` is outside row-level security — any role that may connect
+/// to the database may `LISTEN` — so payloads carry no tenant or session id: a listener
+/// learns only that *some* session grew, unless it already knows both ids (and then
+/// only when, not what). Listeners map the digests of the sessions they subscribed to.
+pub(crate) fn route(key: &SessionKey) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
+    hasher.update(b"berth-notify\0");
+    hasher.update(key.tenant.as_str().as_bytes());
+    hasher.update(b"\0");
+    hasher.update(key.id.as_str().as_bytes());
+    hasher.finalize()[..16].iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
-fn parse_payload(text: &str) -> Option<(SessionKey, u64)> {
+/// The notification payload: `<route> <next_seq>`.
+fn payload(key: &SessionKey, next_seq: u64) -> String {
+    format!("{} {next_seq}", route(key))
+}
+
+fn parse_payload(text: &str) -> Option<(&str, u64)> {
     let mut parts = text.split(' ');
-    let tenant = TenantId::parse(parts.next()?).ok()?;
-    let session = SessionId::parse(parts.next()?).ok()?;
+    let route = parts.next().filter(|route| route.len() == 32 && route.bytes().all(|byte| byte.is_ascii_hexdigit()))?;
     let next_seq = parts.next()?.parse().ok()?;
-    parts.next().is_none().then(|| (SessionKey::new(tenant, session), next_seq))
+    parts.next().is_none().then_some((route, next_seq))
 }
 
 #[derive(Debug)]
 pub(crate) struct Hub {
     db: Arc<Database>,
     subscribers: Mutex<HashMap<SessionKey, watch::Sender<u64>>>,
+    /// Notification route → subscribed session (see `route`).
+    routes: Mutex<HashMap<String, SessionKey>>,
     pending: Mutex<HashMap<SessionKey, u64>>,
     wake_notifier: Notify,
     notifier_started: AtomicBool,
@@ -62,6 +78,7 @@ impl Hub {
         Arc::new(Hub {
             db,
             subscribers: Mutex::new(HashMap::new()),
+            routes: Mutex::new(HashMap::new()),
             pending: Mutex::new(HashMap::new()),
             wake_notifier: Notify::new(),
             notifier_started: AtomicBool::new(false),
@@ -121,6 +138,7 @@ impl Hub {
                 None => {
                     let (sender, receiver) = watch::channel(0);
                     subscribers.insert(key.clone(), sender);
+                    lock(&self.routes).insert(route(key), key.clone());
                     receiver
                 }
             }
@@ -143,25 +161,32 @@ impl Hub {
     fn subscribed_keys(&self) -> Vec<SessionKey> {
         let mut subscribers = lock(&self.subscribers);
         subscribers.retain(|_, sender| sender.receiver_count() > 0);
+        lock(&self.routes).retain(|_, key| subscribers.contains_key(key));
         subscribers.keys().cloned().collect()
     }
 }
 
 async fn next_seqs(db: &Database, keys: &[SessionKey]) -> Result<Vec<(SessionKey, u64)>, Failure> {
-    if keys.is_empty() {
-        return Ok(Vec::new());
+    // One transaction per tenant: row-level security lets none read two.
+    let mut by_tenant: HashMap<&TenantId, Vec<String>> = HashMap::new();
+    for key in keys {
+        by_tenant.entry(&key.tenant).or_default().push(key.id.to_string());
     }
-    let tenants: Vec<&str> = keys.iter().map(|key| key.tenant.as_str()).collect();
-    let sessions: Vec<&str> = keys.iter().map(|key| key.id.as_str()).collect();
-    let client = db.pooled("read next seqs").await?;
-    let work = async { Ok(client.query(NEXT_SEQS, &[&tenants, &sessions]).await?) };
-    let outcome = db.timed("read next seqs", db.options.statement_timeout, work).await;
-    db.settle(client, &outcome);
     let mut found = Vec::new();
-    for row in outcome? {
-        let (Ok(tenant), Ok(session)) = (TenantId::parse(row.get(0)), SessionId::parse(row.get(1))) else { continue };
-        let next_seq: i64 = row.get(2);
-        found.push((SessionKey::new(tenant, session), next_seq.max(0) as u64));
+    for (tenant, sessions) in by_tenant {
+        let tenants: Vec<String> = vec![tenant.to_string(); sessions.len()];
+        let rows = db
+            .with_tenant("read next seqs", tenant.as_str(), move |client| {
+                Box::pin(async move { Ok(client.query(NEXT_SEQS, &[&tenants, &sessions]).await?) })
+            })
+            .await?;
+        for row in rows {
+            let (Ok(tenant), Ok(session)) = (TenantId::parse(row.get(0)), SessionId::parse(row.get(1))) else {
+                continue;
+            };
+            let next_seq: i64 = row.get(2);
+            found.push((SessionKey::new(tenant, session), next_seq.max(0) as u64));
+        }
     }
     Ok(found)
 }
@@ -249,8 +274,11 @@ async fn listen_once(db: &Arc<Database>, hub: &Weak<Hub>) -> Result<(), Failure>
                 message = messages.recv() => match message {
                     Some(Ok(AsyncMessage::Notification(notification))) => {
                         let Some(hub) = hub.upgrade() else { return Ok(()) };
-                        if let Some((key, next_seq)) = parse_payload(notification.payload()) {
-                            hub.publish_local(&key, next_seq);
+                        if let Some((route, next_seq)) = parse_payload(notification.payload()) {
+                            let key = lock(&hub.routes).get(route).cloned();
+                            if let Some(key) = key {
+                                hub.publish_local(&key, next_seq);
+                            }
                         }
                     }
                     Some(Ok(_)) => {}
@@ -283,8 +311,15 @@ mod tests {
     #[test]
     fn payload_round_trips_and_rejects_garbage() {
         let key = SessionKey::new(TenantId::parse("t-1").unwrap(), SessionId::parse("s.2~x").unwrap());
-        assert_eq!(parse_payload(&payload(&key, 42)), Some((key, 42)));
-        for garbage in ["", "t", "t s", "t s x", "t s 1 2", "t/ s 1"] {
+        let text = payload(&key, 42);
+        assert!(!text.contains("t-1") && !text.contains("s.2~x"), "no ids in a payload: {text}");
+        assert_eq!(parse_payload(&text), Some((route(&key).as_str(), 42)));
+        let other = SessionKey::new(TenantId::parse("t-2").unwrap(), SessionId::parse("s.2~x").unwrap());
+        assert_ne!(route(&key), route(&other));
+        let route_text = route(&key);
+        for garbage in
+            ["", "t", "t s", "t s x", "t s 1 2", "t/ s 1", &format!("{route_text} x"), &format!("{route_text} 1 2")]
+        {
             assert_eq!(parse_payload(garbage), None, "{garbage:?}");
         }
     }

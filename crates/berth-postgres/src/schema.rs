@@ -32,7 +32,33 @@ pub struct Migration {
 pub const MIGRATIONS: &[Migration] = &[
     Migration { version: 1, name: "initial layout", sql: V1 },
     Migration { version: 2, name: "idempotency index", sql: V2 },
+    Migration { version: 3, name: "row-level security per tenant", sql: V3 },
 ];
+
+/// Every table holding tenant data, in the order V3 secured them. A test
+/// (`tests/row_security.rs`) lists every table with a `tenant` column from the catalog
+/// and checks each is here and has row-level security enabled and forced, so a new
+/// table cannot forget it.
+pub const TENANT_TABLES: &[&str] = &[
+    "session_heads",
+    "events",
+    "sessions",
+    "session_labels",
+    "audit",
+    "audit_heads",
+    "retention",
+    "idempotency_index",
+    "idempotency_keys",
+    "tenants",
+];
+
+/// The row-level security policy every tenant table carries (also on the tenant
+/// registry's writes): the row's tenant must equal the transaction's `berth.tenant`.
+/// `current_setting` without `missing_ok` fails when the setting was never made on the
+/// connection, and the `berth_tenant` domain refuses the empty string PostgreSQL
+/// returns after a `SET LOCAL` of an earlier transaction ended: no tenant, no rows —
+/// as an error, not as an empty answer.
+pub const TENANT_POLICY: &str = "tenant = current_setting('berth.tenant')::berth_tenant";
 
 /// The schema version this build writes and reads.
 pub const SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;
@@ -40,7 +66,8 @@ pub const SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;
 /// `pg_advisory_xact_lock` key serialising migrations ("brthmigr").
 pub const MIGRATION_LOCK_KEY: i64 = 0x6272_7468_6d69_6772;
 
-/// The channel appends notify on (payload: `<tenant> <session> <next_seq>`).
+/// The channel appends notify on (payload: `<route> <next_seq>`, the route an opaque
+/// digest of the tenant and session ids; see `notify::route`).
 pub const NOTIFY_CHANNEL: &str = "berth_events";
 
 const MIGRATIONS_TABLE: &str = "CREATE TABLE IF NOT EXISTS schema_migrations (
@@ -153,6 +180,127 @@ CREATE TABLE idempotency_keys (
 );
 "#;
 
+/// Row-level security, the second wall behind the tenant filter every statement carries
+/// (SPEC §6, reliability test 33): enabled *and forced* (so the owner is bound too), one
+/// policy per table on the tenant column against the per-transaction setting. The
+/// `tenants` registry holds tenant names only (what the retention sweeper and
+/// maintenance listings iterate); any tenant may read it, a tenant registers only
+/// itself. `DO` builds the per-table statements from the one list.
+const V3: &str = r#"
+CREATE DOMAIN berth_tenant AS text COLLATE "C" CONSTRAINT berth_tenant_is_set CHECK (VALUE <> '');
+
+CREATE TABLE tenants (
+    tenant text COLLATE "C" PRIMARY KEY
+);
+INSERT INTO tenants (tenant)
+    SELECT tenant FROM sessions UNION SELECT tenant FROM audit UNION SELECT tenant FROM audit_heads
+    UNION SELECT tenant FROM retention;
+
+DO $$
+DECLARE
+    name text;
+BEGIN
+    FOREACH name IN ARRAY ARRAY['session_heads', 'events', 'sessions', 'session_labels', 'audit', 'audit_heads',
+                                'retention', 'idempotency_index', 'idempotency_keys'] LOOP
+        EXECUTE format('ALTER TABLE %I ENABLE ROW LEVEL SECURITY', name);
+        EXECUTE format('ALTER TABLE %I FORCE ROW LEVEL SECURITY', name);
+        EXECUTE format('CREATE POLICY tenant_isolation ON %I USING (%s) WITH CHECK (%s)', name,
+                       'tenant = current_setting(''berth.tenant'')::berth_tenant',
+                       'tenant = current_setting(''berth.tenant'')::berth_tenant');
+    END LOOP;
+END
+$$;
+
+ALTER TABLE tenants ENABLE ROW LEVEL SECURITY;
+ALTER TABLE tenants FORCE ROW LEVEL SECURITY;
+CREATE POLICY tenant_names_readable ON tenants FOR SELECT USING (true);
+CREATE POLICY tenant_registers_itself ON tenants FOR INSERT
+    WITH CHECK (tenant = current_setting('berth.tenant')::berth_tenant);
+"#;
+
+/// Grants the serving role what it needs and nothing more: data access to berth's tables
+/// (bounded by the policies), reading the schema version. It owns nothing, so it cannot
+/// alter or disable a policy. `role` is quoted as an identifier.
+pub(crate) async fn grant_app_role(client: &tokio_postgres::Client, role: &str) -> Result<(), Failure> {
+    let role = quote_identifier(role)?;
+    let tables = TENANT_TABLES.join(", ");
+    client
+        .batch_execute(&format!(
+            "DO $$ BEGIN EXECUTE format('GRANT USAGE ON SCHEMA %I TO {role_literal}', current_schema()); END $$; \
+             GRANT SELECT, INSERT, UPDATE, DELETE ON {tables} TO {role}; \
+             GRANT SELECT ON schema_migrations TO {role}; \
+             GRANT USAGE ON SEQUENCE session_heads_incarnation_seq TO {role};",
+            role_literal = role.replace('\'', "''"),
+        ))
+        .await?;
+    Ok(())
+}
+
+/// `"name"` with inner quotes doubled; refuses the empty name and NUL.
+pub(crate) fn quote_identifier(name: &str) -> Result<String, Failure> {
+    if name.is_empty() || name.contains('\0') || name.len() > 63 {
+        return Err(Failure::Berth(Error::invalid("role name", "1–63 bytes, no NUL")));
+    }
+    Ok(format!("\"{}\"", name.replace('"', "\"\"")))
+}
+
+/// Who the connection is, as the serving self-check sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RoleReport {
+    pub role: String,
+    pub superuser: bool,
+    pub bypass_rls: bool,
+    /// berth tables this role owns (or is a member of the owner of).
+    pub owned_tables: Vec<String>,
+}
+
+impl RoleReport {
+    /// Why this role must not serve, if it must not.
+    pub fn refusal(&self) -> Option<String> {
+        let mut reasons = Vec::new();
+        if self.superuser {
+            reasons.push("is a superuser".to_owned());
+        }
+        if self.bypass_rls {
+            reasons.push("has BYPASSRLS".to_owned());
+        }
+        if !self.owned_tables.is_empty() {
+            reasons.push(format!("owns (or inherits ownership of) {}", self.owned_tables.join(", ")));
+        }
+        (!reasons.is_empty()).then(|| format!("database role \"{}\" {}", self.role, reasons.join(" and ")))
+    }
+}
+
+pub(crate) async fn role_report(client: &tokio_postgres::Client) -> Result<RoleReport, Failure> {
+    let tables: Vec<String> = TENANT_TABLES.iter().map(|table| table.to_string()).collect();
+    let row = client
+        .query_one(
+            "SELECT current_user::text, r.rolsuper, r.rolbypassrls, ARRAY( \
+                 SELECT c.relname::text FROM pg_class c \
+                 WHERE c.relnamespace = current_schema()::regnamespace AND c.relname = ANY($1) \
+                   AND pg_has_role(current_user, c.relowner, 'USAGE') ORDER BY 1) \
+             FROM pg_roles r WHERE r.rolname = current_user",
+            &[&tables],
+        )
+        .await?;
+    Ok(RoleReport { role: row.get(0), superuser: row.get(1), bypass_rls: row.get(2), owned_tables: row.get(3) })
+}
+
+/// Whether the server accepts writes: `pg_is_in_recovery()` (a hot standby) or
+/// `transaction_read_only` (e.g. `default_transaction_read_only = on`) refuse them.
+pub(crate) async fn read_only_reason(client: &tokio_postgres::Client) -> Result<Option<String>, Failure> {
+    let row =
+        client.query_one("SELECT pg_is_in_recovery(), current_setting('transaction_read_only') = 'on'", &[]).await?;
+    let (in_recovery, read_only): (bool, bool) = (row.get(0), row.get(1));
+    Ok(if in_recovery {
+        Some("the server is a hot standby (pg_is_in_recovery()); berth writes only through the primary".into())
+    } else if read_only {
+        Some("the server's transactions are read-only (transaction_read_only = on); berth writes only through a writable primary".into())
+    } else {
+        None
+    })
+}
+
 /// What `migrate` did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MigrationReport {
@@ -165,6 +313,13 @@ pub struct MigrationReport {
 /// and then find the schema current. DDL is transactional, so a failed migration
 /// leaves nothing behind.
 pub(crate) async fn migrate(client: &mut tokio_postgres::Client) -> Result<MigrationReport, Failure> {
+    // A current schema needs no DDL: the serving role, which may not create anything,
+    // starts up through here too.
+    let stored = stored_version(client).await?;
+    check_version(stored)?;
+    if stored == SCHEMA_VERSION {
+        return Ok(MigrationReport { from_version: stored, to_version: SCHEMA_VERSION });
+    }
     let transaction = client.transaction().await?;
     transaction.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK_KEY]).await?;
     transaction.batch_execute(MIGRATIONS_TABLE).await?;

@@ -21,6 +21,9 @@ use tokio::net::{TcpListener, TcpStream};
 pub const TEST_SERVER_ENV: &str = "BERTH_TEST_PG";
 pub const TEST_SERVER_DEFAULT: &str = "postgres://postgres@127.0.0.1:5432/postgres";
 const NAME_PREFIX: &str = "berth_test_";
+/// Prefix of the per-database app roles (roles are cluster-wide: each is unique, and
+/// dropped with its database).
+const ROLE_PREFIX: &str = "berth_test_app_";
 
 /// Where the test server is, as parts (so URLs to other databases and through a proxy
 /// can be built).
@@ -89,6 +92,8 @@ fn pid_is_alive(pid: u32) -> bool {
 pub struct TestDatabase {
     server: TestServer,
     name: String,
+    /// The serving role of [`TestDatabase::with_app_role`]: name and password.
+    app_role: Option<(String, String)>,
 }
 
 impl TestDatabase {
@@ -101,7 +106,48 @@ impl TestDatabase {
             .batch_execute(&format!("CREATE DATABASE {name}"))
             .await
             .unwrap_or_else(|error| panic!("create {name}: {error}"));
-        TestDatabase { server, name }
+        TestDatabase { server, name, app_role: None }
+    }
+
+    /// A database migrated by the test server's role (the owner), plus a unique login
+    /// role for serving, as production runs it: no superuser, no `BYPASSRLS`, owns
+    /// nothing, granted what `berth migrate --app-role` grants. [`TestDatabase::app_url`]
+    /// connects as it, so row-level security binds every statement. The role is dropped
+    /// with the database.
+    pub async fn with_app_role() -> TestDatabase {
+        let mut database = TestDatabase::create().await;
+        let suffix = database.name.strip_prefix(NAME_PREFIX).unwrap_or_default().to_owned();
+        let role = format!("{ROLE_PREFIX}{suffix}");
+        let password = uuid::Uuid::now_v7().simple().to_string();
+        let admin = connect(&database.server.url(&database.server.admin_database, None)).await;
+        admin
+            .batch_execute(&format!(
+                "CREATE ROLE {role} LOGIN NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE PASSWORD '{password}'"
+            ))
+            .await
+            .unwrap_or_else(|error| panic!("create role {role}: {error}"));
+        database.app_role = Some((role.clone(), password));
+        let mut owner = database.client().await;
+        crate::schema::migrate(&mut owner).await.unwrap_or_else(|failure| panic!("migrate: {failure:?}"));
+        crate::schema::grant_app_role(&owner, &role).await.unwrap_or_else(|failure| panic!("grant: {failure:?}"));
+        database
+    }
+
+    /// The app role's name (only for [`TestDatabase::with_app_role`]).
+    pub fn app_role(&self) -> &str {
+        self.app_role.as_ref().map(|(role, _)| role.as_str()).expect("a database made with_app_role")
+    }
+
+    /// A URL to this database as its app role (only for [`TestDatabase::with_app_role`]).
+    pub fn app_url(&self) -> String {
+        self.app_url_via(None)
+    }
+
+    /// The app role's URL, directly or through a proxy at `via`.
+    pub fn app_url_via(&self, via: Option<SocketAddr>) -> String {
+        let (role, password) = self.app_role.as_ref().expect("a database made with_app_role");
+        let server = TestServer { user: role.clone(), password: Some(password.clone()), ..self.server.clone() };
+        server.url(&self.name, via)
     }
 
     pub fn name(&self) -> &str {
@@ -151,6 +197,24 @@ async fn drop_orphans(admin: &tokio_postgres::Client) {
             let _ = admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await;
         }
     }
+    // Roles whose database is gone (its drop ran, but the role's did not): the app role
+    // `berth_test_app_<suffix>` and tests' scratch roles `berth_test_app_<suffix>_<tag>`.
+    let Ok(rows) = admin
+        .query(
+            "SELECT rolname FROM pg_roles WHERE rolname LIKE 'berth\\_test\\_app\\_%' \
+             AND NOT EXISTS (SELECT 1 FROM pg_database WHERE datname LIKE 'berth\\_test\\_%' \
+                 AND (rolname = 'berth_test_app_' || substr(datname, 12) \
+                      OR rolname LIKE 'berth\\_test\\_app\\_' || substr(datname, 12) || '\\__'))",
+            &[],
+        )
+        .await
+    else {
+        return;
+    };
+    for row in rows {
+        let role: String = row.get(0);
+        let _ = admin.batch_execute(&format!("DROP ROLE IF EXISTS {role}")).await;
+    }
 }
 
 impl Drop for TestDatabase {
@@ -160,6 +224,7 @@ impl Drop for TestDatabase {
     /// database is left to the next run's orphan sweep.
     fn drop(&mut self) {
         let (url, name) = (self.server.url(&self.server.admin_database, None), self.name.clone());
+        let role = self.app_role.as_ref().map(|(role, _)| role.clone());
         let (done, finished) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             let dropped = tokio::runtime::Builder::new_current_thread().enable_all().build().ok().and_then(|runtime| {
@@ -168,7 +233,12 @@ impl Drop for TestDatabase {
                     tokio::spawn(async move {
                         let _ = connection.await;
                     });
-                    client.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await.ok()
+                    client.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await.ok()?;
+                    // The role's privileges lived in the dropped database: nothing holds it.
+                    if let Some(role) = role {
+                        client.batch_execute(&format!("DROP ROLE IF EXISTS {role}")).await.ok()?;
+                    }
+                    Some(())
                 })
             });
             let _ = done.send(dropped.is_some());

@@ -192,8 +192,10 @@ async fn seed_sessions(admin: &berth_postgres::testing::tokio_postgres::Client, 
 async fn listing_at_100k_sessions_scans_indexes() {
     use berth_catalog::{Catalog, ListCursor, SessionQuery};
     use berth_core::lifecycle::Status;
-    let database = TestDatabase::create().await;
-    let backend = connect(&database.url(), PostgresOptions::default()).await;
+    // Served as the app role: the plans checked are the ones row-level security's
+    // policy is part of (seeded by the owner).
+    let database = TestDatabase::with_app_role().await;
+    let backend = connect(&database.app_url(), PostgresOptions::default()).await;
     let catalog = backend.catalog();
     seed_sessions(&database.client().await, 100_000).await;
     let tenant = TenantId::parse("tenant-big").unwrap();

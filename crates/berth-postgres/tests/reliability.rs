@@ -232,16 +232,16 @@ impl Child {
 /// A holds the lease and appends; its *process* is stopped past the TTL; B takes over
 /// and appends; A resumes and tries to append. `expected` is A's answer.
 async fn paused_holder(local_deadline: bool, expected: &str) {
-    let database = TestDatabase::create().await;
+    let database = TestDatabase::with_app_role().await;
     let admin = database.client().await;
     let key = key("paused");
-    let mut a = Child::start(&database.url(), local_deadline).await;
+    let mut a = Child::start(&database.app_url(), local_deadline).await;
     assert_eq!(a.send("create tenant-r paused").await, "ok 1 0");
     assert_eq!(a.send("append 3 a-before").await, "ok 3");
 
     signal(a.pid(), libc::SIGSTOP);
     wait_until("A's lease lapses on the database clock", Duration::from_secs(10), || lease_lapsed(&admin, &key)).await;
-    let b = connect(&database.url(), options("t23-b")).await;
+    let b = connect(&database.app_url(), options("t23-b")).await;
     let mut writer = b.open_postgres_writer(&key).await.expect("B takes over the lapsed lease");
     assert_eq!((writer.epoch().0, writer.next_seq()), (2, 3));
     writer.append(&batch(3, 2, "b")).await.expect("B appends");
@@ -276,13 +276,13 @@ async fn t23_paused_holder_stops_on_its_own_deadline() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn t24_racing_acquisitions_have_one_winner_per_epoch() {
     let rounds: u64 = std::env::var("BERTH_PG_RACE_ROUNDS").ok().and_then(|text| text.parse().ok()).unwrap_or(200);
-    let database = TestDatabase::create().await;
+    let database = TestDatabase::with_app_role().await;
     let admin = database.client().await;
     let key = key("race");
     let mut backends = Vec::new();
     for index in 0..4 {
         let options = PostgresOptions { pool_size: 1, ..options(&format!("t24-{index}")) };
-        backends.push(connect(&database.url(), options).await);
+        backends.push(connect(&database.app_url(), options).await);
     }
     let first = backends[0].materialize(&header(&key), &[]).await.unwrap();
     let first_epoch = first.epoch().0;
@@ -326,13 +326,13 @@ async fn t24_racing_acquisitions_have_one_winner_per_epoch() {
 /// rolls back, and a retry of the same batch on a new connection applies it once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn t25_severed_connection_rolls_back_and_the_retry_applies_once() {
-    let database = TestDatabase::create().await;
+    let database = TestDatabase::with_app_role().await;
     let admin = database.client().await;
     let proxy = Proxy::start(database.server().address()).await;
     let key = key("severed");
     let options = PostgresOptions { append_attempts: 1, statement_timeout: Duration::from_secs(10), ..options("t25") };
     let application_name = options.application_name.clone();
-    let backend = connect(&database.url_via(&proxy), options).await;
+    let backend = connect(&database.app_url_via(Some(proxy.address())), options).await;
     let mut writer = backend.materialize(&header(&key), &batch(0, 2, "first")).await.unwrap();
 
     let blocker = block_seq(&database.url(), &key, 2).await;
@@ -370,7 +370,7 @@ async fn t25_severed_connection_rolls_back_and_the_retry_applies_once() {
 /// retry.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn t26_black_holed_commit_reply_then_retry_is_exactly_once() {
-    let database = TestDatabase::create().await;
+    let database = TestDatabase::with_app_role().await;
     let admin = database.client().await;
     let proxy = Proxy::start(database.server().address()).await;
     for (session, attempts) in [("reply-lost-caller", 1), ("reply-lost-internal", 2)] {
@@ -385,7 +385,7 @@ async fn t26_black_holed_commit_reply_then_retry_is_exactly_once() {
             ..options("t26")
         }
         .with_lease_ttl(Duration::from_secs(20));
-        let backend = connect(&database.url_via(&proxy), options).await;
+        let backend = connect(&database.app_url_via(Some(proxy.address())), options).await;
         let mut writer = backend.materialize(&header(&key), &batch(0, 1, "first")).await.unwrap();
         // Prepares the append statement on the one pooled connection, so the request
         // black-holed below is the append itself, not its preparation.
@@ -416,12 +416,12 @@ async fn t26_black_holed_commit_reply_then_retry_is_exactly_once() {
 /// append reconnects, the epoch still holds, no seq is duplicated.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn t27_terminated_backend_between_appends_reconnects_without_duplicates() {
-    let database = TestDatabase::create().await;
+    let database = TestDatabase::with_app_role().await;
     let admin = database.client().await;
     let key = key("terminated");
     let options = options("t27");
     let application_name = options.application_name.clone();
-    let backend = connect(&database.url(), options).await;
+    let backend = connect(&database.app_url(), options).await;
     let mut writer = backend.materialize(&header(&key), &batch(0, 2, "first")).await.unwrap();
     for round in 0..3u64 {
         let terminated: Vec<bool> = admin
@@ -450,30 +450,37 @@ async fn t27_terminated_backend_between_appends_reconnects_without_duplicates() 
 /// them is stored, also once the network heals.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn t28_half_open_connection_stops_the_writer_before_its_lease_lapses() {
-    let database = TestDatabase::create().await;
+    let database = TestDatabase::with_app_role().await;
     let admin = database.client().await;
     let proxy = Proxy::start(database.server().address()).await;
     let key = key("half-open");
     let options = PostgresOptions { statement_timeout: Duration::from_millis(500), ..options("t28") };
-    let a = connect(&database.url_via(&proxy), options).await;
+    let a = connect(&database.app_url_via(Some(proxy.address())), options).await;
     let mut writer = a.materialize(&header(&key), &batch(0, 1, "a")).await.unwrap();
 
     proxy.admit(Admission::Blackhole);
     proxy.set_flow(Flow::Blackhole, Flow::Blackhole);
+    // A stops before its lease lapses, checked by the order of observations rather
+    // than a wall-clock margin: each round reads the database clock first, then asks A.
+    // A lease that had lapsed on the database clock while A still accepted an append
+    // afterwards is the violation. A stall of this (loaded) machine only delays both
+    // observations; it can hide a violation in that round, never invent one.
     let give_up = Instant::now() + Duration::from_secs(10);
     loop {
+        let lapsed_before = lease_lapsed(&admin, &key).await;
         match writer.append(&[]).await {
-            Ok(()) => {}
+            Ok(()) => {
+                assert!(!lapsed_before, "A still accepted an append after its lease lapsed on the database clock")
+            }
             Err(Error::OwnershipLost { .. }) => break,
             Err(other) => panic!("A stops with OwnershipLost, got {other:?}"),
         }
         assert!(Instant::now() < give_up, "A never stopped on its own");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert!(!lease_lapsed(&admin, &key).await, "A stopped before its lease lapsed on the database clock");
 
     wait_until("A's lease lapses", Duration::from_secs(10), || lease_lapsed(&admin, &key)).await;
-    let b = connect(&database.url(), options_for_b()).await;
+    let b = connect(&database.app_url(), options_for_b()).await;
     let mut taken = b.open_postgres_writer(&key).await.expect("B takes over");
     taken.append(&batch(1, 1, "b")).await.unwrap();
 
@@ -500,7 +507,7 @@ fn options_for_b() -> PostgresOptions {
 /// stopped backend runs after SIGCONT changes nothing (its expected next seq is gone).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn t29_stalled_backend_between_transactions_times_out_client_side() {
-    let database = TestDatabase::create().await;
+    let database = TestDatabase::with_app_role().await;
     let admin = database.client().await;
     let key = key("stalled-idle");
     // One connection, and no notifications that could take it first.
@@ -513,7 +520,7 @@ async fn t29_stalled_backend_between_transactions_times_out_client_side() {
     }
     .with_lease_ttl(Duration::from_secs(20));
     let application_name = options.application_name.clone();
-    let a = connect(&database.url(), options).await;
+    let a = connect(&database.app_url(), options).await;
     let mut writer = a.materialize(&header(&key), &batch(0, 1, "first")).await.unwrap();
     let pids = backend_pids(&admin, &application_name).await;
     assert_eq!(pids.len(), 1, "one pooled connection");
@@ -525,7 +532,7 @@ async fn t29_stalled_backend_between_transactions_times_out_client_side() {
     assert!(matches!(outcome, Err(Error::Unavailable { .. })), "{outcome:?}");
     assert!(waited < Duration::from_secs(5), "the client-side bound fired (after {waited:?})");
 
-    let b = connect(&database.url(), options_for_b()).await;
+    let b = connect(&database.app_url(), options_for_b()).await;
     assert!(matches!(b.open_postgres_writer(&key).await, Err(Error::AlreadyOwned { .. })), "A still holds the lease");
     writer.append(&batch(1, 2, "second")).await.expect("the retry on a fresh connection succeeds");
     stopped.resume();
@@ -548,12 +555,12 @@ async fn t29_stalled_backend_between_transactions_times_out_client_side() {
 /// epochs do not interleave.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn t29_stalled_backend_holding_the_lease_row_makes_takeover_fail_fast() {
-    let database = TestDatabase::create().await;
+    let database = TestDatabase::with_app_role().await;
     let admin = database.client().await;
     let key = key("stalled-locked");
     let options = PostgresOptions { pool_size: 1, notify: false, append_attempts: 1, ..options("t29ii") };
     let application_name = options.application_name.clone();
-    let a = connect(&database.url(), options).await;
+    let a = connect(&database.app_url(), options).await;
     let mut writer = a.materialize(&header(&key), &batch(0, 1, "first")).await.unwrap();
 
     let blocker = block_seq(&database.url(), &key, 1).await;
@@ -572,7 +579,7 @@ async fn t29_stalled_backend_holding_the_lease_row_makes_takeover_fail_fast() {
     assert!(matches!(outcome, Err(Error::Unavailable { .. })), "the client-side bound fired: {outcome:?}");
 
     wait_until("A's lease lapses", Duration::from_secs(10), || lease_lapsed(&admin, &key)).await;
-    let b = connect(&database.url(), options_for_b()).await;
+    let b = connect(&database.app_url(), options_for_b()).await;
     let started = Instant::now();
     let blocked = b.open_postgres_writer(&key).await;
     assert!(matches!(blocked, Err(Error::AlreadyOwned { .. })), "{blocked:?}");

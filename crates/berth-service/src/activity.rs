@@ -73,6 +73,9 @@ pub(crate) struct ActivityHold {
     catalog: Arc<dyn Catalog>,
     window: Duration,
     held: Arc<HeldMap>,
+    /// How many timer writes of held activity finished (written or failed): what a
+    /// caller waits on to see held activity land on its own, without polling the clock.
+    timer_writes: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
 fn lock(held: &HeldMap) -> MutexGuard<'_, HashMap<SessionKey, Held>> {
@@ -81,7 +84,17 @@ fn lock(held: &HeldMap) -> MutexGuard<'_, HashMap<SessionKey, Held>> {
 
 impl ActivityHold {
     pub(crate) fn new(catalog: Arc<dyn Catalog>, window: Duration) -> ActivityHold {
-        ActivityHold { catalog, window, held: Arc::new(Mutex::new(HashMap::new())) }
+        ActivityHold {
+            catalog,
+            window,
+            held: Arc::new(Mutex::new(HashMap::new())),
+            timer_writes: Arc::new(tokio::sync::watch::channel(0).0),
+        }
+    }
+
+    /// Changes each time a timer write of held activity finishes.
+    pub(crate) fn timer_writes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.timer_writes.subscribe()
     }
 
     /// Holds the activity of an append that stored events up to `next_seq` at `now`,
@@ -113,6 +126,7 @@ impl ActivityHold {
         held.insert(key.clone(), incoming);
         drop(held);
         let (map, catalog, window) = (Arc::clone(&self.held), Arc::clone(&self.catalog), self.window);
+        let timer_writes = Arc::clone(&self.timer_writes);
         if let Ok(runtime) = runtime {
             runtime.spawn(async move {
                 tokio::time::sleep(window).await;
@@ -122,6 +136,7 @@ impl ActivityHold {
                         tracing::warn!(session = %key, %error, "writing held activity failed (the catalog lags the log)");
                     }
                 }
+                timer_writes.send_modify(|finished| *finished += 1);
             });
         }
         true

@@ -126,6 +126,13 @@ impl SessionService {
         self
     }
 
+    /// Changes each time held activity's timer write finishes (written, or failed and
+    /// logged): lets a caller see held activity reach the catalog on its own by waiting
+    /// for that event instead of polling the wall clock (the conformance clauses).
+    pub fn held_activity_timer_writes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.activity.timer_writes()
+    }
+
     /// How many write handles this service keeps open between appends
     /// (`WRITERS_CACHED_MAX_DEFAULT`); beyond it, the least recently used idle ones are
     /// closed, and reopened when their session is next written.

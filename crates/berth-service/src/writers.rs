@@ -10,37 +10,49 @@ use super::*;
 /// 1,024-descriptor soft limit next to a server's connections.
 pub const WRITERS_CACHED_MAX_DEFAULT: usize = 256;
 
-/// The service's open write handles, with when each was last used.
+/// The service's open write handles, with when each was last used. Time is the
+/// service's `Clock` (so a test's fake clock decides when a handle is idle, without
+/// sleeping); the order of use is a counter (so least-recently-used is exact even for
+/// uses within one millisecond).
 #[derive(Default)]
 pub(crate) struct WriterCache {
     pub(crate) handles: HashMap<SessionKey, CachedWriter>,
+    uses: u64,
 }
 
 pub(crate) struct CachedWriter {
     pub(crate) handle: SessionHandle,
-    pub(crate) last_used: std::time::Instant,
+    /// When it was last used, on the service's clock.
+    pub(crate) last_used: Timestamp,
+    /// The cache's use counter at its last use.
+    pub(crate) last_use: u64,
     /// The keyed batches the catalog's index does not hold yet (`idempotency.rs`); built
     /// by the first append through the handle, outside the cache's lock.
     pub(crate) ledger: Option<idempotency::KeyLedger>,
 }
 
 impl WriterCache {
-    pub(crate) fn get(&mut self, key: &SessionKey) -> Option<SessionHandle> {
+    pub(crate) fn get(&mut self, key: &SessionKey, now: Timestamp) -> Option<SessionHandle> {
+        self.uses += 1;
+        let uses = self.uses;
         self.handles.get_mut(key).map(|cached| {
-            cached.last_used = std::time::Instant::now();
+            cached.last_used = now;
+            cached.last_use = uses;
             cached.handle.clone()
         })
     }
 
-    pub(crate) fn insert(&mut self, key: SessionKey, handle: SessionHandle) {
-        self.handles.insert(key, CachedWriter { handle, last_used: std::time::Instant::now(), ledger: None });
+    pub(crate) fn insert(&mut self, key: SessionKey, handle: SessionHandle, now: Timestamp) {
+        self.uses += 1;
+        self.handles.insert(key, CachedWriter { handle, last_used: now, last_use: self.uses, ledger: None });
     }
 
-    /// Keys not used for at least `idle`.
-    pub(crate) fn idle_for(&self, idle: std::time::Duration) -> Vec<SessionKey> {
+    /// Keys not used for at least `idle` before `now`.
+    pub(crate) fn idle_for(&self, idle: std::time::Duration, now: Timestamp) -> Vec<SessionKey> {
+        let idle_ms = u64::try_from(idle.as_millis()).unwrap_or(u64::MAX);
         self.handles
             .iter()
-            .filter(|(_, cached)| cached.last_used.elapsed() >= idle)
+            .filter(|(_, cached)| now.0.saturating_sub(cached.last_used.0) >= idle_ms)
             .map(|(key, _)| key.clone())
             .collect()
     }
@@ -51,8 +63,8 @@ impl WriterCache {
         if excess == 0 {
             return Vec::new();
         }
-        let mut by_use: Vec<(&SessionKey, std::time::Instant)> =
-            self.handles.iter().map(|(key, cached)| (key, cached.last_used)).collect();
+        let mut by_use: Vec<(&SessionKey, u64)> =
+            self.handles.iter().map(|(key, cached)| (key, cached.last_use)).collect();
         by_use.sort_unstable_by_key(|(_, last_used)| *last_used);
         by_use.into_iter().take(excess).map(|(key, _)| key.clone()).collect()
     }
@@ -82,7 +94,7 @@ impl SessionService {
     pub(crate) async fn writer(&self, key: &SessionKey) -> Result<SessionHandle> {
         let (handle, victims) = {
             let mut writers = self.writers.lock().await;
-            if let Some(handle) = writers.get(key) {
+            if let Some(handle) = writers.get(key, self.now()) {
                 return Ok(handle);
             }
             let handle = self.store.open(key, Access::Write).await.map_err(|error| match error {
@@ -91,7 +103,7 @@ impl SessionService {
                 }
                 other => other,
             })?;
-            writers.insert(key.clone(), handle.clone());
+            writers.insert(key.clone(), handle.clone(), self.now());
             (handle, writers.beyond(self.writers_cached_max))
         };
         self.evict(victims).await;
@@ -103,7 +115,8 @@ impl SessionService {
     /// (PostgreSQL), another server can then write those sessions without waiting for
     /// this one to stop. Returns how many were closed. `berth serve` runs it periodically.
     pub async fn close_idle_writers(&self, idle: std::time::Duration) -> usize {
-        let victims = self.writers.lock().await.idle_for(idle);
+        let now = self.now();
+        let victims = self.writers.lock().await.idle_for(idle, now);
         self.evict(victims).await
     }
 

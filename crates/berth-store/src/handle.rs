@@ -174,11 +174,7 @@ impl HandleShared {
     /// events go back in front (order kept) and the timer pauses.
     async fn drain(&self, state: &mut State) -> Result<()> {
         loop {
-            let batch = {
-                let mut live = self.live();
-                live.timer_armed = false;
-                live.take_batch()
-            };
+            let batch = self.live().next_drain_batch();
             if batch.is_empty() {
                 return Ok(());
             }
@@ -193,9 +189,7 @@ impl HandleShared {
     /// exactly once and reports the outcome; success clears the pause.
     async fn drain_explicit(&self, state: &mut State) -> Result<()> {
         self.drain(state).await?;
-        let mut live = self.live();
-        live.paused = false;
-        live.background_error = None;
+        self.live().drained_explicitly();
         Ok(())
     }
 
@@ -207,10 +201,8 @@ impl HandleShared {
         loop {
             let outcome = self.drain_explicit(state).await;
             let mut live = self.live();
-            if outcome.is_err() || live.events.is_empty() {
+            if live.seal_after_final_drain(outcome.is_err()) {
                 self.closed.store(true, Ordering::Release);
-                live.events.clear();
-                live.bytes = 0;
                 return outcome;
             }
         }
@@ -505,12 +497,8 @@ impl SessionHandle {
                     actual: (live.bytes + size) as u64,
                 });
             }
-            live.push(event);
-            let arm_timer = !live.timer_armed && !live.paused;
-            if arm_timer {
-                live.timer_armed = true;
-            }
-            (arm_timer, !live.paused && live.bytes >= LIVE_WINDOW_BYTES_MAX)
+            let accepted = live.accept(event, LIVE_WINDOW_BYTES_MAX);
+            (accepted.arm_timer, accepted.drain_now)
         };
         if drain_now {
             shared.spawn_drain(None);
@@ -538,24 +526,19 @@ impl SessionHandle {
         run_to_completion(&self.shared.key, async move {
             let mut state = shared.state.lock().await;
             shared.check_open("flush")?;
-            let flushed = shared.live().flushed_next_seq;
-            if matches!(*state, State::Writer(_)) && flushed.is_some_and(|flushed| flushed >= covered_seq) {
+            let covered = shared.live().flush_covers(covered_seq);
+            if matches!(*state, State::Writer(_)) && covered {
                 return Ok(());
             }
             shared.drain_explicit(&mut state).await?;
-            let drained_seq = {
-                let live = shared.live();
-                live.next_seq - live.events.len() as u64
-            };
+            let drained_seq = shared.live().drained_seq();
             let outcome = match &mut *state {
                 State::Pending => shared.write_batch(&mut state, &[]).await,
                 State::Writer(writer) => writer.sync().await,
                 _ => Ok(()),
             };
             if outcome.is_ok() {
-                let mut live = shared.live();
-                live.flushed_next_seq =
-                    Some(live.flushed_next_seq.map_or(drained_seq, |flushed| flushed.max(drained_seq)));
+                shared.live().record_flush(drained_seq);
             }
             outcome
         })

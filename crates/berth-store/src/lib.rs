@@ -10,8 +10,9 @@
 
 pub mod backend;
 mod handle;
-mod live;
+pub mod live;
 pub mod memory;
+pub mod registry;
 mod store;
 
 pub use backend::{ChangeToken, ListPage, ListQuery, LogBackend, LogReader, LogStat, LogWriter, TailRecovery};

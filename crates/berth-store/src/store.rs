@@ -3,27 +3,36 @@
 
 use crate::backend::{ChangeToken, ListPage, ListQuery, LogBackend, LogStat};
 use crate::handle::{Access, HandleShared, SessionHandle};
+use crate::registry::{OwnerRef, Registry, Slot};
 use berth_core::limits::PAGE_SIZE_MAX;
 use berth_core::{Error, Result, SessionHeader, SessionKey};
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
-/// One registry slot per session with an active write handle in this instance.
-pub(crate) enum Slot {
-    /// A write open is in progress (the backend is claiming the lease).
-    Claiming,
-    Owned(Weak<HandleShared>),
+/// A slot names its handle weakly: a handle dropped without `close` frees the id.
+impl OwnerRef for Weak<HandleShared> {
+    type Owner = HandleShared;
+
+    fn is_owner(&self, owner: &HandleShared) -> bool {
+        std::ptr::eq(self.as_ptr(), owner)
+    }
+
+    fn alive(&self) -> bool {
+        self.strong_count() > 0
+    }
 }
+
+type WriterRegistry = Registry<SessionKey, Weak<HandleShared>>;
 
 pub(crate) struct StoreInner {
     pub(crate) backend: Arc<dyn LogBackend>,
-    pub(crate) registry: Mutex<HashMap<SessionKey, Slot>>,
+    /// The single-writer registry (`registry.rs`, model-checked in `tests/loom_models.rs`).
+    pub(crate) registry: Mutex<WriterRegistry>,
     pub(crate) pending_counter: AtomicU64,
 }
 
 impl StoreInner {
-    pub(crate) fn registry(&self) -> std::sync::MutexGuard<'_, HashMap<SessionKey, Slot>> {
+    pub(crate) fn registry(&self) -> std::sync::MutexGuard<'_, WriterRegistry> {
         // A panic while holding this lock cannot leave it inconsistent (single inserts
         // and removes), so a poisoned lock is still usable.
         self.registry.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -31,21 +40,13 @@ impl StoreInner {
 
     /// Releases `key`'s registry slot if it still belongs to `owner` (or is a claim).
     pub(crate) fn release_slot(&self, key: &SessionKey, owner: Option<&HandleShared>) {
-        let mut registry = self.registry();
-        let ours = match (registry.get(key), owner) {
-            (Some(Slot::Owned(weak)), Some(owner)) => std::ptr::eq(weak.as_ptr(), owner) || weak.strong_count() == 0,
-            (Some(Slot::Claiming), None) => true,
-            _ => false,
-        };
-        if ours {
-            registry.remove(key);
-        }
+        self.registry().release(key, owner);
     }
 
     /// The live write handles of this instance.
     fn owned_handles(&self) -> Vec<SessionHandle> {
         self.registry()
-            .values()
+            .slots()
             .filter_map(|slot| match slot {
                 Slot::Owned(weak) => weak.upgrade().map(SessionHandle::from_shared),
                 Slot::Claiming => None,
@@ -57,12 +58,7 @@ impl StoreInner {
     /// owned while a dropped handle's final drain still holds the backend writer.
     /// Returns whether it did (the caller then releases the claim when done).
     pub(crate) fn reclaim_slot(&self, key: &SessionKey, owner: &HandleShared) -> bool {
-        let mut registry = self.registry();
-        let ours = matches!(registry.get(key), Some(Slot::Owned(weak)) if std::ptr::eq(weak.as_ptr(), owner));
-        if ours {
-            registry.insert(key.clone(), Slot::Claiming);
-        }
-        ours
+        self.registry().reclaim(key, owner)
     }
 
     /// The pending (never materialized) handle for `key`, if any.
@@ -95,7 +91,7 @@ impl LogStore {
         LogStore {
             inner: Arc::new(StoreInner {
                 backend,
-                registry: Mutex::new(HashMap::new()),
+                registry: Mutex::new(Registry::default()),
                 pending_counter: AtomicU64::new(0),
             }),
         }
@@ -111,22 +107,14 @@ impl LogStore {
     pub async fn create(&self, header: SessionHeader) -> Result<SessionHandle> {
         header.validate()?;
         let key = header.key();
-        {
-            let mut registry = self.inner.registry();
-            match registry.get(&key) {
-                Some(Slot::Claiming) => return Err(already_exists(&key)),
-                Some(Slot::Owned(weak)) if weak.strong_count() > 0 => return Err(already_exists(&key)),
-                _ => {}
-            }
-            registry.insert(key.clone(), Slot::Claiming);
-        }
+        self.inner.registry().claim(&key).map_err(|_| already_exists(&key))?;
         let _claim = ClaimGuard { inner: &self.inner, key: &key };
         if self.inner.backend.stat(&key).await?.is_some() {
             return Err(already_exists(&key));
         }
         let pending_id = self.inner.pending_counter.fetch_add(1, Ordering::Relaxed);
         let shared = HandleShared::new_pending(self.inner.clone(), header, pending_id);
-        self.inner.registry().insert(key.clone(), Slot::Owned(Arc::downgrade(&shared)));
+        self.inner.registry().install(&key, Arc::downgrade(&shared));
         Ok(SessionHandle::from_shared(shared))
     }
 
@@ -151,19 +139,11 @@ impl LogStore {
     }
 
     async fn open_write(&self, key: &SessionKey) -> Result<SessionHandle> {
-        {
-            let mut registry = self.inner.registry();
-            match registry.get(key) {
-                Some(Slot::Claiming) => return Err(already_owned(key)),
-                Some(Slot::Owned(weak)) if weak.strong_count() > 0 => return Err(already_owned(key)),
-                _ => {}
-            }
-            registry.insert(key.clone(), Slot::Claiming);
-        }
+        self.inner.registry().claim(key).map_err(|_| already_owned(key))?;
         let _claim = ClaimGuard { inner: &self.inner, key };
         let writer = self.inner.backend.open_writer(key).await?;
         let shared = HandleShared::new_writer(self.inner.clone(), writer);
-        self.inner.registry().insert(key.clone(), Slot::Owned(Arc::downgrade(&shared)));
+        self.inner.registry().install(key, Arc::downgrade(&shared));
         Ok(SessionHandle::from_shared(shared))
     }
 

@@ -301,6 +301,11 @@ impl Fs for FaultFs {
     fn metadata(&self, path: &Path) -> io::Result<FileMeta> {
         self.run(FsOp::Metadata, path, || self.inner.metadata(path))
     }
+
+    /// Not a fault point: resolved once, when a backend opens its root.
+    fn canonicalize(&self, path: &Path) -> io::Result<std::path::PathBuf> {
+        self.inner.canonicalize(path)
+    }
 }
 
 /// An open file of a `FaultFs`.

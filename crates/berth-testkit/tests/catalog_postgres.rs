@@ -32,9 +32,9 @@ impl AuditTamperer for PostgresFixture {
 }
 
 async fn postgres() -> PostgresFixture {
-    let database = TestDatabase::create().await;
+    let database = TestDatabase::with_app_role().await;
     let options = PostgresOptions { pool_size: 4, ..PostgresOptions::default() };
-    let backend = PostgresBackend::connect(&database.url(), options).await.expect("connect");
+    let backend = PostgresBackend::connect(&database.app_url(), options).await.expect("connect");
     PostgresFixture { catalog: backend.catalog(), database }
 }
 

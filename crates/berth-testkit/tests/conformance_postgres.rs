@@ -28,12 +28,12 @@ struct PostgresConformance {
 
 impl PostgresConformance {
     async fn new() -> PostgresConformance {
-        PostgresConformance { database: TestDatabase::create().await, faults: FaultPlan::new() }
+        PostgresConformance { database: TestDatabase::with_app_role().await, faults: FaultPlan::new() }
     }
 
     async fn instance(&self) -> LogStore {
         let options = PostgresOptions { pool_size: 4, own_runtime: true, ..PostgresOptions::default() };
-        let backend = PostgresBackend::connect(&self.database.url(), options).await.expect("connect");
+        let backend = PostgresBackend::connect(&self.database.app_url(), options).await.expect("connect");
         LogStore::new(Arc::new(FaultyBackend::new(backend, self.faults.clone())))
     }
 }

@@ -7,6 +7,7 @@ mod jsonl_common;
 use berth_core::{Epoch, Error, SESSION_FORMAT_VERSION};
 use berth_jsonl::format::{self, BROKEN_PREFIX};
 use berth_jsonl::fsck::{self, SessionStatus};
+use berth_jsonl::JsonlBackend;
 use berth_jsonl::INDEX_ENTRIES_MAX;
 use berth_store::{Access, ListQuery, LogReader, LogWriter};
 use jsonl_common::*;
@@ -309,4 +310,132 @@ fn network_file_systems_are_recognised_and_a_local_root_is_not_one() {
     }
     let root = tempfile::tempdir().unwrap();
     assert_eq!(backend(root.path()).network_filesystem(), None, "the test machine's temp dir is local");
+}
+
+/// Every file under `dir` with its length and bytes, to show nothing outside the root
+/// was created, written or removed.
+fn snapshot(dir: &std::path::Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    let mut files = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(next) = pending.pop() {
+        for entry in std::fs::read_dir(&next).unwrap() {
+            let path = entry.unwrap().path();
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            if meta.is_dir() {
+                files.push((path.clone(), Vec::new()));
+                pending.push(path);
+            } else {
+                files.push((path.clone(), std::fs::read(&path).unwrap()));
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+/// Where a test plants its symlink, given the backend.
+type PlantedAt = Box<dyn Fn(&JsonlBackend) -> std::path::PathBuf>;
+
+/// Reliability §6 test 35 (symlink case): a symlink planted at the `tenants` directory,
+/// a tenant's directory, its `sessions` directory, a session's directory, its log or its
+/// lock file, pointing outside the root, is refused by every operation (create, open for
+/// reading and writing, stat, list, erase); nothing outside the root is created, read
+/// into a reply or changed. Below the backend's own checks, the real file system's opens
+/// refuse a symlink in any component (`openat2` `RESOLVE_NO_SYMLINKS`).
+#[tokio::test]
+async fn t35_symlinks_planted_anywhere_under_the_root_touch_nothing_outside() {
+    let elsewhere = tempfile::tempdir().unwrap();
+    // A real tenant tree outside, holding a valid session "s" of tenant "t": what a
+    // followed symlink would serve or overwrite.
+    let outside_root = elsewhere.path().join("outside-root");
+    {
+        let outside_backend = backend(&outside_root);
+        let handle = store(&outside_backend).create(header("t", "s")).await.unwrap();
+        handle.append(&[message(0, "outside secret")]).await.unwrap();
+        handle.close().await.unwrap();
+    }
+    let outside_tenants = outside_root.join("tenants");
+    let outside_tenant = outside_tenants.join("t");
+    let outside_sessions = outside_tenant.join("sessions");
+    let outside_session = outside_sessions.join("s");
+    let plants: [(&str, PlantedAt, std::path::PathBuf); 6] = [
+        ("tenants", Box::new(|b: &JsonlBackend| b.root().join("tenants")), outside_tenants.clone()),
+        ("tenant", Box::new(|b: &JsonlBackend| b.root().join("tenants/t")), outside_tenant.clone()),
+        ("sessions", Box::new(|b: &JsonlBackend| b.root().join("tenants/t/sessions")), outside_sessions.clone()),
+        ("session", Box::new(|b: &JsonlBackend| b.session_dir(&key("t", "s"))), outside_session.clone()),
+        ("log", Box::new(|b: &JsonlBackend| b.log_path(&key("t", "s"))), outside_session.join("session.jsonl")),
+        (
+            "lock",
+            Box::new(|b: &JsonlBackend| b.session_dir(&key("t", "s")).join("session.lock")),
+            elsewhere.path().join("planted.lock"),
+        ),
+    ];
+    for (name, planted_at, target) in plants {
+        let root = tempfile::tempdir().unwrap();
+        let backend = backend(root.path());
+        let store = store(&backend);
+        // The tree down to the plant exists for real (so the plant replaces a real entry).
+        let handle = store.create(header("t", "s")).await.unwrap();
+        handle.append(&[message(0, "inside")]).await.unwrap();
+        handle.close().await.unwrap();
+        let at = planted_at(&backend);
+        if at.is_dir() {
+            std::fs::remove_dir_all(&at).unwrap();
+        } else {
+            std::fs::remove_file(&at).unwrap();
+        }
+        std::os::unix::fs::symlink(&target, &at).unwrap();
+        let before = snapshot(elsewhere.path());
+        let key = key("t", "s");
+
+        // Readers never touch the lock file: with only the lock planted, a read of the
+        // (real, inside) log is fine; every other plant is on the read path.
+        let lock_only = name == "lock";
+        let opened = store.open(&key, Access::Read).await;
+        assert!(opened.is_err() != lock_only, "{name}: a read through the symlink is refused: {:?}", opened.err());
+        let written = store.open(&key, Access::Write).await;
+        assert!(written.is_err(), "{name}: a write open through the symlink is refused");
+        match store.stat(&key).await {
+            Err(error) => assert_eq!(error.code(), "corrupt", "{name}: {error}"),
+            Ok(found) => assert!(lock_only && found.is_some(), "{name}: stat reads nothing outside: {found:?}"),
+        }
+        let listed = backend.list_blocking(&ListQuery::tenant(berth_core::TenantId::parse("t").unwrap()));
+        assert!(
+            listed.as_ref().map_or(true, |items| items.iter().all(|item| item.header.id.as_str() != "s" || lock_only)),
+            "{name}: listing serves nothing outside: {listed:?}"
+        );
+        let created = store.create(header("t", "fresh")).await;
+        if matches!(name, "session" | "log" | "lock") {
+            // Another session of the tenant is not behind the symlink: created inside.
+            let handle = created.unwrap_or_else(|error| panic!("{name}: {error}"));
+            handle.close().await.unwrap();
+            assert!(backend
+                .session_dir(&jsonl_common::key("t", "fresh"))
+                .starts_with(root.path().canonicalize().unwrap()));
+        } else {
+            assert!(created.is_err(), "{name}: a create through the symlink is refused");
+        }
+        let erased = backend.erase(&key).await;
+        // Erasing a session whose log (or lock) entry is a symlink may remove that entry,
+        // inside the root; it never reaches the target (the snapshot below).
+        assert!(
+            erased.is_err() || matches!(name, "log" | "lock"),
+            "{name}: an erase through the symlink is refused: {erased:?}"
+        );
+        assert_eq!(snapshot(elsewhere.path()), before, "{name}: nothing outside the root was created or changed");
+        assert!(!elsewhere.path().join("planted.lock").exists(), "{name}: no file created outside");
+    }
+
+    // The kernel's refusal, without the backend's checks: an open whose path crosses a
+    // symlink in a middle component fails with ELOOP, and creates nothing.
+    use berth_jsonl::fs::{Fs, OpenOptions, OsFs};
+    let root = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(elsewhere.path(), root.path().join("link")).unwrap();
+    let through = root.path().join("link").join("created-through-a-symlink");
+    let refused = OsFs.open(&through, OpenOptions::write_new()).err().expect("refused");
+    assert_eq!(refused.raw_os_error(), Some(libc::ELOOP), "{refused}");
+    assert!(!elsewhere.path().join("created-through-a-symlink").exists());
+    std::fs::create_dir(elsewhere.path().join("a-directory")).unwrap();
+    let refused = OsFs.open_dir(&root.path().join("link").join("a-directory")).err().expect("refused");
+    assert_eq!(refused.raw_os_error(), Some(libc::ELOOP), "{refused}");
 }

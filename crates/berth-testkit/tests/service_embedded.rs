@@ -87,7 +87,10 @@ async fn idle_write_handles_are_closed_on_request_and_recently_used_ones_kept() 
     let open_store =
         || LogStore::new(Arc::new(JsonlBackend::open(dir.path().to_path_buf(), JsonlOptions::default()).unwrap()));
     let catalog = SqliteCatalog::open(dir.path().join(CATALOG_FILE_NAME)).unwrap();
-    let service = SessionService::new(open_store(), Arc::new(catalog), Arc::new(berth_core::SystemClock));
+    // The cache judges idleness on the service's clock: a fake one, moved by the test
+    // (no sleep racing a window).
+    let clock = berth_testkit::clock::FakeClock::new(1_700_000_000_000);
+    let service = SessionService::new(open_store(), Arc::new(catalog), clock.clone());
     let principal = service_principal(TENANT_A);
     let append = |id: &'static str| {
         let (service, principal) = (&service, &principal);
@@ -105,7 +108,7 @@ async fn idle_write_handles_are_closed_on_request_and_recently_used_ones_kept() 
         service.create(&principal, CreateSession { id: Some(sid(id)), ..CreateSession::default() }).await.unwrap();
     }
     append("old").await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    clock.advance_ms(300);
     append("recent").await;
     assert_eq!(service.close_idle_writers(Duration::from_millis(200)).await, 1);
     assert_eq!(service.writers_cached().await, 1);

@@ -30,7 +30,7 @@ struct PostgresService {
 impl PostgresService {
     async fn new() -> PostgresService {
         let backend = PostgresService {
-            database: TestDatabase::create().await,
+            database: TestDatabase::with_app_role().await,
             clock: FakeClock::new(CLOCK_START_MS),
             current: Mutex::new(None),
         };
@@ -45,7 +45,7 @@ impl PostgresService {
 
     async fn instance(&self) -> Arc<SessionService> {
         let options = PostgresOptions { pool_size: 4, ..PostgresOptions::default() };
-        let backend = PostgresBackend::connect(&self.database.url(), options).await.expect("connect");
+        let backend = PostgresBackend::connect(&self.database.app_url(), options).await.expect("connect");
         let catalog: Arc<dyn Catalog> = Arc::new(backend.catalog());
         Arc::new(SessionService::new(LogStore::new(Arc::new(backend)), catalog, self.clock.clone()))
     }

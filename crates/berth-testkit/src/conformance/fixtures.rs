@@ -138,10 +138,20 @@ pub async fn open_write_eventually(store: &LogStore, key: &SessionKey) -> Sessio
     polled.unwrap_or_else(|_| panic!("timed out waiting until a write open of {key} succeeds"))
 }
 
-/// Reports a clause (or part of one) a backend cannot run, so it is visible in the
-/// test output instead of passing silently.
+/// Reports a clause (or part of one) a backend cannot run. Only a divergence declared in
+/// `divergence::DIVERGENCES` may be skipped: any other skip fails the clause, so a
+/// backend that loses a hook cannot pass silently.
 pub fn skipped(backend: &str, clause: &str, missing_hook: &str) {
-    eprintln!("skipped: backend {backend} has no {missing_hook}; clause {clause} (or this part of it) not run");
+    match super::divergence::declared(backend, clause, missing_hook) {
+        Some(divergence) => eprintln!(
+            "skipped: backend {backend} has no {missing_hook}; clause {clause} (or this part of it) not run: {}",
+            divergence.why
+        ),
+        None => panic!(
+            "backend {backend} has no {missing_hook}, so clause {clause} would not run, and that divergence is not \
+             declared in berth_testkit::conformance::divergence::DIVERGENCES"
+        ),
+    }
 }
 
 /// `assert!(matches!(..))` that prints the value on failure.

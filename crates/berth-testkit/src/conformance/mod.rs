@@ -28,21 +28,20 @@
 //!
 //! # Hooks and what happens without them
 //!
-//! `reopen`, `corrupt_tail` and `inject_stored_event` return `None` when a backend cannot
-//! provide them; the clause (or the part of it that needs the hook) then prints
-//! `skipped: backend <name> has no <hook>` and still runs everything else.
+//! `reopen`, `corrupt_tail`, `inject_stored_event` and `damage_record` return `None` when
+//! a backend cannot provide them; the clause (or the part of it that needs the hook) then
+//! prints `skipped: backend <name> has no <hook>` and still runs everything else.
 //!
 //! # Known divergences
 //!
-//! | backend | clause | status |
-//! |---|---|---|
-//! | memory | `logstore::torn_tail_is_never_served_and_truncated_by_the_write_path` (dsh §3.1 #19) | not applicable: the memory "disk" stores whole events, so there is no physical tail to tear; `corrupt_tail` returns `None` and the clause reports the skip. |
-//! | memory, postgres | `logstore::read_before_skips_a_torn_tail` | not applicable, for the same reason (no physical tail); reports the skip. |
-//! | memory | `logstore::partial_reads_report_damage_inside_their_range_only` | not applicable: a stored event cannot be damaged in place; `damage_record` returns `None` and the clause reports the skip. |
-//!
-//! Every other clause runs on every backend with all hooks. JSONL (`JsonlConformance`,
-//! `tests/conformance_jsonl.rs`) supports all four hooks and has no divergence.
+//! They are data: [`divergence::DIVERGENCES`] (memory: 3 clauses, postgres: 2 — the
+//! torn-tail clauses, as neither has a physical tail; JSONL supports every hook and has
+//! none). A skip that is not declared there fails its clause; each suite's generated
+//! `declared_divergences_name_real_clauses` test checks every entry names one of its
+//! clauses; `scripts/test` prints the per-backend count
+//! (`cargo run -p berth-testkit --bin conformance-divergences`).
 
+pub mod divergence;
 pub mod fault;
 pub mod fixtures;
 pub mod jsonl;
@@ -159,6 +158,24 @@ macro_rules! __conformance_tests {
         mod $suite {
             #[allow(unused_imports)]
             use super::*;
+
+            /// Every declared divergence of this backend in this suite names one of
+            /// the suite's clauses (so the data cannot drift from the clause list).
+            #[::tokio::test(start_paused = true)]
+            async fn declared_divergences_name_real_clauses() {
+                let backend = $make;
+                let name = $crate::conformance::ConformanceBackend::name(&backend).to_owned();
+                let clauses = [$(stringify!($clause)),*];
+                let declared: Vec<&str> = $crate::conformance::divergence::DIVERGENCES
+                    .iter()
+                    .filter(|divergence| divergence.backend == name && divergence.suite == stringify!($suite))
+                    .map(|divergence| divergence.clause)
+                    .collect();
+                for clause in &declared {
+                    assert!(clauses.contains(clause), "divergence of {name} names no {} clause: {clause}", stringify!($suite));
+                }
+                eprintln!("conformance: {name}: {} {} clause(s) not applicable: {declared:?}", declared.len(), stringify!($suite));
+            }
             $(
                 #[::tokio::test(start_paused = true)]
                 async fn $clause() {

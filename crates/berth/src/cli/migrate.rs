@@ -8,11 +8,24 @@ use clap::Args;
 use std::process::ExitCode;
 
 #[derive(Args, Debug)]
-pub struct MigrateArgs {}
+pub struct MigrateArgs {
+    /// After migrating, grant this (existing) role what `berth serve` needs and nothing
+    /// more: data access bounded by row-level security, reading the schema version. Run
+    /// `berth migrate` as the tables' owner; serve as this role.
+    #[arg(long)]
+    app_role: Option<String>,
+}
 
-pub async fn migrate(data: &str, _args: MigrateArgs, json: bool) -> Result<ExitCode> {
+pub async fn migrate(data: &str, args: MigrateArgs, json: bool) -> Result<ExitCode> {
     let url = berth::StoreUrl::parse(data)?;
     let report = berth::migrate(&url).await?;
+    if let Some(role) = &args.app_role {
+        let berth::StoreUrl::Postgres(postgres_url) = &url else {
+            return Err(berth_core::Error::invalid("--app-role", "only PostgreSQL stores have database roles"));
+        };
+        let options = berth::postgres::PostgresOptions { migrate: false, pool_size: 1, ..Default::default() };
+        berth::postgres::PostgresBackend::connect_unchecked(postgres_url, options)?.grant_app_role(role).await?;
+    }
     let text = match (report, json) {
         (Some(report), true) => {
             serde_json::json!({"from_version": report.from_version, "to_version": report.to_version}).to_string()

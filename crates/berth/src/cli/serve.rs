@@ -71,6 +71,12 @@ pub struct ServeArgs {
     /// Required `aud` claim of JWTs.
     #[arg(long)]
     jwt_audience: Option<String>,
+    /// DEVELOPMENT ONLY. Serve a PostgreSQL store as a role that row-level security does
+    /// not bind (a superuser, a role with BYPASSRLS, or the owner of berth's tables).
+    /// Without it `berth serve` refuses such a role: serve as an app role instead
+    /// (`berth migrate --app-role ROLE`, run as the owner, grants one what it needs).
+    #[arg(long)]
+    dev_allow_db_owner: bool,
 }
 
 #[derive(Subcommand, Debug)]
@@ -201,7 +207,11 @@ fn keys(data: &str, command: KeysCommand, json: bool) -> Result<ExitCode> {
 
 /// The service over `data` (the embedded backend's file system counted for metrics), and
 /// the live-tail feed the store needs (`None`: in-process).
-async fn open_service(data: &str, metrics: &Metrics) -> Result<(SessionService, Option<Arc<dyn ChangeFeed>>)> {
+async fn open_service(
+    data: &str,
+    metrics: &Metrics,
+    allow_db_owner: bool,
+) -> Result<(SessionService, Option<Arc<dyn ChangeFeed>>)> {
     let counters = metrics.storage.clone();
     let observer: berth_jsonl::FsObserver = Arc::new(move |event| match event {
         berth_jsonl::FsEvent::Synced => {
@@ -222,6 +232,21 @@ async fn open_service(data: &str, metrics: &Metrics) -> Result<(SessionService, 
         ..berth::AssembleOptions::default()
     };
     let backends = berth::open_backends_with(&berth::StoreUrl::parse(data)?, options).await?;
+    if let Some(postgres) = &backends.postgres {
+        // Row-level security is the second wall behind the tenant filter of every
+        // statement; a role it does not bind takes that wall down.
+        if allow_db_owner {
+            if let Some(reason) = postgres.role_report().await?.refusal() {
+                tracing::warn!(%reason, "serving as a database role row-level security does not bind (--dev-allow-db-owner)");
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "berth serve: WARNING: {reason}; row-level security does not bind it (--dev-allow-db-owner: development only)"
+                );
+            }
+        } else {
+            postgres.check_serving_role().await?;
+        }
+    }
     let feed = berth::change_feed(&backends);
     Ok((berth::service_over(backends, berth::system_clock()), feed))
 }
@@ -248,7 +273,7 @@ async fn serve(data: &str, args: ServeArgs) -> Result<ExitCode> {
         (None, berth::StoreUrl::Memory) => KeyStore::in_memory()?,
         (explicit, _) => KeyStore::open(&keys_path(data, explicit.clone())?)?,
     };
-    let (service, feed) = open_service(data, &metrics).await?;
+    let (service, feed) = open_service(data, &metrics, args.dev_allow_db_owner).await?;
     let service = Arc::new(service);
     let first_key = if keys.is_empty()? {
         let admin = Principal {
