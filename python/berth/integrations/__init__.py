@@ -1,0 +1,1 @@
+"""Drop-in stores for agent frameworks, on berth (each module imports its framework)."""
