@@ -49,7 +49,9 @@ import asyncio
 import base64
 import binascii
 import hashlib
+import random
 import threading
+import time
 import uuid
 import weakref
 from collections.abc import Callable, Mapping
@@ -381,7 +383,7 @@ class BerthSession:
                     f"session {self.session_id!r} was created {mode!r}; this BerthSession is "
                     f"{'exclusive (serial)' if self.exclusive else 'parallel'}: open it with exclusive={mode == 'serial'}"
                 )
-            outcome = client.resume(self.berth_id, on_busy="reject")
+            outcome = self._resume(client)
             binding.run_id = outcome.attachment.run_id
             binding.stop.clear()
             binding.heartbeat = threading.Thread(
@@ -392,6 +394,26 @@ class BerthSession:
             )
             binding.heartbeat.start()
             return True
+
+    def _resume(self, client: berth.Client) -> berth.ResumeOutcome:
+        """`resume`, waiting out another process's write handle on an embedded store (the
+        client waits so for appends; a resume that found the log busy detached its run
+        again, so it is safe to repeat). A `Busy` from the concurrency policy — another
+        object holds an exclusive session — is raised at once."""
+        wait_s = getattr(getattr(client, "_transport", None), "busy_wait_s", 10.0)
+        deadline = time.monotonic() + wait_s
+        delay = 0.02
+        while True:
+            try:
+                return client.resume(self.berth_id, on_busy="reject")
+            except berth.Busy as busy:
+                # The policy's refusal says how many runs are attached; the writer's says
+                # "another process" (berth gives no finer code for it).
+                writer_busy = "another process" in str(busy)
+                if not writer_busy or time.monotonic() + delay > deadline:
+                    raise
+                time.sleep(delay * (0.5 + random.random()))
+                delay = min(0.5, delay * 2)
 
     def _append(self, binding: _Binding, events: list[dict[str, Any]], **options: Any) -> berth.AppendOutcome:
         try:
