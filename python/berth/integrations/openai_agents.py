@@ -49,6 +49,7 @@ import asyncio
 import base64
 import binascii
 import hashlib
+import json
 import random
 import threading
 import time
@@ -61,7 +62,6 @@ from agents.lifecycle import RunHooks
 from agents.memory.session_settings import SessionSettings, coerce_session_settings, resolve_session_limit
 
 import berth
-from berth._calls import SEQ_END
 
 #: The label every session made by `BerthSession` carries (listings filter on it).
 LABEL = "openai-agents"
@@ -169,7 +169,7 @@ def _item_of(event: berth.Event, repaired_calls: set[str]) -> Any | None:
             "type": "function_call",
             "call_id": data["call_id"],
             "name": data.get("name", ""),
-            "arguments": arguments if isinstance(arguments, str) else berth._calls.dumps(arguments).decode(),
+            "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False),
         }
     return None
 
@@ -429,8 +429,10 @@ class BerthSession:
         popped: set[int] = set()
         repaired_calls: set[str] = set()
         found: list[tuple[int, Any]] = []
-        page_size = 1000 if limit is None else min(1000, max(32, 2 * limit + 8))
-        before = SEQ_END
+        # Markers are rare: the first page is the items asked for and a little slack;
+        # each further page doubles (berth's read cost grows with the events returned).
+        page_size = 1000 if limit is None else min(1000, limit + 8)
+        before = berth.SEQ_END
         end: int | None = None
         client = binding.client
         while True:
@@ -456,6 +458,7 @@ class BerthSession:
                 found.reverse()
                 return found, end
             before = page.first_seq
+            page_size = min(1000, page_size * 2)
 
     def _get_items(self, binding: _Binding, limit: int | None) -> list[Any]:
         if limit is not None and limit <= 0:
