@@ -229,6 +229,7 @@ class BerthSession:
       next object that attaches after it lapsed (the worst-case wait).
     - `client_for_context`: `wrapper -> berth.Client`, to pick the tenant's key from the
       run context (the SDK passes `wrapper=` to sessions whose four methods take it).
+      Return one long-lived client per tenant: the object holds a run per client.
     - `id_prefix`: prepended to `session_id` before encoding (to share one tenant).
     """
 
