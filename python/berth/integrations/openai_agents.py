@@ -1,0 +1,550 @@
+"""`BerthSession`: the OpenAI Agents SDK's `Session` protocol (openai-agents 0.24.0) on berth.
+
+The one-line swap::
+
+    from berth.integrations.openai_agents import BerthSession
+    session = BerthSession("user-123", client)   # was SQLiteSession("user-123", "chat.db")
+    await Runner.run(agent, "hi", session=session)
+
+`client` is a `berth.Client`: HTTP (`berth.Client(url, api_key=...)`) or the embedded
+store (`berth.open(path, tenant=..., user=..., role=...)`); every call runs on a worker
+thread, so one `BerthSession` may be used from any event loop or thread (the SDK's
+`run_sync` and threaded callers each bring their own loop).
+
+How the SDK's history lives in berth:
+- one SDK session is one berth session, labelled `openai-agents`, titled with the SDK's
+  `session_id`, whose id is `session_id` itself when berth's id grammar allows it and a
+  reversible encoding otherwise (`encode_session_id`);
+- each item is one event. Known shapes use berth's vocabulary (a user message is
+  `user/message`, an assistant message `assistant/message`, a `function_call` is
+  `tool/call`, a `function_call_output` is `tool/result`), with the SDK's item kept
+  verbatim in `data.item`, so `berth sessions cat` and the inspector read the
+  conversation; anything else is an ignorable `openai/item`;
+- `add_items` is one atomic, durable append; `pop_item` appends a claim
+  (`openai/pop {target, claim}` at the log's end, with `expected_seq` and a nonce, so
+  racing processes each pop a different item) and `clear_session` a marker
+  (`openai/clear`): the log stays append-only, and its audit trail with it. Storage is
+  reclaimed when the session is deleted (`delete()`, `berth sessions rm`) or by the
+  tenant's retention policy;
+- every `BerthSession` object writes through a berth run of its own, attached on its first
+  use (by `resume`, so turns left open by objects whose runs are gone are closed first),
+  heartbeated in the background and detached by `close()` / leaving its context manager,
+  or by its lease (`run_lease_ttl_ms`) lapsing if the process dies.
+
+Durable in-flight tool calls: pass `hooks=session.run_hooks()` to `Runner.run`. Before a
+tool runs, the session records a `turn/start` (once per model turn) and a `tool/call`
+through its run; the turn is closed (`turn/end`) in the same append that saves the turn's
+items. If the process dies while the tool runs, the next object to use the session (once
+the dead object's run lease has lapsed) gets berth's repair: a `tool/result` saying the
+outcome is unknown, which `get_items` presents as the call plus a `function_call_output`,
+so the model sees that the tool may have run.
+
+Not supported: `OpenAIResponsesCompactionAwareSession` / `run_compaction`, and the
+SDK's private compaction hook (`_get_compaction_snapshot` / `replace_suffix`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import hashlib
+import json
+import random
+import threading
+import time
+import uuid
+import weakref
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from agents.lifecycle import RunHooks
+from agents.memory.session_settings import SessionSettings, coerce_session_settings, resolve_session_limit
+
+import berth
+
+#: The label every session made by `BerthSession` carries (listings filter on it).
+LABEL = "openai-agents"
+#: An SDK item berth's vocabulary has no type for (kept verbatim, ignorable by berth).
+ITEM_TYPE = "openai/item"
+#: A `pop_item` claim: `{target: seq, claim: nonce}`.
+POP_TYPE = "openai/pop"
+#: A `clear_session` marker: every item before it is gone.
+CLEAR_TYPE = "openai/clear"
+#: Sessions are created with this activity TTL (ten years): the SDK assumes history lives
+#: until it is cleared, and berth's default (24 h idle) would expire them.
+ACTIVITY_TTL_MS_FOREVER = 10 * 365 * 24 * 3600 * 1000
+#: How long a dead process's run keeps its place (and its open turn unrepaired).
+RUN_LEASE_TTL_MS_DEFAULT = 30_000
+
+_ID_BYTES_MAX = 128
+_SAFE_ID_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._~-")
+_MESSAGE_TYPES = {
+    "user": "user/message",
+    "assistant": "assistant/message",
+    "system": "system/message",
+    "developer": "system/message",
+}
+_ITEM_TYPES = frozenset(["user/message", "assistant/message", "system/message", "tool/call", "tool/result", ITEM_TYPE])
+_REPAIR_CODES = frozenset(["TOOL_OUTCOME_UNKNOWN", "TOOL_NOT_STARTED"])
+
+
+class SessionModeMismatch(berth.BerthError):
+    """The berth session exists with the other concurrency mode (`exclusive=` differs
+    from the mode it was created with, which is fixed at creation)."""
+
+    code = "session_mode_mismatch"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, status=409)
+
+
+def encode_session_id(session_id: str) -> str:
+    """The berth id of an SDK session id: the id itself when berth's grammar
+    (`[A-Za-z0-9._~-]{1,128}`) allows it and it does not start with `~`; otherwise `~`
+    and its UTF-8 in unpadded base64url; and if that is over 128 bytes, `~~` and its
+    SHA-256 (the original id is then only in the session's title)."""
+    if not isinstance(session_id, str):
+        raise TypeError(f"session_id must be a str, not {type(session_id).__name__}")
+    raw = session_id.encode("utf-8")
+    if 0 < len(raw) <= _ID_BYTES_MAX and not raw.startswith(b"~") and all(byte in _SAFE_ID_BYTES for byte in raw):
+        return session_id
+    encoded = "~" + base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+    if len(encoded) <= _ID_BYTES_MAX:
+        return encoded
+    return "~~" + hashlib.sha256(raw).hexdigest()
+
+
+def decode_session_id(berth_id: str) -> str | None:
+    """The SDK session id behind a berth id, or None when it is a hash (read the title)."""
+    if berth_id.startswith("~~"):
+        return None
+    if berth_id.startswith("~"):
+        body = berth_id[1:]
+        try:
+            return base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError, ValueError):
+            return None
+    return berth_id
+
+
+def event_for_item(item: Any) -> dict[str, Any]:
+    """The berth event that stores one SDK item (the item verbatim in `data.item`)."""
+    if isinstance(item, Mapping):
+        kind = item.get("type")
+        call_id = item.get("call_id")
+        if kind == "function_call" and _nonempty(call_id) and _nonempty(item.get("name")) and "arguments" in item:
+            data = {"call_id": call_id, "name": item["name"], "arguments": item["arguments"], "item": item}
+            return {"type": "tool/call", "data": data}
+        if kind == "function_call_output" and _nonempty(call_id) and "output" in item:
+            return {"type": "tool/result", "data": {"call_id": call_id, "content": item["output"], "item": item}}
+        message_type = _MESSAGE_TYPES.get(item.get("role"))  # type: ignore[arg-type]
+        if kind in (None, "message") and message_type and "content" in item:
+            return {"type": message_type, "data": {"content": item["content"], "item": item}}
+    return {"type": ITEM_TYPE, "data": {"item": item}, "ignorable": True}
+
+
+def _nonempty(value: Any) -> bool:
+    return isinstance(value, str) and value != ""
+
+
+def _item_of(event: berth.Event, repaired_calls: set[str]) -> Any | None:
+    """The SDK item an event presents, or None (markers, turn bookkeeping). Repair
+    closers become `function_call_output`s; an in-flight call record becomes its
+    `function_call` only when a closer answers it (otherwise the turn was saved whole)."""
+    data = event.data
+    if not isinstance(data, dict):
+        return None
+    if event.type in _ITEM_TYPES and "item" in data:
+        return data["item"]
+    if event.type == "tool/result":
+        error = data.get("error")
+        if isinstance(error, dict) and error.get("code") in _REPAIR_CODES and _nonempty(data.get("call_id")):
+            repaired_calls.add(data["call_id"])
+            return {"type": "function_call_output", "call_id": data["call_id"], "output": data.get("content", "")}
+        return None
+    if event.type == "tool/call" and data.get("in_flight") and data.get("call_id") in repaired_calls:
+        arguments = data.get("arguments")
+        return {
+            "type": "function_call",
+            "call_id": data["call_id"],
+            "name": data.get("name", ""),
+            "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False),
+        }
+    return None
+
+
+class _Binding:
+    """One client's hold on the session: its berth run, the heartbeat, the open turn."""
+
+    def __init__(self, client: berth.Client) -> None:
+        self.client = client
+        self.lock = threading.Lock()
+        self.run_id: str | None = None
+        self.lost: BaseException | None = None
+        self.stop = threading.Event()
+        self.heartbeat: threading.Thread | None = None
+        self.open_turn: int | None = None
+        self.turns = 0
+
+
+def _beat(client: berth.Client, berth_id: str, binding: _Binding, interval_s: float) -> None:
+    # Only the binding and the client are referenced here, never the BerthSession, so an
+    # unreachable session is collected (and its finalizer detaches the run).
+    run_id = binding.run_id
+    assert run_id is not None
+    while not binding.stop.wait(interval_s):
+        try:
+            client.heartbeat(berth_id, run_id)
+        except (berth.OwnershipLost, berth.NotFound, berth.Terminal) as error:
+            binding.lost = error
+            return
+        except (berth.BerthError, OSError):
+            continue  # transient (the client already retried): the next beat tries again
+
+
+def _release(bindings: dict[int, _Binding], berth_id: str) -> None:
+    for binding in list(bindings.values()):
+        binding.stop.set()
+        run_id, binding.run_id = binding.run_id, None
+        if run_id is not None and binding.lost is None:
+            try:
+                binding.client.detach(berth_id, run_id, outcome="completed")
+            except (berth.BerthError, OSError):
+                pass  # gone already, or unreachable: the run's lease lapses on its own
+    bindings.clear()
+
+
+class BerthSession:
+    """The SDK's `Session` protocol on berth. See the module's docstring.
+
+    - `client`: a `berth.Client` (HTTP or embedded); or `url=` / `api_key=` to make one
+      (closed with the session).
+    - `exclusive=True`: single-writer mode. The session is created `serial`, attached
+      with `on_busy="reject"`, so a second object or process gets `berth.Busy`, and a
+      displaced holder `berth.OwnershipLost`. Default: `parallel` (up to `runs_max`
+      objects write at once, as the SDK allows). The mode is fixed when the berth session
+      is created; opening it in the other mode raises `SessionModeMismatch`.
+    - `run_lease_ttl_ms`: the run lease; a crashed process's open turn is repaired by the
+      next object that attaches after it lapsed (the worst-case wait).
+    - `client_for_context`: `wrapper -> berth.Client`, to pick the tenant's key from the
+      run context (the SDK passes `wrapper=` to sessions whose four methods take it).
+      Return one long-lived client per tenant: the object holds a run per client.
+    - `id_prefix`: prepended to `session_id` before encoding (to share one tenant).
+    """
+
+    session_id: str
+    session_settings: SessionSettings | None
+
+    def __init__(
+        self,
+        session_id: str,
+        client: berth.Client | None = None,
+        *,
+        url: str | None = None,
+        api_key: str | None = None,
+        session_settings: SessionSettings | dict[str, Any] | None = None,
+        exclusive: bool = False,
+        runs_max: int = 64,
+        run_lease_ttl_ms: int = RUN_LEASE_TTL_MS_DEFAULT,
+        activity_ttl_ms: int = ACTIVITY_TTL_MS_FOREVER,
+        labels: list[str] | None = None,
+        id_prefix: str = "",
+        client_for_context: Callable[[Any], berth.Client] | None = None,
+    ) -> None:
+        if not isinstance(session_id, str):
+            raise TypeError(f"session_id must be a str, not {type(session_id).__name__}")
+        if isinstance(client, berth.AsyncClient):
+            raise TypeError("BerthSession takes a berth.Client (its calls run on worker threads), not an AsyncClient")
+        self.session_id = session_id
+        self.session_settings = (
+            coerce_session_settings(session_settings) if session_settings is not None else SessionSettings()
+        )
+        self._owns_client = client is None
+        self._client = client if client is not None else berth.Client(url, api_key=api_key)
+        self.exclusive = exclusive
+        self.berth_id = encode_session_id(id_prefix + session_id)
+        concurrency = {"mode": "serial"} if exclusive else {"mode": "parallel", "runs_max": runs_max}
+        self._policy = {
+            "concurrency": concurrency,
+            "activity_ttl_ms": activity_ttl_ms,
+            "run_lease_ttl_ms": run_lease_ttl_ms,
+        }
+        self._labels = [LABEL, *(labels or [])]
+        self._heartbeat_s = max(0.05, run_lease_ttl_ms / 3000)
+        self._client_for_context = client_for_context
+        self._bindings: dict[int, _Binding] = {}
+        self._bindings_lock = threading.Lock()
+        self._finalizer = weakref.finalize(self, _release, self._bindings, self.berth_id)
+
+    # -- the protocol ---------------------------------------------------------------
+
+    async def get_items(self, limit: int | None = None, *, wrapper: Any = None) -> list[Any]:
+        """The latest `limit` live items (all when None), oldest first."""
+        limit = resolve_session_limit(limit, self.session_settings)
+        binding = self._binding(wrapper)
+        return await asyncio.to_thread(self._get_items, binding, limit)
+
+    async def add_items(self, items: list[Any], *, wrapper: Any = None) -> None:
+        """Appends `items` as one atomic, durable batch."""
+        if not items:
+            return
+        binding = self._binding(wrapper)
+        await asyncio.to_thread(self._add_items, binding, list(items))
+
+    async def pop_item(self, *, wrapper: Any = None) -> Any | None:
+        """Removes and returns the latest live item (None when there is none); racing
+        callers, in any process, each get a different item."""
+        binding = self._binding(wrapper)
+        return await asyncio.to_thread(self._pop_item, binding)
+
+    async def clear_session(self, *, wrapper: Any = None) -> None:
+        """Removes every item (a marker: the log and its audit trail stay)."""
+        binding = self._binding(wrapper)
+        await asyncio.to_thread(self._clear, binding)
+
+    # -- beyond the protocol --------------------------------------------------------
+
+    def run_hooks(self) -> BerthRunHooks:
+        """Run hooks that record each tool start durably before the tool runs
+        (`Runner.run(agent, input, session=session, hooks=session.run_hooks())`)."""
+        return BerthRunHooks(self)
+
+    async def delete(self, *, wrapper: Any = None) -> None:
+        """Deletes the berth session, reclaiming its storage (history and markers)."""
+        binding = self._binding(wrapper)
+        await asyncio.to_thread(self._delete, binding)
+
+    @staticmethod
+    def list_session_ids(client: berth.Client, **filters: Any) -> list[str]:
+        """The SDK session ids of the tenant's `openai-agents` sessions (from titles)."""
+        ids = []
+        for session in client.iter_sessions(label=LABEL, include_blank=True, **filters):
+            ids.append(session.title if session.title is not None else (decode_session_id(session.id) or session.id))
+        return ids
+
+    def close(self) -> None:
+        """Detaches this object's runs and stops their heartbeats (idempotent)."""
+        self._finalizer()
+        if self._owns_client:
+            self._client.close()
+
+    async def aclose(self) -> None:
+        await asyncio.to_thread(self.close)
+
+    def __enter__(self) -> BerthSession:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    async def __aenter__(self) -> BerthSession:
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
+
+    # -- internals (run on worker threads) ------------------------------------------
+
+    def _binding(self, wrapper: Any) -> _Binding:
+        client = self._client
+        if wrapper is not None and self._client_for_context is not None:
+            client = self._client_for_context(wrapper)
+        with self._bindings_lock:
+            binding = self._bindings.get(id(client))
+            if binding is None:
+                binding = self._bindings[id(client)] = _Binding(client)
+            return binding
+
+    def _join(self, binding: _Binding, create: bool) -> bool:
+        """Attaches this object's run (creating the session if `create`); False when the
+        session does not exist and was not created. Attaching is a `resume`: turns left
+        open by runs that are gone are closed before this object reads or writes."""
+        with binding.lock:
+            if binding.lost is not None:
+                raise binding.lost
+            if binding.run_id is not None:
+                return True
+            client = binding.client
+            try:
+                session = client.get_session(self.berth_id)
+            except berth.NotFound:
+                if not create:
+                    return False
+                try:
+                    session = client.create_session(
+                        self.berth_id, title=self.session_id, labels=self._labels, policy=self._policy
+                    )
+                except berth.AlreadyExists:
+                    session = client.get_session(self.berth_id)
+            mode = (session.header.policy.concurrency or {}).get("mode", "serial")
+            wanted = self._policy["concurrency"]["mode"]
+            if mode != wanted:
+                raise SessionModeMismatch(
+                    f"session {self.session_id!r} was created {mode!r}; this BerthSession is "
+                    f"{'exclusive (serial)' if self.exclusive else 'parallel'}: open it with exclusive={mode == 'serial'}"
+                )
+            outcome = self._resume(client)
+            binding.run_id = outcome.attachment.run_id
+            binding.stop.clear()
+            binding.heartbeat = threading.Thread(
+                target=_beat,
+                args=(client, self.berth_id, binding, self._heartbeat_s),
+                name=f"berth-heartbeat-{self.berth_id}",
+                daemon=True,
+            )
+            binding.heartbeat.start()
+            return True
+
+    def _resume(self, client: berth.Client) -> berth.ResumeOutcome:
+        """`resume`, waiting out another process's write handle on an embedded store (the
+        client waits so for appends; a resume that found the log busy detached its run
+        again, so it is safe to repeat). A `Busy` from the concurrency policy — another
+        object holds an exclusive session — is raised at once."""
+        wait_s = getattr(getattr(client, "_transport", None), "busy_wait_s", 10.0)
+        deadline = time.monotonic() + wait_s
+        delay = 0.02
+        while True:
+            try:
+                return client.resume(self.berth_id, on_busy="reject")
+            except berth.Busy as busy:
+                # The policy's refusal says how many runs are attached; the writer's says
+                # "another process" (berth gives no finer code for it).
+                writer_busy = "another process" in str(busy)
+                if not writer_busy or time.monotonic() + delay > deadline:
+                    raise
+                time.sleep(delay * (0.5 + random.random()))
+                delay = min(0.5, delay * 2)
+
+    def _append(self, binding: _Binding, events: list[dict[str, Any]], **options: Any) -> berth.AppendOutcome:
+        try:
+            return binding.client.append(self.berth_id, events, run=binding.run_id, **options)
+        except berth.OwnershipLost as error:
+            binding.lost = error
+            raise
+
+    def _collect(self, binding: _Binding, limit: int | None) -> tuple[list[tuple[int, Any]], int]:
+        """The latest `limit` live items as (seq, item), oldest first, and the log's end,
+        read backwards page by page (pops are markers after their targets, so reading
+        backwards meets a pop before the item it removes)."""
+        popped: set[int] = set()
+        repaired_calls: set[str] = set()
+        found: list[tuple[int, Any]] = []
+        # Markers are rare: the first page is the items asked for and a little slack;
+        # each further page doubles (berth's read cost grows with the events returned).
+        page_size = 1000 if limit is None else min(1000, limit + 8)
+        before = berth.SEQ_END
+        end: int | None = None
+        client = binding.client
+        while True:
+            page = client.read_before(self.berth_id, before, limit=page_size)
+            if end is None:
+                end = page.next_seq
+            for event in reversed(page.events):
+                if event.type == CLEAR_TYPE:
+                    found.reverse()
+                    return found, end
+                if event.type == POP_TYPE:
+                    if isinstance(event.data, dict) and isinstance(event.data.get("target"), int):
+                        popped.add(event.data["target"])
+                    continue
+                item = _item_of(event, repaired_calls)
+                if item is None or event.seq in popped:
+                    continue
+                found.append((event.seq, item))
+                if limit is not None and len(found) >= limit:
+                    found.reverse()
+                    return found, end
+            if page.first_seq == 0 or not page.events:
+                found.reverse()
+                return found, end
+            before = page.first_seq
+            page_size = min(1000, page_size * 2)
+
+    def _get_items(self, binding: _Binding, limit: int | None) -> list[Any]:
+        if limit is not None and limit <= 0:
+            return []
+        if not self._join(binding, create=False):
+            return []
+        items, _ = self._collect(binding, limit)
+        return [item for _, item in items]
+
+    def _add_items(self, binding: _Binding, items: list[Any]) -> None:
+        events = [event_for_item(item) for item in items]
+        self._join(binding, create=True)
+        closing = binding.open_turn
+        if closing is not None:
+            # The turn's items are saved: it ended (in the same atomic batch).
+            events.append({"type": "turn/end", "data": {"turn": closing, "reason": "completed"}})
+        self._append(binding, events)
+        if binding.open_turn == closing:
+            binding.open_turn = None
+
+    def _pop_item(self, binding: _Binding) -> Any | None:
+        if not self._join(binding, create=False):
+            return None
+        while True:
+            items, end = self._collect(binding, 1)
+            if not items:
+                return None
+            target, item = items[-1]
+            # The nonce makes the claim this caller's own: berth answers an identical
+            # batch at the same seq as a duplicate, whoever sent it.
+            claim = uuid.uuid4().hex
+            marker = {"type": POP_TYPE, "data": {"target": target, "claim": claim}, "ignorable": True}
+            try:
+                self._append(binding, [marker], expected_seq=end, idempotency_key=f"openai-pop-{claim}")
+            except berth.SeqConflict:
+                continue  # someone appended (perhaps popped) first: read again
+            return item
+
+    def _clear(self, binding: _Binding) -> None:
+        if not self._join(binding, create=False):
+            return
+        claim = uuid.uuid4().hex
+        self._append(binding, [{"type": CLEAR_TYPE, "data": {"claim": claim}, "ignorable": True}])
+        binding.open_turn = None
+
+    def _delete(self, binding: _Binding) -> None:
+        self._finalizer()
+        try:
+            binding.client.delete_session(self.berth_id)
+        except berth.NotFound:
+            pass
+        self._finalizer = weakref.finalize(self, _release, self._bindings, self.berth_id)
+
+    def _record_tool_start(self, binding: _Binding, call_id: str, name: str, arguments: Any) -> None:
+        self._join(binding, create=True)
+        events: list[dict[str, Any]] = []
+        if binding.open_turn is None:
+            binding.open_turn = binding.turns
+            binding.turns += 1
+            events.append({"type": "turn/start", "data": {"turn": binding.open_turn}})
+        events.append(
+            {"type": "tool/call", "data": {"call_id": call_id, "name": name, "arguments": arguments, "in_flight": True}}
+        )
+        self._append(binding, events)
+
+
+class BerthRunHooks(RunHooks[Any]):
+    """Records each function tool's start in berth before it runs (see `run_hooks`)."""
+
+    def __init__(self, session: BerthSession) -> None:
+        self._session = session
+
+    async def on_tool_start(self, context: Any, agent: Any, tool: Any) -> None:
+        call_id = getattr(context, "tool_call_id", None)
+        name = getattr(context, "tool_name", None) or getattr(tool, "name", None)
+        if not _nonempty(call_id) or not _nonempty(name):
+            return  # not a function tool call (no call id to repair against)
+        arguments = getattr(context, "tool_arguments", None)
+        binding = self._session._binding(context)
+        await asyncio.to_thread(
+            self._session._record_tool_start, binding, call_id, name, arguments if arguments is not None else ""
+        )
+
+
+__all__ = [
+    "ACTIVITY_TTL_MS_FOREVER", "BerthRunHooks", "BerthSession", "CLEAR_TYPE", "ITEM_TYPE", "LABEL", "POP_TYPE",
+    "RUN_LEASE_TTL_MS_DEFAULT", "SessionModeMismatch", "decode_session_id", "encode_session_id", "event_for_item",
+]

@@ -1,0 +1,257 @@
+"""BerthSession beyond the SDK's own tests: the vocabulary it writes, reads backwards,
+claims that race across processes, single-writer mode, runs, ids, roles — on a real
+`berth serve` and on the embedded store."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import time
+from typing import Any
+
+import pytest
+
+import berth
+from berth.integrations.openai_agents import (
+    ACTIVITY_TTL_MS_FOREVER,
+    LABEL,
+    BerthSession,
+    SessionModeMismatch,
+    decode_session_id,
+    encode_session_id,
+)
+from conftest import Place, python_child
+
+from .conftest import CONNECT, child_connection
+
+ITEMS: list[Any] = [
+    {"role": "user", "content": "what is 2+2?"},
+    {"type": "function_call", "call_id": "call-1", "name": "add", "arguments": '{"a":2,"b":2}', "id": "fc_1"},
+    {"type": "function_call_output", "call_id": "call-1", "output": "4"},
+    {"id": "msg_1", "type": "message", "role": "assistant", "status": "completed",
+     "content": [{"type": "output_text", "text": "4", "annotations": []}]},
+    {"type": "reasoning", "id": "rs_1", "summary": []},
+    {"role": "system", "content": "be brief"},
+]
+
+
+def run(coroutine: Any) -> Any:
+    return asyncio.run(coroutine)
+
+
+def test_items_map_onto_berths_vocabulary_and_round_trip(oai_place: Place) -> None:
+    client = oai_place.connect()
+    with BerthSession("chat-1", client) as session:
+        run(session.add_items(ITEMS))
+        assert run(session.get_items()) == ITEMS
+        events = client.read("chat-1").events
+        assert [event.type for event in events] == [
+            "user/message", "tool/call", "tool/result", "assistant/message", "openai/item", "system/message"
+        ]
+        # The SDK's item verbatim inside data, berth's required fields beside it.
+        assert all(event.data["item"] == item for event, item in zip(events, ITEMS))
+        assert events[0].data["content"] == "what is 2+2?"
+        assert (events[1].data["call_id"], events[1].data["name"]) == ("call-1", "add")
+        assert (events[2].data["call_id"], events[2].data["content"]) == ("call-1", "4")
+        # Only the opaque type is ignorable; one append = one run's batch.
+        assert [event.ignorable for event in events] == [False, False, False, False, True, False]
+        assert len({event.run for event in events}) == 1 and events[0].run is not None
+        record = client.get_session("chat-1")
+        assert record.blank is False and record.title == "chat-1" and LABEL in record.labels
+        assert record.header.policy.activity_ttl_ms == ACTIVITY_TTL_MS_FOREVER
+        assert record.header.policy.concurrency == {"mode": "parallel", "runs_max": 64}
+        # Listed back without include_blank: a conversation happened.
+        assert [item.id for item in client.list_sessions(label=LABEL).items] == ["chat-1"]
+
+
+def test_add_items_is_one_atomic_batch(oai_place: Place) -> None:
+    client = oai_place.connect()
+    with BerthSession("atomic", client) as session:
+        run(session.add_items([{"role": "user", "content": "kept"}]))
+        bad = [{"role": "user", "content": "x"}, {"type": "opaque", "blob": "y" * (2 * 1024 * 1024)}]
+        with pytest.raises(berth.PayloadTooLarge):
+            run(session.add_items(bad))
+        assert run(session.get_items()) == [{"role": "user", "content": "kept"}]
+
+
+def test_get_items_reads_backwards_only_as_far_as_it_needs(oai_place: Place) -> None:
+    client = oai_place.connect()
+    with BerthSession("long", client) as session:
+        items = [{"role": "user", "content": f"m{index}"} for index in range(2500)]
+        for start in range(0, 2500, 500):
+            run(session.add_items(items[start:start + 500]))
+        for _ in range(3):
+            run(session.pop_item())
+        reads: list[tuple[int, int | None]] = []
+        original = client.read_before
+
+        def counting(session_id: str, before: int = berth.SEQ_END, *, limit: int | None = None) -> Any:
+            reads.append((before, limit))
+            return original(session_id, before, limit=limit)
+
+        client.read_before = counting  # type: ignore[method-assign]
+        assert run(session.get_items(4)) == items[2493:2497]
+        assert len(reads) == 1 and reads[0][1] is not None and reads[0][1] <= 12
+        reads.clear()
+        everything = run(session.get_items())
+        assert everything == items[:2497] and len(reads) == 3  # 3 pages of 1000, backwards
+        assert run(session.get_items(0)) == []
+
+
+POPPER = CONNECT + '''
+import asyncio, json, sys
+from berth.integrations.openai_agents import BerthSession
+
+async def main():
+    session = BerthSession("shared", connect(sys.argv[1:4]))
+    results = await asyncio.gather(*(session.pop_item() for _ in range(int(sys.argv[4]))))
+    session.close()
+    print(json.dumps(results))
+
+asyncio.run(main())
+'''
+
+
+def test_racing_pops_across_processes_each_take_a_different_item(oai_place: Place) -> None:
+    client = oai_place.connect()
+    with BerthSession("shared", client) as session:
+        items = [{"role": "user", "content": f"item {index}"} for index in range(20)]
+        run(session.add_items(items))
+    connection = child_connection(oai_place)
+    children = [subprocess.Popen(python_child(POPPER, *connection, "6"), stdout=subprocess.PIPE, text=True)
+                for _ in range(4)]
+    popped: list[Any] = []
+    for child in children:
+        out, _ = child.communicate(timeout=120)
+        assert child.returncode == 0
+        popped.extend(json.loads(out.strip().splitlines()[-1]))
+    taken = [item["content"] for item in popped if item is not None]
+    assert len(popped) == 24 and popped.count(None) == 4
+    assert sorted(taken) == sorted(item["content"] for item in items)  # 20 distinct items
+    with BerthSession("shared", client) as after:
+        assert run(after.get_items()) == []
+    # Append-only: every item and every claim is still in the log (the audit trail).
+    events = client.read("shared").events
+    assert sum(event.type == "user/message" for event in events) == 20
+    assert sum(event.type == "openai/pop" for event in events) == 20
+
+
+def test_clear_is_a_marker_and_delete_reclaims(oai_place: Place) -> None:
+    client = oai_place.connect()
+    with BerthSession("cleared", client) as session:
+        run(session.add_items(ITEMS[:3]))
+        run(session.clear_session())
+        assert run(session.get_items()) == [] and run(session.pop_item()) is None
+        run(session.add_items([{"role": "user", "content": "after"}]))
+        assert run(session.get_items()) == [{"role": "user", "content": "after"}]
+        assert [event.type for event in client.read("cleared").events][-2:] == ["openai/clear", "user/message"]
+        run(session.delete())
+        with pytest.raises(berth.NotFound):
+            client.get_session("cleared")
+        assert run(session.get_items()) == []
+        run(session.add_items([{"role": "user", "content": "anew"}]))  # re-created, a new run attached
+        assert run(session.get_items()) == [{"role": "user", "content": "anew"}]
+
+
+def test_operations_on_a_missing_session_create_nothing(oai_place: Place) -> None:
+    client = oai_place.connect()
+    with BerthSession("never", client) as session:
+        assert run(session.get_items()) == [] and run(session.pop_item()) is None
+        run(session.clear_session())
+        run(session.add_items([]))
+    with pytest.raises(berth.NotFound):
+        client.get_session("never")
+
+
+def test_one_run_per_object_heartbeated_and_released(oai_place: Place) -> None:
+    client = oai_place.connect()
+    first = BerthSession("runs", client, run_lease_ttl_ms=600)
+    second = BerthSession("runs", oai_place.connect(), run_lease_ttl_ms=600)
+    run(first.add_items([{"role": "user", "content": "a"}]))
+    run(second.add_items([{"role": "user", "content": "b"}]))
+    assert len(client.get_session("runs").runs) == 2
+    time.sleep(1.5)  # > 2 leases: only the background heartbeat keeps the runs attached
+    run(first.add_items([{"role": "user", "content": "c"}]))
+    run(second.add_items([{"role": "user", "content": "d"}]))
+    runs = {event.run for event in client.read("runs").events}
+    assert len(runs) == 2  # later writes reuse each object's run
+    first.close()
+    assert len(client.get_session("runs").runs) == 1
+    second.close()
+    second.close()  # idempotent
+    assert client.get_session("runs").runs == []
+    assert [item["content"] for item in run(BerthSession("runs", client).get_items())] == ["a", "b", "c", "d"]
+
+
+def test_exclusive_mode_gives_a_second_writer_busy(oai_place: Place) -> None:
+    client = oai_place.connect()
+    holder = BerthSession("solo", client, exclusive=True)
+    run(holder.add_items([{"role": "user", "content": "mine"}]))
+    assert client.get_session("solo").header.policy.concurrency == {"mode": "serial"}
+    intruder = BerthSession("solo", oai_place.connect(), exclusive=True)
+    with pytest.raises(berth.Busy):
+        run(intruder.add_items([{"role": "user", "content": "theirs"}]))
+    with pytest.raises(berth.Busy):
+        run(intruder.get_items())
+    # The mode is fixed at creation: opening it parallel is a typed error.
+    with pytest.raises(SessionModeMismatch):
+        run(BerthSession("solo", client).get_items())
+    holder.close()
+    run(intruder.add_items([{"role": "user", "content": "theirs"}]))
+    assert [item["content"] for item in run(intruder.get_items())] == ["mine", "theirs"]
+    # A displaced holder learns it at its next write.
+    client.attach("solo", on_busy="interrupt")
+    with pytest.raises(berth.OwnershipLost):
+        run(intruder.add_items([{"role": "user", "content": "lost"}]))
+    with pytest.raises(berth.OwnershipLost):
+        run(intruder.get_items())
+    intruder.close()
+    # And the other way round: a parallel session opened exclusive.
+    with BerthSession("chat-parallel", client) as parallel:
+        run(parallel.add_items([{"role": "user", "content": "x"}]))
+    with pytest.raises(SessionModeMismatch):
+        run(BerthSession("chat-parallel", client, exclusive=True).get_items())
+
+
+@pytest.mark.parametrize("sdk_id", ["user 42/chat ü", "~tilde", "x" * 300, ""])
+def test_ids_berth_refuses_are_encoded_and_listed_back(oai_place: Place, sdk_id: str) -> None:
+    client = oai_place.connect()
+    berth_id = encode_session_id(sdk_id)
+    assert berth_id != sdk_id and len(berth_id) <= 128
+    if len(sdk_id) < 90:
+        assert decode_session_id(berth_id) == sdk_id
+    with BerthSession(sdk_id, client) as session:
+        run(session.add_items([{"role": "user", "content": "hi"}]))
+        assert session.berth_id == berth_id
+        assert run(session.get_items()) == [{"role": "user", "content": "hi"}]
+    assert BerthSession.list_session_ids(client) == [sdk_id]
+    assert encode_session_id("plain-id_1.2") == "plain-id_1.2"
+
+
+def test_a_user_key_writes_through_its_run(oai_place: Place) -> None:
+    client = oai_place.connect(role="user", user="alice")
+    with BerthSession("alice-chat", client) as session:
+        run(session.add_items(ITEMS[:3]))
+        assert run(session.pop_item()) == ITEMS[2]
+        run(session.clear_session())
+        assert run(session.get_items()) == []
+
+
+def test_wrapper_picks_the_client(oai_place: Place) -> None:
+    default = oai_place.connect(role="user", user="default")
+    tenant_client = oai_place.connect(role="user", user="routed")
+
+    class Wrapper:
+        context = {"user": "routed"}
+
+    session = BerthSession("routed-chat", default, client_for_context=lambda wrapper: tenant_client)
+    run(session.add_items([{"role": "user", "content": "hi"}], wrapper=Wrapper()))
+    assert run(session.get_items(wrapper=Wrapper())) == [{"role": "user", "content": "hi"}]
+    assert tenant_client.get_session("routed-chat").header.scope.user == "routed"
+    with pytest.raises(berth.NotFound):
+        default.get_session("routed-chat")
+    session.close()
+    from agents.memory.session import _session_accepts_wrapper
+
+    assert _session_accepts_wrapper(session)
