@@ -92,7 +92,8 @@ pub fn duration_text(ms: u64) -> String {
     match ms {
         0..1_000 => format!("{ms} ms"),
         1_000..60_000 => format!("{:.1} s", ms as f64 / 1000.0),
-        _ => format!("{} min {} s", ms / 60_000, (ms % 60_000) / 1000),
+        60_000..3_600_000 => format!("{} min {} s", ms / 60_000, (ms % 60_000) / 1000),
+        _ => format!("{} h {} min", ms / 3_600_000, (ms % 3_600_000) / 60_000),
     }
 }
 

@@ -2,7 +2,7 @@
 //! must not reach a loopback inspector under its own name), the origin check and CSRF
 //! tokens of state-changing forms, and the headers every `/ui` response carries (a
 //! strict Content-Security-Policy with no inline script, `nosniff`, frame denial, no
-//! referrer, no caching of pages that show session data).
+//! cross-site referrer, no caching of pages that show session data).
 
 use crate::api::Shared;
 use axum::extract::{Request, State};
@@ -41,28 +41,34 @@ pub async fn host_allowlist(State(state): State<Shared>, request: Request, next:
     next.run(request).await
 }
 
-/// A form post comes from a page of this server: `Sec-Fetch-Site` is `same-origin`
-/// when the browser sends it, and `Origin`, when sent, names this host.
+/// A form post comes from a page of this server: `Sec-Fetch-Site: same-origin` when the
+/// browser sends it (every current one does); otherwise an `Origin` naming this host.
+/// Without either (a non-browser client) the CSRF token alone decides.
 fn same_origin(headers: &HeaderMap, host: &str) -> bool {
-    let site_ok = headers
-        .get("sec-fetch-site")
-        .and_then(|value| value.to_str().ok())
-        .is_none_or(|site| site == "same-origin" || site == "none");
-    let origin_ok = headers.get(header::ORIGIN).and_then(|value| value.to_str().ok()).is_none_or(|origin| {
+    let text = |name: &str| headers.get(name).and_then(|value| value.to_str().ok());
+    if let Some(site) = text("sec-fetch-site") {
+        return site == "same-origin";
+    }
+    text("origin").is_none_or(|origin| {
         let origin = origin.to_ascii_lowercase();
         origin == format!("http://{host}") || origin == format!("https://{host}")
-    });
-    site_ok && origin_ok
+    })
 }
 
-/// The security headers of every inspector response.
+/// The security headers of every inspector response, and `Server-Timing` (the time the
+/// server took to produce the response's head: for a page, rendering it whole).
 pub async fn headers(request: Request, next: Next) -> Response {
+    let started = std::time::Instant::now();
     let mut response = next.run(request).await;
+    let server_ms = started.elapsed().as_secs_f64() * 1000.0;
     let headers = response.headers_mut();
+    if let Ok(timing) = HeaderValue::from_str(&format!("app;dur={server_ms:.2}")) {
+        headers.insert("server-timing", timing);
+    }
     headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CONTENT_SECURITY_POLICY));
     headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("same-origin"));
     headers.insert("cross-origin-opener-policy", HeaderValue::from_static("same-origin"));
     headers.insert("cross-origin-resource-policy", HeaderValue::from_static("same-origin"));
     headers.entry(header::CACHE_CONTROL).or_insert(HeaderValue::from_static("no-store"));

@@ -196,6 +196,7 @@ fn runs_section(record: &SessionRecord, history: &[AuditEntry]) -> Markup {
                 li class={"run-" (entry.draft.action)} {
                     span class={"badge action-" (entry.draft.action)} { (entry.draft.action) } " "
                     @if let Some(run) = entry.draft.details.get("run").and_then(Value::as_str) { code { (run) } " " }
+                    @if let Some(status) = entry.draft.details.get("status").and_then(Value::as_str) { "(" (status) ") " }
                     @if let Some(outcome) = entry.draft.details.get("outcome").and_then(Value::as_str) { "outcome: " (outcome) " " }
                     @if let Some(closers) = entry.draft.details.get("closers") { (closers.to_string()) " closers " }
                     "by " (entry.draft.actor) ", " (time_element(entry.draft.time))
