@@ -29,7 +29,7 @@ use axum::routing::{get, post};
 use axum::Router;
 use std::net::SocketAddr;
 
-pub use signin::{InspectorSessions, INSPECTOR_SESSIONS_MAX};
+pub use signin::{InspectorSessions, INSPECTOR_SESSIONS_MAX, INSPECTOR_SESSION_IDLE_MS, INSPECTOR_SESSION_LIFETIME_MS};
 
 /// How the inspector is served (`berth serve --ui …`).
 #[derive(Clone, Debug, Default)]
