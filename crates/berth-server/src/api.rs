@@ -573,8 +573,25 @@ pub async fn audit_log(
     Ok(json(StatusCode::OK, &entries.iter().map(wire::audit_entry).collect::<Vec<_>>()))
 }
 
+/// The longest `action` filter of `GET /v1/audit/search` (its `maxLength`).
+pub const AUDIT_ACTION_CHARS_MAX: usize = 128;
+/// The longest `actor` filter of `GET /v1/audit/search` (its `maxLength`).
+pub const AUDIT_ACTOR_CHARS_MAX: usize = 300;
+
 /// The audit filter of a search query (400 on a malformed session id).
 pub fn audit_filter(params: &AuditSearchParams) -> ApiResult<berth_service::AuditFilter> {
+    // An empty filter would match nothing, not everything: refuse it rather than guess.
+    if params.action.as_deref() == Some("") || params.actor.as_deref() == Some("") {
+        return Err(ApiError::bad_request("action and actor, when given, are not empty"));
+    }
+    // The documented `maxLength`s, in characters as JSON Schema counts them: no stored
+    // action or actor is longer, so a longer filter is a malformed query.
+    let too_long = |text: &Option<String>, max: usize| text.as_deref().is_some_and(|text| text.chars().count() > max);
+    if too_long(&params.action, AUDIT_ACTION_CHARS_MAX) || too_long(&params.actor, AUDIT_ACTOR_CHARS_MAX) {
+        return Err(ApiError::bad_request(format!(
+            "action is at most {AUDIT_ACTION_CHARS_MAX} characters, actor at most {AUDIT_ACTOR_CHARS_MAX}"
+        )));
+    }
     Ok(berth_service::AuditFilter {
         action: params.action.clone(),
         session: params.session.as_deref().map(session_id).transpose()?,
@@ -594,7 +611,14 @@ pub async fn search_audit(
     Caller(principal): Caller,
     StrictQuery(params): StrictQuery<AuditSearchParams>,
 ) -> ApiResult<Response> {
-    let limit = page_size(params.limit.unwrap_or(100) as u64)?.max(1) as usize;
+    let limit = page_size(params.limit.unwrap_or(100) as u64)? as usize;
+    if limit == 0 {
+        return Err(ApiError::from(berth_core::Error::LimitExceeded {
+            what: berth_core::limits::Limit::PageSize,
+            limit: PAGE_SIZE_MAX as u64,
+            actual: 0,
+        }));
+    }
     let filter = audit_filter(&params)?;
     let from = params.from.unwrap_or(0);
     let page = call(&state, move |s| async move { s.audit_search(&principal, &filter, from, limit).await }).await?;
