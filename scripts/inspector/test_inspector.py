@@ -178,8 +178,16 @@ def test_live_mode_receives_an_appended_event_without_a_reload(context, server):
     arrived = page.locator("#live-events li").filter(has_text="appended while watching")
     expect(arrived).to_have_count(1, timeout=10_000)
     assert page.evaluate("window.__same_document") == "yes", "the page was not reloaded"
-    server.api["alice"].append("alice-live", [("acme/note", {"n": 2})], run="w")
-    expect(page.locator("#live-events li").first).to_contain_text("acme/note", timeout=10_000)
+    server.api["alice"].append("alice-live", [("assistant/message", {"content": "second, on top"})], run="w")
+    expect(page.locator("#live-events li").first).to_contain_text("second, on top", timeout=10_000)
+    # A crash and a resume while watching: the repair's closers arrive marked.
+    server.api["alice"].append("alice-live", [
+        ("turn/start", {"turn": 0}),
+        ("assistant/message", {"content": "", "tool_calls": [{"call_id": "live-1", "name": "ls", "arguments": {}}]}),
+    ], run="w")
+    server.api["alice"].call("POST", "/v1/sessions/alice-live/resume", {"run_id": "w2", "on_busy": "interrupt"})
+    expect(page.locator("#live-events li.repair")).to_have_count(2, timeout=10_000)  # tool/result, turn/end
+    expect(page.locator("#live-events li").first).to_contain_text("turn/end")
     screenshot(page, "session-live")
     page.get_by_role("button", name="Stop following").click()
     expect(page.locator("#live-status")).to_have_text("Stopped.")
@@ -363,6 +371,33 @@ def test_the_audit_page_filters_and_shows_the_chain_verification(context, server
 
 # ----- accessibility and speed ---------------------------------------------------------------
 
+# WCAG 2 contrast of each element that holds text directly, against the first opaque
+# background up its ancestors: at least 4.5:1 (3:1 for bold text of 14pt or more).
+CONTRAST_CHECK = """() => {
+    const channel = value => { value /= 255; return value <= 0.03928 ? value / 12.92 : ((value + 0.055) / 1.055) ** 2.4; };
+    const rgba = text => (text.match(/[0-9.]+/g) || []).map(Number);
+    const luminance = ([r, g, b]) => 0.2126 * channel(r) + 0.7152 * channel(g) + 0.0722 * channel(b);
+    const background = element => {
+        for (let node = element; node; node = node.parentElement) {
+            const color = rgba(getComputedStyle(node).backgroundColor);
+            if (color.length === 3 || (color.length === 4 && color[3] > 0.5)) return color;
+        }
+        return [255, 255, 255];
+    };
+    const poor = [];
+    for (const element of document.querySelectorAll('body *')) {
+        const ownText = [...element.childNodes].some(node => node.nodeType === 3 && node.textContent.trim());
+        if (!ownText || !element.offsetParent) continue;
+        const style = getComputedStyle(element);
+        const [fore, back] = [luminance(rgba(style.color)), luminance(background(element))];
+        const ratio = (Math.max(fore, back) + 0.05) / (Math.min(fore, back) + 0.05);
+        const large = parseFloat(style.fontSize) >= 18.66 && Number(style.fontWeight) >= 700;
+        if (ratio < (large ? 3 : 4.5)) poor.push(element.tagName + '.' + element.className + ': ' + ratio.toFixed(2));
+    }
+    return poor;
+}"""
+
+
 def test_pages_are_keyboard_navigable_with_labelled_controls(context, server):
     page = sign_in(context.new_page(), server, "alice")
     for path in ("/ui/sessions", "/ui/sessions/alice-chat"):
@@ -376,6 +411,10 @@ def test_pages_are_keyboard_navigable_with_labelled_controls(context, server):
                 && !(control.tagName === 'BUTTON' && control.textContent.trim()))
             .map(control => control.outerHTML)""")
         assert unlabelled == [], unlabelled
+    # Readable contrast: every visible text on the session page against its background.
+    page.goto(server.url + "/ui/sessions/alice-crash")
+    poor = page.evaluate(CONTRAST_CHECK)
+    assert poor == [], poor
     # Keyboard only: Tab to the first session link and open it with Enter.
     page.goto(server.url + "/ui/sessions")
     for _ in range(40):

@@ -30,7 +30,9 @@ struct Live {
     viewer: Viewer,
     id: SessionId,
     next_seq: u64,
-    pending: VecDeque<Event>,
+    /// Events to send, each with whether a resume's repair wrote it (judged per page
+    /// read: a repair's closers are one append, so they arrive together).
+    pending: VecDeque<(Event, bool)>,
     more: bool,
     done: bool,
     subscription: Subscription,
@@ -49,7 +51,8 @@ impl Live {
     fn take(&mut self, events: Vec<Event>) {
         self.more = events.len() as u64 == LIVE_PAGE_EVENTS;
         self.next_seq += events.len() as u64;
-        self.pending.extend(events);
+        let repaired = super::timeline::repaired_events(&events);
+        self.pending.extend(events.into_iter().zip(repaired));
     }
 
     async fn next(&mut self) -> Option<SseEvent> {
@@ -57,8 +60,8 @@ impl Live {
             if self.done || *self.state.shutdown.borrow() {
                 return None;
             }
-            if let Some(event) = self.pending.pop_front() {
-                let fragment = event_view(&self.viewer, &self.id, &event, false).into_string();
+            if let Some((event, repaired)) = self.pending.pop_front() {
+                let fragment = event_view(&self.viewer, &self.id, &event, repaired).into_string();
                 return Some(message("fragment", &fragment).id(event.seq.get().to_string()));
             }
             if !self.more {
