@@ -354,6 +354,10 @@ def test_the_audit_page_filters_and_shows_the_chain_verification(context, server
     expect(page.locator(".chain-ok")).to_contain_text("Chain verified")
     page.get_by_label("Action").fill("repair")
     page.get_by_role("button", name="Filter").click()
+    actions = page.locator("table.audit tbody tr td:nth-child(4)").all_inner_texts()
+    assert actions and set(actions) == {"repair"}, actions
+    page.get_by_label("Session").fill("alice-crash")
+    page.get_by_role("button", name="Filter").click()
     rows = page.locator("table.audit tbody tr")
     expect(rows).to_have_count(1)
     expect(rows.first).to_contain_text("alice-crash")
