@@ -34,6 +34,44 @@ pub struct AuditParams {
     pub limit: Option<usize>,
 }
 
+/// `GET /v1/audit/search`: the audit log filtered, scanned forward from `from`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct AuditSearchParams {
+    /// First audit position scanned (default 0).
+    #[serde(default, deserialize_with = "crate::int64::query_u64")]
+    pub from: Option<u64>,
+    /// Most matching entries (default 100).
+    #[serde(default, deserialize_with = "crate::int64::query_usize")]
+    #[param(minimum = 1, maximum = 1000)]
+    pub limit: Option<usize>,
+    /// Entries with exactly this action (`create`, `attach`, `detach`, …).
+    #[param(min_length = 1, max_length = 128)]
+    pub action: Option<String>,
+    /// Entries about this session.
+    #[param(value_type = Option<crate::sessions::Id>)]
+    pub session: Option<String>,
+    /// Entries by exactly this actor (`user:alice`, `admin:ops`, `system:sweeper`).
+    #[param(min_length = 1, max_length = 300)]
+    pub actor: Option<String>,
+    /// Entries at or after this time (ms since the epoch).
+    #[serde(default, deserialize_with = "crate::int64::query_u64")]
+    pub since: Option<u64>,
+    /// Entries before this time (ms since the epoch).
+    #[serde(default, deserialize_with = "crate::int64::query_u64")]
+    pub before: Option<u64>,
+}
+
+/// `GET /v1/audit/search`: matching entries in stored order. One call scans a bounded
+/// number of entries; `next_from` is where the next call continues (`null`: the scan
+/// reached the end of the log).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct AuditSearchPage {
+    pub entries: Vec<AuditEntryBody>,
+    pub next_from: Option<u64>,
+}
+
 /// One entry of a tenant's tamper-evident audit chain.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct AuditEntryBody {

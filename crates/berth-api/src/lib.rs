@@ -23,12 +23,12 @@ pub mod runs;
 pub mod sessions;
 
 pub use admin::{AuditEntryBody, AuditParams, AuditVerificationBody, ExportParams, ImportedBody, PrincipalBody};
-pub use admin::{RetentionPolicyBody, Role};
+pub use admin::{AuditSearchPage, AuditSearchParams, RetentionPolicyBody, Role};
 pub use error::ErrorBody;
 pub use events::{AppendBody, AppendOutcomeBody, EventBody, EventPage, NewEventBody, ReadParams, TailParams};
 pub use runs::{AttachBody, AttachmentBody, DetachBody, OnBusy, ResumeOutcomeBody, RunBody, RunStatus};
-pub use sessions::UpdateSessionBody;
 pub use sessions::{CloseBody, ClosePolicy, ConcurrencyBody, CreateSessionBody, ForkBody, HeaderBody, ListParams};
+pub use sessions::{CountParams, SessionCountsBody, StatusCountBody, UpdateSessionBody};
 pub use sessions::{ParentBody, PolicyBody, RevisionParams, ScopeBody, SessionBody, SessionPage, SessionStatus};
 
 /// The grammar of every id (session, run, tenant, user, project) as a regular

@@ -326,6 +326,9 @@ pub struct ListParams {
     /// Sessions carrying this label.
     #[param(max_length = 128)]
     pub label: Option<String>,
+    /// Forks of this session (whose `header.parent.session` is it).
+    #[param(value_type = Option<Id>)]
+    pub parent: Option<String>,
     /// Last activity at or after (ms since the epoch).
     #[serde(default, deserialize_with = "crate::int64::query_u64")]
     pub active_since: Option<u64>,
@@ -369,4 +372,48 @@ mod tests {
         assert!(decode(r#"{"mode":"parallel","runs_max":3,"x":1}"#).is_err());
         assert_eq!(serde_json::to_string(&ConcurrencyBody::Serial {}).unwrap(), r#"{"mode":"serial"}"#);
     }
+}
+
+/// `GET /v1/sessions/counts`: the listing's filters, without status, cursor and limit.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct CountParams {
+    /// Owner filter (service and admin keys; a user key always counts only its own).
+    #[param(value_type = Option<Id>)]
+    pub user: Option<String>,
+    #[param(value_type = Option<Id>)]
+    pub project: Option<String>,
+    /// Sessions carrying this label.
+    #[param(max_length = 128)]
+    pub label: Option<String>,
+    /// Forks of this session.
+    #[param(value_type = Option<Id>)]
+    pub parent: Option<String>,
+    /// Last activity at or after (ms since the epoch).
+    #[serde(default, deserialize_with = "crate::int64::query_u64")]
+    pub active_since: Option<u64>,
+    /// Last activity before (ms since the epoch).
+    #[serde(default, deserialize_with = "crate::int64::query_u64")]
+    pub active_before: Option<u64>,
+    /// Count blank sessions too.
+    pub include_blank: Option<bool>,
+}
+
+/// One status's count: exact up to `cap`, else `more: true` and `count` = `cap`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct StatusCountBody {
+    pub status: SessionStatus,
+    pub count: u64,
+    /// More than `count` sessions have this status (the count stopped at the cap).
+    pub more: bool,
+}
+
+/// `GET /v1/sessions/counts`: per listable status, how many sessions match, counted by
+/// the same keyset index the listing reads and stopped at `cap` (an exact count over
+/// every session would not be a bounded operation).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct SessionCountsBody {
+    pub counts: Vec<StatusCountBody>,
+    pub cap: u64,
 }

@@ -12,10 +12,10 @@ use axum::http::request::Parts;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use berth_api::{
-    AppendBody, AppendOutcomeBody, AttachBody, AttachmentBody, AuditEntryBody, AuditParams, AuditVerificationBody,
-    CloseBody, CreateSessionBody, DetachBody, ErrorBody, EventPage, ExportParams, ForkBody, ImportedBody, ListParams,
-    PrincipalBody, ReadParams, ResumeOutcomeBody, RetentionPolicyBody, RevisionParams, RunBody, SessionBody,
-    SessionPage, UpdateSessionBody,
+    AppendBody, AppendOutcomeBody, AttachBody, AttachmentBody, AuditEntryBody, AuditParams, AuditSearchPage,
+    AuditSearchParams, AuditVerificationBody, CloseBody, CountParams, CreateSessionBody, DetachBody, ErrorBody,
+    EventPage, ExportParams, ForkBody, ImportedBody, ListParams, PrincipalBody, ReadParams, ResumeOutcomeBody,
+    RetentionPolicyBody, RevisionParams, RunBody, SessionBody, SessionCountsBody, SessionPage, UpdateSessionBody,
 };
 use berth_core::limits::PAGE_SIZE_MAX;
 use berth_core::{Revision, RunId, SessionId, SessionKey, Timestamp, UserId};
@@ -62,7 +62,7 @@ impl FromRequestParts<Shared> for Caller {
     }
 }
 
-fn session_id(text: &str) -> ApiResult<SessionId> {
+pub(crate) fn session_id(text: &str) -> ApiResult<SessionId> {
     SessionId::parse(text).map_err(|error| ApiError::bad_request(error.to_string()))
 }
 
@@ -99,7 +99,7 @@ impl FromRequestParts<Shared> for RunPath {
 }
 
 /// Runs a service call to completion on its own task, whatever happens to the request.
-async fn call<T, F>(state: &Shared, operation: impl FnOnce(Arc<SessionService>) -> F) -> ApiResult<T>
+pub(crate) async fn call<T, F>(state: &Shared, operation: impl FnOnce(Arc<SessionService>) -> F) -> ApiResult<T>
 where
     T: Send + 'static,
     F: Future<Output = berth_core::Result<T>> + Send + 'static,
@@ -127,7 +127,7 @@ fn page_size(limit: u64) -> ApiResult<u64> {
     Ok(limit)
 }
 
-fn json<T: Serialize>(status: StatusCode, value: &T) -> Response {
+pub(crate) fn json<T: Serialize>(status: StatusCode, value: &T) -> Response {
     match serde_json::to_vec(value) {
         Ok(body) => {
             (status, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body).into_response()
@@ -173,6 +173,7 @@ fn list_request(params: ListParams) -> ApiResult<ListRequest> {
         project: params.project.as_deref().map(berth_core::ProjectId::parse).transpose().map_err(bad)?,
         statuses,
         label: params.label,
+        parent: params.parent.as_deref().map(SessionId::parse).transpose().map_err(bad)?,
         active_since: params.active_since.map(Timestamp),
         active_before: params.active_before.map(Timestamp),
         include_blank: params.include_blank.unwrap_or(false),
@@ -194,6 +195,33 @@ pub async fn list_sessions(
     let request = list_request(params)?;
     let page = call(&state, |s| async move { s.list(&principal, &request).await }).await?;
     Ok(json(StatusCode::OK, &wire::session_page(&page)))
+}
+
+/// The cap of `GET /v1/sessions/counts`: above it a status answers `more: true`.
+pub const SESSION_COUNT_CAP: usize = 1_000;
+
+/// Per listable status, how many of the caller's sessions match the listing's filters
+/// (exact up to `cap`, then `more: true`).
+#[utoipa::path(get, path = "/v1/sessions/counts", tag = "sessions", params(CountParams),
+    responses((status = 200, body = SessionCountsBody), (status = 413, body = ErrorBody), (status = 422, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn count_sessions(
+    State(state): State<Shared>,
+    Caller(principal): Caller,
+    StrictQuery(params): StrictQuery<CountParams>,
+) -> ApiResult<Response> {
+    let request = list_request(ListParams {
+        user: params.user,
+        project: params.project,
+        label: params.label,
+        parent: params.parent,
+        active_since: params.active_since,
+        active_before: params.active_before,
+        include_blank: params.include_blank,
+        ..ListParams::default()
+    })?;
+    let counts = call(&state, |s| async move { s.count(&principal, &request, SESSION_COUNT_CAP).await }).await?;
+    Ok(json(StatusCode::OK, &wire::session_counts(&counts, SESSION_COUNT_CAP)))
 }
 
 #[utoipa::path(get, path = "/v1/sessions/{id}", tag = "sessions",
@@ -546,6 +574,60 @@ pub async fn audit_log(
     let entries =
         call(&state, move |s| async move { s.audit_log(&principal, params.from.unwrap_or(0), limit).await }).await?;
     Ok(json(StatusCode::OK, &entries.iter().map(wire::audit_entry).collect::<Vec<_>>()))
+}
+
+/// The longest `action` filter of `GET /v1/audit/search` (its `maxLength`).
+pub const AUDIT_ACTION_CHARS_MAX: usize = 128;
+/// The longest `actor` filter of `GET /v1/audit/search` (its `maxLength`).
+pub const AUDIT_ACTOR_CHARS_MAX: usize = 300;
+
+/// The audit filter of a search query (400 on a malformed session id).
+pub fn audit_filter(params: &AuditSearchParams) -> ApiResult<berth_service::AuditFilter> {
+    // An empty filter would match nothing, not everything: refuse it rather than guess.
+    if params.action.as_deref() == Some("") || params.actor.as_deref() == Some("") {
+        return Err(ApiError::bad_request("action and actor, when given, are not empty"));
+    }
+    // The documented `maxLength`s, in characters as JSON Schema counts them: no stored
+    // action or actor is longer, so a longer filter is a malformed query.
+    let too_long = |text: &Option<String>, max: usize| text.as_deref().is_some_and(|text| text.chars().count() > max);
+    if too_long(&params.action, AUDIT_ACTION_CHARS_MAX) || too_long(&params.actor, AUDIT_ACTOR_CHARS_MAX) {
+        return Err(ApiError::bad_request(format!(
+            "action is at most {AUDIT_ACTION_CHARS_MAX} characters, actor at most {AUDIT_ACTOR_CHARS_MAX}"
+        )));
+    }
+    Ok(berth_service::AuditFilter {
+        action: params.action.clone(),
+        session: params.session.as_deref().map(session_id).transpose()?,
+        actor: params.actor.clone(),
+        since: params.since.map(Timestamp),
+        before: params.before.map(Timestamp),
+    })
+}
+
+/// Admin only: the tenant's audit entries matching the filters, scanned forward from
+/// `from` (at most 10,000 entries per call; continue at `next_from`).
+#[utoipa::path(get, path = "/v1/audit/search", tag = "admin", params(AuditSearchParams),
+    responses((status = 200, body = AuditSearchPage), (status = 403, body = ErrorBody), (status = 422, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn search_audit(
+    State(state): State<Shared>,
+    Caller(principal): Caller,
+    StrictQuery(params): StrictQuery<AuditSearchParams>,
+) -> ApiResult<Response> {
+    let limit = page_size(params.limit.unwrap_or(100) as u64)? as usize;
+    if limit == 0 {
+        return Err(ApiError::from(berth_core::Error::LimitExceeded {
+            what: berth_core::limits::Limit::PageSize,
+            limit: PAGE_SIZE_MAX as u64,
+            actual: 0,
+        }));
+    }
+    let filter = audit_filter(&params)?;
+    let from = params.from.unwrap_or(0);
+    let page = call(&state, move |s| async move { s.audit_search(&principal, &filter, from, limit).await }).await?;
+    let body =
+        AuditSearchPage { entries: page.entries.iter().map(wire::audit_entry).collect(), next_from: page.next_from };
+    Ok(json(StatusCode::OK, &body))
 }
 
 /// Admin only: verifies the tenant's tamper-evident audit chain.

@@ -256,6 +256,38 @@ impl KeyStore {
     }
 }
 
+impl KeyStore {
+    /// The principal of the unrevoked key `key_id` (no secret: for a caller that already
+    /// verified the whole key once, such as an inspector session re-checking revocation).
+    pub fn live_key_principal(&self, key_id: &str) -> Result<Option<Principal>> {
+        let connection = self.connection();
+        let row = connection
+            .prepare_cached(
+                "SELECT tenant, user_id, project, role FROM api_keys WHERE key_id = ?1 AND revoked_at_ms IS NULL",
+            )
+            .and_then(|mut statement| {
+                statement
+                    .query_row(params![key_id], |row| {
+                        Ok((
+                            row.get::<_, String>(0)?,
+                            row.get::<_, String>(1)?,
+                            row.get::<_, Option<String>>(2)?,
+                            row.get::<_, String>(3)?,
+                        ))
+                    })
+                    .optional()
+            })
+            .map_err(db_error("look up key"))?;
+        drop(connection);
+        row.map(|(tenant, user, project, role)| principal_of(&tenant, &user, project.as_deref(), &role)).transpose()
+    }
+}
+
+/// The key id (public half) of a well-formed API key.
+pub fn key_id_of(token: &str) -> Option<&str> {
+    split_token(token).map(|(key_id, _)| key_id)
+}
+
 fn split_token(token: &str) -> Option<(&str, &str)> {
     let rest = token.strip_prefix(KEY_PREFIX)?;
     let (key_id, secret) = rest.split_once('_')?;

@@ -21,6 +21,7 @@ pub mod limits;
 pub mod metrics;
 pub mod openapi;
 pub mod tail;
+pub mod ui;
 pub mod wire;
 
 use crate::api::Shared;
@@ -79,6 +80,9 @@ pub struct ServerConfig {
     /// (so another server on a shared PostgreSQL store can write them); `None` keeps them
     /// until the service's cache bound evicts them.
     pub writer_idle_close: Option<Duration>,
+    /// The inspector (`/ui`); `None` serves no `/ui` routes. `berth serve` enables it on
+    /// loopback, and elsewhere only with `--ui on`.
+    pub ui: Option<ui::UiConfig>,
 }
 
 impl Default for ServerConfig {
@@ -98,6 +102,7 @@ impl Default for ServerConfig {
             sweep_batch: 500,
             shutdown_grace: Duration::from_secs(10),
             writer_idle_close: Some(Duration::from_secs(10)),
+            ui: Some(ui::UiConfig::default()),
         }
     }
 }
@@ -111,6 +116,8 @@ pub struct AppState {
     pub feed: Arc<dyn ChangeFeed>,
     pub config: ServerConfig,
     pub shutdown: watch::Receiver<bool>,
+    /// The inspector's state, when it is enabled.
+    pub ui: Option<ui::UiState>,
     draining: AtomicBool,
 }
 
@@ -173,6 +180,7 @@ pub async fn start(config: ServerConfig, parts: ServerParts) -> std::io::Result<
         feed: parts.feed.unwrap_or_else(|| Arc::new(LocalFeed::new())),
         config: config.clone(),
         shutdown: shutdown_rx.clone(),
+        ui: config.ui.as_ref().map(|ui| ui::UiState::new(ui, local_addr)),
         draining: AtomicBool::new(false),
     });
     let app = router(state.clone());
@@ -282,6 +290,7 @@ pub fn router(state: Shared) -> Router {
     let config = &state.config;
     let api = Router::new()
         .route("/v1/sessions", post(api::create_session).get(api::list_sessions))
+        .route("/v1/sessions/counts", get(api::count_sessions))
         .route("/v1/sessions/{id}", get(api::get_session).patch(api::update_session).delete(api::delete_session))
         .route("/v1/sessions/{id}/close", post(api::close_session))
         .route("/v1/sessions/{id}/fork", post(api::fork_session))
@@ -293,6 +302,7 @@ pub fn router(state: Shared) -> Router {
         .route("/v1/sessions/{id}/resume", post(api::resume_session))
         .route("/v1/sessions/{id}/export", get(api::export_session))
         .route("/v1/audit", get(api::audit_log))
+        .route("/v1/audit/search", get(api::search_audit))
         .route("/v1/audit/verify", get(api::verify_audit))
         .route("/v1/retention", put(api::set_retention))
         .route("/v1/whoami", get(api::whoami))
@@ -311,10 +321,12 @@ pub fn router(state: Shared) -> Router {
     // Live tails run as long as the client listens: no request timeout.
     let streams =
         Router::new().route("/v1/sessions/{id}/events/stream", get(tail::tail_events)).layer(DefaultBodyLimit::max(0));
+    let inspector = if state.ui.is_some() { ui::router(&state) } else { Router::new() };
     Router::new()
         .merge(api)
         .merge(import)
         .merge(streams)
+        .merge(inspector)
         .fallback(|| async { ApiError::not_found_route() })
         .method_not_allowed_fallback(|| async {
             ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "method not allowed on this endpoint")
@@ -323,7 +335,7 @@ pub fn router(state: Shared) -> Router {
         .with_state(state)
 }
 
-async fn request_timeout(State(state): State<Shared>, request: Request, next: Next) -> Response {
+pub(crate) async fn request_timeout(State(state): State<Shared>, request: Request, next: Next) -> Response {
     match tokio::time::timeout(state.config.request_timeout, next.run(request)).await {
         Ok(response) => response,
         Err(_) => ApiError::timeout().into_response(),

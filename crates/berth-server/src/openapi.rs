@@ -85,12 +85,12 @@ impl Modify for CommonErrors {
         description = "A durable, multi-tenant session store for AI-agent runtimes. The tenant of every request comes from its bearer key or token. Errors are JSON {code, message, retryable, ...} with a stable code (see docs/server.md for the compatibility rule of /v1)."
     ),
     paths(
-        api::create_session, api::list_sessions, api::get_session, api::update_session,
+        api::create_session, api::list_sessions, api::count_sessions, api::get_session, api::update_session,
         api::delete_session, api::close_session, api::fork_session, api::reopen_session,
         api::read_events, api::append_events, tail::tail_events,
         api::attach_run, api::heartbeat_run, api::detach_run, api::resume_session,
         api::export_session, api::import_sessions,
-        api::audit_log, api::verify_audit, api::set_retention, api::whoami,
+        api::audit_log, api::search_audit, api::verify_audit, api::set_retention, api::whoami,
     ),
     components(schemas(ErrorBody)),
     modifiers(&BearerAuth, &CommonErrors),

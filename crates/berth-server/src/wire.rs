@@ -440,3 +440,13 @@ pub fn principal_from(body: wire::PrincipalBody) -> Principal {
         },
     }
 }
+
+pub fn session_counts(counts: &[berth_service::StatusCount], cap: usize) -> wire::SessionCountsBody {
+    wire::SessionCountsBody {
+        counts: counts
+            .iter()
+            .map(|count| wire::StatusCountBody { status: status(count.status), count: count.count, more: count.more })
+            .collect(),
+        cap: cap as u64,
+    }
+}

@@ -98,6 +98,68 @@ impl SessionService {
         self.catalog.read_audit(&principal.tenant, from, limit.min(PAGE_SIZE_MAX)).await
     }
 
+    /// Admin only: the entries from position `from` that match `filter`, at most `limit`.
+    /// One call reads at most `AUDIT_SCAN_ENTRIES_MAX` entries, so a filter that matches
+    /// rarely still answers quickly; `next_from` says where to continue (`None`: the scan
+    /// reached the end of the log).
+    pub async fn audit_search(
+        &self,
+        principal: &Principal,
+        filter: &AuditFilter,
+        from: u64,
+        limit: usize,
+    ) -> Result<AuditSearch> {
+        self.require_admin(principal, "read_audit").await?;
+        let limit = limit.clamp(1, PAGE_SIZE_MAX);
+        let mut entries = Vec::new();
+        let mut position = from;
+        let scan_end = from.saturating_add(AUDIT_SCAN_ENTRIES_MAX as u64);
+        while position < scan_end {
+            let page_size = (scan_end - position).min(PAGE_SIZE_MAX as u64) as usize;
+            let page = self.catalog.read_audit(&principal.tenant, position, page_size).await?;
+            let Some(last) = page.last() else {
+                return Ok(AuditSearch { entries, next_from: None });
+            };
+            let read_to = last.seq + 1;
+            for entry in page.iter() {
+                if filter.matches(entry) {
+                    entries.push(entry.clone());
+                    if entries.len() == limit {
+                        return Ok(AuditSearch { entries, next_from: Some(entry.seq + 1) });
+                    }
+                }
+            }
+            if page.len() < page_size {
+                return Ok(AuditSearch { entries, next_from: None });
+            }
+            position = read_to;
+        }
+        Ok(AuditSearch { entries, next_from: Some(position) })
+    }
+
+    /// The run history of one session the caller may read: its `attach`, `detach`,
+    /// `abandon` and `repair` audit entries among the tenant's latest
+    /// `AUDIT_SCAN_ENTRIES_MAX` entries, oldest first. Not admin-only: it is part of the
+    /// session, and is authorized as reading it is (another user's session is `NotFound`).
+    pub async fn run_history(&self, principal: &Principal, id: &SessionId) -> Result<Vec<AuditEntry>> {
+        self.load(principal, id, "get").await?;
+        const RUN_ACTIONS: [&str; 4] = ["attach", "detach", "abandon", "repair"];
+        let Some((head_seq, _)) = self.catalog.audit_head(&principal.tenant).await? else {
+            return Ok(Vec::new());
+        };
+        let mut position = (head_seq + 1).saturating_sub(AUDIT_SCAN_ENTRIES_MAX as u64);
+        let mut history = Vec::new();
+        while position <= head_seq {
+            let page = self.catalog.read_audit(&principal.tenant, position, PAGE_SIZE_MAX).await?;
+            let Some(last) = page.last() else { break };
+            position = last.seq + 1;
+            history.extend(page.into_iter().filter(|entry| {
+                entry.draft.session.as_ref() == Some(id) && RUN_ACTIONS.contains(&entry.draft.action.as_str())
+            }));
+        }
+        Ok(history)
+    }
+
     /// Admin only: verifies the tenant's whole audit chain against its head.
     pub async fn verify_audit(&self, principal: &Principal) -> Result<AuditVerification> {
         self.require_admin(principal, "verify_audit").await?;
@@ -127,4 +189,37 @@ pub async fn verify_tenant_audit(catalog: &dyn Catalog, tenant: &berth_core::Ten
     }
     let head = catalog.audit_head(tenant).await?;
     Ok(berth_catalog::audit::verify(&entries, head))
+}
+
+/// The most audit entries one `audit_search` call reads.
+pub const AUDIT_SCAN_ENTRIES_MAX: usize = 10_000;
+
+/// What `audit_search` keeps: every field that is set must match exactly (times: the
+/// half-open range `[since, before)`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AuditFilter {
+    pub action: Option<String>,
+    pub session: Option<berth_core::SessionId>,
+    pub actor: Option<String>,
+    pub since: Option<berth_core::Timestamp>,
+    pub before: Option<berth_core::Timestamp>,
+}
+
+impl AuditFilter {
+    pub fn matches(&self, entry: &AuditEntry) -> bool {
+        let draft = &entry.draft;
+        self.action.as_ref().is_none_or(|action| *action == draft.action)
+            && self.session.as_ref().is_none_or(|session| draft.session.as_ref() == Some(session))
+            && self.actor.as_ref().is_none_or(|actor| *actor == draft.actor)
+            && self.since.is_none_or(|since| draft.time >= since)
+            && self.before.is_none_or(|before| draft.time < before)
+    }
+}
+
+/// One page of `audit_search`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AuditSearch {
+    pub entries: Vec<AuditEntry>,
+    /// Where the next call continues; `None` when the scan reached the end of the log.
+    pub next_from: Option<u64>,
 }

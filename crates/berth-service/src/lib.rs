@@ -37,7 +37,8 @@ pub use runs::RESUME_FAILED_OUTCOME;
 pub use types::*;
 
 pub use audit::verify_tenant_audit;
-pub use sessions::{parse_listable_status, LISTABLE_STATUSES};
+pub use audit::{AuditFilter, AuditSearch, AUDIT_SCAN_ENTRIES_MAX};
+pub use sessions::{parse_listable_status, StatusCount, COUNT_CAP_MAX, LISTABLE_STATUSES};
 pub use writers::WRITERS_CACHED_MAX_DEFAULT;
 
 pub(crate) use events::append_chunked;

@@ -94,6 +94,46 @@ impl SessionService {
                 actual: limit as u64,
             });
         }
+        let mut query = self.listing_query(principal, request)?;
+        query.cursor = request.cursor.as_deref().map(ListCursor::decode).transpose()?;
+        query.limit = limit + 1;
+        self.write_held_activity(principal).await;
+        let mut items = self.catalog.list(&query).await?;
+        let next_cursor = if items.len() > limit {
+            items.truncate(limit);
+            items.last().map(|record| ListCursor::of(record).encode())
+        } else {
+            None
+        };
+        Ok(SessionPage { items, next_cursor })
+    }
+
+    /// Per listable status, how many sessions the listing `request` (its statuses,
+    /// cursor and limit ignored) would show: exact up to `cap`, else `(cap, true)`. Each
+    /// count is a keyset read of at most `cap + 1` rows through the listing's own index
+    /// (tenant + status), so it costs the same at 100 sessions as at 100,000.
+    pub async fn count(&self, principal: &Principal, request: &ListRequest, cap: usize) -> Result<Vec<StatusCount>> {
+        if cap == 0 || cap > COUNT_CAP_MAX {
+            return Err(Error::LimitExceeded {
+                what: berth_core::limits::Limit::PageSize,
+                limit: COUNT_CAP_MAX as u64,
+                actual: cap as u64,
+            });
+        }
+        let base = self.listing_query(principal, &ListRequest { statuses: Vec::new(), ..request.clone() })?;
+        self.write_held_activity(principal).await;
+        let mut counts = Vec::with_capacity(LISTABLE_STATUSES.len());
+        for status in LISTABLE_STATUSES {
+            let query = SessionQuery { statuses: vec![status], limit: cap + 1, cursor: None, ..base.clone() };
+            let found = self.catalog.list(&query).await?.len();
+            counts.push(StatusCount { status, count: found.min(cap) as u64, more: found > cap });
+        }
+        Ok(counts)
+    }
+
+    /// The catalog query of a listing: the caller's tenant, and for a user key its own
+    /// user (and project), whatever the request names.
+    fn listing_query(&self, principal: &Principal, request: &ListRequest) -> Result<SessionQuery> {
         if let Some(label) = request.label.as_ref().filter(|label| label.len() > LABEL_BYTES_MAX) {
             // No stored label is longer; refused like a label that long at create.
             return Err(Error::LimitExceeded {
@@ -117,23 +157,18 @@ impl SessionService {
         query.statuses =
             if request.statuses.is_empty() { LISTABLE_STATUSES.to_vec() } else { request.statuses.clone() };
         query.label = request.label.clone();
+        query.parent = request.parent.clone();
         query.active_since = request.active_since;
         query.active_before = request.active_before;
         query.include_blank = request.include_blank;
-        query.cursor = request.cursor.as_deref().map(ListCursor::decode).transpose()?;
-        query.limit = limit + 1;
-        // The listing sorts and filters by activity: write what is held first.
+        Ok(query)
+    }
+
+    /// The listing sorts and filters by activity: write what is held first.
+    async fn write_held_activity(&self, principal: &Principal) {
         if let Err(error) = self.activity.write_all(Some(&principal.tenant)).await {
             tracing::warn!(%error, "writing held activity before a listing failed (the listing may lag)");
         }
-        let mut items = self.catalog.list(&query).await?;
-        let next_cursor = if items.len() > limit {
-            items.truncate(limit);
-            items.last().map(|record| ListCursor::of(record).encode())
-        } else {
-            None
-        };
-        Ok(SessionPage { items, next_cursor })
     }
 
     pub async fn update_metadata(
@@ -197,6 +232,17 @@ pub(crate) fn apply_expire(record: &mut SessionRecord, now: Timestamp) {
 
 /// The statuses a listing can filter by (and shows by default): every status but
 /// `creating`, which is an unfinished create nobody may see.
+/// The largest cap of `count`: a count reads at most this many rows per status.
+pub const COUNT_CAP_MAX: usize = 10_000;
+
+/// One status's count (`more`: the count stopped at the cap).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StatusCount {
+    pub status: Status,
+    pub count: u64,
+    pub more: bool,
+}
+
 pub const LISTABLE_STATUSES: [Status; 4] = [Status::Active, Status::Idle, Status::Closed, Status::Expired];
 
 /// One status of a listing filter, as the HTTP query and the CLI spell it: a listable

@@ -160,6 +160,9 @@ pub struct ListRequest {
     pub statuses: Vec<Status>,
     #[serde(default)]
     pub label: Option<String>,
+    /// Forks of this session only.
+    #[serde(default)]
+    pub parent: Option<SessionId>,
     #[serde(default)]
     pub active_since: Option<Timestamp>,
     #[serde(default)]

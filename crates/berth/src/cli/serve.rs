@@ -12,6 +12,7 @@ use berth_server::auth::{Authenticator, JwtConfig, JwtVerifier, KeyStore, KEYS_F
 use berth_server::feed::ChangeFeed;
 use berth_server::limits::RateLimit;
 use berth_server::metrics::Metrics;
+use berth_server::ui::UiConfig;
 use berth_server::{ServerConfig, ServerParts};
 use berth_service::{Principal, Role, SessionService};
 use clap::{Args, Subcommand, ValueEnum};
@@ -29,6 +30,18 @@ pub enum LogFormat {
     Text,
     /// One JSON object per line.
     Json,
+}
+
+/// Whether `berth serve` serves the inspector (`/ui`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum UiMode {
+    /// On when listening on a loopback address, off anywhere else.
+    #[default]
+    Auto,
+    /// On whatever the listen address (put it behind TLS: its cookies are then `Secure`).
+    On,
+    /// Off.
+    Off,
 }
 
 #[derive(Args, Debug)]
@@ -77,6 +90,14 @@ pub struct ServeArgs {
     /// (`berth migrate --app-role ROLE`, run as the owner, grants one what it needs).
     #[arg(long)]
     dev_allow_db_owner: bool,
+    /// The inspector web UI at /ui: `auto` serves it only on a loopback listen address;
+    /// `on` serves it on any address (with `Secure` cookies off loopback: put TLS in front).
+    #[arg(long, value_enum, default_value_t = UiMode::Auto)]
+    ui: UiMode,
+    /// A `Host` value the inspector also answers to (repeatable), e.g. the name a proxy
+    /// forwards as `inspector.example.com`; every other Host is refused (DNS rebinding).
+    #[arg(long = "ui-host")]
+    ui_hosts: Vec<String>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -267,6 +288,17 @@ fn jwt(args: &ServeArgs) -> Result<Option<JwtVerifier>> {
     JwtVerifier::new(&config)
 }
 
+/// The inspector's settings: on loopback by default, elsewhere only with `--ui on`.
+fn ui_config(args: &ServeArgs) -> Option<UiConfig> {
+    let loopback = args.listen.ip().is_loopback();
+    let enabled = match args.ui {
+        UiMode::Auto => loopback,
+        UiMode::On => true,
+        UiMode::Off => false,
+    };
+    enabled.then(|| UiConfig { extra_hosts: args.ui_hosts.clone(), secure_cookies: !loopback })
+}
+
 async fn serve(data: &str, args: ServeArgs) -> Result<ExitCode> {
     let metrics = Arc::new(Metrics::new());
     let keys = match (&args.keys_file, berth::StoreUrl::parse(data)?) {
@@ -296,6 +328,7 @@ async fn serve(data: &str, args: ServeArgs) -> Result<ExitCode> {
             burst: args.rate_burst.unwrap_or(args.rate_per_tenant.saturating_mul(2)),
         }),
         sweep_interval: (args.sweep_interval_s > 0).then(|| Duration::from_secs(args.sweep_interval_s)),
+        ui: ui_config(&args),
         ..ServerConfig::default()
     };
     let parts = ServerParts { service, auth: Authenticator::new(keys, jwt(&args)?), metrics, feed };
@@ -307,6 +340,9 @@ async fn serve(data: &str, args: ServeArgs) -> Result<ExitCode> {
             stdout,
             "berth serve: first start; an admin key for tenant \"default\" (shown once, keep it):\n  {key}"
         );
+    }
+    if server.state.ui.is_some() {
+        let _ = writeln!(stdout, "berth serve: inspector at {}/ui (sign in with an API key)", server.url());
     }
     let _ = stdout.flush();
     drop(stdout);

@@ -1,0 +1,233 @@
+//! The session list: the listing's filters as a GET form, per-status counts (capped, as
+//! `GET /v1/sessions/counts` answers them), status badges, and keyset paging by the
+//! listing's cursor (so the hundredth page costs what the first does).
+
+use super::layout::{self, filled, html, status_badge, time_element};
+use super::signin::Viewer;
+use crate::api::{call, Shared, SESSION_COUNT_CAP};
+use crate::error::ApiError;
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use berth_catalog::SessionRecord;
+use berth_core::{ProjectId, SessionId, Timestamp, UserId};
+use berth_service::{ListRequest, StatusCount, LISTABLE_STATUSES};
+use maud::{html as markup, Markup};
+use serde::{Deserialize, Serialize};
+
+/// Sessions per page of the list.
+pub const LIST_PAGE_SESSIONS: usize = 50;
+
+/// The list's query string (every field as the form sends it: empty means unset).
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+pub struct ListQuery {
+    pub status: Option<String>,
+    pub label: Option<String>,
+    pub user: Option<String>,
+    pub project: Option<String>,
+    pub parent: Option<String>,
+    /// `YYYY-MM-DDTHH:MM` (UTC), as a `datetime-local` input sends it.
+    pub active_since: Option<String>,
+    pub active_before: Option<String>,
+    pub include_blank: Option<String>,
+    pub cursor: Option<String>,
+}
+
+fn bad(error: berth_core::Error) -> ApiError {
+    ApiError::bad_request(error.to_string())
+}
+
+/// A `datetime-local` value (UTC) or milliseconds since the epoch.
+pub fn parse_time(text: &str) -> Result<Timestamp, ApiError> {
+    if let Ok(ms) = text.parse::<u64>() {
+        return Ok(Timestamp(ms));
+    }
+    let format = time::format_description::well_known::Iso8601::DEFAULT;
+    let moment = time::PrimitiveDateTime::parse(text, &format)
+        .map_err(|_| ApiError::bad_request(format!("{text:?} is not a time (YYYY-MM-DDTHH:MM, UTC)")))?;
+    let ms = moment.assume_utc().unix_timestamp_nanos() / 1_000_000;
+    u64::try_from(ms).map(Timestamp).map_err(|_| ApiError::bad_request("times before 1970 are not kept"))
+}
+
+fn list_request(query: &ListQuery) -> Result<ListRequest, ApiError> {
+    let statuses = match filled(&query.status) {
+        Some(text) => vec![berth_service::parse_listable_status(text).map_err(bad)?],
+        None => Vec::new(),
+    };
+    Ok(ListRequest {
+        user: filled(&query.user).map(UserId::parse).transpose().map_err(bad)?,
+        project: filled(&query.project).map(ProjectId::parse).transpose().map_err(bad)?,
+        statuses,
+        label: filled(&query.label).map(str::to_owned),
+        parent: filled(&query.parent).map(SessionId::parse).transpose().map_err(bad)?,
+        active_since: filled(&query.active_since).map(parse_time).transpose()?,
+        active_before: filled(&query.active_before).map(parse_time).transpose()?,
+        include_blank: filled(&query.include_blank).is_some(),
+        cursor: filled(&query.cursor).map(str::to_owned),
+        limit: Some(LIST_PAGE_SESSIONS),
+    })
+}
+
+/// The query string of `query` with `change` applied (for paging and count links).
+fn href(query: &ListQuery, change: impl FnOnce(&mut ListQuery)) -> String {
+    let mut query = query.clone();
+    change(&mut query);
+    let text = serde_urlencoded_pairs(&query);
+    if text.is_empty() {
+        "/ui/sessions".to_owned()
+    } else {
+        format!("/ui/sessions?{text}")
+    }
+}
+
+fn serde_urlencoded_pairs(query: &ListQuery) -> String {
+    let fields = [
+        ("status", &query.status),
+        ("label", &query.label),
+        ("user", &query.user),
+        ("project", &query.project),
+        ("parent", &query.parent),
+        ("active_since", &query.active_since),
+        ("active_before", &query.active_before),
+        ("include_blank", &query.include_blank),
+        ("cursor", &query.cursor),
+    ];
+    let mut out = form_urlencoded::Serializer::new(String::new());
+    for (name, value) in fields {
+        if let Some(value) = filled(value) {
+            out.append_pair(name, value);
+        }
+    }
+    out.finish()
+}
+
+pub async fn sessions_page(State(state): State<Shared>, viewer: Viewer, Query(query): Query<ListQuery>) -> Response {
+    let request = match list_request(&query) {
+        Ok(request) => request,
+        Err(error) => return layout::fail(&viewer, error),
+    };
+    let principal = viewer.principal.clone();
+    let counted = ListRequest { cursor: None, statuses: Vec::new(), ..request.clone() };
+    let page = call(&state, |s| async move { s.list(&principal, &request).await }).await;
+    let principal = viewer.principal.clone();
+    let counts = call(&state, |s| async move { s.count(&principal, &counted, SESSION_COUNT_CAP).await }).await;
+    let (page, counts) = match (page, counts) {
+        (Ok(page), Ok(counts)) => (page, counts),
+        (Err(error), _) | (_, Err(error)) => return layout::fail(&viewer, error),
+    };
+    let body = markup! {
+        h1 { "Sessions" }
+        (filter_form(&query))
+        (counts_bar(&query, &counts))
+        @if page.items.is_empty() {
+            p.empty { "No sessions match." }
+        } @else {
+            (sessions_table(&page.items))
+        }
+        nav.paging aria-label="Pages" {
+            @if filled(&query.cursor).is_some() {
+                a href=(href(&query, |q| q.cursor = None)) { "First page" }
+            }
+            @if let Some(cursor) = &page.next_cursor {
+                a rel="next" href=(href(&query, |q| q.cursor = Some(cursor.clone()))) { "Next page" }
+            }
+        }
+    };
+    html(StatusCode::OK, layout::page("Sessions", Some(&viewer), body))
+}
+
+fn text_input(id: &str, label: &str, value: &Option<String>) -> Markup {
+    markup! {
+        div.field {
+            label for=(id) { (label) }
+            input id=(id) name=(id) type="text" value=[filled(value)];
+        }
+    }
+}
+
+fn filter_form(query: &ListQuery) -> Markup {
+    let status = filled(&query.status).unwrap_or("");
+    markup! {
+        form.filters method="get" action="/ui/sessions" aria-label="Filter sessions" {
+            div.field {
+                label for="status" { "Status" }
+                select #status name="status" {
+                    option value="" selected[status.is_empty()] { "any" }
+                    @for listable in LISTABLE_STATUSES {
+                        option value=(listable.as_str()) selected[status == listable.as_str()] { (listable.as_str()) }
+                    }
+                }
+            }
+            (text_input("label", "Label", &query.label))
+            (text_input("user", "User", &query.user))
+            (text_input("project", "Project", &query.project))
+            (text_input("parent", "Forked from", &query.parent))
+            div.field {
+                label for="active_since" { "Active since (UTC)" }
+                input #active_since name="active_since" type="datetime-local" value=[filled(&query.active_since)];
+            }
+            div.field {
+                label for="active_before" { "Active before (UTC)" }
+                input #active_before name="active_before" type="datetime-local" value=[filled(&query.active_before)];
+            }
+            div.field.check {
+                input #include_blank name="include_blank" type="checkbox" value="1"
+                    checked[filled(&query.include_blank).is_some()];
+                label for="include_blank" { "Include blank" }
+            }
+            button type="submit" { "Filter" }
+            a.reset href="/ui/sessions" { "Reset" }
+        }
+    }
+}
+
+fn counts_bar(query: &ListQuery, counts: &[StatusCount]) -> Markup {
+    markup! {
+        ul.counts aria-label="Sessions per status" {
+            @for count in counts {
+                li {
+                    a href=(href(query, |q| { q.status = Some(count.status.as_str().to_owned()); q.cursor = None; })) {
+                        (status_badge(count.status)) " "
+                        span.count data-status=(count.status.as_str()) {
+                            @if count.more { "more than " (count.count) } @else { (count.count) }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn sessions_table(items: &[SessionRecord]) -> Markup {
+    markup! {
+        table.sessions {
+            caption.visually-hidden { "Sessions, most recent activity first" }
+            thead { tr {
+                th scope="col" { "Session" } th scope="col" { "Title" } th scope="col" { "Status" }
+                th scope="col" { "Owner" } th scope="col" { "Labels" } th scope="col" { "Events" }
+                th scope="col" { "Last activity" } th scope="col" { "Forked from" }
+            } }
+            tbody {
+                @for record in items {
+                    tr {
+                        td { a.session-link href={"/ui/sessions/" (record.header.id)} { (record.header.id) } }
+                        td { (record.title.as_deref().unwrap_or("")) }
+                        td { (status_badge(record.status)) }
+                        td {
+                            (record.header.scope.user)
+                            @if let Some(project) = &record.header.scope.project { " · " (project) }
+                        }
+                        td { @for label in &record.labels { span.label { (label) } " " } }
+                        td.number { (record.event_count) }
+                        td { (time_element(record.last_activity)) }
+                        td {
+                            @if let Some(parent) = &record.header.parent {
+                                a href={"/ui/sessions/" (parent.session)} { (parent.session) }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

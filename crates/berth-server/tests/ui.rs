@@ -1,0 +1,284 @@
+//! The inspector's defences and authorization over raw HTTP (the browser tests in
+//! `scripts/inspector/` cover the pages themselves): the Host allowlist, the security
+//! headers, sign-in exchanging a key for a session cookie, CSRF and origin checks,
+//! revocation and expiry ending a session, another user's session as a 404, and the
+//! API additions the inspector reads (counts, audit search, the `parent` filter).
+
+mod common;
+
+use berth_core::{Clock, Timestamp};
+use berth_service::Role;
+use common::{test_config, TestServer};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// A clock the test moves (inspector sessions expire by the service's clock).
+#[derive(Debug)]
+struct ManualClock(AtomicU64);
+
+impl Clock for ManualClock {
+    fn now(&self) -> Timestamp {
+        Timestamp(self.0.load(Ordering::SeqCst))
+    }
+}
+
+struct Answer {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Answer {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(key, _)| key.eq_ignore_ascii_case(name)).map(|(_, value)| value.as_str())
+    }
+
+    fn set_cookies(&self) -> Vec<&str> {
+        self.headers.iter().filter(|(key, _)| key.eq_ignore_ascii_case("set-cookie")).map(|(_, v)| v.as_str()).collect()
+    }
+
+    /// The value a `Set-Cookie` gives cookie `name`.
+    fn cookie(&self, name: &str) -> Option<String> {
+        self.set_cookies()
+            .into_iter()
+            .filter_map(|line| line.split(';').next()?.split_once('='))
+            .find(|(key, _)| *key == name)
+            .map(|(_, value)| value.to_owned())
+    }
+}
+
+/// One HTTP/1.1 request with exactly `headers` (a browser would not let a test forge Host).
+async fn request(server: &TestServer, method: &str, path: &str, headers: &[(&str, String)], body: &str) -> Answer {
+    let mut stream = tokio::net::TcpStream::connect(server.server.local_addr).await.unwrap();
+    let mut text = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\nContent-Length: {}\r\n", body.len());
+    for (name, value) in headers {
+        text.push_str(&format!("{name}: {value}\r\n"));
+    }
+    text.push_str("\r\n");
+    text.push_str(body);
+    stream.write_all(text.as_bytes()).await.unwrap();
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).await.unwrap();
+    let raw = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    let mut lines = head.lines();
+    let status = lines.next().and_then(|line| line.split_whitespace().nth(1)).unwrap().parse().unwrap();
+    let headers = lines.filter_map(|line| line.split_once(": ")).map(|(k, v)| (k.to_owned(), v.to_owned())).collect();
+    Answer { status, headers, body: body.to_owned() }
+}
+
+fn host(server: &TestServer) -> (&'static str, String) {
+    ("Host", format!("127.0.0.1:{}", server.server.local_addr.port()))
+}
+
+fn form(pairs: &[(&str, &str)]) -> String {
+    form_urlencoded::Serializer::new(String::new()).extend_pairs(pairs).finish()
+}
+
+const FORM: (&str, &str) = ("Content-Type", "application/x-www-form-urlencoded");
+
+/// Signs in with `key`; returns the session cookie's value.
+async fn sign_in(server: &TestServer, key: &str) -> String {
+    let page = request(server, "GET", "/ui/sign-in", &[host(server)], "").await;
+    let token = page.cookie("berth_ui_signin").unwrap();
+    let cookie = ("Cookie", format!("berth_ui_signin={token}"));
+    let body = form(&[("key", key), ("csrf", &token)]);
+    let answer = request(server, "POST", "/ui/sign-in", &[host(server), cookie, (FORM.0, FORM.1.into())], &body).await;
+    assert_eq!(answer.status, 303, "{}", answer.body);
+    answer.cookie("berth_ui_session").unwrap()
+}
+
+fn session_cookie(value: &str) -> (&'static str, String) {
+    ("Cookie", format!("berth_ui_session={value}"))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_forged_host_is_refused_and_pages_carry_the_security_headers() {
+    let server = TestServer::start().await;
+    for forged in ["attacker.example", "attacker.example:80", "127.0.0.1.attacker.example"] {
+        let answer = request(&server, "GET", "/ui/sign-in", &[("Host", forged.into())], "").await;
+        assert_eq!(answer.status, 421, "{forged}");
+    }
+    let port = server.server.local_addr.port();
+    for allowed in [format!("127.0.0.1:{port}"), format!("localhost:{port}"), format!("LOCALHOST:{port}")] {
+        let answer = request(&server, "GET", "/ui/sign-in", &[("Host", allowed.clone())], "").await;
+        assert_eq!(answer.status, 200, "{allowed}");
+        let csp = answer.header("content-security-policy").unwrap();
+        assert!(csp.contains("script-src 'self'") && !csp.contains("unsafe-inline"), "{csp}");
+        assert!(csp.contains("frame-ancestors 'none'"), "{csp}");
+        assert_eq!(answer.header("x-content-type-options"), Some("nosniff"));
+        assert_eq!(answer.header("x-frame-options"), Some("DENY"));
+        assert_eq!(answer.header("cache-control"), Some("no-store"));
+        assert!(!answer.body.contains("<script>"), "no inline script: {}", answer.body);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sign_in_exchanges_the_key_for_a_session_cookie_and_checks_the_form_token() {
+    let server = TestServer::start().await;
+    let key = server.key("acme", "alice", None, Role::User);
+    let page = request(&server, "GET", "/ui/sign-in", &[host(&server)], "").await;
+    let token = page.cookie("berth_ui_signin").unwrap();
+    // A post without the matching double-submit token is refused.
+    let body = form(&[("key", &key), ("csrf", "0000")]);
+    let cookie = ("Cookie", format!("berth_ui_signin={token}"));
+    let refused =
+        request(&server, "POST", "/ui/sign-in", &[host(&server), cookie.clone(), (FORM.0, FORM.1.into())], &body).await;
+    assert_eq!(refused.status, 403);
+    assert!(refused.cookie("berth_ui_session").is_none());
+    // A post from another origin is refused before anything is checked.
+    let body = form(&[("key", &key), ("csrf", &token)]);
+    let cross = [host(&server), cookie.clone(), (FORM.0, FORM.1.into()), ("Sec-Fetch-Site", "cross-site".into())];
+    assert_eq!(request(&server, "POST", "/ui/sign-in", &cross, &body).await.status, 403);
+    let cross = [host(&server), cookie.clone(), (FORM.0, FORM.1.into()), ("Origin", "http://attacker.example".into())];
+    assert_eq!(request(&server, "POST", "/ui/sign-in", &cross, &body).await.status, 403);
+    let signed_in =
+        request(&server, "POST", "/ui/sign-in", &[host(&server), cookie, (FORM.0, FORM.1.into())], &body).await;
+    assert_eq!(signed_in.status, 303);
+    let line = signed_in.set_cookies().into_iter().find(|line| line.starts_with("berth_ui_session=")).unwrap();
+    assert!(line.contains("HttpOnly") && line.contains("SameSite=Strict") && !line.contains("Secure"), "{line}");
+    let secret = key.rsplit('_').next().unwrap();
+    for line in signed_in.set_cookies() {
+        assert!(!line.contains(secret) && !line.contains(&key[6..22]), "the key is never in a cookie: {line}");
+    }
+    let value = signed_in.cookie("berth_ui_session").unwrap();
+    let list = request(&server, "GET", "/ui/sessions", &[host(&server), session_cookie(&value)], "").await;
+    assert_eq!(list.status, 200);
+    assert!(list.body.contains("acme / alice (user)"));
+    let anonymous = request(&server, "GET", "/ui/sessions", &[host(&server)], "").await;
+    assert_eq!((anonymous.status, anonymous.header("location")), (303, Some("/ui/sign-in")));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_revoked_key_and_signing_out_end_the_session() {
+    let server = TestServer::start().await;
+    let key = server.key("acme", "alice", None, Role::User);
+    let value = sign_in(&server, &key).await;
+    let page = request(&server, "GET", "/ui/sessions", &[host(&server), session_cookie(&value)], "").await;
+    assert_eq!(page.status, 200);
+    let key_id = berth_server::auth::key_id_of(&key).unwrap();
+    assert!(server.keys.revoke(key_id).unwrap());
+    let after = request(&server, "GET", "/ui/sessions", &[host(&server), session_cookie(&value)], "").await;
+    assert_eq!((after.status, after.header("location")), (303, Some("/ui/sign-in")));
+
+    let key = server.key("acme", "bob", None, Role::User);
+    let value = sign_in(&server, &key).await;
+    let page = request(&server, "GET", "/ui/sessions", &[host(&server), session_cookie(&value)], "").await;
+    let csrf = page.body.split("name=\"csrf\" value=\"").nth(1).unwrap().split('"').next().unwrap().to_owned();
+    let headers = [host(&server), session_cookie(&value), (FORM.0, FORM.1.into())];
+    let wrong = request(&server, "POST", "/ui/sign-out", &headers, &form(&[("csrf", "bad")])).await;
+    assert_eq!(wrong.status, 403);
+    let out = request(&server, "POST", "/ui/sign-out", &headers, &form(&[("csrf", &csrf)])).await;
+    assert_eq!(out.status, 303);
+    let after = request(&server, "GET", "/ui/sessions", &[host(&server), session_cookie(&value)], "").await;
+    assert_eq!(after.status, 303);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unused_session_expires_by_the_services_clock() {
+    let clock = Arc::new(ManualClock(AtomicU64::new(1_800_000_000_000)));
+    let server = TestServer::start_with_clock(clock.clone()).await;
+    let key = server.key("acme", "alice", None, Role::User);
+    let value = sign_in(&server, &key).await;
+    clock.0.fetch_add(berth_server::ui::INSPECTOR_SESSION_IDLE_MS - 1, Ordering::SeqCst);
+    let page = request(&server, "GET", "/ui/sessions", &[host(&server), session_cookie(&value)], "").await;
+    assert_eq!(page.status, 200, "used just in time: still signed in");
+    clock.0.fetch_add(berth_server::ui::INSPECTOR_SESSION_IDLE_MS, Ordering::SeqCst);
+    let page = request(&server, "GET", "/ui/sessions", &[host(&server), session_cookie(&value)], "").await;
+    assert_eq!(page.status, 303, "idle too long: signed out");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn another_users_or_tenants_session_is_a_404_on_every_inspector_url() {
+    let server = TestServer::start().await;
+    let alice = server.key("acme", "alice", None, Role::User);
+    let bob = server.client(&server.key("acme", "bob", None, Role::User));
+    let other_tenant = server.client(&server.key("globex", "alice", None, Role::User));
+    for (client, id) in [(&bob, "bobs"), (&other_tenant, "theirs")] {
+        client
+            .create(&berth_service::CreateSession { id: Some(id.parse().unwrap()), ..Default::default() })
+            .await
+            .unwrap();
+    }
+    let value = sign_in(&server, &alice).await;
+    let page = request(&server, "GET", "/ui/sessions", &[host(&server), session_cookie(&value)], "").await;
+    let csrf = page.body.split("name=\"csrf\" value=\"").nth(1).unwrap().split('"').next().unwrap().to_owned();
+    let missing = request(&server, "GET", "/ui/sessions/nobody", &[host(&server), session_cookie(&value)], "").await;
+    assert_eq!(missing.status, 404);
+    for id in ["bobs", "theirs"] {
+        for path in ["", "/events/0", "/export", "/export?format=zip", "/live?from=0"] {
+            let answer = request(
+                &server,
+                "GET",
+                &format!("/ui/sessions/{id}{path}"),
+                &[host(&server), session_cookie(&value)],
+                "",
+            )
+            .await;
+            assert_eq!(answer.status, 404, "{id}{path}");
+        }
+        let headers = [host(&server), session_cookie(&value), (FORM.0, FORM.1.into())];
+        let fork = form(&[("csrf", &csrf), ("upto_seq", "0")]);
+        assert_eq!(request(&server, "POST", &format!("/ui/sessions/{id}/fork"), &headers, &fork).await.status, 404);
+        let page =
+            request(&server, "GET", &format!("/ui/sessions/{id}"), &[host(&server), session_cookie(&value)], "").await;
+        assert_eq!(
+            page.body.replace(id, "ID"),
+            missing.body.replace("nobody", "ID"),
+            "reads exactly like a missing id"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_server_without_the_inspector_serves_no_ui_routes() {
+    let server = TestServer::start_with(berth_server::ServerConfig { ui: None, ..test_config() }).await;
+    assert_eq!(request(&server, "GET", "/ui/sign-in", &[host(&server)], "").await.status, 404);
+    assert_eq!(request(&server, "GET", "/ui/assets/live.js", &[host(&server)], "").await.status, 404);
+}
+
+async fn get_json(server: &TestServer, key: &str, path: &str) -> serde_json::Value {
+    let headers = [host(server), ("Authorization", format!("Bearer {key}"))];
+    let answer = request(server, "GET", path, &headers, "").await;
+    assert_eq!(answer.status, 200, "{path}: {}", answer.body);
+    serde_json::from_str(&answer.body).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn counts_audit_search_and_the_parent_filter_answer_as_documented() {
+    let server = TestServer::start().await;
+    let admin_key = server.key("acme", "ops", None, Role::Admin);
+    let admin = server.client(&admin_key);
+    let create = |id: &str| berth_service::CreateSession { id: Some(id.parse().unwrap()), ..Default::default() };
+    admin.create(&create("source")).await.unwrap();
+    admin.create(&create("lonely")).await.unwrap();
+    let source: berth_core::SessionId = "source".parse().unwrap();
+    let append = berth_service::AppendRequest {
+        run: None,
+        expected_seq: None,
+        events: vec![berth_service::NewEvent::new("user/message", serde_json::json!({"content": "hi"}))],
+        idempotency_key: None,
+    };
+    admin.append(&source, &append).await.unwrap();
+    admin.fork(&source, Some(1), Some(&"child".parse().unwrap())).await.unwrap();
+    let listed = get_json(&server, &admin_key, "/v1/sessions?parent=source&include_blank=true").await;
+    let ids: Vec<_> = listed["items"].as_array().unwrap().iter().map(|item| item["header"]["id"].clone()).collect();
+    assert_eq!(ids, vec![serde_json::json!("child")]);
+    let counts = get_json(&server, &admin_key, "/v1/sessions/counts?include_blank=true").await;
+    assert_eq!(counts["cap"], 1000);
+    assert_eq!(counts["counts"][0], serde_json::json!({"status": "active", "count": 3, "more": false}));
+    let counts = get_json(&server, &admin_key, "/v1/sessions/counts?parent=source").await;
+    assert_eq!(counts["counts"][0]["count"], 1);
+    let search = get_json(&server, &admin_key, "/v1/audit/search?action=fork").await;
+    let entries = search["entries"].as_array().unwrap();
+    assert_eq!(entries.len(), 1, "{search}");
+    assert_eq!(entries[0]["session"], "child", "a fork is audited on the new session");
+    assert_eq!(search["next_from"], serde_json::Value::Null, "scanned to the end");
+    let search = get_json(&server, &admin_key, "/v1/audit/search?session=lonely&limit=1").await;
+    assert_eq!(search["entries"][0]["action"], "create");
+    assert_eq!(search["next_from"], search["entries"][0]["seq"].as_u64().unwrap() + 1);
+    let user = server.key("acme", "alice", None, Role::User);
+    let headers = [host(&server), ("Authorization", format!("Bearer {user}"))];
+    assert_eq!(request(&server, "GET", "/v1/audit/search", &headers, "").await.status, 403);
+}

@@ -1,0 +1,203 @@
+"""Fixtures of the inspector's browser tests: a real `berth serve` (the debug binary
+scripts/test builds) on a scratch data directory, seeded through the HTTP API with the
+sessions the tests read, and Chromium from Debian driven by Playwright (never
+Playwright's own browser download)."""
+
+import http.client
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import sync_playwright
+
+ROOT = Path(__file__).resolve().parents[2]
+TARGET = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
+BERTH = Path(os.environ.get("BERTH_BINARY", TARGET / "debug" / "berth"))
+ARTIFACTS = TARGET / "inspector-artifacts"
+CHROMIUM = os.environ.get("BERTH_CHROMIUM", "/usr/bin/chromium")
+
+
+class Api:
+    """The /v1 API as one key sees it."""
+
+    def __init__(self, url, key):
+        self.url, self.key = url, key
+
+    def call(self, method, path, body=None, raw=False):
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(self.url + path, data=data, method=method)
+        request.add_header("Authorization", "Bearer " + self.key)
+        try:
+            with urllib.request.urlopen(request) as response:
+                payload = response.read()
+        except urllib.error.HTTPError as error:
+            raise AssertionError(f"{method} {path}: {error.code} {error.read()[:500]!r}") from None
+        return payload if raw else (json.loads(payload) if payload else None)
+
+    def create(self, session_id, **fields):
+        return self.call("POST", "/v1/sessions", {"id": session_id, **fields})
+
+    def append(self, session_id, events, run=None):
+        body = {"events": [{"type": kind, "data": data} for kind, data in events]}
+        if run:
+            body["run"] = run
+        return self.call("POST", f"/v1/sessions/{session_id}/events", body)
+
+    def attach(self, session_id, run_id):
+        return self.call("POST", f"/v1/sessions/{session_id}/runs", {"run_id": run_id})
+
+
+class Server:
+    def __init__(self, process, url, keys, data):
+        self.process, self.url, self.keys, self.data = process, url, keys, data
+        self.api = {name: Api(url, key) for name, key in keys.items()}
+        self.port = int(url.rsplit(":", 1)[1])
+
+
+def create_key(data, tenant, user, role):
+    out = subprocess.run(
+        [str(BERTH), "--data", str(data), "keys", "create", "--tenant", tenant, "--user", user, "--role", role],
+        check=True, capture_output=True, text=True,
+    )
+    return out.stdout.strip()
+
+
+HUGE = "x" * 200_000
+
+
+def seed(server):
+    alice, bob, globex = server.api["alice"], server.api["bob"], server.api["globex"]
+    # A completed turn with a successful and a failing tool call, labelled, then forked.
+    alice.create("alice-chat", title="Support chat", labels=["support"])
+    alice.attach("alice-chat", "run-1")
+    alice.append("alice-chat", [
+        ("turn/start", {"turn": 0}),
+        ("user/message", {"content": "What is in the repo?"}),
+        ("step/start", {"turn": 0, "step": 0}),
+        ("assistant/message", {"content": "", "tool_calls": [
+            {"call_id": "ok-1", "name": "ls", "arguments": {"path": "."}},
+            {"call_id": "bad-1", "name": "cat", "arguments": {"path": "missing"}},
+        ]}),
+        ("tool/call", {"call_id": "ok-1", "name": "ls", "arguments": {"path": "."}}),
+        ("tool/result", {"call_id": "ok-1", "content": "README.md\nsrc"}),
+        ("tool/call", {"call_id": "bad-1", "name": "cat", "arguments": {"path": "missing"}}),
+        ("tool/result", {"call_id": "bad-1", "is_error": True, "content": "no such file"}),
+        ("step/end", {"turn": 0, "step": 0}),
+        ("assistant/message", {"content": "The repo has a README and src."}),
+        ("checkpoint", {"state": {"messages": 4, "cursor": "abc"}}),
+        ("turn/end", {"turn": 0, "reason": "completed"}),
+    ], run="run-1")
+    alice.call("POST", "/v1/sessions/alice-chat/fork", {"upto_seq": 2, "new_id": "alice-chat-fork"})
+    # A turn a crash left open, then resumed: the repair closes it.
+    alice.create("alice-crash", title="Crashed run")
+    alice.attach("alice-crash", "run-a")
+    alice.append("alice-crash", [
+        ("turn/start", {"turn": 0}),
+        ("user/message", {"content": "list files"}),
+        ("step/start", {"turn": 0, "step": 0}),
+        ("assistant/message", {"content": "", "tool_calls": [{"call_id": "c1", "name": "ls", "arguments": {}}]}),
+        ("tool/call", {"call_id": "c1", "name": "ls", "arguments": {}}),
+    ], run="run-a")
+    alice.call("POST", "/v1/sessions/alice-crash/resume", {"run_id": "run-b", "on_busy": "interrupt"})
+    # Hostile content: markup, a javascript: link, a huge string, an opaque event.
+    alice.create("alice-hostile", title="<img src=x onerror=alert(1)>", labels=["hostile"])
+    alice.attach("alice-hostile", "w")
+    alice.append("alice-hostile", run="w", events=[
+        ("user/message", {"content": "<script>window.__pwned = 1; alert('pwned')</script>"}),
+        ("assistant/message", {"content": "[click me](javascript:alert(1)) <a href=\"javascript:alert(2)\">link</a>"}),
+        ("acme/opaque", {"html": "<script>alert(3)</script>", "nested": {"list": [1, 2, {"k": "v"}]}}),
+        ("acme/huge", {"blob": HUGE}),
+    ])
+    # A session to watch live, a closed one, and other owners' sessions.
+    for api, session_id, content in [
+        (alice, "alice-live", "first"), (alice, "alice-closed", "bye"),
+        (bob, "bob-secret", "bob only"), (globex, "globex-1", "globex only"),
+    ]:
+        api.create(session_id, title=session_id.replace("-", " "))
+        api.attach(session_id, "w")
+        api.append(session_id, [("user/message", {"content": content})], run="w")
+    alice.call("POST", "/v1/sessions/alice-closed/close", {"policy": "cancel_runs"})
+
+
+@pytest.fixture(scope="session")
+def server():
+    assert BERTH.exists(), f"no berth binary at {BERTH} (scripts/test builds it)"
+    scratch = Path(tempfile.mkdtemp(prefix="berth-inspector-"))
+    data = scratch / "data"
+    keys = {
+        "admin": create_key(data, "acme", "ops", "admin"),
+        "alice": create_key(data, "acme", "alice", "user"),
+        "bob": create_key(data, "acme", "bob", "user"),
+        "globex": create_key(data, "globex", "gina", "user"),
+    }
+    log = open(scratch / "serve.log", "w+")
+    process = subprocess.Popen(
+        [str(BERTH), "--data", str(data), "serve", "--listen", "127.0.0.1:0", "--sweep-interval-s", "0"],
+        stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "BERTH_LOG": "warn"},
+    )
+    url = None
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and url is None:
+        log.seek(0)
+        found = re.search(r"listening on (http://\S+)", log.read())
+        url = found.group(1) if found else None
+        if url is None:
+            time.sleep(0.05)
+    assert url, "berth serve did not start"
+    running = Server(process, url, keys, data)
+    seed(running)
+    yield running
+    process.terminate()
+    process.wait(timeout=20)
+    shutil.rmtree(scratch, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def browser():
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def context(browser):
+    context = browser.new_context(accept_downloads=True, viewport={"width": 1280, "height": 900})
+    yield context
+    context.close()
+
+
+def sign_in(page, server, who):
+    page.goto(server.url + "/ui")
+    page.get_by_label("API key").fill(server.keys[who])
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(re.compile(r".*/ui/sessions$"))
+    return page
+
+
+def raw_request(server, method, path, headers=None, body=None):
+    """One HTTP request with exactly these headers (no browser: to forge a Host)."""
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    connection.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
+    for name, value in (headers or {}).items():
+        connection.putheader(name, value)
+    if body is not None:
+        connection.putheader("Content-Length", str(len(body)))
+    connection.endheaders(body)
+    response = connection.getresponse()
+    payload = response.read()
+    connection.close()
+    return response.status, dict(response.getheaders()), payload
+
+
+def screenshot(page, name):
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)

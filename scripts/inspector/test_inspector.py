@@ -1,0 +1,461 @@
+"""The berth inspector in a real browser (Chromium from Debian, driven by Playwright)
+against a real `berth serve` with seeded sessions: each item of issue 15's test list."""
+
+import hashlib
+import io
+import re
+import time
+import zipfile
+
+from playwright.sync_api import expect
+
+from conftest import ARTIFACTS, raw_request, screenshot, sign_in
+
+
+# ----- sign in and out -------------------------------------------------------------------
+
+def test_sign_in_sets_a_session_cookie_never_the_key_and_sign_out_ends_it(context, server):
+    page = context.new_page()
+    page.goto(server.url + "/ui/sessions")
+    expect(page).to_have_url(re.compile(r".*/ui/sign-in$"))
+    screenshot(page, "sign-in")
+    sign_in(page, server, "alice")
+    expect(page.get_by_role("heading", name="Sessions")).to_be_visible()
+    cookies = {cookie["name"]: cookie for cookie in context.cookies()}
+    session_cookie = cookies["berth_ui_session"]
+    assert session_cookie["httpOnly"] and session_cookie["sameSite"] == "Strict"
+    assert not session_cookie["secure"], "loopback: no TLS, so no Secure flag"
+    key = server.keys["alice"]
+    secret = key.rsplit("_", 1)[1]
+    for cookie in context.cookies():
+        assert secret not in cookie["value"] and key.split("_")[1] not in cookie["value"]
+    assert secret not in page.url
+    page.get_by_role("button", name="Sign out").click()
+    expect(page).to_have_url(re.compile(r".*/ui/sign-in$"))
+    page.goto(server.url + "/ui/sessions")
+    expect(page).to_have_url(re.compile(r".*/ui/sign-in$"))
+    # The old cookie value no longer signs anyone in.
+    context.add_cookies([{**session_cookie}])
+    page.goto(server.url + "/ui/sessions")
+    expect(page).to_have_url(re.compile(r".*/ui/sign-in$"))
+
+
+def test_a_wrong_key_is_refused(context, server):
+    page = context.new_page()
+    page.goto(server.url + "/ui/sign-in")
+    page.get_by_label("API key").fill("berth_0000000000000000_" + "0" * 64)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("alert")).to_contain_text("Unknown or revoked")
+    assert "berth_ui_session" not in {cookie["name"] for cookie in context.cookies()}
+
+
+# ----- list and filter -------------------------------------------------------------------
+
+def session_links(page):
+    return sorted(page.locator("a.session-link").all_inner_texts())
+
+
+def test_the_list_shows_only_ones_own_sessions_and_filters_them(context, server):
+    page = sign_in(context.new_page(), server, "alice")
+    own = {"alice-chat", "alice-chat-fork", "alice-closed", "alice-crash", "alice-hostile", "alice-live"}
+    shown = session_links(page)
+    assert own <= set(shown) and all(link.startswith("alice-") for link in shown)
+    assert "bob-secret" not in page.content() and "globex-1" not in page.content()
+    counts = server.api["alice"].call("GET", "/v1/sessions/counts")["counts"]
+    assert sum(count["count"] for count in counts) == len(shown)
+    for count in counts:
+        expect(page.locator('.count[data-status="' + count['status'] + '"]')).to_have_text(str(count["count"]))
+    expect(page.locator('.count[data-status="closed"]')).to_have_text("1")
+    screenshot(page, "sessions")
+
+    page.get_by_label("Status", exact=True).select_option("closed")
+    page.get_by_role("button", name="Filter").click()
+    assert session_links(page) == ["alice-closed"]
+    page.goto(server.url + "/ui/sessions?label=support")
+    assert session_links(page) == ["alice-chat", "alice-chat-fork"]  # a fork keeps the labels
+    page.goto(server.url + "/ui/sessions")
+    page.get_by_label("Forked from").fill("alice-chat")
+    page.get_by_role("button", name="Filter").click()
+    assert session_links(page) == ["alice-chat-fork"]
+    page.goto(server.url + "/ui/sessions?active_since=2000-01-01T00:00&active_before=2001-01-01T00:00")
+    assert session_links(page) == []
+
+
+def test_an_admin_filters_by_user_and_pages_with_the_cursor(context, server):
+    page = sign_in(context.new_page(), server, "admin")
+    page.get_by_label("User").fill("bob")
+    page.get_by_role("button", name="Filter").click()
+    assert session_links(page) == ["bob-secret"]
+    # 50 per page: make the admin's tenant hold more, then walk the pages.
+    admin = server.api["admin"]
+    for index in range(55):
+        admin.create(f"bulk-{index:03}", labels=["bulk"])
+        admin.attach(f"bulk-{index:03}", "w")
+        admin.append(f"bulk-{index:03}", [("user/message", {"content": str(index)})], run="w")
+    page.goto(server.url + "/ui/sessions?label=bulk")
+    first = session_links(page)
+    assert len(first) == 50
+    page.get_by_role("link", name="Next page").click()
+    second = session_links(page)
+    assert len(second) == 5 and not set(first) & set(second)
+    expect(page.get_by_role("link", name="Next page")).to_have_count(0)
+
+
+# ----- the timeline: pairing and repair marks ----------------------------------------------
+
+def test_a_crashed_and_repaired_turn_shows_the_pairing_and_the_repair_marks(context, server):
+    page = sign_in(context.new_page(), server, "alice")
+    page.goto(server.url + "/ui/sessions/alice-crash")
+    turn = page.locator("section.turn").first
+    expect(turn.locator(".turn-header")).to_contain_text("Turn 0")
+    expect(turn.locator(".turn-header .badge.repair")).to_have_text("repaired")
+    expect(turn.locator(".turn-header .reason-interrupted")).to_have_text("interrupted")
+    tool = page.locator("li.tool").filter(has_text="c1")
+    expect(tool).to_have_count(1)
+    expect(tool.locator(".state-error")).to_have_text("error")
+    expect(tool.locator(".tool-head .badge.repair")).to_have_text("repair")
+    expect(tool.locator(".tool-parts")).to_contain_text("#3")  # the request
+    expect(tool.locator(".tool-parts")).to_contain_text("#4")  # tool/call
+    expect(tool.locator(".tool-parts")).to_contain_text("#5")  # the repair's tool/result
+    expect(tool).to_contain_text("TOOL_OUTCOME_UNKNOWN")
+    expect(page.locator("#event-6.repair .badge.repair")).to_be_visible()  # step/end closer
+    expect(page.locator("#event-7.repair .badge.repair")).to_be_visible()  # turn/end closer
+    expect(page.locator("#event-1")).not_to_have_class(re.compile("repair"))
+    history = page.locator("ol.run-history")
+    expect(history).to_contain_text("repair")
+    expect(history).to_contain_text("run-a")
+    screenshot(page, "session-repaired")
+
+
+def test_a_completed_turn_pairs_calls_with_durations_and_flags_errors(context, server):
+    page = sign_in(context.new_page(), server, "alice")
+    page.goto(server.url + "/ui/sessions/alice-chat")
+    ok = page.locator("li.tool").filter(has_text="ok-1")
+    bad = page.locator("li.tool").filter(has_text="bad-1")
+    expect(ok.locator(".state-ok")).to_have_text("ok")
+    expect(bad.locator(".state-error")).to_have_text("error")
+    expect(ok.locator(".duration")).to_have_text(re.compile(r"\d+(\.\d)? (ms|s)"))
+    expect(page.locator(".badge.repair")).to_have_count(0)
+    checkpoint = page.locator("details.checkpoint")
+    expect(checkpoint).not_to_have_attribute("open", "")
+    expect(checkpoint.locator("pre")).not_to_be_visible()
+    checkpoint.locator("summary").click()
+    expect(checkpoint.locator("pre")).to_contain_text('"cursor": "abc"')
+    expect(page.locator(".session-header .facts")).to_contain_text("alice-chat-fork")
+    screenshot(page, "session")
+
+
+def test_the_latest_turn_comes_first_and_older_events_page_back(context, server):
+    alice = server.api["alice"]
+    alice.create("alice-long")
+    alice.attach("alice-long", "w")
+    for turn in range(60):  # 300 events: more than one page of the timeline (200)
+        alice.append("alice-long", [
+            ("turn/start", {"turn": turn}), ("user/message", {"content": f"question {turn}"}),
+            ("assistant/message", {"content": f"answer {turn}"}), ("step/start", {"turn": turn, "step": 0}),
+            ("turn/end", {"turn": turn, "reason": "completed"}),
+        ], run="w")
+    page = sign_in(context.new_page(), server, "alice")
+    page.goto(server.url + "/ui/sessions/alice-long")
+    headers = page.locator("section.turn .turn-header h3").all_inner_texts()
+    assert headers[0] == "Turn 59" and headers == [f"Turn {n}" for n in range(59, 59 - len(headers), -1)]
+    oldest_shown = int(headers[-1].split()[1])
+    page.get_by_role("link", name="Older events").click()
+    older = page.locator("section.turn .turn-header h3").all_inner_texts()
+    assert older[0] == f"Turn {oldest_shown - 1}" and older[-1] == "Turn 0"
+    expect(page.get_by_role("link", name="Older events")).to_have_count(0)
+
+
+# ----- live mode ----------------------------------------------------------------------------
+
+def test_live_mode_receives_an_appended_event_without_a_reload(context, server):
+    page = sign_in(context.new_page(), server, "alice")
+    page.goto(server.url + "/ui/sessions/alice-live")
+    page.evaluate("window.__same_document = 'yes'")
+    page.get_by_role("button", name="Follow live").click()
+    expect(page.locator("#live-status")).to_contain_text("Following live")
+    server.api["alice"].append("alice-live", [("user/message", {"content": "appended while watching"})], run="w")
+    arrived = page.locator("#live-events li").filter(has_text="appended while watching")
+    expect(arrived).to_have_count(1, timeout=10_000)
+    assert page.evaluate("window.__same_document") == "yes", "the page was not reloaded"
+    server.api["alice"].append("alice-live", [("assistant/message", {"content": "second, on top"})], run="w")
+    expect(page.locator("#live-events li").first).to_contain_text("second, on top", timeout=10_000)
+    # A crash and a resume while watching: the repair's closers arrive marked.
+    server.api["alice"].append("alice-live", [
+        ("turn/start", {"turn": 0}),
+        ("assistant/message", {"content": "", "tool_calls": [{"call_id": "live-1", "name": "ls", "arguments": {}}]}),
+    ], run="w")
+    server.api["alice"].call("POST", "/v1/sessions/alice-live/resume", {"run_id": "w2", "on_busy": "interrupt"})
+    expect(page.locator("#live-events li.repair")).to_have_count(2, timeout=10_000)  # tool/result, turn/end
+    expect(page.locator("#live-events li").first).to_contain_text("turn/end")
+    screenshot(page, "session-live")
+    page.get_by_role("button", name="Stop following").click()
+    expect(page.locator("#live-status")).to_have_text("Stopped.")
+
+
+# ----- export and fork --------------------------------------------------------------------
+
+def test_export_downloads_the_same_bytes_as_the_api(context, server):
+    page = sign_in(context.new_page(), server, "alice")
+    page.goto(server.url + "/ui/sessions/alice-chat")
+    for link, query in (("Export JSONL", "jsonl"), ("Export ZIP (with forks)", "zip")):
+        with page.expect_download() as download_info:
+            page.get_by_role("link", name=link).click()
+        downloaded = open(download_info.value.path(), "rb").read()
+        from_api = server.api["alice"].call("GET", f"/v1/sessions/alice-chat/export?format={query}", raw=True)
+        assert hashlib.sha256(downloaded).hexdigest() == hashlib.sha256(from_api).hexdigest(), query
+        assert download_info.value.suggested_filename == f"alice-chat.{query}"
+    names = zipfile.ZipFile(io.BytesIO(downloaded)).namelist()
+    assert any("alice-chat-fork" in name for name in names)
+
+
+def test_fork_at_an_event_opens_the_fork_with_the_events_up_to_it(context, server):
+    page = sign_in(context.new_page(), server, "alice")
+    page.goto(server.url + "/ui/sessions/alice-chat")
+    page.locator("#event-1").get_by_role("button", name="Fork at event 1").click()
+    expect(page.get_by_role("heading", level=1)).to_contain_text("Session")
+    expect(page.locator(".session-header")).to_contain_text("Forked from")
+    expect(page.locator(".session-header")).to_contain_text("first 2 events")
+    fork_id = page.url.rsplit("/", 1)[1]
+    fork = server.api["alice"].call("GET", f"/v1/sessions/{fork_id}")
+    assert fork["header"]["parent"] == {"session": "alice-chat", "cut_seq": 2}
+    copied = server.api["alice"].call("GET", f"/v1/sessions/{fork_id}/events?from=0")["events"]
+    assert [event["type"] for event in copied[:2]] == ["turn/start", "user/message"]
+    assert page.locator("li.event").count() == len(copied)
+
+
+def test_metadata_edits_check_the_revision(context, server):
+    page = sign_in(context.new_page(), server, "alice")
+    page.goto(server.url + "/ui/sessions/alice-live")
+    stale = context.new_page()
+    stale.goto(server.url + "/ui/sessions/alice-live")
+    page.get_by_label("Title").fill("Renamed in the inspector")
+    page.get_by_label("Labels (comma-separated)").fill("watched, demo")
+    page.get_by_role("button", name="Save metadata").click()
+    expect(page.get_by_label("Title")).to_have_value("Renamed in the inspector")
+    expect(page.get_by_label("Labels (comma-separated)")).to_have_value("demo, watched")
+    record = server.api["alice"].call("GET", "/v1/sessions/alice-live")
+    assert record["title"] == "Renamed in the inspector" and record["labels"] == ["demo", "watched"]
+    stale.get_by_label("Title").fill("A stale edit")
+    stale.get_by_role("button", name="Save metadata").click()
+    expect(stale.get_by_role("heading", level=1)).to_contain_text("412")
+    assert server.api["alice"].call("GET", "/v1/sessions/alice-live")["title"] == "Renamed in the inspector"
+
+
+# ----- authorization --------------------------------------------------------------------------
+
+def test_a_user_key_cannot_reach_another_users_or_tenants_session_through_any_ui_url(context, server):
+    page = sign_in(context.new_page(), server, "alice")
+    csrf = page.locator('input[name="csrf"]').first.get_attribute("value")
+    missing = page.request.get(server.url + "/ui/sessions/no-such-session")
+    assert missing.status == 404
+    for other in ("bob-secret", "globex-1"):
+        for path in ("", "/events/0", "/export?format=jsonl", "/export?format=zip", "/live?from=0"):
+            response = page.request.get(server.url + f"/ui/sessions/{other}{path}")
+            assert response.status == 404, (other, path, response.status)
+            assert "only" not in response.text(), "no content of the session leaks"
+        for path, form in (("/fork", {"csrf": csrf, "upto_seq": "1"}),
+                           ("/metadata", {"csrf": csrf, "expected_revision": "1", "title": "x", "labels": ""})):
+            response = page.request.post(server.url + f"/ui/sessions/{other}{path}", form=form,
+                                         headers={"Origin": server.url})
+            assert response.status == 404, (other, path, response.status)
+        page.goto(server.url + f"/ui/sessions/{other}")
+        expect(page.get_by_role("heading", level=1)).to_have_text("404 · not_found")
+    page.goto(server.url + "/ui/sessions/bob-secret")
+    bob_body = page.locator("main").inner_html()
+    page.goto(server.url + "/ui/sessions/no-such-session")
+    assert page.locator("main").inner_html().replace("no-such-session", "ID") == bob_body.replace("bob-secret", "ID")
+    assert server.api["bob"].call("GET", "/v1/sessions/bob-secret")["title"] == "bob secret"
+    page.goto(server.url + "/ui/audit")
+    expect(page.get_by_role("heading", level=1)).to_have_text("403 · forbidden")
+
+
+# ----- hostile content, CSP, Host, CSRF -------------------------------------------------------
+
+def test_hostile_event_content_is_escaped_and_csp_blocks_injected_script(context, server):
+    page = sign_in(context.new_page(), server, "alice")
+    dialogs = []
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    violations = []
+    page.on("console", lambda message: violations.append(message.text) if "Content Security Policy" in message.text else None)
+    response = page.goto(server.url + "/ui/sessions/alice-hostile")
+    csp = response.headers["content-security-policy"]
+    assert "script-src 'self'" in csp and "unsafe-inline" not in csp and "frame-ancestors 'none'" in csp
+    assert response.headers["x-content-type-options"] == "nosniff"
+    assert response.headers["x-frame-options"] == "DENY"
+    expect(page.locator("#event-0 .content")).to_have_text("<script>window.__pwned = 1; alert('pwned')</script>")
+    assert page.locator("main script").count() == 0 and page.locator("main img").count() == 0
+    hrefs = page.locator("a").evaluate_all("links => links.map(link => link.getAttribute('href'))")
+    assert not any(href.lower().startswith("javascript:") for href in hrefs if href)
+    expect(page.locator("#event-2 pre")).to_contain_text('"html": "<script>alert(3)</script>"')
+    expect(page.locator("#event-2 pre")).to_contain_text('"k": "v"')
+    huge = page.locator("#event-3")
+    assert len(huge.locator("pre").inner_text()) < 10_000, "a huge string is cut"
+    huge.get_by_role("link", name=re.compile("Show all")).click()
+    assert len(page.locator("pre.full").inner_text()) > 200_000
+    page.go_back()
+    # Script injected into the page (as a stored-XSS payload would be) does not run.
+    page.evaluate("""() => {
+        const script = document.createElement('script');
+        script.textContent = 'window.__pwned = 1';
+        document.body.appendChild(script);
+        const handler = document.createElement('img');
+        handler.setAttribute('src', 'data:,x');
+        handler.setAttribute('onerror', 'window.__pwned = 2');
+        document.body.appendChild(handler);
+    }""")
+    time.sleep(0.3)
+    assert page.evaluate("window.__pwned") is None
+    assert dialogs == []
+    assert violations, "the browser reported the blocked script"
+    page.goto(server.url + "/ui/sessions")
+    screenshot(page, "sessions-hostile-title")
+    assert page.locator("main img").count() == 0
+
+
+def test_a_forged_host_is_refused(server):
+    for path in ("/ui/sign-in", "/ui/sessions", "/ui/assets/live.js"):
+        status, _, body = raw_request(server, "GET", path, {"Host": "attacker.example"})
+        assert status == 421 and b"Host" in body
+        status, _, _ = raw_request(server, "GET", path, {"Host": f"attacker.example:{server.port}"})
+        assert status == 421
+    for host in (f"127.0.0.1:{server.port}", f"localhost:{server.port}"):
+        status, _, _ = raw_request(server, "GET", "/ui/sign-in", {"Host": host})
+        assert status == 200
+    # The API (bearer keys, no cookies) is not behind the inspector's allowlist.
+    status, _, _ = raw_request(server, "GET", "/healthz", {"Host": "attacker.example"})
+    assert status == 200
+
+
+def test_state_changing_forms_need_the_csrf_token_and_this_origin(context, server):
+    page = sign_in(context.new_page(), server, "alice")
+    csrf = page.locator('input[name="csrf"]').first.get_attribute("value")
+    form = {"expected_revision": "1", "title": "forged", "labels": ""}
+    for token in (None, "0" * 64):
+        fields = dict(form, **({"csrf": token} if token else {}))
+        response = page.request.post(server.url + "/ui/sessions/alice-crash/metadata", form=fields,
+                                     headers={"Origin": server.url})
+        assert response.status in (403, 422), response.status
+    response = page.request.post(server.url + "/ui/sessions/alice-crash/metadata", form=dict(form, csrf=csrf),
+                                 headers={"Origin": "http://attacker.example"})
+    assert response.status == 403
+    response = page.request.post(server.url + "/ui/sign-out", form={"csrf": "0" * 64}, headers={"Origin": server.url})
+    assert response.status == 403
+    assert server.api["alice"].call("GET", "/v1/sessions/alice-crash")["title"] == "Crashed run"
+    page.goto(server.url + "/ui/sessions")
+    expect(page.get_by_role("heading", name="Sessions")).to_be_visible()  # still signed in
+
+
+# ----- audit ------------------------------------------------------------------------------------
+
+def test_the_audit_page_filters_and_shows_the_chain_verification(context, server):
+    page = sign_in(context.new_page(), server, "admin")
+    page.get_by_role("link", name="Audit").click()
+    expect(page.locator(".chain-ok")).to_contain_text("Chain verified")
+    page.get_by_label("Action").fill("repair")
+    page.get_by_role("button", name="Filter").click()
+    actions = page.locator("table.audit tbody tr td:nth-child(4)").all_inner_texts()
+    assert actions and set(actions) == {"repair"}, actions
+    page.get_by_label("Session").fill("alice-crash")
+    page.get_by_role("button", name="Filter").click()
+    rows = page.locator("table.audit tbody tr")
+    expect(rows).to_have_count(1)
+    expect(rows.first).to_contain_text("alice-crash")
+    expect(rows.first).to_contain_text("user:alice")
+    page.goto(server.url + "/ui/audit?actor=user:bob&action=create")
+    expect(page.locator("table.audit tbody tr")).to_have_count(1)
+    page.goto(server.url + "/ui/audit?session=alice-chat")
+    actions = page.locator("table.audit tbody tr td:nth-child(4)").all_inner_texts()
+    assert actions[:2] == ["create", "attach"] and "fork" in " ".join(actions)
+    page.goto(server.url + "/ui/audit?before=2000-01-01T00:00")
+    expect(page.locator("table.audit")).to_have_count(0)
+    page.goto(server.url + "/ui/audit")
+    screenshot(page, "audit")
+
+
+# ----- accessibility and speed ---------------------------------------------------------------
+
+# WCAG 2 contrast of each element that holds text directly, against the first opaque
+# background up its ancestors: at least 4.5:1 (3:1 for bold text of 14pt or more).
+CONTRAST_CHECK = """() => {
+    const channel = value => { value /= 255; return value <= 0.03928 ? value / 12.92 : ((value + 0.055) / 1.055) ** 2.4; };
+    const rgba = text => (text.match(/[0-9.]+/g) || []).map(Number);
+    const luminance = ([r, g, b]) => 0.2126 * channel(r) + 0.7152 * channel(g) + 0.0722 * channel(b);
+    const background = element => {
+        for (let node = element; node; node = node.parentElement) {
+            const color = rgba(getComputedStyle(node).backgroundColor);
+            if (color.length === 3 || (color.length === 4 && color[3] > 0.5)) return color;
+        }
+        return [255, 255, 255];
+    };
+    const poor = [];
+    for (const element of document.querySelectorAll('body *')) {
+        const ownText = [...element.childNodes].some(node => node.nodeType === 3 && node.textContent.trim());
+        if (!ownText || !element.offsetParent) continue;
+        const style = getComputedStyle(element);
+        const [fore, back] = [luminance(rgba(style.color)), luminance(background(element))];
+        const ratio = (Math.max(fore, back) + 0.05) / (Math.min(fore, back) + 0.05);
+        const large = parseFloat(style.fontSize) >= 18.66 && Number(style.fontWeight) >= 700;
+        if (ratio < (large ? 3 : 4.5)) poor.push(element.tagName + '.' + element.className + ': ' + ratio.toFixed(2));
+    }
+    return poor;
+}"""
+
+
+def test_pages_are_keyboard_navigable_with_labelled_controls(context, server):
+    page = sign_in(context.new_page(), server, "alice")
+    for path in ("/ui/sessions", "/ui/sessions/alice-chat"):
+        page.goto(server.url + path)
+        page.keyboard.press("Tab")
+        assert page.evaluate("document.activeElement.textContent") == "Skip to content"
+        page.keyboard.press("Enter")
+        unlabelled = page.evaluate("""() => [...document.querySelectorAll('input, select, textarea, button')]
+            .filter(control => control.type !== 'hidden')
+            .filter(control => !(control.labels && control.labels.length) && !control.getAttribute('aria-label')
+                && !(control.tagName === 'BUTTON' && control.textContent.trim()))
+            .map(control => control.outerHTML)""")
+        assert unlabelled == [], unlabelled
+    # Readable contrast: every visible text on the session page against its background.
+    page.goto(server.url + "/ui/sessions/alice-crash")
+    poor = page.evaluate(CONTRAST_CHECK)
+    assert poor == [], poor
+    # Keyboard only: Tab to the first session link and open it with Enter.
+    page.goto(server.url + "/ui/sessions")
+    for _ in range(40):
+        page.keyboard.press("Tab")
+        if page.evaluate("document.activeElement.classList.contains('session-link')"):
+            break
+    page.keyboard.press("Enter")
+    expect(page).to_have_url(re.compile(r".*/ui/sessions/[^/?]+$"))
+
+
+def test_first_screen_of_a_10000_event_session_server_time(context, server):
+    """Measures (does not assert) the server time of the session page of a 10,000-event
+    session: the `Server-Timing` header the inspector sets, median of 20 loads."""
+    admin = server.api["admin"]
+    admin.create("big-10k")
+    admin.attach("big-10k", "w")
+    for batch in range(10):
+        events = []
+        for turn in range(batch * 100, batch * 100 + 100):
+            events += [("turn/start", {"turn": turn}), ("user/message", {"content": f"q{turn} " + "lorem " * 20}),
+                       ("assistant/message", {"content": "", "tool_calls": [{"call_id": f"t{turn}", "name": "grep", "arguments": {"q": "x"}}]}),
+                       ("tool/call", {"call_id": f"t{turn}", "name": "grep", "arguments": {"q": "x"}}),
+                       ("tool/result", {"call_id": f"t{turn}", "content": "match " * 30}),
+                       ("step/start", {"turn": turn, "step": 0}), ("step/end", {"turn": turn, "step": 0}),
+                       ("assistant/message", {"content": "done " * 10}), ("checkpoint", {"state": {"turn": turn}}),
+                       ("turn/end", {"turn": turn, "reason": "completed"})]
+        admin.append("big-10k", events, run="w")
+    assert admin.call("GET", "/v1/sessions/big-10k")["event_count"] == 10_000
+    page = sign_in(context.new_page(), server, "admin")
+    timings = []
+    for _ in range(20):
+        response = page.goto(server.url + "/ui/sessions/big-10k")
+        assert response.status == 200
+        timings.append(float(response.headers["server-timing"].split("dur=")[1]))
+    expect(page.locator("section.turn").first.locator("h3")).to_have_text("Turn 999")
+    timings.sort()
+    median, worst = timings[len(timings) // 2], timings[-1]
+    line = f"session page of a 10,000-event session: server time median {median:.1f} ms, max {worst:.1f} ms (20 loads, debug build)"
+    (ARTIFACTS / "timing.txt").write_text(line + "\n")
+    print(line)
