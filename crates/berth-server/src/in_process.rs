@@ -47,6 +47,8 @@ impl InProcessServer {
             config: config.clone(),
             shutdown: shutdown_rx.clone(),
             draining: AtomicBool::new(false),
+            // The inspector needs a browser, hence a socket: never in-process.
+            ui: None,
         });
         if let Some(interval) = config.sweep_interval {
             tokio::spawn(sweeper(state.clone(), interval, shutdown_rx.clone()));
