@@ -69,10 +69,12 @@ class ModeMismatch(berth.Invalid):
 
 
 def thread_session_id(thread_id: str, prefix: str = "") -> str:
-    """The berth session id of a LangGraph thread: safe ids pass through; others are
-    base64url behind `~`; over-long ones are hashed behind `~~` (the title keeps the id)."""
+    """The berth session id of a LangGraph thread: ids berth accepts pass through (unless
+    they start with `~`); others are base64url behind `~`; over-long ones are hashed
+    behind `~~` (the session's title keeps the thread id, and listings use it). `prefix`
+    is part of the id, so savers with different prefixes never see each other's threads."""
     raw = f"{prefix}{thread_id}"
-    if _SAFE_ID.fullmatch(raw):
+    if _SAFE_ID.fullmatch(raw) and raw not in (".", ".."):
         return raw
     encoded = "~" + base64.urlsafe_b64encode(raw.encode("utf-8")).decode("ascii").rstrip("=")
     if len(encoded) <= 128:

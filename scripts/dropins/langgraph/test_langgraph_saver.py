@@ -196,7 +196,12 @@ def test_crashed_exclusive_writer_lapses(lg_place: Any) -> None:
 
 def test_ids_berth_refuses_are_encoded_and_listed_back(lg_place: Any) -> None:
     client = lg_place.sync_client()
-    odd = ["with space/and slash", "ünïcode", "~tilde", "x" * 300]
+    odd = ["with space/and slash", "ünïcode", "~tilde", "x" * 300, ".", "..", "plain-id"]
+    with BerthSaver(client) as unprefixed:
+        for thread in odd:
+            _put_value(unprefixed, thread, thread)
+        assert {t.config["configurable"]["thread_id"] for t in unprefixed.list(None)} == set(odd)
+        assert client.get_session("plain-id").title == "plain-id"  # safe ids pass through unchanged
     with BerthSaver(client, prefix="app1-") as saver:
         for thread in odd:
             _put_value(saver, thread, thread)
@@ -209,6 +214,22 @@ def test_ids_berth_refuses_are_encoded_and_listed_back(lg_place: Any) -> None:
             assert found.checkpoint["channel_values"]["big"] == thread
     with BerthSaver(client, prefix="app2-") as other:
         assert list(other.list(None)) == []  # another prefix sees none of them
+
+
+def test_user_role_key_writes_through_its_run(lg_place: Any) -> None:
+    """A `user` key may append only through an attached run, which every saver has."""
+    if lg_place.transport == "http":
+        client = berth.Client(lg_place.server.url, api_key=lg_place.server.key(lg_place.tenant, "alice", "user"))
+    else:
+        client = berth.open(lg_place.store, tenant=lg_place.tenant, user="alice", role="user")
+    lg_place.clients.append(client)
+    config = {"configurable": {"thread_id": "user-thread"}}
+    with BerthSaver(client) as saver:
+        graph = lg_graph.build(saver)
+        graph.invoke({"messages": [HumanMessage(content="hi")], "trail": []}, config)
+        result = graph.invoke(Command(resume="ok"), config)
+    assert result["trail"] == ["a", "human:ok", "b"]
+    assert client.get_session("user-thread").header.scope.user == "alice"
 
 
 def test_copy_thread_is_a_fork_with_deltas_intact(lg_place: Any) -> None:
