@@ -212,6 +212,9 @@ class _Core:
         self.run_id = f"lg-{uuid.uuid4().hex}"
         self.threads: dict[str, _Thread] = {}
         self.attached: set[str] = set()
+        # Exclusive threads whose run was lost between writes (a failed heartbeat): the
+        # next write there reports it instead of attaching again as if nothing happened.
+        self.lost: set[str] = set()
         self.lock = threading.RLock()
 
     # ids
@@ -345,6 +348,14 @@ class _Core:
         """Creates the thread's session if needed and attaches this saver's run to it."""
         if session_id in self.attached:
             return
+        if session_id in self.lost:
+            self.lost.discard(session_id)  # reported once; a later write may take the thread again
+            raise berth.OwnershipLost(
+                f"langgraph: this saver's run on thread {thread_id!r} lapsed or was displaced; "
+                "another writer may have written since",
+                status=409,
+                body={"code": "run_not_attached", "run": self.run_id},
+            )
         try:
             session = yield calls.create_session(session_id, title=thread_id, labels=[LABEL], policy=self.policy())
         except berth.AlreadyExists:
@@ -477,6 +488,7 @@ class _Core:
         session_id = self.session_id(str(thread_id))
         self.threads.pop(session_id, None)
         self.attached.discard(session_id)
+        self.lost.discard(session_id)
         try:
             yield calls.delete_session(session_id)
         except berth.NotFound:
@@ -527,7 +539,11 @@ class _Core:
             try:
                 yield calls.heartbeat(session_id, self.run_id)
             except BerthError:
-                self.attached.discard(session_id)  # the next write attaches again (or reports why not)
+                # A shared saver attaches again on its next write; an exclusive one reports
+                # the loss there (OwnershipLost).
+                self.attached.discard(session_id)
+                if self.exclusive:
+                    self.lost.add(session_id)
 
     def detach_all(self) -> Io:
         for session_id in list(self.attached):

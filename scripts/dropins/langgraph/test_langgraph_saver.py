@@ -158,6 +158,22 @@ def test_exclusive_second_writer_is_busy(lg_place: Any) -> None:
     shared_b.close()
 
 
+def test_exclusive_holder_displaced_gets_ownership_lost(lg_place: Any) -> None:
+    client = lg_place.sync_client()
+    holder = BerthSaver(client, exclusive=True, run_lease_ttl_ms=600)
+    _put_value(holder, "held", "one")
+    client.detach("held", holder.run_id)  # an operator (or a lapsed lease) ends its run
+    time.sleep(0.6)  # a heartbeat finds the run gone, or the next append does
+    with pytest.raises(berth.OwnershipLost):
+        _put_value(holder, "held", "two")
+    intruder = BerthSaver(lg_place.sync_client(), exclusive=True)
+    _put_value(intruder, "held", "three")  # the thread is free for the next writer
+    with pytest.raises(berth.Busy):
+        _put_value(holder, "held", "four")  # and the old holder does not get it back
+    intruder.close()
+    holder.close()
+
+
 def test_crashed_exclusive_writer_lapses(lg_place: Any) -> None:
     code = (
         "import sys, time; sys.path.insert(0, sys.argv[1]); import lg_graph\n"
