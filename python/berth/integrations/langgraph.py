@@ -29,7 +29,7 @@ import random
 import re
 import threading
 import uuid
-from collections.abc import AsyncIterator, Generator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Generator, Iterator, Sequence
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -94,21 +94,31 @@ def _json_size(value: Any) -> int:
     return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
 
 
+class _Own:
+    """One of this saver's own appended events, folded without reading it back."""
+
+    __slots__ = ("type", "data", "seq")
+
+    def __init__(self, kind: str, data: Any, seq: int) -> None:
+        self.type, self.data, self.seq = kind, data, seq
+
+
 class _Thread:
     """What the log of one thread says, folded up to `next_seq`."""
 
     def __init__(self) -> None:
         self.next_seq = 0
-        # (ns, channel, version) -> (seq, stored) ; stored: ("typed", t, bytes) |
-        # ("items", base_key | None, [(t, bytes)…]) | ("empty",)
+        # (ns, channel, version) -> (seq, stored) ; stored: ("typed", t, base64) |
+        # ("items", base_key | None, [(t, base64)…]) | ("empty",). Values stay base64
+        # text until a read needs them, so folding a long log decodes nothing.
         self.blobs: dict[tuple[str, str, Any], tuple[int, tuple[Any, ...]]] = {}
         self.parts: dict[tuple[str, str, Any], list[str]] = {}
         # ns -> checkpoint id -> record
         self.checkpoints: dict[str, dict[str, dict[str, Any]]] = {}
-        # (ns, checkpoint id) -> (task, idx) -> (task, channel, t, bytes, path)
-        self.writes: dict[tuple[str, str], dict[tuple[str, int], tuple[str, str, str, bytes, str]]] = {}
+        # (ns, checkpoint id) -> (task, idx) -> (task, channel, t, base64, path)
+        self.writes: dict[tuple[str, str], dict[tuple[str, int], tuple[str, str, str, str, str]]] = {}
 
-    def apply(self, event: berth.Event) -> None:
+    def apply(self, event: berth.Event | _Own) -> None:
         data = event.data if isinstance(event.data, dict) else {}
         kind = event.type
         if kind == "lg/blob":
@@ -119,22 +129,22 @@ class _Thread:
                 if len(parts) < data["of"]:
                     return
                 del self.parts[key]
-                self.blobs[key] = (event.seq, ("typed", data["t"], _unb64("".join(parts))))
+                self.blobs[key] = (event.seq, ("typed", data["t"], "".join(parts)))
             elif "items" in data:
                 base = data.get("base")
                 base_key = (data["ns"], data["c"], base[0]) if base else None
-                items = [(t, _unb64(b)) for t, b in data["items"]]
+                items = [(t, b) for t, b in data["items"]]
                 self.blobs[key] = (event.seq, ("items", base_key, items))
             elif data.get("t") == "empty":
                 self.blobs[key] = (event.seq, ("empty",))
             else:
-                self.blobs[key] = (event.seq, ("typed", data["t"], _unb64(data["b"])))
+                self.blobs[key] = (event.seq, ("typed", data["t"], data["b"]))
         elif kind == "lg/checkpoint":
             record = {
                 "seq": event.seq,
                 "parent": data.get("parent"),
-                "cp": (data["cp"][0], _unb64(data["cp"][1])),
-                "md": (data["md"][0], _unb64(data["md"][1])),
+                "cp": (data["cp"][0], data["cp"][1]),
+                "md": (data["md"][0], data["md"][1]),
                 "run_id": data.get("run_id"),
             }
             self.checkpoints.setdefault(data["ns"], {})[data["id"]] = record
@@ -144,7 +154,7 @@ class _Thread:
                 key = (data["task"], idx)
                 if idx >= 0 and key in stored:
                     continue
-                stored[key] = (data["task"], channel, t, _unb64(b), data.get("path", ""))
+                stored[key] = (data["task"], channel, t, b, data.get("path", ""))
         elif kind == "lg/prune":
             for ns, keep in data.get("keep", {}).items():
                 for checkpoint_id in list(self.checkpoints.get(ns, {})):
@@ -163,7 +173,7 @@ class _Thread:
         self.writes.pop((ns, checkpoint_id), None)
 
     def resolve(self, key: tuple[str, str, Any]) -> tuple[str, Any] | None:
-        """A blob as ("typed", (t, bytes)) or ("items", [(t, bytes)…]); None if absent
+        """A blob as ("typed", (t, base64)) or ("items", [(t, base64)…]); None if absent
         or empty. A delta chain is walked back to its full list."""
         found = self.blobs.get(key)
         if found is None or found[1][0] == "empty":
@@ -180,7 +190,7 @@ class _Thread:
             if parent is None or parent[1][0] != "items":
                 raise berth.Damaged(f"langgraph: the base of channel {key[1]} version {key[2]} is missing")
             stored = parent[1]
-        items: list[tuple[str, bytes]] = []
+        items: list[tuple[str, str]] = []
         for suffix in reversed(suffixes):
             items.extend(suffix)
         return ("items", items)
@@ -265,12 +275,15 @@ class _Core:
         if resolved is None:
             return False, None
         if resolved[0] == "typed":
-            return True, self.serde.loads_typed(resolved[1])
-        return True, [self.serde.loads_typed(item) for item in resolved[1]]
+            return True, self._load(resolved[1])
+        return True, [self._load(item) for item in resolved[1]]
+
+    def _load(self, typed: tuple[str, str]) -> Any:
+        return self.serde.loads_typed((typed[0], _unb64(typed[1])))
 
     def _tuple(self, thread_id: str, state: _Thread, ns: str, checkpoint_id: str) -> CheckpointTuple:
         record = state.checkpoints[ns][checkpoint_id]
-        checkpoint = self.serde.loads_typed(record["cp"])
+        checkpoint = self._load(record["cp"])
         values = {}
         for channel, version in checkpoint["channel_versions"].items():
             present, value = self._value(state, (ns, channel, version))
@@ -278,12 +291,12 @@ class _Core:
                 values[channel] = value
         stored = state.writes.get((ns, checkpoint_id), {})
         ordered = sorted(stored.items(), key=lambda item: writes_sort_key(item[1][4], item[0][0], item[0][1]))
-        pending = [(task, channel, self.serde.loads_typed((t, b))) for _, (task, channel, t, b, _) in ordered]
+        pending = [(task, channel, self._load((t, b))) for _, (task, channel, t, b, _) in ordered]
         parent = record["parent"]
         return CheckpointTuple(
             config={"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id}},
             checkpoint={**checkpoint, "channel_values": values},
-            metadata=self.serde.loads_typed(record["md"]),
+            metadata=self._load(record["md"]),
             parent_config=(
                 {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": parent}}
                 if parent
@@ -335,7 +348,7 @@ class _Core:
                     if before_id and checkpoint_id >= before_id:
                         continue
                     if filter:
-                        metadata = self.serde.loads_typed(checkpoints[checkpoint_id]["md"])
+                        metadata = self._load(checkpoints[checkpoint_id]["md"])
                         if not all(metadata.get(key) == value for key, value in filter.items()):
                             continue
                     if limit is not None and len(found) >= limit:
@@ -371,37 +384,65 @@ class _Core:
         yield calls.attach(session_id, run_id=self.run_id, on_busy="reject")
         self.attached.add(session_id)
 
-    def append(self, thread_id: str, events: list[tuple[str, Any]]) -> Io:
-        """One atomic append through this saver's run (attached on first write)."""
+    def append(self, thread_id: str, build: Callable[[_Thread | None], list[tuple[str, Any]]]) -> Io:
+        """One atomic append through this saver's run (attached on first write).
+
+        `build` makes the events from the thread's cached state (it is not re-read: a
+        write needs only this saver's own earlier writes, and a base another writer
+        stored meanwhile is simply not used). If the thread turns out to be gone or
+        re-created (NotFound, or our run is not attached there), the cache is dropped
+        and the events are built again from a fresh read, so no event ever refers to
+        seqs of a log that no longer exists. Our own events are folded in locally when
+        nobody appended in between, so the next write needs no read.
+        """
         session_id = self.session_id(thread_id)
-        size = sum(_json_size(data) + len(kind) + 32 for kind, data in events)
-        if size > BATCH_BYTES_MAX or len(events) > BATCH_EVENTS_MAX:
-            raise berth.LimitExceeded(
-                f"langgraph: one saver call would append {size} bytes in {len(events)} events "
-                f"(the batch limit is {BATCH_BYTES_MAX} bytes, {BATCH_EVENTS_MAX} events); nothing was stored",
-                status=413,
-                body={"code": "limit_exceeded", "limit_name": "batch_bytes", "limit": BATCH_BYTES_MAX, "actual": size},
-            )
-        key = uuid.uuid4().hex  # the same key on every attempt below: never stored twice
         for attempt in range(3):
+            state = self.threads.get(session_id)
+            if state is None:
+                state = yield from self.refresh(thread_id)
+            events = build(state)
+            if not events:
+                return None
+            size = sum(_json_size(data) + len(kind) + 32 for kind, data in events)
+            if size > BATCH_BYTES_MAX or len(events) > BATCH_EVENTS_MAX:
+                raise berth.LimitExceeded(
+                    f"langgraph: one saver call would append {size} bytes in {len(events)} events "
+                    f"(the batch limit is {BATCH_BYTES_MAX} bytes, {BATCH_EVENTS_MAX} events); nothing was stored",
+                    status=413,
+                    body={"code": "limit_exceeded", "limit_name": "batch_bytes", "limit": BATCH_BYTES_MAX,
+                          "actual": size},
+                )
             yield from self.ensure_run(session_id, thread_id)
             try:
-                outcome = yield calls.append(session_id, events, run=self.run_id, idempotency_key=key)
-                return outcome
+                outcome = yield calls.append(session_id, events, run=self.run_id)
             except (berth.OwnershipLost, berth.NotFound):
                 # The run lapsed (a long pause) or the thread was deleted meanwhile: a shared
                 # saver attaches again; an exclusive one reports that it lost the thread.
                 self.attached.discard(session_id)
+                self.threads.pop(session_id, None)
                 if self.exclusive or attempt == 2:
                     raise
+                continue
+            self._fold_own(session_id, events, outcome)
+            return outcome
         raise AssertionError("unreachable")
+
+    def _fold_own(self, session_id: str, events: list[tuple[str, Any]], outcome: berth.AppendOutcome) -> None:
+        state = self.threads.get(session_id)
+        if state is None and outcome.first_seq == 0 and not outcome.duplicate:
+            state = self.threads[session_id] = _Thread()
+        if state is None or outcome.duplicate or outcome.first_seq != state.next_seq:
+            return  # another writer appended in between: the next read folds both, in order
+        for offset, (kind, data) in enumerate(events):
+            state.apply(_Own(kind, data, outcome.first_seq + offset))
+        state.next_seq = outcome.next_seq
 
     def _blob_events(self, state: _Thread | None, ns: str, channel: str, version: Any, present: bool, value: Any,
                      base: tuple[Any, int] | None) -> list[tuple[str, Any]]:
         if not present:
             return [("lg/blob", {"ns": ns, "c": channel, "v": version, "t": "empty"})]
         if type(value) is list:
-            items = [self.serde.dumps_typed(item) for item in value]
+            items = [(t, _b64(b)) for t, b in (self.serde.dumps_typed(item) for item in value)]
             data: dict[str, Any] = {"ns": ns, "c": channel, "v": version}
             if base is not None and state is not None:
                 previous = state.resolve((ns, channel, base[0]))
@@ -410,7 +451,7 @@ class _Core:
                     if len(old) <= len(items) and items[: len(old)] == old:
                         data["base"] = [base[0], base[1]]
                         items = items[len(old):]
-            data["items"] = [[t, _b64(b)] for t, b in items]
+            data["items"] = [[t, b] for t, b in items]
             if _json_size(data) < EVENT_BYTES_MAX - 4096:
                 return [("lg/blob", data)]
         t, b = self.serde.dumps_typed(value)
@@ -429,37 +470,42 @@ class _Core:
         thread_id = str(configurable["thread_id"])
         ns = configurable.get("checkpoint_ns", "")
         parent_id = configurable.get("checkpoint_id")
-        state = yield from self.refresh(thread_id)
         copy = dict(checkpoint)
         values: dict[str, Any] = copy.pop("channel_values", {})  # type: ignore[assignment]
-        parent_versions: dict[str, Any] = {}
-        if state is not None and parent_id and parent_id in state.checkpoints.get(ns, {}):
-            parent_versions = self.serde.loads_typed(state.checkpoints[ns][parent_id]["cp"]).get("channel_versions", {})
-        events: list[tuple[str, Any]] = []
-        for channel, version in new_versions.items():
-            base = None
-            if channel in parent_versions and state is not None:
-                found = state.blobs.get((ns, channel, parent_versions[channel]))
-                if found is not None:
-                    base = (parent_versions[channel], found[0])
-            events.extend(self._blob_events(state, ns, channel, version, channel in values, values.get(channel), base))
-        at = {}
-        for channel, version in checkpoint["channel_versions"].items():
-            if channel in new_versions or state is None:
-                continue
-            found = state.blobs.get((ns, channel, version))
-            if found is not None:
-                at[channel] = found[0]
         metadata_full = get_checkpoint_metadata(config, metadata)
         cp_t, cp_b = self.serde.dumps_typed(copy)
         md_t, md_b = self.serde.dumps_typed(metadata_full)
         run_id = metadata_full.get("run_id")
-        events.append((
-            "lg/checkpoint",
-            {"ns": ns, "id": checkpoint["id"], "parent": parent_id, "cp": [cp_t, _b64(cp_b)],
-             "md": [md_t, _b64(md_b)], "run_id": str(run_id) if run_id is not None else None, "at": at},
-        ))
-        yield from self.append(thread_id, events)
+
+        def build(state: _Thread | None) -> list[tuple[str, Any]]:
+            parent_versions: dict[str, Any] = {}
+            if state is not None and parent_id and parent_id in state.checkpoints.get(ns, {}):
+                parent_versions = self._load(state.checkpoints[ns][parent_id]["cp"]).get("channel_versions", {})
+            events: list[tuple[str, Any]] = []
+            for channel, version in new_versions.items():
+                base = None
+                if channel in parent_versions and state is not None:
+                    found = state.blobs.get((ns, channel, parent_versions[channel]))
+                    if found is not None:
+                        base = (parent_versions[channel], found[0])
+                events.extend(
+                    self._blob_events(state, ns, channel, version, channel in values, values.get(channel), base)
+                )
+            at = {}
+            for channel, version in checkpoint["channel_versions"].items():
+                if channel in new_versions or state is None:
+                    continue
+                found = state.blobs.get((ns, channel, version))
+                if found is not None:
+                    at[channel] = found[0]
+            events.append((
+                "lg/checkpoint",
+                {"ns": ns, "id": checkpoint["id"], "parent": parent_id, "cp": [cp_t, _b64(cp_b)],
+                 "md": [md_t, _b64(md_b)], "run_id": str(run_id) if run_id is not None else None, "at": at},
+            ))
+            return events
+
+        yield from self.append(thread_id, build)
         return {"configurable": {"thread_id": configurable["thread_id"], "checkpoint_ns": ns,
                                  "checkpoint_id": checkpoint["id"]}}
 
@@ -469,20 +515,21 @@ class _Core:
         thread_id = str(configurable["thread_id"])
         ns = configurable.get("checkpoint_ns", "")
         checkpoint_id = configurable["checkpoint_id"]
-        state = yield from self.refresh(thread_id)
-        stored = state.writes.get((ns, checkpoint_id), {}) if state is not None else {}
-        rows = []
+        encoded = []
         for index, (channel, value) in enumerate(writes):
-            idx = WRITES_IDX_MAP.get(channel, index)
-            if idx >= 0 and (task_id, idx) in stored:
-                continue  # idempotent: the first write of (task, idx) stays
             t, b = self.serde.dumps_typed(value)
-            rows.append([idx, channel, t, _b64(b)])
-        if not rows:
-            return
-        yield from self.append(
-            thread_id, [("lg/writes", {"ns": ns, "cp": checkpoint_id, "task": task_id, "path": task_path, "w": rows})]
-        )
+            encoded.append([WRITES_IDX_MAP.get(channel, index), channel, t, _b64(b)])
+
+        def build(state: _Thread | None) -> list[tuple[str, Any]]:
+            stored = state.writes.get((ns, checkpoint_id), {}) if state is not None else {}
+            # Idempotent: the first write of (task, idx) stays (the fold keeps it too, so
+            # a write another saver made meanwhile is harmless).
+            rows = [row for row in encoded if row[0] < 0 or (task_id, row[0]) not in stored]
+            if not rows:
+                return []
+            return [("lg/writes", {"ns": ns, "cp": checkpoint_id, "task": task_id, "path": task_path, "w": rows})]
+
+        yield from self.append(thread_id, build)
 
     def delete_thread(self, thread_id: str) -> Io:
         session_id = self.session_id(str(thread_id))
@@ -505,7 +552,7 @@ class _Core:
                 continue
             if any(record["run_id"] in runs for checkpoints in state.checkpoints.values()
                    for record in checkpoints.values()):
-                yield from self.append(thread_id, [("lg/drop-runs", {"runs": sorted(runs)})])
+                yield from self.append(thread_id, lambda _state: [("lg/drop-runs", {"runs": sorted(runs)})])
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> Io:
         source = self.session_id(str(source_thread_id))
@@ -532,7 +579,7 @@ class _Core:
                 continue
             keep = {ns: max(checkpoints) for ns, checkpoints in state.checkpoints.items() if checkpoints}
             if any(len(checkpoints) > 1 for checkpoints in state.checkpoints.values()):
-                yield from self.append(str(thread_id), [("lg/prune", {"keep": keep})])
+                yield from self.append(str(thread_id), lambda _state: [("lg/prune", {"keep": keep})])
 
     def heartbeat_all(self) -> Io:
         for session_id in list(self.attached):
