@@ -261,3 +261,34 @@ def test_copy_thread_is_a_fork_with_deltas_intact(lg_place: Any) -> None:
     assert [m.content for m in copied.values["messages"]] == [m.content for m in original.values["messages"]]
     assert client.get_session("dst").title == "dst"
     assert client.get_session("dst").header.parent is not None
+
+
+def _put_list(saver: BerthSaver, thread: str, items: list[int], parent: str | None) -> str:
+    checkpoint = empty_checkpoint()
+    version = saver.get_next_version(len(items), None)
+    checkpoint["channel_values"] = {"items": list(items)}
+    checkpoint["channel_versions"] = {"items": version}
+    config = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+    if parent:
+        config["configurable"]["checkpoint_id"] = parent
+    return saver.put(config, checkpoint, {"step": len(items)}, {"items": version})["configurable"]["checkpoint_id"]
+
+
+@pytest.mark.parametrize("recreated", [False, True])
+def test_write_after_another_saver_deleted_the_thread(lg_place: Any, recreated: bool) -> None:
+    """A saver's cached fold goes stale when another saver deletes (and perhaps
+    re-creates) the thread: its next write is rebuilt from a fresh read, never a delta
+    onto a log that no longer exists."""
+    client = lg_place.sync_client()
+    with BerthSaver(client) as writer, BerthSaver(lg_place.sync_client()) as other:
+        first = _put_list(writer, "stale", [1], None)
+        second = _put_list(writer, "stale", [1, 2], first)
+        other.delete_thread("stale")
+        if recreated:
+            _put_list(other, "stale", [9], None)
+        _put_list(writer, "stale", [1, 2, 3], second)
+    with BerthSaver(lg_place.sync_client()) as fresh:
+        latest = fresh.get_tuple({"configurable": {"thread_id": "stale"}})
+    assert latest.checkpoint["channel_values"]["items"] == [1, 2, 3]
+    blobs = [e for e in _events(client, "stale") if e.type == "lg/blob"]
+    assert "base" not in blobs[-1].data and len(blobs[-1].data["items"]) == 3  # stored whole, not a delta
