@@ -108,6 +108,8 @@ class _Thread:
 
     def __init__(self) -> None:
         self.next_seq = 0
+        #: The session's `created_at` when it was first read (None: not yet read).
+        self.created_at: int | None = None
         # (ns, channel, version) -> (seq, stored) ; stored: ("typed", t, base64) |
         # ("items", base_key | None, [(t, base64)…]) | ("empty",). Values stay base64
         # text until a read needs them, so folding a long log decodes nothing.
@@ -225,6 +227,8 @@ class _Core:
         # Exclusive threads whose run was lost between writes (a failed heartbeat): the
         # next write there reports it instead of attaching again as if nothing happened.
         self.lost: set[str] = set()
+        #: session id -> `created_at` of the session this saver attached to.
+        self.created_at: dict[str, int] = {}
         self.lock = threading.RLock()
 
     # ids
@@ -241,6 +245,20 @@ class _Core:
         """The thread's folded state, brought up to date; None when the thread has no session."""
         session_id = self.session_id(thread_id)
         state = self.threads.get(session_id) or _Thread()
+        try:
+            # The session's identity: a thread deleted and re-created by another saver
+            # is a new log, and a cache of the old one must not be extended with it.
+            session = yield calls.get_session(session_id)
+        except berth.NotFound:
+            session = None
+        if session is None:
+            self.threads.pop(session_id, None)
+            self.attached.discard(session_id)
+            return None
+        if state.created_at is not None and state.created_at != session.header.created_at:
+            state = _Thread()
+            self.attached.discard(session_id)
+        state.created_at = session.header.created_at
         while True:
             try:
                 page = yield calls.read(session_id, from_seq=state.next_seq, limit=calls.READ_PAGE_MAX)
@@ -383,6 +401,10 @@ class _Core:
             )
         yield calls.attach(session_id, run_id=self.run_id, on_busy="reject")
         self.attached.add(session_id)
+        self.created_at[session_id] = session.header.created_at
+        cached = self.threads.get(session_id)
+        if cached is not None and cached.created_at not in (None, session.header.created_at):
+            del self.threads[session_id]  # a cache of a log that was deleted: read afresh
 
     def append(self, thread_id: str, build: Callable[[_Thread | None], list[tuple[str, Any]]]) -> Io:
         """One atomic append through this saver's run (attached on first write).
@@ -403,6 +425,14 @@ class _Core:
             events = build(state)
             if not events:
                 return None
+            yield from self.ensure_run(session_id, thread_id)
+            if self.threads.get(session_id) is not state:
+                # Attaching found a different log than the cache describes (deleted and
+                # re-created meanwhile): build again from a fresh read.
+                state = yield from self.refresh(thread_id)
+                events = build(state)
+                if not events:
+                    return None
             size = sum(_json_size(data) + len(kind) + 32 for kind, data in events)
             if size > BATCH_BYTES_MAX or len(events) > BATCH_EVENTS_MAX:
                 raise berth.LimitExceeded(
@@ -412,7 +442,6 @@ class _Core:
                     body={"code": "limit_exceeded", "limit_name": "batch_bytes", "limit": BATCH_BYTES_MAX,
                           "actual": size},
                 )
-            yield from self.ensure_run(session_id, thread_id)
             try:
                 outcome = yield calls.append(session_id, events, run=self.run_id)
             except (berth.OwnershipLost, berth.NotFound):
@@ -431,6 +460,7 @@ class _Core:
         state = self.threads.get(session_id)
         if state is None and outcome.first_seq == 0 and not outcome.duplicate:
             state = self.threads[session_id] = _Thread()
+            state.created_at = self.created_at.get(session_id)
         if state is None or outcome.duplicate or outcome.first_seq != state.next_seq:
             return  # another writer appended in between: the next read folds both, in order
         for offset, (kind, data) in enumerate(events):

@@ -283,9 +283,16 @@ def test_write_after_another_saver_deleted_the_thread(lg_place: Any, recreated: 
     with BerthSaver(client) as writer, BerthSaver(lg_place.sync_client()) as other:
         first = _put_list(writer, "stale", [1], None)
         second = _put_list(writer, "stale", [1, 2], first)
+        stale_cache = writer._core.threads[thread_session_id("stale")]
         other.delete_thread("stale")
         if recreated:
             _put_list(other, "stale", [9], None)
+            _put_list(other, "stale", [9, 9], None)
+            # A read from the stale saver sees the new log only, not the old one extended.
+            seen = [t.checkpoint["channel_values"]["items"] for t in writer.list({"configurable": {"thread_id": "stale"}})]
+            assert sorted(seen) == [[9], [9, 9]], seen
+            writer._core.threads.clear()  # its write below must be rebuilt on its own, from the cache it had
+            writer._core.threads[thread_session_id("stale")] = stale_cache
         _put_list(writer, "stale", [1, 2, 3], second)
     with BerthSaver(lg_place.sync_client()) as fresh:
         latest = fresh.get_tuple({"configurable": {"thread_id": "stale"}})
