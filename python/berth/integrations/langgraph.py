@@ -1,0 +1,906 @@
+"""LangGraph checkpointers on berth: `BerthSaver` (sync) and `AsyncBerthSaver` (async).
+
+The one-line swap: `graph.compile(checkpointer=BerthSaver(berth.Client(url)))` instead of
+`InMemorySaver()` / `SqliteSaver(...)`.
+
+Layout (one LangGraph thread = one berth session, labelled `langgraph`, titled with the
+thread id; every saver call is one atomic append):
+
+| event type      | data |
+|-----------------|------|
+| `lg/blob`       | a channel value: `{ns, c, v, t, b}` (serde type, base64), or a list as its items `{ns, c, v, items: [[t, b]…]}`, or — when it extends the previous version — `{ns, c, v, base: [version, seq], items}`: only the appended suffix; a large value is split into `{…, part, of}` events of one batch |
+| `lg/checkpoint` | `{ns, id, parent, cp, md, run_id, at: {channel: seq}}`: `at` names the seq holding each channel's version that is not in this batch |
+| `lg/writes`     | `{ns, cp, task, path, w: [[idx, channel, t, b]…]}` (dedupe per (task, idx); negative idx upserts) |
+| `lg/prune`      | `{keep: {ns: checkpoint_id}}` (keep_latest, logical) |
+| `lg/drop-runs`  | `{runs: [...]}` (delete_for_runs, logical) |
+
+Reads fold the log into a per-thread index that the saver keeps and refreshes with
+`from=next_seq` (the log is append-only, so the refresh is always correct). The I/O is
+written once, as generators of berth calls, and driven by a sync or an async client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import json
+import random
+import re
+import threading
+import uuid
+from collections.abc import AsyncIterator, Callable, Generator, Iterator, Sequence
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    get_checkpoint_id,
+    get_checkpoint_metadata,
+    writes_sort_key,
+)
+
+import berth
+from berth import _calls as calls
+from berth._errors import BerthError
+
+__all__ = ["AsyncBerthSaver", "BerthSaver", "ModeMismatch", "thread_session_id"]
+
+LABEL = "langgraph"
+#: Ten years: sessions live as LangGraph expects (a tenant's retention policy still applies).
+FOREVER_MS = 10 * 365 * 24 * 3600 * 1000
+EVENT_BYTES_MAX = 1 << 20
+BATCH_BYTES_MAX = 8 << 20
+BATCH_EVENTS_MAX = 1000
+#: Base64 characters per `lg/blob` part: a part's JSON stays well under 1 MiB.
+PART_CHARS = 768 * 1024
+_SAFE_ID = re.compile(r"[A-Za-z0-9._-][A-Za-z0-9._~-]{0,127}")
+
+
+class ModeMismatch(berth.Invalid):
+    """The thread's session was created with the other concurrency mode (`exclusive`)."""
+
+    code = "mode_mismatch"
+
+
+def thread_session_id(thread_id: str, prefix: str = "") -> str:
+    """The berth session id of a LangGraph thread: ids berth accepts pass through (unless
+    they start with `~`); others are base64url behind `~`; over-long ones are hashed
+    behind `~~` (the session's title keeps the thread id, and listings use it). `prefix`
+    is part of the id, so savers with different prefixes never see each other's threads."""
+    raw = f"{prefix}{thread_id}"
+    if _SAFE_ID.fullmatch(raw) and raw not in (".", ".."):
+        return raw
+    encoded = "~" + base64.urlsafe_b64encode(raw.encode("utf-8")).decode("ascii").rstrip("=")
+    if len(encoded) <= 128:
+        return encoded
+    return "~~" + hashlib.sha256(raw.encode("utf-8")).hexdigest()
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def _unb64(text: str) -> bytes:
+    return base64.b64decode(text)
+
+
+def _json_size(value: Any) -> int:
+    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+
+
+class _Own:
+    """One of this saver's own appended events, folded without reading it back."""
+
+    __slots__ = ("type", "data", "seq")
+
+    def __init__(self, kind: str, data: Any, seq: int) -> None:
+        self.type, self.data, self.seq = kind, data, seq
+
+
+class _Thread:
+    """What the log of one thread says, folded up to `next_seq`."""
+
+    def __init__(self) -> None:
+        self.next_seq = 0
+        #: The session's `created_at` when it was first read (None: not yet read).
+        self.created_at: int | None = None
+        # (ns, channel, version) -> (seq, stored) ; stored: ("typed", t, base64) |
+        # ("items", base_key | None, [(t, base64)…]) | ("empty",). Values stay base64
+        # text until a read needs them, so folding a long log decodes nothing.
+        self.blobs: dict[tuple[str, str, Any], tuple[int, tuple[Any, ...]]] = {}
+        self.parts: dict[tuple[str, str, Any], list[str]] = {}
+        # ns -> checkpoint id -> record
+        self.checkpoints: dict[str, dict[str, dict[str, Any]]] = {}
+        # (ns, checkpoint id) -> (task, idx) -> (task, channel, t, base64, path)
+        self.writes: dict[tuple[str, str], dict[tuple[str, int], tuple[str, str, str, str, str]]] = {}
+
+    def apply(self, event: berth.Event | _Own) -> None:
+        data = event.data if isinstance(event.data, dict) else {}
+        kind = event.type
+        if kind == "lg/blob":
+            key = (data["ns"], data["c"], data["v"])
+            if "part" in data:
+                parts = self.parts.setdefault(key, [])
+                parts.append(data["b"])
+                if len(parts) < data["of"]:
+                    return
+                del self.parts[key]
+                self.blobs[key] = (event.seq, ("typed", data["t"], "".join(parts)))
+            elif "items" in data:
+                base = data.get("base")
+                base_key = (data["ns"], data["c"], base[0]) if base else None
+                items = [(t, b) for t, b in data["items"]]
+                self.blobs[key] = (event.seq, ("items", base_key, items))
+            elif data.get("t") == "empty":
+                self.blobs[key] = (event.seq, ("empty",))
+            else:
+                self.blobs[key] = (event.seq, ("typed", data["t"], data["b"]))
+        elif kind == "lg/checkpoint":
+            record = {
+                "seq": event.seq,
+                "parent": data.get("parent"),
+                "cp": (data["cp"][0], data["cp"][1]),
+                "md": (data["md"][0], data["md"][1]),
+                "run_id": data.get("run_id"),
+            }
+            self.checkpoints.setdefault(data["ns"], {})[data["id"]] = record
+        elif kind == "lg/writes":
+            stored = self.writes.setdefault((data["ns"], data["cp"]), {})
+            for idx, channel, t, b in data["w"]:
+                key = (data["task"], idx)
+                if idx >= 0 and key in stored:
+                    continue
+                stored[key] = (data["task"], channel, t, b, data.get("path", ""))
+        elif kind == "lg/prune":
+            for ns, keep in data.get("keep", {}).items():
+                for checkpoint_id in list(self.checkpoints.get(ns, {})):
+                    if checkpoint_id != keep:
+                        self._drop(ns, checkpoint_id)
+        elif kind == "lg/drop-runs":
+            runs = set(data.get("runs", []))
+            for ns, checkpoints in list(self.checkpoints.items()):
+                for checkpoint_id, record in list(checkpoints.items()):
+                    if record["run_id"] is not None and record["run_id"] in runs:
+                        self._drop(ns, checkpoint_id)
+        # Anything else (berth's own `session/end-seed` after a fork, newer types) is skipped.
+
+    def _drop(self, ns: str, checkpoint_id: str) -> None:
+        self.checkpoints.get(ns, {}).pop(checkpoint_id, None)
+        self.writes.pop((ns, checkpoint_id), None)
+
+    def resolve(self, key: tuple[str, str, Any]) -> tuple[str, Any] | None:
+        """A blob as ("typed", (t, base64)) or ("items", [(t, base64)…]); None if absent
+        or empty. A delta chain is walked back to its full list."""
+        found = self.blobs.get(key)
+        if found is None or found[1][0] == "empty":
+            return None
+        stored = found[1]
+        if stored[0] == "typed":
+            return ("typed", (stored[1], stored[2]))
+        suffixes = []
+        while stored[0] == "items":
+            suffixes.append(stored[2])
+            if stored[1] is None:
+                break
+            parent = self.blobs.get(stored[1])
+            if parent is None or parent[1][0] != "items":
+                raise berth.Damaged(f"langgraph: the base of channel {key[1]} version {key[2]} is missing")
+            stored = parent[1]
+        items: list[tuple[str, str]] = []
+        for suffix in reversed(suffixes):
+            items.extend(suffix)
+        return ("items", items)
+
+
+Io = Generator[Any, Any, Any]
+
+
+class _Core:
+    """The saver's logic, written once as generators of berth calls (`yield call` sends
+    it and answers the result, or raises the berth error into the generator)."""
+
+    def __init__(
+        self,
+        serde: Any,
+        *,
+        prefix: str,
+        exclusive: bool,
+        run_lease_ttl_ms: int,
+        activity_ttl_ms: int,
+        runs_max: int,
+    ) -> None:
+        self.serde = serde
+        self.prefix = prefix
+        self.exclusive = exclusive
+        self.run_lease_ttl_ms = run_lease_ttl_ms
+        self.activity_ttl_ms = activity_ttl_ms
+        self.runs_max = runs_max
+        self.run_id = f"lg-{uuid.uuid4().hex}"
+        self.threads: dict[str, _Thread] = {}
+        self.attached: set[str] = set()
+        # Exclusive threads whose run was lost between writes (a failed heartbeat): the
+        # next write there reports it instead of attaching again as if nothing happened.
+        self.lost: set[str] = set()
+        #: session id -> `created_at` of the session this saver attached to.
+        self.created_at: dict[str, int] = {}
+        self.lock = threading.RLock()
+
+    # ids
+    def session_id(self, thread_id: str) -> str:
+        return thread_session_id(str(thread_id), self.prefix)
+
+    def policy(self) -> dict[str, Any]:
+        concurrency = {"mode": "serial"} if self.exclusive else {"mode": "parallel", "runs_max": self.runs_max}
+        return {"concurrency": concurrency, "activity_ttl_ms": self.activity_ttl_ms,
+                "run_lease_ttl_ms": self.run_lease_ttl_ms}
+
+    # reading
+    def refresh(self, thread_id: str) -> Io:
+        """The thread's folded state, brought up to date; None when the thread has no session."""
+        session_id = self.session_id(thread_id)
+        state = self.threads.get(session_id) or _Thread()
+        try:
+            # The session's identity: a thread deleted and re-created by another saver
+            # is a new log, and a cache of the old one must not be extended with it.
+            session = yield calls.get_session(session_id)
+        except berth.NotFound:
+            session = None
+        if session is None:
+            self.threads.pop(session_id, None)
+            self.attached.discard(session_id)
+            return None
+        if state.created_at is not None and state.created_at != session.header.created_at:
+            state = _Thread()
+            self.attached.discard(session_id)
+        state.created_at = session.header.created_at
+        while True:
+            try:
+                page = yield calls.read(session_id, from_seq=state.next_seq, limit=calls.READ_PAGE_MAX)
+            except berth.NotFound:
+                self.threads.pop(session_id, None)
+                self.attached.discard(session_id)
+                return None
+            for event in page.events:
+                state.apply(event)
+            state.next_seq = page.next_seq
+            if len(page.events) < calls.READ_PAGE_MAX:
+                break
+        self.threads[session_id] = state
+        return state
+
+    def thread_ids(self) -> Io:
+        """Every thread of this saver (label `langgraph`, this prefix), by session listing."""
+        found: list[str] = []
+        cursor = None
+        while True:
+            page = yield calls.list_sessions(label=LABEL, include_blank=True, cursor=cursor, limit=200)
+            for session in page.items:
+                title = session.title
+                if title is not None and self.session_id(title) == session.id:
+                    found.append(title)
+            if page.next_cursor is None:
+                return found
+            cursor = page.next_cursor
+
+    def _value(self, state: _Thread, key: tuple[str, str, Any]) -> tuple[bool, Any]:
+        resolved = state.resolve(key)
+        if resolved is None:
+            return False, None
+        if resolved[0] == "typed":
+            return True, self._load(resolved[1])
+        return True, [self._load(item) for item in resolved[1]]
+
+    def _load(self, typed: tuple[str, str]) -> Any:
+        return self.serde.loads_typed((typed[0], _unb64(typed[1])))
+
+    def _tuple(self, thread_id: str, state: _Thread, ns: str, checkpoint_id: str) -> CheckpointTuple:
+        record = state.checkpoints[ns][checkpoint_id]
+        checkpoint = self._load(record["cp"])
+        values = {}
+        for channel, version in checkpoint["channel_versions"].items():
+            present, value = self._value(state, (ns, channel, version))
+            if present:
+                values[channel] = value
+        stored = state.writes.get((ns, checkpoint_id), {})
+        ordered = sorted(stored.items(), key=lambda item: writes_sort_key(item[1][4], item[0][0], item[0][1]))
+        pending = [(task, channel, self._load((t, b))) for _, (task, channel, t, b, _) in ordered]
+        parent = record["parent"]
+        return CheckpointTuple(
+            config={"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id}},
+            checkpoint={**checkpoint, "channel_values": values},
+            metadata=self._load(record["md"]),
+            parent_config=(
+                {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": parent}}
+                if parent
+                else None
+            ),
+            pending_writes=pending,
+        )
+
+    def get_tuple(self, config: RunnableConfig) -> Io:
+        configurable = config["configurable"]
+        thread_id = str(configurable["thread_id"])
+        ns = configurable.get("checkpoint_ns", "")
+        state = yield from self.refresh(thread_id)
+        if state is None:
+            return None
+        checkpoints = state.checkpoints.get(ns) or {}
+        checkpoint_id = get_checkpoint_id(config)
+        if checkpoint_id:
+            if checkpoint_id not in checkpoints:
+                return None
+        elif checkpoints:
+            checkpoint_id = max(checkpoints)
+        else:
+            return None
+        return self._tuple(thread_id, state, ns, checkpoint_id)
+
+    def list(
+        self, config: RunnableConfig | None, filter: dict[str, Any] | None, before: RunnableConfig | None,
+        limit: int | None,
+    ) -> Io:
+        if config is not None:
+            thread_ids = [str(config["configurable"]["thread_id"])]
+        else:
+            thread_ids = yield from self.thread_ids()
+        wanted_ns = config["configurable"].get("checkpoint_ns") if config else None
+        wanted_id = get_checkpoint_id(config) if config else None
+        before_id = get_checkpoint_id(before) if before else None
+        found: list[CheckpointTuple] = []
+        for thread_id in thread_ids:
+            state = yield from self.refresh(thread_id)
+            if state is None:
+                continue
+            for ns, checkpoints in state.checkpoints.items():
+                if wanted_ns is not None and ns != wanted_ns:
+                    continue
+                for checkpoint_id in sorted(checkpoints, reverse=True):
+                    if wanted_id and checkpoint_id != wanted_id:
+                        continue
+                    if before_id and checkpoint_id >= before_id:
+                        continue
+                    if filter:
+                        metadata = self._load(checkpoints[checkpoint_id]["md"])
+                        if not all(metadata.get(key) == value for key, value in filter.items()):
+                            continue
+                    if limit is not None and len(found) >= limit:
+                        return found
+                    found.append(self._tuple(thread_id, state, ns, checkpoint_id))
+        return found
+
+    # writing
+    def ensure_run(self, session_id: str, thread_id: str) -> Io:
+        """Creates the thread's session if needed and attaches this saver's run to it."""
+        if session_id in self.attached:
+            return
+        if session_id in self.lost:
+            self.lost.discard(session_id)  # reported once; a later write may take the thread again
+            raise berth.OwnershipLost(
+                f"langgraph: this saver's run on thread {thread_id!r} lapsed or was displaced; "
+                "another writer may have written since",
+                status=409,
+                body={"code": "run_not_attached", "run": self.run_id},
+            )
+        try:
+            session = yield calls.create_session(session_id, title=thread_id, labels=[LABEL], policy=self.policy())
+        except berth.AlreadyExists:
+            session = yield calls.get_session(session_id)
+        mode = (session.header.policy.concurrency or {}).get("mode", "serial")
+        wanted = "serial" if self.exclusive else "parallel"
+        if mode != wanted:
+            raise ModeMismatch(
+                f"langgraph: thread {thread_id!r} was created {mode}; this saver is "
+                f"{'exclusive' if self.exclusive else 'shared'} ({wanted})",
+                status=409,
+            )
+        yield calls.attach(session_id, run_id=self.run_id, on_busy="reject")
+        self.attached.add(session_id)
+        self.created_at[session_id] = session.header.created_at
+        cached = self.threads.get(session_id)
+        if cached is not None and cached.created_at not in (None, session.header.created_at):
+            del self.threads[session_id]  # a cache of a log that was deleted: read afresh
+
+    def append(self, thread_id: str, build: Callable[[_Thread | None], list[tuple[str, Any]]]) -> Io:
+        """One atomic append through this saver's run (attached on first write).
+
+        `build` makes the events from the thread's cached state (it is not re-read: a
+        write needs only this saver's own earlier writes, and a base another writer
+        stored meanwhile is simply not used). If the thread turns out to be gone or
+        re-created (NotFound, or our run is not attached there), the cache is dropped
+        and the events are built again from a fresh read, so no event ever refers to
+        seqs of a log that no longer exists. Our own events are folded in locally when
+        nobody appended in between, so the next write needs no read.
+        """
+        session_id = self.session_id(thread_id)
+        for attempt in range(3):
+            state = self.threads.get(session_id)
+            if state is None:
+                state = yield from self.refresh(thread_id)
+            events = build(state)
+            if not events:
+                return None
+            yield from self.ensure_run(session_id, thread_id)
+            if self.threads.get(session_id) is not state:
+                # Attaching found a different log than the cache describes (deleted and
+                # re-created meanwhile): build again from a fresh read.
+                state = yield from self.refresh(thread_id)
+                events = build(state)
+                if not events:
+                    return None
+            size = sum(_json_size(data) + len(kind) + 32 for kind, data in events)
+            if size > BATCH_BYTES_MAX or len(events) > BATCH_EVENTS_MAX:
+                raise berth.LimitExceeded(
+                    f"langgraph: one saver call would append {size} bytes in {len(events)} events "
+                    f"(the batch limit is {BATCH_BYTES_MAX} bytes, {BATCH_EVENTS_MAX} events); nothing was stored",
+                    status=413,
+                    body={"code": "limit_exceeded", "limit_name": "batch_bytes", "limit": BATCH_BYTES_MAX,
+                          "actual": size},
+                )
+            try:
+                outcome = yield calls.append(session_id, events, run=self.run_id)
+            except (berth.OwnershipLost, berth.NotFound):
+                # The run lapsed (a long pause) or the thread was deleted meanwhile: a shared
+                # saver attaches again; an exclusive one reports that it lost the thread.
+                self.attached.discard(session_id)
+                self.threads.pop(session_id, None)
+                if self.exclusive or attempt == 2:
+                    raise
+                continue
+            self._fold_own(session_id, events, outcome)
+            return outcome
+        raise AssertionError("unreachable")
+
+    def _fold_own(self, session_id: str, events: list[tuple[str, Any]], outcome: berth.AppendOutcome) -> None:
+        state = self.threads.get(session_id)
+        if state is None and outcome.first_seq == 0 and not outcome.duplicate:
+            state = self.threads[session_id] = _Thread()
+            state.created_at = self.created_at.get(session_id)
+        if state is None or outcome.duplicate or outcome.first_seq != state.next_seq:
+            return  # another writer appended in between: the next read folds both, in order
+        for offset, (kind, data) in enumerate(events):
+            state.apply(_Own(kind, data, outcome.first_seq + offset))
+        state.next_seq = outcome.next_seq
+
+    def _blob_events(self, state: _Thread | None, ns: str, channel: str, version: Any, present: bool, value: Any,
+                     base: tuple[Any, int] | None) -> list[tuple[str, Any]]:
+        if not present:
+            return [("lg/blob", {"ns": ns, "c": channel, "v": version, "t": "empty"})]
+        if type(value) is list:
+            items = [(t, _b64(b)) for t, b in (self.serde.dumps_typed(item) for item in value)]
+            data: dict[str, Any] = {"ns": ns, "c": channel, "v": version}
+            if base is not None and state is not None:
+                previous = state.resolve((ns, channel, base[0]))
+                if previous is not None and previous[0] == "items":
+                    old = previous[1]
+                    if len(old) <= len(items) and items[: len(old)] == old:
+                        data["base"] = [base[0], base[1]]
+                        items = items[len(old):]
+            data["items"] = [[t, b] for t, b in items]
+            if _json_size(data) < EVENT_BYTES_MAX - 4096:
+                return [("lg/blob", data)]
+        t, b = self.serde.dumps_typed(value)
+        text = _b64(b)
+        if len(text) <= PART_CHARS:
+            return [("lg/blob", {"ns": ns, "c": channel, "v": version, "t": t, "b": text})]
+        chunks = [text[start:start + PART_CHARS] for start in range(0, len(text), PART_CHARS)]
+        return [
+            ("lg/blob", {"ns": ns, "c": channel, "v": version, "t": t, "b": chunk, "part": index, "of": len(chunks)})
+            for index, chunk in enumerate(chunks)
+        ]
+
+    def put(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
+            new_versions: ChannelVersions) -> Io:
+        configurable = config["configurable"]
+        thread_id = str(configurable["thread_id"])
+        ns = configurable.get("checkpoint_ns", "")
+        parent_id = configurable.get("checkpoint_id")
+        copy = dict(checkpoint)
+        values: dict[str, Any] = copy.pop("channel_values", {})  # type: ignore[assignment]
+        metadata_full = get_checkpoint_metadata(config, metadata)
+        cp_t, cp_b = self.serde.dumps_typed(copy)
+        md_t, md_b = self.serde.dumps_typed(metadata_full)
+        run_id = metadata_full.get("run_id")
+
+        def build(state: _Thread | None) -> list[tuple[str, Any]]:
+            parent_versions: dict[str, Any] = {}
+            if state is not None and parent_id and parent_id in state.checkpoints.get(ns, {}):
+                parent_versions = self._load(state.checkpoints[ns][parent_id]["cp"]).get("channel_versions", {})
+            events: list[tuple[str, Any]] = []
+            for channel, version in new_versions.items():
+                base = None
+                if channel in parent_versions and state is not None:
+                    found = state.blobs.get((ns, channel, parent_versions[channel]))
+                    if found is not None:
+                        base = (parent_versions[channel], found[0])
+                events.extend(
+                    self._blob_events(state, ns, channel, version, channel in values, values.get(channel), base)
+                )
+            at = {}
+            for channel, version in checkpoint["channel_versions"].items():
+                if channel in new_versions or state is None:
+                    continue
+                found = state.blobs.get((ns, channel, version))
+                if found is not None:
+                    at[channel] = found[0]
+            events.append((
+                "lg/checkpoint",
+                {"ns": ns, "id": checkpoint["id"], "parent": parent_id, "cp": [cp_t, _b64(cp_b)],
+                 "md": [md_t, _b64(md_b)], "run_id": str(run_id) if run_id is not None else None, "at": at},
+            ))
+            return events
+
+        yield from self.append(thread_id, build)
+        return {"configurable": {"thread_id": configurable["thread_id"], "checkpoint_ns": ns,
+                                 "checkpoint_id": checkpoint["id"]}}
+
+    def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
+                   task_path: str) -> Io:
+        configurable = config["configurable"]
+        thread_id = str(configurable["thread_id"])
+        ns = configurable.get("checkpoint_ns", "")
+        checkpoint_id = configurable["checkpoint_id"]
+        encoded = []
+        for index, (channel, value) in enumerate(writes):
+            t, b = self.serde.dumps_typed(value)
+            encoded.append([WRITES_IDX_MAP.get(channel, index), channel, t, _b64(b)])
+
+        def build(state: _Thread | None) -> list[tuple[str, Any]]:
+            stored = state.writes.get((ns, checkpoint_id), {}) if state is not None else {}
+            # Idempotent: the first write of (task, idx) stays (the fold keeps it too, so
+            # a write another saver made meanwhile is harmless).
+            rows = [row for row in encoded if row[0] < 0 or (task_id, row[0]) not in stored]
+            if not rows:
+                return []
+            return [("lg/writes", {"ns": ns, "cp": checkpoint_id, "task": task_id, "path": task_path, "w": rows})]
+
+        yield from self.append(thread_id, build)
+
+    def delete_thread(self, thread_id: str) -> Io:
+        session_id = self.session_id(str(thread_id))
+        self.threads.pop(session_id, None)
+        self.attached.discard(session_id)
+        self.lost.discard(session_id)
+        try:
+            yield calls.delete_session(session_id)
+        except berth.NotFound:
+            pass
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> Io:
+        runs = {str(run) for run in run_ids}
+        if not runs:
+            return
+        thread_ids = yield from self.thread_ids()
+        for thread_id in thread_ids:
+            state = yield from self.refresh(thread_id)
+            if state is None:
+                continue
+            if any(record["run_id"] in runs for checkpoints in state.checkpoints.values()
+                   for record in checkpoints.values()):
+                yield from self.append(thread_id, lambda _state: [("lg/drop-runs", {"runs": sorted(runs)})])
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> Io:
+        source = self.session_id(str(source_thread_id))
+        target = self.session_id(str(target_thread_id))
+        try:
+            yield calls.fork_session(source, new_id=target)
+        except berth.NotFound:
+            return
+        # The fork copies every event at its seq (so `at` and delta bases stay right)
+        # and ends with berth's `session/end-seed`, which the fold skips.
+        yield calls.update_session(target, title=str(target_thread_id), labels=[LABEL])
+        self.threads.pop(target, None)
+        self.attached.discard(target)
+
+    def prune(self, thread_ids: Sequence[str], strategy: str) -> Io:
+        if strategy not in ("keep_latest", "delete"):
+            raise ValueError(f"langgraph: unknown prune strategy {strategy!r} (keep_latest or delete)")
+        for thread_id in thread_ids:
+            if strategy == "delete":
+                yield from self.delete_thread(thread_id)
+                continue
+            state = yield from self.refresh(str(thread_id))
+            if state is None:
+                continue
+            keep = {ns: max(checkpoints) for ns, checkpoints in state.checkpoints.items() if checkpoints}
+            if any(len(checkpoints) > 1 for checkpoints in state.checkpoints.values()):
+                yield from self.append(str(thread_id), lambda _state: [("lg/prune", {"keep": keep})])
+
+    def heartbeat_all(self) -> Io:
+        for session_id in list(self.attached):
+            try:
+                yield calls.heartbeat(session_id, self.run_id)
+            except BerthError:
+                # A shared saver attaches again on its next write; an exclusive one reports
+                # the loss there (OwnershipLost).
+                self.attached.discard(session_id)
+                if self.exclusive:
+                    self.lost.add(session_id)
+
+    def detach_all(self) -> Io:
+        for session_id in list(self.attached):
+            self.attached.discard(session_id)
+            try:
+                yield calls.detach(session_id, self.run_id)
+            except BerthError:
+                pass  # already gone: the lease lapsed or the thread was deleted
+
+
+def _drive_sync(client: berth.Client, io: Io) -> Any:
+    answer: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            call = io.send(answer) if error is None else io.throw(error)
+        except StopIteration as stop:
+            return stop.value
+        try:
+            answer, error = client._execute(call), None
+        except BerthError as failure:
+            answer, error = None, failure
+
+
+async def _drive_async(client: berth.AsyncClient, io: Io) -> Any:
+    answer: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            call = io.send(answer) if error is None else io.throw(error)
+        except StopIteration as stop:
+            return stop.value
+        try:
+            answer, error = await client._execute(call), None
+        except BerthError as failure:
+            answer, error = None, failure
+
+
+def _next_version(current: str | int | float | None) -> str:
+    if current is None:
+        number = 0
+    elif isinstance(current, (int, float)):
+        number = int(current)
+    else:
+        number = int(str(current).split(".")[0])
+    return f"{number + 1:032}.{random.random():016}"
+
+
+class BerthSaver(BaseCheckpointSaver[str]):
+    """A LangGraph checkpointer on berth, blocking (`graph.invoke`, `graph.stream`).
+
+    `client`: a `berth.Client` (HTTP) or `berth.open(...)` (embedded). One berth run per
+    saver object, attached to a thread's session on the first write, heartbeated in the
+    background every third of `run_lease_ttl_ms`, released by `close()` (or the context
+    manager; otherwise the lease lapses). `exclusive=True`: threads are created `serial`
+    and a second saver writing the same thread gets `berth.Busy`. `prefix` namespaces
+    thread ids (one tenant, several apps). The async methods run the sync ones on a
+    worker thread; for asyncio graphs use `AsyncBerthSaver`.
+    """
+
+    def __init__(
+        self,
+        client: berth.Client,
+        *,
+        serde: Any = None,
+        prefix: str = "",
+        exclusive: bool = False,
+        run_lease_ttl_ms: int = 60_000,
+        activity_ttl_ms: int = FOREVER_MS,
+        runs_max: int = 64,
+    ) -> None:
+        super().__init__(serde=serde)
+        self.client = client
+        self._core = _Core(self.serde, prefix=prefix, exclusive=exclusive, run_lease_ttl_ms=run_lease_ttl_ms,
+                           activity_ttl_ms=activity_ttl_ms, runs_max=runs_max)
+        self._stop = threading.Event()
+        self._beat: threading.Thread | None = None
+
+    @property
+    def run_id(self) -> str:
+        return self._core.run_id
+
+    def _do(self, io: Io) -> Any:
+        with self._core.lock:
+            result = _drive_sync(self.client, io)
+            if self._core.attached and self._beat is None:
+                self._beat = threading.Thread(target=self._heartbeats, name="berth-langgraph-heartbeat", daemon=True)
+                self._beat.start()
+            return result
+
+    def _heartbeats(self) -> None:
+        period = max(self._core.run_lease_ttl_ms / 3000, 0.05)
+        while not self._stop.wait(period):
+            with self._core.lock:
+                try:
+                    _drive_sync(self.client, self._core.heartbeat_all())
+                except Exception:  # noqa: BLE001 - a failed beat is retried next period
+                    pass
+
+    def close(self) -> None:
+        """Releases this saver's run on every thread it wrote (the client stays open)."""
+        self._stop.set()
+        if self._beat is not None:
+            self._beat.join()
+            self._beat = None
+        with self._core.lock:
+            _drive_sync(self.client, self._core.detach_all())
+        self._stop = threading.Event()
+
+    def __enter__(self) -> BerthSaver:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return self._do(self._core.get_tuple(config))
+
+    def list(
+        self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None, limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        return iter(self._do(self._core.list(config, filter, before, limit)))
+
+    def put(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
+            new_versions: ChannelVersions) -> RunnableConfig:
+        return self._do(self._core.put(config, checkpoint, metadata, new_versions))
+
+    def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
+                   task_path: str = "") -> None:
+        self._do(self._core.put_writes(config, writes, task_id, task_path))
+
+    def delete_thread(self, thread_id: str) -> None:
+        self._do(self._core.delete_thread(thread_id))
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        self._do(self._core.delete_for_runs(run_ids))
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        self._do(self._core.copy_thread(source_thread_id, target_thread_id))
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        self._do(self._core.prune(thread_ids, strategy))
+
+    def get_next_version(self, current: str | int | float | None, channel: None) -> str:  # type: ignore[override]
+        return _next_version(current)
+
+    # async, on a worker thread
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return await asyncio.to_thread(self.get_tuple, config)
+
+    async def alist(
+        self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None, limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        found = await asyncio.to_thread(self._do, self._core.list(config, filter, before, limit))
+        for item in found:
+            yield item
+
+    async def aput(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
+                   new_versions: ChannelVersions) -> RunnableConfig:
+        return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
+                          task_path: str = "") -> None:
+        await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        await asyncio.to_thread(self.delete_thread, thread_id)
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        await asyncio.to_thread(self.delete_for_runs, run_ids)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
+
+
+class AsyncBerthSaver(BaseCheckpointSaver[str]):
+    """A LangGraph checkpointer on berth for asyncio (`graph.ainvoke`, `astream`), over
+    a `berth.AsyncClient` or `berth.open_async(...)`. Same storage, options and run
+    lifecycle as `BerthSaver` (the heartbeat is a task on the loop of the first write;
+    release with `await saver.aclose()` or `async with`). The sync methods are not
+    offered: call them from a sync graph with `BerthSaver`."""
+
+    def __init__(
+        self,
+        client: berth.AsyncClient,
+        *,
+        serde: Any = None,
+        prefix: str = "",
+        exclusive: bool = False,
+        run_lease_ttl_ms: int = 60_000,
+        activity_ttl_ms: int = FOREVER_MS,
+        runs_max: int = 64,
+    ) -> None:
+        super().__init__(serde=serde)
+        self.client = client
+        self._core = _Core(self.serde, prefix=prefix, exclusive=exclusive, run_lease_ttl_ms=run_lease_ttl_ms,
+                           activity_ttl_ms=activity_ttl_ms, runs_max=runs_max)
+        self._alock: asyncio.Lock | None = None
+        self._beat: asyncio.Task[None] | None = None
+
+    @property
+    def run_id(self) -> str:
+        return self._core.run_id
+
+    def _lock(self) -> asyncio.Lock:
+        loop = asyncio.get_running_loop()
+        if self._alock is None or getattr(self, "_lock_loop", None) is not loop:
+            self._alock = asyncio.Lock()
+            self._lock_loop = loop
+        return self._alock
+
+    async def _do(self, io: Io) -> Any:
+        async with self._lock():
+            result = await _drive_async(self.client, io)
+            if self._core.attached and (self._beat is None or self._beat.done()):
+                self._beat = asyncio.get_running_loop().create_task(self._heartbeats())
+            return result
+
+    async def _heartbeats(self) -> None:
+        period = max(self._core.run_lease_ttl_ms / 3000, 0.05)
+        while True:
+            await asyncio.sleep(period)
+            async with self._lock():
+                try:
+                    await _drive_async(self.client, self._core.heartbeat_all())
+                except Exception:  # noqa: BLE001 - a failed beat is retried next period
+                    pass
+
+    async def aclose(self) -> None:
+        """Releases this saver's run on every thread it wrote (the client stays open)."""
+        if self._beat is not None:
+            self._beat.cancel()
+            try:
+                await self._beat
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001
+                pass
+            self._beat = None
+        async with self._lock():
+            await _drive_async(self.client, self._core.detach_all())
+
+    async def __aenter__(self) -> AsyncBerthSaver:
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return await self._do(self._core.get_tuple(config))
+
+    async def alist(
+        self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None, limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        for item in await self._do(self._core.list(config, filter, before, limit)):
+            yield item
+
+    async def aput(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
+                   new_versions: ChannelVersions) -> RunnableConfig:
+        return await self._do(self._core.put(config, checkpoint, metadata, new_versions))
+
+    async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
+                          task_path: str = "") -> None:
+        await self._do(self._core.put_writes(config, writes, task_id, task_path))
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        await self._do(self._core.delete_thread(thread_id))
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        await self._do(self._core.delete_for_runs(run_ids))
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        await self._do(self._core.copy_thread(source_thread_id, target_thread_id))
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        await self._do(self._core.prune(thread_ids, strategy))
+
+    def get_next_version(self, current: str | int | float | None, channel: None) -> str:  # type: ignore[override]
+        return _next_version(current)
