@@ -58,7 +58,10 @@ from ._models import (
     ResumeOutcome,
     Run,
     Session,
+    SessionCounts,
     SessionPage,
+    StatusCount,
+    AuditSearchPage,
 )
 
 __version__ = "0.1.0"
@@ -130,5 +133,6 @@ __all__ = [
     "NotFound", "OwnershipLost", "PayloadTooLarge", "RateLimited", "RevisionConflict", "SeqConflict", "Terminal",
     "Timeout", "TransportError", "Unauthenticated", "Unavailable",
     "AppendOutcome", "Attachment", "AuditEntry", "AuditVerification", "Event", "EventPage", "Header", "Imported",
-    "Policy", "Principal", "ResumeOutcome", "Run", "Session", "SessionPage",
+    "Policy", "Principal", "ResumeOutcome", "Run", "Session", "SessionPage", "SessionCounts", "StatusCount",
+    "AuditSearchPage",
 ]

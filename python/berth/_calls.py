@@ -141,6 +141,7 @@ def list_sessions(
     label: str | None = None,
     user: str | None = None,
     project: str | None = None,
+    parent: str | None = None,
     active_since: int | None = None,
     active_before: int | None = None,
     include_blank: bool | None = None,
@@ -156,6 +157,7 @@ def list_sessions(
             "label": label,
             "user": user,
             "project": project,
+            "parent": parent,
             "active_since": active_since,
             "active_before": active_before,
             "include_blank": include_blank,
@@ -164,6 +166,31 @@ def list_sessions(
         },
     )
     return Call("GET", path, lambda answer: m.SessionPage.from_wire(answer.json()), resend_safe=True)
+
+
+def count_sessions(
+    *,
+    user: str | None = None,
+    project: str | None = None,
+    label: str | None = None,
+    parent: str | None = None,
+    active_since: int | None = None,
+    active_before: int | None = None,
+    include_blank: bool | None = None,
+) -> Call[m.SessionCounts]:
+    path = _query(
+        "/v1/sessions/counts",
+        {
+            "user": user,
+            "project": project,
+            "label": label,
+            "parent": parent,
+            "active_since": active_since,
+            "active_before": active_before,
+            "include_blank": include_blank,
+        },
+    )
+    return Call("GET", path, lambda answer: m.SessionCounts.from_wire(answer.json()), resend_safe=True)
 
 
 def update_session(
@@ -311,6 +338,24 @@ def audit(*, from_seq: int | None = None, limit: int | None = None) -> Call[list
         lambda answer: [m.AuditEntry.from_wire(entry) for entry in answer.json()],
         resend_safe=True,
     )
+
+
+def audit_search(
+    *,
+    from_seq: int | None = None,
+    limit: int | None = None,
+    action: str | None = None,
+    session: str | None = None,
+    actor: str | None = None,
+    since: int | None = None,
+    before: int | None = None,
+) -> Call[m.AuditSearchPage]:
+    path = _query(
+        "/v1/audit/search",
+        {"from": from_seq, "limit": limit, "action": action, "session": session, "actor": actor, "since": since,
+         "before": before},
+    )
+    return Call("GET", path, lambda answer: m.AuditSearchPage.from_wire(answer.json()), resend_safe=True)
 
 
 def verify_audit() -> Call[m.AuditVerification]:

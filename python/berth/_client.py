@@ -65,11 +65,16 @@ class _Operations:
         delegation_depth). Never resent automatically: see docs/server.md."""
         return self._execute(c.create_session(id, **fields))
 
+    def count_sessions(self, **filters: Any) -> m.SessionCounts:
+        """Per status, how many sessions match (filters as `list_sessions`, without
+        status and paging); counts stop at the server's cap (`more`)."""
+        return self._execute(c.count_sessions(**filters))
+
     def get_session(self, session_id: str) -> m.Session:
         return self._execute(c.get_session(session_id))
 
     def list_sessions(self, **filters: Any) -> m.SessionPage:
-        """One page (filters: status, label, user, project, active_since,
+        """One page (filters: status, label, user, project, parent, active_since,
         active_before, include_blank, cursor, limit); `iter_sessions` follows cursors."""
         return self._execute(c.list_sessions(**filters))
 
@@ -136,6 +141,11 @@ class _Operations:
 
     def audit(self, *, from_seq: int | None = None, limit: int | None = None) -> list[m.AuditEntry]:
         return self._execute(c.audit(from_seq=from_seq, limit=limit))
+
+    def audit_search(self, **filters: Any) -> m.AuditSearchPage:
+        """Audit entries matching action, session, actor, since, before (admin); one
+        bounded scan per call, continue with `from_seq=page.next_from`."""
+        return self._execute(c.audit_search(**filters))
 
     def verify_audit(self) -> m.AuditVerification:
         return self._execute(c.verify_audit())

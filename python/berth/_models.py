@@ -292,6 +292,47 @@ class Imported:
         return _build(cls, body, {"sessions": lambda items: [Session.from_wire(item) for item in items]})
 
 
+@dataclass(frozen=True)
+class StatusCount:
+    """One status's count: exact up to the cap, else `more` and `count` = the cap."""
+
+    WIRE_SCHEMA: ClassVar[str] = "StatusCountBody"
+    status: str
+    count: int
+    more: bool
+
+    @classmethod
+    def from_wire(cls, body: dict[str, Any]) -> StatusCount:
+        return _build(cls, body)
+
+
+@dataclass(frozen=True)
+class SessionCounts:
+    """Per listable status, how many sessions match (stopped at `cap`)."""
+
+    WIRE_SCHEMA: ClassVar[str] = "SessionCountsBody"
+    counts: list[StatusCount]
+    cap: int
+
+    @classmethod
+    def from_wire(cls, body: dict[str, Any]) -> SessionCounts:
+        return _build(cls, body, {"counts": lambda items: [StatusCount.from_wire(item) for item in items]})
+
+
+@dataclass(frozen=True)
+class AuditSearchPage:
+    """Matching audit entries in stored order; continue with `from_seq=next_from`
+    (`None`: the scan reached the end of the log)."""
+
+    WIRE_SCHEMA: ClassVar[str] = "AuditSearchPage"
+    entries: list[AuditEntry]
+    next_from: int | None = None
+
+    @classmethod
+    def from_wire(cls, body: dict[str, Any]) -> AuditSearchPage:
+        return _build(cls, body, {"entries": lambda items: [AuditEntry.from_wire(item) for item in items]})
+
+
 #: Every response model, for the drift test.
 MODELS: tuple[type, ...] = (
     Scope,
@@ -310,4 +351,7 @@ MODELS: tuple[type, ...] = (
     AuditVerification,
     Principal,
     Imported,
+    StatusCount,
+    SessionCounts,
+    AuditSearchPage,
 )

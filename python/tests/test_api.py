@@ -57,6 +57,11 @@ def test_listing_filters_and_cursor_iteration(place: Place) -> None:
     first = client.list_sessions(limit=3)
     assert len(first.items) == 3 and first.next_cursor is not None
     assert {session.id for session in client.iter_sessions(limit=3)} == ids
+    counts = {count.status: count for count in client.count_sessions().counts}
+    assert counts["active"].count == 7 and not counts["active"].more
+    fork = client.fork_session(next(iter(ids)), new_id=sid())
+    assert [session.id for session in client.iter_sessions(parent=next(iter(ids)))] == [fork.id]
+    client.delete_session(fork.id)
     evens = {session.id for session in client.iter_sessions(label="even")}
     assert len(evens) == 4 and evens <= ids
     assert all(session.status == "active" for session in client.iter_sessions(status=["active"]))
@@ -221,6 +226,8 @@ def test_admin_audit_retention_and_whoami(place: Place) -> None:
     admin.set_retention(idle_ttl_ms=3_600_000)
     entries = admin.audit()
     assert entries and all(entry.tenant == place.tenant for entry in entries)
+    found = admin.audit_search(session=session_id)
+    assert found.entries and all(entry.session == session_id for entry in found.entries)
     assert admin.verify_audit().broken_at is None
 
 
