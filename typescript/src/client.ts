@@ -37,6 +37,10 @@ export type PolicyBody = Schemas['PolicyBody']
 export type ListSessionsQuery = NonNullable<operations['list_sessions']['parameters']['query']>
 export type ReadEventsQuery = NonNullable<operations['read_events']['parameters']['query']>
 export type AuditQuery = NonNullable<operations['audit_log']['parameters']['query']>
+export type SessionCounts = Schemas['SessionCountsBody']
+export type CountSessionsQuery = NonNullable<operations['count_sessions']['parameters']['query']>
+export type AuditSearchPage = Schemas['AuditSearchPage']
+export type AuditSearchQuery = NonNullable<operations['search_audit']['parameters']['query']>
 
 /** The largest wire integer: `before=` it reads the tail of any log. */
 export const WIRE_INTEGER_MAX = '9223372036854775807'
@@ -125,6 +129,11 @@ export class BerthClient {
 
   listSessions(query: ListSessionsQuery = {}, options?: RequestOptions): Promise<SessionPage> {
     return this.json({ method: 'GET', path: '/v1/sessions', query, repeatable: 'safe', signal: options?.signal })
+  }
+
+  /** `GET /v1/sessions/counts`: per status, how many sessions match (capped: `more`). */
+  countSessions(query: CountSessionsQuery = {}, options?: RequestOptions): Promise<SessionCounts> {
+    return this.json({ method: 'GET', path: '/v1/sessions/counts', query, repeatable: 'safe', signal: options?.signal })
   }
 
   /** Every session the query matches, following `next_cursor` page by page. */
@@ -282,6 +291,11 @@ export class BerthClient {
 
   auditLog(query: AuditQuery = {}, options?: RequestOptions): Promise<AuditEntry[]> {
     return this.json({ method: 'GET', path: '/v1/audit', query, repeatable: 'safe', signal: options?.signal })
+  }
+
+  /** `GET /v1/audit/search` (admin): one bounded scan; continue with `from: next_from`. */
+  auditSearch(query: AuditSearchQuery = {}, options?: RequestOptions): Promise<AuditSearchPage> {
+    return this.json({ method: 'GET', path: '/v1/audit/search', query, repeatable: 'safe', signal: options?.signal })
   }
 
   verifyAudit(options?: RequestOptions): Promise<AuditVerification> {

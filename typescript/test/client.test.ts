@@ -68,6 +68,7 @@ describe('generated types', () => {
       update_session: 'updateSession', close_session: 'closeSession', read_events: 'readEvents', append_events: 'appendEvents',
       tail_events: 'tail', export_session: 'exportSession', fork_session: 'forkSession', reopen_session: 'reopenSession',
       resume_session: 'resumeSession', attach_run: 'attachRun', detach_run: 'detachRun', heartbeat_run: 'heartbeatRun', whoami: 'whoami',
+      count_sessions: 'countSessions', search_audit: 'auditSearch',
     }
     expect(operations.sort()).toEqual(Object.keys(covered).sort())
     for (const method of Object.values(covered)) expect(typeof service[method]).toBe('function')
@@ -165,6 +166,11 @@ describe('every /v1 operation', () => {
     const audit = await admin.auditLog({ from: 0, limit: 5 })
     expect(audit.length).toBeGreaterThan(0)
     expect(await admin.verifyAudit()).toMatchObject({})
+    const found = await admin.auditSearch({ session: id })
+    expect(found.entries.length).toBeGreaterThan(0)
+    expect(found.entries.every((entry) => entry.session === id)).toBe(true)
+    const counts = await service.countSessions()
+    expect(counts.counts.map((count) => count.status)).toContain('active')
     await admin.setRetention({ delete_terminal_after_ms: 365 * 24 * 3600 * 1000 })
     await expect(service.setRetention({})).rejects.toBeInstanceOf(ForbiddenError)
   })

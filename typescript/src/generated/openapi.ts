@@ -21,6 +21,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/audit/search": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Admin only: the tenant's audit entries matching the filters, scanned forward from
+         *     `from` (at most 10,000 entries per call; continue at `next_from`).
+         */
+        get: operations["search_audit"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/audit/verify": {
         parameters: {
             query?: never;
@@ -90,6 +110,26 @@ export interface paths {
         put?: never;
         /** Creates a session owned by the caller (service and admin keys may name another `user`). */
         post: operations["create_session"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/counts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Per listable status, how many of the caller's sessions match the listing's filters
+         *     (exact up to `cap`, then `more: true`).
+         */
+        get: operations["count_sessions"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -395,6 +435,16 @@ export interface components {
             /** Format: int64 */
             time: number;
         };
+        /**
+         * @description `GET /v1/audit/search`: matching entries in stored order. One call scans a bounded
+         *     number of entries; `next_from` is where the next call continues (`null`: the scan
+         *     reached the end of the log).
+         */
+        AuditSearchPage: {
+            entries: components["schemas"]["AuditEntryBody"][];
+            /** Format: int64 */
+            next_from?: number | null;
+        };
         AuditVerificationBody: {
             /**
              * Format: int64
@@ -683,6 +733,16 @@ export interface components {
             /** @description `null` when unset. */
             title?: string | null;
         };
+        /**
+         * @description `GET /v1/sessions/counts`: per listable status, how many sessions match, counted by
+         *     the same keyset index the listing reads and stopped at `cap` (an exact count over
+         *     every session would not be a bounded operation).
+         */
+        SessionCountsBody: {
+            /** Format: int64 */
+            cap: number;
+            counts: components["schemas"]["StatusCountBody"][];
+        };
         SessionPage: {
             items: components["schemas"]["SessionBody"][];
             /** @description Pass as `cursor` for the next page; `null` on the last one. */
@@ -709,6 +769,14 @@ export interface components {
             event?: string | null;
             /** @description The event's seq (`event: event` only): send it back as `Last-Event-ID`. */
             id?: string | null;
+        };
+        /** @description One status's count: exact up to `cap`, else `more: true` and `count` = `cap`. */
+        StatusCountBody: {
+            /** Format: int64 */
+            count: number;
+            /** @description More than `count` sessions have this status (the count stopped at the cap). */
+            more: boolean;
+            status: components["schemas"]["SessionStatus"];
         };
         /** @description `PATCH /v1/sessions/{id}`: sets title and/or labels. */
         UpdateSessionBody: {
@@ -751,6 +819,101 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["AuditEntryBody"][];
+                };
+            };
+            /** @description malformed request: path id, query parameter or body (`invalid`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no valid bearer key or token (`unauthenticated`) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description over the tenant's rate (`rate_limited`; see Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description internal failure or damaged stored data (`internal`, `corrupt`) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description store unavailable or request timed out (`unavailable`, `timeout`; see Retry-After) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    search_audit: {
+        parameters: {
+            query?: {
+                /** @description First audit position scanned (default 0). */
+                from?: number;
+                /** @description Most matching entries (default 100). */
+                limit?: number;
+                /** @description Entries with exactly this action (`create`, `attach`, `detach`, …). */
+                action?: string;
+                /** @description Entries about this session. */
+                session?: components["schemas"]["Id"];
+                /** @description Entries by exactly this actor (`user:alice`, `admin:ops`, `system:sweeper`). */
+                actor?: string;
+                /** @description Entries at or after this time (ms since the epoch). */
+                since?: number;
+                /** @description Entries before this time (ms since the epoch). */
+                before?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AuditSearchPage"];
                 };
             };
             /** @description malformed request: path id, query parameter or body (`invalid`) */
@@ -1075,6 +1238,8 @@ export interface operations {
                 status?: string;
                 /** @description Sessions carrying this label. */
                 label?: string;
+                /** @description Forks of this session (whose `header.parent.session` is it). */
+                parent?: components["schemas"]["Id"];
                 /** @description Last activity at or after (ms since the epoch). */
                 active_since?: number;
                 /** @description Last activity before (ms since the epoch). */
@@ -1211,6 +1376,100 @@ export interface operations {
                 };
             };
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description over the tenant's rate (`rate_limited`; see Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description internal failure or damaged stored data (`internal`, `corrupt`) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description store unavailable or request timed out (`unavailable`, `timeout`; see Retry-After) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    count_sessions: {
+        parameters: {
+            query?: {
+                /** @description Owner filter (service and admin keys; a user key always counts only its own). */
+                user?: components["schemas"]["Id"];
+                project?: components["schemas"]["Id"];
+                /** @description Sessions carrying this label. */
+                label?: string;
+                /** @description Forks of this session. */
+                parent?: components["schemas"]["Id"];
+                /** @description Last activity at or after (ms since the epoch). */
+                active_since?: number;
+                /** @description Last activity before (ms since the epoch). */
+                active_before?: number;
+                /** @description Count blank sessions too. */
+                include_blank?: boolean;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionCountsBody"];
+                };
+            };
+            /** @description malformed request: path id, query parameter or body (`invalid`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no valid bearer key or token (`unauthenticated`) */
+            401: {
                 headers: {
                     [name: string]: unknown;
                 };
