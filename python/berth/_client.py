@@ -186,10 +186,21 @@ class _TailState:
             self.session_id, from_seq=self.next_seq, max_events=self.remaining, idle_timeout_ms=self.idle_timeout_ms
         )
 
-    def saw(self, event: m.Event) -> None:
-        self.next_seq = event.seq + 1
+    def take(self, message: Any) -> m.Event | None:
+        """One SSE message: the event to yield (the position moves past it), or None;
+        `end` is set when the server ended the stream; an error message raises."""
+        kind, value = _stream_message(message)
+        if kind == "error":
+            raise value
+        if kind == "end":
+            self.end = value
+            return None
+        if kind != "event":
+            return None
+        self.next_seq = value.seq + 1
         if self.remaining is not None:
             self.remaining -= 1
+        return value
 
 
 class EventStream:
@@ -226,15 +237,11 @@ class EventStream:
                 decoder = SseDecoder()
                 for chunk in self._stream.chunks():
                     for message in decoder.feed(chunk):
-                        kind, value = _stream_message(message)
-                        if kind == "event":
-                            state.saw(value)
-                            yield value
-                        elif kind == "end":
-                            state.end = value
+                        event = state.take(message)
+                        if state.end is not None:
                             return
-                        elif kind == "error":
-                            raise value
+                        if event is not None:
+                            yield event
                 # The server closed the stream without an end: reconnect.
             except (TransportError, BerthError) as error:
                 if isinstance(error, BerthError) and not isinstance(error, TransportError) and not error.retryable:
@@ -387,15 +394,11 @@ class AsyncEventStream:
                 decoder = SseDecoder()
                 async for chunk in self._stream.chunks():
                     for message in decoder.feed(chunk):
-                        kind, value = _stream_message(message)
-                        if kind == "event":
-                            state.saw(value)
-                            yield value
-                        elif kind == "end":
-                            state.end = value
+                        event = state.take(message)
+                        if state.end is not None:
                             return
-                        elif kind == "error":
-                            raise value
+                        if event is not None:
+                            yield event
             except (TransportError, BerthError) as error:
                 if isinstance(error, BerthError) and not isinstance(error, TransportError) and not error.retryable:
                     raise

@@ -60,10 +60,8 @@ class Fenced(BerthError):
     code = "fenced"
 
 
-class RevisionConflict(BerthError):
-    """`expected_revision` did not match; `expected` and `actual` say how."""
-
-    code = "revision_conflict"
+class _Mismatch(BerthError):
+    """A conflict that names what was expected and what was found."""
 
     @property
     def expected(self) -> int | None:
@@ -74,7 +72,13 @@ class RevisionConflict(BerthError):
         return self.body.get("actual")
 
 
-class SeqConflict(BerthError):
+class RevisionConflict(_Mismatch):
+    """`expected_revision` did not match; `expected` and `actual` say how."""
+
+    code = "revision_conflict"
+
+
+class SeqConflict(_Mismatch):
     """`expected_seq` did not match the session's next seq. As berth answers it,
     `expected` is the seq the session expected next and `actual` the seq the append
     asked for (`next_seq` names the first plainly)."""
@@ -84,14 +88,6 @@ class SeqConflict(BerthError):
         return self.body.get("expected")
 
     code = "seq_conflict"
-
-    @property
-    def expected(self) -> int | None:
-        return self.body.get("expected")
-
-    @property
-    def actual(self) -> int | None:
-        return self.body.get("actual")
 
 
 class IdempotencyKeyReused(BerthError):
