@@ -5,16 +5,18 @@
 
 pub mod audit;
 pub mod memory;
+pub mod scoped;
 mod types;
 
 pub use audit::{AuditDraft, AuditEntry, AuditVerification};
+pub use scoped::MemoryStore;
 pub use types::*;
 
 use async_trait::async_trait;
 use berth_core::{IdempotencyKey, KeyedBatch, Result, Revision, SessionKey, TenantId};
 
 #[async_trait]
-pub trait Catalog: Send + Sync + 'static {
+pub trait Catalog: MemoryStore + Send + Sync + 'static {
     /// Short name for diagnostics (`memory`, `sqlite`, `postgres`).
     fn name(&self) -> &'static str;
 
@@ -37,7 +39,8 @@ pub trait Catalog: Send + Sync + 'static {
         self.update(record, expected).await
     }
 
-    /// Removes a session's record iff its revision equals `expected`.
+    /// Removes a session's record iff its revision equals `expected`, and with it the
+    /// memory items bound to the session (`MemoryStore`), in one transaction.
     async fn remove(&self, key: &SessionKey, expected: Revision) -> Result<()>;
 
     /// `update` and the audit records of that change in one transaction: both or neither
@@ -77,7 +80,7 @@ pub trait Catalog: Send + Sync + 'static {
     /// descending, starting after `query.cursor`, at most `query.limit` items.
     async fn list(&self, query: &SessionQuery) -> Result<Vec<SessionRecord>>;
 
-    /// Every tenant that has sessions, an audit log or a retention policy.
+    /// Every tenant that has sessions, an audit log, a retention policy or memory.
     async fn tenants(&self) -> Result<Vec<TenantId>>;
 
     /// Appends to the tenant's audit log, chaining the hash of the previous entry

@@ -2,9 +2,11 @@
 //! `Arc<MemoryCatalog>` share it like several processes share a database.
 
 use crate::audit::{self, AuditDraft, AuditEntry};
+use crate::scoped::{self, ForgetAudit, ForgetOutcome, MemoryItem, MemoryPut, MemoryQuota, MemorySearch};
+use crate::scoped::{MemoryStore, MemoryUsage, Namespace, NamespaceQuery};
 use crate::{Catalog, RetentionPolicy, SessionQuery, SessionRecord};
 use async_trait::async_trait;
-use berth_core::{Error, IdempotencyKey, KeyedBatch, Result, Revision, SessionKey, TenantId};
+use berth_core::{Error, IdempotencyKey, KeyedBatch, Result, Revision, SessionId, SessionKey, TenantId, Timestamp};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Mutex, MutexGuard};
 
@@ -15,6 +17,26 @@ struct State {
     audit_heads: BTreeMap<TenantId, (u64, String)>,
     retention: BTreeMap<TenantId, RetentionPolicy>,
     idempotency: BTreeMap<SessionKey, IdempotencyIndex>,
+    /// Per tenant, (namespace, key) → item, in the order of the key-ordered search.
+    memory: BTreeMap<TenantId, BTreeMap<(String, String), MemoryItem>>,
+}
+
+impl State {
+    fn items(&mut self, tenant: &TenantId) -> &mut BTreeMap<(String, String), MemoryItem> {
+        self.memory.entry(tenant.clone()).or_default()
+    }
+
+    fn usage(&self, tenant: &TenantId) -> MemoryUsage {
+        let items = self.memory.get(tenant);
+        MemoryUsage {
+            items: items.map_or(0, |items| items.len() as u64),
+            bytes: items.map_or(0, |items| items.values().map(MemoryItem::bytes).sum()),
+        }
+    }
+}
+
+fn item_key(namespace: &Namespace, key: &str) -> (String, String) {
+    (namespace.as_str().to_owned(), key.to_owned())
 }
 
 /// One session's idempotency index.
@@ -59,6 +81,9 @@ fn remove_in(state: &mut State, key: &SessionKey, expected: Revision) -> Result<
     }
     state.sessions.remove(key);
     state.idempotency.remove(key);
+    if let Some(items) = state.memory.get_mut(&key.tenant) {
+        items.retain(|_, item| item.bound_to.as_ref() != Some(&key.id));
+    }
     Ok(())
 }
 
@@ -145,6 +170,7 @@ impl Catalog for MemoryCatalog {
         let mut tenants: BTreeSet<TenantId> = state.sessions.keys().map(|key| key.tenant.clone()).collect();
         tenants.extend(state.audit.keys().cloned());
         tenants.extend(state.retention.keys().cloned());
+        tenants.extend(state.memory.iter().filter(|(_, items)| !items.is_empty()).map(|(tenant, _)| tenant.clone()));
         Ok(tenants.into_iter().collect())
     }
 
@@ -192,5 +218,161 @@ impl Catalog for MemoryCatalog {
         }
         index.indexed_until = index.indexed_until.max(indexed_until);
         Ok(())
+    }
+}
+
+#[async_trait]
+impl MemoryStore for MemoryCatalog {
+    async fn memory_put(
+        &self,
+        tenant: &TenantId,
+        put: &MemoryPut,
+        now: Timestamp,
+        quota: &MemoryQuota,
+    ) -> Result<MemoryItem> {
+        put.check()?;
+        let mut state = self.state();
+        let usage = state.usage(tenant);
+        let items = state.items(tenant);
+        let slot = item_key(&put.namespace, &put.key);
+        let stored = items.get(&slot);
+        let live = stored.filter(|item| item.is_live(now));
+        let item = put.apply(live, now)?;
+        usage.check_put(quota, stored.is_none(), stored.map_or(0, MemoryItem::bytes), item.bytes())?;
+        items.insert(slot, item.clone());
+        Ok(item)
+    }
+
+    async fn memory_get(
+        &self,
+        tenant: &TenantId,
+        namespace: &Namespace,
+        key: &str,
+        now: Timestamp,
+        refresh: bool,
+    ) -> Result<Option<MemoryItem>> {
+        let mut state = self.state();
+        let Some(item) = state.items(tenant).get_mut(&item_key(namespace, key)).filter(|item| item.is_live(now)) else {
+            return Ok(None);
+        };
+        if let (true, Some(ttl)) = (refresh, item.ttl_ms) {
+            item.expires_at = Some(now.plus_ms(ttl));
+        }
+        Ok(Some(item.clone()))
+    }
+
+    async fn memory_delete(
+        &self,
+        tenant: &TenantId,
+        namespace: &Namespace,
+        key: &str,
+        expected: Option<u64>,
+        now: Timestamp,
+    ) -> Result<MemoryItem> {
+        let mut state = self.state();
+        let items = state.items(tenant);
+        let slot = item_key(namespace, key);
+        scoped::check_delete(namespace, key, items.get(&slot).filter(|item| item.is_live(now)), expected)?;
+        Ok(items.remove(&slot).expect("checked above"))
+    }
+
+    async fn memory_search(&self, tenant: &TenantId, search: &MemorySearch, now: Timestamp) -> Result<Vec<MemoryItem>> {
+        search.check()?;
+        let state = self.state();
+        let items = state.memory.get(tenant).into_iter().flat_map(|items| items.values().cloned());
+        Ok(search.page(items, now))
+    }
+
+    async fn memory_namespaces(
+        &self,
+        tenant: &TenantId,
+        query: &NamespaceQuery,
+        now: Timestamp,
+    ) -> Result<Vec<Namespace>> {
+        let state = self.state();
+        let live =
+            state.memory.get(tenant).into_iter().flat_map(|items| items.values()).filter(|item| item.is_live(now));
+        Ok(query.page(live.map(|item| &item.namespace)))
+    }
+
+    async fn memory_scan(
+        &self,
+        tenant: &TenantId,
+        after: Option<(&Namespace, &str)>,
+        limit: usize,
+        now: Timestamp,
+    ) -> Result<Vec<MemoryItem>> {
+        let state = self.state();
+        let Some(items) = state.memory.get(tenant) else { return Ok(Vec::new()) };
+        let start = after.map(|(namespace, key)| item_key(namespace, key));
+        let range = items.iter().filter(|(slot, _)| start.as_ref().is_none_or(|start| *slot > start));
+        Ok(range.map(|(_, item)| item).filter(|item| item.is_live(now)).take(limit).cloned().collect())
+    }
+
+    async fn memory_forget(
+        &self,
+        tenant: &TenantId,
+        prefix: &Namespace,
+        audit: ForgetAudit,
+    ) -> Result<(ForgetOutcome, AuditEntry)> {
+        let mut state = self.state();
+        let mut outcome = ForgetOutcome::default();
+        state.items(tenant).retain(|_, item| {
+            let forget = item.namespace.is_within(prefix);
+            if forget {
+                outcome.items += 1;
+                outcome.bytes += item.bytes();
+            }
+            !forget
+        });
+        let entry = append_audit_in(&mut state, audit(&outcome));
+        Ok((outcome, entry))
+    }
+
+    async fn memory_import(&self, tenant: &TenantId, item: &MemoryItem, quota: &MemoryQuota) -> Result<()> {
+        let mut state = self.state();
+        let usage = state.usage(tenant);
+        let items = state.items(tenant);
+        let slot = item_key(&item.namespace, &item.key);
+        if items.contains_key(&slot) {
+            return Err(Error::AlreadyExists { what: "memory item", id: format!("{}:{}", item.namespace, item.key) });
+        }
+        usage.check_put(quota, true, 0, item.bytes())?;
+        items.insert(slot, item.clone());
+        Ok(())
+    }
+
+    async fn memory_usage(&self, tenant: &TenantId) -> Result<MemoryUsage> {
+        Ok(self.state().usage(tenant))
+    }
+
+    async fn memory_bound_count(&self, tenant: &TenantId, session: &SessionId) -> Result<u64> {
+        let state = self.state();
+        let items = state.memory.get(tenant).into_iter().flat_map(|items| items.values());
+        Ok(items.filter(|item| item.bound_to.as_ref() == Some(session)).count() as u64)
+    }
+
+    async fn memory_remove_expired(&self, now: Timestamp, limit: usize) -> Result<u64> {
+        let mut state = self.state();
+        let mut removed = 0usize;
+        for items in state.memory.values_mut() {
+            items.retain(|_, item| {
+                let remove = removed < limit && !item.is_live(now);
+                removed += usize::from(remove);
+                !remove
+            });
+        }
+        Ok(removed as u64)
+    }
+
+    async fn memory_remove_stale(&self, tenant: &TenantId, updated_before: Timestamp, limit: usize) -> Result<u64> {
+        let mut state = self.state();
+        let mut removed = 0usize;
+        state.items(tenant).retain(|_, item| {
+            let remove = removed < limit && item.updated_at < updated_before;
+            removed += usize::from(remove);
+            !remove
+        });
+        Ok(removed as u64)
     }
 }

@@ -44,6 +44,26 @@ pub const LIVE_WINDOW_BYTES_MAX: usize = 1024 * 1024;
 /// Live write path: buffered bytes beyond which `publish` refuses (back-pressure).
 pub const LIVE_BUFFER_BYTES_MAX: usize = 16 * 1024 * 1024;
 
+// ----- scoped memory (docs/memory.md) -------------------------------------------------
+/// A memory namespace's length in bytes (`user/alice/preferences`).
+pub const MEMORY_NAMESPACE_BYTES_MAX: usize = 512;
+/// Segments of a memory namespace, the scope's two included.
+pub const MEMORY_NAMESPACE_SEGMENTS_MAX: usize = 16;
+/// One segment of a memory namespace.
+pub const MEMORY_SEGMENT_BYTES_MAX: usize = 128;
+/// A memory item's key in bytes.
+pub const MEMORY_KEY_BYTES_MAX: usize = 512;
+/// A memory item's value (its compact JSON text) in bytes.
+pub const MEMORY_VALUE_BYTES_MAX: usize = 256 * 1024;
+/// Conditions of one memory search filter.
+pub const MEMORY_FILTER_CONDITIONS_MAX: usize = 32;
+/// Terms of one memory full-text query.
+pub const MEMORY_QUERY_TERMS_MAX: usize = 32;
+/// Default per-tenant quota: memory items.
+pub const MEMORY_ITEMS_DEFAULT: u64 = 1_000_000;
+/// Default per-tenant quota: bytes of memory (keys, namespaces and values).
+pub const MEMORY_BYTES_DEFAULT: u64 = 1024 * 1024 * 1024;
+
 /// The name of every limit `Error::LimitExceeded` can report: typed, so the HTTP status, the
 /// exit code and a client's decoding never depend on message text.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -67,6 +87,16 @@ pub enum Limit {
     IdempotencyKeyBytes,
     /// A position beyond what the storage can number (seqs, audit positions).
     Seq,
+    MemoryNamespaceBytes,
+    MemoryNamespaceSegments,
+    MemoryKeyBytes,
+    MemoryValueBytes,
+    MemoryFilterConditions,
+    MemoryQueryTerms,
+    /// The tenant's quota of memory items.
+    MemoryItems,
+    /// The tenant's quota of memory bytes.
+    MemoryBytes,
 }
 
 impl Limit {
@@ -89,6 +119,14 @@ impl Limit {
         Limit::OutcomeBytes,
         Limit::IdempotencyKeyBytes,
         Limit::Seq,
+        Limit::MemoryNamespaceBytes,
+        Limit::MemoryNamespaceSegments,
+        Limit::MemoryKeyBytes,
+        Limit::MemoryValueBytes,
+        Limit::MemoryFilterConditions,
+        Limit::MemoryQueryTerms,
+        Limit::MemoryItems,
+        Limit::MemoryBytes,
     ];
 
     /// The stable wire name (`limit_name` in HTTP error bodies).
@@ -111,6 +149,14 @@ impl Limit {
             Limit::OutcomeBytes => "outcome_bytes",
             Limit::IdempotencyKeyBytes => "idempotency_key_bytes",
             Limit::Seq => "seq",
+            Limit::MemoryNamespaceBytes => "memory_namespace_bytes",
+            Limit::MemoryNamespaceSegments => "memory_namespace_segments",
+            Limit::MemoryKeyBytes => "memory_key_bytes",
+            Limit::MemoryValueBytes => "memory_value_bytes",
+            Limit::MemoryFilterConditions => "memory_filter_conditions",
+            Limit::MemoryQueryTerms => "memory_query_terms",
+            Limit::MemoryItems => "memory_items",
+            Limit::MemoryBytes => "memory_bytes",
         }
     }
 
@@ -134,6 +180,7 @@ impl Limit {
                 | Limit::RequestBytes
                 | Limit::ImportInflatedBytes
                 | Limit::OutcomeBytes
+                | Limit::MemoryValueBytes
         )
     }
 }

@@ -45,6 +45,7 @@ mod db;
 mod lease;
 mod listing;
 mod log;
+mod memory;
 mod notify;
 mod schema;
 pub mod testing;

@@ -20,6 +20,7 @@
 mod catalog;
 mod error;
 mod listing;
+mod memory;
 pub mod schema;
 
 pub use schema::{CATALOG_FILE_NAME, SCHEMA_VERSION};

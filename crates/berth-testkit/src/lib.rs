@@ -10,6 +10,7 @@ pub mod catalog_conformance;
 pub mod clock;
 pub mod conformance;
 pub mod fault_fs;
+pub mod memory_conformance;
 pub mod service_conformance;
 pub mod sim_fs;
 

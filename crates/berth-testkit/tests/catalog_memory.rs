@@ -38,3 +38,4 @@ fn memory() -> MemoryFixture {
 }
 
 berth_testkit::catalog_conformance!(memory());
+berth_testkit::memory_conformance!(memory());

@@ -1,0 +1,115 @@
+//! Scoped memory (R-M1, R-M2): long-term items owned by a user, a project or the app
+//! (tenant-wide), whose life is not a session's. The `MemoryStore` seam sits beside the
+//! `Catalog` and is implemented by every catalog, in the catalog's own storage, so that
+//! deleting a session deletes the memory bound to it in the same transaction and a
+//! `forget` commits with its audit record. The semantics are defined once here
+//! (`MemorySearch::page`, `Filter::matches`, `TextQuery`, `MemoryPut::apply`) and every
+//! backend must return exactly what they return (`berth_testkit::memory_conformance`).
+//! See `docs/memory.md`.
+
+mod filter;
+mod item;
+mod namespace;
+mod text;
+
+pub use filter::{Condition, Decimal, Filter, FilterOp};
+pub use item::*;
+pub use namespace::{check_key, is_within, MemoryScope, Namespace};
+pub use text::{terms, value_terms, TextQuery};
+
+use crate::audit::{AuditDraft, AuditEntry};
+use async_trait::async_trait;
+use berth_core::{Result, SessionId, TenantId, Timestamp};
+
+/// Builds the audit record of a `forget` once its counts are known (inside the
+/// backend's transaction).
+pub type ForgetAudit = Box<dyn FnOnce(&ForgetOutcome) -> AuditDraft + Send>;
+
+/// The memory seam. Every method is scoped to one tenant (the key's tenant; another
+/// tenant is unreachable by construction). Expired items (`expires_at <= now`) are
+/// invisible to every read and count as absent for a put, until the sweeper removes
+/// them. Authorization is the service's; a backend stores what it is given.
+#[async_trait]
+pub trait MemoryStore: Send + Sync + 'static {
+    /// Creates or replaces one item by `MemoryPut::apply` over the live item, within
+    /// `quota` (`LimitExceeded` `memory_items` / `memory_bytes`, nothing stored),
+    /// atomically across processes.
+    async fn memory_put(
+        &self,
+        tenant: &TenantId,
+        put: &MemoryPut,
+        now: Timestamp,
+        quota: &MemoryQuota,
+    ) -> Result<MemoryItem>;
+
+    /// The live item. With `refresh`, an item written with a TTL has its expiry moved to
+    /// `now + ttl_ms` (LangGraph's refresh on read); its revision is unchanged.
+    async fn memory_get(
+        &self,
+        tenant: &TenantId,
+        namespace: &Namespace,
+        key: &str,
+        now: Timestamp,
+        refresh: bool,
+    ) -> Result<Option<MemoryItem>>;
+
+    /// Deletes the live item (`check_delete`: `NotFound` if absent, `RevisionConflict`
+    /// if `expected` is given and differs). Returns what was deleted.
+    async fn memory_delete(
+        &self,
+        tenant: &TenantId,
+        namespace: &Namespace,
+        key: &str,
+        expected: Option<u64>,
+        now: Timestamp,
+    ) -> Result<MemoryItem>;
+
+    /// One page of `search` (exactly `MemorySearch::page` over the tenant's items).
+    async fn memory_search(&self, tenant: &TenantId, search: &MemorySearch, now: Timestamp) -> Result<Vec<MemoryItem>>;
+
+    /// One page of namespaces (exactly `NamespaceQuery::page` over the live items).
+    async fn memory_namespaces(
+        &self,
+        tenant: &TenantId,
+        query: &NamespaceQuery,
+        now: Timestamp,
+    ) -> Result<Vec<Namespace>>;
+
+    /// The tenant's live items in (namespace, key) order after `after`, at most `limit`
+    /// (export).
+    async fn memory_scan(
+        &self,
+        tenant: &TenantId,
+        after: Option<(&Namespace, &str)>,
+        limit: usize,
+        now: Timestamp,
+    ) -> Result<Vec<MemoryItem>>;
+
+    /// Deletes every item within `prefix` (expired ones too) and appends the audit
+    /// record `audit` builds from the counts, in one transaction, without holding the
+    /// items in memory.
+    async fn memory_forget(
+        &self,
+        tenant: &TenantId,
+        prefix: &Namespace,
+        audit: ForgetAudit,
+    ) -> Result<(ForgetOutcome, AuditEntry)>;
+
+    /// Stores an exported item exactly (revision and times kept), within `quota`.
+    /// `AlreadyExists` if the key holds an item, live or expired.
+    async fn memory_import(&self, tenant: &TenantId, item: &MemoryItem, quota: &MemoryQuota) -> Result<()>;
+
+    /// The tenant's stored items and bytes (expired items not yet swept included).
+    async fn memory_usage(&self, tenant: &TenantId) -> Result<MemoryUsage>;
+
+    /// How many items are bound to `session` (they go with its record: `Catalog::remove`).
+    async fn memory_bound_count(&self, tenant: &TenantId, session: &SessionId) -> Result<u64>;
+
+    /// Removes up to `limit` items of any tenant that expired at or before `now`;
+    /// returns how many.
+    async fn memory_remove_expired(&self, now: Timestamp, limit: usize) -> Result<u64>;
+
+    /// Removes up to `limit` of the tenant's items last updated before `updated_before`
+    /// (the tenant's memory retention); returns how many.
+    async fn memory_remove_stale(&self, tenant: &TenantId, updated_before: Timestamp, limit: usize) -> Result<u64>;
+}

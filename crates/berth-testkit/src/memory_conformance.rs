@@ -1,0 +1,633 @@
+//! Generic conformance bodies of the `MemoryStore` seam (scoped memory), run on the
+//! memory catalog, SQLite and PostgreSQL. One `pub async fn` per clause, taking
+//! `&dyn Catalog` (every catalog is a memory store); `memory_conformance!(make_fixture)`
+//! expands to one test per clause. Search and listing clauses compare every page with
+//! the reference semantics (`MemorySearch::page`, `NamespaceQuery::page`) over a model
+//! the test keeps, so a backend must return exactly what the reference returns.
+
+use crate::catalog_conformance::{sample_record, session_id, tenant};
+use berth_catalog::audit::AuditDraft;
+use berth_catalog::scoped::{Condition, Filter, FilterOp, ForgetOutcome, MemoryItem, MemoryPut, MemoryQuota};
+use berth_catalog::scoped::{MemorySearch, Namespace, NamespaceQuery, SearchCursor, SearchOrder, TextQuery};
+use berth_catalog::Catalog;
+use berth_core::{Error, JsonText, Revision, TenantId, Timestamp};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+pub fn ns(text: &str) -> Namespace {
+    Namespace::parse(text).unwrap_or_else(|e| panic!("{text}: {e}"))
+}
+
+pub fn json(text: &str) -> JsonText {
+    JsonText::parse(text).unwrap_or_else(|e| panic!("{text}: {e}"))
+}
+
+pub fn put(namespace: &str, key: &str, value: &str) -> MemoryPut {
+    MemoryPut {
+        namespace: ns(namespace),
+        key: key.into(),
+        value: json(value),
+        expected_revision: None,
+        ttl_ms: None,
+        bound_to: None,
+    }
+}
+
+const T0: Timestamp = Timestamp(1_000_000);
+
+fn quota() -> MemoryQuota {
+    MemoryQuota::default()
+}
+
+async fn store(catalog: &dyn Catalog, tenant: &TenantId, write: MemoryPut, now: Timestamp) -> MemoryItem {
+    catalog.memory_put(tenant, &write, now, &quota()).await.unwrap_or_else(|e| panic!("put {write:?}: {e}"))
+}
+
+async fn get(
+    catalog: &dyn Catalog,
+    tenant: &TenantId,
+    namespace: &str,
+    key: &str,
+    now: Timestamp,
+) -> Option<MemoryItem> {
+    catalog.memory_get(tenant, &ns(namespace), key, now, false).await.expect("get")
+}
+
+/// Every live item of the tenant, by scan, in (namespace, key) order.
+pub async fn all_items(catalog: &dyn Catalog, tenant: &TenantId, now: Timestamp) -> Vec<MemoryItem> {
+    let mut out: Vec<MemoryItem> = Vec::new();
+    loop {
+        let after = out.last().map(|item| (item.namespace.clone(), item.key.clone()));
+        let page =
+            catalog.memory_scan(tenant, after.as_ref().map(|(n, k)| (n, k.as_str())), 7, now).await.expect("scan");
+        let short = page.len() < 7;
+        out.extend(page);
+        if short {
+            return out;
+        }
+    }
+}
+
+fn forget_audit(tenant: &TenantId) -> berth_catalog::scoped::ForgetAudit {
+    let tenant = tenant.clone();
+    Box::new(move |outcome: &ForgetOutcome| AuditDraft {
+        tenant,
+        time: T0,
+        actor: "admin:test".into(),
+        action: "memory.forget".into(),
+        session: None,
+        revision: None,
+        outcome: "ok".into(),
+        details: serde_json::json!({"items": outcome.items, "bytes": outcome.bytes}),
+    })
+}
+
+// ---------------------------------------------------------------------------------
+// Clauses.
+
+pub async fn put_get_round_trip_is_exact(catalog: &dyn Catalog) {
+    let t = tenant("t1");
+    let exact =
+        r#"{"z":1,"a":18446744073709551617,"f":1.50,"e":1E+2,"s":"\u00e9 é \ud83d\ude00","n":null,"l":[true,{}]}"#;
+    let item = store(catalog, &t, put("user/alice/prefs", "k/1 ü", exact), T0).await;
+    assert_eq!(item.revision, 1);
+    assert_eq!((item.created_at, item.updated_at), (T0, T0));
+    let read = get(catalog, &t, "user/alice/prefs", "k/1 ü", T0).await.expect("stored");
+    assert_eq!(read, item);
+    assert_eq!(read.value.as_str(), json(exact).as_str(), "value bytes");
+    assert!(get(catalog, &t, "user/alice/prefs", "other", T0).await.is_none());
+    assert!(get(catalog, &t, "user/alice", "k/1 ü", T0).await.is_none(), "namespaces are exact for get");
+    let second = store(catalog, &t, put("user/alice/prefs", "k/1 ü", "2"), T0.plus_ms(5)).await;
+    assert_eq!((second.revision, second.created_at, second.updated_at), (2, T0, T0.plus_ms(5)));
+}
+
+pub async fn put_compare_and_set(catalog: &dyn Catalog) {
+    let t = tenant("t1");
+    let create = MemoryPut { expected_revision: Some(0), ..put("app/support", "k", "1") };
+    assert_eq!(store(catalog, &t, create.clone(), T0).await.revision, 1);
+    let again = catalog.memory_put(&t, &create, T0, &quota()).await.unwrap_err();
+    assert!(matches!(again, Error::RevisionConflict { expected: 0, actual: 1 }), "{again:?}");
+    let stale = MemoryPut { expected_revision: Some(5), ..put("app/support", "k", "2") };
+    let error = catalog.memory_put(&t, &stale, T0, &quota()).await.unwrap_err();
+    assert!(matches!(error, Error::RevisionConflict { expected: 5, actual: 1 }), "{error:?}");
+    assert_eq!(get(catalog, &t, "app/support", "k", T0).await.unwrap().value.as_str(), "1", "nothing stored");
+    let next = MemoryPut { expected_revision: Some(1), ..put("app/support", "k", "3") };
+    assert_eq!(store(catalog, &t, next, T0).await.revision, 2);
+    let absent = MemoryPut { expected_revision: Some(1), ..put("app/support", "absent", "3") };
+    let error = catalog.memory_put(&t, &absent, T0, &quota()).await.unwrap_err();
+    assert!(matches!(error, Error::RevisionConflict { expected: 1, actual: 0 }), "{error:?}");
+}
+
+pub async fn concurrent_cas_has_one_winner(catalog: &dyn Catalog) {
+    let t = tenant("t1");
+    store(catalog, &t, put("user/u/c", "k", "0"), T0).await;
+    let catalog: Arc<&dyn Catalog> = Arc::new(catalog);
+    let attempts = (0..8).map(|i| {
+        let catalog = catalog.clone();
+        let t = t.clone();
+        async move {
+            let write = MemoryPut { expected_revision: Some(1), ..put("user/u/c", "k", &i.to_string()) };
+            catalog.memory_put(&t, &write, T0, &quota()).await
+        }
+    });
+    let results = futures_join_all(attempts).await;
+    let wins = results.iter().filter(|r| r.is_ok()).count();
+    assert_eq!(wins, 1, "{results:?}");
+    assert!(results.iter().filter_map(|r| r.as_ref().err()).all(|e| matches!(e, Error::RevisionConflict { .. })));
+    assert_eq!(get(*catalog, &t, "user/u/c", "k", T0).await.unwrap().revision, 2);
+}
+
+/// Runs every future concurrently on the current task; outputs in input order.
+async fn futures_join_all<F: std::future::Future>(futures: impl IntoIterator<Item = F>) -> Vec<F::Output> {
+    use std::pin::Pin;
+    use std::task::Poll;
+    let mut pending: Vec<Pin<Box<F>>> = futures.into_iter().map(Box::pin).collect();
+    let mut outputs: Vec<Option<F::Output>> = pending.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut waiting = false;
+        for (future, output) in pending.iter_mut().zip(outputs.iter_mut()) {
+            if output.is_none() {
+                match future.as_mut().poll(cx) {
+                    Poll::Ready(value) => *output = Some(value),
+                    Poll::Pending => waiting = true,
+                }
+            }
+        }
+        if waiting {
+            Poll::Pending
+        } else {
+            Poll::Ready(())
+        }
+    })
+    .await;
+    outputs.into_iter().map(|output| output.expect("every future finished")).collect()
+}
+
+pub async fn delete_with_and_without_revision(catalog: &dyn Catalog) {
+    let t = tenant("t1");
+    store(catalog, &t, put("user/u", "a", "1"), T0).await;
+    store(catalog, &t, put("user/u", "b", "1"), T0).await;
+    let error = catalog.memory_delete(&t, &ns("user/u"), "a", Some(7), T0).await.unwrap_err();
+    assert!(matches!(error, Error::RevisionConflict { expected: 7, actual: 1 }), "{error:?}");
+    assert!(get(catalog, &t, "user/u", "a", T0).await.is_some(), "nothing deleted on conflict");
+    let deleted = catalog.memory_delete(&t, &ns("user/u"), "a", Some(1), T0).await.expect("delete");
+    assert_eq!(deleted.key, "a");
+    catalog.memory_delete(&t, &ns("user/u"), "b", None, T0).await.expect("delete");
+    let error = catalog.memory_delete(&t, &ns("user/u"), "a", None, T0).await.unwrap_err();
+    assert_eq!(error.code(), "not_found");
+    assert!(all_items(catalog, &t, T0).await.is_empty());
+    assert_eq!(catalog.memory_usage(&t).await.unwrap().items, 0);
+}
+
+pub async fn ttl_expiry_and_refresh(catalog: &dyn Catalog) {
+    let t = tenant("t1");
+    let short = MemoryPut { ttl_ms: Some(100), ..put("user/u", "short", r#""x""#) };
+    let item = store(catalog, &t, short, T0).await;
+    assert_eq!((item.expires_at, item.ttl_ms), (Some(T0.plus_ms(100)), Some(100)));
+    store(catalog, &t, put("user/u", "forever", r#""x""#), T0).await;
+    assert!(get(catalog, &t, "user/u", "short", T0.plus_ms(99)).await.is_some());
+    assert!(get(catalog, &t, "user/u", "short", T0.plus_ms(100)).await.is_none(), "expired at expires_at");
+    // Refresh on read moves the expiry, not the revision.
+    let refresh = MemoryPut { ttl_ms: Some(100), ..put("user/u", "refreshed", "1") };
+    store(catalog, &t, refresh, T0).await;
+    let read = catalog.memory_get(&t, &ns("user/u"), "refreshed", T0.plus_ms(90), true).await.unwrap().unwrap();
+    assert_eq!((read.expires_at, read.revision), (Some(T0.plus_ms(190)), 1));
+    assert!(get(catalog, &t, "user/u", "refreshed", T0.plus_ms(150)).await.is_some());
+    // Expired items are invisible to search, scan and listings, and absent for a put.
+    let later = T0.plus_ms(500);
+    let search = MemorySearch::new(ns("user/u"));
+    let keys: Vec<String> =
+        catalog.memory_search(&t, &search, later).await.unwrap().into_iter().map(|i| i.key).collect();
+    assert_eq!(keys, ["forever"]);
+    assert_eq!(all_items(catalog, &t, later).await.len(), 1);
+    let create = MemoryPut { expected_revision: Some(0), ..put("user/u", "short", "2") };
+    let recreated = store(catalog, &t, create, later).await;
+    assert_eq!((recreated.revision, recreated.created_at, recreated.expires_at), (1, later, None));
+    // The sweeper removes expired items in bounded batches.
+    for key in ["e1", "e2", "e3"] {
+        store(catalog, &t, MemoryPut { ttl_ms: Some(1), ..put("user/u", key, "1") }, later).await;
+    }
+    let sweep_at = later.plus_ms(10);
+    let before = catalog.memory_usage(&t).await.unwrap().items;
+    assert_eq!(catalog.memory_remove_expired(sweep_at, 2).await.unwrap(), 2);
+    assert!(catalog.memory_remove_expired(sweep_at, 100).await.unwrap() >= 1);
+    assert_eq!(catalog.memory_usage(&t).await.unwrap().items, before - 4, "e1..e3 and `refreshed` removed");
+    assert_eq!(catalog.memory_remove_expired(sweep_at, 100).await.unwrap(), 0);
+}
+
+pub async fn retention_removes_stale_items(catalog: &dyn Catalog) {
+    let t = tenant("t1");
+    for i in 0..5u64 {
+        store(catalog, &t, put("project/p", &format!("k{i}"), "1"), T0.plus_ms(i * 10)).await;
+    }
+    assert_eq!(catalog.memory_remove_stale(&t, T0.plus_ms(30), 2).await.unwrap(), 2);
+    assert_eq!(catalog.memory_remove_stale(&t, T0.plus_ms(30), 10).await.unwrap(), 1);
+    let keys: Vec<String> = all_items(catalog, &t, T0).await.into_iter().map(|item| item.key).collect();
+    assert_eq!(keys, ["k3", "k4"]);
+    assert_eq!(catalog.memory_remove_stale(&tenant("other"), T0.plus_ms(99), 10).await.unwrap(), 0);
+}
+
+pub async fn quotas_refuse_with_nothing_stored(catalog: &dyn Catalog) {
+    let t = tenant("t1");
+    let tight = MemoryQuota { items: 2, bytes: 100 };
+    catalog.memory_put(&t, &put("user/u", "a", "1"), T0, &tight).await.unwrap();
+    catalog.memory_put(&t, &put("user/u", "b", "1"), T0, &tight).await.unwrap();
+    let error = catalog.memory_put(&t, &put("user/u", "c", "1"), T0, &tight).await.unwrap_err();
+    assert!(
+        matches!(&error, Error::LimitExceeded { what, limit: 2, .. } if what.name() == "memory_items"),
+        "{error:?}"
+    );
+    // Replacing an item is not a new item.
+    catalog.memory_put(&t, &put("user/u", "a", "22"), T0, &tight).await.unwrap();
+    let big = format!("\"{}\"", "x".repeat(100));
+    let error = catalog.memory_put(&t, &put("user/u", "a", &big), T0, &tight).await.unwrap_err();
+    assert!(
+        matches!(&error, Error::LimitExceeded { what, limit: 100, .. } if what.name() == "memory_bytes"),
+        "{error:?}"
+    );
+    assert_eq!(get(catalog, &t, "user/u", "a", T0).await.unwrap().value.as_str(), "22");
+    assert_eq!(catalog.memory_usage(&t).await.unwrap().items, 2);
+    let usage = catalog.memory_usage(&t).await.unwrap();
+    assert_eq!(usage.bytes, ("user/u".len() * 2 + 2 + 2 + 1) as u64);
+    // Another tenant has its own quota.
+    catalog.memory_put(&tenant("t2"), &put("user/u", "c", "1"), T0, &tight).await.unwrap();
+    // The value limit is a named limit too.
+    let huge = format!("\"{}\"", "x".repeat(berth_core::limits::MEMORY_VALUE_BYTES_MAX));
+    let error = catalog.memory_put(&t, &put("user/u", "h", &huge), T0, &quota()).await.unwrap_err();
+    assert!(matches!(&error, Error::LimitExceeded { what, .. } if what.name() == "memory_value_bytes"), "{error:?}");
+    assert!(get(catalog, &t, "user/u", "h", T0).await.is_none());
+}
+
+pub async fn tenants_are_isolated(catalog: &dyn Catalog) {
+    let (a, b) = (tenant("ta"), tenant("tb"));
+    store(catalog, &a, put("user/u", "k", r#""a""#), T0).await;
+    assert!(get(catalog, &b, "user/u", "k", T0).await.is_none());
+    assert!(catalog.memory_search(&b, &MemorySearch::new(ns("user/u")), T0).await.unwrap().is_empty());
+    assert!(all_items(catalog, &b, T0).await.is_empty());
+    assert_eq!(catalog.memory_delete(&b, &ns("user/u"), "k", None, T0).await.unwrap_err().code(), "not_found");
+    let (outcome, _) = catalog.memory_forget(&b, &ns("user/u"), forget_audit(&b)).await.unwrap();
+    assert_eq!(outcome.items, 0);
+    assert!(get(catalog, &a, "user/u", "k", T0).await.is_some());
+    assert!(catalog.tenants().await.unwrap().contains(&a), "a tenant with memory is a tenant");
+}
+
+/// A mixed population: numbers (large, fractional, negative), strings, booleans,
+/// nested values, missing fields, non-objects, and text.
+fn population(rng: &mut StdRng) -> Vec<MemoryPut> {
+    let words = ["tea", "Green", "coffee", "TEA", "mountain", "river", "ünï", "data"];
+    let namespaces =
+        ["user/alice", "user/alice/prefs", "user/alice/prefs/deep", "user/alicex", "user/bob", "project/p"];
+    let numbers = ["1", "2", "2.0", "-3", "18446744073709551616", "18446744073709551617", "1e3", "0.5", "-0"];
+    let mut out = Vec::new();
+    for i in 0..120 {
+        let namespace = namespaces[rng.gen_range(0..namespaces.len())];
+        let text: Vec<&str> = (0..rng.gen_range(0..5)).map(|_| words[rng.gen_range(0..words.len())]).collect();
+        let value = match rng.gen_range(0..10) {
+            0 => format!("[{}]", numbers[rng.gen_range(0..numbers.len())]),
+            1 => format!("\"{}\"", text.join(" ")),
+            _ => {
+                let mut fields = Vec::new();
+                if rng.gen_bool(0.8) {
+                    fields.push(format!("\"n\":{}", numbers[rng.gen_range(0..numbers.len())]));
+                }
+                if rng.gen_bool(0.6) {
+                    fields.push(format!("\"s\":\"{}\"", ["a", "b", "B", "ab", ""][rng.gen_range(0..5)]));
+                }
+                if rng.gen_bool(0.3) {
+                    fields.push(format!(
+                        "\"m\":{}",
+                        ["true", "null", "\"1\"", "1", "[1,2]", "{\"x\":1}"][rng.gen_range(0..6)]
+                    ));
+                }
+                fields.push(format!("\"text\":\"{}\"", text.join(" ")));
+                format!("{{{}}}", fields.join(","))
+            }
+        };
+        out.push(put(namespace, &format!("k{i:03}"), &value));
+    }
+    out
+}
+
+fn filters() -> Vec<Filter> {
+    let c = |field: &str, op: FilterOp, operand: &str| Condition { field: field.into(), op, operand: json(operand) };
+    let one = |cond| Filter::new(vec![cond]).unwrap();
+    let mut out = vec![Filter::default()];
+    for op in [FilterOp::Eq, FilterOp::Ne, FilterOp::Gt, FilterOp::Gte, FilterOp::Lt, FilterOp::Lte] {
+        for operand in ["2", "18446744073709551616", "-1", "0"] {
+            out.push(one(c("n", op, operand)));
+        }
+        for operand in ["\"a\"", "\"B\""] {
+            out.push(one(c("s", op, operand)));
+        }
+    }
+    out.push(one(c("m", FilterOp::Eq, "true")));
+    out.push(one(c("m", FilterOp::Eq, "[1,2.0]")));
+    out.push(one(c("m", FilterOp::Ne, "null")));
+    out.push(one(c("m", FilterOp::Eq, "{\"x\":1.0}")));
+    out.push(one(c("n", FilterOp::In, "[1, \"2\", 1000]")));
+    out.push(one(c("nobody", FilterOp::Ne, "1")));
+    out.push(Filter::new(vec![c("n", FilterOp::Gte, "0"), c("s", FilterOp::Lt, "\"b\"")]).unwrap());
+    out
+}
+
+async fn assert_searches_like_reference(
+    catalog: &dyn Catalog,
+    t: &TenantId,
+    model: &[MemoryItem],
+    search: &MemorySearch,
+    now: Timestamp,
+) {
+    let expected = search.page(model.iter().cloned(), now);
+    let actual = catalog.memory_search(t, search, now).await.unwrap_or_else(|e| panic!("{search:?}: {e}"));
+    let keys = |items: &[MemoryItem]| items.iter().map(|i| format!("{}:{}", i.namespace, i.key)).collect::<Vec<_>>();
+    assert_eq!(keys(&actual), keys(&expected), "{search:?}");
+    assert_eq!(actual, expected, "items of {search:?}");
+    // And page by page through the cursor, each item once.
+    for page_size in [1, 7] {
+        let mut paged = MemorySearch { limit: page_size, cursor: None, ..search.clone() };
+        let mut seen: Vec<MemoryItem> = Vec::new();
+        let whole = MemorySearch { limit: 1000, cursor: None, ..search.clone() }.page(model.iter().cloned(), now);
+        loop {
+            let page = catalog.memory_search(t, &paged, now).await.unwrap();
+            assert!(page.len() <= page_size);
+            let next = paged.next_cursor(&page);
+            seen.extend(page);
+            match next {
+                Some(cursor) => paged.cursor = Some(SearchCursor::decode(&cursor.encode()).unwrap()),
+                None => break,
+            }
+        }
+        assert_eq!(keys(&seen), keys(&whole), "pages of {page_size} for {search:?}");
+    }
+}
+
+async fn plant(catalog: &dyn Catalog, t: &TenantId, seed: u64) -> Vec<MemoryItem> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut model = Vec::new();
+    for (i, write) in population(&mut rng).into_iter().enumerate() {
+        model.push(store(catalog, t, write, T0.plus_ms((i as u64 * 7) % 50)).await);
+    }
+    model
+}
+
+pub async fn search_filters_match_the_reference(catalog: &dyn Catalog) {
+    let t = tenant("t1");
+    let model = plant(catalog, &t, 7).await;
+    for prefix in ["user/alice", "user/alice/prefs", "user/bob", "project/p", "user/nobody"] {
+        for filter in filters() {
+            let search = MemorySearch { filter, limit: 1000, ..MemorySearch::new(ns(prefix)) };
+            let expected = search.page(model.iter().cloned(), T0);
+            let actual = catalog.memory_search(&t, &search, T0).await.unwrap();
+            assert_eq!(actual, expected, "{search:?}");
+        }
+    }
+    // Paging in each order, with and without a filter.
+    for order in [SearchOrder::Key, SearchOrder::UpdatedAt] {
+        for filter in [Filter::default(), filters()[3].clone()] {
+            let search = MemorySearch { filter, order, ..MemorySearch::new(ns("user/alice")) };
+            assert_searches_like_reference(catalog, &t, &model, &search, T0).await;
+        }
+    }
+}
+
+pub async fn full_text_search_and_relevance(catalog: &dyn Catalog) {
+    let t = tenant("t1");
+    let model = plant(catalog, &t, 11).await;
+    for query in ["tea", "TEA green", "ünï", "coffee river data", "absent", "Tea-Green"] {
+        for order in [SearchOrder::Key, SearchOrder::UpdatedAt, SearchOrder::Relevance] {
+            let search = MemorySearch {
+                query: Some(TextQuery::parse(query).unwrap()),
+                order,
+                ..MemorySearch::new(ns("user/alice"))
+            };
+            assert_searches_like_reference(catalog, &t, &model, &search, T0).await;
+        }
+    }
+    assert!(Namespace::parse("user").is_err(), "a search names at least a scope");
+    let combined = MemorySearch {
+        query: Some(TextQuery::parse("tea").unwrap()),
+        filter: filters()[1].clone(),
+        order: SearchOrder::Relevance,
+        ..MemorySearch::new(ns("user/alice"))
+    };
+    assert_searches_like_reference(catalog, &t, &model, &combined, T0).await;
+    // Relevance without a query is refused.
+    let bad = MemorySearch { order: SearchOrder::Relevance, ..MemorySearch::new(ns("user/alice")) };
+    assert_eq!(catalog.memory_search(&t, &bad, T0).await.unwrap_err().code(), "invalid");
+}
+
+pub async fn search_prefix_is_precise(catalog: &dyn Catalog) {
+    let t = tenant("t1");
+    for namespace in ["user/a", "user/a/b", "user/ab", "user/a-b", "user/a.b", "project/a"] {
+        store(catalog, &t, put(namespace, "k", "1"), T0).await;
+    }
+    let found: Vec<String> = catalog
+        .memory_search(&t, &MemorySearch::new(ns("user/a")), T0)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|item| item.namespace.to_string())
+        .collect();
+    assert_eq!(found, ["user/a", "user/a/b"]);
+}
+
+pub async fn namespaces_list_with_prefix_depth_and_cursor(catalog: &dyn Catalog) {
+    let t = tenant("t1");
+    let model = plant(catalog, &t, 3).await;
+    for prefix in ["user/alice", "user/alice/prefs", "user/bob", "user/zed"] {
+        for max_depth in [None, Some(2), Some(3), Some(4)] {
+            for limit in [1, 2, 100] {
+                let mut query = NamespaceQuery { prefix: ns(prefix), max_depth, cursor: None, limit };
+                let mut all_expected = Vec::new();
+                let mut all_actual = Vec::new();
+                loop {
+                    let expected = query.page(model.iter().map(|item| &item.namespace));
+                    let actual = catalog.memory_namespaces(&t, &query, T0).await.unwrap();
+                    assert_eq!(actual, expected, "{query:?}");
+                    let short = actual.len() < limit;
+                    query.cursor = actual.last().map(|n| n.to_string());
+                    all_expected.extend(expected);
+                    all_actual.extend(actual);
+                    if short {
+                        break;
+                    }
+                }
+                assert_eq!(all_actual, all_expected);
+            }
+        }
+    }
+    // Expired items do not keep a namespace listed.
+    store(catalog, &t, MemoryPut { ttl_ms: Some(1), ..put("user/ghost/x", "k", "1") }, T0).await;
+    let query = NamespaceQuery { prefix: ns("user/ghost"), max_depth: None, cursor: None, limit: 10 };
+    assert!(catalog.memory_namespaces(&t, &query, T0.plus_ms(5)).await.unwrap().is_empty());
+}
+
+pub async fn forget_is_exact_and_audited(catalog: &dyn Catalog) {
+    let t = tenant("t1");
+    let other = tenant("t2");
+    for namespace in [
+        "user/alice",
+        "user/alice/notes",
+        "user/alice/notes/deep",
+        "user/alicex",
+        "user/alic",
+        "user/bob",
+        "project/alice",
+        "app/alice",
+    ] {
+        store(catalog, &t, put(namespace, "k1", r#"{"v":"1"}"#), T0).await;
+        store(catalog, &t, put(namespace, "k2", r#"{"v":"22"}"#), T0).await;
+        store(catalog, &other, put(namespace, "k1", r#"{"v":"1"}"#), T0).await;
+    }
+    store(catalog, &t, MemoryPut { ttl_ms: Some(1), ..put("user/alice/notes", "expired", "1") }, T0).await;
+    let before_t = all_items(catalog, &t, T0).await;
+    let before_other = all_items(catalog, &other, T0).await;
+    let usage_before = catalog.memory_usage(&t).await.unwrap();
+
+    // A namespace prefix inside a scope.
+    let (outcome, entry) = catalog.memory_forget(&t, &ns("user/alice/notes"), forget_audit(&t)).await.unwrap();
+    // Namespaces 2 × 16 + 2 × 21, keys 4 × 2, values 2 × (9 + 10).
+    let expected_bytes = 2 * 16 + 2 * 21 + 4 * 2 + 2 * (9 + 10);
+    let expired_bytes = "user/alice/notes".len() + "expired".len() + 1;
+    assert_eq!(outcome, ForgetOutcome { items: 5, bytes: (expected_bytes + expired_bytes) as u64 });
+    assert_eq!(entry.draft.details, serde_json::json!({"items": 5, "bytes": outcome.bytes}));
+    assert_eq!(entry.draft.action, "memory.forget");
+    let after = all_items(catalog, &t, T0).await;
+    let kept: Vec<&MemoryItem> =
+        before_t.iter().filter(|item| !item.namespace.as_str().starts_with("user/alice/notes")).collect();
+    assert_eq!(after.iter().collect::<Vec<_>>(), kept, "everything outside the scope unchanged");
+    let usage = catalog.memory_usage(&t).await.unwrap();
+    assert_eq!((usage.items, usage.bytes), (usage_before.items - 5, usage_before.bytes - outcome.bytes));
+
+    // A whole scope.
+    let (outcome, _) = catalog.memory_forget(&t, &ns("user/alice"), forget_audit(&t)).await.unwrap();
+    assert_eq!(outcome.items, 2);
+    let names: Vec<String> = all_items(catalog, &t, T0).await.iter().map(|i| i.namespace.to_string()).collect();
+    assert_eq!(
+        names,
+        [
+            "app/alice",
+            "app/alice",
+            "project/alice",
+            "project/alice",
+            "user/alic",
+            "user/alic",
+            "user/alicex",
+            "user/alicex",
+            "user/bob",
+            "user/bob"
+        ]
+    );
+    assert_eq!(all_items(catalog, &other, T0).await, before_other, "another tenant untouched");
+    let audit = catalog.read_audit(&t, 0, 10).await.unwrap();
+    assert_eq!(audit.len(), 2, "one audit record per forget");
+}
+
+pub async fn bound_items_go_with_their_session(catalog: &dyn Catalog) {
+    let t = tenant("t1");
+    let record = sample_record("t1", "s-bound", "alice", 5_000);
+    catalog.insert(&record).await.unwrap();
+    let other_record = sample_record("t1", "s-other", "alice", 5_000);
+    catalog.insert(&other_record).await.unwrap();
+    let bound =
+        |key: &str, session: &str| MemoryPut { bound_to: Some(session_id(session)), ..put("user/alice/s", key, "1") };
+    store(catalog, &t, bound("a", "s-bound"), T0).await;
+    store(catalog, &t, bound("b", "s-bound"), T0).await;
+    store(catalog, &t, bound("c", "s-other"), T0).await;
+    store(catalog, &t, put("user/alice/s", "free", "1"), T0).await;
+    store(catalog, &tenant("t2"), bound("a", "s-bound"), T0).await;
+    assert_eq!(catalog.memory_bound_count(&t, &session_id("s-bound")).await.unwrap(), 2);
+    catalog.remove_audited(&record.key(), Revision(0), Vec::new()).await.unwrap();
+    let keys: Vec<String> = all_items(catalog, &t, T0).await.into_iter().map(|item| item.key).collect();
+    assert_eq!(keys, ["c", "free"]);
+    assert_eq!(catalog.memory_bound_count(&t, &session_id("s-bound")).await.unwrap(), 0);
+    assert_eq!(catalog.memory_usage(&t).await.unwrap().items, 2);
+    assert_eq!(all_items(catalog, &tenant("t2"), T0).await.len(), 1, "same session id in another tenant untouched");
+    // Updating a session (closing it) leaves its memory alone.
+    let mut closed = other_record.clone();
+    closed.revision = Revision(1);
+    closed.status = berth_core::lifecycle::Status::Closed;
+    catalog.update(&closed, Revision(0)).await.unwrap();
+    assert_eq!(catalog.memory_bound_count(&t, &session_id("s-other")).await.unwrap(), 1);
+}
+
+pub async fn import_is_exact_and_refuses_duplicates(catalog: &dyn Catalog) {
+    let t = tenant("t1");
+    let source = tenant("src");
+    store(catalog, &source, put("user/u", "a", r#"{"x":1.50}"#), T0).await;
+    store(catalog, &source, MemoryPut { ttl_ms: Some(60_000), ..put("user/u", "b", "[1]") }, T0.plus_ms(3)).await;
+    store(catalog, &source, put("user/u", "a", r#"{"x":2}"#), T0.plus_ms(9)).await;
+    let exported = all_items(catalog, &source, T0.plus_ms(10)).await;
+    for item in &exported {
+        catalog.memory_import(&t, item, &quota()).await.unwrap();
+    }
+    assert_eq!(all_items(catalog, &t, T0.plus_ms(10)).await, exported, "revision, times and value kept");
+    let error = catalog.memory_import(&t, &exported[0], &quota()).await.unwrap_err();
+    assert_eq!(error.code(), "already_exists");
+    let tight = MemoryQuota { items: 2, bytes: 1 << 20 };
+    let mut extra = exported[0].clone();
+    extra.key = "c".into();
+    let error = catalog.memory_import(&t, &extra, &tight).await.unwrap_err();
+    assert_eq!(error.code(), "limit_exceeded");
+}
+
+pub async fn usage_tracks_every_change(catalog: &dyn Catalog) {
+    let t = tenant("t1");
+    let mut rng = StdRng::seed_from_u64(5);
+    let mut model: BTreeMap<(String, String), u64> = BTreeMap::new();
+    for step in 0..200 {
+        let key = format!("k{}", rng.gen_range(0..20));
+        let namespace = ["user/u", "user/u/x", "app/a"][rng.gen_range(0..3)];
+        let slot = (namespace.to_owned(), key.clone());
+        if rng.gen_bool(0.3) {
+            let result = catalog.memory_delete(&t, &ns(namespace), &key, None, T0).await;
+            assert_eq!(result.is_ok(), model.remove(&slot).is_some(), "step {step}");
+        } else {
+            let value = format!("\"{}\"", "v".repeat(rng.gen_range(0..30)));
+            let item = store(catalog, &t, put(namespace, &key, &value), T0).await;
+            model.insert(slot, item.bytes());
+        }
+        let usage = catalog.memory_usage(&t).await.unwrap();
+        assert_eq!((usage.items, usage.bytes), (model.len() as u64, model.values().sum::<u64>()), "step {step}");
+    }
+}
+
+/// Expands to one test per clause for a fixture implementing `CatalogFixture`.
+#[macro_export]
+macro_rules! memory_conformance {
+    ($make:expr) => {
+        $crate::memory_conformance!(@clauses $make;
+            put_get_round_trip_is_exact,
+            put_compare_and_set,
+            concurrent_cas_has_one_winner,
+            delete_with_and_without_revision,
+            ttl_expiry_and_refresh,
+            retention_removes_stale_items,
+            quotas_refuse_with_nothing_stored,
+            tenants_are_isolated,
+            search_filters_match_the_reference,
+            full_text_search_and_relevance,
+            search_prefix_is_precise,
+            namespaces_list_with_prefix_depth_and_cursor,
+            forget_is_exact_and_audited,
+            bound_items_go_with_their_session,
+            import_is_exact_and_refuses_duplicates,
+            usage_tracks_every_change,
+        );
+    };
+    (@clauses $make:expr; $($clause:ident),* $(,)?) => {
+        mod memory_conformance {
+            use super::*;
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $clause() {
+                    let fixture = $make;
+                    let catalog = $crate::catalog_conformance::CatalogFixture::catalog(&fixture);
+                    $crate::memory_conformance::$clause(&*catalog).await;
+                }
+            )*
+        }
+    };
+}
