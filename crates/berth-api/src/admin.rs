@@ -117,6 +117,9 @@ pub struct RetentionPolicyBody {
     /// Delete closed and expired sessions this long after they became terminal (ms).
     #[serde(default, deserialize_with = "crate::int64::option_u64")]
     pub delete_terminal_after_ms: Option<u64>,
+    /// Delete memory items not updated for this long (ms).
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::int64::option_u64")]
+    pub memory_max_age_ms: Option<u64>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]

@@ -19,6 +19,7 @@ pub mod admin;
 pub mod error;
 pub mod events;
 pub mod int64;
+pub mod memory;
 pub mod runs;
 pub mod sessions;
 
@@ -26,6 +27,9 @@ pub use admin::{AuditEntryBody, AuditParams, AuditVerificationBody, ExportParams
 pub use admin::{AuditSearchPage, AuditSearchParams, RetentionPolicyBody, Role};
 pub use error::ErrorBody;
 pub use events::{AppendBody, AppendOutcomeBody, EventBody, EventPage, NewEventBody, ReadParams, TailParams};
+pub use memory::{ConditionBody, DeleteMemoryParams, FilterOpBody, ForgetBody, ForgetReportBody, MemoryExportParams};
+pub use memory::{MemoryImportedBody, MemoryItemBody, MemoryItemParams, MemoryOrder, MemoryPageBody, MemorySearchBody};
+pub use memory::{MemoryUsageBody, NamespacePageBody, NamespaceParams, PutMemoryBody};
 pub use runs::{AttachBody, AttachmentBody, DetachBody, OnBusy, ResumeOutcomeBody, RunBody, RunStatus};
 pub use sessions::{CloseBody, ClosePolicy, ConcurrencyBody, CreateSessionBody, ForkBody, HeaderBody, ListParams};
 pub use sessions::{CountParams, SessionCountsBody, StatusCountBody, UpdateSessionBody};

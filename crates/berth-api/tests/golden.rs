@@ -363,6 +363,7 @@ fn admin_bodies() {
                 idle_ttl_ms: Some(86_400_000),
                 max_age_ms: Some(604_800_000),
                 delete_terminal_after_ms: Some(3_600_000),
+                memory_max_age_ms: Some(31_536_000_000),
             },
             RetentionPolicyBody::default(),
         ],

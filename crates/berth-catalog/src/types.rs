@@ -218,4 +218,7 @@ pub struct RetentionPolicy {
     pub max_age_ms: Option<u64>,
     /// Delete closed and expired sessions this long after they became terminal.
     pub delete_terminal_after_ms: Option<u64>,
+    /// Delete memory items not updated for this long (scoped memory's retention).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_max_age_ms: Option<u64>,
 }

@@ -133,6 +133,8 @@ fn the_audit_entry_and_retention_policy_columns_are_pinned() {
         idle_ttl_ms: Some(86_400_000),
         max_age_ms: Some(604_800_000),
         delete_terminal_after_ms: Some(3_600_000),
+        memory_max_age_ms: None,
     };
-    assert_golden("RetentionPolicy", &[full, RetentionPolicy::default()]);
+    let memory = RetentionPolicy { memory_max_age_ms: Some(31_536_000_000), ..RetentionPolicy::default() };
+    assert_golden("RetentionPolicy", &[full, RetentionPolicy::default(), memory]);
 }

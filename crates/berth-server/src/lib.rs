@@ -18,6 +18,7 @@ pub mod error;
 pub mod feed;
 pub mod in_process;
 pub mod limits;
+pub mod memory_api;
 pub mod metrics;
 pub mod openapi;
 pub mod tail;
@@ -306,6 +307,15 @@ pub fn router(state: Shared) -> Router {
         .route("/v1/audit/verify", get(api::verify_audit))
         .route("/v1/retention", put(api::set_retention))
         .route("/v1/whoami", get(api::whoami))
+        .route(
+            "/v1/memory/items",
+            put(memory_api::put_memory).get(memory_api::get_memory).delete(memory_api::delete_memory),
+        )
+        .route("/v1/memory/search", post(memory_api::search_memory))
+        .route("/v1/memory/namespaces", get(memory_api::list_namespaces))
+        .route("/v1/memory/forget", post(memory_api::forget_memory))
+        .route("/v1/memory/usage", get(memory_api::memory_usage))
+        .route("/v1/memory/export", get(memory_api::export_memory))
         .route("/v1/openapi.json", get(openapi_json))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
@@ -315,6 +325,7 @@ pub fn router(state: Shared) -> Router {
         .layer(middleware::from_fn_with_state(state.clone(), request_timeout));
     let import = Router::new()
         .route("/v1/import", post(api::import_sessions))
+        .route("/v1/memory/import", post(memory_api::import_memory))
         .layer(DefaultBodyLimit::max(config.import_bytes_max))
         .layer(Extension(BodyLimit(config.import_bytes_max)))
         .layer(middleware::from_fn_with_state(state.clone(), request_timeout));

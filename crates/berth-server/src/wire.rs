@@ -404,6 +404,7 @@ pub fn retention_from(body: wire::RetentionPolicyBody) -> RetentionPolicy {
         idle_ttl_ms: body.idle_ttl_ms,
         max_age_ms: body.max_age_ms,
         delete_terminal_after_ms: body.delete_terminal_after_ms,
+        memory_max_age_ms: body.memory_max_age_ms,
     }
 }
 
@@ -412,6 +413,7 @@ pub fn retention(policy: &RetentionPolicy) -> wire::RetentionPolicyBody {
         idle_ttl_ms: policy.idle_ttl_ms,
         max_age_ms: policy.max_age_ms,
         delete_terminal_after_ms: policy.delete_terminal_after_ms,
+        memory_max_age_ms: policy.memory_max_age_ms,
     }
 }
 
@@ -449,4 +451,60 @@ pub fn session_counts(counts: &[berth_service::StatusCount], cap: usize) -> wire
             .collect(),
         cap: cap as u64,
     }
+}
+
+// ----- scoped memory -------------------------------------------------------------------------
+
+pub fn memory_item(item: &berth_catalog::scoped::MemoryItem) -> wire::MemoryItemBody {
+    wire::MemoryItemBody {
+        namespace: item.namespace.as_str().to_owned(),
+        key: item.key.clone(),
+        value: item.value.clone(),
+        revision: item.revision,
+        created_at: item.created_at,
+        updated_at: item.updated_at,
+        expires_at: item.expires_at,
+        ttl_ms: item.ttl_ms,
+        bound_to: item.bound_to.clone(),
+    }
+}
+
+/// A search body as the service's search, every part checked (422 on a bad one).
+pub fn memory_search_from(body: wire::MemorySearchBody) -> berth_core::Result<berth_catalog::scoped::MemorySearch> {
+    use berth_catalog::scoped::TextQuery;
+    use berth_catalog::scoped::{Condition, Filter, FilterOp, MemorySearch, Namespace, SearchCursor, SearchOrder};
+    let conditions = body
+        .filter
+        .into_iter()
+        .map(|condition| Condition {
+            field: condition.field,
+            op: match condition.op {
+                wire::FilterOpBody::Eq => FilterOp::Eq,
+                wire::FilterOpBody::Ne => FilterOp::Ne,
+                wire::FilterOpBody::Gt => FilterOp::Gt,
+                wire::FilterOpBody::Gte => FilterOp::Gte,
+                wire::FilterOpBody::Lt => FilterOp::Lt,
+                wire::FilterOpBody::Lte => FilterOp::Lte,
+                wire::FilterOpBody::In => FilterOp::In,
+            },
+            operand: condition.value,
+        })
+        .collect();
+    let order = match body.order {
+        wire::MemoryOrder::Key => SearchOrder::Key,
+        wire::MemoryOrder::UpdatedAt => SearchOrder::UpdatedAt,
+        wire::MemoryOrder::Relevance => SearchOrder::Relevance,
+    };
+    let search = MemorySearch {
+        prefix: Namespace::parse(&body.prefix)?,
+        filter: Filter::new(conditions)?,
+        query: body.query.as_deref().map(TextQuery::parse).transpose()?,
+        order,
+        cursor: body.cursor.as_deref().map(SearchCursor::decode).transpose()?,
+        limit: body
+            .limit
+            .map_or(berth_core::limits::PAGE_SIZE_DEFAULT, |limit| usize::try_from(limit).unwrap_or(usize::MAX)),
+    };
+    search.check()?;
+    Ok(search)
 }

@@ -77,6 +77,7 @@ impl SessionService {
         let key = record.key();
         self.close_writer(&key).await;
         let size_bytes = self.stored_bytes(&key).await?;
+        let memory_items = self.catalog.memory_bound_count(&key.tenant, &key.id).await?;
         self.store.erase(&key).await.map_err(|error| match error {
             Error::AlreadyOwned { id } => Error::Busy { id, reason: "its log is open for writing".into() },
             other => other,
@@ -86,6 +87,7 @@ impl SessionService {
             "bytes": size_bytes,
             "status": record.status,
             "owner": record.header.scope.user,
+            "memory_items": memory_items,
         });
         let audit = self.draft_ok(principal, "delete", &record, details);
         self.remove_record_after_erase(&key, record.revision, audit).await

@@ -21,6 +21,7 @@ mod close_fork;
 mod events;
 mod export;
 mod idempotency;
+mod memory;
 mod principal;
 mod records;
 mod runs;
@@ -32,6 +33,7 @@ mod writers;
 pub use activity::ACTIVITY_WINDOW_DEFAULT;
 pub use export::{EXPORT_VERSION, EXPORT_VERSION_OLDEST};
 pub use idempotency::IDEMPOTENCY_INDEX_LAG_EVENTS_MAX;
+pub use memory::{ForgetReport, MemoryAccess, MemoryExportHeader, MemoryPage, NamespacePage, MEMORY_EXPORT_VERSION};
 pub use principal::{Principal, Role};
 pub use runs::RESUME_FAILED_OUTCOME;
 pub use types::*;
@@ -90,6 +92,8 @@ pub struct SessionService {
     activity: activity::ActivityHold,
     /// Most bytes one import may inflate (`IMPORT_INFLATED_BYTES_MAX`).
     import_inflated_bytes_max: u64,
+    /// The per-tenant scoped-memory quota.
+    memory_quota: berth_catalog::scoped::MemoryQuota,
 }
 
 impl std::fmt::Debug for SessionService {
@@ -109,6 +113,7 @@ impl SessionService {
             writers_cached_max: WRITERS_CACHED_MAX_DEFAULT,
             append_locks: std::sync::Mutex::new(HashMap::new()),
             import_inflated_bytes_max: berth_core::limits::IMPORT_INFLATED_BYTES_MAX as u64,
+            memory_quota: berth_catalog::scoped::MemoryQuota::default(),
         }
     }
 

@@ -40,6 +40,25 @@ impl SessionService {
                     }
                 }
             }
+            if let Some(max_age_ms) = policy.memory_max_age_ms {
+                let room = batch_max.saturating_sub(actions(&report));
+                let removed = self
+                    .catalog
+                    .memory_remove_stale(&tenant, Timestamp(now.0.saturating_sub(max_age_ms)), room)
+                    .await?;
+                report.memory_removed += removed;
+                if actions(&report) >= batch_max {
+                    report.more = true;
+                    return Ok(report);
+                }
+            }
+        }
+        // Memory items past their TTL (every tenant), in the same bounded batch.
+        let room = batch_max.saturating_sub(actions(&report));
+        let removed = self.catalog.memory_remove_expired(now, room).await?;
+        report.memory_removed += removed;
+        if removed > 0 && actions(&report) >= batch_max {
+            report.more = true;
         }
         Ok(report)
     }
@@ -63,8 +82,10 @@ impl SessionService {
         let key = record.key();
         self.close_writer(&key).await;
         let size_bytes = self.stored_bytes(&key).await?;
+        let memory_items = self.catalog.memory_bound_count(&key.tenant, &key.id).await?;
         let details = serde_json::json!({
             "reason": "retention",
+            "memory_items": memory_items,
             "events": record.event_count,
             "bytes": size_bytes,
             "status": record.status,
@@ -129,5 +150,5 @@ fn base(tenant: &berth_core::TenantId, statuses: Vec<Status>) -> SessionQuery {
 }
 
 fn actions(report: &SweepReport) -> usize {
-    (report.expired + report.deleted + report.abandoned_creates) as usize
+    (report.expired + report.deleted + report.abandoned_creates + report.memory_removed) as usize
 }

@@ -186,6 +186,8 @@ pub struct SweepReport {
     pub expired: u64,
     pub deleted: u64,
     pub abandoned_creates: u64,
+    /// Memory items removed: past their TTL, or by the tenant's memory retention.
+    pub memory_removed: u64,
     /// More candidates remain beyond this batch.
     pub more: bool,
 }

@@ -727,8 +727,12 @@ pub async fn tenants_lists_every_tenant(catalog: &dyn Catalog) {
 pub async fn retention_get_set(catalog: &dyn Catalog) {
     let (one, two) = (tenant("t-r1"), tenant("t-r2"));
     assert_eq!(catalog.retention(&one).await.expect("get"), None);
-    let policy =
-        RetentionPolicy { idle_ttl_ms: Some(3_600_000), max_age_ms: None, delete_terminal_after_ms: Some(u64::MAX) };
+    let policy = RetentionPolicy {
+        idle_ttl_ms: Some(3_600_000),
+        max_age_ms: None,
+        delete_terminal_after_ms: Some(u64::MAX),
+        memory_max_age_ms: None,
+    };
     catalog.set_retention(&one, &policy).await.expect("set");
     assert_eq!(catalog.retention(&one).await.expect("get"), Some(policy));
     assert_eq!(catalog.retention(&two).await.expect("get"), None);

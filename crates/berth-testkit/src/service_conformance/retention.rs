@@ -114,6 +114,7 @@ pub async fn sweep_expires_lapsed_idle_and_old_sessions_and_never_reactivates(b:
         idle_ttl_ms: Some(2 * HOUR_MS),
         max_age_ms: Some(10 * DAY_MS),
         delete_terminal_after_ms: None,
+        memory_max_age_ms: None,
     };
     service.set_retention(&admin(TENANT_A), policy).await.unwrap();
     let owner = owner();

@@ -243,6 +243,9 @@ pub struct GcArgs {
     max_age_ms: Option<u64>,
     #[arg(long)]
     delete_terminal_after_ms: Option<u64>,
+    /// Delete memory items not updated for this long.
+    #[arg(long)]
+    memory_max_age_ms: Option<u64>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -633,13 +636,16 @@ async fn export(targets: &Targets<'_>, args: ExportArgs) -> Result<ExitCode> {
 /// only sets the policy, and without one there is nothing to do.
 async fn gc(targets: &Targets<'_>, args: GcArgs, json: bool) -> Result<ExitCode> {
     let target = targets.acting_as(&args.principal)?;
-    let policy_given =
-        args.idle_ttl_ms.is_some() || args.max_age_ms.is_some() || args.delete_terminal_after_ms.is_some();
+    let policy_given = args.idle_ttl_ms.is_some()
+        || args.max_age_ms.is_some()
+        || args.delete_terminal_after_ms.is_some()
+        || args.memory_max_age_ms.is_some();
     if policy_given {
         let policy = RetentionPolicy {
             idle_ttl_ms: args.idle_ttl_ms,
             max_age_ms: args.max_age_ms,
             delete_terminal_after_ms: args.delete_terminal_after_ms,
+            memory_max_age_ms: args.memory_max_age_ms,
         };
         target.set_retention(policy).await?;
     }

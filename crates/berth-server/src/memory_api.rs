@@ -1,0 +1,184 @@
+//! The `/v1/memory/...` handlers (scoped memory; `docs/memory.md`): one per
+//! `SessionService` memory operation, parsing namespaces, keys, filters and queries
+//! strictly before any storage call (a typed 400/422 with nothing stored).
+
+use crate::api::{call, json, Caller, Shared};
+use crate::error::ApiError;
+use crate::limits::{body_bytes, StrictJson, StrictQuery};
+use crate::wire;
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use berth_api::{
+    DeleteMemoryParams, ErrorBody, ForgetBody, ForgetReportBody, MemoryExportParams, MemoryImportedBody,
+    MemoryItemBody, MemoryItemParams, MemoryPageBody, MemorySearchBody, MemoryUsageBody, NamespacePageBody,
+    NamespaceParams, PutMemoryBody,
+};
+use berth_catalog::scoped::{MemoryPut, Namespace, NamespaceQuery};
+use berth_core::limits::PAGE_SIZE_DEFAULT;
+
+type ApiResult<T> = Result<T, ApiError>;
+
+fn namespace(text: &str) -> ApiResult<Namespace> {
+    Namespace::parse(text).map_err(ApiError::from)
+}
+
+/// Creates or replaces one item (compare-and-set with `expected_revision`).
+#[utoipa::path(put, path = "/v1/memory/items", tag = "memory", request_body = PutMemoryBody,
+    responses((status = 200, body = MemoryItemBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 412, body = ErrorBody), (status = 413, body = ErrorBody), (status = 422, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn put_memory(
+    State(state): State<Shared>,
+    Caller(principal): Caller,
+    StrictJson(body): StrictJson<PutMemoryBody>,
+) -> ApiResult<Response> {
+    let put = MemoryPut {
+        namespace: namespace(&body.namespace)?,
+        key: body.key,
+        value: body.value,
+        expected_revision: body.expected_revision,
+        ttl_ms: body.ttl_ms,
+        bound_to: body.bound_to,
+    };
+    let item = call(&state, move |s| async move { s.memory_put(&principal, put).await }).await?;
+    Ok(json(StatusCode::OK, &wire::memory_item(&item)))
+}
+
+/// One live item.
+#[utoipa::path(get, path = "/v1/memory/items", tag = "memory", params(MemoryItemParams),
+    responses((status = 200, body = MemoryItemBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 422, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn get_memory(
+    State(state): State<Shared>,
+    Caller(principal): Caller,
+    StrictQuery(params): StrictQuery<MemoryItemParams>,
+) -> ApiResult<Response> {
+    let ns = namespace(&params.namespace)?;
+    let refresh = params.refresh.unwrap_or(false);
+    let item = call(&state, move |s| async move { s.memory_get(&principal, &ns, &params.key, refresh).await }).await?;
+    Ok(json(StatusCode::OK, &wire::memory_item(&item)))
+}
+
+/// Deletes one item; answers with what was deleted.
+#[utoipa::path(delete, path = "/v1/memory/items", tag = "memory", params(DeleteMemoryParams),
+    responses((status = 200, body = MemoryItemBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 412, body = ErrorBody), (status = 422, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn delete_memory(
+    State(state): State<Shared>,
+    Caller(principal): Caller,
+    StrictQuery(params): StrictQuery<DeleteMemoryParams>,
+) -> ApiResult<Response> {
+    let ns = namespace(&params.namespace)?;
+    let expected = params.expected_revision;
+    let item =
+        call(&state, move |s| async move { s.memory_delete(&principal, &ns, &params.key, expected).await }).await?;
+    Ok(json(StatusCode::OK, &wire::memory_item(&item)))
+}
+
+/// Items within a namespace matching a filter and a full-text query, one page.
+#[utoipa::path(post, path = "/v1/memory/search", tag = "memory", request_body = MemorySearchBody,
+    responses((status = 200, body = MemoryPageBody), (status = 403, body = ErrorBody), (status = 422, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn search_memory(
+    State(state): State<Shared>,
+    Caller(principal): Caller,
+    StrictJson(body): StrictJson<MemorySearchBody>,
+) -> ApiResult<Response> {
+    let search = wire::memory_search_from(body)?;
+    let page = call(&state, move |s| async move { s.memory_search(&principal, &search).await }).await?;
+    let body = MemoryPageBody {
+        items: page.items.iter().map(wire::memory_item).collect(),
+        next_cursor: page.next_cursor.map(|cursor| cursor.encode()),
+    };
+    Ok(json(StatusCode::OK, &body))
+}
+
+/// The namespaces of live items within a prefix, cut to a depth, one page.
+#[utoipa::path(get, path = "/v1/memory/namespaces", tag = "memory", params(NamespaceParams),
+    responses((status = 200, body = NamespacePageBody), (status = 403, body = ErrorBody), (status = 422, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn list_namespaces(
+    State(state): State<Shared>,
+    Caller(principal): Caller,
+    StrictQuery(params): StrictQuery<NamespaceParams>,
+) -> ApiResult<Response> {
+    let query = NamespaceQuery {
+        prefix: namespace(&params.prefix)?,
+        max_depth: params.max_depth.map(|depth| usize::try_from(depth).unwrap_or(usize::MAX)),
+        cursor: params.cursor,
+        limit: params.limit.map_or(PAGE_SIZE_DEFAULT, |limit| usize::try_from(limit).unwrap_or(usize::MAX)),
+    };
+    let page = call(&state, move |s| async move { s.memory_namespaces(&principal, &query).await }).await?;
+    let body = NamespacePageBody {
+        namespaces: page.namespaces.iter().map(|ns| ns.as_str().to_owned()).collect(),
+        next_cursor: page.next_cursor,
+    };
+    Ok(json(StatusCode::OK, &body))
+}
+
+/// Deletes exactly one scope, or a namespace inside one, with one audit record.
+#[utoipa::path(post, path = "/v1/memory/forget", tag = "memory", request_body = ForgetBody,
+    responses((status = 200, body = ForgetReportBody), (status = 403, body = ErrorBody), (status = 422, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn forget_memory(
+    State(state): State<Shared>,
+    Caller(principal): Caller,
+    StrictJson(body): StrictJson<ForgetBody>,
+) -> ApiResult<Response> {
+    let prefix = namespace(&body.prefix)?;
+    let report = call(&state, move |s| async move { s.memory_forget(&principal, &prefix).await }).await?;
+    let body = ForgetReportBody {
+        prefix: report.prefix.as_str().to_owned(),
+        items: report.outcome.items,
+        bytes: report.outcome.bytes,
+        audit_seq: report.audit_seq,
+        sessions_holding_values: report.sessions_holding_values,
+    };
+    Ok(json(StatusCode::OK, &body))
+}
+
+/// The tenant's memory usage and quota (service and admin keys).
+#[utoipa::path(get, path = "/v1/memory/usage", tag = "memory",
+    responses((status = 200, body = MemoryUsageBody), (status = 403, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn memory_usage(State(state): State<Shared>, Caller(principal): Caller) -> ApiResult<Response> {
+    let (usage, quota) = call(&state, move |s| async move { s.memory_usage(&principal).await }).await?;
+    let body =
+        MemoryUsageBody { items: usage.items, bytes: usage.bytes, quota_items: quota.items, quota_bytes: quota.bytes };
+    Ok(json(StatusCode::OK, &body))
+}
+
+/// Exports a namespace (or, for service and admin keys, every namespace) as JSONL.
+#[utoipa::path(get, path = "/v1/memory/export", tag = "memory", params(MemoryExportParams),
+    responses((status = 200, description = "a header line, then one item per line", content((String = "application/x-ndjson"))),
+        (status = 403, body = ErrorBody), (status = 422, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn export_memory(
+    State(state): State<Shared>,
+    Caller(principal): Caller,
+    StrictQuery(params): StrictQuery<MemoryExportParams>,
+) -> ApiResult<Response> {
+    let prefix = params.prefix.as_deref().map(namespace).transpose()?;
+    let bytes = call(&state, move |s| async move { s.memory_export(&principal, prefix.as_ref()).await }).await?;
+    let content_type = HeaderValue::from_static("application/x-ndjson");
+    Ok((StatusCode::OK, [(header::CONTENT_TYPE, content_type)], bytes).into_response())
+}
+
+/// Imports a memory export into the caller's tenant (items kept exactly).
+#[utoipa::path(post, path = "/v1/memory/import", tag = "memory",
+    request_body(description = "a memory export (JSONL)", content((String = "application/x-ndjson"))),
+    responses((status = 201, body = MemoryImportedBody), (status = 403, body = ErrorBody), (status = 409, body = ErrorBody),
+        (status = 413, body = ErrorBody), (status = 422, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn import_memory(
+    State(state): State<Shared>,
+    Caller(principal): Caller,
+    request: Request,
+) -> ApiResult<Response> {
+    let bytes = body_bytes(request, &state).await?;
+    let imported = call(&state, move |s| async move { s.memory_import(&principal, &bytes).await }).await?;
+    Ok(json(StatusCode::CREATED, &MemoryImportedBody { imported }))
+}

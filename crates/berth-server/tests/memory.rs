@@ -1,0 +1,360 @@
+//! Scoped memory over real HTTP (`/v1/memory/...`): the authorization matrix with every
+//! denial audited, bad input typed with nothing stored, exact values, compare-and-set,
+//! search, namespaces, bound items deleted with their session, `forget` exact and
+//! audited, export → import → export byte-identical.
+
+mod common;
+
+use berth_core::SessionId;
+use berth_server::client::Client;
+use berth_service::{CreateSession, Role};
+use common::TestServer;
+use hyper::Method;
+use serde_json::{json, Value};
+
+async fn send(client: &Client, method: Method, path: &str, body: Option<Value>) -> (u16, Value) {
+    let response = client.send(method, path, body.map(|body| serde_json::to_vec(&body).unwrap()), &[]).await.unwrap();
+    let value = serde_json::from_slice(&response.body).unwrap_or(Value::Null);
+    (response.status.as_u16(), value)
+}
+
+async fn raw_text(client: &Client, method: Method, path: &str, body: Option<Vec<u8>>) -> (u16, Vec<u8>) {
+    let response = client.send(method, path, body, &[]).await.unwrap();
+    (response.status.as_u16(), response.body.to_vec())
+}
+
+fn put_body(namespace: &str, key: &str, value: Value) -> Value {
+    json!({"namespace": namespace, "key": key, "value": value})
+}
+
+fn q(text: &str) -> String {
+    url_escape(text)
+}
+
+fn url_escape(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+fn item_path(namespace: &str, key: &str) -> String {
+    format!("/v1/memory/items?namespace={}&key={}", q(namespace), q(key))
+}
+
+struct Keys {
+    alice: Client,
+    bob: Client,
+    alice_in_p: Client,
+    service: Client,
+    admin: Client,
+    other_tenant: Client,
+}
+
+fn keys(server: &TestServer) -> Keys {
+    Keys {
+        alice: server.client(&server.key("acme", "alice", None, Role::User)),
+        bob: server.client(&server.key("acme", "bob", None, Role::User)),
+        alice_in_p: server.client(&server.key("acme", "alice", Some("p1"), Role::User)),
+        service: server.client(&server.key("acme", "svc", None, Role::Service)),
+        admin: server.client(&server.key("acme", "root", None, Role::Admin)),
+        other_tenant: server.client(&server.key("globex", "alice", None, Role::Admin)),
+    }
+}
+
+#[tokio::test]
+async fn the_authorization_matrix_with_every_denial_audited() {
+    let server = TestServer::start().await;
+    let k = keys(&server);
+    // (client, namespace, may read, may write)
+    let cases: Vec<(&str, &Client, &str, bool, bool)> = vec![
+        ("alice", &k.alice, "user/alice/prefs", true, true),
+        ("alice", &k.alice, "user/bob/prefs", false, false),
+        ("alice", &k.alice, "project/p1", false, false),
+        ("alice", &k.alice, "app/faq", true, false),
+        ("alice in p1", &k.alice_in_p, "project/p1/notes", true, true),
+        ("alice in p1", &k.alice_in_p, "project/p2", false, false),
+        ("alice in p1", &k.alice_in_p, "user/alice", true, true),
+        ("bob", &k.bob, "user/alice/prefs", false, false),
+        ("service", &k.service, "user/alice/prefs", true, true),
+        ("service", &k.service, "app/faq", true, true),
+        ("admin", &k.admin, "project/p2", true, true),
+    ];
+    // Plant an item in every namespace first, with the service key.
+    for (_, _, namespace, _, _) in &cases {
+        let (status, _) =
+            send(&k.service, Method::PUT, "/v1/memory/items", Some(put_body(namespace, "k", json!(1)))).await;
+        assert_eq!(status, 200, "{namespace}");
+    }
+    let mut denials = 0;
+    for (who, client, namespace, read, write) in &cases {
+        let (status, body) = send(client, Method::GET, &item_path(namespace, "k"), None).await;
+        assert_eq!(status, if *read { 200 } else { 403 }, "{who} reads {namespace}: {body}");
+        let (status, _) = send(client, Method::GET, &item_path(namespace, "absent"), None).await;
+        assert_eq!(
+            status,
+            if *read { 404 } else { 403 },
+            "{who} reads absent in {namespace}: 403 whether or not it exists"
+        );
+        let search = json!({"prefix": namespace});
+        let (status, _) = send(client, Method::POST, "/v1/memory/search", Some(search)).await;
+        assert_eq!(status, if *read { 200 } else { 403 }, "{who} searches {namespace}");
+        let (status, body) =
+            send(client, Method::PUT, "/v1/memory/items", Some(put_body(namespace, "w", json!(2)))).await;
+        assert_eq!(status, if *write { 200 } else { 403 }, "{who} writes {namespace}: {body}");
+        let (status, _) = send(client, Method::DELETE, &item_path(namespace, "k2"), None).await;
+        assert_eq!(status, if *write { 404 } else { 403 }, "{who} deletes in {namespace}");
+        if !*write {
+            assert_eq!(body["code"], "forbidden");
+            let (status, _) = send(client, Method::POST, "/v1/memory/forget", Some(json!({"prefix": namespace}))).await;
+            assert_eq!(status, 403, "{who} forgets {namespace}");
+            denials += 3;
+        }
+        if !*read {
+            denials += 3;
+        }
+    }
+    // Another tenant sees nothing of acme's, whatever its role.
+    let (status, _) = send(&k.other_tenant, Method::GET, &item_path("user/alice/prefs", "k"), None).await;
+    assert_eq!(status, 404);
+    // Every denial is in acme's audit log, with the namespace.
+    let (status, log) = send(&k.admin, Method::GET, "/v1/audit?limit=1000", None).await;
+    assert_eq!(status, 200);
+    let denied: Vec<&Value> = log
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["outcome"] == "denied" && e["action"].as_str().unwrap().starts_with("memory."))
+        .collect();
+    assert_eq!(denied.len(), denials, "{denied:#?}");
+    assert!(denied.iter().all(|e| e["details"]["namespace"].is_string()));
+    // Usage is tenant-wide: service and admin keys only.
+    assert_eq!(send(&k.alice, Method::GET, "/v1/memory/usage", None).await.0, 403);
+    let (status, usage) = send(&k.service, Method::GET, "/v1/memory/usage", None).await;
+    assert_eq!(status, 200);
+    assert!(usage["items"].as_u64().unwrap() >= cases.len() as u64);
+}
+
+#[tokio::test]
+async fn bad_input_is_typed_and_stores_nothing() {
+    let server = TestServer::start().await;
+    let k = keys(&server);
+    let bad_namespaces =
+        ["", "user", "user/", "user//x", "team/x", "user/../x", "user/alice/..", "user/alice/", "/user/alice"];
+    for namespace in bad_namespaces {
+        let (status, body) =
+            send(&k.alice, Method::PUT, "/v1/memory/items", Some(put_body(namespace, "k", json!(1)))).await;
+        assert_eq!((status, body["code"].as_str()), (422, Some("invalid")), "{namespace:?}: {body}");
+    }
+    let long = format!("user/alice/{}", "x".repeat(600));
+    let (status, body) = send(&k.alice, Method::PUT, "/v1/memory/items", Some(put_body(&long, "k", json!(1)))).await;
+    assert_eq!((status, body["limit_name"].as_str()), (422, Some("memory_namespace_bytes")), "{body}");
+    let huge = "x".repeat(berth_core::limits::MEMORY_VALUE_BYTES_MAX);
+    let (status, body) =
+        send(&k.alice, Method::PUT, "/v1/memory/items", Some(put_body("user/alice", "k", json!(huge)))).await;
+    assert_eq!((status, body["limit_name"].as_str()), (413, Some("memory_value_bytes")), "{body}");
+    let (status, _) = send(&k.alice, Method::PUT, "/v1/memory/items", Some(put_body("user/alice", "", json!(1)))).await;
+    assert_eq!(status, 422);
+    let (status, _) = send(
+        &k.alice,
+        Method::PUT,
+        "/v1/memory/items",
+        Some(json!({"namespace": "user/alice", "key": "k", "value": 1, "ttl_ms": 0})),
+    )
+    .await;
+    assert_eq!(status, 422);
+    let (status, _) = send(
+        &k.alice,
+        Method::PUT,
+        "/v1/memory/items",
+        Some(json!({"namespace": "user/alice", "key": "k", "value": 1, "extra": 1})),
+    )
+    .await;
+    assert_eq!(status, 400, "unknown fields are refused");
+    for search in [
+        json!({"prefix": "user/alice", "query": " ;,. "}),
+        json!({"prefix": "user/alice", "order": "relevance"}),
+        json!({"prefix": "user/alice", "order": "size"}),
+        json!({"prefix": "user/alice", "filter": [{"field": "n", "op": "in", "value": 1}]}),
+        json!({"prefix": "user/alice", "filter": [{"field": "n", "op": "gt", "value": true}]}),
+        json!({"prefix": "user/alice", "filter": [{"field": "n", "op": "like", "value": 1}]}),
+        json!({"prefix": "user/alice", "cursor": "garbage"}),
+        json!({"prefix": "user/alice", "limit": 0}),
+        json!({"prefix": "user/alice", "limit": 1001}),
+    ] {
+        let (status, body) = send(&k.alice, Method::POST, "/v1/memory/search", Some(search.clone())).await;
+        assert!(status == 400 || status == 422, "{search}: {status} {body}");
+    }
+    // A filter on a field no item has is an empty page, not an error.
+    let (status, page) = send(
+        &k.alice,
+        Method::POST,
+        "/v1/memory/search",
+        Some(json!({"prefix": "user/alice", "filter": [{"field": "nobody", "op": "eq", "value": 1}]})),
+    )
+    .await;
+    assert_eq!((status, page["items"].as_array().map(Vec::len)), (200, Some(0)));
+    let (status, usage) = send(&k.service, Method::GET, "/v1/memory/usage", None).await;
+    assert_eq!((status, usage["items"].as_u64()), (200, Some(0)), "nothing stored");
+}
+
+#[tokio::test]
+async fn values_round_trip_exactly_with_compare_and_set() {
+    let server = TestServer::start().await;
+    let k = keys(&server);
+    let exact =
+        r#"{"namespace":"user/alice/prefs","key":"tone","value":{"z":1,"a":18446744073709551617,"f":1.50,"s":"é"}}"#;
+    let response = k.alice.send(Method::PUT, "/v1/memory/items", Some(exact.as_bytes().to_vec()), &[]).await.unwrap();
+    assert_eq!(response.status.as_u16(), 200);
+    let (status, raw) = raw_text(&k.alice, Method::GET, &item_path("user/alice/prefs", "tone"), None).await;
+    assert_eq!(status, 200);
+    let text = String::from_utf8(raw).unwrap();
+    assert!(text.contains(r#""value":{"z":1,"a":18446744073709551617,"f":1.50,"s":"é"}"#), "{text}");
+    let cas = json!({"namespace": "user/alice/prefs", "key": "tone", "value": 2, "expected_revision": 7});
+    let (status, body) = send(&k.alice, Method::PUT, "/v1/memory/items", Some(cas)).await;
+    assert_eq!((status, body["code"].as_str()), (412, Some("revision_conflict")), "{body}");
+    let cas = json!({"namespace": "user/alice/prefs", "key": "tone", "value": 2, "expected_revision": 1});
+    let (status, body) = send(&k.alice, Method::PUT, "/v1/memory/items", Some(cas)).await;
+    assert_eq!((status, body["revision"].as_u64()), (200, Some(2)));
+    let (status, _) =
+        send(&k.alice, Method::DELETE, &format!("{}&expected_revision=1", item_path("user/alice/prefs", "tone")), None)
+            .await;
+    assert_eq!(status, 412);
+    let (status, deleted) = send(&k.alice, Method::DELETE, &item_path("user/alice/prefs", "tone"), None).await;
+    assert_eq!((status, deleted["value"].clone()), (200, json!(2)));
+    // Search and namespaces.
+    for (namespace, key, value) in [
+        ("user/alice/notes", "a", json!({"text": "Green tea at noon", "n": 3})),
+        ("user/alice/notes", "b", json!({"text": "coffee", "n": 18446744073709551615u64})),
+        ("user/alice/notes/deep", "c", json!({"text": "tea tea", "n": 1})),
+    ] {
+        let (status, _) = send(&k.alice, Method::PUT, "/v1/memory/items", Some(put_body(namespace, key, value))).await;
+        assert_eq!(status, 200);
+    }
+    let (_, page) = send(
+        &k.alice,
+        Method::POST,
+        "/v1/memory/search",
+        Some(json!({"prefix": "user/alice/notes", "query": "TEA", "order": "relevance"})),
+    )
+    .await;
+    let keys: Vec<&str> = page["items"].as_array().unwrap().iter().map(|i| i["key"].as_str().unwrap()).collect();
+    assert_eq!(keys, ["c", "a"]);
+    let (_, page) = send(
+        &k.alice,
+        Method::POST,
+        "/v1/memory/search",
+        Some(json!({"prefix": "user/alice", "filter": [{"field": "n", "op": "gt", "value": 3}]})),
+    )
+    .await;
+    let keys: Vec<&str> = page["items"].as_array().unwrap().iter().map(|i| i["key"].as_str().unwrap()).collect();
+    assert_eq!(keys, ["b"]);
+    let (_, page) =
+        send(&k.alice, Method::POST, "/v1/memory/search", Some(json!({"prefix": "user/alice", "limit": 2}))).await;
+    let cursor = page["next_cursor"].as_str().unwrap().to_owned();
+    let (_, next) = send(
+        &k.alice,
+        Method::POST,
+        "/v1/memory/search",
+        Some(json!({"prefix": "user/alice", "limit": 2, "cursor": cursor})),
+    )
+    .await;
+    assert_eq!(next["items"].as_array().unwrap().len(), 1);
+    assert!(next.get("next_cursor").is_none());
+    let (_, namespaces) =
+        send(&k.alice, Method::GET, "/v1/memory/namespaces?prefix=user%2Falice&max_depth=3", None).await;
+    assert_eq!(namespaces["namespaces"], json!(["user/alice/notes"]));
+}
+
+#[tokio::test]
+async fn bound_items_are_deleted_with_their_session_and_closing_leaves_memory() {
+    let server = TestServer::start().await;
+    let k = keys(&server);
+    for id in ["chat-1", "chat-2"] {
+        let create = CreateSession { id: Some(SessionId::parse(id).unwrap()), ..CreateSession::default() };
+        k.alice.create(&create).await.unwrap();
+    }
+    for (key, session) in [("a", Some("chat-1")), ("b", Some("chat-2")), ("c", None)] {
+        let mut body = put_body("user/alice/s", key, json!(key));
+        if let Some(session) = session {
+            body["bound_to"] = json!(session);
+        }
+        let (status, item) = send(&k.alice, Method::PUT, "/v1/memory/items", Some(body)).await;
+        assert_eq!(status, 200, "{item}");
+    }
+    // Binding to a session the caller cannot see is refused (404, as for the session).
+    let mut body = put_body("user/bob/s", "x", json!(1));
+    body["bound_to"] = json!("chat-1");
+    assert_eq!(send(&k.bob, Method::PUT, "/v1/memory/items", Some(body)).await.0, 404);
+    k.alice.close(&SessionId::parse("chat-2").unwrap(), berth_service::ClosePolicy::default(), None).await.unwrap();
+    k.alice.delete(&SessionId::parse("chat-1").unwrap(), None).await.unwrap();
+    let (_, page) = send(&k.alice, Method::POST, "/v1/memory/search", Some(json!({"prefix": "user/alice"}))).await;
+    let keys: Vec<&str> = page["items"].as_array().unwrap().iter().map(|i| i["key"].as_str().unwrap()).collect();
+    assert_eq!(keys, ["b", "c"], "deleting chat-1 deleted its bound item only; closing chat-2 left its own");
+    let (_, log) = send(&k.admin, Method::GET, "/v1/audit?limit=1000", None).await;
+    let delete = log.as_array().unwrap().iter().find(|e| e["action"] == "delete").unwrap();
+    assert_eq!(delete["details"]["memory_items"], 1);
+}
+
+#[tokio::test]
+async fn forget_is_exact_audited_and_export_import_round_trips() {
+    let server = TestServer::start().await;
+    let k = keys(&server);
+    for namespace in ["user/alice", "user/alice/notes", "user/alicex", "user/bob", "project/alice", "app/alice"] {
+        for key in ["k1", "k2"] {
+            let (status, _) = send(
+                &k.service,
+                Method::PUT,
+                "/v1/memory/items",
+                Some(put_body(namespace, key, json!({"v": [1.0, "x"]}))),
+            )
+            .await;
+            assert_eq!(status, 200);
+        }
+    }
+    let (status, before) = raw_text(&k.service, Method::GET, "/v1/memory/export", None).await;
+    assert_eq!(status, 200);
+    let (status, report) =
+        send(&k.alice, Method::POST, "/v1/memory/forget", Some(json!({"prefix": "user/alice"}))).await;
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(report["items"], 4);
+    let (_, after) = raw_text(&k.service, Method::GET, "/v1/memory/export", None).await;
+    let kept = |bytes: &[u8]| -> Vec<String> {
+        String::from_utf8(bytes.to_vec())
+            .unwrap()
+            .lines()
+            .skip(1)
+            .filter(|l| !l.contains(r#""namespace":"user/alice""#) && !l.contains(r#""namespace":"user/alice/"#))
+            .map(str::to_owned)
+            .collect()
+    };
+    assert_eq!(
+        kept(&before),
+        String::from_utf8(after.clone()).unwrap().lines().skip(1).map(str::to_owned).collect::<Vec<_>>(),
+        "everything else byte for byte"
+    );
+    let (_, log) = send(&k.admin, Method::GET, "/v1/audit?limit=1000", None).await;
+    let forgets: Vec<&Value> = log.as_array().unwrap().iter().filter(|e| e["action"] == "memory.forget").collect();
+    assert_eq!(forgets.len(), 1);
+    assert_eq!(forgets[0]["details"]["items"], 4);
+    assert_eq!(forgets[0]["details"]["namespace"], "user/alice");
+    assert_eq!(forgets[0]["actor"], "user:alice");
+    // Export → import into another tenant → export: byte-identical.
+    let (status, imported) = send_bytes(&k.other_tenant, "/v1/memory/import", after.clone()).await;
+    assert_eq!(status, 201, "{imported}");
+    assert_eq!(imported["imported"], 8);
+    let (_, again) = raw_text(&k.other_tenant, Method::GET, "/v1/memory/export", None).await;
+    assert_eq!(String::from_utf8(again).unwrap(), String::from_utf8(after.clone()).unwrap());
+    let (status, body) = send_bytes(&k.other_tenant, "/v1/memory/import", after).await;
+    assert_eq!((status, body["code"].as_str()), (409, Some("already_exists")));
+    // A user exports its own scope only.
+    assert_eq!(raw_text(&k.bob, Method::GET, "/v1/memory/export", None).await.0, 403);
+    assert_eq!(raw_text(&k.bob, Method::GET, "/v1/memory/export?prefix=user%2Fbob", None).await.0, 200);
+}
+
+async fn send_bytes(client: &Client, path: &str, body: Vec<u8>) -> (u16, Value) {
+    let (status, bytes) = raw_text(client, Method::POST, path, Some(body)).await;
+    (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+}
