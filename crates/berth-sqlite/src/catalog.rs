@@ -33,15 +33,18 @@ fn remove_in(transaction: &rusqlite::Transaction<'_>, key: &SessionKey, expected
     if stored != expected {
         return Err(Error::RevisionConflict { expected: expected.0, actual: stored.0 }.into());
     }
-    // The label rows go with it (ON DELETE CASCADE).
+    // The label rows go with it (ON DELETE CASCADE); the memory bound to it too.
     transaction
         .prepare_cached("DELETE FROM sessions WHERE tenant = ?1 AND id = ?2")?
         .execute((key.tenant.as_str(), key.id.as_str()))?;
-    Ok(())
+    crate::memory::remove_bound_in(transaction, &key.tenant, &key.id)
 }
 
 /// Appends one audit entry inside `transaction`, chained from the tenant's recorded head.
-fn append_audit_in(transaction: &rusqlite::Transaction<'_>, draft: AuditDraft) -> Result<AuditEntry, Failure> {
+pub(crate) fn append_audit_in(
+    transaction: &rusqlite::Transaction<'_>,
+    draft: AuditDraft,
+) -> Result<AuditEntry, Failure> {
     let tenant = draft.tenant.clone();
     let head: Option<(i64, String)> = transaction
         .prepare_cached("SELECT seq, hash FROM audit_heads WHERE tenant = ?1")?
@@ -201,7 +204,8 @@ impl SqliteCatalog {
     }
 }
 
-/// Every tenant with sessions, audit entries, an audit head or a retention policy.
+/// Every tenant with sessions, audit entries, an audit head, a retention policy or
+/// memory items (a usage row counting at least one).
 /// `sessions` and `audit` are read with a skip-scan (one index seek per distinct
 /// tenant) instead of reading every row.
 const TENANTS: &str = "WITH RECURSIVE \
@@ -219,6 +223,7 @@ const TENANTS: &str = "WITH RECURSIVE \
      UNION SELECT tenant FROM audit_tenants WHERE tenant IS NOT NULL \
      UNION SELECT tenant FROM audit_heads \
      UNION SELECT tenant FROM retention \
+     UNION SELECT tenant FROM memory_usage WHERE items > 0 \
      ORDER BY 1";
 
 #[async_trait]

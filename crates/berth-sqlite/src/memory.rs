@@ -1,73 +1,630 @@
-//! Scoped memory on SQLite (placeholder until the implementation lands: every call
-//! reports the store unavailable; no conformance test runs against it yet).
+//! Scoped memory on SQLite (`MemoryStore`): the tables of schema V3 (`schema.rs`).
+//!
+//! - Every write is one `BEGIN IMMEDIATE` transaction on the writer connection (like
+//!   the catalog's), so a put's revision check and its write cannot interleave with
+//!   another writer in any process, and the tenant's usage row changes with the items.
+//! - Namespace prefixes, cursors and orders are SQL range scans of an index; the filter
+//!   (`Filter::matches`) is evaluated here on the rows the scan passes, which stops
+//!   after `limit` matches, so a page reads no more rows than it must skip.
+//! - Full text: `memory_terms` (FTS5) narrows to the items holding every query term;
+//!   relevance is counted from the stored terms (`TextQuery::score`).
 
+use crate::catalog::{append_audit_in, time_column};
+use crate::error::{is_unique_violation, Failure};
 use crate::SqliteCatalog;
 use async_trait::async_trait;
 use berth_catalog::audit::AuditEntry;
-use berth_catalog::scoped::{ForgetAudit, ForgetOutcome, MemoryItem, MemoryPut, MemoryQuota, MemorySearch};
-use berth_catalog::scoped::{MemoryStore, MemoryUsage, Namespace, NamespaceQuery};
-use berth_core::{Error, Result, SessionId, TenantId, Timestamp};
+use berth_catalog::scoped::{self, ForgetAudit, ForgetOutcome, MemoryItem, MemoryPut, MemoryQuota, MemorySearch};
+use berth_catalog::scoped::{MemoryStore, MemoryUsage, Namespace, NamespaceQuery, SearchOrder, TextQuery};
+use berth_core::{Error, JsonText, Result, SessionId, TenantId, Timestamp};
+use rusqlite::types::Value;
+use rusqlite::{params_from_iter, Connection, OptionalExtension, Row};
+use std::collections::BTreeMap;
 
-fn missing<T>() -> Result<T> {
-    Err(Error::Unavailable { reason: "scoped memory is not implemented on SQLite yet".into() })
+/// The item columns every read selects, in `item_from_row` order (`m` is `memory_items`).
+const ITEM_COLUMNS: &str =
+    "m.id, m.namespace, m.key, m.value, m.revision, m.created_at, m.updated_at, m.expires_at, m.ttl_ms, m.bound_to";
+
+/// A query's terms match through FTS5 only when more items than this hold them all:
+/// fewer are read whole (by the full-text index) and sorted here; more are found by
+/// walking the ordered index and testing each row's membership, stopping at `limit`.
+const FEW_TEXT_MATCHES: i64 = 2_000;
+
+fn corrupt(what: &str) -> Failure {
+    Failure::Corrupt(format!("stored memory item has an invalid {what}"))
+}
+
+fn time_from_column(column: i64) -> Result<Timestamp, Failure> {
+    u64::try_from(column).map(Timestamp).map_err(|_| corrupt("time"))
+}
+
+/// One `memory_items` row (selected as `ITEM_COLUMNS`) and its row id.
+fn item_from_row(row: &Row<'_>) -> Result<(i64, MemoryItem), Failure> {
+    let namespace = Namespace::parse(row.get_ref(1)?.as_str()?).map_err(|_| corrupt("namespace"))?;
+    let value: String = row.get(3)?;
+    let raw = serde_json::value::RawValue::from_string(value).map_err(|_| corrupt("value"))?;
+    let bound_to = match row.get_ref(9)?.as_str_or_null()? {
+        Some(text) => Some(SessionId::parse(text).map_err(|_| corrupt("session id"))?),
+        None => None,
+    };
+    let optional_time = |index: usize| -> Result<Option<Timestamp>, Failure> {
+        row.get::<_, Option<i64>>(index)?.map(time_from_column).transpose()
+    };
+    let item = MemoryItem {
+        namespace,
+        key: row.get(2)?,
+        value: JsonText::from_trusted_raw(raw),
+        revision: row.get::<_, i64>(4)? as u64,
+        created_at: time_from_column(row.get(5)?)?,
+        updated_at: time_from_column(row.get(6)?)?,
+        expires_at: optional_time(7)?,
+        ttl_ms: row.get::<_, Option<i64>>(8)?.map(|ttl| ttl as u64),
+        bound_to,
+    };
+    Ok((row.get(0)?, item))
+}
+
+/// Positional parameters of a statement built piece by piece.
+#[derive(Default)]
+struct Params(Vec<Value>);
+
+impl Params {
+    /// Adds a parameter; returns its placeholder.
+    fn push(&mut self, value: impl Into<Value>) -> String {
+        self.0.push(value.into());
+        format!("?{}", self.0.len())
+    }
+}
+
+/// `m.namespace` equal to `prefix` or inside it, as one range of the (tenant, namespace,
+/// key) index: `[p, p0)` holds `p`, `p/…` and siblings like `p x` (the bytes below `/`),
+/// which the last condition drops (`0` is the byte after `/`).
+fn within_prefix(prefix: &Namespace, params: &mut Params) -> String {
+    let p = prefix.as_str();
+    let (low, high, slash) = (params.push(p.to_owned()), params.push(format!("{p}0")), params.push(format!("{p}/")));
+    format!("m.namespace >= {low} AND m.namespace < {high} AND (m.namespace = {low} OR m.namespace > {slash})")
+}
+
+fn live(now: Timestamp, params: &mut Params) -> String {
+    let now = params.push(time_column(now));
+    format!("(m.expires_at IS NULL OR m.expires_at > {now})")
+}
+
+/// The FTS5 expression of a query: every term quoted (terms are letters and digits
+/// only), ANDed.
+fn match_expression(query: &TextQuery) -> String {
+    query.terms().iter().map(|term| format!("\"{term}\"")).collect::<Vec<_>>().join(" ")
+}
+
+fn stored_usage(connection: &Connection, tenant: &TenantId) -> Result<MemoryUsage, Failure> {
+    let usage: Option<(i64, i64)> = connection
+        .prepare_cached("SELECT items, bytes FROM memory_usage WHERE tenant = ?1")?
+        .query_row([tenant.as_str()], |row| Ok((row.get(0)?, row.get(1)?)))
+        .optional()?;
+    let (items, bytes) = usage.unwrap_or((0, 0));
+    let count = |n: i64| u64::try_from(n).map_err(|_| Failure::Corrupt("memory usage is negative".into()));
+    Ok(MemoryUsage { items: count(items)?, bytes: count(bytes)? })
+}
+
+/// Adds `items` and `bytes` (either may be negative) to the tenant's usage row.
+pub(crate) fn add_usage(connection: &Connection, tenant: &str, items: i64, bytes: i64) -> Result<(), Failure> {
+    if items == 0 && bytes == 0 {
+        return Ok(());
+    }
+    connection
+        .prepare_cached(
+            "INSERT INTO memory_usage (tenant, items, bytes) VALUES (?1, ?2, ?3) \
+             ON CONFLICT (tenant) DO UPDATE SET items = items + excluded.items, bytes = bytes + excluded.bytes",
+        )?
+        .execute((tenant, items, bytes))?;
+    Ok(())
+}
+
+/// The stored item at `(namespace, key)`, live or expired.
+fn stored_item(
+    connection: &Connection,
+    tenant: &TenantId,
+    namespace: &Namespace,
+    key: &str,
+) -> Result<Option<(i64, MemoryItem)>, Failure> {
+    let sql =
+        format!("SELECT {ITEM_COLUMNS} FROM memory_items AS m WHERE m.tenant = ?1 AND m.namespace = ?2 AND m.key = ?3");
+    let mut statement = connection.prepare_cached(&sql)?;
+    let mut rows = statement.query((tenant.as_str(), namespace.as_str(), key))?;
+    rows.next()?.map(item_from_row).transpose()
+}
+
+/// Writes `item` (new, or over the row `replacing`) and its terms.
+fn write_item(
+    transaction: &rusqlite::Transaction<'_>,
+    tenant: &TenantId,
+    item: &MemoryItem,
+    replacing: Option<i64>,
+) -> Result<(), Failure> {
+    let values = (
+        tenant.as_str(),
+        item.namespace.as_str(),
+        item.key.as_str(),
+        item.value.as_str(),
+        item.revision as i64,
+        time_column(item.created_at),
+        time_column(item.updated_at),
+        item.expires_at.map(time_column),
+        item.ttl_ms.map(|ttl| i64::try_from(ttl).unwrap_or(i64::MAX)),
+        item.bound_to.as_ref().map(SessionId::as_str),
+        item.bytes() as i64,
+    );
+    let id = match replacing {
+        Some(id) => {
+            transaction
+                .prepare_cached(
+                    "UPDATE memory_items SET value = ?4, revision = ?5, created_at = ?6, updated_at = ?7, \
+                     expires_at = ?8, ttl_ms = ?9, bound_to = ?10, bytes = ?11 \
+                     WHERE tenant = ?1 AND namespace = ?2 AND key = ?3",
+                )?
+                .execute(values)?;
+            transaction.prepare_cached("DELETE FROM memory_terms WHERE rowid = ?1")?.execute([id])?;
+            id
+        }
+        None => {
+            let inserted = transaction
+                .prepare_cached(
+                    "INSERT INTO memory_items (tenant, namespace, key, value, revision, created_at, updated_at, \
+                     expires_at, ttl_ms, bound_to, bytes) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                )?
+                .execute(values);
+            match inserted {
+                Err(error) if is_unique_violation(&error) => {
+                    return Err(Error::AlreadyExists {
+                        what: "memory item",
+                        id: format!("{}:{}", item.namespace, item.key),
+                    }
+                    .into())
+                }
+                outcome => outcome?,
+            };
+            transaction.last_insert_rowid()
+        }
+    };
+    let terms = scoped::value_terms(&item.value);
+    if !terms.is_empty() {
+        transaction
+            .prepare_cached("INSERT INTO memory_terms (rowid, terms) VALUES (?1, ?2)")?
+            .execute((id, terms.join(" ")))?;
+    }
+    Ok(())
+}
+
+/// Deletes the rows `condition` selects from `memory_items` (with their terms),
+/// returning the count and bytes removed, computed in SQL. `condition` is over `m`.
+fn delete_where(connection: &Connection, condition: &str, params: &Params) -> Result<(u64, u64), Failure> {
+    let (items, bytes): (i64, i64) = connection
+        .prepare_cached(&format!(
+            "SELECT count(*), coalesce(sum(m.bytes), 0) FROM memory_items AS m WHERE {condition}"
+        ))?
+        .query_row(params_from_iter(params.0.iter()), |row| Ok((row.get(0)?, row.get(1)?)))?;
+    if items == 0 {
+        return Ok((0, 0));
+    }
+    connection
+        .prepare_cached(&format!(
+            "DELETE FROM memory_terms WHERE rowid IN (SELECT m.id FROM memory_items AS m WHERE {condition})"
+        ))?
+        .execute(params_from_iter(params.0.iter()))?;
+    connection
+        .prepare_cached(&format!(
+            "DELETE FROM memory_items WHERE id IN (SELECT m.id FROM memory_items AS m WHERE {condition})"
+        ))?
+        .execute(params_from_iter(params.0.iter()))?;
+    Ok((items as u64, bytes as u64))
+}
+
+/// Deletes the items bound to a session being removed (inside the removal's transaction).
+pub(crate) fn remove_bound_in(connection: &Connection, tenant: &TenantId, session: &SessionId) -> Result<(), Failure> {
+    let mut params = Params::default();
+    let condition = format!(
+        "m.tenant = {} AND m.bound_to = {}",
+        params.push(tenant.as_str().to_owned()),
+        params.push(session.as_str().to_owned())
+    );
+    let (items, bytes) = delete_where(connection, &condition, &params)?;
+    add_usage(connection, tenant.as_str(), -(items as i64), -(bytes as i64))
+}
+
+/// Deletes rows by id (at most a sweep's `limit`), with their terms and usage.
+fn delete_ids(connection: &Connection, rows: &[(i64, String, i64)]) -> Result<(), Failure> {
+    let mut usage: BTreeMap<&str, (i64, i64)> = BTreeMap::new();
+    for (id, tenant, bytes) in rows {
+        connection.prepare_cached("DELETE FROM memory_terms WHERE rowid = ?1")?.execute([id])?;
+        connection.prepare_cached("DELETE FROM memory_items WHERE id = ?1")?.execute([id])?;
+        let entry = usage.entry(tenant.as_str()).or_default();
+        entry.0 -= 1;
+        entry.1 -= bytes;
+    }
+    usage.into_iter().try_for_each(|(tenant, (items, bytes))| add_usage(connection, tenant, items, bytes))
+}
+
+fn sweep_rows(connection: &Connection, sql: &str, params: &Params) -> Result<Vec<(i64, String, i64)>, Failure> {
+    let mut statement = connection.prepare_cached(sql)?;
+    let rows =
+        statement.query_map(params_from_iter(params.0.iter()), |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))?;
+    Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+}
+
+fn limit_column(limit: usize) -> i64 {
+    i64::try_from(limit).unwrap_or(i64::MAX)
+}
+
+/// One search page (see the module docs for the two plans).
+fn search_in(
+    connection: &Connection,
+    tenant: &TenantId,
+    search: &MemorySearch,
+    now: Timestamp,
+) -> Result<Vec<MemoryItem>, Failure> {
+    if let Some(query) = &search.query {
+        let expression = match_expression(query);
+        let few = search.order == SearchOrder::Relevance || {
+            let matches: i64 = connection
+                .prepare_cached("SELECT count(*) FROM memory_terms WHERE memory_terms MATCH ?1")?
+                .query_row([expression.as_str()], |row| row.get(0))?;
+            matches <= FEW_TEXT_MATCHES
+        };
+        if few {
+            return search_by_text(connection, tenant, search, query, &expression, now);
+        }
+        return search_in_order(connection, tenant, search, Some(&expression), now);
+    }
+    search_in_order(connection, tenant, search, None, now)
+}
+
+/// Every live item in the prefix holding the query's terms, read through the full-text
+/// index and paged here (any order; relevance needs every match's score anyway).
+fn search_by_text(
+    connection: &Connection,
+    tenant: &TenantId,
+    search: &MemorySearch,
+    query: &TextQuery,
+    expression: &str,
+    now: Timestamp,
+) -> Result<Vec<MemoryItem>, Failure> {
+    let mut params = Params::default();
+    let matching = params.push(expression.to_owned());
+    let tenant_is = params.push(tenant.as_str().to_owned());
+    let (within, live) = (within_prefix(&search.prefix, &mut params), live(now, &mut params));
+    let sql = format!(
+        "SELECT {ITEM_COLUMNS}, f.terms FROM memory_terms AS f CROSS JOIN memory_items AS m ON m.id = f.rowid \
+         WHERE memory_terms MATCH {matching} AND m.tenant = {tenant_is} AND {within} AND {live}"
+    );
+    let mut statement = connection.prepare_cached(&sql)?;
+    let mut rows = statement.query(params_from_iter(params.0.iter()))?;
+    let mut scored: Vec<(MemoryItem, u64)> = Vec::new();
+    while let Some(row) = rows.next()? {
+        let (_, item) = item_from_row(row)?;
+        let terms: Vec<String> = row.get_ref(10)?.as_str()?.split(' ').map(str::to_owned).collect();
+        let Some(score) = query.score(&terms) else { continue };
+        if search.filter.matches(&item.value) && search.after_cursor(&item, score) {
+            scored.push((item, score));
+        }
+    }
+    scored.sort_by(|a, b| search.compare((&a.0, a.1), (&b.0, b.1)));
+    scored.truncate(search.limit);
+    Ok(scored.into_iter().map(|(item, _)| item).collect())
+}
+
+/// Walks the prefix in the search's order (key or updated) from the cursor, keeping
+/// the rows that pass the filter (and hold the query's terms: `text`), until `limit`.
+fn search_in_order(
+    connection: &Connection,
+    tenant: &TenantId,
+    search: &MemorySearch,
+    text: Option<&str>,
+    now: Timestamp,
+) -> Result<Vec<MemoryItem>, Failure> {
+    let mut params = Params::default();
+    let tenant_is = params.push(tenant.as_str().to_owned());
+    let mut conditions = vec![format!("m.tenant = {tenant_is}"), within_prefix(&search.prefix, &mut params)];
+    conditions.push(live(now, &mut params));
+    if let Some(cursor) = &search.cursor {
+        let (namespace, key) = (params.push(cursor.namespace.clone()), params.push(cursor.key.clone()));
+        conditions.push(match search.order {
+            SearchOrder::UpdatedAt => {
+                let rank = params.push(i64::try_from(cursor.rank).unwrap_or(i64::MAX));
+                format!(
+                    "m.updated_at <= {rank} AND (m.updated_at < {rank} OR (m.namespace, m.key) > ({namespace}, {key}))"
+                )
+            }
+            _ => format!("(m.namespace, m.key) > ({namespace}, {key})"),
+        });
+    }
+    if let Some(expression) = text {
+        // `+` keeps the planner walking the ordered index (the set is built once).
+        let matching = params.push(expression.to_owned());
+        conditions.push(format!("+m.id IN (SELECT rowid FROM memory_terms WHERE memory_terms MATCH {matching})"));
+    }
+    let order = match search.order {
+        SearchOrder::UpdatedAt => "m.updated_at DESC, m.namespace, m.key",
+        _ => "m.namespace, m.key",
+    };
+    let mut sql =
+        format!("SELECT {ITEM_COLUMNS} FROM memory_items AS m WHERE {} ORDER BY {order}", conditions.join(" AND "));
+    if search.filter.is_empty() {
+        sql.push_str(&format!(" LIMIT {}", params.push(limit_column(search.limit))));
+    }
+    let mut statement = connection.prepare_cached(&sql)?;
+    let mut rows = statement.query(params_from_iter(params.0.iter()))?;
+    let mut page = Vec::new();
+    while page.len() < search.limit {
+        let Some(row) = rows.next()? else { break };
+        let (_, item) = item_from_row(row)?;
+        if !search.filter.matches(&item.value) {
+            continue;
+        }
+        let score = match &search.query {
+            // The index matched every term; the tokenizer agrees (see schema V3).
+            Some(query) => query.score(&scoped::value_terms(&item.value)).unwrap_or(0),
+            None => 0,
+        };
+        if search.after_cursor(&item, score) {
+            page.push(item);
+        }
+    }
+    Ok(page)
+}
+
+/// One namespace page: a skip-scan of the (tenant, namespace) index, one seek per
+/// namespace listed or passed over (never every item of a namespace).
+fn namespaces_in(
+    connection: &Connection,
+    tenant: &TenantId,
+    query: &NamespaceQuery,
+    now: Timestamp,
+) -> Result<Vec<Namespace>, Failure> {
+    let p = query.prefix.as_str();
+    let end = format!("{p}0");
+    let seek = |bound: &str, inclusive: bool| -> Result<Option<String>, Failure> {
+        let comparison = if inclusive { ">=" } else { ">" };
+        let sql = format!(
+            "SELECT m.namespace FROM memory_items AS m WHERE m.tenant = ?1 AND m.namespace {comparison} ?2 \
+             AND m.namespace < ?3 AND (m.expires_at IS NULL OR m.expires_at > ?4) ORDER BY m.namespace LIMIT 1"
+        );
+        Ok(connection
+            .prepare_cached(&sql)?
+            .query_row((tenant.as_str(), bound, end.as_str(), time_column(now)), |row| row.get(0))
+            .optional()?)
+    };
+    let mut out: Vec<Namespace> = Vec::new();
+    let mut next = seek(p, true)?;
+    while let Some(found) = next {
+        if out.len() >= query.limit {
+            break;
+        }
+        if !scoped::is_within(&found, p) {
+            next = seek(&found, false)?;
+            continue;
+        }
+        let namespace = Namespace::parse(&found).map_err(|_| corrupt("namespace"))?;
+        let shown = match query.max_depth {
+            Some(depth) => namespace.truncated(depth),
+            None => namespace.clone(),
+        };
+        let fresh = out.last() != Some(&shown) && query.cursor.as_deref().is_none_or(|cursor| shown.as_str() > cursor);
+        // Below a shown namespace `t` other than the found one, every namespace up to
+        // `t0` is inside `t` and shows as `t`: skip them in one seek.
+        next = if shown.as_str() == found { seek(&found, false)? } else { seek(&format!("{shown}0"), true)? };
+        if fresh {
+            out.push(shown);
+        }
+    }
+    Ok(out)
 }
 
 #[async_trait]
 impl MemoryStore for SqliteCatalog {
-    async fn memory_put(&self, _: &TenantId, _: &MemoryPut, _: Timestamp, _: &MemoryQuota) -> Result<MemoryItem> {
-        missing()
+    async fn memory_put(
+        &self,
+        tenant: &TenantId,
+        put: &MemoryPut,
+        now: Timestamp,
+        quota: &MemoryQuota,
+    ) -> Result<MemoryItem> {
+        put.check()?;
+        let (tenant, put, quota) = (tenant.clone(), put.clone(), *quota);
+        self.write("put memory item", move |transaction| {
+            let stored = stored_item(transaction, &tenant, &put.namespace, &put.key)?;
+            let live = stored.as_ref().map(|(_, item)| item).filter(|item| item.is_live(now));
+            let item = put.apply(live, now)?;
+            let previous_bytes = stored.as_ref().map_or(0, |(_, item)| item.bytes());
+            let usage = stored_usage(transaction, &tenant)?;
+            usage.check_put(&quota, stored.is_none(), previous_bytes, item.bytes())?;
+            write_item(transaction, &tenant, &item, stored.as_ref().map(|(id, _)| *id))?;
+            let bytes_change = item.bytes() as i64 - previous_bytes as i64;
+            add_usage(transaction, tenant.as_str(), i64::from(stored.is_none()), bytes_change)?;
+            Ok(item)
+        })
+        .await
     }
+
     async fn memory_get(
         &self,
-        _: &TenantId,
-        _: &Namespace,
-        _: &str,
-        _: Timestamp,
-        _: bool,
+        tenant: &TenantId,
+        namespace: &Namespace,
+        key: &str,
+        now: Timestamp,
+        refresh: bool,
     ) -> Result<Option<MemoryItem>> {
-        missing()
+        let (tenant, namespace, key) = (tenant.clone(), namespace.clone(), key.to_owned());
+        if !refresh {
+            return self
+                .read("get memory item", move |connection| {
+                    let stored = stored_item(connection, &tenant, &namespace, &key)?;
+                    Ok(stored.map(|(_, item)| item).filter(|item| item.is_live(now)))
+                })
+                .await;
+        }
+        self.write("get memory item", move |transaction| {
+            let stored = stored_item(transaction, &tenant, &namespace, &key)?;
+            let Some((id, mut item)) = stored.filter(|(_, item)| item.is_live(now)) else { return Ok(None) };
+            if let Some(ttl) = item.ttl_ms {
+                item.expires_at = Some(now.plus_ms(ttl));
+                transaction
+                    .prepare_cached("UPDATE memory_items SET expires_at = ?2 WHERE id = ?1")?
+                    .execute((id, item.expires_at.map(time_column)))?;
+            }
+            Ok(Some(item))
+        })
+        .await
     }
+
     async fn memory_delete(
         &self,
-        _: &TenantId,
-        _: &Namespace,
-        _: &str,
-        _: Option<u64>,
-        _: Timestamp,
+        tenant: &TenantId,
+        namespace: &Namespace,
+        key: &str,
+        expected: Option<u64>,
+        now: Timestamp,
     ) -> Result<MemoryItem> {
-        missing()
+        let (tenant, namespace, key) = (tenant.clone(), namespace.clone(), key.to_owned());
+        self.write("delete memory item", move |transaction| {
+            let stored = stored_item(transaction, &tenant, &namespace, &key)?.filter(|(_, item)| item.is_live(now));
+            scoped::check_delete(&namespace, &key, stored.as_ref().map(|(_, item)| item), expected)?;
+            let (id, item) = stored.expect("checked above");
+            delete_ids(transaction, &[(id, tenant.as_str().to_owned(), item.bytes() as i64)])?;
+            Ok(item)
+        })
+        .await
     }
-    async fn memory_search(&self, _: &TenantId, _: &MemorySearch, _: Timestamp) -> Result<Vec<MemoryItem>> {
-        missing()
+
+    async fn memory_search(&self, tenant: &TenantId, search: &MemorySearch, now: Timestamp) -> Result<Vec<MemoryItem>> {
+        search.check()?;
+        let (tenant, search) = (tenant.clone(), search.clone());
+        self.read("search memory", move |connection| search_in(connection, &tenant, &search, now)).await
     }
-    async fn memory_namespaces(&self, _: &TenantId, _: &NamespaceQuery, _: Timestamp) -> Result<Vec<Namespace>> {
-        missing()
+
+    async fn memory_namespaces(
+        &self,
+        tenant: &TenantId,
+        query: &NamespaceQuery,
+        now: Timestamp,
+    ) -> Result<Vec<Namespace>> {
+        let (tenant, query) = (tenant.clone(), query.clone());
+        self.read("list memory namespaces", move |connection| namespaces_in(connection, &tenant, &query, now)).await
     }
+
     async fn memory_scan(
         &self,
-        _: &TenantId,
-        _: Option<(&Namespace, &str)>,
-        _: usize,
-        _: Timestamp,
+        tenant: &TenantId,
+        after: Option<(&Namespace, &str)>,
+        limit: usize,
+        now: Timestamp,
     ) -> Result<Vec<MemoryItem>> {
-        missing()
+        let tenant = tenant.clone();
+        let after = after.map(|(namespace, key)| (namespace.as_str().to_owned(), key.to_owned()));
+        self.read("scan memory", move |connection| {
+            let mut params = Params::default();
+            let tenant_is = params.push(tenant.as_str().to_owned());
+            let mut sql = format!("SELECT {ITEM_COLUMNS} FROM memory_items AS m WHERE m.tenant = {tenant_is}");
+            sql.push_str(&format!(" AND {}", live(now, &mut params)));
+            if let Some((namespace, key)) = after {
+                let (namespace, key) = (params.push(namespace), params.push(key));
+                sql.push_str(&format!(" AND (m.namespace, m.key) > ({namespace}, {key})"));
+            }
+            sql.push_str(&format!(" ORDER BY m.namespace, m.key LIMIT {}", params.push(limit_column(limit))));
+            let mut statement = connection.prepare_cached(&sql)?;
+            let mut rows = statement.query(params_from_iter(params.0.iter()))?;
+            let mut items = Vec::new();
+            while let Some(row) = rows.next()? {
+                items.push(item_from_row(row)?.1);
+            }
+            Ok(items)
+        })
+        .await
     }
-    async fn memory_forget(&self, _: &TenantId, _: &Namespace, _: ForgetAudit) -> Result<(ForgetOutcome, AuditEntry)> {
-        missing()
+
+    async fn memory_forget(
+        &self,
+        tenant: &TenantId,
+        prefix: &Namespace,
+        audit: ForgetAudit,
+    ) -> Result<(ForgetOutcome, AuditEntry)> {
+        let (tenant, prefix) = (tenant.clone(), prefix.clone());
+        self.write("forget memory", move |transaction| {
+            let mut params = Params::default();
+            let tenant_is = params.push(tenant.as_str().to_owned());
+            let condition = format!("m.tenant = {tenant_is} AND {}", within_prefix(&prefix, &mut params));
+            let (items, bytes) = delete_where(transaction, &condition, &params)?;
+            add_usage(transaction, tenant.as_str(), -(items as i64), -(bytes as i64))?;
+            let outcome = ForgetOutcome { items, bytes };
+            let entry = append_audit_in(transaction, audit(&outcome))?;
+            Ok((outcome, entry))
+        })
+        .await
     }
-    async fn memory_import(&self, _: &TenantId, _: &MemoryItem, _: &MemoryQuota) -> Result<()> {
-        missing()
+
+    async fn memory_import(&self, tenant: &TenantId, item: &MemoryItem, quota: &MemoryQuota) -> Result<()> {
+        let (tenant, item, quota) = (tenant.clone(), item.clone(), *quota);
+        self.write("import memory item", move |transaction| {
+            if stored_item(transaction, &tenant, &item.namespace, &item.key)?.is_some() {
+                return Err(Error::AlreadyExists {
+                    what: "memory item",
+                    id: format!("{}:{}", item.namespace, item.key),
+                }
+                .into());
+            }
+            stored_usage(transaction, &tenant)?.check_put(&quota, true, 0, item.bytes())?;
+            write_item(transaction, &tenant, &item, None)?;
+            add_usage(transaction, tenant.as_str(), 1, item.bytes() as i64)
+        })
+        .await
     }
-    async fn memory_usage(&self, _: &TenantId) -> Result<MemoryUsage> {
-        Ok(MemoryUsage::default())
+
+    async fn memory_usage(&self, tenant: &TenantId) -> Result<MemoryUsage> {
+        let tenant = tenant.clone();
+        self.read("read memory usage", move |connection| stored_usage(connection, &tenant)).await
     }
-    async fn memory_bound_count(&self, _: &TenantId, _: &SessionId) -> Result<u64> {
-        Ok(0)
+
+    async fn memory_bound_count(&self, tenant: &TenantId, session: &SessionId) -> Result<u64> {
+        let (tenant, session) = (tenant.clone(), session.clone());
+        self.read("count bound memory", move |connection| {
+            let count: i64 = connection
+                .prepare_cached("SELECT count(*) FROM memory_items WHERE tenant = ?1 AND bound_to = ?2")?
+                .query_row((tenant.as_str(), session.as_str()), |row| row.get(0))?;
+            Ok(count as u64)
+        })
+        .await
     }
-    async fn memory_remove_expired(&self, _: Timestamp, _: usize) -> Result<u64> {
-        Ok(0)
+
+    async fn memory_remove_expired(&self, now: Timestamp, limit: usize) -> Result<u64> {
+        self.write("remove expired memory", move |transaction| {
+            let mut params = Params::default();
+            let sql = format!(
+                "SELECT id, tenant, bytes FROM memory_items WHERE expires_at IS NOT NULL AND expires_at <= {} \
+                 ORDER BY expires_at LIMIT {}",
+                params.push(time_column(now)),
+                params.push(limit_column(limit))
+            );
+            let rows = sweep_rows(transaction, &sql, &params)?;
+            delete_ids(transaction, &rows)?;
+            Ok(rows.len() as u64)
+        })
+        .await
     }
-    async fn memory_remove_stale(&self, _: &TenantId, _: Timestamp, _: usize) -> Result<u64> {
-        Ok(0)
+
+    async fn memory_remove_stale(&self, tenant: &TenantId, updated_before: Timestamp, limit: usize) -> Result<u64> {
+        let tenant = tenant.clone();
+        self.write("remove stale memory", move |transaction| {
+            let mut params = Params::default();
+            let sql = format!(
+                "SELECT id, tenant, bytes FROM memory_items WHERE tenant = {} AND updated_at < {} \
+                 ORDER BY updated_at LIMIT {}",
+                params.push(tenant.as_str().to_owned()),
+                params.push(time_column(updated_before)),
+                params.push(limit_column(limit))
+            );
+            let rows = sweep_rows(transaction, &sql, &params)?;
+            delete_ids(transaction, &rows)?;
+            Ok(rows.len() as u64)
+        })
+        .await
     }
 }

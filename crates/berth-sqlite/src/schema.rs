@@ -35,7 +35,7 @@ pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 /// Forward-only migrations; `MIGRATIONS[n]` takes the schema from version n to n + 1.
 /// Never edit a shipped entry: append a new one.
-const MIGRATIONS: &[&str] = &[V1, V2];
+const MIGRATIONS: &[&str] = &[V1, V2, V3];
 
 const V1: &str = "
 CREATE TABLE sessions (
@@ -116,6 +116,44 @@ CREATE TABLE idempotency_keys (
     PRIMARY KEY (tenant, id, key),
     FOREIGN KEY (tenant, id) REFERENCES sessions (tenant, id) ON DELETE CASCADE
 ) STRICT, WITHOUT ROWID;
+";
+
+/// Scoped memory (R-M1, R-M2). `memory_items` holds one row per item, the value as its
+/// exact text (R-C9); `id` is an explicit rowid alias so that VACUUM cannot renumber the
+/// rows `memory_terms` points at. `memory_terms` is an FTS5 index of each item's terms
+/// (`berth_catalog::scoped::value_terms`, space-joined; an item without terms has no
+/// row): the terms are split and lowercased in Rust, and the `ascii` tokenizer keeps
+/// each such term as exactly one token (it splits only at ASCII non-alphanumerics, which
+/// a term never contains), so a match is exactly the reference's "every query term
+/// occurs". `memory_usage` is the tenant's item count and bytes, changed in the same
+/// transaction as every item (quotas read one row). Indexes: the key order within a
+/// tenant is the unique key; the updated order, the expiry sweep and the items bound to
+/// a session each have one.
+const V3: &str = "
+CREATE TABLE memory_items (
+    id         INTEGER PRIMARY KEY,
+    tenant     TEXT    NOT NULL,
+    namespace  TEXT    NOT NULL,
+    key        TEXT    NOT NULL,
+    value      TEXT    NOT NULL,
+    revision   INTEGER NOT NULL,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    expires_at INTEGER,
+    ttl_ms     INTEGER,
+    bound_to   TEXT,
+    bytes      INTEGER NOT NULL,
+    UNIQUE (tenant, namespace, key)
+) STRICT;
+CREATE INDEX memory_items_by_updated ON memory_items (tenant, updated_at DESC, namespace, key);
+CREATE INDEX memory_items_by_expiry ON memory_items (expires_at) WHERE expires_at IS NOT NULL;
+CREATE INDEX memory_items_by_session ON memory_items (tenant, bound_to) WHERE bound_to IS NOT NULL;
+CREATE TABLE memory_usage (
+    tenant TEXT    NOT NULL PRIMARY KEY,
+    items  INTEGER NOT NULL,
+    bytes  INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
+CREATE VIRTUAL TABLE memory_terms USING fts5(terms, detail = 'none', columnsize = 0, tokenize = 'ascii');
 ";
 
 /// Brings the database to `SCHEMA_VERSION` inside one `BEGIN IMMEDIATE` transaction:

@@ -42,11 +42,13 @@ fn sqlite_in_memory() -> SqliteFixture {
 mod file {
     use super::*;
     berth_testkit::catalog_conformance!(sqlite_file());
+    berth_testkit::memory_conformance!(sqlite_file());
 }
 
 mod in_memory {
     use super::*;
     berth_testkit::catalog_conformance!(sqlite_in_memory());
+    berth_testkit::memory_conformance!(sqlite_in_memory());
 }
 
 /// Eight catalogs (eight writer connections) on one file: each round all of them try
@@ -155,4 +157,62 @@ async fn reopen_keeps_records_audit_and_retention() {
     assert_eq!(catalog.retention(&tenant("t-reopen")).await.expect("get"), Some(policy));
     assert_eq!(catalog.read_audit(&tenant("t-reopen"), 0, 10).await.expect("read"), vec![entry.clone()]);
     assert_eq!(catalog.audit_head(&tenant("t-reopen")).await.expect("head"), Some((0, entry.hash)));
+}
+
+/// Eight catalogs on one file race the same memory compare-and-set each round: one
+/// winner, the others a conflict naming the winner's revision; usage counts one item,
+/// and the item and its terms are there after reopening.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn memory_cas_across_connections_has_one_winner_per_round() {
+    use berth_catalog::scoped::{MemoryPut, MemoryQuota, MemorySearch, TextQuery};
+    use berth_catalog::MemoryStore;
+    use berth_testkit::memory_conformance::{json, ns};
+    const ROUNDS: u64 = 10;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join(CATALOG_FILE_NAME);
+    let catalogs: Vec<SqliteCatalog> = (0..8).map(|_| SqliteCatalog::open(&path).expect("open")).collect();
+    let t = tenant("t-memory");
+    for round in 0..ROUNDS {
+        let mut attempts = Vec::new();
+        for (index, catalog) in catalogs.iter().enumerate() {
+            let (catalog, t) = (catalog.clone(), t.clone());
+            let write = MemoryPut {
+                namespace: ns("user/alice"),
+                key: "k".into(),
+                value: json(&format!(r#""round {round} by {index}""#)),
+                expected_revision: Some(round),
+                ttl_ms: None,
+                bound_to: None,
+            };
+            let now = berth_core::Timestamp(round);
+            attempts.push(tokio::spawn(async move {
+                (index, catalog.memory_put(&t, &write, now, &MemoryQuota::default()).await)
+            }));
+        }
+        let mut winners = Vec::new();
+        for attempt in attempts {
+            match attempt.await.expect("task") {
+                (index, Ok(item)) => {
+                    assert_eq!(item.revision, round + 1);
+                    winners.push(index)
+                }
+                (_, Err(error)) => assert_eq!(
+                    error,
+                    berth_core::Error::RevisionConflict { expected: round, actual: round + 1 },
+                    "round {round}"
+                ),
+            }
+        }
+        assert_eq!(winners.len(), 1, "round {round}: winners {winners:?}");
+    }
+    drop(catalogs);
+    let catalog = SqliteCatalog::open(&path).expect("reopen");
+    assert_eq!(catalog.memory_usage(&t).await.expect("usage").items, 1);
+    let search = MemorySearch {
+        query: Some(TextQuery::parse(&format!("round {}", ROUNDS - 1)).expect("query")),
+        ..MemorySearch::new(ns("user/alice"))
+    };
+    let found = catalog.memory_search(&t, &search, berth_core::Timestamp(ROUNDS)).await.expect("search");
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].revision, ROUNDS);
 }
