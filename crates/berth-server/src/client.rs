@@ -353,6 +353,53 @@ impl Client {
         self.checked(Method::PUT, "/v1/retention", Some(encode(&convert::retention(policy))?), "").await.map(drop)
     }
 
+    // ----- scoped memory (answers in wire types: the CLI prints them as they are) -----
+
+    pub async fn memory_put(&self, body: &wire::PutMemoryBody) -> Result<wire::MemoryItemBody> {
+        self.call(Method::PUT, "/v1/memory/items", Some(encode(body)?), &body.key).await
+    }
+
+    pub async fn memory_get(&self, namespace: &str, key: &str) -> Result<wire::MemoryItemBody> {
+        let path = format!("/v1/memory/items?namespace={}&key={}", query_escape(namespace), query_escape(key));
+        self.call(Method::GET, &path, None, key).await
+    }
+
+    pub async fn memory_delete(
+        &self,
+        namespace: &str,
+        key: &str,
+        expected: Option<u64>,
+    ) -> Result<wire::MemoryItemBody> {
+        let mut path = format!("/v1/memory/items?namespace={}&key={}", query_escape(namespace), query_escape(key));
+        if let Some(expected) = expected {
+            path.push_str(&format!("&expected_revision={expected}"));
+        }
+        self.call(Method::DELETE, &path, None, key).await
+    }
+
+    pub async fn memory_search(&self, body: &wire::MemorySearchBody) -> Result<wire::MemoryPageBody> {
+        self.call(Method::POST, "/v1/memory/search", Some(encode(body)?), "").await
+    }
+
+    pub async fn memory_namespaces(&self, params: &wire::NamespaceParams) -> Result<wire::NamespacePageBody> {
+        let mut path = format!("/v1/memory/namespaces?prefix={}", query_escape(&params.prefix));
+        if let Some(depth) = params.max_depth {
+            path.push_str(&format!("&max_depth={depth}"));
+        }
+        if let Some(cursor) = &params.cursor {
+            path.push_str(&format!("&cursor={}", query_escape(cursor)));
+        }
+        if let Some(limit) = params.limit {
+            path.push_str(&format!("&limit={limit}"));
+        }
+        self.call(Method::GET, &path, None, "").await
+    }
+
+    pub async fn memory_forget(&self, prefix: &str) -> Result<wire::ForgetReportBody> {
+        let body = encode(&wire::ForgetBody { prefix: prefix.to_owned() })?;
+        self.call(Method::POST, "/v1/memory/forget", Some(body), "").await
+    }
+
     /// A call answered with a session body.
     async fn session_call(
         &self,

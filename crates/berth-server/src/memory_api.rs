@@ -14,8 +14,7 @@ use berth_api::{
     MemoryItemBody, MemoryItemParams, MemoryPageBody, MemorySearchBody, MemoryUsageBody, NamespacePageBody,
     NamespaceParams, PutMemoryBody,
 };
-use berth_catalog::scoped::{MemoryPut, Namespace, NamespaceQuery};
-use berth_core::limits::PAGE_SIZE_DEFAULT;
+use berth_catalog::scoped::Namespace;
 
 type ApiResult<T> = Result<T, ApiError>;
 
@@ -33,14 +32,7 @@ pub async fn put_memory(
     Caller(principal): Caller,
     StrictJson(body): StrictJson<PutMemoryBody>,
 ) -> ApiResult<Response> {
-    let put = MemoryPut {
-        namespace: namespace(&body.namespace)?,
-        key: body.key,
-        value: body.value,
-        expected_revision: body.expected_revision,
-        ttl_ms: body.ttl_ms,
-        bound_to: body.bound_to,
-    };
+    let put = wire::memory_put_from(body)?;
     let item = call(&state, move |s| async move { s.memory_put(&principal, put).await }).await?;
     Ok(json(StatusCode::OK, &wire::memory_item(&item)))
 }
@@ -89,11 +81,7 @@ pub async fn search_memory(
 ) -> ApiResult<Response> {
     let search = wire::memory_search_from(body)?;
     let page = call(&state, move |s| async move { s.memory_search(&principal, &search).await }).await?;
-    let body = MemoryPageBody {
-        items: page.items.iter().map(wire::memory_item).collect(),
-        next_cursor: page.next_cursor.map(|cursor| cursor.encode()),
-    };
-    Ok(json(StatusCode::OK, &body))
+    Ok(json(StatusCode::OK, &wire::memory_page(&page)))
 }
 
 /// The namespaces of live items within a prefix, cut to a depth, one page.
@@ -105,18 +93,9 @@ pub async fn list_namespaces(
     Caller(principal): Caller,
     StrictQuery(params): StrictQuery<NamespaceParams>,
 ) -> ApiResult<Response> {
-    let query = NamespaceQuery {
-        prefix: namespace(&params.prefix)?,
-        max_depth: params.max_depth.map(|depth| usize::try_from(depth).unwrap_or(usize::MAX)),
-        cursor: params.cursor,
-        limit: params.limit.map_or(PAGE_SIZE_DEFAULT, |limit| usize::try_from(limit).unwrap_or(usize::MAX)),
-    };
+    let query = wire::namespace_query_from(params)?;
     let page = call(&state, move |s| async move { s.memory_namespaces(&principal, &query).await }).await?;
-    let body = NamespacePageBody {
-        namespaces: page.namespaces.iter().map(|ns| ns.as_str().to_owned()).collect(),
-        next_cursor: page.next_cursor,
-    };
-    Ok(json(StatusCode::OK, &body))
+    Ok(json(StatusCode::OK, &wire::namespace_page(&page)))
 }
 
 /// Deletes exactly one scope, or a namespace inside one, with one audit record.
@@ -130,14 +109,7 @@ pub async fn forget_memory(
 ) -> ApiResult<Response> {
     let prefix = namespace(&body.prefix)?;
     let report = call(&state, move |s| async move { s.memory_forget(&principal, &prefix).await }).await?;
-    let body = ForgetReportBody {
-        prefix: report.prefix.as_str().to_owned(),
-        items: report.outcome.items,
-        bytes: report.outcome.bytes,
-        audit_seq: report.audit_seq,
-        sessions_holding_values: report.sessions_holding_values,
-    };
-    Ok(json(StatusCode::OK, &body))
+    Ok(json(StatusCode::OK, &wire::forget_report(&report)))
 }
 
 /// The tenant's memory usage and quota (service and admin keys).

@@ -508,3 +508,50 @@ pub fn memory_search_from(body: wire::MemorySearchBody) -> berth_core::Result<be
     search.check()?;
     Ok(search)
 }
+
+pub fn memory_put_from(body: wire::PutMemoryBody) -> berth_core::Result<berth_catalog::scoped::MemoryPut> {
+    Ok(berth_catalog::scoped::MemoryPut {
+        namespace: berth_catalog::scoped::Namespace::parse(&body.namespace)?,
+        key: body.key,
+        value: body.value,
+        expected_revision: body.expected_revision,
+        ttl_ms: body.ttl_ms,
+        bound_to: body.bound_to,
+    })
+}
+
+pub fn memory_page(page: &berth_service::MemoryPage) -> wire::MemoryPageBody {
+    wire::MemoryPageBody {
+        items: page.items.iter().map(memory_item).collect(),
+        next_cursor: page.next_cursor.as_ref().map(|cursor| cursor.encode()),
+    }
+}
+
+pub fn namespace_query_from(
+    params: wire::NamespaceParams,
+) -> berth_core::Result<berth_catalog::scoped::NamespaceQuery> {
+    let size = |value: u64| usize::try_from(value).unwrap_or(usize::MAX);
+    Ok(berth_catalog::scoped::NamespaceQuery {
+        prefix: berth_catalog::scoped::Namespace::parse(&params.prefix)?,
+        max_depth: params.max_depth.map(size),
+        cursor: params.cursor,
+        limit: params.limit.map_or(berth_core::limits::PAGE_SIZE_DEFAULT, size),
+    })
+}
+
+pub fn namespace_page(page: &berth_service::NamespacePage) -> wire::NamespacePageBody {
+    wire::NamespacePageBody {
+        namespaces: page.namespaces.iter().map(|ns| ns.as_str().to_owned()).collect(),
+        next_cursor: page.next_cursor.clone(),
+    }
+}
+
+pub fn forget_report(report: &berth_service::ForgetReport) -> wire::ForgetReportBody {
+    wire::ForgetReportBody {
+        prefix: report.prefix.as_str().to_owned(),
+        items: report.outcome.items,
+        bytes: report.outcome.bytes,
+        audit_seq: report.audit_seq,
+        sessions_holding_values: report.sessions_holding_values.clone(),
+    }
+}

@@ -407,6 +407,7 @@ async fn session_command(targets: &Targets<'_>, command: Command, json: bool) ->
         }
         Command::Gc(args) => gc(targets, args, json).await,
         Command::Audit(command) => audit(targets, command, json).await,
+        Command::Memory(command) => super::memory::memory(targets, command, json).await,
         Command::Fsck(_)
         | Command::Log(_)
         | Command::Bench(_)

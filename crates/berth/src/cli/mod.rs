@@ -5,6 +5,7 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 mod commands;
+mod memory;
 mod migrate;
 mod output;
 mod serve;
@@ -82,6 +83,9 @@ pub enum Command {
     /// Read and verify the tamper-evident audit log.
     #[command(subcommand)]
     Audit(commands::AuditCommand),
+    /// Scoped memory: items of a user, a project or the app that outlive sessions.
+    #[command(subcommand)]
+    Memory(memory::MemoryCommand),
     /// Verify every log under a data directory; `--repair` truncates torn tails only.
     Fsck(commands::FsckArgs),
     /// Storage-level inspection of the event logs (no catalog, no authorization).

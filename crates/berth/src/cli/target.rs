@@ -13,9 +13,12 @@
 use super::output::print_line;
 use super::PrincipalArgs;
 use async_trait::async_trait;
+use berth_api as wire;
+use berth_catalog::scoped::Namespace;
 use berth_catalog::{AuditEntry, AuditVerification, RetentionPolicy, RunRecord, SessionRecord};
 use berth_core::{Event, Result, Revision, RunId, SessionId};
 use berth_server::client::Client;
+use berth_server::wire as convert;
 use berth_service::{
     AppendOutcome, AppendRequest, AttachRequest, Attachment, ClosePolicy, CreateSession, ListRequest, MetadataUpdate,
     Principal, ResumeOutcome, SessionPage, SessionService, SweepReport,
@@ -78,6 +81,13 @@ pub trait SessionTarget: Send + Sync {
     async fn set_retention(&self, policy: RetentionPolicy) -> Result<()>;
     /// One bounded retention sweep; `None` where the target sweeps on its own (a server).
     async fn sweep(&self, batch: usize) -> Result<Option<SweepReport>>;
+    // Scoped memory, in wire types (what `--json` prints).
+    async fn memory_put(&self, body: wire::PutMemoryBody) -> Result<wire::MemoryItemBody>;
+    async fn memory_get(&self, namespace: &str, key: &str) -> Result<wire::MemoryItemBody>;
+    async fn memory_delete(&self, namespace: &str, key: &str, expected: Option<u64>) -> Result<wire::MemoryItemBody>;
+    async fn memory_search(&self, body: wire::MemorySearchBody) -> Result<wire::MemoryPageBody>;
+    async fn memory_namespaces(&self, params: wire::NamespaceParams) -> Result<wire::NamespacePageBody>;
+    async fn memory_forget(&self, prefix: &str) -> Result<wire::ForgetReportBody>;
 }
 
 /// Where the commands run: the data directory's service or a server's client.
@@ -105,6 +115,30 @@ struct Local<'a> {
 
 #[async_trait]
 impl SessionTarget for Local<'_> {
+    async fn memory_put(&self, body: wire::PutMemoryBody) -> Result<wire::MemoryItemBody> {
+        let item = self.service.memory_put(&self.principal, convert::memory_put_from(body)?).await?;
+        Ok(convert::memory_item(&item))
+    }
+    async fn memory_get(&self, namespace: &str, key: &str) -> Result<wire::MemoryItemBody> {
+        let item = self.service.memory_get(&self.principal, &Namespace::parse(namespace)?, key, false).await?;
+        Ok(convert::memory_item(&item))
+    }
+    async fn memory_delete(&self, namespace: &str, key: &str, expected: Option<u64>) -> Result<wire::MemoryItemBody> {
+        let item = self.service.memory_delete(&self.principal, &Namespace::parse(namespace)?, key, expected).await?;
+        Ok(convert::memory_item(&item))
+    }
+    async fn memory_search(&self, body: wire::MemorySearchBody) -> Result<wire::MemoryPageBody> {
+        let page = self.service.memory_search(&self.principal, &convert::memory_search_from(body)?).await?;
+        Ok(convert::memory_page(&page))
+    }
+    async fn memory_namespaces(&self, params: wire::NamespaceParams) -> Result<wire::NamespacePageBody> {
+        let page = self.service.memory_namespaces(&self.principal, &convert::namespace_query_from(params)?).await?;
+        Ok(convert::namespace_page(&page))
+    }
+    async fn memory_forget(&self, prefix: &str) -> Result<wire::ForgetReportBody> {
+        let report = self.service.memory_forget(&self.principal, &Namespace::parse(prefix)?).await?;
+        Ok(convert::forget_report(&report))
+    }
     async fn create(&self, request: CreateSession) -> Result<SessionRecord> {
         self.service.create(&self.principal, request).await
     }
@@ -206,6 +240,24 @@ impl SessionTarget for Local<'_> {
 /// A running `berth serve`, through its HTTP API.
 #[async_trait]
 impl SessionTarget for Client {
+    async fn memory_put(&self, body: wire::PutMemoryBody) -> Result<wire::MemoryItemBody> {
+        Client::memory_put(self, &body).await
+    }
+    async fn memory_get(&self, namespace: &str, key: &str) -> Result<wire::MemoryItemBody> {
+        Client::memory_get(self, namespace, key).await
+    }
+    async fn memory_delete(&self, namespace: &str, key: &str, expected: Option<u64>) -> Result<wire::MemoryItemBody> {
+        Client::memory_delete(self, namespace, key, expected).await
+    }
+    async fn memory_search(&self, body: wire::MemorySearchBody) -> Result<wire::MemoryPageBody> {
+        Client::memory_search(self, &body).await
+    }
+    async fn memory_namespaces(&self, params: wire::NamespaceParams) -> Result<wire::NamespacePageBody> {
+        Client::memory_namespaces(self, &params).await
+    }
+    async fn memory_forget(&self, prefix: &str) -> Result<wire::ForgetReportBody> {
+        Client::memory_forget(self, prefix).await
+    }
     async fn create(&self, request: CreateSession) -> Result<SessionRecord> {
         Client::create(self, &request).await
     }
