@@ -363,12 +363,118 @@ def verify_audit() -> Call[m.AuditVerification]:
 
 
 def set_retention(
-    *, idle_ttl_ms: int | None = None, max_age_ms: int | None = None, delete_terminal_after_ms: int | None = None
+    *,
+    idle_ttl_ms: int | None = None,
+    max_age_ms: int | None = None,
+    delete_terminal_after_ms: int | None = None,
+    memory_max_age_ms: int | None = None,
 ) -> Call[None]:
     body = _json_body(
-        {"idle_ttl_ms": idle_ttl_ms, "max_age_ms": max_age_ms, "delete_terminal_after_ms": delete_terminal_after_ms}
+        {"idle_ttl_ms": idle_ttl_ms, "max_age_ms": max_age_ms, "delete_terminal_after_ms": delete_terminal_after_ms,
+         "memory_max_age_ms": memory_max_age_ms}
     )
     return Call("PUT", "/v1/retention", _nothing, body, resend_safe=True)
+
+
+# ----- scoped memory ------------------------------------------------------------------
+
+#: Filter operators of `memory_search` conditions.
+FILTER_OPS = ("eq", "ne", "gt", "gte", "lt", "lte", "in")
+
+
+def _memory_item(answer: Answer) -> m.MemoryItem:
+    return m.MemoryItem.from_wire(answer.json())
+
+
+def memory_put(
+    namespace: str,
+    key: str,
+    value: Any,
+    *,
+    expected_revision: int | None = None,
+    ttl_ms: int | None = None,
+    bound_to: str | None = None,
+) -> Call[m.MemoryItem]:
+    body = _json_body(
+        {"namespace": namespace, "key": key, "value": value, "expected_revision": expected_revision,
+         "ttl_ms": ttl_ms, "bound_to": bound_to}
+    )
+    if value is None:  # `_json_body` drops None fields; null is a value here.
+        body = dumps({**json.loads(body), "value": None})
+    # Resending a put is safe only as a compare-and-set (a lost answer then conflicts
+    # instead of writing twice over a newer value).
+    return Call("PUT", "/v1/memory/items", _memory_item, body, resend_safe=expected_revision is not None)
+
+
+def memory_get(namespace: str, key: str, *, refresh: bool | None = None) -> Call[m.MemoryItem]:
+    path = _query("/v1/memory/items", {"namespace": namespace, "key": key, "refresh": refresh})
+    return Call("GET", path, _memory_item, resend_safe=True)
+
+
+def memory_delete(namespace: str, key: str, *, expected_revision: int | None = None) -> Call[m.MemoryItem]:
+    path = _query("/v1/memory/items", {"namespace": namespace, "key": key, "expected_revision": expected_revision})
+    return Call("DELETE", path, _memory_item)
+
+
+def _condition(condition: Any) -> dict[str, Any]:
+    if isinstance(condition, Mapping):
+        return {"field": condition["field"], "op": condition["op"], "value": condition["value"]}
+    field_name, op, value = condition
+    if op not in FILTER_OPS:
+        raise ValueError(f"filter operator {op!r}: one of {', '.join(FILTER_OPS)}")
+    return {"field": field_name, "op": op, "value": value}
+
+
+def memory_search(
+    prefix: str,
+    *,
+    filter: Iterable[Any] | Mapping[str, Any] | None = None,
+    query: str | None = None,
+    order: str | None = None,
+    cursor: str | None = None,
+    limit: int | None = None,
+) -> Call[m.MemoryPage]:
+    """`filter`: conditions `(field, op, value)` (or `{field, op, value}`), ANDed; a
+    mapping `{field: value}` means equality on each."""
+    if isinstance(filter, Mapping):
+        conditions = [{"field": name, "op": "eq", "value": value} for name, value in filter.items()]
+    else:
+        conditions = [_condition(condition) for condition in filter or ()]
+    body = _json_body(
+        {"prefix": prefix, "filter": conditions or None, "query": query, "order": order, "cursor": cursor,
+         "limit": limit}
+    )
+    return Call("POST", "/v1/memory/search", lambda answer: m.MemoryPage.from_wire(answer.json()), body,
+                resend_safe=True)
+
+
+def memory_namespaces(
+    prefix: str, *, max_depth: int | None = None, cursor: str | None = None, limit: int | None = None
+) -> Call[m.NamespacePage]:
+    path = _query("/v1/memory/namespaces", {"prefix": prefix, "max_depth": max_depth, "cursor": cursor,
+                                           "limit": limit})
+    return Call("GET", path, lambda answer: m.NamespacePage.from_wire(answer.json()), resend_safe=True)
+
+
+def memory_forget(prefix: str) -> Call[m.ForgetReport]:
+    # Deleting what is already deleted again deletes nothing more: safe to resend.
+    body = _json_body({"prefix": prefix})
+    return Call("POST", "/v1/memory/forget", lambda answer: m.ForgetReport.from_wire(answer.json()), body,
+                resend_safe=True)
+
+
+def memory_usage() -> Call[m.MemoryUsage]:
+    return Call("GET", "/v1/memory/usage", lambda answer: m.MemoryUsage.from_wire(answer.json()), resend_safe=True)
+
+
+def memory_export(prefix: str | None = None) -> Call[bytes]:
+    return Call("GET", _query("/v1/memory/export", {"prefix": prefix}), lambda answer: answer.body, resend_safe=True)
+
+
+def memory_import(data: bytes) -> Call[m.MemoryImported]:
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise TypeError("memory_import takes the bytes of a memory export (JSONL)")
+    return Call("POST", "/v1/memory/import", lambda answer: m.MemoryImported.from_wire(answer.json()), bytes(data))
 
 
 def whoami() -> Call[m.Principal]:

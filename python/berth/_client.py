@@ -156,6 +156,39 @@ class _Operations:
     def whoami(self) -> m.Principal:
         return self._execute(c.whoami())
 
+    # ----- scoped memory (docs/memory.md) -----
+
+    def memory_put(self, namespace: str, key: str, value: Any, **options: Any) -> m.MemoryItem:
+        """Creates or replaces an item; `expected_revision` (0: only if absent), `ttl_ms`,
+        `bound_to` (a session id: deleted with it)."""
+        return self._execute(c.memory_put(namespace, key, value, **options))
+
+    def memory_get(self, namespace: str, key: str, *, refresh: bool | None = None) -> m.MemoryItem:
+        return self._execute(c.memory_get(namespace, key, refresh=refresh))
+
+    def memory_delete(self, namespace: str, key: str, *, expected_revision: int | None = None) -> m.MemoryItem:
+        return self._execute(c.memory_delete(namespace, key, expected_revision=expected_revision))
+
+    def memory_search(self, prefix: str, **options: Any) -> m.MemoryPage:
+        """Items within `prefix`: `filter`, `query` (full text), `order` (key, updated_at,
+        relevance), `cursor`, `limit`."""
+        return self._execute(c.memory_search(prefix, **options))
+
+    def memory_namespaces(self, prefix: str, **options: Any) -> m.NamespacePage:
+        return self._execute(c.memory_namespaces(prefix, **options))
+
+    def memory_forget(self, prefix: str) -> m.ForgetReport:
+        return self._execute(c.memory_forget(prefix))
+
+    def memory_usage(self) -> m.MemoryUsage:
+        return self._execute(c.memory_usage())
+
+    def memory_export(self, prefix: str | None = None) -> bytes:
+        return self._execute(c.memory_export(prefix))
+
+    def memory_import(self, data: bytes) -> m.MemoryImported:
+        return self._execute(c.memory_import(data))
+
 
 def _stream_message(message: Any) -> tuple[str, Any]:
     """("event", Event) | ("end", body) | ("error", BerthError) | ("other", None)."""

@@ -333,6 +333,91 @@ class AuditSearchPage:
         return _build(cls, body, {"entries": lambda items: [AuditEntry.from_wire(item) for item in items]})
 
 
+@dataclass(frozen=True)
+class MemoryItem:
+    """A scoped-memory item: `(namespace, key) -> value`, with its revision (1 on
+    creation, +1 per put) and times in ms."""
+
+    WIRE_SCHEMA: ClassVar[str] = "MemoryItemBody"
+    namespace: str
+    key: str
+    value: Any
+    revision: int
+    created_at: int
+    updated_at: int
+    expires_at: int | None = None
+    ttl_ms: int | None = None
+    bound_to: str | None = None
+
+    @classmethod
+    def from_wire(cls, body: dict[str, Any]) -> MemoryItem:
+        return _build(cls, body)
+
+
+@dataclass(frozen=True)
+class MemoryPage:
+    """One page of a memory search; continue with `cursor=page.next_cursor`."""
+
+    WIRE_SCHEMA: ClassVar[str] = "MemoryPageBody"
+    items: list[MemoryItem]
+    next_cursor: str | None = None
+
+    @classmethod
+    def from_wire(cls, body: dict[str, Any]) -> MemoryPage:
+        return _build(cls, body, {"items": lambda items: [MemoryItem.from_wire(item) for item in items]})
+
+
+@dataclass(frozen=True)
+class NamespacePage:
+    WIRE_SCHEMA: ClassVar[str] = "NamespacePageBody"
+    namespaces: list[str]
+    next_cursor: str | None = None
+
+    @classmethod
+    def from_wire(cls, body: dict[str, Any]) -> NamespacePage:
+        return _build(cls, body)
+
+
+@dataclass(frozen=True)
+class ForgetReport:
+    """What `forget` deleted, its audit record, and the sessions whose logs still hold
+    values written into the scope by appends."""
+
+    WIRE_SCHEMA: ClassVar[str] = "ForgetReportBody"
+    prefix: str
+    items: int
+    bytes: int
+    audit_seq: int
+    sessions_holding_values: list[str]
+
+    @classmethod
+    def from_wire(cls, body: dict[str, Any]) -> ForgetReport:
+        return _build(cls, body)
+
+
+@dataclass(frozen=True)
+class MemoryUsage:
+    WIRE_SCHEMA: ClassVar[str] = "MemoryUsageBody"
+    items: int
+    bytes: int
+    quota_items: int
+    quota_bytes: int
+
+    @classmethod
+    def from_wire(cls, body: dict[str, Any]) -> MemoryUsage:
+        return _build(cls, body)
+
+
+@dataclass(frozen=True)
+class MemoryImported:
+    WIRE_SCHEMA: ClassVar[str] = "MemoryImportedBody"
+    imported: int
+
+    @classmethod
+    def from_wire(cls, body: dict[str, Any]) -> MemoryImported:
+        return _build(cls, body)
+
+
 #: Every response model, for the drift test.
 MODELS: tuple[type, ...] = (
     Scope,
@@ -354,4 +439,10 @@ MODELS: tuple[type, ...] = (
     StatusCount,
     SessionCounts,
     AuditSearchPage,
+    MemoryItem,
+    MemoryPage,
+    NamespacePage,
+    ForgetReport,
+    MemoryUsage,
+    MemoryImported,
 )
