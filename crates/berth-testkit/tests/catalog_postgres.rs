@@ -39,3 +39,4 @@ async fn postgres() -> PostgresFixture {
 }
 
 berth_testkit::catalog_conformance!(postgres().await);
+berth_testkit::memory_conformance!(postgres().await);
