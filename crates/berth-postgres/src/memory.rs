@@ -357,6 +357,39 @@ async fn namespaces_in<C: GenericClient>(
 }
 
 impl PostgresCatalog {
+    /// Imports several items (`memory_import` each) in one transaction: all or none,
+    /// within the statement bound (a few thousand items per call). For restores and
+    /// seeding.
+    pub async fn memory_import_many(
+        &self,
+        tenant: &TenantId,
+        items: Vec<MemoryItem>,
+        quota: &MemoryQuota,
+    ) -> Result<()> {
+        let (tenant_text, quota) = (tenant.to_string(), *quota);
+        self.memory_unit("import memory items", tenant, true, move |client| {
+            Box::pin(async move {
+                let tenant = tenant_text.as_str();
+                let mut usage = lock_usage(client, tenant).await?;
+                for item in &items {
+                    if stored_item(client, tenant, item.namespace.as_str(), &item.key).await?.is_some() {
+                        return Err(Failure::Berth(Error::AlreadyExists {
+                            what: "memory item",
+                            id: format!("{}:{}", item.namespace, item.key),
+                        }));
+                    }
+                    usage.check_put(&quota, true, 0, item.bytes())?;
+                    write_item(client, tenant, item, None).await?;
+                    usage.items += 1;
+                    usage.bytes += item.bytes();
+                }
+                let (added_items, added_bytes) = (items.len() as i64, items.iter().map(MemoryItem::bytes).sum::<u64>());
+                add_usage(client, tenant, added_items, added_bytes as i64).await
+            })
+        })
+        .await
+    }
+
     /// Runs `work` in one transaction of `tenant` (registered in the tenant registry
     /// first when `register`: writes that create memory).
     async fn memory_unit<T, F>(&self, operation: &'static str, tenant: &TenantId, register: bool, work: F) -> Result<T>
@@ -539,23 +572,7 @@ impl MemoryStore for PostgresCatalog {
     }
 
     async fn memory_import(&self, tenant: &TenantId, item: &MemoryItem, quota: &MemoryQuota) -> Result<()> {
-        let (tenant_text, item, quota) = (tenant.to_string(), item.clone(), *quota);
-        self.memory_unit("import memory item", tenant, true, move |client| {
-            Box::pin(async move {
-                let tenant = tenant_text.as_str();
-                let usage = lock_usage(client, tenant).await?;
-                if stored_item(client, tenant, item.namespace.as_str(), &item.key).await?.is_some() {
-                    return Err(Failure::Berth(Error::AlreadyExists {
-                        what: "memory item",
-                        id: format!("{}:{}", item.namespace, item.key),
-                    }));
-                }
-                usage.check_put(&quota, true, 0, item.bytes())?;
-                write_item(client, tenant, &item, None).await?;
-                add_usage(client, tenant, 1, item.bytes() as i64).await
-            })
-        })
-        .await
+        self.memory_import_many(tenant, vec![item.clone()], quota).await
     }
 
     async fn memory_usage(&self, tenant: &TenantId) -> Result<MemoryUsage> {
