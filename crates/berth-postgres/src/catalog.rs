@@ -92,7 +92,7 @@ const INDEX_IDEMPOTENCY: &str = "WITH session AS ( \
      ) \
      SELECT count(*) FROM session";
 
-/// Every tenant that has had sessions, audit entries or a retention policy: the
+/// Every tenant that has had sessions, audit entries, a retention policy or memory: the
 /// `tenants` registry (migration 3), which catalog writes fill in their own transaction.
 /// Row-level security keeps the data tables from being read across tenants, so the
 /// registry is what a sweep iterates.
@@ -214,6 +214,36 @@ fn check_audit_insert(inserted: Result<u64, tokio_postgres::Error>, tenant: &str
     }
 }
 
+/// Locks the tenant's audit head inside the caller's transaction (for a change that
+/// appends its audit record later in the same transaction, like `memory_forget`).
+pub(crate) async fn lock_audit_head<C: deadpool_postgres::GenericClient>(
+    client: &C,
+    tenant: &str,
+) -> Result<(i64, String), Failure> {
+    let lock = client.prepare_cached(LOCK_AUDIT_HEAD).await?;
+    let head = client.query_one(&lock, &[&tenant]).await?;
+    Ok((head.get(0), head.get(1)))
+}
+
+/// Appends one audit entry chained from `head` (locked by `lock_audit_head` in the same
+/// transaction).
+pub(crate) async fn append_audit_locked<C: deadpool_postgres::GenericClient>(
+    client: &C,
+    tenant: &str,
+    head: (i64, String),
+    draft: AuditDraft,
+) -> Result<AuditEntry, Failure> {
+    let (seq, hash) = head;
+    let previous = if seq < 0 { None } else { Some((to_u64("audit seq", seq)?, hash.as_str())) };
+    let entry = audit::chain(draft, previous);
+    let entry_seq = to_i64("audit seq", entry.seq)?;
+    let append = client.prepare_cached(APPEND_AUDIT).await?;
+    let json = encode(&entry, "audit entry")?;
+    let inserted = client.execute(&append, &[&tenant, &entry_seq, &json, &entry.hash]).await;
+    check_audit_insert(inserted, tenant)?;
+    Ok(entry)
+}
+
 type Work<T> = Pin<Box<dyn Future<Output = Result<T, Failure>> + Send>>;
 
 impl PostgresCatalog {
@@ -227,7 +257,7 @@ impl PostgresCatalog {
         PostgresCatalog { db }
     }
 
-    async fn run<T: Send + 'static>(
+    pub(crate) async fn run<T: Send + 'static>(
         &self,
         operation: &'static str,
         work: impl FnOnce(Arc<Database>) -> Work<T>,
@@ -315,7 +345,13 @@ impl PostgresCatalog {
                         AuditedChange::Update(..) => 0,
                         AuditedChange::Remove(..) => {
                             let statement = transaction.prepare_cached(REMOVE).await?;
-                            transaction.query_one(&statement, &[&tenant, &id, &expected_column]).await?.get(0)
+                            let removed: i64 =
+                                transaction.query_one(&statement, &[&tenant, &id, &expected_column]).await?.get(0);
+                            if removed == 1 {
+                                // The memory bound to the session goes with it.
+                                crate::memory::remove_bound(&transaction, &tenant, &id).await?;
+                            }
+                            removed
                         }
                     };
                     if changed != 1 {
@@ -531,6 +567,8 @@ impl Catalog for PostgresCatalog {
                     Box::pin(async move {
                         let removed: i64 = client.query_one(REMOVE, &[&tenant, &id, &expected_column]).await?.get(0);
                         if removed == 1 {
+                            // The memory bound to the session goes with it.
+                            crate::memory::remove_bound(client, &tenant, &id).await?;
                             return Ok(Some(expected_column));
                         }
                         let row = client.query_opt(REVISION_OF, &[&tenant, &id]).await?;

@@ -1,73 +1,642 @@
-//! Scoped memory on PostgreSQL (placeholder until the implementation lands: every call
-//! reports the store unavailable; no conformance test runs against it yet).
+//! Scoped memory on PostgreSQL (`MemoryStore`): the tables of migration 4 (`schema.rs`).
+//!
+//! - Every call is one transaction under the tenant's `SET LOCAL berth.tenant`
+//!   (`Database::with_tenant`), so row-level security bounds it like every catalog call.
+//! - Every change locks the tenant's `memory_usage` row first (creating it at zero),
+//!   then reads and writes items: a put's revision check, the quota check and the write
+//!   see no concurrent writer of the tenant, in any process; the upsert also repeats the
+//!   revision check (`ON CONFLICT … WHERE revision = …`). Lock order, shared with the
+//!   catalog: audit head, session, usage, items — so none of them deadlock.
+//! - Namespace prefixes, cursors and orders (relevance included: the score is counted in
+//!   SQL from `terms`) are SQL; the filter (`Filter::matches`) is evaluated here, on
+//!   pages of the ordered rows fetched by keyset until `limit` items pass it.
 
+use crate::catalog::{append_audit_locked, lock_audit_head};
+use crate::db::{to_u64, Failure};
+use crate::listing::time_column;
 use crate::PostgresCatalog;
 use async_trait::async_trait;
 use berth_catalog::audit::AuditEntry;
-use berth_catalog::scoped::{ForgetAudit, ForgetOutcome, MemoryItem, MemoryPut, MemoryQuota, MemorySearch};
-use berth_catalog::scoped::{MemoryStore, MemoryUsage, Namespace, NamespaceQuery};
-use berth_core::{Error, Result, SessionId, TenantId, Timestamp};
+use berth_catalog::scoped::{self, ForgetAudit, ForgetOutcome, MemoryItem, MemoryPut, MemoryQuota, MemorySearch};
+use berth_catalog::scoped::{MemoryStore, MemoryUsage, Namespace, NamespaceQuery, SearchOrder};
+use berth_catalog::Catalog;
+use berth_core::{Error, JsonText, Result, SessionId, TenantId, Timestamp};
+use deadpool_postgres::{GenericClient, Object};
+use std::future::Future;
+use std::pin::Pin;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::Row;
 
-fn missing<T>() -> Result<T> {
-    Err(Error::Unavailable { reason: "scoped memory is not implemented on PostgreSQL yet".into() })
+/// The item columns every read selects, in `item_from_row` order.
+const ITEM_COLUMNS: &str =
+    "m.namespace, m.key, m.value, m.revision, m.created_at, m.updated_at, m.expires_at, m.ttl_ms, m.bound_to";
+
+/// Locks the tenant's usage row (creating it at zero) and returns it.
+const LOCK_USAGE: &str = "INSERT INTO memory_usage (tenant, items, bytes) VALUES ($1, 0, 0) \
+     ON CONFLICT (tenant) DO UPDATE SET tenant = excluded.tenant RETURNING items, bytes";
+
+/// Locks an existing usage row (removals: no row, no items).
+const LOCK_USAGE_IF_ANY: &str = "SELECT items FROM memory_usage WHERE tenant = $1 FOR UPDATE";
+
+const ADD_USAGE: &str = "UPDATE memory_usage SET items = items + $2, bytes = bytes + $3 WHERE tenant = $1";
+
+/// Writes an item; with a stored row, only if it still holds revision `$13` (always the
+/// case under the usage lock; a mismatch reports the row count 0).
+const UPSERT: &str = "INSERT INTO memory_items (tenant, namespace, key, value, revision, created_at, updated_at, \
+         expires_at, ttl_ms, bound_to, bytes, terms) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::text[]) \
+     ON CONFLICT (tenant, namespace, key) DO UPDATE SET value = excluded.value, revision = excluded.revision, \
+         created_at = excluded.created_at, updated_at = excluded.updated_at, expires_at = excluded.expires_at, \
+         ttl_ms = excluded.ttl_ms, bound_to = excluded.bound_to, bytes = excluded.bytes, terms = excluded.terms \
+     WHERE memory_items.revision = $13";
+
+type Unit<'c, T> = Pin<Box<dyn Future<Output = Result<T, Failure>> + Send + 'c>>;
+
+fn corrupt(what: &str) -> Failure {
+    Failure::Berth(Error::Corrupt {
+        reason: format!("stored memory item has an invalid {what}"),
+        location: berth_core::Location { artifact: "postgres:memory".into(), offset: None, seq: None },
+    })
+}
+
+fn time_from(column: i64) -> Result<Timestamp, Failure> {
+    to_u64("memory time", column).map(Timestamp)
+}
+
+fn item_from_row(row: &Row) -> Result<MemoryItem, Failure> {
+    let namespace = Namespace::parse(row.try_get(0)?).map_err(|_| corrupt("namespace"))?;
+    let value: String = row.try_get(2)?;
+    let raw = serde_json::value::RawValue::from_string(value).map_err(|_| corrupt("value"))?;
+    let bound_to = match row.try_get::<_, Option<&str>>(8)? {
+        Some(text) => Some(SessionId::parse(text).map_err(|_| corrupt("session id"))?),
+        None => None,
+    };
+    Ok(MemoryItem {
+        namespace,
+        key: row.try_get(1)?,
+        value: JsonText::from_trusted_raw(raw),
+        revision: row.try_get::<_, i64>(3)? as u64,
+        created_at: time_from(row.try_get(4)?)?,
+        updated_at: time_from(row.try_get(5)?)?,
+        expires_at: row.try_get::<_, Option<i64>>(6)?.map(time_from).transpose()?,
+        ttl_ms: row.try_get::<_, Option<i64>>(7)?.map(|ttl| ttl as u64),
+        bound_to,
+    })
+}
+
+/// Positional parameters of a statement built piece by piece.
+#[derive(Default)]
+struct Params(Vec<Box<dyn ToSql + Sync + Send>>);
+
+impl Params {
+    /// Adds a parameter; returns its placeholder.
+    fn push(&mut self, value: impl ToSql + Sync + Send + 'static) -> String {
+        self.0.push(Box::new(value));
+        format!("${}", self.0.len())
+    }
+
+    fn refs(&self) -> Vec<&(dyn ToSql + Sync)> {
+        self.0.iter().map(|value| &**value as &(dyn ToSql + Sync)).collect()
+    }
+}
+
+/// `m.namespace` equal to `prefix` or inside it, as one range of the primary key:
+/// `[p, p0)` holds `p`, `p/…` and siblings like `p x` (bytes below `/`), which the last
+/// condition drops (`0` is the byte after `/`; the columns are `COLLATE "C"`).
+fn within_prefix(prefix: &Namespace, params: &mut Params) -> String {
+    let p = prefix.as_str();
+    let (low, high, slash) = (params.push(p.to_owned()), params.push(format!("{p}0")), params.push(format!("{p}/")));
+    format!("m.namespace >= {low} AND m.namespace < {high} AND (m.namespace = {low} OR m.namespace > {slash})")
+}
+
+fn live(now: Timestamp, params: &mut Params) -> String {
+    let now = params.push(time_column(now));
+    format!("(m.expires_at IS NULL OR m.expires_at > {now})")
+}
+
+fn limit_column(limit: usize) -> i64 {
+    i64::try_from(limit).unwrap_or(i64::MAX)
+}
+
+fn usage_of(items: i64, bytes: i64) -> Result<MemoryUsage, Failure> {
+    Ok(MemoryUsage { items: to_u64("memory usage", items)?, bytes: to_u64("memory usage", bytes)? })
+}
+
+async fn lock_usage<C: GenericClient>(client: &C, tenant: &str) -> Result<MemoryUsage, Failure> {
+    let row = client.query_one(&client.prepare_cached(LOCK_USAGE).await?, &[&tenant]).await?;
+    usage_of(row.get(0), row.get(1))
+}
+
+async fn add_usage<C: GenericClient>(client: &C, tenant: &str, items: i64, bytes: i64) -> Result<(), Failure> {
+    if items != 0 || bytes != 0 {
+        client.execute(&client.prepare_cached(ADD_USAGE).await?, &[&tenant, &items, &bytes]).await?;
+    }
+    Ok(())
+}
+
+/// The stored item (live or expired) and its bytes.
+async fn stored_item<C: GenericClient>(
+    client: &C,
+    tenant: &str,
+    namespace: &str,
+    key: &str,
+) -> Result<Option<MemoryItem>, Failure> {
+    let sql =
+        format!("SELECT {ITEM_COLUMNS} FROM memory_items AS m WHERE m.tenant = $1 AND m.namespace = $2 AND m.key = $3");
+    let row = client.query_opt(&client.prepare_cached(&sql).await?, &[&tenant, &namespace, &key]).await?;
+    row.as_ref().map(item_from_row).transpose()
+}
+
+/// Writes `item` over the stored row at `stored_revision` (or as a new row).
+async fn write_item<C: GenericClient>(
+    client: &C,
+    tenant: &str,
+    item: &MemoryItem,
+    stored_revision: Option<u64>,
+) -> Result<(), Failure> {
+    let terms = scoped::value_terms(&item.value);
+    let params: [&(dyn ToSql + Sync); 13] = [
+        &tenant,
+        &item.namespace.as_str(),
+        &item.key.as_str(),
+        &item.value.as_str(),
+        &(item.revision as i64),
+        &time_column(item.created_at),
+        &time_column(item.updated_at),
+        &item.expires_at.map(time_column),
+        &item.ttl_ms.map(|ttl| i64::try_from(ttl).unwrap_or(i64::MAX)),
+        &item.bound_to.as_ref().map(SessionId::as_str),
+        &(item.bytes() as i64),
+        &terms,
+        &stored_revision.map_or(-1, |revision| revision as i64),
+    ];
+    let written = client.execute(&client.prepare_cached(UPSERT).await?, &params).await?;
+    if written != 1 {
+        // Unreachable under the usage lock; refuse rather than report a write that
+        // did not happen.
+        return Err(Failure::Berth(Error::Unavailable {
+            reason: "postgres: put memory item: the item changed concurrently; retry".into(),
+        }));
+    }
+    Ok(())
+}
+
+/// Deletes the rows `condition` (over `m`) selects, counting them and their bytes in
+/// SQL, and takes them off the usage row (locked first).
+async fn delete_where<C: GenericClient>(
+    client: &C,
+    tenant: &str,
+    condition: &str,
+    params: &Params,
+) -> Result<(u64, u64), Failure> {
+    if client.query_opt(&client.prepare_cached(LOCK_USAGE_IF_ANY).await?, &[&tenant]).await?.is_none() {
+        return Ok((0, 0));
+    }
+    let sql = format!(
+        "WITH gone AS (DELETE FROM memory_items AS m WHERE {condition} RETURNING m.bytes) \
+         SELECT count(*), coalesce(sum(bytes), 0)::bigint FROM gone"
+    );
+    let row = client.query_one(&client.prepare_cached(&sql).await?, &params.refs()).await?;
+    let (items, bytes): (i64, i64) = (row.get(0), row.get(1));
+    add_usage(client, tenant, -items, -bytes).await?;
+    Ok((to_u64("removed items", items)?, to_u64("removed bytes", bytes)?))
+}
+
+/// Deletes the items bound to a session being removed, inside the removal's transaction.
+pub(crate) async fn remove_bound<C: GenericClient>(client: &C, tenant: &str, session: &str) -> Result<(), Failure> {
+    let mut params = Params::default();
+    let condition =
+        format!("m.tenant = {} AND m.bound_to = {}", params.push(tenant.to_owned()), params.push(session.to_owned()));
+    delete_where(client, tenant, &condition, &params).await.map(|_| ())
+}
+
+/// Deletes up to `limit` rows of the tenant matching `condition` (a sweep).
+async fn sweep<C: GenericClient>(
+    client: &C,
+    tenant: &str,
+    condition: &str,
+    mut params: Params,
+    limit: usize,
+) -> Result<u64, Failure> {
+    let (tenant_is, limit) = (params.push(tenant.to_owned()), params.push(limit_column(limit)));
+    let selected = format!(
+        "(m.tenant, m.namespace, m.key) IN (SELECT s.tenant, s.namespace, s.key FROM memory_items AS s \
+         WHERE s.tenant = {tenant_is} AND {condition} LIMIT {limit})"
+    );
+    Ok(delete_where(client, tenant, &selected, &params).await?.0)
+}
+
+/// Walks the search's order from its cursor in keyset pages, keeping the rows that
+/// pass the filter, until `limit` of them (one page when there is no filter).
+async fn search_in<C: GenericClient>(
+    client: &C,
+    tenant: &str,
+    search: &MemorySearch,
+    now: Timestamp,
+) -> Result<Vec<MemoryItem>, Failure> {
+    let chunk = if search.filter.is_empty() { search.limit } else { (search.limit * 4).clamp(64, 1_000) };
+    let mut after: Option<(i64, String, String)> = search
+        .cursor
+        .as_ref()
+        .map(|cursor| (i64::try_from(cursor.rank).unwrap_or(i64::MAX), cursor.namespace.clone(), cursor.key.clone()));
+    let mut page = Vec::new();
+    loop {
+        let mut params = Params::default();
+        let tenant_is = params.push(tenant.to_owned());
+        let within = within_prefix(&search.prefix, &mut params);
+        let live = live(now, &mut params);
+        let (text, score) = match &search.query {
+            Some(query) => {
+                let terms = params.push(query.terms().to_vec());
+                (
+                    format!(" AND m.terms @> {terms}::text[]"),
+                    format!("(SELECT count(*) FROM unnest(m.terms) AS t (term) WHERE t.term = ANY({terms}::text[]))"),
+                )
+            }
+            None => (String::new(), "0::bigint".to_owned()),
+        };
+        let rank = match search.order {
+            SearchOrder::Key => "0::bigint",
+            SearchOrder::UpdatedAt => "s.updated_at",
+            SearchOrder::Relevance => "s.score",
+        };
+        let resume = match &after {
+            None => String::new(),
+            Some((rank_value, namespace, key)) => {
+                let (namespace, key) = (params.push(namespace.clone()), params.push(key.clone()));
+                match search.order {
+                    SearchOrder::Key => format!("WHERE (s.namespace, s.key) > ({namespace}, {key})"),
+                    _ => {
+                        let value = params.push(*rank_value);
+                        format!(
+                            "WHERE {rank} <= {value} AND ({rank} < {value} OR (s.namespace, s.key) > ({namespace}, {key}))"
+                        )
+                    }
+                }
+            }
+        };
+        let order = match search.order {
+            SearchOrder::Key => "s.namespace, s.key",
+            SearchOrder::UpdatedAt => "s.updated_at DESC, s.namespace, s.key",
+            SearchOrder::Relevance => "s.score DESC, s.namespace, s.key",
+        };
+        let limit = params.push(limit_column(chunk));
+        let sql = format!(
+            "SELECT s.*, {rank} FROM (SELECT {ITEM_COLUMNS}, {score} AS score FROM memory_items AS m \
+             WHERE m.tenant = {tenant_is} AND {within} AND {live}{text}) AS s {resume} ORDER BY {order} LIMIT {limit}"
+        );
+        let rows = client.query(&client.prepare_cached(&sql).await?, &params.refs()).await?;
+        for row in &rows {
+            let item = item_from_row(row)?;
+            let score: i64 = row.try_get(9)?;
+            after = Some((row.try_get(10)?, item.namespace.as_str().to_owned(), item.key.clone()));
+            if page.len() < search.limit
+                && search.filter.matches(&item.value)
+                && search.after_cursor(&item, score as u64)
+            {
+                page.push(item);
+            }
+        }
+        if page.len() >= search.limit || rows.len() < chunk {
+            return Ok(page);
+        }
+    }
+}
+
+/// One namespace page: a skip-scan of the primary key, one seek per namespace listed
+/// or passed over (never every item of a namespace).
+async fn namespaces_in<C: GenericClient>(
+    client: &C,
+    tenant: &str,
+    query: &NamespaceQuery,
+    now: Timestamp,
+) -> Result<Vec<Namespace>, Failure> {
+    let p = query.prefix.as_str();
+    let end = format!("{p}0");
+    let now = time_column(now);
+    let seek_sql = |comparison: &str| {
+        format!(
+            "SELECT m.namespace FROM memory_items AS m WHERE m.tenant = $1 AND m.namespace {comparison} $2 \
+             AND m.namespace < $3 AND (m.expires_at IS NULL OR m.expires_at > $4) ORDER BY m.namespace LIMIT 1"
+        )
+    };
+    let (from, past) = (client.prepare_cached(&seek_sql(">=")).await?, client.prepare_cached(&seek_sql(">")).await?);
+    let seek = |bound: String, inclusive: bool| {
+        let statement = if inclusive { from.clone() } else { past.clone() };
+        let end = end.clone();
+        async move {
+            let row = client.query_opt(&statement, &[&tenant, &bound, &end, &now]).await?;
+            Ok::<Option<String>, Failure>(row.map(|row| row.get(0)))
+        }
+    };
+    let mut out: Vec<Namespace> = Vec::new();
+    let mut next = seek(p.to_owned(), true).await?;
+    while let Some(found) = next {
+        if out.len() >= query.limit {
+            break;
+        }
+        if !scoped::is_within(&found, p) {
+            next = seek(found, false).await?;
+            continue;
+        }
+        let namespace = Namespace::parse(&found).map_err(|_| corrupt("namespace"))?;
+        let shown = match query.max_depth {
+            Some(depth) => namespace.truncated(depth),
+            None => namespace.clone(),
+        };
+        let fresh = out.last() != Some(&shown) && query.cursor.as_deref().is_none_or(|cursor| shown.as_str() > cursor);
+        // Below a shown namespace `t` other than the found one, every namespace up to
+        // `t0` is inside `t` and shows as `t`: skip them in one seek.
+        next =
+            if shown.as_str() == found { seek(found, false).await? } else { seek(format!("{shown}0"), true).await? };
+        if fresh {
+            out.push(shown);
+        }
+    }
+    Ok(out)
+}
+
+impl PostgresCatalog {
+    /// Imports several items (`memory_import` each) in one transaction: all or none,
+    /// within the statement bound (a few thousand items per call). For restores and
+    /// seeding.
+    pub async fn memory_import_many(
+        &self,
+        tenant: &TenantId,
+        items: Vec<MemoryItem>,
+        quota: &MemoryQuota,
+    ) -> Result<()> {
+        let (tenant_text, quota) = (tenant.to_string(), *quota);
+        self.memory_unit("import memory items", tenant, true, move |client| {
+            Box::pin(async move {
+                let tenant = tenant_text.as_str();
+                let mut usage = lock_usage(client, tenant).await?;
+                for item in &items {
+                    if stored_item(client, tenant, item.namespace.as_str(), &item.key).await?.is_some() {
+                        return Err(Failure::Berth(Error::AlreadyExists {
+                            what: "memory item",
+                            id: format!("{}:{}", item.namespace, item.key),
+                        }));
+                    }
+                    usage.check_put(&quota, true, 0, item.bytes())?;
+                    write_item(client, tenant, item, None).await?;
+                    usage.items += 1;
+                    usage.bytes += item.bytes();
+                }
+                let (added_items, added_bytes) = (items.len() as i64, items.iter().map(MemoryItem::bytes).sum::<u64>());
+                add_usage(client, tenant, added_items, added_bytes as i64).await
+            })
+        })
+        .await
+    }
+
+    /// Runs `work` in one transaction of `tenant` (registered in the tenant registry
+    /// first when `register`: writes that create memory).
+    async fn memory_unit<T, F>(&self, operation: &'static str, tenant: &TenantId, register: bool, work: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: for<'c> FnOnce(&'c Object) -> Unit<'c, T> + Send + 'static,
+    {
+        let tenant = tenant.to_string();
+        self.run(operation, move |db| {
+            Box::pin(async move {
+                if register {
+                    db.with_tenant_registered(operation, &tenant, work).await
+                } else {
+                    db.with_tenant(operation, &tenant, work).await
+                }
+            })
+        })
+        .await
+    }
 }
 
 #[async_trait]
 impl MemoryStore for PostgresCatalog {
-    async fn memory_put(&self, _: &TenantId, _: &MemoryPut, _: Timestamp, _: &MemoryQuota) -> Result<MemoryItem> {
-        missing()
+    async fn memory_put(
+        &self,
+        tenant: &TenantId,
+        put: &MemoryPut,
+        now: Timestamp,
+        quota: &MemoryQuota,
+    ) -> Result<MemoryItem> {
+        put.check()?;
+        let (tenant_text, put, quota) = (tenant.to_string(), put.clone(), *quota);
+        self.memory_unit("put memory item", tenant, true, move |client| {
+            Box::pin(async move {
+                let tenant = tenant_text.as_str();
+                let usage = lock_usage(client, tenant).await?;
+                let stored = stored_item(client, tenant, put.namespace.as_str(), &put.key).await?;
+                let live = stored.as_ref().filter(|item| item.is_live(now));
+                let item = put.apply(live, now)?;
+                let previous_bytes = stored.as_ref().map_or(0, MemoryItem::bytes);
+                usage.check_put(&quota, stored.is_none(), previous_bytes, item.bytes())?;
+                write_item(client, tenant, &item, stored.as_ref().map(|stored| stored.revision)).await?;
+                let bytes_change = item.bytes() as i64 - previous_bytes as i64;
+                add_usage(client, tenant, i64::from(stored.is_none()), bytes_change).await?;
+                Ok(item)
+            })
+        })
+        .await
     }
+
     async fn memory_get(
         &self,
-        _: &TenantId,
-        _: &Namespace,
-        _: &str,
-        _: Timestamp,
-        _: bool,
+        tenant: &TenantId,
+        namespace: &Namespace,
+        key: &str,
+        now: Timestamp,
+        refresh: bool,
     ) -> Result<Option<MemoryItem>> {
-        missing()
+        let (tenant_text, namespace, key) = (tenant.to_string(), namespace.clone(), key.to_owned());
+        self.memory_unit("get memory item", tenant, false, move |client| {
+            Box::pin(async move {
+                let stored = stored_item(client, &tenant_text, namespace.as_str(), &key).await?;
+                let Some(mut item) = stored.filter(|item| item.is_live(now)) else { return Ok(None) };
+                if let (true, Some(ttl)) = (refresh, item.ttl_ms) {
+                    item.expires_at = Some(now.plus_ms(ttl));
+                    let statement = client
+                        .prepare_cached(
+                            "UPDATE memory_items SET expires_at = $4 WHERE tenant = $1 AND namespace = $2 AND key = $3",
+                        )
+                        .await?;
+                    let expires_at = item.expires_at.map(time_column);
+                    client.execute(&statement, &[&tenant_text, &namespace.as_str(), &key, &expires_at]).await?;
+                }
+                Ok(Some(item))
+            })
+        })
+        .await
     }
+
     async fn memory_delete(
         &self,
-        _: &TenantId,
-        _: &Namespace,
-        _: &str,
-        _: Option<u64>,
-        _: Timestamp,
+        tenant: &TenantId,
+        namespace: &Namespace,
+        key: &str,
+        expected: Option<u64>,
+        now: Timestamp,
     ) -> Result<MemoryItem> {
-        missing()
+        let (tenant_text, namespace, key) = (tenant.to_string(), namespace.clone(), key.to_owned());
+        self.memory_unit("delete memory item", tenant, false, move |client| {
+            Box::pin(async move {
+                let tenant = tenant_text.as_str();
+                lock_usage(client, tenant).await?;
+                let stored = stored_item(client, tenant, namespace.as_str(), &key).await?;
+                let live = stored.filter(|item| item.is_live(now));
+                scoped::check_delete(&namespace, &key, live.as_ref(), expected)?;
+                let item = live.expect("checked above");
+                let statement = client
+                    .prepare_cached("DELETE FROM memory_items WHERE tenant = $1 AND namespace = $2 AND key = $3")
+                    .await?;
+                client.execute(&statement, &[&tenant, &namespace.as_str(), &key]).await?;
+                add_usage(client, tenant, -1, -(item.bytes() as i64)).await?;
+                Ok(item)
+            })
+        })
+        .await
     }
-    async fn memory_search(&self, _: &TenantId, _: &MemorySearch, _: Timestamp) -> Result<Vec<MemoryItem>> {
-        missing()
+
+    async fn memory_search(&self, tenant: &TenantId, search: &MemorySearch, now: Timestamp) -> Result<Vec<MemoryItem>> {
+        search.check()?;
+        let (tenant_text, search) = (tenant.to_string(), search.clone());
+        self.memory_unit("search memory", tenant, false, move |client| {
+            Box::pin(async move { search_in(client, &tenant_text, &search, now).await })
+        })
+        .await
     }
-    async fn memory_namespaces(&self, _: &TenantId, _: &NamespaceQuery, _: Timestamp) -> Result<Vec<Namespace>> {
-        missing()
+
+    async fn memory_namespaces(
+        &self,
+        tenant: &TenantId,
+        query: &NamespaceQuery,
+        now: Timestamp,
+    ) -> Result<Vec<Namespace>> {
+        let (tenant_text, query) = (tenant.to_string(), query.clone());
+        self.memory_unit("list memory namespaces", tenant, false, move |client| {
+            Box::pin(async move { namespaces_in(client, &tenant_text, &query, now).await })
+        })
+        .await
     }
+
     async fn memory_scan(
         &self,
-        _: &TenantId,
-        _: Option<(&Namespace, &str)>,
-        _: usize,
-        _: Timestamp,
+        tenant: &TenantId,
+        after: Option<(&Namespace, &str)>,
+        limit: usize,
+        now: Timestamp,
     ) -> Result<Vec<MemoryItem>> {
-        missing()
+        let tenant_text = tenant.to_string();
+        let after = after.map(|(namespace, key)| (namespace.as_str().to_owned(), key.to_owned()));
+        self.memory_unit("scan memory", tenant, false, move |client| {
+            Box::pin(async move {
+                let mut params = Params::default();
+                let tenant_is = params.push(tenant_text);
+                let mut sql = format!("SELECT {ITEM_COLUMNS} FROM memory_items AS m WHERE m.tenant = {tenant_is}");
+                sql.push_str(&format!(" AND {}", live(now, &mut params)));
+                if let Some((namespace, key)) = after {
+                    let (namespace, key) = (params.push(namespace), params.push(key));
+                    sql.push_str(&format!(" AND (m.namespace, m.key) > ({namespace}, {key})"));
+                }
+                sql.push_str(&format!(" ORDER BY m.namespace, m.key LIMIT {}", params.push(limit_column(limit))));
+                let rows = client.query(&client.prepare_cached(&sql).await?, &params.refs()).await?;
+                rows.iter().map(item_from_row).collect()
+            })
+        })
+        .await
     }
-    async fn memory_forget(&self, _: &TenantId, _: &Namespace, _: ForgetAudit) -> Result<(ForgetOutcome, AuditEntry)> {
-        missing()
+
+    async fn memory_forget(
+        &self,
+        tenant: &TenantId,
+        prefix: &Namespace,
+        audit: ForgetAudit,
+    ) -> Result<(ForgetOutcome, AuditEntry)> {
+        let (tenant_text, prefix) = (tenant.to_string(), prefix.clone());
+        // Registered: the audit record makes the tenant one (as `append_audit` does).
+        self.memory_unit("forget memory", tenant, true, move |client| {
+            Box::pin(async move {
+                let tenant = tenant_text.as_str();
+                // The catalog's lock order: the audit head before the usage row.
+                let head = lock_audit_head(client, tenant).await?;
+                let mut params = Params::default();
+                let tenant_is = params.push(tenant.to_owned());
+                let condition = format!("m.tenant = {tenant_is} AND {}", within_prefix(&prefix, &mut params));
+                let (items, bytes) = delete_where(client, tenant, &condition, &params).await?;
+                let outcome = ForgetOutcome { items, bytes };
+                let entry = append_audit_locked(client, tenant, head, audit(&outcome)).await?;
+                Ok((outcome, entry))
+            })
+        })
+        .await
     }
-    async fn memory_import(&self, _: &TenantId, _: &MemoryItem, _: &MemoryQuota) -> Result<()> {
-        missing()
+
+    async fn memory_import(&self, tenant: &TenantId, item: &MemoryItem, quota: &MemoryQuota) -> Result<()> {
+        self.memory_import_many(tenant, vec![item.clone()], quota).await
     }
-    async fn memory_usage(&self, _: &TenantId) -> Result<MemoryUsage> {
-        Ok(MemoryUsage::default())
+
+    async fn memory_usage(&self, tenant: &TenantId) -> Result<MemoryUsage> {
+        let tenant_text = tenant.to_string();
+        self.memory_unit("read memory usage", tenant, false, move |client| {
+            Box::pin(async move {
+                let statement =
+                    client.prepare_cached("SELECT items, bytes FROM memory_usage WHERE tenant = $1").await?;
+                match client.query_opt(&statement, &[&tenant_text]).await? {
+                    Some(row) => usage_of(row.get(0), row.get(1)),
+                    None => Ok(MemoryUsage::default()),
+                }
+            })
+        })
+        .await
     }
-    async fn memory_bound_count(&self, _: &TenantId, _: &SessionId) -> Result<u64> {
-        Ok(0)
+
+    async fn memory_bound_count(&self, tenant: &TenantId, session: &SessionId) -> Result<u64> {
+        let (tenant_text, session) = (tenant.to_string(), session.to_string());
+        self.memory_unit("count bound memory", tenant, false, move |client| {
+            Box::pin(async move {
+                let statement = client
+                    .prepare_cached("SELECT count(*) FROM memory_items WHERE tenant = $1 AND bound_to = $2")
+                    .await?;
+                let count: i64 = client.query_one(&statement, &[&tenant_text, &session]).await?.get(0);
+                to_u64("bound count", count)
+            })
+        })
+        .await
     }
-    async fn memory_remove_expired(&self, _: Timestamp, _: usize) -> Result<u64> {
-        Ok(0)
+
+    /// Row-level security lets no transaction see two tenants: the sweep goes tenant by
+    /// tenant through the registry, one short transaction each, until `limit`.
+    async fn memory_remove_expired(&self, now: Timestamp, limit: usize) -> Result<u64> {
+        let mut removed = 0u64;
+        for tenant in self.tenants().await? {
+            let remaining = limit.saturating_sub(removed as usize);
+            if remaining == 0 {
+                break;
+            }
+            let tenant_text = tenant.to_string();
+            removed += self
+                .memory_unit("remove expired memory", &tenant, false, move |client| {
+                    Box::pin(async move {
+                        let mut params = Params::default();
+                        let condition =
+                            format!("s.expires_at IS NOT NULL AND s.expires_at <= {}", params.push(time_column(now)));
+                        sweep(client, &tenant_text, &condition, params, remaining).await
+                    })
+                })
+                .await?;
+        }
+        Ok(removed)
     }
-    async fn memory_remove_stale(&self, _: &TenantId, _: Timestamp, _: usize) -> Result<u64> {
-        Ok(0)
+
+    async fn memory_remove_stale(&self, tenant: &TenantId, updated_before: Timestamp, limit: usize) -> Result<u64> {
+        let tenant_text = tenant.to_string();
+        self.memory_unit("remove stale memory", tenant, false, move |client| {
+            Box::pin(async move {
+                let mut params = Params::default();
+                let condition = format!("s.updated_at < {}", params.push(time_column(updated_before)));
+                sweep(client, &tenant_text, &condition, params, limit).await
+            })
+        })
+        .await
     }
 }

@@ -33,9 +33,10 @@ pub const MIGRATIONS: &[Migration] = &[
     Migration { version: 1, name: "initial layout", sql: V1 },
     Migration { version: 2, name: "idempotency index", sql: V2 },
     Migration { version: 3, name: "row-level security per tenant", sql: V3 },
+    Migration { version: 4, name: "scoped memory", sql: V4 },
 ];
 
-/// Every table holding tenant data, in the order V3 secured them. A test
+/// Every table holding tenant data, in the order V3 (then V4) secured them. A test
 /// (`tests/row_security.rs`) lists every table with a `tenant` column from the catalog
 /// and checks each is here and has row-level security enabled and forced, so a new
 /// table cannot forget it.
@@ -50,6 +51,8 @@ pub const TENANT_TABLES: &[&str] = &[
     "idempotency_index",
     "idempotency_keys",
     "tenants",
+    "memory_items",
+    "memory_usage",
 ];
 
 /// The row-level security policy every tenant table carries (also on the tenant
@@ -216,6 +219,56 @@ ALTER TABLE tenants FORCE ROW LEVEL SECURITY;
 CREATE POLICY tenant_names_readable ON tenants FOR SELECT USING (true);
 CREATE POLICY tenant_registers_itself ON tenants FOR INSERT
     WITH CHECK (tenant = current_setting('berth.tenant')::berth_tenant);
+"#;
+
+/// Scoped memory (R-M1, R-M2). `memory_items.value` is the item's exact text (never
+/// jsonb, R-C9). `terms` holds the item's full-text terms as berth's one tokenizer
+/// produced them (`berth_catalog::scoped::value_terms`, repeats kept for relevance),
+/// matched with `@>` through a GIN index (which cannot lead with the tenant without the
+/// `btree_gin` extension: the tenant is a filter on its matches, and the policy
+/// applies). `memory_usage` is the tenant's item count and bytes; every memory write
+/// locks it first (quotas are checked under that lock, and it orders concurrent
+/// writers of a tenant). Both tables carry the tenant policy of V3.
+const V4: &str = r#"
+CREATE TABLE memory_items (
+    tenant     text COLLATE "C" NOT NULL,
+    namespace  text COLLATE "C" NOT NULL,
+    key        text COLLATE "C" NOT NULL,
+    value      text   NOT NULL,
+    revision   bigint NOT NULL,
+    created_at bigint NOT NULL,
+    updated_at bigint NOT NULL,
+    expires_at bigint,
+    ttl_ms     bigint,
+    bound_to   text COLLATE "C",
+    bytes      bigint NOT NULL,
+    terms      text[] COLLATE "C" NOT NULL,
+    PRIMARY KEY (tenant, namespace, key)
+);
+CREATE INDEX memory_items_by_updated ON memory_items (tenant, updated_at DESC, namespace, key);
+CREATE INDEX memory_items_by_expiry ON memory_items (tenant, expires_at) WHERE expires_at IS NOT NULL;
+CREATE INDEX memory_items_by_session ON memory_items (tenant, bound_to) WHERE bound_to IS NOT NULL;
+CREATE INDEX memory_items_by_term ON memory_items USING gin (terms);
+
+CREATE TABLE memory_usage (
+    tenant text COLLATE "C" PRIMARY KEY,
+    items  bigint NOT NULL,
+    bytes  bigint NOT NULL
+);
+
+DO $$
+DECLARE
+    name text;
+BEGIN
+    FOREACH name IN ARRAY ARRAY['memory_items', 'memory_usage'] LOOP
+        EXECUTE format('ALTER TABLE %I ENABLE ROW LEVEL SECURITY', name);
+        EXECUTE format('ALTER TABLE %I FORCE ROW LEVEL SECURITY', name);
+        EXECUTE format('CREATE POLICY tenant_isolation ON %I USING (%s) WITH CHECK (%s)', name,
+                       'tenant = current_setting(''berth.tenant'')::berth_tenant',
+                       'tenant = current_setting(''berth.tenant'')::berth_tenant');
+    END LOOP;
+END
+$$;
 "#;
 
 /// Grants the serving role what it needs and nothing more: data access to berth's tables

@@ -419,6 +419,38 @@ fn namespaces_in(
     Ok(out)
 }
 
+/// `memory_import` inside the caller's transaction.
+fn import_in(
+    transaction: &rusqlite::Transaction<'_>,
+    tenant: &TenantId,
+    item: &MemoryItem,
+    quota: &MemoryQuota,
+) -> Result<(), Failure> {
+    if stored_item(transaction, tenant, &item.namespace, &item.key)?.is_some() {
+        return Err(Error::AlreadyExists { what: "memory item", id: format!("{}:{}", item.namespace, item.key) }.into());
+    }
+    stored_usage(transaction, tenant)?.check_put(quota, true, 0, item.bytes())?;
+    write_item(transaction, tenant, item, None)?;
+    add_usage(transaction, tenant.as_str(), 1, item.bytes() as i64)
+}
+
+impl SqliteCatalog {
+    /// Imports several items (`memory_import` each) in one transaction: all or none.
+    /// For restores and seeding.
+    pub async fn memory_import_many(
+        &self,
+        tenant: &TenantId,
+        items: Vec<MemoryItem>,
+        quota: &MemoryQuota,
+    ) -> Result<()> {
+        let (tenant, quota) = (tenant.clone(), *quota);
+        self.write("import memory items", move |transaction| {
+            items.iter().try_for_each(|item| import_in(transaction, &tenant, item, &quota))
+        })
+        .await
+    }
+}
+
 #[async_trait]
 impl MemoryStore for SqliteCatalog {
     async fn memory_put(
@@ -563,19 +595,7 @@ impl MemoryStore for SqliteCatalog {
 
     async fn memory_import(&self, tenant: &TenantId, item: &MemoryItem, quota: &MemoryQuota) -> Result<()> {
         let (tenant, item, quota) = (tenant.clone(), item.clone(), *quota);
-        self.write("import memory item", move |transaction| {
-            if stored_item(transaction, &tenant, &item.namespace, &item.key)?.is_some() {
-                return Err(Error::AlreadyExists {
-                    what: "memory item",
-                    id: format!("{}:{}", item.namespace, item.key),
-                }
-                .into());
-            }
-            stored_usage(transaction, &tenant)?.check_put(&quota, true, 0, item.bytes())?;
-            write_item(transaction, &tenant, &item, None)?;
-            add_usage(transaction, tenant.as_str(), 1, item.bytes() as i64)
-        })
-        .await
+        self.write("import memory item", move |transaction| import_in(transaction, &tenant, &item, &quota)).await
     }
 
     async fn memory_usage(&self, tenant: &TenantId) -> Result<MemoryUsage> {

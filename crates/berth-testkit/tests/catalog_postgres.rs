@@ -39,3 +39,67 @@ async fn postgres() -> PostgresFixture {
 }
 
 berth_testkit::catalog_conformance!(postgres().await);
+berth_testkit::memory_conformance!(postgres().await);
+
+/// Four catalogs with pools of their own (as four processes) race the same memory
+/// compare-and-set each round, and puts of new keys near the item quota: one winner per
+/// round, the others a conflict naming its revision; the quota is never overrun.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn memory_cas_and_quota_across_pools() {
+    use berth_catalog::scoped::{MemoryPut, MemoryQuota};
+    use berth_catalog::MemoryStore;
+    use berth_testkit::memory_conformance::put;
+    let database = TestDatabase::with_app_role().await;
+    let mut catalogs = Vec::new();
+    for _ in 0..4 {
+        let options = PostgresOptions { pool_size: 2, ..PostgresOptions::default() };
+        catalogs.push(PostgresBackend::connect(&database.app_url(), options).await.expect("connect").catalog());
+    }
+    let t = berth_testkit::catalog_conformance::tenant("t-race");
+    for round in 0..6u64 {
+        let mut attempts = Vec::new();
+        for (index, catalog) in catalogs.iter().enumerate() {
+            let (catalog, t) = (catalog.clone(), t.clone());
+            let write = MemoryPut {
+                expected_revision: Some(round),
+                ..put("user/alice", "k", &format!(r#""round {round} by {index}""#))
+            };
+            let now = berth_core::Timestamp(round);
+            attempts
+                .push(tokio::spawn(async move { catalog.memory_put(&t, &write, now, &MemoryQuota::default()).await }));
+        }
+        let mut wins = 0;
+        for attempt in attempts {
+            match attempt.await.expect("task") {
+                Ok(item) => {
+                    assert_eq!(item.revision, round + 1);
+                    wins += 1;
+                }
+                Err(error) => assert_eq!(
+                    error,
+                    berth_core::Error::RevisionConflict { expected: round, actual: round + 1 },
+                    "round {round}"
+                ),
+            }
+        }
+        assert_eq!(wins, 1, "round {round}");
+    }
+    // Quota: 1 item stored, room for 4 more; 16 racers each put a new key.
+    let tight = MemoryQuota { items: 5, bytes: 1 << 20 };
+    let mut attempts = Vec::new();
+    for index in 0..16 {
+        let (catalog, t) = (catalogs[index % 4].clone(), t.clone());
+        let write = put("user/alice", &format!("new-{index}"), "1");
+        attempts
+            .push(tokio::spawn(async move { catalog.memory_put(&t, &write, berth_core::Timestamp(9), &tight).await }));
+    }
+    let mut stored = 0;
+    for attempt in attempts {
+        match attempt.await.expect("task") {
+            Ok(_) => stored += 1,
+            Err(error) => assert_eq!(error.code(), "limit_exceeded", "{error:?}"),
+        }
+    }
+    assert_eq!(stored, 4);
+    assert_eq!(catalogs[0].memory_usage(&t).await.expect("usage").items, 5);
+}

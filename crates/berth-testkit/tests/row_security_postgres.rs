@@ -12,7 +12,7 @@
 //! neither superuser nor `BYPASSRLS`. Roles made here are unique too, and dropped.
 
 use berth_catalog::audit::AuditDraft;
-use berth_catalog::{Catalog, RetentionPolicy, SessionQuery};
+use berth_catalog::{Catalog, MemoryStore, RetentionPolicy, SessionQuery};
 use berth_core::{
     Error, Event, IdempotencyKey, KeyedBatch, Revision, Scope, SessionHeader, SessionId, SessionKey, TenantId,
     Timestamp, UserId,
@@ -58,7 +58,8 @@ async fn app_backend(database: &TestDatabase, pool_size: usize) -> PostgresBacke
 }
 
 /// Fills every tenant table for `tenant` through berth itself: a session log, a catalog
-/// record with labels, an audit entry, a retention policy, an idempotency key.
+/// record with labels, an audit entry, a retention policy, an idempotency key, a memory
+/// item (and its usage row).
 async fn populate(backend: &PostgresBackend, catalog: &PostgresCatalog, tenant: &str) {
     let log_key = key(tenant, "s-1");
     let mut writer = backend.materialize(&header(&log_key), &events(3)).await.expect("materialize");
@@ -70,6 +71,9 @@ async fn populate(backend: &PostgresBackend, catalog: &PostgresCatalog, tenant: 
     catalog.set_retention(&record.header.scope.tenant, &RetentionPolicy::default()).await.expect("retention");
     let batch = KeyedBatch { key: IdempotencyKey::parse("k-1").unwrap(), first_seq: 0, events: 3, digest: "d".into() };
     catalog.index_idempotency(&log_key, &[batch], 3).await.expect("idempotency");
+    let memory = berth_testkit::memory_conformance::put("user/u", "k-1", r#"{"note":"tea"}"#);
+    let quota = berth_catalog::scoped::MemoryQuota::default();
+    catalog.memory_put(&record.header.scope.tenant, &memory, berth_core::Timestamp(10), &quota).await.expect("memory");
 }
 
 /// Row counts per tenant table for `tenant`, read by the owner (the test server's role).
