@@ -41,6 +41,15 @@ export type SessionCounts = Schemas['SessionCountsBody']
 export type CountSessionsQuery = NonNullable<operations['count_sessions']['parameters']['query']>
 export type AuditSearchPage = Schemas['AuditSearchPage']
 export type AuditSearchQuery = NonNullable<operations['search_audit']['parameters']['query']>
+export type MemoryItem = Schemas['MemoryItemBody']
+export type PutMemoryBody = Schemas['PutMemoryBody']
+export type MemorySearchBody = Schemas['MemorySearchBody']
+export type MemoryPage = Schemas['MemoryPageBody']
+export type NamespacePage = Schemas['NamespacePageBody']
+export type NamespacesQuery = NonNullable<operations['list_namespaces']['parameters']['query']>
+export type ForgetReport = Schemas['ForgetReportBody']
+export type MemoryUsage = Schemas['MemoryUsageBody']
+export type MemoryImported = Schemas['MemoryImportedBody']
 
 /** The largest wire integer: `before=` it reads the tail of any log. */
 export const WIRE_INTEGER_MAX = '9223372036854775807'
@@ -300,6 +309,56 @@ export class BerthClient {
 
   verifyAudit(options?: RequestOptions): Promise<AuditVerification> {
     return this.json({ method: 'GET', path: '/v1/audit/verify', repeatable: 'safe', signal: options?.signal })
+  }
+
+  // ---- scoped memory (docs/memory.md) ----
+
+  /** Creates or replaces an item. Retried only as a compare-and-set (`expected_revision`). */
+  memoryPut(body: PutMemoryBody, options?: RequestOptions): Promise<MemoryItem> {
+    const repeatable = body.expected_revision === undefined || body.expected_revision === null ? 'unsafe' : 'safe'
+    return this.json({ method: 'PUT', path: '/v1/memory/items', body, repeatable, signal: options?.signal })
+  }
+
+  memoryGet(namespace: string, key: string, query: { refresh?: boolean } = {}, options?: RequestOptions): Promise<MemoryItem> {
+    return this.json({ method: 'GET', path: '/v1/memory/items', query: { namespace, key, ...query }, repeatable: 'safe', signal: options?.signal })
+  }
+
+  memoryDelete(namespace: string, key: string, query: { expected_revision?: number } = {}, options?: RequestOptions): Promise<MemoryItem> {
+    return this.json({ method: 'DELETE', path: '/v1/memory/items', query: { namespace, key, ...query }, repeatable: 'unsafe', signal: options?.signal })
+  }
+
+  memorySearch(body: MemorySearchBody, options?: RequestOptions): Promise<MemoryPage> {
+    return this.json({ method: 'POST', path: '/v1/memory/search', body, repeatable: 'safe', signal: options?.signal })
+  }
+
+  memoryNamespaces(query: NamespacesQuery, options?: RequestOptions): Promise<NamespacePage> {
+    return this.json({ method: 'GET', path: '/v1/memory/namespaces', query, repeatable: 'safe', signal: options?.signal })
+  }
+
+  /** Deletes exactly one scope (or a namespace inside one), audited. Repeating deletes nothing more: retried. */
+  memoryForget(prefix: string, options?: RequestOptions): Promise<ForgetReport> {
+    return this.json({ method: 'POST', path: '/v1/memory/forget', body: { prefix }, repeatable: 'safe', signal: options?.signal })
+  }
+
+  memoryUsage(options?: RequestOptions): Promise<MemoryUsage> {
+    return this.json({ method: 'GET', path: '/v1/memory/usage', repeatable: 'safe', signal: options?.signal })
+  }
+
+  /** A memory export as JSONL text (a header line, then one item per line). */
+  async memoryExport(query: { prefix?: string } = {}, options?: RequestOptions): Promise<string> {
+    const response = await this.send({ method: 'GET', path: '/v1/memory/export', query, repeatable: 'safe', signal: options?.signal })
+    return await response.text()
+  }
+
+  memoryImport(body: string, options?: RequestOptions): Promise<MemoryImported> {
+    return this.json({
+      method: 'POST',
+      path: '/v1/memory/import',
+      rawBody: body,
+      contentType: 'application/x-ndjson',
+      repeatable: 'unsafe',
+      signal: options?.signal,
+    })
   }
 
   /** Setting the same policy twice is the same state: retried. */

@@ -69,6 +69,9 @@ describe('generated types', () => {
       tail_events: 'tail', export_session: 'exportSession', fork_session: 'forkSession', reopen_session: 'reopenSession',
       resume_session: 'resumeSession', attach_run: 'attachRun', detach_run: 'detachRun', heartbeat_run: 'heartbeatRun', whoami: 'whoami',
       count_sessions: 'countSessions', search_audit: 'auditSearch',
+      put_memory: 'memoryPut', get_memory: 'memoryGet', delete_memory: 'memoryDelete', search_memory: 'memorySearch',
+      list_namespaces: 'memoryNamespaces', forget_memory: 'memoryForget', memory_usage: 'memoryUsage',
+      export_memory: 'memoryExport', import_memory: 'memoryImport',
     }
     expect(operations.sort()).toEqual(Object.keys(covered).sort())
     for (const method of Object.values(covered)) expect(typeof service[method]).toBe('function')
@@ -173,6 +176,29 @@ describe('every /v1 operation', () => {
     expect(counts.counts.map((count) => count.status)).toContain('active')
     await admin.setRetention({ delete_terminal_after_ms: 365 * 24 * 3600 * 1000 })
     await expect(service.setRetention({})).rejects.toBeInstanceOf(ForbiddenError)
+  })
+
+  it('memory: put, get, search, namespaces, delete, forget, usage, export and import', async () => {
+    const ns = `user/${freshId()}`
+    const item = await service.memoryPut({ namespace: `${ns}/prefs`, key: 'tone', value: { style: 'terse', n: 3 } })
+    expect(item).toMatchObject({ revision: 1, value: { style: 'terse', n: 3 } })
+    expect(await service.memoryGet(`${ns}/prefs`, 'tone')).toEqual(item)
+    await expect(service.memoryPut({ namespace: `${ns}/prefs`, key: 'tone', value: 2, expected_revision: 0 })).rejects.toMatchObject({ code: 'revision_conflict', status: 412 })
+    await service.memoryPut({ namespace: `${ns}/notes`, key: 'a', value: { text: 'Green tea', n: 5 } })
+    const found = await service.memorySearch({ prefix: ns, query: 'TEA', order: 'relevance' })
+    expect(found.items.map((i) => i.key)).toEqual(['a'])
+    const filtered = await service.memorySearch({ prefix: ns, filter: [{ field: 'n', op: 'gt', value: 3 }] })
+    expect(filtered.items.map((i) => i.key)).toEqual(['a'])
+    expect((await service.memoryNamespaces({ prefix: ns })).namespaces).toEqual([`${ns}/notes`, `${ns}/prefs`])
+    const exported = await service.memoryExport({ prefix: ns })
+    expect(exported.split('\n').filter(Boolean).length).toBe(3)
+    expect(await service.memoryDelete(`${ns}/notes`, 'a', { expected_revision: 1 })).toMatchObject({ key: 'a' })
+    const report = await service.memoryForget(ns)
+    expect(report).toMatchObject({ prefix: ns, items: 1 })
+    expect((await service.memoryImport(exported)).imported).toBe(2)
+    expect(await service.memoryExport({ prefix: ns })).toBe(exported)
+    expect((await service.memoryUsage()).items).toBeGreaterThan(0)
+    await expect(service.memoryPut({ namespace: 'user/x/../y', key: 'k', value: 1 })).rejects.toBeInstanceOf(InvalidError)
   })
 })
 

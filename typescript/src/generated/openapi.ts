@@ -78,6 +78,127 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/memory/export": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Exports a namespace (or, for service and admin keys, every namespace) as JSONL. */
+        get: operations["export_memory"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/memory/forget": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Deletes exactly one scope, or a namespace inside one, with one audit record. */
+        post: operations["forget_memory"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/memory/import": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Imports a memory export into the caller's tenant (items kept exactly). */
+        post: operations["import_memory"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/memory/items": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One live item. */
+        get: operations["get_memory"];
+        /** Creates or replaces one item (compare-and-set with `expected_revision`). */
+        put: operations["put_memory"];
+        post?: never;
+        /** Deletes one item; answers with what was deleted. */
+        delete: operations["delete_memory"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/memory/namespaces": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The namespaces of live items within a prefix, cut to a depth, one page. */
+        get: operations["list_namespaces"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/memory/search": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Items within a namespace matching a filter and a full-text query, one page. */
+        post: operations["search_memory"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/memory/usage": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The tenant's memory usage and quota (service and admin keys). */
+        get: operations["memory_usage"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/retention": {
         parameters: {
             query?: never;
@@ -476,6 +597,13 @@ export interface components {
             /** Format: int32 */
             runs_max: number;
         };
+        /** @description One filter condition on a top-level field of the value. */
+        ConditionBody: {
+            field: string;
+            op: components["schemas"]["FilterOpBody"];
+            /** @description The operand (for `in`, an array of values). */
+            value: components["schemas"]["AnyJson"];
+        };
         /** @description `POST /v1/sessions`. */
         CreateSessionBody: {
             /** Format: int32 */
@@ -577,6 +705,30 @@ export interface components {
              */
             next_seq: number;
         };
+        /** @enum {string} */
+        FilterOpBody: "eq" | "ne" | "gt" | "gte" | "lt" | "lte" | "in";
+        /** @description `POST /v1/memory/forget`. */
+        ForgetBody: {
+            /** @description A scope (`user/alice`) or a namespace inside one: exactly that is deleted. */
+            prefix: string;
+        };
+        ForgetReportBody: {
+            /**
+             * Format: int64
+             * @description The forget's record in the tenant's audit log.
+             */
+            audit_seq: number;
+            /** Format: int64 */
+            bytes: number;
+            /** Format: int64 */
+            items: number;
+            prefix: string;
+            /**
+             * @description Sessions whose logs still hold values written into this scope by appends; they
+             *     stay there until those sessions are deleted.
+             */
+            sessions_holding_values: components["schemas"]["Id"][];
+        };
         /** @description `POST /v1/sessions/{id}/fork`. */
         ForkBody: {
             new_id?: null | components["schemas"]["Id"];
@@ -610,6 +762,77 @@ export interface components {
             sessions: components["schemas"]["SessionBody"][];
         };
         Label: string;
+        /** @description `POST /v1/memory/import`. */
+        MemoryImportedBody: {
+            /** Format: int64 */
+            imported: number;
+        };
+        /** @description A stored item. */
+        MemoryItemBody: {
+            bound_to?: null | components["schemas"]["Id"];
+            /** Format: int64 */
+            created_at: number;
+            /**
+             * Format: int64
+             * @description Invisible from then on (ms), when written with a TTL.
+             */
+            expires_at?: number | null;
+            key: string;
+            namespace: string;
+            /**
+             * Format: int64
+             * @description 1 on creation, +1 per put.
+             */
+            revision: number;
+            /**
+             * Format: int64
+             * @description The TTL it was written with (ms).
+             */
+            ttl_ms?: number | null;
+            /** Format: int64 */
+            updated_at: number;
+            /** @description Exactly as written. */
+            value: components["schemas"]["AnyJson"];
+        };
+        /** @enum {string} */
+        MemoryOrder: "key" | "updated_at" | "relevance";
+        MemoryPageBody: {
+            items: components["schemas"]["MemoryItemBody"][];
+            /** @description Present when the page was full: pass it as `cursor` for the next. */
+            next_cursor?: string | null;
+        };
+        /** @description `POST /v1/memory/search`. */
+        MemorySearchBody: {
+            /** @description The `next_cursor` of the previous page (same search). */
+            cursor?: string | null;
+            /** @description Conditions ANDed (docs/memory.md: exact numbers, mixed types, missing fields). */
+            filter?: components["schemas"]["ConditionBody"][];
+            /**
+             * Format: int64
+             * @description Page size (default 50, at most 1000).
+             */
+            limit?: number | null;
+            order?: components["schemas"]["MemoryOrder"];
+            /** @description The namespace searched, with everything inside it. */
+            prefix: string;
+            /** @description Full text: terms ANDed, case-insensitive, no stemming. */
+            query?: string | null;
+        };
+        /** @description `GET /v1/memory/usage` (service and admin keys). */
+        MemoryUsageBody: {
+            /** Format: int64 */
+            bytes: number;
+            /** Format: int64 */
+            items: number;
+            /** Format: int64 */
+            quota_bytes: number;
+            /** Format: int64 */
+            quota_items: number;
+        };
+        NamespacePageBody: {
+            namespaces: string[];
+            next_cursor?: string | null;
+        };
         /** @description An event to append: the server assigns `seq` (and `time` when absent). */
         NewEventBody: {
             /** @description Any JSON value (default `null`); at most 128 levels deep, no duplicate keys. */
@@ -655,6 +878,23 @@ export interface components {
             tenant: components["schemas"]["Id"];
             user: components["schemas"]["Id"];
         };
+        /** @description `PUT /v1/memory/items`: creates or replaces one item. */
+        PutMemoryBody: {
+            bound_to?: null | components["schemas"]["Id"];
+            /**
+             * Format: int64
+             * @description Compare-and-set: 0 = only if absent; n = only if at revision n (412 otherwise).
+             */
+            expected_revision?: number | null;
+            key: string;
+            namespace: string;
+            /**
+             * Format: int64
+             * @description Time to live (ms, at least 1).
+             */
+            ttl_ms?: number | null;
+            value: components["schemas"]["AnyJson"];
+        };
         ResumeOutcomeBody: {
             attachment: components["schemas"]["AttachmentBody"];
             checkpoint?: null | components["schemas"]["EventBody"];
@@ -680,6 +920,11 @@ export interface components {
              * @description Expire live sessions older than this, whatever their activity (ms).
              */
             max_age_ms?: number | null;
+            /**
+             * Format: int64
+             * @description Delete memory items not updated for this long (ms).
+             */
+            memory_max_age_ms?: number | null;
         };
         /** @enum {string} */
         Role: "user" | "service" | "admin";
@@ -1109,6 +1354,820 @@ export interface operations {
                 };
             };
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description over the tenant's rate (`rate_limited`; see Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description internal failure or damaged stored data (`internal`, `corrupt`) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description store unavailable or request timed out (`unavailable`, `timeout`; see Retry-After) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    export_memory: {
+        parameters: {
+            query?: {
+                /** @description Export this namespace (default: every namespace, service and admin keys). */
+                prefix?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description a header line, then one item per line */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/x-ndjson": string;
+                };
+            };
+            /** @description malformed request: path id, query parameter or body (`invalid`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no valid bearer key or token (`unauthenticated`) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description over the tenant's rate (`rate_limited`; see Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description internal failure or damaged stored data (`internal`, `corrupt`) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description store unavailable or request timed out (`unavailable`, `timeout`; see Retry-After) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    forget_memory: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ForgetBody"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ForgetReportBody"];
+                };
+            };
+            /** @description malformed request: path id, query parameter or body (`invalid`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no valid bearer key or token (`unauthenticated`) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description over the tenant's rate (`rate_limited`; see Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description internal failure or damaged stored data (`internal`, `corrupt`) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description store unavailable or request timed out (`unavailable`, `timeout`; see Retry-After) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    import_memory: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description a memory export (JSONL) */
+        requestBody: {
+            content: {
+                "application/x-ndjson": string;
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MemoryImportedBody"];
+                };
+            };
+            /** @description malformed request: path id, query parameter or body (`invalid`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no valid bearer key or token (`unauthenticated`) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description over the tenant's rate (`rate_limited`; see Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description internal failure or damaged stored data (`internal`, `corrupt`) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description store unavailable or request timed out (`unavailable`, `timeout`; see Retry-After) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_memory: {
+        parameters: {
+            query: {
+                namespace: string;
+                key: string;
+                /** @description Extend the item's TTL from now (an item written with one). */
+                refresh?: boolean;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MemoryItemBody"];
+                };
+            };
+            /** @description malformed request: path id, query parameter or body (`invalid`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no valid bearer key or token (`unauthenticated`) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description over the tenant's rate (`rate_limited`; see Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description internal failure or damaged stored data (`internal`, `corrupt`) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description store unavailable or request timed out (`unavailable`, `timeout`; see Retry-After) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    put_memory: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PutMemoryBody"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MemoryItemBody"];
+                };
+            };
+            /** @description malformed request: path id, query parameter or body (`invalid`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no valid bearer key or token (`unauthenticated`) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            412: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description over the tenant's rate (`rate_limited`; see Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description internal failure or damaged stored data (`internal`, `corrupt`) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description store unavailable or request timed out (`unavailable`, `timeout`; see Retry-After) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_memory: {
+        parameters: {
+            query: {
+                namespace: string;
+                key: string;
+                /** @description Only if the item is at this revision (412 otherwise). */
+                expected_revision?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MemoryItemBody"];
+                };
+            };
+            /** @description malformed request: path id, query parameter or body (`invalid`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no valid bearer key or token (`unauthenticated`) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            412: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description over the tenant's rate (`rate_limited`; see Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description internal failure or damaged stored data (`internal`, `corrupt`) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description store unavailable or request timed out (`unavailable`, `timeout`; see Retry-After) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_namespaces: {
+        parameters: {
+            query: {
+                prefix: string;
+                /** @description Cut namespaces to this many segments (at least 2). */
+                max_depth?: number;
+                cursor?: string;
+                /** @description Page size (default 50, at most 1000). */
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NamespacePageBody"];
+                };
+            };
+            /** @description malformed request: path id, query parameter or body (`invalid`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no valid bearer key or token (`unauthenticated`) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description over the tenant's rate (`rate_limited`; see Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description internal failure or damaged stored data (`internal`, `corrupt`) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description store unavailable or request timed out (`unavailable`, `timeout`; see Retry-After) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    search_memory: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["MemorySearchBody"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MemoryPageBody"];
+                };
+            };
+            /** @description malformed request: path id, query parameter or body (`invalid`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no valid bearer key or token (`unauthenticated`) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description over the tenant's rate (`rate_limited`; see Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description internal failure or damaged stored data (`internal`, `corrupt`) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description store unavailable or request timed out (`unavailable`, `timeout`; see Retry-After) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    memory_usage: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MemoryUsageBody"];
+                };
+            };
+            /** @description malformed request: path id, query parameter or body (`invalid`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no valid bearer key or token (`unauthenticated`) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
