@@ -238,8 +238,9 @@ fn event_bodies() {
                 expected_seq: Some(3),
                 events: vec![new_event.clone(), new_event],
                 idempotency_key: Some("batch-7".into()),
+                memory: Vec::new(),
             },
-            AppendBody { run: None, expected_seq: None, events: Vec::new(), idempotency_key: None },
+            AppendBody { run: None, expected_seq: None, events: Vec::new(), idempotency_key: None, memory: Vec::new() },
         ],
     );
     assert_golden(

@@ -99,6 +99,7 @@ pub async fn loopback_server(
 fn request() -> AppendRequest {
     let pad = "x".repeat(240);
     AppendRequest {
+        memory: Vec::new(),
         run: None,
         expected_seq: None,
         events: vec![NewEvent::new("note/bench", serde_json::json!({"pad": pad}))],

@@ -17,9 +17,14 @@ pub const TOOL_CALL: &str = "tool/call";
 pub const TOOL_RESULT: &str = "tool/result";
 pub const CHECKPOINT: &str = "checkpoint";
 pub const SESSION_END_SEED: &str = "session/end-seed";
+/// The memory writes an append carried (scoped memory): written by the service only,
+/// never accepted from a caller, always `ignorable` (readers that do not reconstruct
+/// memory skip it). `{"writes": [{namespace, key, value, checked_revision, ttl_ms?,
+/// bound_to?}]}`.
+pub const SESSION_MEMORY: &str = "session/memory";
 
 /// Every type berth knows, in the reserved namespaces.
-pub const KNOWN_EVENT_TYPES: [&str; 11] = [
+pub const KNOWN_EVENT_TYPES: [&str; 12] = [
     TURN_START,
     TURN_END,
     STEP_START,
@@ -31,6 +36,7 @@ pub const KNOWN_EVENT_TYPES: [&str; 11] = [
     TOOL_RESULT,
     CHECKPOINT,
     SESSION_END_SEED,
+    SESSION_MEMORY,
 ];
 
 /// Namespaces reserved for berth's own vocabulary (`checkpoint` is reserved as a whole).
@@ -156,6 +162,10 @@ fn validate_reserved_data(event_type: &str, data: &Value) -> std::result::Result
             }
         }
         CHECKPOINT => present("state"),
+        SESSION_MEMORY => match object.get("writes") {
+            Some(Value::Array(writes)) if writes.iter().all(Value::is_object) => Ok(()),
+            _ => Err("writes must be an array of objects".into()),
+        },
         _ => Ok(()), // session/end-seed: no required fields
     }
 }

@@ -377,7 +377,7 @@ pub async fn append_events(
     headers: axum::http::HeaderMap,
     StrictJson(body): StrictJson<AppendBody>,
 ) -> ApiResult<Response> {
-    let mut request = wire::append_from(body);
+    let mut request = wire::append_from(body)?;
     request.idempotency_key = idempotency_key(&headers, request.idempotency_key.take())?;
     let events = request.events.len() as u64;
     let task_state = state.clone();

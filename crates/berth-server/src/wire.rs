@@ -214,8 +214,10 @@ pub fn event_from(body: wire::EventBody) -> Event {
     }
 }
 
-pub fn append_from(body: wire::AppendBody) -> AppendRequest {
-    AppendRequest {
+pub fn append_from(body: wire::AppendBody) -> berth_core::Result<AppendRequest> {
+    let memory = body.memory.into_iter().map(memory_put_from).collect::<berth_core::Result<Vec<_>>>()?;
+    Ok(AppendRequest {
+        memory,
         run: body.run,
         expected_seq: body.expected_seq,
         idempotency_key: body.idempotency_key,
@@ -229,6 +231,17 @@ pub fn append_from(body: wire::AppendBody) -> AppendRequest {
                 ignorable: event.ignorable,
             })
             .collect(),
+    })
+}
+
+pub fn memory_put(put: &berth_catalog::scoped::MemoryPut) -> wire::PutMemoryBody {
+    wire::PutMemoryBody {
+        namespace: put.namespace.as_str().to_owned(),
+        key: put.key.clone(),
+        value: put.value.clone(),
+        expected_revision: put.expected_revision,
+        ttl_ms: put.ttl_ms,
+        bound_to: put.bound_to.clone(),
     }
 }
 
@@ -237,6 +250,7 @@ pub fn append(request: &AppendRequest) -> wire::AppendBody {
         run: request.run.clone(),
         expected_seq: request.expected_seq,
         idempotency_key: request.idempotency_key.clone(),
+        memory: request.memory.iter().map(memory_put).collect(),
         events: request
             .events
             .iter()

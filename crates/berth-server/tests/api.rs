@@ -56,7 +56,13 @@ async fn a_whole_session_life_over_http() {
         NewEvent::new("step/start", json!({"turn": 0, "step": 0})),
         NewEvent::new("tool/call", json!({"call_id": "c1", "name": "ls", "arguments": {}})),
     ];
-    let request = AppendRequest { run: Some(rid("run-1")), expected_seq: Some(0), events, idempotency_key: None };
+    let request = AppendRequest {
+        memory: Vec::new(),
+        run: Some(rid("run-1")),
+        expected_seq: Some(0),
+        events,
+        idempotency_key: None,
+    };
     let outcome = alice.append(&sid("chat-1"), &request).await.unwrap();
     assert_eq!((outcome.first_seq, outcome.next_seq, outcome.duplicate), (0, 4, false));
     // The same retry is a no-op success; different content at that seq is a conflict.
@@ -497,6 +503,7 @@ async fn appends_are_idempotent_by_key_in_the_body_or_the_idempotency_key_header
     assert_eq!((status, body["code"].as_str()), (422, Some("limit_exceeded")), "a key is not a payload");
 
     let request = AppendRequest {
+        memory: Vec::new(),
         run: None,
         expected_seq: None,
         events: vec![NewEvent::new("oa/pop", json!({"target": 3}))],

@@ -155,7 +155,13 @@ async fn raw_error(client: &Client, method: Method, path: &str, body: &[u8]) -> 
 }
 
 fn append(run: Option<&str>, expected_seq: Option<u64>, events: Vec<NewEvent>, key: Option<&str>) -> AppendRequest {
-    AppendRequest { run: run.map(rid), expected_seq, events, idempotency_key: key.map(str::to_owned) }
+    AppendRequest {
+        memory: Vec::new(),
+        run: run.map(rid),
+        expected_seq,
+        events,
+        idempotency_key: key.map(str::to_owned),
+    }
 }
 
 fn note(text: &str) -> NewEvent {

@@ -255,6 +255,7 @@ async fn counts_audit_search_and_the_parent_filter_answer_as_documented() {
     admin.create(&create("lonely")).await.unwrap();
     let source: berth_core::SessionId = "source".parse().unwrap();
     let append = berth_service::AppendRequest {
+        memory: Vec::new(),
         run: None,
         expected_seq: None,
         events: vec![berth_service::NewEvent::new("user/message", serde_json::json!({"content": "hi"}))],

@@ -191,7 +191,13 @@ mod tests {
         let mut event = NewEvent::new("user/message", serde_json::Value::Null);
         event.data = berth_core::JsonText::parse(data).expect("valid JSON");
         event.time = time.map(berth_core::Timestamp);
-        AppendRequest { run: None, expected_seq: None, events: vec![event], idempotency_key: Some("k".into()) }
+        AppendRequest {
+            memory: Vec::new(),
+            run: None,
+            expected_seq: None,
+            events: vec![event],
+            idempotency_key: Some("k".into()),
+        }
     }
 
     /// The digest is over the exact content (R-C9): whitespace does not

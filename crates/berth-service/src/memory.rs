@@ -29,10 +29,9 @@ impl Principal {
     /// May this principal `access` the memory of `scope`? (The tenant is always the
     /// principal's own: the backend is called with it.)
     pub fn can_access_memory(&self, scope: &MemoryScope, access: MemoryAccess) -> bool {
-        if self.is_privileged() {
-            return true;
-        }
         match scope {
+            MemoryScope::System(_) => false,
+            _ if self.is_privileged() => true,
             MemoryScope::User(user) => *user == self.user,
             MemoryScope::Project(project) => self.project.as_ref() == Some(project),
             MemoryScope::App(_) => access == MemoryAccess::Read,

@@ -78,6 +78,7 @@ async fn small_session(service: &SessionService, clock: &FakeClock) {
         event("turn/end", r#"{"turn":0,"reason":"completed"}"#, T0 + 1_800),
     ];
     let append = AppendRequest {
+        memory: Vec::new(),
         run: Some(run.clone()),
         expected_seq: Some(0),
         events,

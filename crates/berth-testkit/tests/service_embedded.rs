@@ -54,8 +54,13 @@ async fn idle_write_handles_beyond_the_cap_are_closed_and_reopened_on_demand() {
     for round in 0..3 {
         for id in &ids {
             let event = NewEvent::new("note/x", serde_json::json!({ "round": round }));
-            let request =
-                AppendRequest { run: None, expected_seq: Some(round), events: vec![event], idempotency_key: None };
+            let request = AppendRequest {
+                memory: Vec::new(),
+                run: None,
+                expected_seq: Some(round),
+                events: vec![event],
+                idempotency_key: None,
+            };
             service.append(&principal, &sid(id), request).await.unwrap();
             assert!(service.writers_cached().await <= 2, "the cache grew past its cap");
         }
@@ -96,6 +101,7 @@ async fn idle_write_handles_are_closed_on_request_and_recently_used_ones_kept() 
         let (service, principal) = (&service, &principal);
         async move {
             let request = AppendRequest {
+                memory: Vec::new(),
                 run: None,
                 expected_seq: None,
                 events: vec![NewEvent::new("note/x", serde_json::json!({}))],

@@ -18,7 +18,7 @@ fn median(mut values: Vec<f64>) -> f64 {
 
 fn request(key: Option<String>, text: &str) -> AppendRequest {
     let events = vec![NewEvent::new("user/message", serde_json::json!({"content": text}))];
-    AppendRequest { run: None, expected_seq: None, events, idempotency_key: key }
+    AppendRequest { memory: Vec::new(), run: None, expected_seq: None, events, idempotency_key: key }
 }
 
 async fn open(dir: &std::path::Path) -> berth_core::Result<SessionService> {

@@ -109,7 +109,13 @@ async fn main() -> berth_core::Result<()> {
     for batch in 0..10 {
         let events =
             (0..1_000).map(|_| NewEvent::new("user/message", serde_json::json!({"content": content}))).collect();
-        let request = AppendRequest { run: None, expected_seq: Some(batch * 1_000), events, idempotency_key: None };
+        let request = AppendRequest {
+            memory: Vec::new(),
+            run: None,
+            expected_seq: Some(batch * 1_000),
+            events,
+            idempotency_key: None,
+        };
         service.append(&admin, &long.header.id, request).await?;
     }
     let mut exports = Vec::new();

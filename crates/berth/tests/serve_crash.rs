@@ -84,7 +84,13 @@ async fn acknowledged_appends_survive_a_sigkill_of_the_server() {
                     }
                     let batch = 1 + (next % 3);
                     let events = (next..next + batch).map(|seq| event(index, seq)).collect();
-                    let request = AppendRequest { run: None, expected_seq: Some(next), events, idempotency_key: None };
+                    let request = AppendRequest {
+                        memory: Vec::new(),
+                        run: None,
+                        expected_seq: Some(next),
+                        events,
+                        idempotency_key: None,
+                    };
                     match client.append(&id, &request).await {
                         Ok(outcome) => {
                             next = outcome.next_seq;
@@ -128,6 +134,7 @@ async fn acknowledged_appends_survive_a_sigkill_of_the_server() {
         // The session takes appends again (any torn tail was cut by the write path).
         let next = events.len() as u64;
         let request = AppendRequest {
+            memory: Vec::new(),
             run: None,
             expected_seq: Some(next),
             events: vec![event(index, next)],

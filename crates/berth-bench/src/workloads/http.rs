@@ -93,7 +93,7 @@ fn append_request() -> AppendRequest {
         time: None,
         ignorable: false,
     }];
-    AppendRequest { run: None, expected_seq: None, events, idempotency_key: None }
+    AppendRequest { memory: Vec::new(), run: None, expected_seq: None, events, idempotency_key: None }
 }
 
 /// One measurement on a fresh data root: per-append latencies (µs) of every client, and

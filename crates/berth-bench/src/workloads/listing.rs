@@ -273,7 +273,11 @@ async fn create_one(service: &SessionService, id: &str, events: usize) -> Result
         })
         .collect();
     service
-        .append(&principal, &id, AppendRequest { run: None, expected_seq: None, events, idempotency_key: None })
+        .append(
+            &principal,
+            &id,
+            AppendRequest { memory: Vec::new(), run: None, expected_seq: None, events, idempotency_key: None },
+        )
         .await?;
     Ok(())
 }

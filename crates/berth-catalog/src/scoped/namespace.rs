@@ -16,6 +16,9 @@ pub enum MemoryScope {
     Project(ProjectId),
     /// `app/<name>`: tenant-wide (every user reads it; services and admins write it).
     App(String),
+    /// `berth/<name>`: berth's own bookkeeping (carried-write markers and indexes); no
+    /// principal reads or writes it through the API.
+    System(String),
 }
 
 impl MemoryScope {
@@ -24,6 +27,7 @@ impl MemoryScope {
             MemoryScope::User(_) => "user",
             MemoryScope::Project(_) => "project",
             MemoryScope::App(_) => "app",
+            MemoryScope::System(_) => "berth",
         }
     }
 
@@ -32,6 +36,7 @@ impl MemoryScope {
             MemoryScope::User(user) => user.as_str(),
             MemoryScope::Project(project) => project.as_str(),
             MemoryScope::App(name) => name,
+            MemoryScope::System(name) => name,
         }
     }
 
@@ -84,6 +89,10 @@ impl Namespace {
             "app" => {
                 check_id("app name", id)?;
                 MemoryScope::App(id.to_owned())
+            }
+            "berth" => {
+                check_id("namespace", id)?;
+                MemoryScope::System(id.to_owned())
             }
             other => {
                 return Err(Error::invalid(

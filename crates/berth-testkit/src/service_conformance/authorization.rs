@@ -155,6 +155,7 @@ async fn perform(service: &SessionService, op: Op, who: Who, id: &SessionId) -> 
         Op::ReadBefore => service.read_before(&p, id, u64::MAX, 10).await.map(drop),
         Op::Append => {
             let request = AppendRequest {
+                memory: Vec::new(),
                 run: Some(run("run-owner")),
                 expected_seq: None,
                 events: vec![user_message("appended")],

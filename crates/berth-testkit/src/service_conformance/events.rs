@@ -11,7 +11,13 @@ use serde_json::json;
 use std::collections::BTreeSet;
 
 fn at(expected_seq: u64, run_id: Option<&str>, events: Vec<NewEvent>) -> AppendRequest {
-    AppendRequest { run: run_id.map(run), expected_seq: Some(expected_seq), events, idempotency_key: None }
+    AppendRequest {
+        memory: Vec::new(),
+        run: run_id.map(run),
+        expected_seq: Some(expected_seq),
+        events,
+        idempotency_key: None,
+    }
 }
 
 /// R-S7: a retry with `expected_seq` whose events are already stored identically
@@ -145,8 +151,13 @@ pub async fn closed_session_is_terminal_but_readable_and_forkable(b: &dyn Servic
     terminal(service.attach(&owner, &session, attach_request("r2", OnBusy::Interrupt)).await.map(drop), "attach");
     terminal(service.resume(&owner, &session, attach_request("r2", OnBusy::Interrupt)).await.map(drop), "resume");
     terminal(service.heartbeat(&owner, &session, &run("r1")).await.map(drop), "heartbeat");
-    let request =
-        AppendRequest { run: None, expected_seq: None, events: vec![user_message("more")], idempotency_key: None };
+    let request = AppendRequest {
+        memory: Vec::new(),
+        run: None,
+        expected_seq: None,
+        events: vec![user_message("more")],
+        idempotency_key: None,
+    };
     terminal(service.append(&admin(TENANT_A), &session, request).await.map(drop), "append");
     terminal(service.close(&owner, &session, ClosePolicy::CancelRuns, None).await.map(drop), "close");
     assert_eq!(service.get(&owner, &session).await.unwrap().status, Status::Closed);

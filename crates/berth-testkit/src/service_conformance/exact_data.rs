@@ -37,13 +37,23 @@ pub async fn appended_data_comes_back_byte_exact(b: &dyn ServiceBackend) {
     let read = service.read(&owner(), &sid("exact"), 0, None).await.unwrap();
     assert_eq!(read[0].data.as_str(), EXACT_DATA, "{}: read", b.name());
 
-    let retry =
-        AppendRequest { run: Some(run("r1")), expected_seq: Some(0), events: vec![submitted], idempotency_key: None };
+    let retry = AppendRequest {
+        memory: Vec::new(),
+        run: Some(run("r1")),
+        expected_seq: Some(0),
+        events: vec![submitted],
+        idempotency_key: None,
+    };
     assert!(service.append(&owner(), &sid("exact"), retry).await.unwrap().duplicate, "same bytes: a duplicate");
     let sorted = JsonText::parse(r#"{"a":[1.0,1e2,123456789012345678901234567890,-0],"b":1,"s":"\u00e9\/"}"#).unwrap();
     let reordered = NewEvent { data: sorted, ..exact_event() };
-    let conflict =
-        AppendRequest { run: Some(run("r1")), expected_seq: Some(0), events: vec![reordered], idempotency_key: None };
+    let conflict = AppendRequest {
+        memory: Vec::new(),
+        run: Some(run("r1")),
+        expected_seq: Some(0),
+        events: vec![reordered],
+        idempotency_key: None,
+    };
     assert_eq!(label(&service.append(&owner(), &sid("exact"), conflict).await), "seq_conflict");
 
     drop(service); // its write handles would keep the writer lease
@@ -91,6 +101,7 @@ pub async fn invalid_data_is_refused_and_nothing_is_stored(b: &dyn ServiceBacken
     let smuggled = |text: &str| {
         let data = JsonText::from_trusted_raw(RawValue::from_string(text.to_owned()).unwrap());
         AppendRequest {
+            memory: Vec::new(),
             run: Some(run("r1")),
             expected_seq: None,
             events: vec![NewEvent { data, ..exact_event() }],

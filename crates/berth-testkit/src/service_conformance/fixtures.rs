@@ -104,7 +104,13 @@ pub async fn append(
         .append(
             principal,
             &sid(id),
-            AppendRequest { run: run_id.map(run), expected_seq: None, events, idempotency_key: None },
+            AppendRequest {
+                memory: Vec::new(),
+                run: run_id.map(run),
+                expected_seq: None,
+                events,
+                idempotency_key: None,
+            },
         )
         .await
         .unwrap_or_else(|error| panic!("append to {id}: {error}"))

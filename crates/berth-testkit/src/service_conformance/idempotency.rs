@@ -14,11 +14,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 fn keyed(key: &str, expected_seq: Option<u64>, events: Vec<NewEvent>) -> AppendRequest {
-    AppendRequest { run: Some(run("r1")), expected_seq, events, idempotency_key: Some(key.to_owned()) }
+    AppendRequest {
+        memory: Vec::new(),
+        run: Some(run("r1")),
+        expected_seq,
+        events,
+        idempotency_key: Some(key.to_owned()),
+    }
 }
 
 fn keyless(expected_seq: Option<u64>, events: Vec<NewEvent>) -> AppendRequest {
-    AppendRequest { run: Some(run("r1")), expected_seq, events, idempotency_key: None }
+    AppendRequest { memory: Vec::new(), run: Some(run("r1")), expected_seq, events, idempotency_key: None }
 }
 
 fn outcome(result: &AppendOutcome) -> (u64, u64, bool) {

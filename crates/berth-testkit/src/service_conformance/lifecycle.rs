@@ -114,6 +114,7 @@ async fn perform(service: &SessionService, op: Op, id: &str) -> Result<(), Error
                 _ => (service_principal(TENANT_A), None),
             };
             let request = AppendRequest {
+                memory: Vec::new(),
                 run: run_id,
                 expected_seq: None,
                 events: vec![user_message("more")],
@@ -229,8 +230,13 @@ pub async fn lapsed_lease_expires_on_next_access_audited_and_stays_expired(b: &d
     terminal(service.resume(&owner, &session, attach_request("r9", OnBusy::Interrupt)).await.map(drop));
     terminal(service.heartbeat(&owner, &session, &run("r1")).await.map(drop));
     terminal(service.close(&owner, &session, ClosePolicy::CancelRuns, None).await.map(drop));
-    let request =
-        AppendRequest { run: None, expected_seq: None, events: vec![user_message("x")], idempotency_key: None };
+    let request = AppendRequest {
+        memory: Vec::new(),
+        run: None,
+        expected_seq: None,
+        events: vec![user_message("x")],
+        idempotency_key: None,
+    };
     terminal(service.append(&service_principal(TENANT_A), &session, request).await.map(drop));
     clock.advance_ms(30 * DAY_MS);
     assert_eq!(service.get(&owner, &session).await.unwrap().status, Status::Expired);

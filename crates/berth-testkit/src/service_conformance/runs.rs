@@ -69,6 +69,7 @@ pub async fn interrupt_detaches_the_current_run_as_interrupted(b: &dyn ServiceBa
     assert_eq!(label(&service.heartbeat(&owner(), &session, &run("r1")).await), "run_not_attached");
     assert_eq!(label(&service.detach(&owner(), &session, &run("r1"), "done", None).await), "run_not_attached");
     let request = AppendRequest {
+        memory: Vec::new(),
         run: Some(run("r1")),
         expected_seq: None,
         events: vec![user_message("late")],
@@ -93,8 +94,13 @@ pub async fn parallel_runs_up_to_runs_max_and_events_carry_their_run(b: &dyn Ser
         let outcome = append(&service, &owner(), "parallel", Some(run_id), vec![user_message(run_id)]).await;
         assert_eq!(outcome.first_seq, index as u64);
     }
-    let request =
-        AppendRequest { run: None, expected_seq: None, events: vec![user_message("nobody")], idempotency_key: None };
+    let request = AppendRequest {
+        memory: Vec::new(),
+        run: None,
+        expected_seq: None,
+        events: vec![user_message("nobody")],
+        idempotency_key: None,
+    };
     let runless = service.append(&service_principal(TENANT_A), &sid("parallel"), request).await;
     assert_eq!(label(&runless), "invalid", "a parallel session's events carry their run");
     let log = stored_log(&service, TENANT_A, "parallel").await.unwrap();
@@ -262,6 +268,7 @@ pub async fn append_from_a_user_needs_an_attached_run_of_theirs(b: &dyn ServiceB
     create(&service, &owner(), "appending", serial(DAY_MS, DAY_MS)).await;
     let session = sid("appending");
     let request = |run_id: Option<&str>| AppendRequest {
+        memory: Vec::new(),
         run: run_id.map(run),
         expected_seq: None,
         events: vec![user_message("x")],

@@ -590,6 +590,7 @@ pub(super) fn read_append_request(args: &AppendArgs) -> Result<AppendRequest> {
         events.push(event);
     }
     Ok(AppendRequest {
+        memory: Vec::new(),
         run: args.run.as_deref().map(run_id).transpose()?,
         expected_seq: args.expected_seq,
         events,
