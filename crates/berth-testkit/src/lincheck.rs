@@ -323,11 +323,14 @@ pub enum CheckError {
 impl fmt::Display for CheckError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            CheckError::NotLinearizable { linearized, prefix, stuck, states_visited } => write!(
-                f,
-                "not linearizable: at best {linearized} known entries placed (order {prefix:?}); none of the \
-                 entries {stuck:?} fits next ({states_visited} states visited)"
-            ),
+            CheckError::NotLinearizable { linearized, prefix, stuck, states_visited } => {
+                let tail = &prefix[prefix.len().saturating_sub(8)..];
+                write!(
+                    f,
+                    "not linearizable: at best {linearized} known entries placed (order ending {tail:?}); none of \
+                     the entries {stuck:?} fits next ({states_visited} states visited)"
+                )
+            }
             CheckError::Inconclusive { states_visited } => {
                 write!(f, "inconclusive: {states_visited} states visited without an answer")
             }
