@@ -432,6 +432,21 @@ async fn record_history(
     (History::new(entries).unwrap(), running)
 }
 
+/// Prints `line` and keeps it in `$CARGO_TARGET_TMPDIR/linearizability-<backend>.txt`
+/// (one line per round, the latest run's; `<backend>` is the store's first word, so each
+/// test writes its own file), for the CI log: nextest hides a passing test's output.
+fn report(store: &str, line: &str) {
+    println!("{line}");
+    let backend = store.split([',', ' ']).next().unwrap_or(store);
+    let log = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("linearizability-{backend}.txt"));
+    let previous = std::fs::read_to_string(&log).unwrap_or_default();
+    let mut kept: String =
+        previous.lines().filter(|old| !old.starts_with(&format!("{store}:"))).map(|old| format!("{old}\n")).collect();
+    kept.push_str(line);
+    kept.push('\n');
+    std::fs::write(&log, kept).expect("record the check's size and time");
+}
+
 /// Checks the recorded history, prints its size and the checker's time, and checks that
 /// corrupted copies of it are rejected.
 fn check_recorded(store: &str, history: &History) {
@@ -442,7 +457,7 @@ fn check_recorded(store: &str, history: &History) {
     let started = Instant::now();
     let verdict = lincheck::check(history);
     let took = started.elapsed();
-    println!(
+    let line = format!(
         "{store}: {} operations ({appended} appends stored, {} duplicates, {} seq conflicts, {} key reused, {} \
          busy, {unknown} unknown outcomes, {} reads and tails, {} run operations); checked in {took:?}: {}",
         entries.len(),
@@ -457,6 +472,7 @@ fn check_recorded(store: &str, history: &History) {
             Err(error) => error.to_string(),
         }
     );
+    report(store, &line);
     verdict.unwrap_or_else(|error| panic!("{store}: {error}\nhistory: {entries:#?}"));
     assert!(appended >= 5, "{store}: only {appended} appends stored: the history tests little");
 
