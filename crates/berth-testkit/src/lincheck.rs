@@ -36,8 +36,8 @@ pub type Label = u64;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Operation {
     /// Append a batch (never empty) at `expected_seq` (or at the end) with an optional
-    /// idempotency key.
-    Append { events: Vec<Label>, expected_seq: Option<u64>, key: Option<String> },
+    /// idempotency key, as the attached `run` (or, with `None`, as a service principal).
+    Append { events: Vec<Label>, expected_seq: Option<u64>, key: Option<String>, run: Option<String> },
     /// One forward read of at most `limit` events from `from` (one request, one page).
     Read { from: u64, limit: u64 },
     /// A live tail from `from`, cut by the client after some events: what it received is
@@ -198,7 +198,11 @@ fn fits(operation: &Operation, outcome: &Outcome) -> bool {
     match operation {
         Operation::Append { .. } => matches!(
             outcome,
-            Outcome::Appended { .. } | Outcome::SeqConflict { .. } | Outcome::KeyReused { .. } | Outcome::Busy
+            Outcome::Appended { .. }
+                | Outcome::SeqConflict { .. }
+                | Outcome::KeyReused { .. }
+                | Outcome::Busy
+                | Outcome::RunNotAttached
         ),
         Operation::Read { .. } | Operation::Tail { .. } => matches!(outcome, Outcome::Events(_)),
         Operation::Attach { .. } => matches!(outcome, Outcome::Attached | Outcome::RunExists | Outcome::Busy),
@@ -228,18 +232,24 @@ impl SessionModel {
     pub fn apply(&mut self, operation: &Operation) -> Outcome {
         let next_seq = self.log.len() as u64;
         match operation {
-            Operation::Append { events, expected_seq, key } => {
+            Operation::Append { events, expected_seq, key, run } => {
                 let start = expected_seq.unwrap_or(next_seq);
+                // A stored key answers its batch even to a run that is gone (keys are
+                // honoured for the session's life); anything else needs the run attached.
+                let stored = key.as_ref().and_then(|key| self.keys.get(key));
+                if let Some((first_seq, stored)) = stored {
+                    return if stored == events {
+                        let next_seq = first_seq + stored.len() as u64;
+                        Outcome::Appended { first_seq: *first_seq, next_seq, duplicate: true }
+                    } else {
+                        Outcome::KeyReused { first_seq: *first_seq }
+                    };
+                }
+                if run.is_some() && self.attached != *run {
+                    return Outcome::RunNotAttached;
+                }
                 match key {
                     Some(key) => {
-                        if let Some((first_seq, stored)) = self.keys.get(key) {
-                            return if stored == events {
-                                let next_seq = first_seq + stored.len() as u64;
-                                Outcome::Appended { first_seq: *first_seq, next_seq, duplicate: true }
-                            } else {
-                                Outcome::KeyReused { first_seq: *first_seq }
-                            };
-                        }
                         if start != next_seq {
                             return Outcome::SeqConflict { next_seq };
                         }

@@ -149,9 +149,9 @@ fn label_of(data: &str) -> Label {
 async fn perform(client: &Client, operation: &Operation) -> Option<Outcome> {
     let id = session();
     match operation {
-        Operation::Append { events, expected_seq, key } => {
+        Operation::Append { events, expected_seq, key, run } => {
             let request = AppendRequest {
-                run: None,
+                run: run.as_ref().map(|run| RunId::parse(run).unwrap()),
                 expected_seq: *expected_seq,
                 events: events
                     .iter()
@@ -168,6 +168,7 @@ async fn perform(client: &Client, operation: &Operation) -> Option<Outcome> {
                 Err(Error::SeqConflict { expected, .. }) => Some(Outcome::SeqConflict { next_seq: expected }),
                 Err(Error::IdempotencyKeyReused { first_seq, .. }) => Some(Outcome::KeyReused { first_seq }),
                 Err(Error::Busy { .. }) => Some(Outcome::Busy),
+                Err(Error::RunNotAttached { .. }) => Some(Outcome::RunNotAttached),
                 Err(_) => None,
             }
         }
@@ -229,6 +230,7 @@ impl View {
             }
             (Operation::Attach { run }, Outcome::Attached) => self.my_run = Some(run.clone()),
             (Operation::Detach { run }, Outcome::Detached | Outcome::RunNotAttached)
+            | (Operation::Append { run: Some(run), .. }, Outcome::RunNotAttached)
                 if self.my_run.as_ref() == Some(run) =>
             {
                 self.my_run = None
@@ -237,7 +239,9 @@ impl View {
         }
     }
 
-    fn choose(&self, rng: &mut StdRng, client: usize, number: usize) -> Operation {
+    /// The next operation; `latest_run` is the run most recently attached by anyone (a
+    /// detach of another client's run races that client's appends as the run).
+    fn choose(&self, rng: &mut StdRng, client: usize, number: usize, latest_run: Option<String>) -> Operation {
         let name = format!("c{client}-o{number}");
         match rng.gen_range(0..100) {
             0..45 => {
@@ -245,14 +249,18 @@ impl View {
                     (0..rng.gen_range(1..=3)).map(|i| (client * 1_000_000 + number * 10 + i) as Label).collect();
                 let expected_seq = rng.gen_bool(0.5).then_some(self.known_len);
                 let key = rng.gen_bool(0.5).then(|| name.clone());
-                Operation::Append { events, expected_seq, key }
+                // As this client's run, when it has one attached, half the time.
+                let run = self.my_run.clone().filter(|_| rng.gen_bool(0.5));
+                Operation::Append { events, expected_seq, key, run }
             }
             45..65 => Operation::Read { from: rng.gen_range(0..=self.known_len), limit: rng.gen_range(1..=40) },
             65..75 => Operation::Tail { from: self.known_len.saturating_sub(rng.gen_range(0..=2)) },
             75..87 => Operation::Attach { run: name },
-            _ => Operation::Detach {
-                run: self.my_run.clone().unwrap_or_else(|| format!("c{}-o{number}", (client + 1) % CLIENTS)),
-            },
+            _ => {
+                let own = self.my_run.clone().filter(|_| rng.gen_bool(0.5));
+                let run = own.or(latest_run).unwrap_or_else(|| format!("c{}-o{number}", (client + 1) % CLIENTS));
+                Operation::Detach { run }
+            }
         }
     }
 }
@@ -276,6 +284,8 @@ struct Shared {
     /// An append was stored after the restart: the session takes writes again (on
     /// PostgreSQL once the killed writer's lease lapsed and a replica took it over).
     recovered: AtomicBool,
+    /// The run most recently attached (by any client).
+    latest_run: Mutex<Option<String>>,
     /// The server through which the latest append was stored: the writer-lease holder,
     /// which is the one killed.
     last_stored_via: AtomicUsize,
@@ -299,6 +309,9 @@ impl Shared {
                 self.recovered.store(true, Ordering::SeqCst);
             }
         }
+        if let (Operation::Attach { run }, Some(Outcome::Attached)) = (operation, &outcome) {
+            *self.latest_run.lock().unwrap() = Some(run.clone());
+        }
         let entry = Entry { client, invoked_ns, returned_ns, operation: operation.clone(), outcome: outcome.clone() };
         self.recorder.entries.lock().unwrap().push(entry);
         outcome
@@ -321,7 +334,8 @@ async fn run_client(client: usize, home: usize, shared: Arc<Shared>, seed: u64) 
         if !wanted || number >= OPERATIONS_PER_CLIENT_MAX {
             break;
         }
-        let operation = view.choose(&mut rng, client, number);
+        let latest_run = shared.latest_run.lock().unwrap().clone();
+        let operation = view.choose(&mut rng, client, number, latest_run);
         let mut via = home;
         for attempt in 0..2 {
             let outcome = shared.perform_recorded(client, via, &operation).await;
@@ -390,6 +404,7 @@ async fn record_history(
         restarted: AtomicBool::new(false),
         recovered: AtomicBool::new(false),
         last_stored_via: AtomicUsize::new(0),
+        latest_run: Mutex::new(None),
     });
     let clients: Vec<_> = (0..CLIENTS)
         .map(|client| tokio::spawn(run_client(client, client % servers, shared.clone(), seed * 100 + client as u64)))
@@ -459,12 +474,15 @@ fn check_recorded(store: &str, history: &History) {
     let took = started.elapsed();
     let line = format!(
         "{store}: {} operations ({appended} appends stored, {} duplicates, {} seq conflicts, {} key reused, {} \
-         busy, {unknown} unknown outcomes, {} reads and tails, {} run operations); checked in {took:?}: {}",
+         busy, {} as a run not attached, {unknown} unknown outcomes, {} reads and tails, {} run operations); checked in {took:?}: {}",
         entries.len(),
         count(|entry| matches!(entry.outcome, Some(Outcome::Appended { duplicate: true, .. }))),
         count(|entry| matches!(entry.outcome, Some(Outcome::SeqConflict { .. }))),
         count(|entry| matches!(entry.outcome, Some(Outcome::KeyReused { .. }))),
         count(|entry| matches!(entry.outcome, Some(Outcome::Busy))),
+        count(|entry| {
+            matches!((&entry.operation, &entry.outcome), (Operation::Append { .. }, Some(Outcome::RunNotAttached)))
+        }),
         count(|entry| matches!(entry.operation, Operation::Read { .. } | Operation::Tail { .. })),
         count(|entry| matches!(entry.operation, Operation::Attach { .. } | Operation::Detach { .. })),
         match &verdict {
