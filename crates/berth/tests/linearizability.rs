@@ -1,16 +1,20 @@
 //! Linearizability of one session through a real `berth serve` (reliability §6 test 39):
 //! concurrent HTTP clients append (with and without `expected_seq` and idempotency
-//! keys), read, tail, attach and detach runs, while the server is killed with SIGKILL and
-//! restarted in the middle. Every invocation and answer is recorded with its time (a
-//! request cut by the kill is an unknown outcome, retried once with its key or
-//! `expected_seq`), and the bounded history is checked against the sequential session
-//! model of `berth_testkit::lincheck`. Then the recorded history is corrupted, and the
-//! checker must reject it: a checker that accepts everything fails here.
+//! keys, as a service or as their attached run), read, tail, attach and detach runs
+//! (their own, or the one another client attached last), while the server is killed
+//! with SIGKILL and restarted in the middle. Every invocation and answer is recorded
+//! with its time (a request cut by the kill is an unknown outcome, retried once with its
+//! key or `expected_seq`), a final read takes the whole log, and the bounded history is
+//! checked against the sequential session model of `berth_testkit::lincheck`. Then the
+//! recorded history is corrupted, and the checker must reject it: a checker that
+//! accepts everything fails here.
 //!
 //! Runs on the embedded store (a temporary data directory) and on PostgreSQL with two
-//! `berth serve` replicas on one fresh database, the clients spread over both (one
-//! replica is killed; appends through the one not holding the writer lease answer
-//! `busy`, which the model takes as refused without effect).
+//! `berth serve` replicas on one fresh database, the clients spread over both. Appends
+//! through the replica without the writer lease answer `busy` (the model takes it as a
+//! refusal without effect) and are retried through the other one; round 0 kills the
+//! lease holder, so the session takes appends again only once its lease lapsed, round 1
+//! the other replica.
 
 mod common;
 
