@@ -451,19 +451,20 @@ async fn record_history(
     (History::new(entries).unwrap(), running)
 }
 
-/// Prints `line` and keeps it in `$CARGO_TARGET_TMPDIR/linearizability-<backend>.txt`
-/// (one line per round, the latest run's; `<backend>` is the store's first word, so each
-/// test writes its own file), for the CI log: nextest hides a passing test's output.
+/// Where a test keeps its rounds' lines for the CI log (nextest hides a passing test's
+/// output): `$CARGO_TARGET_TMPDIR/linearizability-<backend>.txt`, one file per test,
+/// started afresh by it.
+fn report_file(backend: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("linearizability-{backend}.txt"))
+}
+
+/// Prints `line` and appends it to the report file of `store`'s backend (its first word).
 fn report(store: &str, line: &str) {
+    use std::io::Write;
     println!("{line}");
     let backend = store.split([',', ' ']).next().unwrap_or(store);
-    let log = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("linearizability-{backend}.txt"));
-    let previous = std::fs::read_to_string(&log).unwrap_or_default();
-    let mut kept: String =
-        previous.lines().filter(|old| !old.starts_with(&format!("{store}:"))).map(|old| format!("{old}\n")).collect();
-    kept.push_str(line);
-    kept.push('\n');
-    std::fs::write(&log, kept).expect("record the check's size and time");
+    let mut file = std::fs::OpenOptions::new().create(true).append(true).open(report_file(backend)).unwrap();
+    writeln!(file, "{line}").expect("record the check's size and time");
 }
 
 /// Checks the recorded history, prints its size and the checker's time, and checks that
@@ -528,7 +529,7 @@ fn assert_rejected(store: &str, corruption: &str, entries: Vec<Entry>) {
     let started = Instant::now();
     let verdict = lincheck::check(&history);
     let said = verdict.as_ref().map_or_else(ToString::to_string, |_| "accepted".to_owned());
-    println!("{store}: corrupted ({corruption}): {said} in {:?}", started.elapsed());
+    report(store, &format!("{store}: corrupted ({corruption}): {said} in {:?}", started.elapsed()));
     assert!(
         matches!(verdict, Err(CheckError::NotLinearizable { .. })),
         "{store}: the checker accepted a history with {corruption}: {verdict:?}"
@@ -564,6 +565,7 @@ fn assert_busy_appends_overlap_a_detach(store: &str, history: &History) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_is_linearizable_through_a_killed_embedded_server() {
+    let _ = std::fs::remove_file(report_file("embedded"));
     for round in 0..ROUNDS {
         let dir = tempfile::tempdir().unwrap();
         let data = dir.path().join("data");
@@ -581,6 +583,7 @@ async fn a_session_is_linearizable_through_a_killed_embedded_server() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_is_linearizable_across_two_postgres_replicas_one_killed() {
+    let _ = std::fs::remove_file(report_file("postgres"));
     for round in 0..POSTGRES_ROUNDS {
         let database = TestDatabase::with_app_role().await;
         let dir = tempfile::tempdir().unwrap();
