@@ -358,3 +358,88 @@ async fn send_bytes(client: &Client, path: &str, body: Vec<u8>) -> (u16, Value) 
     let (status, bytes) = raw_text(client, Method::POST, path, Some(body)).await;
     (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
 }
+
+#[tokio::test]
+async fn appends_carry_memory_writes_atomically() {
+    let server = TestServer::start().await;
+    let k = keys(&server);
+    k.service
+        .create(&CreateSession { id: Some(SessionId::parse("s1").unwrap()), ..CreateSession::default() })
+        .await
+        .unwrap();
+    let events = json!([{"type": "user/message", "data": {"content": "hi"}}]);
+    let append = |memory: Value, key: Option<&str>| {
+        let mut body = json!({"events": events.clone(), "memory": memory});
+        if let Some(key) = key {
+            body["idempotency_key"] = json!(key);
+        }
+        body
+    };
+    let writes =
+        json!([put_body("user/alice/prefs", "tone", json!("terse")), put_body("app/faq", "hours", json!("9-5"))]);
+    // Read-your-writes: the answer comes after the writes are applied.
+    let (status, outcome) =
+        send(&k.service, Method::POST, "/v1/sessions/s1/events", Some(append(writes.clone(), Some("a1")))).await;
+    assert_eq!((status, outcome["next_seq"].as_u64()), (200, Some(2)), "{outcome}");
+    let (_, item) = send(&k.service, Method::GET, &item_path("user/alice/prefs", "tone"), None).await;
+    assert_eq!((item["value"].clone(), item["revision"].as_u64()), (json!("terse"), Some(1)));
+    let (_, events_page) = send(&k.service, Method::GET, "/v1/sessions/s1/events", None).await;
+    assert_eq!(events_page["events"][1]["type"], "session/memory");
+    assert_eq!(events_page["events"][1]["ignorable"], true);
+    // A keyed retry is the original outcome; nothing is applied twice.
+    let (status, again) =
+        send(&k.service, Method::POST, "/v1/sessions/s1/events", Some(append(writes.clone(), Some("a1")))).await;
+    assert_eq!((status, again["duplicate"].as_bool()), (200, Some(true)));
+    let (_, item) = send(&k.service, Method::GET, &item_path("user/alice/prefs", "tone"), None).await;
+    assert_eq!(item["revision"], 1);
+    // A failed compare-and-set stores nothing: no events, no writes.
+    let mut stale = put_body("user/alice/prefs", "tone", json!("verbose"));
+    stale["expected_revision"] = json!(0);
+    let (status, body) = send(
+        &k.service,
+        Method::POST,
+        "/v1/sessions/s1/events",
+        Some(append(json!([stale, put_body("app/faq", "x", json!(1))]), Some("a2"))),
+    )
+    .await;
+    assert_eq!((status, body["code"].as_str()), (412, Some("revision_conflict")), "{body}");
+    let (_, events_page) = send(&k.service, Method::GET, "/v1/sessions/s1/events", None).await;
+    assert_eq!(events_page["events"].as_array().unwrap().len(), 2, "nothing appended");
+    assert_eq!(send(&k.service, Method::GET, &item_path("app/faq", "x"), None).await.0, 404);
+    // Bad input, each typed with nothing stored.
+    let (status, _) =
+        send(&k.service, Method::POST, "/v1/sessions/s1/events", Some(append(writes.clone(), None))).await;
+    assert_eq!(status, 422, "carried writes need an idempotency key");
+    let forged = json!({"events": [{"type": "session/memory", "data": {"writes": []}, "ignorable": true}], "idempotency_key": "a3"});
+    let (status, body) = send(&k.service, Method::POST, "/v1/sessions/s1/events", Some(forged)).await;
+    assert_eq!(status, 422, "session/memory is the service's: {body}");
+    let mut bound = put_body("user/alice/prefs", "b", json!(1));
+    bound["bound_to"] = json!("another-session");
+    let (status, _) =
+        send(&k.service, Method::POST, "/v1/sessions/s1/events", Some(append(json!([bound]), Some("a4")))).await;
+    assert_eq!(status, 422, "bound to the appending session only");
+    let (status, _) = send(
+        &k.service,
+        Method::POST,
+        "/v1/sessions/s1/events",
+        Some(append(json!([put_body("berth/carried", "s1", json!(1))]), Some("a5"))),
+    )
+    .await;
+    assert_eq!(status, 403, "berth's own scope is nobody's");
+    assert_eq!(send(&k.admin, Method::GET, &item_path("berth/carried", "s1"), None).await.0, 403);
+    let (_, events_page) = send(&k.service, Method::GET, "/v1/sessions/s1/events", None).await;
+    assert_eq!(events_page["events"].as_array().unwrap().len(), 2, "nothing appended by any refused request");
+    // A user appending through its run writes its own scope only.
+    let alice_session = CreateSession { id: Some(SessionId::parse("s2").unwrap()), ..CreateSession::default() };
+    k.alice.create(&alice_session).await.unwrap();
+    let run = k.alice.attach(&SessionId::parse("s2").unwrap(), &Default::default()).await.unwrap().run.run_id;
+    let mut body = append(json!([put_body("user/bob/x", "k", json!(1))]), Some("b1"));
+    body["run"] = json!(run.as_str());
+    assert_eq!(send(&k.alice, Method::POST, "/v1/sessions/s2/events", Some(body.clone())).await.0, 403);
+    body["memory"] = json!([put_body("user/alice/x", "k", json!(1))]);
+    assert_eq!(send(&k.alice, Method::POST, "/v1/sessions/s2/events", Some(body)).await.0, 200);
+    assert_eq!(send(&k.alice, Method::GET, &item_path("user/alice/x", "k"), None).await.1["value"], 1);
+    // Export leaves berth's own bookkeeping out.
+    let (_, exported) = raw_text(&k.service, Method::GET, "/v1/memory/export", None).await;
+    assert!(!String::from_utf8(exported).unwrap().contains("\"berth/"));
+}

@@ -37,6 +37,9 @@ impl SessionService {
 
     pub async fn append(&self, principal: &Principal, id: &SessionId, request: AppendRequest) -> Result<AppendOutcome> {
         let idempotency_key = check_append_request(&request)?;
+        if !request.memory.is_empty() {
+            self.check_carried(principal, id, &request).await?;
+        }
         let record = self.load(principal, id, APPEND_ACTION).await?;
         if let Err(error) = self.check_append_allowed(principal, &record, request.run.as_ref()).await {
             return self.refused_append(principal, &record, &request, idempotency_key, error).await;
@@ -47,9 +50,26 @@ impl SessionService {
         let now = self.now();
         let writer = self.writer(&key).await?;
         self.open_ledger(&key, &writer).await?;
+        if !request.memory.is_empty() {
+            // Writes a crashed carried append left are finished first, so that a retry of
+            // it (answered as a duplicate below) reads its own writes too.
+            self.finish_carried(&key).await?;
+        }
         let next_seq = writer.next_seq();
         let start = request.expected_seq.unwrap_or(next_seq);
         let mut events = build_events(&request, start, now)?;
+        if !request.memory.is_empty() {
+            // The batch ends with the service's record of the writes (filled in below).
+            events.push(Event {
+                seq: Seq(start + events.len() as u64),
+                event_type: EventType::parse(berth_core::vocabulary::SESSION_MEMORY)?,
+                time: now,
+                run: request.run.clone(),
+                data: berth_core::JsonText::null(),
+                ignorable: true,
+                idempotency: None,
+            });
+        }
         let keyed = match idempotency_key {
             Some(idempotency_key) => {
                 match self.keyed_plan(&key, idempotency_key, &request, next_seq, &mut events).await? {
@@ -63,7 +83,21 @@ impl SessionService {
         if events.is_empty() {
             return Ok(AppendOutcome { first_seq: start, next_seq, duplicate: false });
         }
+        let _scopes;
+        let carried = if request.memory.is_empty() {
+            None
+        } else {
+            _scopes = self.lock_scopes(&key.tenant, request.memory.iter().map(|put| &put.namespace)).await;
+            let data = self.prepare_carried(&key, &request, start).await?;
+            if let Some(last) = events.last_mut() {
+                last.data = data.clone();
+            }
+            Some(data)
+        };
         writer.append(&events).await?;
+        if let Some(data) = &carried {
+            self.apply_carried(&key, data).await?;
+        }
         let new_next = start + events.len() as u64;
         self.ledger_appended(&key, keyed, new_next).await;
         let conversation =
@@ -260,6 +294,12 @@ impl SessionService {
 /// The checks an append makes before reading anything: the batch limit, and its key
 /// (returned parsed).
 pub(crate) fn check_append_request(request: &AppendRequest) -> Result<Option<berth_core::IdempotencyKey>> {
+    if request.events.iter().any(|draft| draft.event_type == berth_core::vocabulary::SESSION_MEMORY) {
+        return Err(Error::invalid(
+            "event type",
+            "session/memory is written by berth only: carry memory writes in the append's `memory` field",
+        ));
+    }
     if request.events.len() > BATCH_EVENTS_MAX {
         return Err(Error::LimitExceeded {
             what: berth_core::limits::Limit::BatchEvents,

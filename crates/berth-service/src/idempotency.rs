@@ -124,7 +124,7 @@ pub(crate) async fn find_without_writer(
 pub(crate) fn requested_key(request: &AppendRequest) -> Result<Option<IdempotencyKey>> {
     let Some(text) = request.idempotency_key.as_deref() else { return Ok(None) };
     let key = IdempotencyKey::parse(text)?;
-    if request.events.is_empty() {
+    if request.events.is_empty() && request.memory.is_empty() {
         return Ok(None);
     }
     Ok(Some(key))
@@ -149,6 +149,22 @@ pub(crate) fn batch_digest(request: &AppendRequest) -> String {
         hasher.update(berth_core::json::canonical_string(&envelope).as_bytes());
         hasher.update(b"\n");
         hasher.update(draft.data.as_str().as_bytes());
+        hasher.update(b"\n");
+    }
+    // Carried memory writes are part of the content (absent from batches without them,
+    // so older digests are unchanged).
+    for put in &request.memory {
+        let envelope = serde_json::json!([
+            "memory",
+            put.namespace.as_str(),
+            put.key,
+            put.expected_revision,
+            put.ttl_ms,
+            put.bound_to.as_ref().map(|id| id.as_str())
+        ]);
+        hasher.update(berth_core::json::canonical_string(&envelope).as_bytes());
+        hasher.update(b"\n");
+        hasher.update(put.value.as_str().as_bytes());
         hasher.update(b"\n");
     }
     hasher.finalize()[..16].iter().map(|byte| format!("{byte:02x}")).collect()

@@ -17,6 +17,7 @@
 
 mod activity;
 mod audit;
+mod carried;
 mod close_fork;
 mod events;
 mod export;
@@ -31,6 +32,7 @@ mod types;
 mod writers;
 
 pub use activity::ACTIVITY_WINDOW_DEFAULT;
+pub use carried::{CARRIED_GRACE_MS, CARRIED_WRITES_MAX, PAUSE_HOOK_ENV};
 pub use export::{EXPORT_VERSION, EXPORT_VERSION_OLDEST};
 pub use idempotency::IDEMPOTENCY_INDEX_LAG_EVENTS_MAX;
 pub use memory::{ForgetReport, MemoryAccess, MemoryExportHeader, MemoryPage, NamespacePage, MEMORY_EXPORT_VERSION};
@@ -94,6 +96,8 @@ pub struct SessionService {
     import_inflated_bytes_max: u64,
     /// The per-tenant scoped-memory quota.
     memory_quota: berth_catalog::scoped::MemoryQuota,
+    /// This process's lock per memory scope (carried writes and `forget`).
+    scope_locks: std::sync::Mutex<HashMap<String, std::sync::Weak<tokio::sync::Mutex<()>>>>,
 }
 
 impl std::fmt::Debug for SessionService {
@@ -114,6 +118,7 @@ impl SessionService {
             append_locks: std::sync::Mutex::new(HashMap::new()),
             import_inflated_bytes_max: berth_core::limits::IMPORT_INFLATED_BYTES_MAX as u64,
             memory_quota: berth_catalog::scoped::MemoryQuota::default(),
+            scope_locks: std::sync::Mutex::new(HashMap::new()),
         }
     }
 

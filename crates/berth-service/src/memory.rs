@@ -182,7 +182,10 @@ impl SessionService {
     /// with one audit record of the counts and bytes, in one transaction.
     pub async fn memory_forget(&self, principal: &Principal, prefix: &Namespace) -> Result<ForgetReport> {
         self.authorize_memory(principal, prefix, MemoryAccess::Write, "memory.forget").await?;
-        let holding: Vec<SessionId> = Vec::new();
+        // No carried append of this process writes the scope meanwhile; markers of any
+        // process stop applying writes within the prefix before anything is deleted.
+        let _scope = self.lock_scopes(&principal.tenant, [prefix]).await;
+        let holding = self.cancel_carried(&principal.tenant, prefix).await?;
         let mut draft = self.audit_draft(&principal.tenant, principal.actor(), "memory.forget");
         let held = holding.clone();
         let namespace = prefix.as_str().to_owned();
@@ -245,7 +248,7 @@ impl SessionService {
                     self.catalog.memory_scan(&principal.tenant, position, EXPORT_PAGE, now).await?
                 }
             };
-            for item in &page {
+            for item in page.iter().filter(|item| !matches!(item.namespace.scope(), MemoryScope::System(_))) {
                 serde_json::to_writer(&mut out, item).map_err(|e| Error::invalid("export", e.to_string()))?;
                 out.push(b'\n');
             }

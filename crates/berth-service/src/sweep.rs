@@ -40,6 +40,9 @@ impl SessionService {
                     }
                 }
             }
+            // Markers of carried memory writes a crash left (only those sessions are visited).
+            let room = batch_max.saturating_sub(actions(&report));
+            report.carried_finished += self.sweep_carried(&tenant, room).await?;
             if let Some(max_age_ms) = policy.memory_max_age_ms {
                 let room = batch_max.saturating_sub(actions(&report));
                 let removed = self
@@ -150,5 +153,6 @@ fn base(tenant: &berth_core::TenantId, statuses: Vec<Status>) -> SessionQuery {
 }
 
 fn actions(report: &SweepReport) -> usize {
-    (report.expired + report.deleted + report.abandoned_creates + report.memory_removed) as usize
+    (report.expired + report.deleted + report.abandoned_creates + report.memory_removed + report.carried_finished)
+        as usize
 }

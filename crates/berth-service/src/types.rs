@@ -192,6 +192,8 @@ pub struct SweepReport {
     pub abandoned_creates: u64,
     /// Memory items removed: past their TTL, or by the tenant's memory retention.
     pub memory_removed: u64,
+    /// Sessions whose carried memory writes a crash left unapplied, finished.
+    pub carried_finished: u64,
     /// More candidates remain beyond this batch.
     pub more: bool,
 }

@@ -139,7 +139,13 @@ impl SessionService {
         closed
     }
 
+    /// Closes the session's cached write handle, after any append in progress (as
+    /// eviction does): closing under an append would let the next append open a second
+    /// handle while the first is still registered, and answer `busy` on a single server.
+    /// No caller holds the append lock.
     pub(crate) async fn close_writer(&self, key: &SessionKey) {
+        let lock = self.append_lock(key);
+        let _no_append_meanwhile = lock.lock().await;
         let handle = self.writers.lock().await.handles.remove(key);
         if let Some(cached) = handle {
             if let Err(error) = self.close_cached(key, cached).await {

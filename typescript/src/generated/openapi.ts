@@ -498,6 +498,12 @@ export interface components {
              *     its life.
              */
             idempotency_key?: string | null;
+            /**
+             * @description Scoped-memory writes carried by this append (docs/memory.md): authorized and
+             *     compare-and-set checked before the log append, applied before the answer, and
+             *     finished after a crash — atomic with the events. Needs an idempotency key.
+             */
+            memory?: components["schemas"]["PutMemoryBody"][];
             run?: null | components["schemas"]["Id"];
         };
         AppendOutcomeBody: {
