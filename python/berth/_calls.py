@@ -233,16 +233,19 @@ def append(
     expected_seq: int | None = None,
     run: str | None = None,
     idempotency_key: str | None = None,
+    memory: Iterable[Mapping[str, Any]] | None = None,
 ) -> Call[m.AppendOutcome]:
     # Every append carries a key, so a resend after a lost answer is answered as a
     # duplicate instead of storing the batch twice.
     key = idempotency_key if idempotency_key is not None else uuid.uuid4().hex
+    writes = [memory_write(**write) for write in memory or ()]
     body = _json_body(
         {
             "events": [new_event(event) for event in events],
             "expected_seq": expected_seq,
             "run": run,
             "idempotency_key": key,
+            "memory": writes or None,
         }
     )
     return Call(
@@ -253,6 +256,22 @@ def append(
         resend_safe=True,
         is_append=True,
     )
+
+
+def memory_write(
+    namespace: str,
+    key: str,
+    value: Any,
+    expected_revision: int | None = None,
+    ttl_ms: int | None = None,
+    bound_to: str | None = None,
+) -> dict[str, Any]:
+    """One memory write an append carries (`append(..., memory=[...])`)."""
+    write = {"namespace": namespace, "key": key, "value": value}
+    for name, option in (("expected_revision", expected_revision), ("ttl_ms", ttl_ms), ("bound_to", bound_to)):
+        if option is not None:
+            write[name] = option
+    return write
 
 
 def read(

@@ -103,10 +103,15 @@ class _Operations:
         expected_seq: int | None = None,
         run: str | None = None,
         idempotency_key: str | None = None,
+        memory: Iterable[Any] | None = None,
     ) -> m.AppendOutcome:
         """Appends a batch atomically and durably. Without `idempotency_key` a fresh one
-        is made, so a resend after a lost answer can never store the batch twice."""
-        call = c.append(session_id, events, expected_seq=expected_seq, run=run, idempotency_key=idempotency_key)
+        is made, so a resend after a lost answer can never store the batch twice.
+        `memory`: scoped-memory writes (`{namespace, key, value, expected_revision?,
+        ttl_ms?, bound_to?}`) applied atomically with the batch, before this returns."""
+        call = c.append(
+            session_id, events, expected_seq=expected_seq, run=run, idempotency_key=idempotency_key, memory=memory
+        )
         return self._execute(call)
 
     def read(self, session_id: str, *, from_seq: int = 0, limit: int | None = None) -> m.EventPage:

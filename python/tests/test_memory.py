@@ -90,3 +90,22 @@ def test_async_client(place: Place) -> None:
             assert deleted.value == [1, 2]
 
     asyncio.run(run())
+
+
+def test_an_append_carries_memory_writes(place: Place) -> None:
+    client = place.connect()
+    session_id = f"s-{uuid.uuid4().hex[:12]}"
+    client.create_session(session_id, policy=FOREVER)
+    outcome = client.append(
+        session_id,
+        [("user/message", {"content": "call me Al"})],
+        memory=[{"namespace": "user/alice/profile", "key": "name", "value": "Al"},
+                {"namespace": "app/stats", "key": "greetings", "value": 1, "expected_revision": 0}],
+    )
+    assert outcome.next_seq == 2  # the message and berth's record of the writes
+    assert client.memory_get("user/alice/profile", "name").value == "Al"
+    with pytest.raises(berth.RevisionConflict):
+        client.append(session_id, [("user/message", {"content": "again"})],
+                      memory=[{"namespace": "app/stats", "key": "greetings", "value": 2, "expected_revision": 0}])
+    assert client.read(session_id).events[-1].type == "session/memory"
+    assert len(client.read(session_id).events) == 2, "a refused compare-and-set appends nothing"
