@@ -8,9 +8,11 @@ use crate::sessions::Id;
 use berth_core::{JsonText, SessionId, Timestamp};
 use serde::{Deserialize, Serialize};
 
-/// The namespace grammar, roughly (the server's parser is the authority: at most 16
-/// segments of at most 128 bytes, never `.` or `..`, 512 bytes in all).
-pub const NAMESPACE_PATTERN: &str = r"^(user|project|app)/[A-Za-z0-9._~-]{1,128}(/[^/\x00-\x1f\x7f]{1,128})*$";
+/// The namespace grammar: a scope (`user/<id>`, `project/<id>`, `app/<name>`, ids by
+/// the id grammar), then at most 14 free segments of 1–128 characters without `/` or
+/// control characters, never `.` or `..`; 512 bytes in all (over it: 413).
+pub const NAMESPACE_PATTERN: &str =
+    r"^(user|project|app)/([A-Za-z0-9_~-][A-Za-z0-9._~-]{0,127}|\.[A-Za-z0-9_~-][A-Za-z0-9._~-]{0,126}|\.\.[A-Za-z0-9._~-]{1,126})(/([^/.\x00-\x1f\x7f-\x9f][^/\x00-\x1f\x7f-\x9f]{0,127}|\.[^/.\x00-\x1f\x7f-\x9f][^/\x00-\x1f\x7f-\x9f]{0,126}|\.\.[^/\x00-\x1f\x7f-\x9f]{1,126})){0,14}$";
 
 /// A stored item.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -44,9 +46,9 @@ pub struct MemoryItemBody {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PutMemoryBody {
-    #[schema(pattern = r"^(user|project|app)/[A-Za-z0-9._~-]{1,128}(/[^/\x00-\x1f\x7f]{1,128})*$", max_length = 512)]
+    #[schema(pattern = r"^(user|project|app)/([A-Za-z0-9_~-][A-Za-z0-9._~-]{0,127}|\.[A-Za-z0-9_~-][A-Za-z0-9._~-]{0,126}|\.\.[A-Za-z0-9._~-]{1,126})(/([^/.\x00-\x1f\x7f-\x9f][^/\x00-\x1f\x7f-\x9f]{0,127}|\.[^/.\x00-\x1f\x7f-\x9f][^/\x00-\x1f\x7f-\x9f]{0,126}|\.\.[^/\x00-\x1f\x7f-\x9f]{1,126})){0,14}$", max_length = 512)]
     pub namespace: String,
-    #[schema(min_length = 1, max_length = 512)]
+    #[schema(min_length = 1, max_length = 512, pattern = r"^[^\x00-\x1f\x7f-\x9f]+$")]
     pub key: String,
     #[schema(value_type = AnyJson)]
     pub value: JsonText,
@@ -68,7 +70,9 @@ pub struct PutMemoryBody {
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct MemoryItemParams {
+    #[param(pattern = r"^(user|project|app)/([A-Za-z0-9_~-][A-Za-z0-9._~-]{0,127}|\.[A-Za-z0-9_~-][A-Za-z0-9._~-]{0,126}|\.\.[A-Za-z0-9._~-]{1,126})(/([^/.\x00-\x1f\x7f-\x9f][^/\x00-\x1f\x7f-\x9f]{0,127}|\.[^/.\x00-\x1f\x7f-\x9f][^/\x00-\x1f\x7f-\x9f]{0,126}|\.\.[^/\x00-\x1f\x7f-\x9f]{1,126})){0,14}$", max_length = 512)]
     pub namespace: String,
+    #[param(min_length = 1, max_length = 512, pattern = r"^[^\x00-\x1f\x7f-\x9f]+$")]
     pub key: String,
     /// Extend the item's TTL from now (an item written with one).
     pub refresh: Option<bool>,
@@ -79,7 +83,9 @@ pub struct MemoryItemParams {
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct DeleteMemoryParams {
+    #[param(pattern = r"^(user|project|app)/([A-Za-z0-9_~-][A-Za-z0-9._~-]{0,127}|\.[A-Za-z0-9_~-][A-Za-z0-9._~-]{0,126}|\.\.[A-Za-z0-9._~-]{1,126})(/([^/.\x00-\x1f\x7f-\x9f][^/\x00-\x1f\x7f-\x9f]{0,127}|\.[^/.\x00-\x1f\x7f-\x9f][^/\x00-\x1f\x7f-\x9f]{0,126}|\.\.[^/\x00-\x1f\x7f-\x9f]{1,126})){0,14}$", max_length = 512)]
     pub namespace: String,
+    #[param(min_length = 1, max_length = 512, pattern = r"^[^\x00-\x1f\x7f-\x9f]+$")]
     pub key: String,
     /// Only if the item is at this revision (412 otherwise).
     #[serde(default, deserialize_with = "crate::int64::query_u64")]
@@ -127,6 +133,7 @@ pub enum MemoryOrder {
 #[serde(deny_unknown_fields)]
 pub struct MemorySearchBody {
     /// The namespace searched, with everything inside it.
+    #[schema(pattern = r"^(user|project|app)/([A-Za-z0-9_~-][A-Za-z0-9._~-]{0,127}|\.[A-Za-z0-9_~-][A-Za-z0-9._~-]{0,126}|\.\.[A-Za-z0-9._~-]{1,126})(/([^/.\x00-\x1f\x7f-\x9f][^/\x00-\x1f\x7f-\x9f]{0,127}|\.[^/.\x00-\x1f\x7f-\x9f][^/\x00-\x1f\x7f-\x9f]{0,126}|\.\.[^/\x00-\x1f\x7f-\x9f]{1,126})){0,14}$", max_length = 512)]
     pub prefix: String,
     /// Conditions ANDed (docs/memory.md: exact numbers, mixed types, missing fields).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -158,6 +165,7 @@ pub struct MemoryPageBody {
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct NamespaceParams {
+    #[param(pattern = r"^(user|project|app)/([A-Za-z0-9_~-][A-Za-z0-9._~-]{0,127}|\.[A-Za-z0-9_~-][A-Za-z0-9._~-]{0,126}|\.\.[A-Za-z0-9._~-]{1,126})(/([^/.\x00-\x1f\x7f-\x9f][^/\x00-\x1f\x7f-\x9f]{0,127}|\.[^/.\x00-\x1f\x7f-\x9f][^/\x00-\x1f\x7f-\x9f]{0,126}|\.\.[^/\x00-\x1f\x7f-\x9f]{1,126})){0,14}$", max_length = 512)]
     pub prefix: String,
     /// Cut namespaces to this many segments (at least 2).
     #[serde(default, deserialize_with = "crate::int64::query_u64")]
@@ -183,6 +191,7 @@ pub struct NamespacePageBody {
 #[serde(deny_unknown_fields)]
 pub struct ForgetBody {
     /// A scope (`user/alice`) or a namespace inside one: exactly that is deleted.
+    #[schema(pattern = r"^(user|project|app)/([A-Za-z0-9_~-][A-Za-z0-9._~-]{0,127}|\.[A-Za-z0-9_~-][A-Za-z0-9._~-]{0,126}|\.\.[A-Za-z0-9._~-]{1,126})(/([^/.\x00-\x1f\x7f-\x9f][^/\x00-\x1f\x7f-\x9f]{0,127}|\.[^/.\x00-\x1f\x7f-\x9f][^/\x00-\x1f\x7f-\x9f]{0,126}|\.\.[^/\x00-\x1f\x7f-\x9f]{1,126})){0,14}$", max_length = 512)]
     pub prefix: String,
 }
 
@@ -221,6 +230,7 @@ pub struct MemoryUsageBody {
 #[into_params(parameter_in = Query)]
 pub struct MemoryExportParams {
     /// Export this namespace (default: every namespace, service and admin keys).
+    #[param(pattern = r"^(user|project|app)/([A-Za-z0-9_~-][A-Za-z0-9._~-]{0,127}|\.[A-Za-z0-9_~-][A-Za-z0-9._~-]{0,126}|\.\.[A-Za-z0-9._~-]{1,126})(/([^/.\x00-\x1f\x7f-\x9f][^/\x00-\x1f\x7f-\x9f]{0,127}|\.[^/.\x00-\x1f\x7f-\x9f][^/\x00-\x1f\x7f-\x9f]{0,126}|\.\.[^/\x00-\x1f\x7f-\x9f]{1,126})){0,14}$", max_length = 512)]
     pub prefix: Option<String>,
 }
 

@@ -49,8 +49,9 @@ pub const LIVE_BUFFER_BYTES_MAX: usize = 16 * 1024 * 1024;
 pub const MEMORY_NAMESPACE_BYTES_MAX: usize = 512;
 /// Segments of a memory namespace, the scope's two included.
 pub const MEMORY_NAMESPACE_SEGMENTS_MAX: usize = 16;
-/// One segment of a memory namespace.
-pub const MEMORY_SEGMENT_BYTES_MAX: usize = 128;
+/// One free segment of a memory namespace, in characters (the whole namespace is
+/// bounded in bytes).
+pub const MEMORY_SEGMENT_CHARS_MAX: usize = 128;
 /// A memory item's key in bytes.
 pub const MEMORY_KEY_BYTES_MAX: usize = 512;
 /// A memory item's value (its compact JSON text) in bytes.
@@ -181,6 +182,8 @@ impl Limit {
                 | Limit::ImportInflatedBytes
                 | Limit::OutcomeBytes
                 | Limit::MemoryValueBytes
+                | Limit::MemoryNamespaceBytes
+                | Limit::MemoryKeyBytes
         )
     }
 }

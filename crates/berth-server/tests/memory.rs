@@ -150,7 +150,7 @@ async fn bad_input_is_typed_and_stores_nothing() {
     }
     let long = format!("user/alice/{}", "x".repeat(600));
     let (status, body) = send(&k.alice, Method::PUT, "/v1/memory/items", Some(put_body(&long, "k", json!(1)))).await;
-    assert_eq!((status, body["limit_name"].as_str()), (422, Some("memory_namespace_bytes")), "{body}");
+    assert_eq!((status, body["limit_name"].as_str()), (413, Some("memory_namespace_bytes")), "{body}");
     let huge = "x".repeat(berth_core::limits::MEMORY_VALUE_BYTES_MAX);
     let (status, body) =
         send(&k.alice, Method::PUT, "/v1/memory/items", Some(put_body("user/alice", "k", json!(huge)))).await;

@@ -2,7 +2,7 @@
 
 use berth_core::ids::check_id;
 use berth_core::limits::Limit;
-use berth_core::limits::{MEMORY_NAMESPACE_BYTES_MAX, MEMORY_NAMESPACE_SEGMENTS_MAX, MEMORY_SEGMENT_BYTES_MAX};
+use berth_core::limits::{MEMORY_NAMESPACE_BYTES_MAX, MEMORY_NAMESPACE_SEGMENTS_MAX, MEMORY_SEGMENT_CHARS_MAX};
 use berth_core::{Error, ProjectId, Result, UserId};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
@@ -48,7 +48,7 @@ impl MemoryScope {
 
 /// A validated memory namespace. Segments are separated by `/`; the first names the
 /// scope kind (`user`, `project`, `app`), the second its id (the id grammar), the rest
-/// are free: 1–128 bytes of UTF-8 without `/` or control characters, never `.` or `..`;
+/// are free: 1–128 characters without `/` or control characters, never `.` or `..`;
 /// at most 16 segments and 512 bytes in all. Namespaces order by their text, so a
 /// namespace's descendants sort directly after it (`/` is the smallest byte allowed).
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -146,8 +146,9 @@ fn check_segment(segment: &str) -> std::result::Result<(), String> {
     if segment.is_empty() {
         return Err("empty".into());
     }
-    if segment.len() > MEMORY_SEGMENT_BYTES_MAX {
-        return Err(format!("{} bytes, at most {MEMORY_SEGMENT_BYTES_MAX}", segment.len()));
+    let chars = segment.chars().count();
+    if chars > MEMORY_SEGMENT_CHARS_MAX {
+        return Err(format!("{chars} characters, at most {MEMORY_SEGMENT_CHARS_MAX}"));
     }
     if segment == "." || segment == ".." {
         return Err("\".\" and \"..\" are not segments".into());
