@@ -59,6 +59,14 @@ BATCH_BYTES_MAX = 8 << 20
 BATCH_EVENTS_MAX = 1000
 #: Base64 characters per `lg/blob` part: a part's JSON stays well under 1 MiB.
 PART_CHARS = 768 * 1024
+#: Every ANCHOR_EVERY-th link of a suffix chain is an anchor: it lists the seqs of all
+#: its ancestors (`full`); the links between list the seqs back to their anchor (`chain`).
+#: A reader rebuilds any version with three point reads, and the lists cost about
+#: n·K/2 + n²/2K seqs for a chain of n links (K = 64: ~95,000 seqs for 2,000 steps).
+ANCHOR_EVERY = 64
+#: A cold `get_tuple` of the latest checkpoint reads at most this many tail events
+#: looking for it before it replays the whole log instead.
+TAIL_SCAN_EVENTS_MAX = 2000
 _SAFE_ID = re.compile(r"[A-Za-z0-9._-][A-Za-z0-9._~-]{0,127}")
 
 
@@ -119,6 +127,9 @@ class _Thread:
         self.checkpoints: dict[str, dict[str, dict[str, Any]]] = {}
         # (ns, checkpoint id) -> (task, idx) -> (task, channel, t, base64, path)
         self.writes: dict[tuple[str, str], dict[tuple[str, int], tuple[str, str, str, str, str]]] = {}
+        # A list blob's place in its suffix chain: (depth, seqs from its anchor to its
+        # base) — the `chain` its child stores; () for an anchor (depth % ANCHOR_EVERY == 0).
+        self.links: dict[tuple[str, str, Any], tuple[int, tuple[int, ...]]] = {}
 
     def apply(self, event: berth.Event | _Own) -> None:
         data = event.data if isinstance(event.data, dict) else {}
@@ -137,6 +148,7 @@ class _Thread:
                 base_key = (data["ns"], data["c"], base[0]) if base else None
                 items = [(t, b) for t, b in data["items"]]
                 self.blobs[key] = (event.seq, ("items", base_key, items))
+                self.links[key] = self._link(base_key)
             elif data.get("t") == "empty":
                 self.blobs[key] = (event.seq, ("empty",))
             else:
@@ -170,6 +182,32 @@ class _Thread:
                         self._drop(ns, checkpoint_id)
         # Anything else (berth's own `session/end-seed` after a fork, newer types) is skipped.
 
+    def _link(self, base_key: tuple[str, str, Any] | None) -> tuple[int, tuple[int, ...]]:
+        """The chain place of a list blob whose base is `base_key` (None: a whole list)."""
+        if base_key is None:
+            return (0, ())
+        parent = self.links.get(base_key)
+        found = self.blobs.get(base_key)
+        if parent is None or found is None:
+            return (0, ())  # a base this fold never saw: the chain is not indexable
+        depth = parent[0] + 1
+        if depth % ANCHOR_EVERY == 0:
+            return (depth, ())
+        return (depth, parent[1] + (found[0],))
+
+    def ancestors(self, key: tuple[str, str, Any]) -> list[int]:
+        """The seqs of every link below the list blob `key`, oldest first."""
+        seqs: list[int] = []
+        stored = self.blobs[key][1]
+        while stored[0] == "items" and stored[1] is not None:
+            parent = self.blobs.get(stored[1])
+            if parent is None:
+                break
+            seqs.append(parent[0])
+            stored = parent[1]
+        seqs.reverse()
+        return seqs
+
     def _drop(self, ns: str, checkpoint_id: str) -> None:
         self.checkpoints.get(ns, {}).pop(checkpoint_id, None)
         self.writes.pop((ns, checkpoint_id), None)
@@ -199,6 +237,25 @@ class _Thread:
 
 
 Io = Generator[Any, Any, Any]
+
+#: `latest_by_points` could not answer exactly: fold the log.
+_REPLAY: Any = object()
+
+
+def _blob_needs(event: berth.Event) -> list[int] | None:
+    """The seqs a point reader must also read to rebuild this `lg/blob`: the earlier
+    parts of a split value, or the links below a suffix (`full` of an anchor, else
+    `chain`). None: a suffix stored without them (an older saver), so only a fold can."""
+    data = event.data if isinstance(event.data, dict) else {}
+    if "part" in data:
+        return list(range(event.seq - int(data["part"]), event.seq))
+    if data.get("base"):
+        if "full" in data:
+            return [int(seq) for seq in data["full"]]
+        if "chain" in data:
+            return [int(seq) for seq in data["chain"]]
+        return None
+    return []
 
 
 class _Core:
@@ -327,6 +384,11 @@ class _Core:
         configurable = config["configurable"]
         thread_id = str(configurable["thread_id"])
         ns = configurable.get("checkpoint_ns", "")
+        if self.session_id(thread_id) not in self.threads:
+            # Cold (nothing folded yet): the latest checkpoint from the tail and point reads.
+            found = yield from self.latest_by_points(thread_id, ns, get_checkpoint_id(config))
+            if found is not _REPLAY:
+                return found
         state = yield from self.refresh(thread_id)
         if state is None:
             return None
@@ -340,6 +402,115 @@ class _Core:
         else:
             return None
         return self._tuple(thread_id, state, ns, checkpoint_id)
+
+    def latest_by_points(self, thread_id: str, ns: str, wanted: str | None) -> Io:
+        """The latest checkpoint of `ns` (or `wanted`, if that is it) without folding the
+        log: the tail is read backwards to the newest `lg/checkpoint` whose `top` claim
+        holds (it was stored where its writer expected, so its writer's fold was the
+        whole log before it and it was the namespace's newest then), the events after it
+        are folded, and the channel versions it names in `at` — with their suffix chains,
+        by `chain` / `full` — are point-read (`read_at`, by seq). `_REPLAY` whenever that
+        cannot answer exactly what the fold would (no valid claim in the first
+        `TAIL_SCAN_EVENTS_MAX` events, a newer or hidden checkpoint after it, a chain
+        written without its seqs, another checkpoint wanted): the caller then folds."""
+        session_id = self.session_id(thread_id)
+        tail: list[berth.Event] = []
+        before, limit, scanned = calls.SEQ_END, 64, 0
+        claim: berth.Event | None = None
+        while claim is None:
+            try:
+                page = yield calls.read(session_id, before=before, limit=limit)
+            except berth.NotFound:
+                return None
+            tail[:0] = page.events
+            scanned += len(page.events)
+            for event in reversed(page.events):
+                data = event.data if isinstance(event.data, dict) else {}
+                top = data.get("top")
+                if (event.type == "lg/checkpoint" and data.get("ns") == ns and isinstance(top, list)
+                        and len(top) == 2 and top[1] == event.seq):
+                    claim = event
+                    break
+            if claim is not None:
+                break
+            if page.first_seq == 0 or not page.events:
+                # The whole log is in hand: fold it (no further reads).
+                state = _Thread()
+                for event in tail:
+                    state.apply(event)
+                return self._answer(thread_id, state, ns, wanted)
+            if scanned >= TAIL_SCAN_EVENTS_MAX:
+                return _REPLAY
+            before, limit = page.first_seq, min(calls.READ_PAGE_MAX, limit * 4)
+        first = claim.data["top"][0]
+        if tail and first < tail[0].seq:
+            try:
+                page = yield calls.read(session_id, from_seq=first, before=tail[0].seq)
+            except berth.NotFound:
+                return None
+            tail[:0] = page.events
+        batch = [event for event in tail if event.seq >= first]
+        after = _Thread()
+        for event in batch:
+            after.apply(event)
+        checkpoints = after.checkpoints.get(ns, {})
+        cp_id = claim.data["id"]
+        if (not checkpoints or max(checkpoints) != cp_id or checkpoints[cp_id]["seq"] != claim.seq
+                or (wanted and wanted != cp_id)):
+            return _REPLAY  # a newer checkpoint after it, or it was hidden, or another one wanted
+        versions = self._load(checkpoints[cp_id]["cp"]).get("channel_versions", {})
+        at = claim.data.get("at") or {}
+        fetched: dict[int, berth.Event] = {}
+        wanted_seqs: set[int] = set()
+        for channel, version in versions.items():
+            key = (ns, channel, version)
+            if key not in after.blobs:
+                if channel not in at:
+                    return _REPLAY  # its writer did not know where this version is
+                wanted_seqs.add(at[channel])
+        for event in batch:
+            if event.type == "lg/blob":
+                more = _blob_needs(event)
+                if more is None:
+                    return _REPLAY
+                wanted_seqs.update(more)
+        in_hand = {event.seq: event for event in tail if event.seq < first}
+        while True:
+            wanted_seqs = {seq for seq in wanted_seqs if seq not in fetched and seq < first}
+            if not wanted_seqs:
+                break
+            found = [in_hand[seq] for seq in wanted_seqs if seq in in_hand]
+            ordered = sorted(seq for seq in wanted_seqs if seq not in in_hand)
+            for start in range(0, len(ordered), calls.READ_PAGE_MAX):
+                try:
+                    page = yield calls.read_at(session_id, ordered[start:start + calls.READ_PAGE_MAX])
+                except berth.NotFound:
+                    return _REPLAY  # deleted meanwhile, or a seq past the end: fold whatever is there
+                found.extend(page.events)
+            wanted_seqs = set()
+            for event in found:
+                if event.type != "lg/blob":
+                    return _REPLAY
+                more = _blob_needs(event)
+                if more is None:
+                    return _REPLAY
+                fetched[event.seq] = event
+                wanted_seqs.update(more)
+        state = _Thread()
+        for seq in sorted(fetched):
+            state.apply(fetched[seq])
+        for event in batch:
+            state.apply(event)
+        try:
+            return self._tuple(thread_id, state, ns, cp_id)
+        except berth.Damaged:
+            return _REPLAY
+
+    def _answer(self, thread_id: str, state: _Thread, ns: str, wanted: str | None) -> CheckpointTuple | None:
+        checkpoints = state.checkpoints.get(ns) or {}
+        if wanted:
+            return self._tuple(thread_id, state, ns, wanted) if wanted in checkpoints else None
+        return self._tuple(thread_id, state, ns, max(checkpoints)) if checkpoints else None
 
     def list(
         self, config: RunnableConfig | None, filter: dict[str, Any] | None, before: RunnableConfig | None,
@@ -481,6 +652,12 @@ class _Core:
                     if len(old) <= len(items) and items[: len(old)] == old:
                         data["base"] = [base[0], base[1]]
                         items = items[len(old):]
+                        # Where the rest of the chain is, so a reader needs no walk.
+                        depth, link = state._link((ns, channel, base[0]))
+                        if depth % ANCHOR_EVERY == 0:
+                            data["full"] = state.ancestors((ns, channel, base[0])) + [base[1]]
+                        else:
+                            data["chain"] = list(link)
             data["items"] = [[t, b] for t, b in items]
             if _json_size(data) < EVENT_BYTES_MAX - 4096:
                 return [("lg/blob", data)]
@@ -528,11 +705,20 @@ class _Core:
                 found = state.blobs.get((ns, channel, version))
                 if found is not None:
                     at[channel] = found[0]
-            events.append((
-                "lg/checkpoint",
-                {"ns": ns, "id": checkpoint["id"], "parent": parent_id, "cp": [cp_t, _b64(cp_b)],
-                 "md": [md_t, _b64(md_b)], "run_id": str(run_id) if run_id is not None else None, "at": at},
-            ))
+            record = {"ns": ns, "id": checkpoint["id"], "parent": parent_id, "cp": [cp_t, _b64(cp_b)],
+                      "md": [md_t, _b64(md_b)], "run_id": str(run_id) if run_id is not None else None, "at": at}
+            # `top: [first, seq]`: as of the fold this was built from (the log up to seq
+            # `first`), this is the newest checkpoint of its namespace and it has no writes
+            # yet. Stored at exactly `seq`, the fold was the whole log before it, so a reader
+            # finding it in the tail may answer the latest checkpoint from the tail and point
+            # reads (`get_tuple`); stored elsewhere (another writer appended meanwhile), the
+            # claim is void.
+            known = state.checkpoints.get(ns, {}) if state is not None else {}
+            if (all(other < checkpoint["id"] for other in known)
+                    and (state is None or (ns, checkpoint["id"]) not in state.writes)):
+                first = state.next_seq if state is not None else 0
+                record["top"] = [first, first + len(events)]
+            events.append(("lg/checkpoint", record))
             return events
 
         yield from self.append(thread_id, build)
