@@ -90,6 +90,43 @@ def thread_session_id(thread_id: str, prefix: str = "") -> str:
     return "~~" + hashlib.sha256(raw.encode("utf-8")).hexdigest()
 
 
+_IMMUTABLE = (str, int, float, bool, bytes, type(None))
+#: The snapshot of an immutable item: identity says it all.
+_SAME: Any = object()
+
+
+def _snapshot(item: Any) -> Any:
+    """What `_unchanged` compares an item against later: its fields (an object's
+    `__dict__`, a dict's items, a list's or tuple's elements), lists and dicts among them
+    copied one level. None: an item whose changes cannot be seen this way (it is then
+    serialized again)."""
+    if isinstance(item, _IMMUTABLE):
+        return _SAME
+    kind = type(item)
+    if kind is dict:
+        fields = item
+    elif kind is list or kind is tuple:
+        return [value.copy() if type(value) in (list, dict) else value for value in item]
+    else:
+        fields = getattr(item, "__dict__", None)
+        if type(fields) is not dict:
+            return None
+    return {key: value.copy() if type(value) in (list, dict) else value for key, value in fields.items()}
+
+
+def _unchanged(snapshot: Any, item: Any) -> bool:
+    if snapshot is _SAME:
+        return True
+    if snapshot is None:
+        return False
+    kind = type(item)
+    if kind is dict:
+        return item == snapshot
+    if kind is list or kind is tuple:
+        return list(item) == snapshot
+    return vars(item) == snapshot
+
+
 def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
@@ -130,6 +167,10 @@ class _Thread:
         # A list blob's place in its suffix chain: (depth, seqs from its anchor to its
         # base) — the `chain` its child stores; () for an anchor (depth % ANCHOR_EVERY == 0).
         self.links: dict[tuple[str, str, Any], tuple[int, tuple[int, ...]]] = {}
+        # (ns, channel) -> (version, seq, items, snapshots): the list this saver last stored
+        # for the channel, as objects, so the next version's stored prefix is recognized
+        # by identity (and an unchanged snapshot) instead of by serializing it again.
+        self.lists: dict[tuple[str, str], tuple[Any, int, list[Any], list[Any]]] = {}
 
     def apply(self, event: berth.Event | _Own) -> None:
         data = event.data if isinstance(event.data, dict) else {}
@@ -287,6 +328,9 @@ class _Core:
         #: session id -> `created_at` of the session this saver attached to.
         self.created_at: dict[str, int] = {}
         self.lock = threading.RLock()
+        #: (ns, channel, version) -> (items, snapshots) of the list blobs the batch being
+        #: built stores; remembered in the thread's `lists` once the batch is folded.
+        self.pending_lists: dict[tuple[str, str, Any], tuple[list[Any], list[Any]]] = {}
 
     # ids
     def session_id(self, thread_id: str) -> str:
@@ -593,6 +637,7 @@ class _Core:
             state = self.threads.get(session_id)
             if state is None:
                 state = yield from self.refresh(thread_id)
+            self.pending_lists = {}
             events = build(state)
             if not events:
                 return None
@@ -601,6 +646,7 @@ class _Core:
                 # Attaching found a different log than the cache describes (deleted and
                 # re-created meanwhile): build again from a fresh read.
                 state = yield from self.refresh(thread_id)
+                self.pending_lists = {}
                 events = build(state)
                 if not events:
                     return None
@@ -624,6 +670,13 @@ class _Core:
                     raise
                 continue
             self._fold_own(session_id, events, outcome)
+            folded = self.threads.get(session_id)
+            if folded is not None and not outcome.duplicate:
+                for (ns, channel, version), (objects, snapshots) in self.pending_lists.items():
+                    found = folded.blobs.get((ns, channel, version))
+                    if found is not None and found[0] >= outcome.first_seq:
+                        folded.lists[(ns, channel)] = (version, found[0], objects, snapshots)
+            self.pending_lists = {}
             return outcome
         raise AssertionError("unreachable")
 
@@ -643,23 +696,46 @@ class _Core:
         if not present:
             return [("lg/blob", {"ns": ns, "c": channel, "v": version, "t": "empty"})]
         if type(value) is list:
-            items = [(t, _b64(b)) for t, b in (self.serde.dumps_typed(item) for item in value)]
             data: dict[str, Any] = {"ns": ns, "c": channel, "v": version}
+            items: list[tuple[str, str]] | None = None
+            objects, snapshots = list(value), None
             if base is not None and state is not None:
-                previous = state.resolve((ns, channel, base[0]))
-                if previous is not None and previous[0] == "items":
-                    old = previous[1]
-                    if len(old) <= len(items) and items[: len(old)] == old:
-                        data["base"] = [base[0], base[1]]
-                        items = items[len(old):]
-                        # Where the rest of the chain is, so a reader needs no walk.
-                        depth, link = state._link((ns, channel, base[0]))
-                        if depth % ANCHOR_EVERY == 0:
-                            data["full"] = state.ancestors((ns, channel, base[0])) + [base[1]]
-                        else:
-                            data["chain"] = list(link)
+                remembered = state.lists.get((ns, channel))
+                stored = None
+                if remembered is not None and remembered[0] == base[0] and remembered[1] == base[1]:
+                    # This saver stored the base: a prefix of the same, unchanged objects
+                    # is that list, so only the new items are serialized.
+                    old_objects, old_snapshots = remembered[2], remembered[3]
+                    count = len(old_objects)
+                    if (count <= len(value) and all(value[i] is old_objects[i] for i in range(count))
+                            and all(map(_unchanged, old_snapshots, value))):
+                        stored = count
+                        snapshots = old_snapshots + [_snapshot(item) for item in value[count:]]
+                if stored is None:
+                    items = [(t, _b64(b)) for t, b in (self.serde.dumps_typed(item) for item in value)]
+                    previous = state.resolve((ns, channel, base[0]))
+                    if previous is not None and previous[0] == "items":
+                        old = previous[1]
+                        if len(old) <= len(items) and items[: len(old)] == old:
+                            stored = len(old)
+                if stored is not None:
+                    data["base"] = [base[0], base[1]]
+                    items = (items[stored:] if items is not None else
+                             [(t, _b64(b)) for t, b in (self.serde.dumps_typed(item) for item in value[stored:])])
+                    # Where the rest of the chain is, so a reader needs no walk.
+                    depth, link = state._link((ns, channel, base[0]))
+                    if depth % ANCHOR_EVERY == 0:
+                        data["full"] = state.ancestors((ns, channel, base[0])) + [base[1]]
+                    else:
+                        data["chain"] = list(link)
+            if items is None:
+                items = [(t, _b64(b)) for t, b in (self.serde.dumps_typed(item) for item in value)]
             data["items"] = [[t, b] for t, b in items]
             if _json_size(data) < EVENT_BYTES_MAX - 4096:
+                if snapshots is None:
+                    snapshots = [_snapshot(item) for item in value]
+                if None not in snapshots:
+                    self.pending_lists[(ns, channel, version)] = (objects, snapshots)
                 return [("lg/blob", data)]
         t, b = self.serde.dumps_typed(value)
         text = _b64(b)

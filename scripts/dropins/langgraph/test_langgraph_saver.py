@@ -395,3 +395,22 @@ def test_cold_get_tuple_reads_the_tail_and_point_reads(lg_place: Any) -> None:
     with BerthSaver(reader_client) as fresh:
         assert fresh.get_tuple({"configurable": {"thread_id": "points"}}) == expected
     assert any("from=" in path and "before=" not in path for path in recorder.paths)  # the fold
+
+
+def test_a_message_changed_in_place_is_stored_as_changed(lg_place: Any) -> None:
+    """The saver recognizes the stored prefix of a list by identity, so it serializes
+    only new items — but an item changed in place since (a field set again) is seen by
+    its snapshot, and the list is then compared by value and stored right."""
+    client = lg_place.sync_client()
+    first, second = HumanMessage(content="one"), HumanMessage(content="two")
+    with BerthSaver(client) as saver:
+        parent = _put_list(saver, "mutated", [first], None)
+        parent = _put_list(saver, "mutated", [first, second], parent)
+        first.content = "one, edited"
+        _put_list(saver, "mutated", [first, second, HumanMessage(content="three")], parent)
+    with BerthSaver(lg_place.sync_client()) as fresh:
+        latest = fresh.get_tuple({"configurable": {"thread_id": "mutated"}})
+    assert [m.content for m in latest.checkpoint["channel_values"]["items"]] == ["one, edited", "two", "three"]
+    blobs = [e for e in _events(client, "mutated") if e.type == "lg/blob"]
+    assert "base" in blobs[1].data and len(blobs[1].data["items"]) == 1  # a suffix while nothing changed
+    assert "base" not in blobs[2].data and len(blobs[2].data["items"]) == 3  # stored whole once it did
