@@ -395,7 +395,14 @@ class _Core:
             return False, None
         if resolved[0] == "typed":
             return True, self._load(resolved[1])
-        return True, [self._load(item) for item in resolved[1]]
+        items = resolved[1]
+        if items and all(t == "msgpack" for t, _ in items):
+            # One decode of the whole list: a msgpack array header before the items'
+            # own encodings is the list's encoding (what a saver storing it whole keeps).
+            count = len(items)
+            header = bytes([0xDC]) + count.to_bytes(2, "big") if count < 1 << 16 else bytes([0xDD]) + count.to_bytes(4, "big")
+            return True, self.serde.loads_typed(("msgpack", header + b"".join(_unb64(b) for _, b in items)))
+        return True, [self._load(item) for item in items]
 
     def _load(self, typed: tuple[str, str]) -> Any:
         return self.serde.loads_typed((typed[0], _unb64(typed[1])))
