@@ -141,9 +141,9 @@ def langgraph_run(make: Callable[[], tuple[Any, Callable[[], None]]], steps: int
     from langgraph.graph import END, START, StateGraph
     from langgraph.graph.message import add_messages
 
-    class State(TypedDict):
-        messages: Annotated[list[AnyMessage], add_messages]
-        n: int
+    # The functional form: this module's annotations are strings (`from __future__`),
+    # which LangGraph could not resolve for a class defined here.
+    State = TypedDict("State", {"messages": Annotated[list[AnyMessage], add_messages], "n": int})
 
     def step(state: State) -> dict[str, Any]:
         return {"messages": [AIMessage(content=f"step {state['n']} " + "y" * 200)], "n": state["n"] + 1}
@@ -222,9 +222,21 @@ def bench_openai(args: argparse.Namespace, sizes: Sizes, work: Path, server: Ser
                 taken = variants[name][workload](sizes)
                 seconds.setdefault((workload, name), []).append(taken)
                 print(f"round {round_index + 1} {workload} {name}: {taken:.3f} s", file=sys.stderr)
+    # The floor under the drop-in: the same client's own single-item appends (W1's
+    # batches without the Session protocol, the worker thread or the item mapping).
+    floor = {}
+    for name, client in (("embedded", embedded), ("http", http)):
+        session_id = client.create_session(f"raw-{uuid.uuid4().hex[:20]}",
+                                           policy={"activity_ttl_ms": 10 ** 11, "run_lease_ttl_ms": 30_000}).id
+        floor[name] = statistics.median(
+            _timed(lambda: [client.append(session_id, [("user/message", ITEM)]) for _ in range(sizes.w1)])
+            for _ in range(args.rounds))
     embedded.close()
     http.close()
     rows = []
+    for name, seconds_taken in floor.items():
+        print(f"floor: {name} client.append of 1 item: {sizes.w1 / seconds_taken:,.0f}/s "
+              f"(BerthSession W1: {sizes.w1 / statistics.median(seconds[('W1', name)]):,.0f}/s)")
     print("| workload | variant | median s | items (turns)/s | speed vs SQLiteSession |")
     print("|---|---|---|---|---|")
     for workload in OPENAI_WORKLOADS:

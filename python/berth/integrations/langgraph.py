@@ -25,6 +25,7 @@ import asyncio
 import base64
 import hashlib
 import json
+import operator
 import random
 import re
 import threading
@@ -107,6 +108,8 @@ def _snapshot(item: Any) -> Any:
         fields = item
     elif kind is list or kind is tuple:
         return [value.copy() if type(value) in (list, dict) else value for value in item]
+    elif isinstance(item, (dict, list, tuple)):
+        return None  # a subclass: its contents and its attributes are not both seen here
     else:
         fields = getattr(item, "__dict__", None)
         if type(fields) is not dict:
@@ -125,6 +128,20 @@ def _unchanged(snapshot: Any, item: Any) -> bool:
     if kind is list or kind is tuple:
         return list(item) == snapshot
     return vars(item) == snapshot
+
+
+def _prefix_unchanged(value: list[Any], objects: list[Any], snapshots: list[Any]) -> bool:
+    """`value` starts with `objects` (the same objects), each unchanged since its
+    snapshot. Loops in C where it can: this runs on every put, over the whole list."""
+    count = len(objects)
+    prefix = value[:count]
+    if not all(map(operator.is_, prefix, objects)):
+        return False
+    try:
+        # Objects with fields (messages): their `__dict__` against the snapshot.
+        return all(map(operator.eq, map(vars, prefix), snapshots))
+    except TypeError:  # an item without `__dict__` (a str, a dict…): one by one
+        return all(map(_unchanged, snapshots, prefix))
 
 
 def _b64(data: bytes) -> str:
@@ -171,6 +188,7 @@ class _Thread:
         # for the channel, as objects, so the next version's stored prefix is recognized
         # by identity (and an unchanged snapshot) instead of by serializing it again.
         self.lists: dict[tuple[str, str], tuple[Any, int, list[Any], list[Any]]] = {}
+        self._newest: dict[str, str] = {}
 
     def apply(self, event: berth.Event | _Own) -> None:
         data = event.data if isinstance(event.data, dict) else {}
@@ -203,6 +221,9 @@ class _Thread:
                 "run_id": data.get("run_id"),
             }
             self.checkpoints.setdefault(data["ns"], {})[data["id"]] = record
+            newest = self._newest.get(data["ns"])
+            if newest is not None and newest < data["id"]:
+                self._newest[data["ns"]] = data["id"]
         elif kind == "lg/writes":
             stored = self.writes.setdefault((data["ns"], data["cp"]), {})
             for idx, channel, t, b in data["w"]:
@@ -249,7 +270,17 @@ class _Thread:
         seqs.reverse()
         return seqs
 
+    def newest(self, ns: str) -> str | None:
+        """The largest visible checkpoint id of `ns` (None: none), kept as the fold goes."""
+        if ns not in self._newest:
+            checkpoints = self.checkpoints.get(ns)
+            if not checkpoints:
+                return None
+            self._newest[ns] = max(checkpoints)
+        return self._newest[ns]
+
     def _drop(self, ns: str, checkpoint_id: str) -> None:
+        self._newest.pop(ns, None)  # recomputed when next asked
         self.checkpoints.get(ns, {}).pop(checkpoint_id, None)
         self.writes.pop((ns, checkpoint_id), None)
 
@@ -714,8 +745,7 @@ class _Core:
                     # is that list, so only the new items are serialized.
                     old_objects, old_snapshots = remembered[2], remembered[3]
                     count = len(old_objects)
-                    if (count <= len(value) and all(value[i] is old_objects[i] for i in range(count))
-                            and all(map(_unchanged, old_snapshots, value))):
+                    if count <= len(value) and _prefix_unchanged(value, old_objects, old_snapshots):
                         stored = count
                         snapshots = old_snapshots + [_snapshot(item) for item in value[count:]]
                 if stored is None:
@@ -796,8 +826,8 @@ class _Core:
             # finding it in the tail may answer the latest checkpoint from the tail and point
             # reads (`get_tuple`); stored elsewhere (another writer appended meanwhile), the
             # claim is void.
-            known = state.checkpoints.get(ns, {}) if state is not None else {}
-            if (all(other < checkpoint["id"] for other in known)
+            newest = state.newest(ns) if state is not None else None
+            if ((newest is None or newest < checkpoint["id"])
                     and (state is None or (ns, checkpoint["id"]) not in state.writes)):
                 first = state.next_seq if state is not None else 0
                 record["top"] = [first, first + len(events)]
