@@ -8,14 +8,16 @@ thread id; every saver call is one atomic append):
 
 | event type      | data |
 |-----------------|------|
-| `lg/blob`       | a channel value: `{ns, c, v, t, b}` (serde type, base64), or a list as its items `{ns, c, v, items: [[t, b]…]}`, or — when it extends the previous version — `{ns, c, v, base: [version, seq], items}`: only the appended suffix; a large value is split into `{…, part, of}` events of one batch |
-| `lg/checkpoint` | `{ns, id, parent, cp, md, run_id, at: {channel: seq}}`: `at` names the seq holding each channel's version that is not in this batch |
+| `lg/blob`       | a channel value: `{ns, c, v, t, b}` (serde type, base64), or a list as its items `{ns, c, v, items: [[t, b]…]}`, or — when it extends the previous version — `{ns, c, v, base: [version, seq], chain or full, items}`: only the appended suffix, with the seqs of the links below it (`full`: all of them, every ANCHOR_EVERY-th link; `chain`: back to that anchor); a large value is split into `{…, part, of}` events of one batch |
+| `lg/checkpoint` | `{ns, id, parent, cp, md, run_id, at: {channel: seq}, top?: [first, seq]}`: `at` names the seq holding each channel's version that is not in this batch; `top`: the writer's fold (the log up to `first`) had no newer checkpoint of `ns` and none with this id's writes, and expected it at `seq` |
 | `lg/writes`     | `{ns, cp, task, path, w: [[idx, channel, t, b]…]}` (dedupe per (task, idx); negative idx upserts) |
 | `lg/prune`      | `{keep: {ns: checkpoint_id}}` (keep_latest, logical) |
 | `lg/drop-runs`  | `{runs: [...]}` (delete_for_runs, logical) |
 
 Reads fold the log into a per-thread index that the saver keeps and refreshes with
-`from=next_seq` (the log is append-only, so the refresh is always correct). The I/O is
+`from=next_seq` (the log is append-only, so the refresh is always correct); a saver with
+no fold of the thread answers `get_tuple` of the latest checkpoint from the tail and
+point reads instead (`_Core.latest_by_points`). The I/O is
 written once, as generators of berth calls, and driven by a sync or an async client.
 """
 
