@@ -186,16 +186,16 @@ def main() -> None:
     sizes = Sizes(args.quick)
     work = Path(tempfile.mkdtemp(prefix="berth-dropin-bench-", dir=args.dir))
     report: dict[str, Any] = {"sizes": vars(sizes), "steps": args.steps}
+    server = Server(args.berth, work / "served")
     try:
-        server = Server(args.berth, work / "served")
         if args.only in (None, "openai"):
             report["openai"] = bench_openai(args, sizes, work, server)
         if args.only in (None, "langgraph"):
             report["langgraph"] = bench_langgraph(args, work, server)
-        server.stop()
         if args.out:
             Path(args.out).write_text(json.dumps(report, indent=2))
     finally:
+        server.stop()
         shutil.rmtree(work, ignore_errors=True)
 
 
