@@ -279,25 +279,28 @@ fn field_condition(field: &str, alternatives: &[fields::Alternative], f: &str, p
     format!("{f}.field = {field_is} AND ({any})")
 }
 
-/// Is some query term held by fewer than `FEW_TEXT_MATCHES` items (then the terms drive
-/// the page)? Counted through the `(tenant, term)` index, at most that many rows each.
-async fn rare_terms<C: GenericClient>(
+/// The query's rarest term, and whether it is held by fewer than `FEW_TEXT_MATCHES`
+/// items (then it drives the page). Counted through the `(tenant, term)` index, at most
+/// that many rows per term.
+async fn rarest_term<C: GenericClient>(
     client: &C,
     tenant: &str,
     query: &berth_catalog::scoped::TextQuery,
-) -> Result<bool, Failure> {
+) -> Result<(String, bool), Failure> {
     let statement = client
         .prepare_cached(
             "SELECT count(*) FROM (SELECT 1 FROM memory_terms WHERE tenant = $1 AND term = $2 LIMIT $3) AS c",
         )
         .await?;
+    let mut rarest: Option<(i64, &String)> = None;
     for term in query.terms() {
         let count: i64 = client.query_one(&statement, &[&tenant, term, &FEW_TEXT_MATCHES]).await?.get(0);
-        if count < FEW_TEXT_MATCHES {
-            return Ok(true);
+        if rarest.is_none_or(|(fewest, _)| count < fewest) {
+            rarest = Some((count, term));
         }
     }
-    Ok(false)
+    let (count, term) = rarest.expect("a query has a term");
+    Ok((term.clone(), count < FEW_TEXT_MATCHES))
 }
 
 /// A pushed-down condition tested on the walked row `m`: per alternative, one probe of
@@ -366,9 +369,12 @@ async fn search_in<C: GenericClient>(
 ) -> Result<Vec<MemoryItem>, Failure> {
     let pushed = pushed_down(search);
     let exact = pushed.len() == search.filter.conditions.len();
-    let (driver, text_drives) = match &search.query {
-        None => (selective_condition(client, tenant, search).await?, false),
-        Some(query) => (None, search.order == SearchOrder::Relevance || rare_terms(client, tenant, query).await?),
+    let (driver, rarest, text_drives) = match &search.query {
+        None => (selective_condition(client, tenant, search).await?, String::new(), false),
+        Some(query) => {
+            let (rarest, rare) = rarest_term(client, tenant, query).await?;
+            (None, rarest, rare || search.order == SearchOrder::Relevance)
+        }
     };
     let chunk = if exact { search.limit } else { (search.limit * 4).clamp(64, 1_000) };
     let mut after: Option<(i64, String, String)> = search
@@ -389,12 +395,16 @@ async fn search_in<C: GenericClient>(
             Some(query) => {
                 let (terms, count) = (params.push(query.terms().to_vec()), params.push(query.terms().len() as i64));
                 if text_drives {
-                    // The items holding every term, with their summed occurrences.
-                    let hits_within = within_prefix_on("x.namespace", &search.prefix, &mut params);
+                    // The items holding the rarest term (in the prefix), then every term,
+                    // with their summed occurrences.
+                    let hits_within = within_prefix_on("r.namespace", &search.prefix, &mut params);
+                    let rarest = params.push(rarest.clone());
                     within = Some("true".to_owned());
                     from = format!(
-                        "(SELECT x.namespace, x.key, sum(x.occurrences)::bigint AS hits FROM memory_terms AS x \
-                         WHERE x.tenant = {tenant_is} AND x.term = ANY({terms}::text[]) AND {hits_within} \
+                        "(SELECT x.namespace, x.key, sum(x.occurrences)::bigint AS hits \
+                         FROM memory_terms AS r JOIN memory_terms AS x ON x.tenant = r.tenant \
+                         AND x.namespace = r.namespace AND x.key = r.key AND x.term = ANY({terms}::text[]) \
+                         WHERE r.tenant = {tenant_is} AND r.term = {rarest} AND {hits_within} \
                          GROUP BY x.namespace, x.key HAVING count(*) = {count}) AS hit JOIN memory_items AS m \
                          ON m.tenant = {tenant_is} AND m.namespace = hit.namespace AND m.key = hit.key"
                     );
