@@ -183,9 +183,22 @@ async fn main() {
             postgres.memory_import_many(&tenant, chunk.to_vec(), &quota()).await.expect("seed postgres");
         }
         println!("postgres: seeded {items} items in {:.1} s", started.elapsed().as_secs_f64());
-        database.client().await.batch_execute("ANALYZE memory_items").await.expect("analyze");
+        if std::env::var_os("BERTH_BENCH_NO_ANALYZE").is_none() {
+            database
+                .client()
+                .await
+                .batch_execute("ANALYZE memory_items, memory_terms, memory_fields")
+                .await
+                .expect("analyze");
+        }
         measure(&postgres, &tenant, &format!("postgres, {items} items")).await;
         drop(postgres);
-        drop(database);
+        if std::env::var_os("BERTH_BENCH_KEEP").is_some() {
+            // Kept for EXPLAIN: the database (and its app role) stay until dropped by hand.
+            println!("kept database {} (app role {})", database.name(), database.app_role());
+            std::mem::forget(database);
+        } else {
+            drop(database);
+        }
     }
 }

@@ -42,6 +42,7 @@
 
 mod catalog;
 mod db;
+mod fields;
 mod lease;
 mod listing;
 mod log;

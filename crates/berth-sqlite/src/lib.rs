@@ -19,6 +19,7 @@
 
 mod catalog;
 mod error;
+mod fields;
 mod listing;
 mod memory;
 pub mod schema;
