@@ -42,7 +42,6 @@
 
 mod catalog;
 mod db;
-mod fields;
 mod lease;
 mod listing;
 mod log;

@@ -13,11 +13,11 @@
 
 use crate::catalog::{append_audit_locked, lock_audit_head};
 use crate::db::{to_u64, Failure};
-use crate::fields;
 use crate::listing::time_column;
 use crate::PostgresCatalog;
 use async_trait::async_trait;
 use berth_catalog::audit::AuditEntry;
+use berth_catalog::scoped::fields;
 use berth_catalog::scoped::{self, ForgetAudit, ForgetOutcome, MemoryItem, MemoryPut, MemoryQuota, MemorySearch};
 use berth_catalog::scoped::{MemoryStore, MemoryUsage, Namespace, NamespaceQuery, SearchOrder};
 use berth_catalog::Catalog;

@@ -19,7 +19,6 @@
 
 mod catalog;
 mod error;
-mod fields;
 mod listing;
 mod memory;
 pub mod schema;

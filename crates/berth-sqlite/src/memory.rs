@@ -11,10 +11,10 @@
 
 use crate::catalog::{append_audit_in, time_column};
 use crate::error::{is_unique_violation, Failure};
-use crate::fields;
 use crate::SqliteCatalog;
 use async_trait::async_trait;
 use berth_catalog::audit::AuditEntry;
+use berth_catalog::scoped::fields;
 use berth_catalog::scoped::{self, ForgetAudit, ForgetOutcome, MemoryItem, MemoryPut, MemoryQuota, MemorySearch};
 use berth_catalog::scoped::{MemoryStore, MemoryUsage, Namespace, NamespaceQuery, SearchOrder, TextQuery};
 use berth_core::{Error, JsonText, Result, SessionId, TenantId, Timestamp};

@@ -1,4 +1,4 @@
-//! The filter index (`memory_fields`, a copy of berth-sqlite's `fields.rs`): each item's top-level scalar fields as
+//! The filter index both SQL catalogs keep (`memory_fields`): each item's top-level scalar fields as
 //! `(field, kind, sort)` rows, where `sort` orders exactly as `Filter` compares —
 //! `Decimal::sort_key` for numbers (exact decimal order as text), the string itself for
 //! strings (byte order of UTF-8 is code-point order; NUL escaped, order kept), `t`/`f`,
@@ -8,7 +8,7 @@
 //! search still applies the whole filter (`Filter::matches`) to what the index yields,
 //! so the index only has to be a superset.
 
-use berth_catalog::scoped::{Condition, Decimal, FilterOp};
+use super::{Condition, Decimal, FilterOp};
 use berth_core::JsonText;
 use serde_json::value::RawValue;
 use std::collections::BTreeMap;
@@ -39,7 +39,7 @@ fn scalar(raw: &RawValue) -> Option<(&'static str, String)> {
 /// The index rows of a value: `(field, kind, sort)` for each top-level scalar field of
 /// an object (none for other values). Duplicate names (refused by the strict parser
 /// anyway) keep the last, as `Filter::matches` reads them.
-pub(crate) fn value_fields(value: &JsonText) -> Vec<(String, &'static str, String)> {
+pub fn value_fields(value: &JsonText) -> Vec<(String, &'static str, String)> {
     let Ok(fields) = serde_json::from_str::<BTreeMap<String, &RawValue>>(value.as_str()) else {
         return Vec::new();
     };
@@ -49,7 +49,7 @@ pub(crate) fn value_fields(value: &JsonText) -> Vec<(String, &'static str, Strin
 }
 
 /// One alternative of a pushed-down condition: `kind = … AND sort <op> …`.
-pub(crate) struct Alternative {
+pub struct Alternative {
     pub kind: &'static str,
     pub op: &'static str,
     pub sort: String,
@@ -57,7 +57,7 @@ pub(crate) struct Alternative {
 
 /// The index ranges holding every item `condition` matches, or `None` if it cannot be
 /// pushed down (`ne`, a comparison with an array or object, `in` with one).
-pub(crate) fn pushdown(condition: &Condition) -> Option<Vec<Alternative>> {
+pub fn pushdown(condition: &Condition) -> Option<Vec<Alternative>> {
     if condition.field.contains('\u{0}') {
         return None;
     }
