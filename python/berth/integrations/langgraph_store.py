@@ -417,7 +417,10 @@ class AsyncBerthStore(BaseStore):
         self.client = client
         self.ttl_config = ttl
         self._core = _Core(root)
-        self._loop: asyncio.AbstractEventLoop | None = None
+        try:  # made inside the app's loop (the usual case): its sync methods work at once
+            self._loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            self._loop = None  # bound by the first a-method call
         self._lock = threading.Lock()
 
     @property

@@ -463,7 +463,7 @@ DIVERGENT = {
     "list_namespaces_after_last_delete": "berth lists namespaces of live items; InMemoryStore keeps listing a "
     "namespace whose last item was deleted",
     "label_longer_than_a_segment": "a berth segment is at most 128 characters (encoded): NamespaceTooLong",
-    "namespace_deeper_than_berth": "berth holds at most 14 free segments (13 labels under app/langgraph): "
+    "namespace_deeper_than_berth": "berth holds at most 14 free segments after the scope (14 labels under app/langgraph): "
     "NamespaceTooLong",
     "values_must_be_json": "berth stores JSON: a datetime in a value raises TypeError; InMemoryStore keeps the "
     "Python object",
