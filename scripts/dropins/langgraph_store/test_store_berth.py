@@ -117,8 +117,10 @@ def test_refusals_are_typed(place: Any) -> None:
     deeper = BerthStore(client, root=root() + "/sub")
     with pytest.raises(NamespaceTooLong):
         deeper.put(tuple("abcdefghijklmn"), "k", {"v": 1})  # the root's free segment counts
-    with pytest.raises(berth.BerthError):
+    with pytest.raises(berth.Invalid):
         store.put(("a",), "", {"v": 1})  # berth keys are 1-512 bytes
+    with pytest.raises(berth.PayloadTooLarge):
+        store.put(("a",), "k" * 513, {"v": 1})
     with pytest.raises(berth.Invalid):
         store.search(("a",), filter={"n": {"$gt": True}})  # berth orders numbers and strings only
 
