@@ -45,21 +45,23 @@ def test_items_are_berth_memory(place: Any) -> None:
 
 def test_ttl_expires_and_refresh_on_read(place: Any) -> None:
     client = place.sync_client()
-    store = BerthStore(client, root=(where := root()))
+    store = BerthStore(client, root=root())
     ns = store.berth_namespace(("s",))
-    store.put(("s",), "short", {"v": 1}, ttl=0.01)  # 600 ms
+    ttl_s = 1.8  # margins of 0.6 s or more between each check and the expiry it tests
+    store.put(("s",), "short", {"v": 1}, ttl=ttl_s / 60)
     store.put(("s",), "kept", {"v": 2})
     first = client.memory_get(ns, "short")
-    assert first.ttl_ms == 600 and first.expires_at is not None
-    time.sleep(0.3)
+    assert first.ttl_ms == 1800 and first.expires_at is not None
+    time.sleep(ttl_s / 2)
     assert store.get(("s",), "short", refresh_ttl=False) is not None
     assert client.memory_get(ns, "short").expires_at == first.expires_at
     assert store.get(("s",), "short") is not None  # refresh_ttl defaults to True
     refreshed = client.memory_get(ns, "short").expires_at
-    assert refreshed is not None and refreshed > first.expires_at  # type: ignore[operator]
-    time.sleep(0.4)  # past the first expiry, not the refreshed one
-    assert [item.key for item in store.search(("s",))] == ["kept", "short"]  # the search refreshed it too
-    time.sleep(0.7)
+    assert refreshed is not None and refreshed >= first.expires_at + 800  # type: ignore[operator]
+    time.sleep(ttl_s * 2 / 3)  # past the first expiry, not the refreshed one
+    assert [item.key for item in store.search(("s",))] == ["kept", "short"]  # the search refreshes it too
+    assert client.memory_get(ns, "short").expires_at > refreshed  # type: ignore[operator]
+    time.sleep(ttl_s + 0.4)
     assert store.get(("s",), "short") is None
     assert [item.key for item in store.search(("s",))] == ["kept"]
     assert client.memory_get(ns, "kept").expires_at is None

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import time
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
