@@ -111,3 +111,20 @@ def test_errors_and_tool_calls_round_trip(place: Any) -> None:
     assert [call.dict() for call in loaded[1].tool_calls] == [call.dict() for call in original[1].tool_calls]
     assert [m.dict() if hasattr(m, "dict") else m for step in loaded[1:] for m in step.to_messages()] == [
         m.dict() if hasattr(m, "dict") else m for step in original[1:] for m in step.to_messages()]
+
+
+def test_planning_steps_round_trip(place: Any) -> None:
+    from smolagents import CodeAgent
+    from smolagents.memory import PlanningStep
+
+    session_id = f"job-{uuid.uuid4().hex[:8]}"
+    client = place.sync_client()
+    model = ScriptedModel(["1. Double 21.\n2. Answer.<end_plan>", SCRIPT[2]])
+    agent = CodeAgent(tools=[], model=model, max_steps=3, verbosity_level=0, planning_interval=5)
+    with BerthAgentLog(client, session_id) as log:
+        log.attach(agent)
+        assert agent.run(TASK) == "42"
+    loaded = steps_from_events(client.iter_events(session_id))
+    assert [type(step) for step in loaded] == [TaskStep, PlanningStep, ActionStep]
+    assert loaded[1].plan == agent.memory.steps[1].plan and "Double 21" in loaded[1].plan
+    assert [m.dict() for m in loaded[1].to_messages()] == [m.dict() for m in agent.memory.steps[1].to_messages()]
