@@ -193,8 +193,18 @@ class _Core:
             yield from self.put(op)
         return results
 
+    def readable(self, namespace: tuple[str, ...]) -> str | None:
+        """The berth namespace, or None for a tuple berth cannot hold (so nothing is
+        stored there: a read answers "absent", as for any empty namespace)."""
+        try:
+            return self.berth_namespace(namespace)
+        except NamespaceTooLong:
+            return None
+
     def get(self, op: GetOp) -> Io:
-        namespace = self.berth_namespace(op.namespace)
+        namespace = self.readable(op.namespace)
+        if namespace is None:
+            return None
         try:
             found = yield calls.memory_get(namespace, str(op.key), refresh=True if op.refresh_ttl else None)
         except NotFound:
@@ -202,13 +212,16 @@ class _Core:
         return self.item(found, op.namespace)
 
     def put(self, op: PutOp) -> Io:
-        namespace = self.berth_namespace(op.namespace)
         if op.value is None:
+            namespace = self.readable(op.namespace)
+            if namespace is None:
+                return None
             try:
                 yield calls.memory_delete(namespace, str(op.key))
             except NotFound:
                 pass
             return None
+        namespace = self.berth_namespace(op.namespace)
         ttl_ms = None
         if op.ttl is not None:
             if op.ttl <= 0:
@@ -225,7 +238,9 @@ class _Core:
             return []
         conditions = _conditions(op.filter)
         query = op.query if op.query and _TERM.search(op.query) else None
-        prefix = self.berth_namespace(op.namespace_prefix)
+        prefix = self.readable(op.namespace_prefix)
+        if prefix is None:
+            return []
         found: list[Any] = []
         cursor = None
         while len(found) < want:
@@ -273,13 +288,15 @@ class _Core:
             else:
                 raise ValueError(f"Unsupported match type: {condition.match_type}")
         # berth cuts to max_depth itself when nothing else is matched after the cut.
-        depth = self.root_depth + op.max_depth if exact and op.max_depth is not None and op.max_depth > 0 else None
+        cut = exact and op.max_depth is not None and op.max_depth >= max(1, len(prefix))
+        depth = self.root_depth + op.max_depth if cut else None  # type: ignore[operator]
+        where = self.readable(prefix)
+        if where is None:
+            return []
         namespaces: set[tuple[str, ...]] = set()
         cursor = None
         while True:
-            page = yield calls.memory_namespaces(
-                self.berth_namespace(prefix), max_depth=depth, cursor=cursor, limit=PAGE_MAX
-            )
+            page = yield calls.memory_namespaces(where, max_depth=depth, cursor=cursor, limit=PAGE_MAX)
             for text in page.namespaces:
                 labels = self.tuple_of(text)
                 if labels is not None and all(_matches(condition, labels) for condition in conditions):

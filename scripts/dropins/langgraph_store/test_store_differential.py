@@ -356,6 +356,9 @@ async def list_namespaces_depth_and_paging(s: Facade) -> Any:
         await s.list_namespaces(limit=3, offset=3),
         await s.list_namespaces(prefix=("a", "b"), offset=2),
         await s.list_namespaces(offset=100),
+        await s.list_namespaces(prefix=("a", "b", "d"), max_depth=2),
+        await s.list_namespaces(prefix=("a", "b", "d"), max_depth=3),
+        await s.list_namespaces(prefix=("a", "b", "d", "e"), max_depth=1),
     ]
 
 
@@ -400,6 +403,16 @@ async def invalid_labels_refused(s: Facade) -> Any:
 async def label_longer_than_a_segment(s: Facade) -> Any:
     await s.put(("long", "x" * 200), "k", {"v": 1})
     return await s.get(("long", "x" * 200), "k")
+
+
+@case
+async def reads_of_namespaces_berth_cannot_hold(s: Facade) -> Any:
+    await s.put(("here",), "k", {"v": 1})
+    long, deep = ("here", "x" * 200), tuple(f"l{i}" for i in range(16))
+    # Listings first: InMemoryStore lists a namespace once anything read it (divergence 6).
+    listed = [await s.list_namespaces(prefix=long), await s.list_namespaces(prefix=deep)]
+    await s.delete(long, "k")
+    return listed + [await s.get(long, "k"), await s.get(deep, "k"), await s.search(long), await s.search(deep)]
 
 
 @case
