@@ -221,6 +221,8 @@ class _Core:
             except NotFound:
                 pass
             return None
+        if not op.namespace:  # `put` refuses it; a PutOp given to `batch` is checked here
+            raise InvalidNamespaceError("Namespace cannot be empty.")
         namespace = self.berth_namespace(op.namespace)
         ttl_ms = None
         if op.ttl is not None:

@@ -12,7 +12,7 @@ import uuid
 from typing import Any, TypedDict
 
 import pytest
-from langgraph.store.base import BaseStore, InvalidNamespaceError
+from langgraph.store.base import BaseStore, InvalidNamespaceError, PutOp
 
 import berth
 from berth.integrations.langgraph_store import (
@@ -116,6 +116,8 @@ def test_refusals_are_typed(place: Any) -> None:
     with pytest.raises(NamespaceTooLong):
         store.put(tuple("abcdefghijklmno"), "k", {"v": 1})  # 15 labels: berth has 14 free segments
     store.put(tuple("abcdefghijklmn"), "k", {"v": 1})
+    with pytest.raises(InvalidNamespaceError):
+        store.batch([PutOp((), "k", {"v": 1})])  # would be the root itself
     deeper = BerthStore(client, root=root() + "/sub")
     with pytest.raises(NamespaceTooLong):
         deeper.put(tuple("abcdefghijklmn"), "k", {"v": 1})  # the root's free segment counts
@@ -169,8 +171,7 @@ async def test_sync_store_async_methods(place: Any) -> None:
 
 def test_search_pages_past_one_berth_page(place: Any) -> None:
     store = BerthStore(place.sync_client(), root=root())
-    store.batch([__import__("langgraph.store.base", fromlist=["PutOp"]).PutOp(("p",), f"k{i:04d}", {"i": i})
-                 for i in range(1100)])
+    store.batch([PutOp(("p",), f"k{i:04d}", {"i": i}) for i in range(1100)])
     page = store.search(("p",), limit=50, offset=1040)
     assert [item.value["i"] for item in page] == list(range(1040, 1090))
     assert len(store.search(("p",), filter={"i": {"$gte": 100}}, limit=2000)) == 1000

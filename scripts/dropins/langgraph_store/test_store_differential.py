@@ -183,6 +183,13 @@ async def batch_put_none_deletes(s: Facade) -> Any:
 
 
 @case
+async def batch_put_empty_namespace(s: Facade) -> Any:
+    await s.put(("b",), "k", {"v": 0})
+    await s.batch([PutOp((), "k", {"v": 1})])
+    return await s.get((), "k")
+
+
+@case
 async def batch_last_put_wins(s: Facade) -> Any:
     await s.batch([PutOp(("b",), "k", {"v": 1}), PutOp(("b",), "j", {"v": 1}), PutOp(("b",), "k", None),
                    PutOp(("b",), "j", {"v": 3})])
@@ -481,6 +488,8 @@ DIVERGENT = {
     "Python object",
     "value_tuples_and_int_keys": "berth stores JSON: tuples come back as lists, int keys as strings",
     "update_keeps_created_at": "berth keeps created_at across updates; InMemoryStore resets it on every put",
+    "batch_put_empty_namespace": "berth refuses the empty namespace in batch too (InvalidNamespaceError), as put "
+    "does; InMemoryStore's batch stores the item under ()",
     "ttl_on_put": "BerthStore supports TTL (supports_ttl = True); InMemoryStore raises NotImplementedError",
 }
 
