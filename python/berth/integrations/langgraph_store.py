@@ -126,7 +126,7 @@ class _Core:
     """The store's logic, as generators of berth calls."""
 
     def __init__(self, root: str) -> None:
-        self.root = root.rstrip("/") if root != "/" else root
+        self.root = root
         self.root_depth = _check_root(self.root)
 
     # ----- namespaces ------------------------------------------------------------

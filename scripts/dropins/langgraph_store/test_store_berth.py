@@ -105,7 +105,7 @@ def test_refusals_are_typed(place: Any) -> None:
     with pytest.raises(StoreUnsupported):
         AsyncBerthStore(place.async_client(), index={"dims": 3, "embed": "fake:model"})
     assert issubclass(StoreUnsupported, NotImplementedError) and issubclass(NamespaceTooLong, InvalidNamespaceError)
-    for bad in ("users", "team/x", "app/", "app/a b", "app/x//y", "app/x/.."):
+    for bad in ("users", "team/x", "app/", "app/a b", "app/x//y", "app/x/..", "app/x/"):
         with pytest.raises(ValueError):
             BerthStore(client, root=bad)
     store = BerthStore(client, root=root())
