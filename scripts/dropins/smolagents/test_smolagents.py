@@ -128,3 +128,20 @@ def test_planning_steps_round_trip(place: Any) -> None:
     assert [type(step) for step in loaded] == [TaskStep, PlanningStep, ActionStep]
     assert loaded[1].plan == agent.memory.steps[1].plan and "Double 21" in loaded[1].plan
     assert [m.dict() for m in loaded[1].to_messages()] == [m.dict() for m in agent.memory.steps[1].to_messages()]
+
+
+def test_user_key_and_a_displaced_holder(place: Any) -> None:
+    session_id = f"job-{uuid.uuid4().hex[:8]}"
+    user_client = place.sync_client(user="alice", role="user")
+    stale = BerthAgentLog(user_client, session_id, run_lease_ttl_ms=1000)
+    agent = make_agent(ScriptedModel(SCRIPT))
+    stale.attach(agent)
+    stale._hold.stop.set()  # its heartbeat stops, as in a process that hangs
+    fresh = BerthAgentLog(place.sync_client(user="alice", role="user"), session_id, wait_s=15)
+    fresh.attach(make_agent(ScriptedModel(SCRIPT)))  # after the lease lapsed
+    with pytest.raises(berth.OwnershipLost):
+        agent.run(TASK)  # the displaced holder's first write is refused, nothing interleaves
+    fresh.close()
+    stale.close()
+    assert [event.type for event in user_client.iter_events(session_id)
+            if not event.type.startswith(("session/", "run/", "turn/"))] == []
