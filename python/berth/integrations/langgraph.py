@@ -52,7 +52,7 @@ import berth
 from berth import _calls as calls
 from berth._errors import BerthError
 
-__all__ = ["AsyncBerthSaver", "BerthSaver", "ModeMismatch", "thread_session_id"]
+__all__ = ["AsyncBerthSaver", "AsyncBerthStore", "BerthSaver", "BerthStore", "ModeMismatch", "thread_session_id"]
 
 LABEL = "langgraph"
 #: Ten years: sessions live as LangGraph expects (a tenant's retention policy still applies).
@@ -1205,3 +1205,7 @@ class AsyncBerthSaver(BaseCheckpointSaver[str]):
 
     def get_next_version(self, current: str | int | float | None, channel: None) -> str:  # type: ignore[override]
         return _next_version(current)
+
+
+# LangGraph's long-term memory (`BaseStore`) on berth's scoped memory: docs/langgraph-store.md.
+from .langgraph_store import AsyncBerthStore, BerthStore  # noqa: E402
