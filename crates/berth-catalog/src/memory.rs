@@ -235,12 +235,9 @@ impl MemoryStore for MemoryCatalog {
         let usage = state.usage(tenant);
         let items = state.items(tenant);
         let slot = item_key(&put.namespace, &put.key);
-        let stored = items.get(&slot);
-        let live = stored.filter(|item| item.is_live(now));
-        let item = put.apply(live, now)?;
-        usage.check_put(quota, stored.is_none(), stored.map_or(0, MemoryItem::bytes), item.bytes())?;
-        items.insert(slot, item.clone());
-        Ok(item)
+        let plan = put.plan(items.get(&slot), &usage, quota, now)?;
+        items.insert(slot, plan.item.clone());
+        Ok(plan.item)
     }
 
     async fn memory_get(

@@ -609,14 +609,10 @@ impl MemoryStore for PostgresCatalog {
                 let tenant = tenant_text.as_str();
                 let usage = lock_usage(client, tenant).await?;
                 let stored = stored_item(client, tenant, put.namespace.as_str(), &put.key).await?;
-                let live = stored.as_ref().filter(|item| item.is_live(now));
-                let item = put.apply(live, now)?;
-                let previous_bytes = stored.as_ref().map_or(0, MemoryItem::bytes);
-                usage.check_put(&quota, stored.is_none(), previous_bytes, item.bytes())?;
-                write_item(client, tenant, &item, stored.as_ref().map(|stored| stored.revision)).await?;
-                let bytes_change = item.bytes() as i64 - previous_bytes as i64;
-                add_usage(client, tenant, i64::from(stored.is_none()), bytes_change).await?;
-                Ok(item)
+                let plan = put.plan(stored.as_ref(), &usage, &quota, now)?;
+                write_item(client, tenant, &plan.item, stored.as_ref().map(|stored| stored.revision)).await?;
+                add_usage(client, tenant, i64::from(plan.new_row), plan.bytes_change).await?;
+                Ok(plan.item)
             })
         })
         .await

@@ -601,15 +601,11 @@ impl MemoryStore for SqliteCatalog {
         let (tenant, put, quota) = (tenant.clone(), put.clone(), *quota);
         self.write("put memory item", move |transaction| {
             let stored = stored_item(transaction, &tenant, &put.namespace, &put.key)?;
-            let live = stored.as_ref().map(|(_, item)| item).filter(|item| item.is_live(now));
-            let item = put.apply(live, now)?;
-            let previous_bytes = stored.as_ref().map_or(0, |(_, item)| item.bytes());
             let usage = stored_usage(transaction, &tenant)?;
-            usage.check_put(&quota, stored.is_none(), previous_bytes, item.bytes())?;
-            write_item(transaction, &tenant, &item, stored.as_ref().map(|(id, _)| *id))?;
-            let bytes_change = item.bytes() as i64 - previous_bytes as i64;
-            add_usage(transaction, tenant.as_str(), i64::from(stored.is_none()), bytes_change)?;
-            Ok(item)
+            let plan = put.plan(stored.as_ref().map(|(_, item)| item), &usage, &quota, now)?;
+            write_item(transaction, &tenant, &plan.item, stored.as_ref().map(|(id, _)| *id))?;
+            add_usage(transaction, tenant.as_str(), i64::from(plan.new_row), plan.bytes_change)?;
+            Ok(plan.item)
         })
         .await
     }

@@ -94,6 +94,35 @@ impl MemoryPut {
     }
 }
 
+/// What storing a put changes: the item to store, and the tenant's usage change.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PutPlan {
+    pub item: MemoryItem,
+    /// No row held the key (live or expired): one more item.
+    pub new_row: bool,
+    /// The change to the tenant's stored bytes.
+    pub bytes_change: i64,
+}
+
+impl MemoryPut {
+    /// The one write rule every backend applies inside its transaction: `apply` over the
+    /// live part of `stored` (the row the key holds, expired or not), then the quota
+    /// against `usage`. `RevisionConflict` or `LimitExceeded` with nothing to store.
+    pub fn plan(
+        &self,
+        stored: Option<&MemoryItem>,
+        usage: &MemoryUsage,
+        quota: &MemoryQuota,
+        now: Timestamp,
+    ) -> Result<PutPlan> {
+        let item = self.apply(stored.filter(|item| item.is_live(now)), now)?;
+        let previous_bytes = stored.map_or(0, MemoryItem::bytes);
+        usage.check_put(quota, stored.is_none(), previous_bytes, item.bytes())?;
+        let bytes_change = item.bytes() as i64 - previous_bytes as i64;
+        Ok(PutPlan { item, new_row: stored.is_none(), bytes_change })
+    }
+}
+
 /// Checks a delete's expected revision against the live item (`NotFound` if absent).
 pub fn check_delete(namespace: &Namespace, key: &str, live: Option<&MemoryItem>, expected: Option<u64>) -> Result<()> {
     let Some(item) = live else {
