@@ -734,8 +734,11 @@ class BerthMemoryService(BaseMemoryService):
         for event in events:
             if not event.content or not event.content.parts or not event.id:
                 continue
+            text = " ".join(part.text for part in event.content.parts if part.text)
+            if not text.strip():
+                continue  # nothing a search could match
             value = {
-                "text": " ".join(part.text for part in event.content.parts if part.text),
+                "text": text,
                 "author": event.author,
                 "timestamp": event.timestamp,
                 "session": session_id,
