@@ -623,7 +623,7 @@ class BerthSessionService(BaseSessionService):
         delta = dict(event.actions.state_delta) if event.actions and event.actions.state_delta else {}
         app_delta, user_delta, session_delta = _split(delta)
         new_state = {**session_state, **session_delta}
-        time_ms = max(last_ms, int(math.floor(event.timestamp * 1000)))
+        time_ms = max(last_ms, int(math.floor(event.timestamp * 1000)), 0)
         index = {"app": app_name, "user": user_id, "id": session.id, "state": new_state,
                  "last_update_time": event.timestamp, "time_ms": time_ms}
         writes = [{"namespace": index_namespace(app_name), "key": berth_id, "value": index,
@@ -647,7 +647,19 @@ class BerthSessionService(BaseSessionService):
         if ending:
             events.append({"type": "turn/end", "data": {"turn": turn, "reason": "completed"}, "time": time_ms})
         try:
-            outcome = self._client.append(berth_id, events, expected_seq=expected, run=hold.run_id, memory=writes)
+            try:
+                outcome = self._client.append(berth_id, events, expected_seq=expected, run=hold.run_id,
+                                              memory=writes)
+            except berth.OwnershipLost:
+                # This object's run lapsed (a long pause): attach again and retry once. If
+                # the new attach repaired anything, the copy is stale (SeqConflict below).
+                with self._lock:
+                    self._holds.pop(berth_id, None)
+                hold, _ = self._hold(berth_id)
+                if hold is None:
+                    raise SessionNotFoundError(f"Session {session.id} not found.") from None
+                outcome = self._client.append(berth_id, events, expected_seq=expected, run=hold.run_id,
+                                              memory=writes)
         except (berth.SeqConflict, berth.RevisionConflict):
             self._cache.pop(berth_id, None)
             raise StaleSessionError(
@@ -656,10 +668,6 @@ class BerthSessionService(BaseSessionService):
             ) from None
         except berth.NotFound:
             raise SessionNotFoundError(f"Session {session.id} not found.") from None
-        except berth.OwnershipLost:
-            with self._lock:
-                self._holds.pop(berth_id, None)
-            raise
         if started:
             hold.turn, hold.invocation = turn, event.invocation_id
         if ending:
