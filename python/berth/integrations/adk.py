@@ -59,6 +59,7 @@ import binascii
 import hashlib
 import json
 import math
+import random
 import re
 import threading
 import time
@@ -355,6 +356,7 @@ class BerthSessionService(BaseSessionService):
         }
         self._max_holds = max_holds
         self._holds: OrderedDict[str, _Hold] = OrderedDict()
+        self._attaching: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._heartbeat = threading.Thread(
@@ -422,8 +424,21 @@ class BerthSessionService(BaseSessionService):
             if hold is not None and hold.lost is None:
                 self._holds.move_to_end(berth_id)
                 return hold, []
+            attaching = self._attaching.setdefault(berth_id, threading.Lock())
+        with attaching:  # one attach per session and object, however many callers
+            with self._lock:
+                hold = self._holds.get(berth_id)
+                if hold is not None and hold.lost is None:
+                    return hold, []
+            try:
+                return self._attach(berth_id)
+            finally:
+                with self._lock:
+                    self._attaching.pop(berth_id, None)
+
+    def _attach(self, berth_id: str) -> tuple[_Hold | None, list[berth.Event]]:
         try:
-            outcome = self._client.resume(berth_id, on_busy="reject")
+            outcome = self._resume(berth_id)
         except berth.NotFound:
             return None, []
         hold = _Hold(outcome.attachment.run_id)
@@ -440,6 +455,22 @@ class BerthSessionService(BaseSessionService):
         if outcome.repaired:
             self._cache.pop(berth_id, None)
         return hold, list(outcome.repaired)
+
+    def _resume(self, berth_id: str) -> berth.ResumeOutcome:
+        """`resume`, waiting out another process's write handle on an embedded store (a
+        resume that found the log busy detached its run again, so it is safe to repeat).
+        A `Busy` from the concurrency policy (all `runs_max` runs taken) is raised."""
+        wait_s = getattr(getattr(self._client, "_transport", None), "busy_wait_s", 10.0)
+        deadline = time.monotonic() + wait_s
+        delay = 0.02
+        while True:
+            try:
+                return self._client.resume(berth_id, on_busy="reject")
+            except berth.Busy as busy:
+                if "another process" not in str(busy) or time.monotonic() + delay > deadline:
+                    raise
+                time.sleep(delay * (0.5 + random.random()))
+                delay = min(0.5, delay * 2)
 
     def _create(self, app_name: str, user_id: str, state: dict[str, Any] | None, session_id: str | None) -> Session:
         session_id = session_id.strip() if session_id else None
