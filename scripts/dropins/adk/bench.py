@@ -4,12 +4,14 @@ of many sessions, and the floor neither can beat (building the ADK events from J
 
     BERTH_BIN=... target/adk-dropin/venv/bin/python scripts/dropins/adk/bench.py [events] [sessions]
 
-berth runs embedded (a temporary directory) and over HTTP (a `berth serve` started here).
+berth runs embedded (a temporary directory) and over HTTP (a `berth serve` started here);
+BENCH_BACKENDS=sqlite,embedded,http picks which.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import tempfile
 import time
@@ -64,11 +66,16 @@ async def main() -> None:
     for text in texts:
         Event.model_validate_json(text)
     print(f"floor: Event.model_validate_json x {EVENTS}: {(time.perf_counter() - started) * 1000:.0f} ms")
+    backends = os.environ.get("BENCH_BACKENDS", "sqlite,embedded,http").split(",")
     with tempfile.TemporaryDirectory() as scratch:
-        await measure("SqliteSession", SqliteSessionService(str(Path(scratch) / "adk.db")))
-        with berth.open(str(Path(scratch) / "embedded"), tenant="bench", user="agent", role="service") as client:
-            with BerthSessionService(client) as service:
+        if "sqlite" in backends:
+            await measure("SqliteSession", SqliteSessionService(str(Path(scratch) / "adk.db")))
+        if "embedded" in backends:
+            embedded = berth.open(str(Path(scratch) / "embedded"), tenant="bench", user="agent", role="service")
+            with embedded as client, BerthSessionService(client) as service:
                 await measure("berth embedded", service)
+        if "http" not in backends:
+            return
         server = Server(Path(scratch) / "served", ["--rate-per-tenant", "0"])
         key = server.key("bench", "agent", "service")
         server.start()

@@ -16,7 +16,6 @@ carried state writes.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import subprocess

@@ -17,11 +17,9 @@ the reference holds sessions.
 from __future__ import annotations
 
 import asyncio
-import base64
 from typing import Any, Awaitable, Callable
 
 import pytest
-from google.adk.errors import StaleSessionError
 from google.adk.events.event import Event
 from google.adk.events.event_actions import EventActions
 from google.adk.sessions import InMemorySessionService
