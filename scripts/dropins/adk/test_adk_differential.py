@@ -488,3 +488,29 @@ async def test_too_many_shared_keys_is_a_typed_error(adk_place: Any) -> None:
             await svc.append_event(session, ev(1, delta={f"user:k{i}": i for i in range(100)}))
         got = await svc.get_session(app_name=APP, user_id="u1", session_id="s1")
         assert got.events == [] and got.state == {}
+
+
+async def test_an_empty_leftover_of_a_crashed_create_is_adopted(adk_place: Any) -> None:
+    client = adk_place.client()
+    berth_id = session_berth_id(APP, "u1", "s1")
+    client.create_session(berth_id, labels=[LABEL])  # as if the create died before its first append
+    with BerthSessionService(client) as svc:
+        assert await svc.get_session(app_name=APP, user_id="u1", session_id="s1") is None
+        created = await svc.create_session(app_name=APP, user_id="u1", session_id="s1", state={"a": 1})
+        assert created.state == {"a": 1}
+        assert [s.id for s in (await svc.list_sessions(app_name=APP)).sessions] == ["s1"]
+        assert (await outcome(svc.create_session(app_name=APP, user_id="u1", session_id="s1"))) == {
+            "raised": "AlreadyExistsError"}
+
+
+async def test_runs_beyond_max_holds_are_detached(adk_place: Any) -> None:
+    client = adk_place.client()
+    with BerthSessionService(client, max_holds=2) as svc:
+        for sid in ("a", "b", "c"):
+            await svc.create_session(app_name=APP, user_id="u1", session_id=sid)
+        attached = {sid: len(client.get_session(session_berth_id(APP, "u1", sid)).runs) for sid in ("a", "b", "c")}
+        assert attached == {"a": 0, "b": 1, "c": 1}, attached
+        session = await svc.get_session(app_name=APP, user_id="u1", session_id="a")  # attached again
+        await svc.append_event(session, ev(1, text="still fine"))
+        assert len(client.get_session(session_berth_id(APP, "u1", "a")).runs) == 1
+    assert all(not client.get_session(session_berth_id(APP, "u1", sid)).runs for sid in ("a", "b", "c"))
