@@ -770,26 +770,44 @@ class BerthMemoryService(BaseMemoryService):
 
     def _add(self, app_name: str, user_id: str, session_id: str | None, events: list[Event]) -> None:
         namespace = memory_namespace(app_name, user_id)
+        wanted: dict[str, dict[str, Any]] = {}
         for event in events:
             if not event.content or not event.content.parts or not event.id:
                 continue
             text = " ".join(part.text for part in event.content.parts if part.text)
             if not text.strip():
                 continue  # nothing a search could match
-            value = {
+            wanted[encode_key(event.id)] = {
                 "text": text,
                 "author": event.author,
                 "timestamp": event.timestamp,
                 "session": session_id,
                 "content": event.content.model_dump(mode="json", exclude_none=True),
             }
-            try:
-                existing = self._client.memory_get(namespace, encode_key(event.id))
-                if existing.value == value or (isinstance(existing.value, dict) and existing.value.get("deleted")):
-                    continue  # already stored, or deleted (never ingested again)
-            except berth.NotFound:
-                pass
-            self._client.memory_put(namespace, encode_key(event.id), value)
+        if not wanted:
+            return
+        # What is stored already (this session's items, and every tombstone of the
+        # user's memory for the app): two searches, then a put per new or changed event.
+        stored: dict[str, Any] = {}
+        for conditions in ({"session": session_id}, {"deleted": True}):
+            for item in self._search(namespace, conditions):
+                if item.namespace == namespace:
+                    stored[item.key] = item.value
+        for key, value in wanted.items():
+            existing = stored.get(key)
+            if existing == value or (isinstance(existing, dict) and existing.get("deleted")):
+                continue  # already stored, or deleted (never ingested again)
+            self._client.memory_put(namespace, key, value)
+
+    def _search(self, prefix: str, conditions: Mapping[str, Any]) -> list[berth.MemoryItem]:
+        items: list[berth.MemoryItem] = []
+        cursor = None
+        while True:
+            page = self._client.memory_search(prefix, filter=conditions, cursor=cursor, limit=_PAGE)
+            items.extend(page.items)
+            if not page.next_cursor:
+                return items
+            cursor = page.next_cursor
 
     def _find(self, app_name: str, user_id: str, query: str) -> SearchMemoryResponse:
         namespace = memory_namespace(app_name, user_id)
