@@ -745,12 +745,17 @@ class BerthMemoryService(BaseMemoryService):
     """ADK's `BaseMemoryService` on berth memory: one item per event with text, in
     `user/<user>/adk/<app>/memory`, key = the event id; `search_memory` ranks the items
     by how many of the query's words they contain (berth full text search, one query per
-    word) and returns the ten best, as `InMemoryMemoryService` does."""
+    word) and returns the ten best, as `InMemoryMemoryService` does. Each word brings at
+    most `candidates_per_word` items (its most relevant), so a search is bounded however
+    large the memory grows."""
 
-    def __init__(self, client: berth.Client) -> None:
+    def __init__(self, client: berth.Client, *, candidates_per_word: int = _PAGE) -> None:
         if isinstance(client, berth.AsyncClient):
             raise TypeError("BerthMemoryService takes a berth.Client (its calls run on worker threads)")
+        if not 1 <= candidates_per_word <= _PAGE:
+            raise ValueError(f"candidates_per_word must be 1–{_PAGE}")
         self._client = client
+        self._candidates_per_word = candidates_per_word
 
     async def add_session_to_memory(self, session: Session) -> None:
         await asyncio.to_thread(self._add, session.app_name, session.user_id, session.id, list(session.events))
@@ -817,17 +822,13 @@ class BerthMemoryService(BaseMemoryService):
         for word in sorted(words):
             if not _BERTH_TERM.search(word):
                 continue  # no letter or digit: berth has no term for it
-            cursor = None
-            while True:
-                page = self._client.memory_search(namespace, query=word, cursor=cursor, limit=_PAGE)
-                for item in page.items:
-                    if item.namespace != namespace:
-                        continue
-                    found[item.key] = item
-                    scores[item.key] = scores.get(item.key, 0) + 1
-                if not page.next_cursor:
-                    break
-                cursor = page.next_cursor
+            page = self._client.memory_search(namespace, query=word, order="relevance",
+                                              limit=self._candidates_per_word)
+            for item in page.items:
+                if item.namespace != namespace or not isinstance(item.value, dict):
+                    continue
+                found[item.key] = item
+                scores[item.key] = scores.get(item.key, 0) + 1
         ranked = sorted(found.values(), key=lambda item: (-scores[item.key], item.value.get("timestamp", 0),
                                                           item.key))
         memories = []
