@@ -281,6 +281,19 @@ def read(
     return Call("GET", path, _decode_page, resend_safe=True)
 
 
+def read_at(session_id: str, seqs: Iterable[int]) -> Call[m.EventPage]:
+    """A point read by position: the events at `seqs`, each once, ascending. At most
+    `READ_PAGE_MAX` distinct seqs (`LimitExceeded` above); a seq at or past the log's end
+    is `NotFound` whose `body["actual"]` is that seq."""
+    wanted = sorted({int(seq) for seq in seqs})
+    if any(seq < 0 for seq in wanted):
+        raise ValueError(f"seqs are non-negative, not {wanted[0]}")
+    if not wanted:
+        raise ValueError("read_at needs at least one seq")
+    path = _query(_session(session_id, "/events"), {"seqs": wanted})
+    return Call("GET", path, _decode_page, resend_safe=True)
+
+
 def _decode_page(answer: Answer) -> m.EventPage:
     # A page is up to 1,000 events, each a few new objects: pause the cyclic collector
     # while they are made (it would scan them again and again; they hold no cycles).

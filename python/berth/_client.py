@@ -121,6 +121,11 @@ class _Operations:
         """The `limit` events just before seq `before` (default: the end), ascending."""
         return self._execute(c.read(session_id, before=before, limit=limit))
 
+    def read_at(self, session_id: str, seqs: Iterable[int]) -> m.EventPage:
+        """The events at `seqs` (a point read by position), each once, ascending: at most
+        1,000 distinct seqs; one at or past the end is `NotFound` (`body["actual"]`: it)."""
+        return self._execute(c.read_at(session_id, seqs))
+
     # runs
     def attach(self, session_id: str, **fields: Any) -> m.Attachment:
         """Attaches a run (run_id, on_busy: reject | interrupt,

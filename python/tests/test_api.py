@@ -81,6 +81,24 @@ def test_append_read_by_position_and_tail(place: Place) -> None:
     assert sum(1 for _ in client.iter_events(session_id)) == 2500
 
 
+def test_point_read_by_seqs(place: Place) -> None:
+    client = place.connect()
+    session_id = client.create_session(sid(), policy=FOREVER).id
+    client.append(session_id, [("note/n", {"n": n}) for n in range(50)])
+    page = client.read_at(session_id, [40, 3, 3, 17, 0])
+    assert [event.seq for event in page.events] == [0, 3, 17, 40]
+    assert [event.data["n"] for event in page.events] == [0, 3, 17, 40]
+    assert (page.first_seq, page.next_seq) == (0, 41)
+    with pytest.raises(berth.NotFound) as missing:
+        client.read_at(session_id, [2, 50, 60])
+    assert missing.value.body.get("actual") == 50
+    with pytest.raises(berth.LimitExceeded) as many:
+        client.read_at(session_id, range(1001))
+    assert (many.value.limit_name, many.value.limit) == ("page_size", 1000)
+    with pytest.raises(berth.NotFound):
+        client.read_at("missing", [0])
+
+
 def test_exact_values_round_trip(place: Place) -> None:
     client = place.connect()
     session_id = client.create_session(sid(), policy=FOREVER).id

@@ -20,7 +20,8 @@ pub struct ErrorBody {
     /// Conflicts: the revision or seq the caller expected.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expected: Option<u64>,
-    /// Conflicts: the actual revision or seq; limits: the actual size or count.
+    /// Conflicts: the actual revision or seq; limits: the actual size or count;
+    /// `not_found` of a point read (`seqs=`): the first seq at or past the log's end.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub actual: Option<u64>,
     /// Limits: the limit that was exceeded.

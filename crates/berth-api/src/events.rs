@@ -151,6 +151,32 @@ pub struct ReadParams {
     #[serde(default, deserialize_with = "crate::int64::query_u64")]
     #[param(minimum = 0, maximum = 1000)]
     pub limit: Option<u64>,
+    /// A point read: the events at these seqs (comma-separated), each once, ascending,
+    /// whatever the order or repetition asked. At most 1000 distinct seqs (422
+    /// `limit_exceeded`, `limit_name: page_size`); a seq at or past the log's end is 404
+    /// `not_found` with `actual` = that seq. With `from` / `before`, only the seqs in
+    /// `[from, before)` are read; with `limit`, only the first `limit` of them.
+    #[serde(default)]
+    #[param(pattern = "^[0-9]+(,[0-9]+)*$", example = "0,1")]
+    pub seqs: Option<String>,
+}
+
+/// The seqs of a point read (`seqs=3,17,40`): ascending, each once. A number past the
+/// largest wire integer is a position no log reaches, so it becomes that integer (read
+/// as past the end, 404) rather than a parse error. `None` when the text is not
+/// comma-separated digits.
+pub fn parse_seqs(text: &str) -> Option<Vec<u64>> {
+    let mut seqs = Vec::new();
+    for part in text.split(',') {
+        if part.is_empty() || !part.bytes().all(|byte| byte.is_ascii_digit()) {
+            return None;
+        }
+        let seq = part.parse::<u64>().map_or(crate::int64::WIRE_INT_MAX, |seq| seq.min(crate::int64::WIRE_INT_MAX));
+        seqs.push(seq);
+    }
+    seqs.sort_unstable();
+    seqs.dedup();
+    Some(seqs)
 }
 
 /// `GET /v1/sessions/{id}/events/stream`: bounded when asked, so scripts and tests end.

@@ -11,8 +11,7 @@ use serde::{Deserialize, Serialize};
 /// The namespace grammar: a scope (`user/<id>`, `project/<id>`, `app/<name>`, ids by
 /// the id grammar), then at most 14 free segments of 1–128 characters without `/` or
 /// control characters, never `.` or `..`; 512 bytes in all (over it: 413).
-pub const NAMESPACE_PATTERN: &str =
-    r"^(user|project|app)/([A-Za-z0-9_~-][A-Za-z0-9._~-]{0,127}|\.[A-Za-z0-9_~-][A-Za-z0-9._~-]{0,126}|\.\.[A-Za-z0-9._~-]{1,126})(/([^/.\x00-\x1f\x7f-\x9f][^/\x00-\x1f\x7f-\x9f]{0,127}|\.[^/.\x00-\x1f\x7f-\x9f][^/\x00-\x1f\x7f-\x9f]{0,126}|\.\.[^/\x00-\x1f\x7f-\x9f]{1,126})){0,14}$";
+pub const NAMESPACE_PATTERN: &str = r"^(user|project|app)/([A-Za-z0-9_~-][A-Za-z0-9._~-]{0,127}|\.[A-Za-z0-9_~-][A-Za-z0-9._~-]{0,126}|\.\.[A-Za-z0-9._~-]{1,126})(/([^/.\x00-\x1f\x7f-\x9f][^/\x00-\x1f\x7f-\x9f]{0,127}|\.[^/.\x00-\x1f\x7f-\x9f][^/\x00-\x1f\x7f-\x9f]{0,126}|\.\.[^/\x00-\x1f\x7f-\x9f]{1,126})){0,14}$";
 
 /// A stored item.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -46,7 +45,10 @@ pub struct MemoryItemBody {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PutMemoryBody {
-    #[schema(pattern = r"^(user|project|app)/([A-Za-z0-9_~-][A-Za-z0-9._~-]{0,127}|\.[A-Za-z0-9_~-][A-Za-z0-9._~-]{0,126}|\.\.[A-Za-z0-9._~-]{1,126})(/([^/.\x00-\x1f\x7f-\x9f][^/\x00-\x1f\x7f-\x9f]{0,127}|\.[^/.\x00-\x1f\x7f-\x9f][^/\x00-\x1f\x7f-\x9f]{0,126}|\.\.[^/\x00-\x1f\x7f-\x9f]{1,126})){0,14}$", max_length = 512)]
+    #[schema(
+        pattern = r"^(user|project|app)/([A-Za-z0-9_~-][A-Za-z0-9._~-]{0,127}|\.[A-Za-z0-9_~-][A-Za-z0-9._~-]{0,126}|\.\.[A-Za-z0-9._~-]{1,126})(/([^/.\x00-\x1f\x7f-\x9f][^/\x00-\x1f\x7f-\x9f]{0,127}|\.[^/.\x00-\x1f\x7f-\x9f][^/\x00-\x1f\x7f-\x9f]{0,126}|\.\.[^/\x00-\x1f\x7f-\x9f]{1,126})){0,14}$",
+        max_length = 512
+    )]
     pub namespace: String,
     #[schema(min_length = 1, max_length = 512, pattern = r"^[^\x00-\x1f\x7f-\x9f]+$")]
     pub key: String,
@@ -70,7 +72,10 @@ pub struct PutMemoryBody {
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct MemoryItemParams {
-    #[param(pattern = r"^(user|project|app)/([A-Za-z0-9_~-][A-Za-z0-9._~-]{0,127}|\.[A-Za-z0-9_~-][A-Za-z0-9._~-]{0,126}|\.\.[A-Za-z0-9._~-]{1,126})(/([^/.\x00-\x1f\x7f-\x9f][^/\x00-\x1f\x7f-\x9f]{0,127}|\.[^/.\x00-\x1f\x7f-\x9f][^/\x00-\x1f\x7f-\x9f]{0,126}|\.\.[^/\x00-\x1f\x7f-\x9f]{1,126})){0,14}$", max_length = 512)]
+    #[param(
+        pattern = r"^(user|project|app)/([A-Za-z0-9_~-][A-Za-z0-9._~-]{0,127}|\.[A-Za-z0-9_~-][A-Za-z0-9._~-]{0,126}|\.\.[A-Za-z0-9._~-]{1,126})(/([^/.\x00-\x1f\x7f-\x9f][^/\x00-\x1f\x7f-\x9f]{0,127}|\.[^/.\x00-\x1f\x7f-\x9f][^/\x00-\x1f\x7f-\x9f]{0,126}|\.\.[^/\x00-\x1f\x7f-\x9f]{1,126})){0,14}$",
+        max_length = 512
+    )]
     pub namespace: String,
     #[param(min_length = 1, max_length = 512, pattern = r"^[^\x00-\x1f\x7f-\x9f]+$")]
     pub key: String,
@@ -83,7 +88,10 @@ pub struct MemoryItemParams {
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct DeleteMemoryParams {
-    #[param(pattern = r"^(user|project|app)/([A-Za-z0-9_~-][A-Za-z0-9._~-]{0,127}|\.[A-Za-z0-9_~-][A-Za-z0-9._~-]{0,126}|\.\.[A-Za-z0-9._~-]{1,126})(/([^/.\x00-\x1f\x7f-\x9f][^/\x00-\x1f\x7f-\x9f]{0,127}|\.[^/.\x00-\x1f\x7f-\x9f][^/\x00-\x1f\x7f-\x9f]{0,126}|\.\.[^/\x00-\x1f\x7f-\x9f]{1,126})){0,14}$", max_length = 512)]
+    #[param(
+        pattern = r"^(user|project|app)/([A-Za-z0-9_~-][A-Za-z0-9._~-]{0,127}|\.[A-Za-z0-9_~-][A-Za-z0-9._~-]{0,126}|\.\.[A-Za-z0-9._~-]{1,126})(/([^/.\x00-\x1f\x7f-\x9f][^/\x00-\x1f\x7f-\x9f]{0,127}|\.[^/.\x00-\x1f\x7f-\x9f][^/\x00-\x1f\x7f-\x9f]{0,126}|\.\.[^/\x00-\x1f\x7f-\x9f]{1,126})){0,14}$",
+        max_length = 512
+    )]
     pub namespace: String,
     #[param(min_length = 1, max_length = 512, pattern = r"^[^\x00-\x1f\x7f-\x9f]+$")]
     pub key: String,
@@ -133,7 +141,10 @@ pub enum MemoryOrder {
 #[serde(deny_unknown_fields)]
 pub struct MemorySearchBody {
     /// The namespace searched, with everything inside it.
-    #[schema(pattern = r"^(user|project|app)/([A-Za-z0-9_~-][A-Za-z0-9._~-]{0,127}|\.[A-Za-z0-9_~-][A-Za-z0-9._~-]{0,126}|\.\.[A-Za-z0-9._~-]{1,126})(/([^/.\x00-\x1f\x7f-\x9f][^/\x00-\x1f\x7f-\x9f]{0,127}|\.[^/.\x00-\x1f\x7f-\x9f][^/\x00-\x1f\x7f-\x9f]{0,126}|\.\.[^/\x00-\x1f\x7f-\x9f]{1,126})){0,14}$", max_length = 512)]
+    #[schema(
+        pattern = r"^(user|project|app)/([A-Za-z0-9_~-][A-Za-z0-9._~-]{0,127}|\.[A-Za-z0-9_~-][A-Za-z0-9._~-]{0,126}|\.\.[A-Za-z0-9._~-]{1,126})(/([^/.\x00-\x1f\x7f-\x9f][^/\x00-\x1f\x7f-\x9f]{0,127}|\.[^/.\x00-\x1f\x7f-\x9f][^/\x00-\x1f\x7f-\x9f]{0,126}|\.\.[^/\x00-\x1f\x7f-\x9f]{1,126})){0,14}$",
+        max_length = 512
+    )]
     pub prefix: String,
     /// Conditions ANDed (docs/memory.md: exact numbers, mixed types, missing fields).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -165,7 +176,10 @@ pub struct MemoryPageBody {
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct NamespaceParams {
-    #[param(pattern = r"^(user|project|app)/([A-Za-z0-9_~-][A-Za-z0-9._~-]{0,127}|\.[A-Za-z0-9_~-][A-Za-z0-9._~-]{0,126}|\.\.[A-Za-z0-9._~-]{1,126})(/([^/.\x00-\x1f\x7f-\x9f][^/\x00-\x1f\x7f-\x9f]{0,127}|\.[^/.\x00-\x1f\x7f-\x9f][^/\x00-\x1f\x7f-\x9f]{0,126}|\.\.[^/\x00-\x1f\x7f-\x9f]{1,126})){0,14}$", max_length = 512)]
+    #[param(
+        pattern = r"^(user|project|app)/([A-Za-z0-9_~-][A-Za-z0-9._~-]{0,127}|\.[A-Za-z0-9_~-][A-Za-z0-9._~-]{0,126}|\.\.[A-Za-z0-9._~-]{1,126})(/([^/.\x00-\x1f\x7f-\x9f][^/\x00-\x1f\x7f-\x9f]{0,127}|\.[^/.\x00-\x1f\x7f-\x9f][^/\x00-\x1f\x7f-\x9f]{0,126}|\.\.[^/\x00-\x1f\x7f-\x9f]{1,126})){0,14}$",
+        max_length = 512
+    )]
     pub prefix: String,
     /// Cut namespaces to this many segments (at least 2).
     #[serde(default, deserialize_with = "crate::int64::query_u64")]
@@ -191,7 +205,10 @@ pub struct NamespacePageBody {
 #[serde(deny_unknown_fields)]
 pub struct ForgetBody {
     /// A scope (`user/alice`) or a namespace inside one: exactly that is deleted.
-    #[schema(pattern = r"^(user|project|app)/([A-Za-z0-9_~-][A-Za-z0-9._~-]{0,127}|\.[A-Za-z0-9_~-][A-Za-z0-9._~-]{0,126}|\.\.[A-Za-z0-9._~-]{1,126})(/([^/.\x00-\x1f\x7f-\x9f][^/\x00-\x1f\x7f-\x9f]{0,127}|\.[^/.\x00-\x1f\x7f-\x9f][^/\x00-\x1f\x7f-\x9f]{0,126}|\.\.[^/\x00-\x1f\x7f-\x9f]{1,126})){0,14}$", max_length = 512)]
+    #[schema(
+        pattern = r"^(user|project|app)/([A-Za-z0-9_~-][A-Za-z0-9._~-]{0,127}|\.[A-Za-z0-9_~-][A-Za-z0-9._~-]{0,126}|\.\.[A-Za-z0-9._~-]{1,126})(/([^/.\x00-\x1f\x7f-\x9f][^/\x00-\x1f\x7f-\x9f]{0,127}|\.[^/.\x00-\x1f\x7f-\x9f][^/\x00-\x1f\x7f-\x9f]{0,126}|\.\.[^/\x00-\x1f\x7f-\x9f]{1,126})){0,14}$",
+        max_length = 512
+    )]
     pub prefix: String,
 }
 
@@ -230,7 +247,10 @@ pub struct MemoryUsageBody {
 #[into_params(parameter_in = Query)]
 pub struct MemoryExportParams {
     /// Export this namespace (default: every namespace, service and admin keys).
-    #[param(pattern = r"^(user|project|app)/([A-Za-z0-9_~-][A-Za-z0-9._~-]{0,127}|\.[A-Za-z0-9_~-][A-Za-z0-9._~-]{0,126}|\.\.[A-Za-z0-9._~-]{1,126})(/([^/.\x00-\x1f\x7f-\x9f][^/\x00-\x1f\x7f-\x9f]{0,127}|\.[^/.\x00-\x1f\x7f-\x9f][^/\x00-\x1f\x7f-\x9f]{0,126}|\.\.[^/\x00-\x1f\x7f-\x9f]{1,126})){0,14}$", max_length = 512)]
+    #[param(
+        pattern = r"^(user|project|app)/([A-Za-z0-9_~-][A-Za-z0-9._~-]{0,127}|\.[A-Za-z0-9_~-][A-Za-z0-9._~-]{0,126}|\.\.[A-Za-z0-9._~-]{1,126})(/([^/.\x00-\x1f\x7f-\x9f][^/\x00-\x1f\x7f-\x9f]{0,127}|\.[^/.\x00-\x1f\x7f-\x9f][^/\x00-\x1f\x7f-\x9f]{0,126}|\.\.[^/\x00-\x1f\x7f-\x9f]{1,126})){0,14}$",
+        max_length = 512
+    )]
     pub prefix: Option<String>,
 }
 

@@ -111,6 +111,54 @@ async fn measure(store: &dyn MemoryStore, tenant: &TenantId, label: &str) {
         samples.push(started.elapsed().as_secs_f64() * 1e3);
     }
     println!("durable put (new key): median {:.2} ms over {PUTS}", median(samples));
+    let namespace = Namespace::parse(NAMESPACE).expect("namespace");
+    let mut samples = Vec::with_capacity(PUTS);
+    for i in 0..PUTS {
+        let key = format!("item-{:08}", (i * 7919) % 1_000);
+        let started = Instant::now();
+        let found = store.memory_get(tenant, &namespace, &key, Timestamp(20_000_000), false).await.expect("get");
+        samples.push(started.elapsed().as_secs_f64() * 1e3);
+        assert!(found.is_some(), "{key}");
+    }
+    println!("get (existing key): median {:.3} ms over {PUTS}", median(samples));
+    // `forget` of a 10,000-item scope: one statement in SQL, nothing loaded into memory.
+    let scope: Vec<MemoryItem> = (0..10_000)
+        .map(|i| MemoryItem { namespace: Namespace::parse("user/forgotten/notes").expect("namespace"), ..item(i) })
+        .collect();
+    for chunk in scope.chunks(2_000) {
+        for entry in chunk {
+            store.memory_import(tenant, entry, &quota()).await.expect("seed forget scope");
+        }
+    }
+    let audit = Box::new(|outcome: &berth_catalog::scoped::ForgetOutcome| berth_catalog::AuditDraft {
+        tenant: TenantId::parse("bench").expect("tenant"),
+        time: Timestamp(30_000_000),
+        actor: "admin:bench".into(),
+        action: "memory.forget".into(),
+        session: None,
+        revision: None,
+        outcome: "ok".into(),
+        details: serde_json::json!({"items": outcome.items, "bytes": outcome.bytes}),
+    });
+    let started = Instant::now();
+    let (outcome, _) =
+        store.memory_forget(tenant, &Namespace::parse("user/forgotten").expect("prefix"), audit).await.expect("forget");
+    println!("forget of a {}-item scope: {:.1} ms", outcome.items, started.elapsed().as_secs_f64() * 1e3);
+}
+
+/// The reference for gets: point reads of the plain table's rows by primary key.
+fn plain_sqlite_gets(dir: &std::path::Path) -> f64 {
+    let connection = rusqlite::Connection::open(dir.join("plain.sqlite")).expect("open");
+    let mut statement = connection.prepare("SELECT value FROM kv WHERE ns = ?1 AND key = ?2").expect("prepare");
+    let mut samples = Vec::with_capacity(PUTS);
+    for i in 0..PUTS {
+        let key = format!("put-{}", (i * 7919) % PUTS);
+        let started = Instant::now();
+        let value: String = statement.query_row((NAMESPACE, key), |row| row.get(0)).expect("get");
+        samples.push(started.elapsed().as_secs_f64() * 1e3);
+        assert!(!value.is_empty());
+    }
+    median(samples)
 }
 
 fn quota() -> MemoryQuota {
@@ -171,6 +219,7 @@ async fn main() {
         println!("sqlite: seeded {items} items in {:.1} s", started.elapsed().as_secs_f64());
         measure(&sqlite, &tenant, &format!("sqlite, {items} items")).await;
         println!("plain sqlite FULL upsert: median {:.2} ms over {PUTS}", plain_sqlite_puts(&dir));
+        println!("plain sqlite get by key: median {:.3} ms over {PUTS}", plain_sqlite_gets(&dir));
     }
 
     if postgres {
@@ -183,9 +232,22 @@ async fn main() {
             postgres.memory_import_many(&tenant, chunk.to_vec(), &quota()).await.expect("seed postgres");
         }
         println!("postgres: seeded {items} items in {:.1} s", started.elapsed().as_secs_f64());
-        database.client().await.batch_execute("ANALYZE memory_items").await.expect("analyze");
+        if std::env::var_os("BERTH_BENCH_NO_ANALYZE").is_none() {
+            database
+                .client()
+                .await
+                .batch_execute("ANALYZE memory_items, memory_terms, memory_fields")
+                .await
+                .expect("analyze");
+        }
         measure(&postgres, &tenant, &format!("postgres, {items} items")).await;
         drop(postgres);
-        drop(database);
+        if std::env::var_os("BERTH_BENCH_KEEP").is_some() {
+            // Kept for EXPLAIN: the database (and its app role) stay until dropped by hand.
+            println!("kept database {} (app role {})", database.name(), database.app_role());
+            std::mem::forget(database);
+        } else {
+            drop(database);
+        }
     }
 }

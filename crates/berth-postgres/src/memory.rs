@@ -7,8 +7,8 @@
 //!   see no concurrent writer of the tenant, in any process; the upsert also repeats the
 //!   revision check (`ON CONFLICT … WHERE revision = …`). Lock order, shared with the
 //!   catalog: audit head, session, usage, items — so none of them deadlock.
-//! - Namespace prefixes, cursors and orders (relevance included: the score is counted in
-//!   SQL from `terms`) are SQL; the filter (`Filter::matches`) is evaluated here, on
+//! - Namespace prefixes, cursors and orders (relevance included: the score is summed in
+//!   SQL from `memory_terms`) are SQL; the filter (`Filter::matches`) is evaluated here, on
 //!   pages of the ordered rows fetched by keyset until `limit` items pass it.
 
 use crate::catalog::{append_audit_locked, lock_audit_head};
@@ -17,6 +17,7 @@ use crate::listing::time_column;
 use crate::PostgresCatalog;
 use async_trait::async_trait;
 use berth_catalog::audit::AuditEntry;
+use berth_catalog::scoped::fields;
 use berth_catalog::scoped::{self, ForgetAudit, ForgetOutcome, MemoryItem, MemoryPut, MemoryQuota, MemorySearch};
 use berth_catalog::scoped::{MemoryStore, MemoryUsage, Namespace, NamespaceQuery, SearchOrder};
 use berth_catalog::Catalog;
@@ -40,15 +41,39 @@ const LOCK_USAGE_IF_ANY: &str = "SELECT items FROM memory_usage WHERE tenant = $
 
 const ADD_USAGE: &str = "UPDATE memory_usage SET items = items + $2, bytes = bytes + $3 WHERE tenant = $1";
 
-/// Writes an item; with a stored row, only if it still holds revision `$13` (always the
+/// Writes an item; with a stored row, only if it still holds revision `$12` (always the
 /// case under the usage lock; a mismatch reports the row count 0).
 const UPSERT: &str = "INSERT INTO memory_items (tenant, namespace, key, value, revision, created_at, updated_at, \
-         expires_at, ttl_ms, bound_to, bytes, terms) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::text[]) \
+         expires_at, ttl_ms, bound_to, bytes) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
      ON CONFLICT (tenant, namespace, key) DO UPDATE SET value = excluded.value, revision = excluded.revision, \
          created_at = excluded.created_at, updated_at = excluded.updated_at, expires_at = excluded.expires_at, \
-         ttl_ms = excluded.ttl_ms, bound_to = excluded.bound_to, bytes = excluded.bytes, terms = excluded.terms \
-     WHERE memory_items.revision = $13";
+         ttl_ms = excluded.ttl_ms, bound_to = excluded.bound_to, bytes = excluded.bytes \
+     WHERE memory_items.revision = $12";
+
+/// Replaces an item's full-text rows by its terms (`$4`, repeats kept: counted here).
+const WRITE_TERMS: &str = "WITH dropped AS ( \
+         DELETE FROM memory_terms WHERE tenant = $1 AND namespace = $2 AND key = $3 AND term <> ALL($4::text[]) \
+     ) \
+     INSERT INTO memory_terms (tenant, term, namespace, key, occurrences) \
+     SELECT $1, t.term, $2, $3, count(*) FROM unnest($4::text[]) AS t (term) GROUP BY t.term \
+     ON CONFLICT (tenant, term, namespace, key) DO UPDATE SET occurrences = excluded.occurrences";
+
+/// A query term held by fewer items than this (counted through the index) drives the
+/// page; a commoner query is tested per walked row.
+const FEW_TEXT_MATCHES: i64 = 2_000;
+
+/// Replaces an item's filter index rows (`fields.rs`) by the parallel arrays given.
+const WRITE_FIELDS: &str = "WITH dropped AS ( \
+         DELETE FROM memory_fields WHERE tenant = $1 AND namespace = $2 AND key = $3 AND field <> ALL($4::text[]) \
+     ) \
+     INSERT INTO memory_fields (tenant, namespace, key, field, kind, sort) \
+     SELECT $1, $2, $3, f.field, f.kind, f.sort FROM unnest($4::text[], $5::text[], $6::text[]) AS f (field, kind, sort) \
+     ON CONFLICT (tenant, namespace, key, field) DO UPDATE SET kind = excluded.kind, sort = excluded.sort";
+
+/// A filter condition matching fewer items than this (counted through the field index)
+/// drives the page; a commoner one is tested per row.
+const FEW_FIELD_MATCHES: i64 = 2_000;
 
 type Unit<'c, T> = Pin<Box<dyn Future<Output = Result<T, Failure>> + Send + 'c>>;
 
@@ -104,9 +129,14 @@ impl Params {
 /// `[p, p0)` holds `p`, `p/…` and siblings like `p x` (bytes below `/`), which the last
 /// condition drops (`0` is the byte after `/`; the columns are `COLLATE "C"`).
 fn within_prefix(prefix: &Namespace, params: &mut Params) -> String {
+    within_prefix_on("m.namespace", prefix, params)
+}
+
+/// `within_prefix` on another namespace column.
+fn within_prefix_on(column: &str, prefix: &Namespace, params: &mut Params) -> String {
     let p = prefix.as_str();
     let (low, high, slash) = (params.push(p.to_owned()), params.push(format!("{p}0")), params.push(format!("{p}/")));
-    format!("m.namespace >= {low} AND m.namespace < {high} AND (m.namespace = {low} OR m.namespace > {slash})")
+    format!("{column} >= {low} AND {column} < {high} AND ({column} = {low} OR {column} > {slash})")
 }
 
 fn live(now: Timestamp, params: &mut Params) -> String {
@@ -154,8 +184,7 @@ async fn write_item<C: GenericClient>(
     item: &MemoryItem,
     stored_revision: Option<u64>,
 ) -> Result<(), Failure> {
-    let terms = scoped::value_terms(&item.value);
-    let params: [&(dyn ToSql + Sync); 13] = [
+    let params: [&(dyn ToSql + Sync); 12] = [
         &tenant,
         &item.namespace.as_str(),
         &item.key.as_str(),
@@ -167,7 +196,6 @@ async fn write_item<C: GenericClient>(
         &item.ttl_ms.map(|ttl| i64::try_from(ttl).unwrap_or(i64::MAX)),
         &item.bound_to.as_ref().map(SessionId::as_str),
         &(item.bytes() as i64),
-        &terms,
         &stored_revision.map_or(-1, |revision| revision as i64),
     ];
     let written = client.execute(&client.prepare_cached(UPSERT).await?, &params).await?;
@@ -178,6 +206,17 @@ async fn write_item<C: GenericClient>(
             reason: "postgres: put memory item: the item changed concurrently; retry".into(),
         }));
     }
+    let fields = fields::value_fields(&item.value);
+    let names: Vec<&str> = fields.iter().map(|(name, _, _)| name.as_str()).collect();
+    let kinds: Vec<&str> = fields.iter().map(|(_, kind, _)| *kind).collect();
+    let sorts: Vec<&str> = fields.iter().map(|(_, _, sort)| sort.as_str()).collect();
+    let statement = client.prepare_cached(WRITE_FIELDS).await?;
+    let params: [&(dyn ToSql + Sync); 6] =
+        [&tenant, &item.namespace.as_str(), &item.key.as_str(), &names, &kinds, &sorts];
+    client.execute(&statement, &params).await?;
+    let terms = scoped::value_terms(&item.value);
+    let statement = client.prepare_cached(WRITE_TERMS).await?;
+    client.execute(&statement, &[&tenant, &item.namespace.as_str(), &item.key.as_str(), &terms]).await?;
     Ok(())
 }
 
@@ -226,15 +265,118 @@ async fn sweep<C: GenericClient>(
     Ok(delete_where(client, tenant, &selected, &params).await?.0)
 }
 
+/// A pushed-down condition (`fields.rs`) as SQL over `memory_fields` aliased `f`.
+fn field_condition(field: &str, alternatives: &[fields::Alternative], f: &str, params: &mut Params) -> String {
+    let field_is = params.push(field.to_owned());
+    let alternatives: Vec<String> = alternatives
+        .iter()
+        .map(|alternative| {
+            let (kind, sort) = (params.push(alternative.kind.to_owned()), params.push(alternative.sort.clone()));
+            format!("({f}.kind = {kind} AND {f}.sort {} {sort})", alternative.op)
+        })
+        .collect();
+    let any = if alternatives.is_empty() { "false".to_owned() } else { alternatives.join(" OR ") };
+    format!("{f}.field = {field_is} AND ({any})")
+}
+
+/// The query's rarest term, and whether it is held by fewer than `FEW_TEXT_MATCHES`
+/// items (then it drives the page). Counted through the `(tenant, term)` index, at most
+/// that many rows per term.
+async fn rarest_term<C: GenericClient>(
+    client: &C,
+    tenant: &str,
+    query: &berth_catalog::scoped::TextQuery,
+) -> Result<(String, bool), Failure> {
+    let statement = client
+        .prepare_cached(
+            "SELECT count(*) FROM (SELECT 1 FROM memory_terms WHERE tenant = $1 AND term = $2 LIMIT $3) AS c",
+        )
+        .await?;
+    let mut rarest: Option<(i64, &String)> = None;
+    for term in query.terms() {
+        let count: i64 = client.query_one(&statement, &[&tenant, term, &FEW_TEXT_MATCHES]).await?.get(0);
+        if rarest.is_none_or(|(fewest, _)| count < fewest) {
+            rarest = Some((count, term));
+        }
+    }
+    let (count, term) = rarest.expect("a query has a term");
+    Ok((term.clone(), count < FEW_TEXT_MATCHES))
+}
+
+/// A pushed-down condition tested on the walked row `m`: per alternative, one probe of
+/// the primary key of `memory_fields` for the field's sort text (a scalar subquery, so
+/// PostgreSQL neither joins every match of a common value nor probes the value index),
+/// compared outside it (no row: NULL, false).
+fn field_probe(field: &str, alternatives: &[fields::Alternative], params: &mut Params) -> String {
+    let field_is = params.push(field.to_owned());
+    let alternatives: Vec<String> = alternatives
+        .iter()
+        .map(|alternative| {
+            let (kind, sort) = (params.push(alternative.kind.to_owned()), params.push(alternative.sort.clone()));
+            format!(
+                "(SELECT f.sort FROM memory_fields AS f WHERE f.tenant = m.tenant AND f.namespace = m.namespace \
+                 AND f.key = m.key AND f.field = {field_is} AND f.kind = {kind}) {} {sort}",
+                alternative.op
+            )
+        })
+        .collect();
+    if alternatives.is_empty() {
+        return "false".to_owned();
+    }
+    format!("({})", alternatives.join(" OR "))
+}
+
+/// The filter's conditions that the field index answers exactly.
+fn pushed_down(search: &MemorySearch) -> Vec<(&str, Vec<fields::Alternative>)> {
+    let conditions = search.filter.conditions.iter();
+    conditions.filter_map(|c| fields::pushdown(c).map(|alternatives| (c.field.as_str(), alternatives))).collect()
+}
+
+/// The pushed-down condition matching the fewest items, if fewer than
+/// `FEW_FIELD_MATCHES` (counted through the index, at most that many entries each).
+async fn selective_condition<C: GenericClient>(
+    client: &C,
+    tenant: &str,
+    search: &MemorySearch,
+) -> Result<Option<String>, Failure> {
+    let mut best: Option<(i64, String)> = None;
+    for (field, alternatives) in pushed_down(search) {
+        let mut params = Params::default();
+        let tenant_is = params.push(tenant.to_owned());
+        let condition = field_condition(field, &alternatives, "f", &mut params);
+        let sql = format!(
+            "SELECT count(*) FROM (SELECT 1 FROM memory_fields AS f WHERE f.tenant = {tenant_is} AND {condition} \
+             LIMIT {}) AS c",
+            params.push(FEW_FIELD_MATCHES)
+        );
+        let count: i64 = client.query_one(&client.prepare_cached(&sql).await?, &params.refs()).await?.get(0);
+        if count < FEW_FIELD_MATCHES && best.as_ref().is_none_or(|(fewest, _)| count < *fewest) {
+            best = Some((count, field.to_owned()));
+        }
+    }
+    Ok(best.map(|(_, field)| field))
+}
+
 /// Walks the search's order from its cursor in keyset pages, keeping the rows that
-/// pass the filter, until `limit` of them (one page when there is no filter).
+/// pass the filter, until `limit` of them. A selective pushed-down condition drives
+/// (its matches joined to their items); the others are tested per row through the
+/// field index. When every condition is pushed down the SQL is exact: one page.
 async fn search_in<C: GenericClient>(
     client: &C,
     tenant: &str,
     search: &MemorySearch,
     now: Timestamp,
 ) -> Result<Vec<MemoryItem>, Failure> {
-    let chunk = if search.filter.is_empty() { search.limit } else { (search.limit * 4).clamp(64, 1_000) };
+    let pushed = pushed_down(search);
+    let exact = pushed.len() == search.filter.conditions.len();
+    let (driver, rarest, text_drives) = match &search.query {
+        None => (selective_condition(client, tenant, search).await?, String::new(), false),
+        Some(query) => {
+            let (rarest, rare) = rarest_term(client, tenant, query).await?;
+            (None, rarest, rare || search.order == SearchOrder::Relevance)
+        }
+    };
+    let chunk = if exact { search.limit } else { (search.limit * 4).clamp(64, 1_000) };
     let mut after: Option<(i64, String, String)> = search
         .cursor
         .as_ref()
@@ -243,18 +385,57 @@ async fn search_in<C: GenericClient>(
     loop {
         let mut params = Params::default();
         let tenant_is = params.push(tenant.to_owned());
-        let within = within_prefix(&search.prefix, &mut params);
+        // A driving index's rows are cut to the prefix before the join, which then
+        // looks items up by key (offering the planner the prefix on `m` as well lets
+        // it pick a range scan per match when its estimates are off).
+        let mut within: Option<String> = None;
         let live = live(now, &mut params);
+        let mut from = "memory_items AS m".to_owned();
         let (text, score) = match &search.query {
             Some(query) => {
-                let terms = params.push(query.terms().to_vec());
-                (
-                    format!(" AND m.terms @> {terms}::text[]"),
-                    format!("(SELECT count(*) FROM unnest(m.terms) AS t (term) WHERE t.term = ANY({terms}::text[]))"),
-                )
+                let (terms, count) = (params.push(query.terms().to_vec()), params.push(query.terms().len() as i64));
+                if text_drives {
+                    // The items holding the rarest term (in the prefix), then every term,
+                    // with their summed occurrences.
+                    let hits_within = within_prefix_on("r.namespace", &search.prefix, &mut params);
+                    let rarest = params.push(rarest.clone());
+                    within = Some("true".to_owned());
+                    from = format!(
+                        "(SELECT x.namespace, x.key, sum(x.occurrences)::bigint AS hits \
+                         FROM memory_terms AS r JOIN memory_terms AS x ON x.tenant = r.tenant \
+                         AND x.namespace = r.namespace AND x.key = r.key AND x.term = ANY({terms}::text[]) \
+                         WHERE r.tenant = {tenant_is} AND r.term = {rarest} AND {hits_within} \
+                         GROUP BY x.namespace, x.key HAVING count(*) = {count}) AS hit JOIN memory_items AS m \
+                         ON m.tenant = {tenant_is} AND m.namespace = hit.namespace AND m.key = hit.key"
+                    );
+                    (String::new(), "hit.hits".to_owned())
+                } else {
+                    // Per walked row: its occurrences of the terms, NULL unless it holds all.
+                    let probe = format!(
+                        "(SELECT sum(x.occurrences)::bigint FROM memory_terms AS x WHERE x.tenant = m.tenant \
+                         AND x.namespace = m.namespace AND x.key = m.key AND x.term = ANY({terms}::text[]) \
+                         HAVING count(*) = {count})"
+                    );
+                    (format!(" AND {probe} IS NOT NULL"), probe)
+                }
             }
             None => (String::new(), "0::bigint".to_owned()),
         };
+        let mut tested = String::new();
+        for (field, alternatives) in &pushed {
+            if driver.as_deref() == Some(*field) {
+                let condition = field_condition(field, alternatives, "f", &mut params);
+                let matches_within = within_prefix_on("f.namespace", &search.prefix, &mut params);
+                within = Some("true".to_owned());
+                from = format!(
+                    "memory_fields AS f JOIN memory_items AS m \
+                     ON m.tenant = f.tenant AND m.namespace = f.namespace AND m.key = f.key AND f.tenant = {tenant_is} \
+                     AND {condition} AND {matches_within}"
+                );
+            } else {
+                tested.push_str(&format!(" AND {}", field_probe(field, alternatives, &mut params)));
+            }
+        }
         let rank = match search.order {
             SearchOrder::Key => "0::bigint",
             SearchOrder::UpdatedAt => "s.updated_at",
@@ -280,10 +461,11 @@ async fn search_in<C: GenericClient>(
             SearchOrder::UpdatedAt => "s.updated_at DESC, s.namespace, s.key",
             SearchOrder::Relevance => "s.score DESC, s.namespace, s.key",
         };
+        let within = within.unwrap_or_else(|| within_prefix(&search.prefix, &mut params));
         let limit = params.push(limit_column(chunk));
         let sql = format!(
-            "SELECT s.*, {rank} FROM (SELECT {ITEM_COLUMNS}, {score} AS score FROM memory_items AS m \
-             WHERE m.tenant = {tenant_is} AND {within} AND {live}{text}) AS s {resume} ORDER BY {order} LIMIT {limit}"
+            "SELECT s.*, {rank} FROM (SELECT {ITEM_COLUMNS}, {score} AS score FROM {from} \
+             WHERE m.tenant = {tenant_is} AND {within} AND {live}{text}{tested}) AS s {resume} ORDER BY {order} LIMIT {limit}"
         );
         let rows = client.query(&client.prepare_cached(&sql).await?, &params.refs()).await?;
         for row in &rows {

@@ -52,6 +52,8 @@ pub const TENANT_TABLES: &[&str] = &[
     "idempotency_keys",
     "tenants",
     "memory_items",
+    "memory_terms",
+    "memory_fields",
     "memory_usage",
 ];
 
@@ -222,13 +224,17 @@ CREATE POLICY tenant_registers_itself ON tenants FOR INSERT
 "#;
 
 /// Scoped memory (R-M1, R-M2). `memory_items.value` is the item's exact text (never
-/// jsonb, R-C9). `terms` holds the item's full-text terms as berth's one tokenizer
-/// produced them (`berth_catalog::scoped::value_terms`, repeats kept for relevance),
-/// matched with `@>` through a GIN index (which cannot lead with the tenant without the
-/// `btree_gin` extension: the tenant is a filter on its matches, and the policy
-/// applies). `memory_usage` is the tenant's item count and bytes; every memory write
+/// jsonb, R-C9). `memory_terms` is the full-text index: one row per distinct term of an
+/// item as berth's one tokenizer produced them (`berth_catalog::scoped::value_terms`),
+/// with its number of occurrences (relevance is their sum over the query's terms). Not
+/// a `text[]` column under GIN: `@>` (`arraycontains`) is not leakproof, so under
+/// row-level security PostgreSQL may not use an index for it and reads every row of the
+/// table; text equality is leakproof, so `(tenant, term)` is a B-tree range.
+/// `memory_fields` indexes each item's top-level scalar fields for filters
+/// (`fields.rs`: numbers by `Decimal::sort_key`, so ranges are exact) and goes with its
+/// item. `memory_usage` is the tenant's item count and bytes; every memory write
 /// locks it first (quotas are checked under that lock, and it orders concurrent
-/// writers of a tenant). Both tables carry the tenant policy of V3.
+/// writers of a tenant). Every one of these tables carries the tenant policy of V3.
 const V4: &str = r#"
 CREATE TABLE memory_items (
     tenant     text COLLATE "C" NOT NULL,
@@ -242,13 +248,34 @@ CREATE TABLE memory_items (
     ttl_ms     bigint,
     bound_to   text COLLATE "C",
     bytes      bigint NOT NULL,
-    terms      text[] COLLATE "C" NOT NULL,
     PRIMARY KEY (tenant, namespace, key)
 );
 CREATE INDEX memory_items_by_updated ON memory_items (tenant, updated_at DESC, namespace, key);
 CREATE INDEX memory_items_by_expiry ON memory_items (tenant, expires_at) WHERE expires_at IS NOT NULL;
 CREATE INDEX memory_items_by_session ON memory_items (tenant, bound_to) WHERE bound_to IS NOT NULL;
-CREATE INDEX memory_items_by_term ON memory_items USING gin (terms);
+
+CREATE TABLE memory_terms (
+    tenant      text COLLATE "C" NOT NULL,
+    term        text COLLATE "C" NOT NULL,
+    namespace   text COLLATE "C" NOT NULL,
+    key         text COLLATE "C" NOT NULL,
+    occurrences bigint NOT NULL CHECK (occurrences >= 1),
+    PRIMARY KEY (tenant, term, namespace, key),
+    FOREIGN KEY (tenant, namespace, key) REFERENCES memory_items (tenant, namespace, key) ON DELETE CASCADE
+);
+CREATE INDEX memory_terms_by_item ON memory_terms (tenant, namespace, key, term);
+
+CREATE TABLE memory_fields (
+    tenant    text COLLATE "C" NOT NULL,
+    namespace text COLLATE "C" NOT NULL,
+    key       text COLLATE "C" NOT NULL,
+    field     text COLLATE "C" NOT NULL,
+    kind      text NOT NULL CHECK (kind IN ('n', 's', 'b', 'z')),
+    sort      text COLLATE "C" NOT NULL,
+    PRIMARY KEY (tenant, namespace, key, field),
+    FOREIGN KEY (tenant, namespace, key) REFERENCES memory_items (tenant, namespace, key) ON DELETE CASCADE
+);
+CREATE INDEX memory_fields_by_value ON memory_fields (tenant, field, kind, sort);
 
 CREATE TABLE memory_usage (
     tenant text COLLATE "C" PRIMARY KEY,
@@ -260,7 +287,7 @@ DO $$
 DECLARE
     name text;
 BEGIN
-    FOREACH name IN ARRAY ARRAY['memory_items', 'memory_usage'] LOOP
+    FOREACH name IN ARRAY ARRAY['memory_items', 'memory_terms', 'memory_fields', 'memory_usage'] LOOP
         EXECUTE format('ALTER TABLE %I ENABLE ROW LEVEL SECURITY', name);
         EXECUTE format('ALTER TABLE %I FORCE ROW LEVEL SECURITY', name);
         EXECUTE format('CREATE POLICY tenant_isolation ON %I USING (%s) WITH CHECK (%s)', name,

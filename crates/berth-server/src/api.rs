@@ -324,7 +324,7 @@ pub async fn reopen_session(
 
 // ----- events ---------------------------------------------------------------------------
 
-/// Reads a range of events.
+/// Reads a range of events, or the events at given seqs (`seqs=`).
 #[utoipa::path(get, path = "/v1/sessions/{id}/events", tag = "events",
     params(("id" = berth_api::sessions::Id, Path, description = "session id"), ReadParams),
     responses((status = 200, body = EventPage), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody)),
@@ -335,6 +335,9 @@ pub async fn read_events(
     SessionPath(id): SessionPath,
     StrictQuery(params): StrictQuery<ReadParams>,
 ) -> ApiResult<Response> {
+    if let Some(seqs) = params.seqs.as_deref() {
+        return read_events_at(&state, principal, id, seqs, &params).await;
+    }
     let limit = page_size(params.limit.unwrap_or(PAGE_SIZE_MAX as u64))?;
     let page = match (params.from, params.before) {
         // Both: the range [from, before), read forward from `from`.
@@ -355,6 +358,31 @@ pub async fn read_events(
         }
     };
     Ok(json(StatusCode::OK, &page))
+}
+
+/// `GET …/events?seqs=3,17,40`: a point read by position. Only the seqs in
+/// `[from, before)` are read, at most the first `limit` of them (so every schema-valid
+/// combination is served); more than `READ_SEQS_MAX` distinct seqs left is 422, a seq at
+/// or past the end 404 with `actual` = that seq.
+async fn read_events_at(
+    state: &Shared,
+    principal: berth_service::Principal,
+    id: SessionId,
+    seqs: &str,
+    params: &ReadParams,
+) -> ApiResult<Response> {
+    let Some(mut seqs) = berth_api::events::parse_seqs(seqs) else {
+        return Err(ApiError::bad_request("seqs: comma-separated seqs (decimal integers), e.g. seqs=3,17,40"));
+    };
+    let (from, before) = (params.from.unwrap_or(0), params.before.unwrap_or(u64::MAX));
+    seqs.retain(|seq| (from..before).contains(seq));
+    if let Some(limit) = params.limit {
+        seqs.truncate(usize::try_from(page_size(limit)?).unwrap_or(usize::MAX));
+    }
+    let events = call(state, |s| async move { s.read_seqs(&principal, &id, &seqs).await }).await?;
+    let first_seq = events.first().map_or(params.from.unwrap_or(0), |event| event.seq.get());
+    let next_seq = events.last().map_or(first_seq, |event| event.seq.get() + 1);
+    Ok(json(StatusCode::OK, &EventPage { events: wire::events(&events), next_seq, first_seq }))
 }
 
 /// Appends a batch (durable when answered). `expected_seq` makes a retry idempotent:

@@ -84,6 +84,9 @@ impl ApiError {
             Error::IdempotencyKeyReused { first_seq, .. } => {
                 api.body.actual = Some(*first_seq);
             }
+            // A point read's seq at or past the log's end (the session's own id is never
+            // echoed; this is a position the caller asked for).
+            Error::NotFound { what: "event", id } => api.body.actual = id.parse().ok(),
             Error::Terminal { state } => api.body.state = Some(state.clone()),
             Error::RunNotAttached { run, .. } => api.body.run = Some(run.clone()),
             Error::RateLimited { retry_after_s } => api.retry_after_s = Some((*retry_after_s).max(1)),

@@ -40,7 +40,7 @@ pub async fn put_memory(
 /// One live item.
 #[utoipa::path(get, path = "/v1/memory/items", tag = "memory", params(MemoryItemParams),
     responses((status = 200, body = MemoryItemBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
-        (status = 422, body = ErrorBody)),
+        (status = 413, body = ErrorBody), (status = 422, body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn get_memory(
     State(state): State<Shared>,
@@ -56,7 +56,7 @@ pub async fn get_memory(
 /// Deletes one item; answers with what was deleted.
 #[utoipa::path(delete, path = "/v1/memory/items", tag = "memory", params(DeleteMemoryParams),
     responses((status = 200, body = MemoryItemBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
-        (status = 412, body = ErrorBody), (status = 422, body = ErrorBody)),
+        (status = 412, body = ErrorBody), (status = 413, body = ErrorBody), (status = 422, body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn delete_memory(
     State(state): State<Shared>,
@@ -72,7 +72,7 @@ pub async fn delete_memory(
 
 /// Items within a namespace matching a filter and a full-text query, one page.
 #[utoipa::path(post, path = "/v1/memory/search", tag = "memory", request_body = MemorySearchBody,
-    responses((status = 200, body = MemoryPageBody), (status = 403, body = ErrorBody), (status = 422, body = ErrorBody)),
+    responses((status = 200, body = MemoryPageBody), (status = 403, body = ErrorBody), (status = 413, body = ErrorBody), (status = 422, body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn search_memory(
     State(state): State<Shared>,
@@ -86,7 +86,7 @@ pub async fn search_memory(
 
 /// The namespaces of live items within a prefix, cut to a depth, one page.
 #[utoipa::path(get, path = "/v1/memory/namespaces", tag = "memory", params(NamespaceParams),
-    responses((status = 200, body = NamespacePageBody), (status = 403, body = ErrorBody), (status = 422, body = ErrorBody)),
+    responses((status = 200, body = NamespacePageBody), (status = 403, body = ErrorBody), (status = 413, body = ErrorBody), (status = 422, body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn list_namespaces(
     State(state): State<Shared>,
@@ -100,7 +100,7 @@ pub async fn list_namespaces(
 
 /// Deletes exactly one scope, or a namespace inside one, with one audit record.
 #[utoipa::path(post, path = "/v1/memory/forget", tag = "memory", request_body = ForgetBody,
-    responses((status = 200, body = ForgetReportBody), (status = 403, body = ErrorBody), (status = 422, body = ErrorBody)),
+    responses((status = 200, body = ForgetReportBody), (status = 403, body = ErrorBody), (status = 413, body = ErrorBody), (status = 422, body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn forget_memory(
     State(state): State<Shared>,
@@ -126,7 +126,7 @@ pub async fn memory_usage(State(state): State<Shared>, Caller(principal): Caller
 /// Exports a namespace (or, for service and admin keys, every namespace) as JSONL.
 #[utoipa::path(get, path = "/v1/memory/export", tag = "memory", params(MemoryExportParams),
     responses((status = 200, description = "a header line, then one item per line", content((String = "application/x-ndjson"))),
-        (status = 403, body = ErrorBody), (status = 422, body = ErrorBody)),
+        (status = 403, body = ErrorBody), (status = 413, body = ErrorBody), (status = 422, body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn export_memory(
     State(state): State<Shared>,

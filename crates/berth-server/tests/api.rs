@@ -200,6 +200,73 @@ async fn events_before_a_seq_over_http() {
     assert_eq!(alice.read_before(&sid("long"), 0, 10).await.unwrap(), []);
 }
 
+/// `GET …/events?seqs=…`: a point read by position. The events at the seqs asked, each
+/// once, ascending; a seq at or past the end is 404 `not_found` with `actual` = that seq
+/// (as is every seq on another tenant's session: the session's 404); more than
+/// `READ_SEQS_MAX` distinct seqs is 422 `page_size`, nothing read; text that is not
+/// comma-separated digits is 400. `from` / `before` / `limit` narrow the seqs read.
+#[tokio::test]
+async fn events_at_given_seqs_over_http() {
+    let server = TestServer::start().await;
+    let alice = server.client(&server.key("acme", "alice", None, Role::User));
+    let mallory = server.client(&server.key("other", "mallory", None, Role::User));
+    alice.create(&CreateSession { id: Some(sid("points")), ..CreateSession::default() }).await.unwrap();
+    let attach = AttachRequest { run_id: Some(rid("run-1")), ..AttachRequest::default() };
+    alice.attach(&sid("points"), &attach).await.unwrap();
+    for _ in 0..2 {
+        let (status, _) =
+            raw(&alice, Method::POST, "/v1/sessions/points/events", Some(common::events_body(Some("run-1"), 700)))
+                .await;
+        assert_eq!(status, 200);
+    }
+    let seqs = |page: &Value| -> Vec<u64> {
+        page["events"].as_array().unwrap().iter().map(|event| event["seq"].as_u64().unwrap()).collect()
+    };
+    let bounds = |page: &Value| (page["first_seq"].as_u64(), page["next_seq"].as_u64());
+    let (status, page) = raw(&alice, Method::GET, "/v1/sessions/points/events?seqs=1399,3,40,3,41,0", None).await;
+    assert_eq!(status, 200);
+    assert_eq!((seqs(&page), bounds(&page)), (vec![0, 3, 40, 41, 1399], (Some(0), Some(1400))));
+    let (_, forward) = raw(&alice, Method::GET, "/v1/sessions/points/events?from=40&limit=2", None).await;
+    assert_eq!(page["events"][2], forward["events"][0], "a point read answers the same event as a range read");
+    let (_, page) = raw(&alice, Method::GET, "/v1/sessions/points/events?seqs=5,6,7,8&from=6&before=8", None).await;
+    assert_eq!((seqs(&page), bounds(&page)), (vec![6, 7], (Some(6), Some(8))));
+    let (_, page) = raw(&alice, Method::GET, "/v1/sessions/points/events?seqs=9,5,7&limit=2", None).await;
+    assert_eq!(seqs(&page), vec![5, 7]);
+    let (_, page) = raw(&alice, Method::GET, "/v1/sessions/points/events?seqs=9&from=10", None).await;
+    assert_eq!((seqs(&page), bounds(&page)), (vec![], (Some(10), Some(10))));
+
+    // Past the end: the first missing seq, and nothing else is answered.
+    for (query, missing) in
+        [("seqs=2,1400", 1400), ("seqs=1401,5000", 1401), ("seqs=99999999999999999999999", i64::MAX as u64)]
+    {
+        let (status, body) = raw(&alice, Method::GET, &format!("/v1/sessions/points/events?{query}"), None).await;
+        assert_eq!(
+            (status, body["code"].as_str(), body["actual"].as_u64()),
+            (404, Some("not_found"), Some(missing)),
+            "{query}"
+        );
+    }
+    // The count bound, and malformed text.
+    let many = (0..=berth_core::limits::PAGE_SIZE_MAX as u64).map(|seq| seq.to_string()).collect::<Vec<_>>().join(",");
+    let (status, body) = raw(&alice, Method::GET, &format!("/v1/sessions/points/events?seqs={many}"), None).await;
+    assert_eq!(
+        (status, body["code"].as_str(), body["limit_name"].as_str(), body["limit"].as_u64()),
+        (422, Some("limit_exceeded"), Some("page_size"), Some(1000))
+    );
+    let just_enough =
+        (0..berth_core::limits::PAGE_SIZE_MAX as u64).map(|seq| seq.to_string()).collect::<Vec<_>>().join(",");
+    let (status, page) =
+        raw(&alice, Method::GET, &format!("/v1/sessions/points/events?seqs={just_enough}"), None).await;
+    assert_eq!((status, seqs(&page).len()), (200, 1000));
+    for bad in ["seqs=", "seqs=1,,2", "seqs=-1", "seqs=a", "seqs=1%2C2%2C"] {
+        let (status, body) = raw(&alice, Method::GET, &format!("/v1/sessions/points/events?{bad}"), None).await;
+        assert_eq!((status, body["code"].as_str()), (400, Some("invalid")), "{bad}");
+    }
+    // Another tenant's session is the session's 404, whatever the seqs.
+    let (status, body) = raw(&mallory, Method::GET, "/v1/sessions/points/events?seqs=1", None).await;
+    assert_eq!((status, body["actual"].as_u64()), (404, None));
+}
+
 #[tokio::test]
 async fn error_bodies_carry_stable_codes_and_statuses() {
     let server = TestServer::start().await;

@@ -35,6 +35,17 @@ impl SessionService {
         events
     }
 
+    /// The events at the given seqs, each once, ascending (a point read by position):
+    /// at most `berth_store::READ_SEQS_MAX` distinct seqs (`LimitExceeded` above), each
+    /// below the log's end (`Invalid` naming the first that is not). Authorized like `read`.
+    pub async fn read_seqs(&self, principal: &Principal, id: &SessionId, seqs: &[u64]) -> Result<Vec<Event>> {
+        let record = self.load(principal, id, "read").await?;
+        let handle = self.store.open(&record.key(), Access::Read).await?;
+        let events = handle.read_seqs(seqs).await;
+        let _ = handle.close().await;
+        events
+    }
+
     pub async fn append(&self, principal: &Principal, id: &SessionId, request: AppendRequest) -> Result<AppendOutcome> {
         let idempotency_key = check_append_request(&request)?;
         if !request.memory.is_empty() {

@@ -14,6 +14,7 @@ use crate::error::{is_unique_violation, Failure};
 use crate::SqliteCatalog;
 use async_trait::async_trait;
 use berth_catalog::audit::AuditEntry;
+use berth_catalog::scoped::fields;
 use berth_catalog::scoped::{self, ForgetAudit, ForgetOutcome, MemoryItem, MemoryPut, MemoryQuota, MemorySearch};
 use berth_catalog::scoped::{MemoryStore, MemoryUsage, Namespace, NamespaceQuery, SearchOrder, TextQuery};
 use berth_core::{Error, JsonText, Result, SessionId, TenantId, Timestamp};
@@ -29,6 +30,12 @@ const ITEM_COLUMNS: &str =
 /// fewer are read whole (by the full-text index) and sorted here; more are found by
 /// walking the ordered index and testing each row's membership, stopping at `limit`.
 const FEW_TEXT_MATCHES: i64 = 2_000;
+
+/// Likewise for a filter condition the field index answers (`fields.rs`).
+const FEW_FIELD_MATCHES: i64 = 2_000;
+
+/// A prefix with fewer items is sorted by `updated_at` rather than walked in its order.
+const SMALL_PREFIX: i64 = 2_000;
 
 fn corrupt(what: &str) -> Failure {
     Failure::Corrupt(format!("stored memory item has an invalid {what}"))
@@ -186,6 +193,15 @@ fn write_item(
             transaction.last_insert_rowid()
         }
     };
+    if replacing.is_some() {
+        transaction.prepare_cached("DELETE FROM memory_fields WHERE item = ?1")?.execute([id])?;
+    }
+    let mut insert_field = transaction.prepare_cached(
+        "INSERT OR REPLACE INTO memory_fields (item, tenant, field, kind, sort) VALUES (?1, ?2, ?3, ?4, ?5)",
+    )?;
+    for (field, kind, sort) in fields::value_fields(&item.value) {
+        insert_field.execute((id, tenant.as_str(), field, kind, sort))?;
+    }
     let terms = scoped::value_terms(&item.value);
     if !terms.is_empty() {
         transaction
@@ -255,7 +271,20 @@ fn limit_column(limit: usize) -> i64 {
     i64::try_from(limit).unwrap_or(i64::MAX)
 }
 
-/// One search page (see the module docs for the two plans).
+/// Where a search page's rows come from.
+enum Driver<'a> {
+    /// The ordered index of the prefix, from the cursor (testing the query's terms by
+    /// membership when `text` is given).
+    Order { text: Option<&'a str> },
+    /// The few items holding the query's terms (`memory_terms`), sorted by SQLite.
+    Text(&'a str),
+    /// The few items a pushed-down condition on this field matches (`memory_fields`).
+    Field(&'a str),
+}
+
+/// One search page: from the few matches of a selective full-text query or filter
+/// condition when there is one (sorted by SQLite), else by walking the ordered index.
+/// Relevance needs every match's score: the matches are scored here.
 fn search_in(
     connection: &Connection,
     tenant: &TenantId,
@@ -264,23 +293,97 @@ fn search_in(
 ) -> Result<Vec<MemoryItem>, Failure> {
     if let Some(query) = &search.query {
         let expression = match_expression(query);
-        let few = search.order == SearchOrder::Relevance || {
-            let matches: i64 = connection
-                .prepare_cached("SELECT count(*) FROM memory_terms WHERE memory_terms MATCH ?1")?
-                .query_row([expression.as_str()], |row| row.get(0))?;
-            matches <= FEW_TEXT_MATCHES
-        };
-        if few {
-            return search_by_text(connection, tenant, search, query, &expression, now);
+        if search.order == SearchOrder::Relevance {
+            return search_by_relevance(connection, tenant, search, query, &expression, now);
         }
-        return search_in_order(connection, tenant, search, Some(&expression), now);
+        let matches: i64 = connection
+            .prepare_cached("SELECT count(*) FROM memory_terms WHERE memory_terms MATCH ?1")?
+            .query_row([expression.as_str()], |row| row.get(0))?;
+        let driver = if matches <= FEW_TEXT_MATCHES {
+            Driver::Text(&expression)
+        } else {
+            Driver::Order { text: Some(&expression) }
+        };
+        return search_in_order(connection, tenant, search, driver, now);
     }
-    search_in_order(connection, tenant, search, None, now)
+    match selective_condition(connection, tenant, search)? {
+        Some(field) => search_in_order(connection, tenant, search, Driver::Field(&field), now),
+        None => search_in_order(connection, tenant, search, Driver::Order { text: None }, now),
+    }
+}
+
+/// A pushed-down condition as SQL over `memory_fields` aliased `f`.
+fn field_condition(
+    tenant: &TenantId,
+    field: &str,
+    alternatives: &[fields::Alternative],
+    f: &str,
+    params: &mut Params,
+) -> String {
+    let (tenant_is, field_is) = (params.push(tenant.as_str().to_owned()), params.push(field.to_owned()));
+    let alternatives: Vec<String> = alternatives
+        .iter()
+        .map(|alternative| {
+            let (kind, sort) = (params.push(alternative.kind.to_owned()), params.push(alternative.sort.clone()));
+            format!("({f}.kind = {kind} AND {f}.sort {} {sort})", alternative.op)
+        })
+        .collect();
+    let any = if alternatives.is_empty() { "0".to_owned() } else { alternatives.join(" OR ") };
+    format!("{f}.tenant = {tenant_is} AND {f}.field = {field_is} AND ({any})")
+}
+
+/// The filter's conditions that the field index can answer.
+fn pushed_down(search: &MemorySearch) -> Vec<(&str, Vec<fields::Alternative>)> {
+    let conditions = search.filter.conditions.iter();
+    conditions.filter_map(|c| fields::pushdown(c).map(|alternatives| (c.field.as_str(), alternatives))).collect()
+}
+
+/// The pushed-down condition matching the fewest items, if fewer than
+/// `FEW_FIELD_MATCHES` (counted through the index, at most that many entries each).
+fn selective_condition(
+    connection: &Connection,
+    tenant: &TenantId,
+    search: &MemorySearch,
+) -> Result<Option<String>, Failure> {
+    let mut best: Option<(i64, String)> = None;
+    for (field, alternatives) in pushed_down(search) {
+        let mut params = Params::default();
+        let condition = field_condition(tenant, field, &alternatives, "f", &mut params);
+        let sql = format!(
+            "SELECT count(*) FROM (SELECT 1 FROM memory_fields AS f WHERE {condition} LIMIT {})",
+            params.push(FEW_FIELD_MATCHES)
+        );
+        let count: i64 =
+            connection.prepare_cached(&sql)?.query_row(params_from_iter(params.0.iter()), |row| row.get(0))?;
+        if count < FEW_FIELD_MATCHES && best.as_ref().is_none_or(|(fewest, _)| count < *fewest) {
+            best = Some((count, field.to_owned()));
+        }
+    }
+    Ok(best.map(|(_, field)| field))
+}
+
+/// Does the prefix hold at least `at_least` items (live or not)? Counted through the
+/// key index, reading at most that many entries.
+fn prefix_holds(
+    connection: &Connection,
+    tenant: &TenantId,
+    prefix: &Namespace,
+    at_least: i64,
+) -> Result<bool, Failure> {
+    let mut params = Params::default();
+    let tenant_is = params.push(tenant.as_str().to_owned());
+    let within = within_prefix(prefix, &mut params);
+    let sql = format!(
+        "SELECT count(*) FROM (SELECT 1 FROM memory_items AS m WHERE m.tenant = {tenant_is} AND {within} LIMIT {})",
+        params.push(at_least)
+    );
+    let count: i64 = connection.prepare_cached(&sql)?.query_row(params_from_iter(params.0.iter()), |row| row.get(0))?;
+    Ok(count >= at_least)
 }
 
 /// Every live item in the prefix holding the query's terms, read through the full-text
-/// index and paged here (any order; relevance needs every match's score anyway).
-fn search_by_text(
+/// index, scored from the stored terms and paged here.
+fn search_by_relevance(
     connection: &Connection,
     tenant: &TenantId,
     search: &MemorySearch,
@@ -312,18 +415,34 @@ fn search_by_text(
     Ok(scored.into_iter().map(|(item, _)| item).collect())
 }
 
-/// Walks the prefix in the search's order (key or updated) from the cursor, keeping
-/// the rows that pass the filter (and hold the query's terms: `text`), until `limit`.
+/// The rows of `driver` in the search's order (key or updated) from the cursor, keeping
+/// those that pass the filter, until `limit`.
 fn search_in_order(
     connection: &Connection,
     tenant: &TenantId,
     search: &MemorySearch,
-    text: Option<&str>,
+    driver: Driver<'_>,
     now: Timestamp,
 ) -> Result<Vec<MemoryItem>, Failure> {
     let mut params = Params::default();
+    let pushed = pushed_down(search);
+    let mut conditions = Vec::new();
+    let from = match &driver {
+        Driver::Order { .. } => "memory_items AS m".to_owned(),
+        Driver::Text(expression) => {
+            conditions.push(format!("memory_terms MATCH {}", params.push(expression.to_string())));
+            "memory_terms AS x CROSS JOIN memory_items AS m ON m.id = x.rowid".to_owned()
+        }
+        Driver::Field(field) => {
+            let (_, alternatives) = pushed.iter().find(|(name, _)| name == field).expect("a pushed-down field");
+            conditions.push(field_condition(tenant, field, alternatives, "f", &mut params));
+            // `CROSS JOIN` keeps SQLite from walking the whole prefix instead.
+            "memory_fields AS f CROSS JOIN memory_items AS m ON m.id = f.item".to_owned()
+        }
+    };
     let tenant_is = params.push(tenant.as_str().to_owned());
-    let mut conditions = vec![format!("m.tenant = {tenant_is}"), within_prefix(&search.prefix, &mut params)];
+    conditions.push(format!("m.tenant = {tenant_is}"));
+    conditions.push(within_prefix(&search.prefix, &mut params));
     conditions.push(live(now, &mut params));
     if let Some(cursor) = &search.cursor {
         let (namespace, key) = (params.push(cursor.namespace.clone()), params.push(cursor.key.clone()));
@@ -337,18 +456,36 @@ fn search_in_order(
             _ => format!("(m.namespace, m.key) > ({namespace}, {key})"),
         });
     }
-    if let Some(expression) = text {
+    if let Driver::Order { text: Some(expression) } = driver {
         // `+` keeps the planner walking the ordered index (the set is built once).
         let matching = params.push(expression.to_owned());
         conditions.push(format!("+m.id IN (SELECT rowid FROM memory_terms WHERE memory_terms MATCH {matching})"));
+    }
+    for (field, alternatives) in &pushed {
+        if matches!(driver, Driver::Field(driving) if driving == *field) {
+            continue;
+        }
+        // Tested per row through the field index's key: cheaper than reading the value.
+        let condition = field_condition(tenant, field, alternatives, "g", &mut params);
+        conditions.push(format!("EXISTS (SELECT 1 FROM memory_fields AS g WHERE g.item = m.id AND {condition})"));
     }
     let order = match search.order {
         SearchOrder::UpdatedAt => "m.updated_at DESC, m.namespace, m.key",
         _ => "m.namespace, m.key",
     };
-    let mut sql =
-        format!("SELECT {ITEM_COLUMNS} FROM memory_items AS m WHERE {} ORDER BY {order}", conditions.join(" AND "));
-    if search.filter.is_empty() {
+    // A small prefix is read whole and sorted; in a large one, walking the updated
+    // index stops after `limit` items instead of sorting the prefix.
+    let from = match (&driver, search.order) {
+        (Driver::Order { .. }, SearchOrder::UpdatedAt)
+            if prefix_holds(connection, tenant, &search.prefix, SMALL_PREFIX)? =>
+        {
+            format!("{from} INDEXED BY memory_items_by_updated")
+        }
+        _ => from,
+    };
+    let mut sql = format!("SELECT {ITEM_COLUMNS} FROM {from} WHERE {} ORDER BY {order}", conditions.join(" AND "));
+    // Pushed-down conditions are exact: with only those, SQL's count is the page's.
+    if pushed.len() == search.filter.conditions.len() {
         sql.push_str(&format!(" LIMIT {}", params.push(limit_column(search.limit))));
     }
     let mut statement = connection.prepare_cached(&sql)?;

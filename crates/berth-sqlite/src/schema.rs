@@ -125,7 +125,9 @@ CREATE TABLE idempotency_keys (
 /// row): the terms are split and lowercased in Rust, and the `ascii` tokenizer keeps
 /// each such term as exactly one token (it splits only at ASCII non-alphanumerics, which
 /// a term never contains), so a match is exactly the reference's "every query term
-/// occurs". `memory_usage` is the tenant's item count and bytes, changed in the same
+/// occurs". `memory_fields` indexes each item's top-level scalar fields for filters
+/// (`fields.rs`: numbers by `Decimal::sort_key`, so ranges are exact), and goes with its
+/// item (`ON DELETE CASCADE`). `memory_usage` is the tenant's item count and bytes, changed in the same
 /// transaction as every item (quotas read one row). Indexes: the key order within a
 /// tenant is the unique key; the updated order, the expiry sweep and the items bound to
 /// a session each have one.
@@ -154,6 +156,15 @@ CREATE TABLE memory_usage (
     bytes  INTEGER NOT NULL
 ) STRICT, WITHOUT ROWID;
 CREATE VIRTUAL TABLE memory_terms USING fts5(terms, detail = 'none', columnsize = 0, tokenize = 'ascii');
+CREATE TABLE memory_fields (
+    item   INTEGER NOT NULL REFERENCES memory_items (id) ON DELETE CASCADE,
+    tenant TEXT    NOT NULL,
+    field  TEXT    NOT NULL,
+    kind   TEXT    NOT NULL CHECK (kind IN ('n', 's', 'b', 'z')),
+    sort   TEXT    NOT NULL,
+    PRIMARY KEY (item, field)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX memory_fields_by_value ON memory_fields (tenant, field, kind, sort);
 ";
 
 /// Brings the database to `SCHEMA_VERSION` inside one `BEGIN IMMEDIATE` transaction:

@@ -271,3 +271,89 @@ async fn activity_updates_are_relaxed_and_leave_the_connection_full() {
         lock(&catalog.shared.writer).query_row("PRAGMA synchronous", [], |row| row.get(0)).expect("pragma");
     assert_eq!(synchronous, 2, "every other write is FULL again");
 }
+
+/// Past the thresholds where a search walks the ordered index (common terms, common
+/// filter values, a large prefix in updated order) instead of reading the few matches
+/// through the field or full-text index, every plan returns exactly the reference's
+/// pages (the conformance suite's populations are small, so they take the other plans).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_search_plans_at_scale_match_the_reference() {
+    use berth_catalog::scoped::{Condition, Filter, FilterOp, MemoryItem, MemoryQuota, MemorySearch, MemoryStore};
+    use berth_catalog::scoped::{Namespace, SearchOrder, TextQuery};
+    use berth_core::JsonText;
+    let catalog = SqliteCatalog::open_in_memory().expect("open");
+    let tenant = TenantId::parse("t").expect("tenant");
+    let namespaces = ["user/a", "user/a/x", "user/ab", "user/a/x/y"];
+    let items: Vec<MemoryItem> = (0..3_000u64)
+        .map(|i| {
+            let value = format!(
+                r#"{{"kind":"k{}","n":{}{},"s":"{}","b":{},"text":"w{} {}"}}"#,
+                i % 3,
+                i % 7,
+                if i % 2 == 0 { ".0" } else { "" },
+                ["a", "b", "B", "é"][(i % 4) as usize],
+                i % 5 == 0,
+                i % 11,
+                if i % 2 == 0 { "common" } else { "other" }
+            );
+            MemoryItem {
+                namespace: Namespace::parse(namespaces[(i % 4) as usize]).expect("namespace"),
+                key: format!("k{:05}", (i * 7919) % 3_000),
+                value: JsonText::parse(&value).expect("value"),
+                revision: 1,
+                created_at: Timestamp(i),
+                updated_at: Timestamp((i * 37) % 500),
+                expires_at: (i % 13 == 0).then_some(Timestamp(10)),
+                ttl_ms: None,
+                bound_to: None,
+            }
+        })
+        .collect();
+    catalog.memory_import_many(&tenant, items.clone(), &MemoryQuota::default()).await.expect("seed");
+    let now = Timestamp(100);
+    let condition = |field: &str, op, operand: &str| {
+        Filter::new(vec![Condition { field: field.into(), op, operand: JsonText::parse(operand).expect("operand") }])
+            .expect("filter")
+    };
+    let filters = [
+        Filter::default(),
+        condition("kind", FilterOp::Eq, r#""k1""#),
+        condition("n", FilterOp::Gte, "3"),
+        condition("n", FilterOp::Eq, "6e0"),
+        condition("n", FilterOp::In, "[1, 2.0]"),
+        condition("s", FilterOp::Lt, r#""b""#),
+        condition("b", FilterOp::Eq, "true"),
+        condition("s", FilterOp::Ne, r#""a""#),
+        // Past the field threshold: walked, tested through the index per row.
+        condition("n", FilterOp::Gte, "0"),
+        condition("kind", FilterOp::In, r#"["k0", "k1", "k9"]"#),
+    ];
+    for prefix in ["user/a", "user/a/x"] {
+        for filter in &filters {
+            for (query, order) in [
+                (None, SearchOrder::Key),
+                (None, SearchOrder::UpdatedAt),
+                (Some("common"), SearchOrder::Key),
+                (Some("w3"), SearchOrder::UpdatedAt),
+                (Some("common w4"), SearchOrder::Relevance),
+            ] {
+                let mut search = MemorySearch {
+                    filter: filter.clone(),
+                    query: query.map(|text| TextQuery::parse(text).expect("query")),
+                    order,
+                    limit: 40,
+                    ..MemorySearch::new(Namespace::parse(prefix).expect("prefix"))
+                };
+                for page in 0..3 {
+                    let expected = search.page(items.iter().cloned(), now);
+                    let actual = catalog.memory_search(&tenant, &search, now).await.expect("search");
+                    assert_eq!(actual, expected, "page {page} of {search:?}");
+                    match search.next_cursor(&actual) {
+                        Some(cursor) => search.cursor = Some(cursor),
+                        None => break,
+                    }
+                }
+            }
+        }
+    }
+}

@@ -11,6 +11,9 @@ use berth_core::limits::{
 use berth_core::vocabulary::{check_stored, validate_for_append};
 use berth_core::{Concurrency, Epoch, Error, Event, Location, Result, SessionHeader, SessionKey};
 use std::future::Future;
+
+/// Most distinct seqs one point read (`SessionHandle::read_seqs`) may name: a page.
+pub const READ_SEQS_MAX: usize = berth_core::limits::PAGE_SIZE_MAX;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
@@ -458,6 +461,43 @@ impl SessionHandle {
         drop(state);
         check_before_shape(&shared.key, before, limit, &events)?;
         events.iter().try_for_each(check_stored)?;
+        Ok(events)
+    }
+
+    /// The events at the given seqs (a point read by position), each once, in ascending
+    /// order whatever the order or repetition asked. At most [`READ_SEQS_MAX`] distinct
+    /// seqs (`LimitExceeded` on the page size above it, nothing read); a seq at or past
+    /// the end of the committed log is `NotFound` (`what: "event"`, `id`: the first such
+    /// seq).
+    /// Each run of consecutive seqs is one `read`, so its guarantees (never a torn tail,
+    /// monotonic per handle) hold for every event returned.
+    pub async fn read_seqs(&self, seqs: &[u64]) -> Result<Vec<Event>> {
+        let mut wanted = seqs.to_vec();
+        wanted.sort_unstable();
+        wanted.dedup();
+        if wanted.len() > READ_SEQS_MAX {
+            return Err(Error::LimitExceeded {
+                what: berth_core::limits::Limit::PageSize,
+                limit: READ_SEQS_MAX as u64,
+                actual: wanted.len() as u64,
+            });
+        }
+        let mut events = Vec::with_capacity(wanted.len());
+        let mut start = 0;
+        while start < wanted.len() {
+            let mut end = start + 1;
+            while end < wanted.len() && wanted[end] == wanted[end - 1] + 1 {
+                end += 1;
+            }
+            let (first, length) = (wanted[start], (end - start) as u64);
+            let run = self.read(first, Some(length)).await?;
+            if (run.len() as u64) < length {
+                let missing = first + run.len() as u64;
+                return Err(Error::NotFound { what: "event", id: missing.to_string() });
+            }
+            events.extend(run);
+            start = end;
+        }
         Ok(events)
     }
 

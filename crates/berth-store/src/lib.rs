@@ -16,5 +16,5 @@ pub mod registry;
 mod store;
 
 pub use backend::{ChangeToken, ListPage, ListQuery, LogBackend, LogReader, LogStat, LogWriter, TailRecovery};
-pub use handle::{Access, SessionHandle};
+pub use handle::{Access, SessionHandle, READ_SEQS_MAX};
 pub use store::LogStore;

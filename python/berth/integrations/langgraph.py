@@ -8,14 +8,16 @@ thread id; every saver call is one atomic append):
 
 | event type      | data |
 |-----------------|------|
-| `lg/blob`       | a channel value: `{ns, c, v, t, b}` (serde type, base64), or a list as its items `{ns, c, v, items: [[t, b]…]}`, or — when it extends the previous version — `{ns, c, v, base: [version, seq], items}`: only the appended suffix; a large value is split into `{…, part, of}` events of one batch |
-| `lg/checkpoint` | `{ns, id, parent, cp, md, run_id, at: {channel: seq}}`: `at` names the seq holding each channel's version that is not in this batch |
+| `lg/blob`       | a channel value: `{ns, c, v, t, b}` (serde type, base64), or a list as its items `{ns, c, v, items: [[t, b]…]}`, or — when it extends the previous version — `{ns, c, v, base: [version, seq], chain or full, items}`: only the appended suffix, with the seqs of the links below it (`full`: all of them, every ANCHOR_EVERY-th link; `chain`: back to that anchor); a large value is split into `{…, part, of}` events of one batch |
+| `lg/checkpoint` | `{ns, id, parent, cp, md, run_id, at: {channel: seq}, top?: [first, seq]}`: `at` names the seq holding each channel's version that is not in this batch; `top`: the writer's fold (the log up to `first`) had no newer checkpoint of `ns` and none with this id's writes, and expected it at `seq` |
 | `lg/writes`     | `{ns, cp, task, path, w: [[idx, channel, t, b]…]}` (dedupe per (task, idx); negative idx upserts) |
 | `lg/prune`      | `{keep: {ns: checkpoint_id}}` (keep_latest, logical) |
 | `lg/drop-runs`  | `{runs: [...]}` (delete_for_runs, logical) |
 
 Reads fold the log into a per-thread index that the saver keeps and refreshes with
-`from=next_seq` (the log is append-only, so the refresh is always correct). The I/O is
+`from=next_seq` (the log is append-only, so the refresh is always correct); a saver with
+no fold of the thread answers `get_tuple` of the latest checkpoint from the tail and
+point reads instead (`_Core.latest_by_points`). The I/O is
 written once, as generators of berth calls, and driven by a sync or an async client.
 """
 
@@ -25,6 +27,7 @@ import asyncio
 import base64
 import hashlib
 import json
+import operator
 import random
 import re
 import threading
@@ -49,7 +52,7 @@ import berth
 from berth import _calls as calls
 from berth._errors import BerthError
 
-__all__ = ["AsyncBerthSaver", "BerthSaver", "ModeMismatch", "thread_session_id"]
+__all__ = ["AsyncBerthSaver", "AsyncBerthStore", "BerthSaver", "BerthStore", "ModeMismatch", "thread_session_id"]
 
 LABEL = "langgraph"
 #: Ten years: sessions live as LangGraph expects (a tenant's retention policy still applies).
@@ -59,6 +62,14 @@ BATCH_BYTES_MAX = 8 << 20
 BATCH_EVENTS_MAX = 1000
 #: Base64 characters per `lg/blob` part: a part's JSON stays well under 1 MiB.
 PART_CHARS = 768 * 1024
+#: Every ANCHOR_EVERY-th link of a suffix chain is an anchor: it lists the seqs of all
+#: its ancestors (`full`); the links between list the seqs back to their anchor (`chain`).
+#: A reader rebuilds any version with three point reads, and the lists cost about
+#: n·K/2 + n²/2K seqs for a chain of n links (K = 64: ~95,000 seqs for 2,000 steps).
+ANCHOR_EVERY = 64
+#: A cold `get_tuple` of the latest checkpoint reads at most this many tail events
+#: looking for it before it replays the whole log instead.
+TAIL_SCAN_EVENTS_MAX = 2000
 _SAFE_ID = re.compile(r"[A-Za-z0-9._-][A-Za-z0-9._~-]{0,127}")
 
 
@@ -80,6 +91,59 @@ def thread_session_id(thread_id: str, prefix: str = "") -> str:
     if len(encoded) <= 128:
         return encoded
     return "~~" + hashlib.sha256(raw.encode("utf-8")).hexdigest()
+
+
+_IMMUTABLE = (str, int, float, bool, bytes, type(None))
+#: The snapshot of an immutable item: identity says it all.
+_SAME: Any = object()
+
+
+def _snapshot(item: Any) -> Any:
+    """What `_unchanged` compares an item against later: its fields (an object's
+    `__dict__`, a dict's items, a list's or tuple's elements), lists and dicts among them
+    copied one level. None: an item whose changes cannot be seen this way (it is then
+    serialized again)."""
+    if isinstance(item, _IMMUTABLE):
+        return _SAME
+    kind = type(item)
+    if kind is dict:
+        fields = item
+    elif kind is list or kind is tuple:
+        return [value.copy() if type(value) in (list, dict) else value for value in item]
+    elif isinstance(item, (dict, list, tuple)):
+        return None  # a subclass: its contents and its attributes are not both seen here
+    else:
+        fields = getattr(item, "__dict__", None)
+        if type(fields) is not dict:
+            return None
+    return {key: value.copy() if type(value) in (list, dict) else value for key, value in fields.items()}
+
+
+def _unchanged(snapshot: Any, item: Any) -> bool:
+    if snapshot is _SAME:
+        return True
+    if snapshot is None:
+        return False
+    kind = type(item)
+    if kind is dict:
+        return item == snapshot
+    if kind is list or kind is tuple:
+        return list(item) == snapshot
+    return vars(item) == snapshot
+
+
+def _prefix_unchanged(value: list[Any], objects: list[Any], snapshots: list[Any]) -> bool:
+    """`value` starts with `objects` (the same objects), each unchanged since its
+    snapshot. Loops in C where it can: this runs on every put, over the whole list."""
+    count = len(objects)
+    prefix = value[:count]
+    if not all(map(operator.is_, prefix, objects)):
+        return False
+    try:
+        # Objects with fields (messages): their `__dict__` against the snapshot.
+        return all(map(operator.eq, map(vars, prefix), snapshots))
+    except TypeError:  # an item without `__dict__` (a str, a dict…): one by one
+        return all(map(_unchanged, snapshots, prefix))
 
 
 def _b64(data: bytes) -> str:
@@ -119,6 +183,14 @@ class _Thread:
         self.checkpoints: dict[str, dict[str, dict[str, Any]]] = {}
         # (ns, checkpoint id) -> (task, idx) -> (task, channel, t, base64, path)
         self.writes: dict[tuple[str, str], dict[tuple[str, int], tuple[str, str, str, str, str]]] = {}
+        # A list blob's place in its suffix chain: (depth, seqs from its anchor to its
+        # base) — the `chain` its child stores; () for an anchor (depth % ANCHOR_EVERY == 0).
+        self.links: dict[tuple[str, str, Any], tuple[int, tuple[int, ...]]] = {}
+        # (ns, channel) -> (version, seq, items, snapshots): the list this saver last stored
+        # for the channel, as objects, so the next version's stored prefix is recognized
+        # by identity (and an unchanged snapshot) instead of by serializing it again.
+        self.lists: dict[tuple[str, str], tuple[Any, int, list[Any], list[Any]]] = {}
+        self._newest: dict[str, str] = {}
 
     def apply(self, event: berth.Event | _Own) -> None:
         data = event.data if isinstance(event.data, dict) else {}
@@ -137,6 +209,7 @@ class _Thread:
                 base_key = (data["ns"], data["c"], base[0]) if base else None
                 items = [(t, b) for t, b in data["items"]]
                 self.blobs[key] = (event.seq, ("items", base_key, items))
+                self.links[key] = self._link(base_key)
             elif data.get("t") == "empty":
                 self.blobs[key] = (event.seq, ("empty",))
             else:
@@ -150,6 +223,9 @@ class _Thread:
                 "run_id": data.get("run_id"),
             }
             self.checkpoints.setdefault(data["ns"], {})[data["id"]] = record
+            newest = self._newest.get(data["ns"])
+            if newest is not None and newest < data["id"]:
+                self._newest[data["ns"]] = data["id"]
         elif kind == "lg/writes":
             stored = self.writes.setdefault((data["ns"], data["cp"]), {})
             for idx, channel, t, b in data["w"]:
@@ -170,7 +246,43 @@ class _Thread:
                         self._drop(ns, checkpoint_id)
         # Anything else (berth's own `session/end-seed` after a fork, newer types) is skipped.
 
+    def _link(self, base_key: tuple[str, str, Any] | None) -> tuple[int, tuple[int, ...]]:
+        """The chain place of a list blob whose base is `base_key` (None: a whole list)."""
+        if base_key is None:
+            return (0, ())
+        parent = self.links.get(base_key)
+        found = self.blobs.get(base_key)
+        if parent is None or found is None:
+            return (0, ())  # a base this fold never saw: the chain is not indexable
+        depth = parent[0] + 1
+        if depth % ANCHOR_EVERY == 0:
+            return (depth, ())
+        return (depth, parent[1] + (found[0],))
+
+    def ancestors(self, key: tuple[str, str, Any]) -> list[int]:
+        """The seqs of every link below the list blob `key`, oldest first."""
+        seqs: list[int] = []
+        stored = self.blobs[key][1]
+        while stored[0] == "items" and stored[1] is not None:
+            parent = self.blobs.get(stored[1])
+            if parent is None:
+                break
+            seqs.append(parent[0])
+            stored = parent[1]
+        seqs.reverse()
+        return seqs
+
+    def newest(self, ns: str) -> str | None:
+        """The largest visible checkpoint id of `ns` (None: none), kept as the fold goes."""
+        if ns not in self._newest:
+            checkpoints = self.checkpoints.get(ns)
+            if not checkpoints:
+                return None
+            self._newest[ns] = max(checkpoints)
+        return self._newest[ns]
+
     def _drop(self, ns: str, checkpoint_id: str) -> None:
+        self._newest.pop(ns, None)  # recomputed when next asked
         self.checkpoints.get(ns, {}).pop(checkpoint_id, None)
         self.writes.pop((ns, checkpoint_id), None)
 
@@ -199,6 +311,25 @@ class _Thread:
 
 
 Io = Generator[Any, Any, Any]
+
+#: `latest_by_points` could not answer exactly: fold the log.
+_REPLAY: Any = object()
+
+
+def _blob_needs(event: berth.Event) -> list[int] | None:
+    """The seqs a point reader must also read to rebuild this `lg/blob`: the earlier
+    parts of a split value, or the links below a suffix (`full` of an anchor, else
+    `chain`). None: a suffix stored without them (an older saver), so only a fold can."""
+    data = event.data if isinstance(event.data, dict) else {}
+    if "part" in data:
+        return list(range(event.seq - int(data["part"]), event.seq))
+    if data.get("base"):
+        if "full" in data:
+            return [int(seq) for seq in data["full"]]
+        if "chain" in data:
+            return [int(seq) for seq in data["chain"]]
+        return None
+    return []
 
 
 class _Core:
@@ -230,6 +361,9 @@ class _Core:
         #: session id -> `created_at` of the session this saver attached to.
         self.created_at: dict[str, int] = {}
         self.lock = threading.RLock()
+        #: (ns, channel, version) -> (items, snapshots) of the list blobs the batch being
+        #: built stores; remembered in the thread's `lists` once the batch is folded.
+        self.pending_lists: dict[tuple[str, str, Any], tuple[list[Any], list[Any]]] = {}
 
     # ids
     def session_id(self, thread_id: str) -> str:
@@ -294,7 +428,14 @@ class _Core:
             return False, None
         if resolved[0] == "typed":
             return True, self._load(resolved[1])
-        return True, [self._load(item) for item in resolved[1]]
+        items = resolved[1]
+        if items and all(t == "msgpack" for t, _ in items):
+            # One decode of the whole list: a msgpack array header before the items'
+            # own encodings is the list's encoding (what a saver storing it whole keeps).
+            count = len(items)
+            header = bytes([0xDC]) + count.to_bytes(2, "big") if count < 1 << 16 else bytes([0xDD]) + count.to_bytes(4, "big")
+            return True, self.serde.loads_typed(("msgpack", header + b"".join(_unb64(b) for _, b in items)))
+        return True, [self._load(item) for item in items]
 
     def _load(self, typed: tuple[str, str]) -> Any:
         return self.serde.loads_typed((typed[0], _unb64(typed[1])))
@@ -327,6 +468,11 @@ class _Core:
         configurable = config["configurable"]
         thread_id = str(configurable["thread_id"])
         ns = configurable.get("checkpoint_ns", "")
+        if self.session_id(thread_id) not in self.threads:
+            # Cold (nothing folded yet): the latest checkpoint from the tail and point reads.
+            found = yield from self.latest_by_points(thread_id, ns, get_checkpoint_id(config))
+            if found is not _REPLAY:
+                return found
         state = yield from self.refresh(thread_id)
         if state is None:
             return None
@@ -340,6 +486,115 @@ class _Core:
         else:
             return None
         return self._tuple(thread_id, state, ns, checkpoint_id)
+
+    def latest_by_points(self, thread_id: str, ns: str, wanted: str | None) -> Io:
+        """The latest checkpoint of `ns` (or `wanted`, if that is it) without folding the
+        log: the tail is read backwards to the newest `lg/checkpoint` whose `top` claim
+        holds (it was stored where its writer expected, so its writer's fold was the
+        whole log before it and it was the namespace's newest then), the events after it
+        are folded, and the channel versions it names in `at` — with their suffix chains,
+        by `chain` / `full` — are point-read (`read_at`, by seq). `_REPLAY` whenever that
+        cannot answer exactly what the fold would (no valid claim in the first
+        `TAIL_SCAN_EVENTS_MAX` events, a newer or hidden checkpoint after it, a chain
+        written without its seqs, another checkpoint wanted): the caller then folds."""
+        session_id = self.session_id(thread_id)
+        tail: list[berth.Event] = []
+        before, limit, scanned = calls.SEQ_END, 64, 0
+        claim: berth.Event | None = None
+        while claim is None:
+            try:
+                page = yield calls.read(session_id, before=before, limit=limit)
+            except berth.NotFound:
+                return None
+            tail[:0] = page.events
+            scanned += len(page.events)
+            for event in reversed(page.events):
+                data = event.data if isinstance(event.data, dict) else {}
+                top = data.get("top")
+                if (event.type == "lg/checkpoint" and data.get("ns") == ns and isinstance(top, list)
+                        and len(top) == 2 and top[1] == event.seq):
+                    claim = event
+                    break
+            if claim is not None:
+                break
+            if page.first_seq == 0 or not page.events:
+                # The whole log is in hand: fold it (no further reads).
+                state = _Thread()
+                for event in tail:
+                    state.apply(event)
+                return self._answer(thread_id, state, ns, wanted)
+            if scanned >= TAIL_SCAN_EVENTS_MAX:
+                return _REPLAY
+            before, limit = page.first_seq, min(calls.READ_PAGE_MAX, limit * 4)
+        first = claim.data["top"][0]
+        if tail and first < tail[0].seq:
+            try:
+                page = yield calls.read(session_id, from_seq=first, before=tail[0].seq)
+            except berth.NotFound:
+                return None
+            tail[:0] = page.events
+        batch = [event for event in tail if event.seq >= first]
+        after = _Thread()
+        for event in batch:
+            after.apply(event)
+        checkpoints = after.checkpoints.get(ns, {})
+        cp_id = claim.data["id"]
+        if (not checkpoints or max(checkpoints) != cp_id or checkpoints[cp_id]["seq"] != claim.seq
+                or (wanted and wanted != cp_id)):
+            return _REPLAY  # a newer checkpoint after it, or it was hidden, or another one wanted
+        versions = self._load(checkpoints[cp_id]["cp"]).get("channel_versions", {})
+        at = claim.data.get("at") or {}
+        fetched: dict[int, berth.Event] = {}
+        wanted_seqs: set[int] = set()
+        for channel, version in versions.items():
+            key = (ns, channel, version)
+            if key not in after.blobs:
+                if channel not in at:
+                    return _REPLAY  # its writer did not know where this version is
+                wanted_seqs.add(at[channel])
+        for event in batch:
+            if event.type == "lg/blob":
+                more = _blob_needs(event)
+                if more is None:
+                    return _REPLAY
+                wanted_seqs.update(more)
+        in_hand = {event.seq: event for event in tail if event.seq < first}
+        while True:
+            wanted_seqs = {seq for seq in wanted_seqs if seq not in fetched and seq < first}
+            if not wanted_seqs:
+                break
+            found = [in_hand[seq] for seq in wanted_seqs if seq in in_hand]
+            ordered = sorted(seq for seq in wanted_seqs if seq not in in_hand)
+            for start in range(0, len(ordered), calls.READ_PAGE_MAX):
+                try:
+                    page = yield calls.read_at(session_id, ordered[start:start + calls.READ_PAGE_MAX])
+                except berth.NotFound:
+                    return _REPLAY  # deleted meanwhile, or a seq past the end: fold whatever is there
+                found.extend(page.events)
+            wanted_seqs = set()
+            for event in found:
+                if event.type != "lg/blob":
+                    return _REPLAY
+                more = _blob_needs(event)
+                if more is None:
+                    return _REPLAY
+                fetched[event.seq] = event
+                wanted_seqs.update(more)
+        state = _Thread()
+        for seq in sorted(fetched):
+            state.apply(fetched[seq])
+        for event in batch:
+            state.apply(event)
+        try:
+            return self._tuple(thread_id, state, ns, cp_id)
+        except berth.Damaged:
+            return _REPLAY
+
+    def _answer(self, thread_id: str, state: _Thread, ns: str, wanted: str | None) -> CheckpointTuple | None:
+        checkpoints = state.checkpoints.get(ns) or {}
+        if wanted:
+            return self._tuple(thread_id, state, ns, wanted) if wanted in checkpoints else None
+        return self._tuple(thread_id, state, ns, max(checkpoints)) if checkpoints else None
 
     def list(
         self, config: RunnableConfig | None, filter: dict[str, Any] | None, before: RunnableConfig | None,
@@ -422,6 +677,7 @@ class _Core:
             state = self.threads.get(session_id)
             if state is None:
                 state = yield from self.refresh(thread_id)
+            self.pending_lists = {}
             events = build(state)
             if not events:
                 return None
@@ -430,6 +686,7 @@ class _Core:
                 # Attaching found a different log than the cache describes (deleted and
                 # re-created meanwhile): build again from a fresh read.
                 state = yield from self.refresh(thread_id)
+                self.pending_lists = {}
                 events = build(state)
                 if not events:
                     return None
@@ -453,6 +710,13 @@ class _Core:
                     raise
                 continue
             self._fold_own(session_id, events, outcome)
+            folded = self.threads.get(session_id)
+            if folded is not None and not outcome.duplicate:
+                for (ns, channel, version), (objects, snapshots) in self.pending_lists.items():
+                    found = folded.blobs.get((ns, channel, version))
+                    if found is not None and found[0] >= outcome.first_seq:
+                        folded.lists[(ns, channel)] = (version, found[0], objects, snapshots)
+            self.pending_lists = {}
             return outcome
         raise AssertionError("unreachable")
 
@@ -472,17 +736,45 @@ class _Core:
         if not present:
             return [("lg/blob", {"ns": ns, "c": channel, "v": version, "t": "empty"})]
         if type(value) is list:
-            items = [(t, _b64(b)) for t, b in (self.serde.dumps_typed(item) for item in value)]
             data: dict[str, Any] = {"ns": ns, "c": channel, "v": version}
+            items: list[tuple[str, str]] | None = None
+            objects, snapshots = list(value), None
             if base is not None and state is not None:
-                previous = state.resolve((ns, channel, base[0]))
-                if previous is not None and previous[0] == "items":
-                    old = previous[1]
-                    if len(old) <= len(items) and items[: len(old)] == old:
-                        data["base"] = [base[0], base[1]]
-                        items = items[len(old):]
+                remembered = state.lists.get((ns, channel))
+                stored = None
+                if remembered is not None and remembered[0] == base[0] and remembered[1] == base[1]:
+                    # This saver stored the base: a prefix of the same, unchanged objects
+                    # is that list, so only the new items are serialized.
+                    old_objects, old_snapshots = remembered[2], remembered[3]
+                    count = len(old_objects)
+                    if count <= len(value) and _prefix_unchanged(value, old_objects, old_snapshots):
+                        stored = count
+                        snapshots = old_snapshots + [_snapshot(item) for item in value[count:]]
+                if stored is None:
+                    items = [(t, _b64(b)) for t, b in (self.serde.dumps_typed(item) for item in value)]
+                    previous = state.resolve((ns, channel, base[0]))
+                    if previous is not None and previous[0] == "items":
+                        old = previous[1]
+                        if len(old) <= len(items) and items[: len(old)] == old:
+                            stored = len(old)
+                if stored is not None:
+                    data["base"] = [base[0], base[1]]
+                    items = (items[stored:] if items is not None else
+                             [(t, _b64(b)) for t, b in (self.serde.dumps_typed(item) for item in value[stored:])])
+                    # Where the rest of the chain is, so a reader needs no walk.
+                    depth, link = state._link((ns, channel, base[0]))
+                    if depth % ANCHOR_EVERY == 0:
+                        data["full"] = state.ancestors((ns, channel, base[0])) + [base[1]]
+                    else:
+                        data["chain"] = list(link)
+            if items is None:
+                items = [(t, _b64(b)) for t, b in (self.serde.dumps_typed(item) for item in value)]
             data["items"] = [[t, b] for t, b in items]
             if _json_size(data) < EVENT_BYTES_MAX - 4096:
+                if snapshots is None:
+                    snapshots = [_snapshot(item) for item in value]
+                if None not in snapshots:
+                    self.pending_lists[(ns, channel, version)] = (objects, snapshots)
                 return [("lg/blob", data)]
         t, b = self.serde.dumps_typed(value)
         text = _b64(b)
@@ -528,11 +820,20 @@ class _Core:
                 found = state.blobs.get((ns, channel, version))
                 if found is not None:
                     at[channel] = found[0]
-            events.append((
-                "lg/checkpoint",
-                {"ns": ns, "id": checkpoint["id"], "parent": parent_id, "cp": [cp_t, _b64(cp_b)],
-                 "md": [md_t, _b64(md_b)], "run_id": str(run_id) if run_id is not None else None, "at": at},
-            ))
+            record = {"ns": ns, "id": checkpoint["id"], "parent": parent_id, "cp": [cp_t, _b64(cp_b)],
+                      "md": [md_t, _b64(md_b)], "run_id": str(run_id) if run_id is not None else None, "at": at}
+            # `top: [first, seq]`: as of the fold this was built from (the log up to seq
+            # `first`), this is the newest checkpoint of its namespace and it has no writes
+            # yet. Stored at exactly `seq`, the fold was the whole log before it, so a reader
+            # finding it in the tail may answer the latest checkpoint from the tail and point
+            # reads (`get_tuple`); stored elsewhere (another writer appended meanwhile), the
+            # claim is void.
+            newest = state.newest(ns) if state is not None else None
+            if ((newest is None or newest < checkpoint["id"])
+                    and (state is None or (ns, checkpoint["id"]) not in state.writes)):
+                first = state.next_seq if state is not None else 0
+                record["top"] = [first, first + len(events)]
+            events.append(("lg/checkpoint", record))
             return events
 
         yield from self.append(thread_id, build)
@@ -904,3 +1205,7 @@ class AsyncBerthSaver(BaseCheckpointSaver[str]):
 
     def get_next_version(self, current: str | int | float | None, channel: None) -> str:  # type: ignore[override]
         return _next_version(current)
+
+
+# LangGraph's long-term memory (`BaseStore`) on berth's scoped memory: docs/langgraph-store.md.
+from .langgraph_store import AsyncBerthStore, BerthStore  # noqa: E402

@@ -174,6 +174,54 @@ def _item_of(event: berth.Event, repaired_calls: set[str]) -> Any | None:
     return None
 
 
+#: How many of the newest events `get_items` reads to check (and bring up to date) what
+#: it read before: other writers' appends up to this many are folded in, more mean a
+#: fresh backward read.
+PROBE_EVENTS = 8
+
+
+class _View:
+    """The newest live items as this object last read (and then wrote) them: valid while
+    the log still ends with the event it saw last (`end`, that event's idempotency key).
+    Items are kept as JSON text, so every `get_items` answers fresh objects."""
+
+    __slots__ = ("end", "last_key", "items", "complete")
+
+    def __init__(self, end: int, last_key: str | None, items: list[tuple[int, str]], complete: bool) -> None:
+        self.end = end
+        self.last_key = last_key
+        #: (seq, item JSON), oldest first: the newest live items.
+        self.items = items
+        #: The items reach back to the log's start or a clear: none are older.
+        self.complete = complete
+
+    def fold(self, events: list[berth.Event]) -> bool:
+        """Brings the view past `events` (the log's newest, from `end` on, in order);
+        False when only a backward read can tell what they change."""
+        for event in events:
+            data = event.data if isinstance(event.data, dict) else {}
+            if event.type == CLEAR_TYPE:
+                self.items, self.complete = [], True
+            elif event.type == POP_TYPE:
+                target = data.get("target")
+                kept = [entry for entry in self.items if entry[0] != target]
+                if len(kept) == len(self.items) and not self.complete:
+                    return False  # a pop of an item older than the view
+                self.items = kept
+            elif event.type == "tool/result" and "item" not in data:
+                return False  # a repair closer: it presents an earlier call too
+            elif event.type in _ITEM_TYPES and "item" in data:
+                self.items.append((event.seq, _dumps(data["item"])))
+            # Anything else presents no item (turns, in-flight records, other types).
+            self.end = event.seq + 1
+            self.last_key = event.idempotency_key
+        return True
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
 class _Binding:
     """One client's hold on the session: its berth run, the heartbeat, the open turn."""
 
@@ -186,6 +234,19 @@ class _Binding:
         self.heartbeat: threading.Thread | None = None
         self.open_turn: int | None = None
         self.turns = 0
+        self.view: _View | None = None
+        self.view_lock = threading.Lock()
+
+    def take_view(self) -> _View | None:
+        """The view, now this caller's alone (worker threads share a binding)."""
+        with self.view_lock:
+            view, self.view = self.view, None
+            return view
+
+    def keep_view(self, view: _View) -> None:
+        # Any view kept describes a prefix of the log; the next read checks and extends it.
+        with self.view_lock:
+            self.view = view
 
 
 def _beat(client: berth.Client, berth_id: str, binding: _Binding, interval_s: float) -> None:
@@ -426,7 +487,13 @@ class BerthSession:
     def _collect(self, binding: _Binding, limit: int | None) -> tuple[list[tuple[int, Any]], int]:
         """The latest `limit` live items as (seq, item), oldest first, and the log's end,
         read backwards page by page (pops are markers after their targets, so reading
-        backwards meets a pop before the item it removes)."""
+        backwards meets a pop before the item it removes). Leaves what it read as the
+        binding's view, for the next `get_items`."""
+        found, end, last_key, complete = self._read_back(binding, limit)
+        binding.keep_view(_View(end, last_key, [(seq, _dumps(item)) for seq, item in found], complete))
+        return found, end
+
+    def _read_back(self, binding: _Binding, limit: int | None) -> tuple[list[tuple[int, Any]], int, str | None, bool]:
         popped: set[int] = set()
         repaired_calls: set[str] = set()
         found: list[tuple[int, Any]] = []
@@ -435,15 +502,17 @@ class BerthSession:
         page_size = 1000 if limit is None else min(1000, limit + 8)
         before = berth.SEQ_END
         end: int | None = None
+        last_key: str | None = None
         client = binding.client
         while True:
             page = client.read_before(self.berth_id, before, limit=page_size)
             if end is None:
                 end = page.next_seq
+                last_key = page.events[-1].idempotency_key if page.events else None
             for event in reversed(page.events):
                 if event.type == CLEAR_TYPE:
                     found.reverse()
-                    return found, end
+                    return found, end, last_key, True
                 if event.type == POP_TYPE:
                     if isinstance(event.data, dict) and isinstance(event.data.get("target"), int):
                         popped.add(event.data["target"])
@@ -454,18 +523,40 @@ class BerthSession:
                 found.append((event.seq, item))
                 if limit is not None and len(found) >= limit:
                     found.reverse()
-                    return found, end
+                    return found, end, last_key, False
             if page.first_seq == 0 or not page.events:
                 found.reverse()
-                return found, end
+                return found, end, last_key, True
             before = page.first_seq
             page_size = min(1000, page_size * 2)
+
+    def _view_is_current(self, binding: _Binding, view: _View) -> bool:
+        """Reads the log's newest `PROBE_EVENTS` events: True when the view still
+        describes the log (it ends with the event the view saw last, or with at most a
+        few events after it, folded in now)."""
+        page = binding.client.read_before(self.berth_id, limit=PROBE_EVENTS)
+        if page.next_seq < view.end:
+            return False  # shorter: deleted and made again
+        if view.end > 0:
+            seen = [event for event in page.events if event.seq == view.end - 1]
+            if not seen or seen[0].idempotency_key is None or seen[0].idempotency_key != view.last_key:
+                return False  # more new events than the probe holds, or another log
+        elif page.next_seq > len(page.events):
+            return False
+        return view.fold([event for event in page.events if event.seq >= view.end])
 
     def _get_items(self, binding: _Binding, limit: int | None) -> list[Any]:
         if limit is not None and limit <= 0:
             return []
         if not self._join(binding, create=False):
             return []
+        view = binding.take_view()
+        # A view too short for the answer is not checked: a backward read is needed anyway.
+        if view is not None and (view.complete or (limit is not None and len(view.items) >= limit)):
+            if self._view_is_current(binding, view) and (view.complete or len(view.items) >= limit):  # type: ignore[operator]
+                binding.keep_view(view)
+                texts = view.items if limit is None else view.items[-limit:]
+                return [json.loads(text) for _, text in texts]
         items, _ = self._collect(binding, limit)
         return [item for _, item in items]
 
@@ -476,7 +567,14 @@ class BerthSession:
         if closing is not None:
             # The turn's items are saved: it ended (in the same atomic batch).
             events.append({"type": "turn/end", "data": {"turn": closing, "reason": "completed"}})
-        self._append(binding, events)
+        key = uuid.uuid4().hex
+        view = binding.take_view()
+        outcome = self._append(binding, events, idempotency_key=key)
+        if view is not None and not outcome.duplicate and outcome.first_seq == view.end:
+            # Nobody appended in between: the view extends by what was just stored.
+            view.items.extend((outcome.first_seq + index, _dumps(item)) for index, item in enumerate(items))
+            view.end, view.last_key = outcome.next_seq, key
+            binding.keep_view(view)
         if binding.open_turn == closing:
             binding.open_turn = None
 
@@ -496,6 +594,7 @@ class BerthSession:
                 self._append(binding, [marker], expected_seq=end, idempotency_key=f"openai-pop-{claim}")
             except berth.SeqConflict:
                 continue  # someone appended (perhaps popped) first: read again
+            # The view `_collect` left ends before the claim: the next read folds it in.
             return item
 
     def _clear(self, binding: _Binding) -> None:

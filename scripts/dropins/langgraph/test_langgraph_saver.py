@@ -299,3 +299,118 @@ def test_write_after_another_saver_deleted_the_thread(lg_place: Any, recreated: 
     assert latest.checkpoint["channel_values"]["items"] == [1, 2, 3]
     blobs = [e for e in _events(client, "stale") if e.type == "lg/blob"]
     assert "base" not in blobs[-1].data and len(blobs[-1].data["items"]) == 3  # stored whole, not a delta
+
+
+def _put_channels(saver: BerthSaver, thread: str, items: list[int], parent: str | None, big: tuple[str, bytes],
+                  run_id: str | None = None, checkpoint_id: str | None = None) -> str:
+    """A checkpoint of `items` (a new version each time, a suffix of the last) and `big`
+    (a 3 MiB value stored once, then named by `at`)."""
+    checkpoint = empty_checkpoint()
+    if checkpoint_id is not None:
+        checkpoint["id"] = checkpoint_id
+    version = saver.get_next_version(len(items), None)
+    checkpoint["channel_values"] = {"items": list(items), "big": big[1]}
+    checkpoint["channel_versions"] = {"items": version, "big": big[0]}
+    config = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+    if parent:
+        config["configurable"]["checkpoint_id"] = parent
+    new_versions = {"items": version}
+    if parent is None:
+        new_versions["big"] = big[0]
+    metadata = {"step": len(items), **({"run_id": run_id} if run_id else {})}
+    return saver.put(config, checkpoint, metadata, new_versions)["configurable"]["checkpoint_id"]
+
+
+class _Recorder:
+    """Wraps a client's `_execute`: the paths it sent and the events its reads answered."""
+
+    def __init__(self, client: berth.Client) -> None:
+        self.paths: list[str] = []
+        self.events: list[berth.Event] = []
+        inner = client._execute
+
+        def record(call: Any) -> Any:
+            self.paths.append(call.path)
+            answer = inner(call)
+            self.events.extend(getattr(answer, "events", None) or [])
+            return answer
+
+        client._execute = record  # type: ignore[method-assign]
+
+
+def test_cold_get_tuple_reads_the_tail_and_point_reads(lg_place: Any) -> None:
+    """A fresh saver's `get_tuple` of the latest checkpoint reads the tail backwards and
+    point-reads (`?seqs=`) the versions `at` names and their suffix chains (three
+    anchors deep here), never the whole log, and answers what the fold answers; when a
+    later marker hides the latest checkpoint it falls back to the fold."""
+    client = lg_place.sync_client()
+    big = ("00000000000000000000000000000001.0", os.urandom(3 << 20))
+    steps = 200  # anchors at 64, 128 and 192
+    with BerthSaver(client) as writer:
+        parent = None
+        for step in range(steps):
+            parent = _put_channels(writer, "points", list(range(step + 1)), parent, big, run_id=f"run-{step}")
+            if step % 7 == 0:
+                writer.put_writes({"configurable": {"thread_id": "points", "checkpoint_ns": "",
+                                                    "checkpoint_id": parent}}, [("items", step)], f"task-{step}")
+        writer.put_writes({"configurable": {"thread_id": "points", "checkpoint_ns": "", "checkpoint_id": parent}},
+                          [("items", "last")], "task-last")
+        folded = writer.get_tuple({"configurable": {"thread_id": "points"}})  # the writer's cached fold
+    total = client.get_session("points").event_count
+    reader_client = lg_place.sync_client()
+    recorder = _Recorder(reader_client)
+    with BerthSaver(reader_client) as fresh:
+        cold = fresh.get_tuple({"configurable": {"thread_id": "points"}})
+        assert fresh._core.threads == {}  # nothing folded, nothing cached
+    assert cold == folded
+    assert cold.checkpoint["channel_values"]["items"] == list(range(steps))
+    assert cold.checkpoint["channel_values"]["big"] == big[1]
+    assert cold.pending_writes == [("task-last", "items", "last")]
+    assert any("seqs=" in path for path in recorder.paths), recorder.paths
+    assert not any("from=" in path and "before=" not in path for path in recorder.paths), recorder.paths
+    assert len(recorder.paths) <= 8, recorder.paths
+    # The tail's first page, the chain's links and the big value's parts: not the
+    # checkpoints and writes of the 199 earlier steps.
+    checkpoints_read = sum(1 for event in recorder.events if event.type == "lg/checkpoint")
+    assert checkpoints_read <= 32 and len(recorder.events) <= 64 + steps + 4, (checkpoints_read, len(recorder.events))
+    assert total > 2 * steps
+
+    # The same latest checkpoint, asked by id, is answered the same way; another id is folded.
+    assert fresh.get_tuple(cold.config) == folded
+    older = fresh.get_tuple(cold.parent_config)
+    assert older is not None and older.checkpoint["channel_values"]["items"] == list(range(steps - 1))
+
+    # A checkpoint with an older id stored after the latest does not change the answer.
+    with BerthSaver(lg_place.sync_client()) as writer:
+        _put_channels(writer, "points", [7], None, big, checkpoint_id="00000000-0000-0000-0000-000000000001")
+    with BerthSaver(lg_place.sync_client()) as fresh:
+        assert fresh.get_tuple({"configurable": {"thread_id": "points"}}) == folded
+    # A marker hiding the latest: the answer is the previous checkpoint, as the fold says.
+    with BerthSaver(lg_place.sync_client()) as writer:
+        writer.delete_for_runs([f"run-{steps - 1}"])
+        expected = writer.get_tuple({"configurable": {"thread_id": "points"}})
+    assert expected.checkpoint["channel_values"]["items"] == list(range(steps - 1))
+    reader_client = lg_place.sync_client()
+    recorder = _Recorder(reader_client)
+    with BerthSaver(reader_client) as fresh:
+        assert fresh.get_tuple({"configurable": {"thread_id": "points"}}) == expected
+    assert any("from=" in path and "before=" not in path for path in recorder.paths)  # the fold
+
+
+def test_a_message_changed_in_place_is_stored_as_changed(lg_place: Any) -> None:
+    """The saver recognizes the stored prefix of a list by identity, so it serializes
+    only new items — but an item changed in place since (a field set again) is seen by
+    its snapshot, and the list is then compared by value and stored right."""
+    client = lg_place.sync_client()
+    first, second = HumanMessage(content="one"), HumanMessage(content="two")
+    with BerthSaver(client) as saver:
+        parent = _put_list(saver, "mutated", [first], None)
+        parent = _put_list(saver, "mutated", [first, second], parent)
+        first.content = "one, edited"
+        _put_list(saver, "mutated", [first, second, HumanMessage(content="three")], parent)
+    with BerthSaver(lg_place.sync_client()) as fresh:
+        latest = fresh.get_tuple({"configurable": {"thread_id": "mutated"}})
+    assert [m.content for m in latest.checkpoint["channel_values"]["items"]] == ["one, edited", "two", "three"]
+    blobs = [e for e in _events(client, "mutated") if e.type == "lg/blob"]
+    assert "base" in blobs[1].data and len(blobs[1].data["items"]) == 1  # a suffix while nothing changed
+    assert "base" not in blobs[2].data and len(blobs[2].data["items"]) == 3  # stored whole once it did

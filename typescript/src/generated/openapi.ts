@@ -299,7 +299,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Reads a range of events. */
+        /** Reads a range of events, or the events at given seqs (`seqs=`). */
         get: operations["read_events"];
         put?: never;
         /**
@@ -641,7 +641,8 @@ export interface components {
         ErrorBody: {
             /**
              * Format: int64
-             * @description Conflicts: the actual revision or seq; limits: the actual size or count.
+             * @description Conflicts: the actual revision or seq; limits: the actual size or count;
+             *     `not_found` of a point read (`seqs=`): the first seq at or past the log's end.
              */
             actual?: number | null;
             /**
@@ -1443,6 +1444,14 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -1520,6 +1529,14 @@ export interface operations {
                 };
             };
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1714,6 +1731,14 @@ export interface operations {
                 };
             };
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1930,6 +1955,14 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -2017,6 +2050,14 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -2094,6 +2135,14 @@ export interface operations {
                 };
             };
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2981,6 +3030,15 @@ export interface operations {
                 before?: number;
                 /** @description Most events to return (default 1000). */
                 limit?: number;
+                /**
+                 * @description A point read: the events at these seqs (comma-separated), each once, ascending,
+                 *     whatever the order or repetition asked. At most 1000 distinct seqs (422
+                 *     `limit_exceeded`, `limit_name: page_size`); a seq at or past the log's end is 404
+                 *     `not_found` with `actual` = that seq. With `from` / `before`, only the seqs in
+                 *     `[from, before)` are read; with `limit`, only the first `limit` of them.
+                 * @example 0,1
+                 */
+                seqs?: string;
             };
             header?: never;
             path: {

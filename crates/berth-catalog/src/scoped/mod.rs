@@ -7,6 +7,7 @@
 //! backend must return exactly what they return (`berth_testkit::memory_conformance`).
 //! See `docs/memory.md`.
 
+pub mod fields;
 mod filter;
 mod item;
 mod namespace;

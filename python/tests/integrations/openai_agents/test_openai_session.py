@@ -99,6 +99,53 @@ def test_get_items_reads_backwards_only_as_far_as_it_needs(oai_place: Place) -> 
         assert run(session.get_items(0)) == []
 
 
+def test_get_items_again_checks_the_newest_events_only(oai_place: Place) -> None:
+    """A `get_items` after this object's own reads and writes reads only the newest few
+    events (to see that the log still ends where it did) and folds what others appended
+    since; a log deleted and made again, or more new events than it reads, is read
+    backwards afresh. Every answer is the same as a fresh object's."""
+    client = oai_place.connect()
+    with BerthSession("again", client) as session, BerthSession("again", oai_place.connect()) as other:
+        run(session.add_items([{"role": "user", "content": f"m{index}"} for index in range(30)]))
+        reads: list[int | None] = []
+        original = client.read_before
+
+        def counting(session_id: str, before: int = berth.SEQ_END, *, limit: int | None = None) -> Any:
+            reads.append(limit)
+            return original(session_id, before, limit=limit)
+
+        client.read_before = counting  # type: ignore[method-assign]
+
+        def fresh(limit: int | None) -> list[Any]:
+            with BerthSession("again", oai_place.connect()) as reader:
+                return run(reader.get_items(limit))
+
+        assert run(session.get_items(20)) == fresh(20) and reads == [28]
+        run(session.add_items([{"role": "assistant", "content": "mine"}]))
+        reads.clear()
+        assert run(session.get_items(20)) == fresh(20) and reads == [8]  # its own append: the view extended
+        run(other.add_items([{"role": "user", "content": "theirs"}]))
+        run(other.pop_item())
+        run(other.add_items([{"role": "user", "content": "later"}, {"role": "user", "content": "last"}]))
+        reads.clear()
+        assert run(session.get_items(20)) == fresh(20) and reads == [8]  # 3 appends by another: folded
+        assert [item["content"] for item in run(session.get_items(3))] == ["mine", "later", "last"]
+        run(other.add_items([{"role": "user", "content": f"n{index}"} for index in range(9)]))
+        reads.clear()
+        assert run(session.get_items(20)) == fresh(20) and reads == [8, 28]  # too many: read afresh
+        reads.clear()
+        assert run(session.get_items()) == fresh(None) and reads == [1000]  # the view was short: no probe
+        run(other.clear_session())
+        reads.clear()
+        assert run(session.get_items()) == [] and reads == [8]  # the clear, folded
+        run(other.delete())
+        run(other.add_items([{"role": "user", "content": "anew"}]))
+        assert run(session.get_items()) == [{"role": "user", "content": "anew"}]
+        answered = run(session.get_items())
+        answered[0]["content"] = "changed by the caller"
+        assert run(session.get_items()) == [{"role": "user", "content": "anew"}]  # fresh objects each time
+
+
 POPPER = CONNECT + '''
 import asyncio, json, sys
 from berth.integrations.openai_agents import BerthSession

@@ -1,0 +1,308 @@
+"""The drop-ins beside the stores their frameworks ship, in one run (issue 12, "Performance").
+
+OpenAI Agents SDK — `BerthSession` vs `SQLiteSession` (openai-agents 0.24.0), through the
+SDK's `Session` protocol (1 KiB items, as bench.py):
+  W1  2,000 single-item `add_items`
+  W2  100,000 items, `add_items` of 100
+  W4  resume: a fresh object's `get_items()` of a 10,000-item session
+  W5  8 sessions x 8 concurrent writers (`asyncio.gather`), single-item `add_items`
+  T   200 turns of `add_items` of 2 items + `get_items(20)` (what a `Runner` turn does)
+LangGraph — `BerthSaver` vs `SqliteSaver` (langgraph-checkpoint-sqlite 3.1.2): a graph of
+STEPS one-message steps (a ~200-byte `AIMessage` per step on an `add_messages` channel):
+steps/s, resume (a fresh saver's `get_tuple` of the latest) and bytes on disk.
+
+Variants: `sqlite` (the framework's SQLite store, on its defaults), `embedded`
+(`berth.open` on a data directory) and `http` (`berth.Client` against `berth serve
+--rate-per-tenant 0` on loopback). Rounds are interleaved and their order rotates;
+figures are medians over rounds, ratios are against `sqlite` of the same run.
+
+    python bench/dropins.py --berth target/release/berth [--rounds 2] [--lg-rounds 1] \\
+        [--steps 2000] [--quick] [--only openai|langgraph] [--out report.json]
+
+Needs openai-agents==0.24.0, langgraph==1.2.24 and langgraph-checkpoint-sqlite==3.1.2
+beside the berth wheels (target/langgraph-venv plus `pip install openai-agents==0.24.0`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Annotated, Any, Callable, TypedDict
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench import ITEM, Server, Sizes, _timed  # noqa: E402
+
+import berth  # noqa: E402
+
+OPENAI_WORKLOADS = ("W1", "W2", "W4", "W5", "T")
+TURNS = 200
+
+
+def turn_item(n: int, role: str) -> dict[str, Any]:
+    return {"role": role, "content": f"turn {n} " + ITEM["content"][:200], "type": "message"}
+
+
+def openai_variant(make: Callable[[str], Any], close: Callable[[Any], None]) -> dict[str, Callable[[Sizes], float]]:
+    """The workloads through the SDK's `Session` protocol; `make(session_id)` makes one."""
+
+    def w1(sizes: Sizes) -> float:
+        session = make(f"w1-{uuid.uuid4().hex}")
+
+        async def go() -> None:
+            for _ in range(sizes.w1):
+                await session.add_items([ITEM])
+
+        seconds = _timed(lambda: asyncio.run(go()))
+        close(session)
+        return seconds
+
+    def w2(sizes: Sizes) -> float:
+        session = make(f"w2-{uuid.uuid4().hex}")
+
+        async def go() -> None:
+            for _ in range(sizes.w2 // 100):
+                await session.add_items([ITEM] * 100)
+
+        seconds = _timed(lambda: asyncio.run(go()))
+        close(session)
+        return seconds
+
+    def w4(sizes: Sizes) -> float:
+        session_id = f"w4-{uuid.uuid4().hex}"
+        writer = make(session_id)
+
+        async def fill() -> None:
+            for _ in range(sizes.w4 // 1000):
+                await writer.add_items([ITEM] * 1000)
+
+        asyncio.run(fill())
+        close(writer)
+        reader = make(session_id)  # a fresh object: nothing read yet
+
+        async def resume() -> None:
+            items = await reader.get_items()
+            assert len(items) == sizes.w4, len(items)
+
+        seconds = _timed(lambda: asyncio.run(resume()))
+        close(reader)
+        return seconds
+
+    def w5(sizes: Sizes) -> float:
+        sessions = [make(f"w5-{uuid.uuid4().hex}-{n}") for n in range(8)]
+
+        async def writer(session: Any) -> None:
+            for _ in range(sizes.w5_per_writer):
+                await session.add_items([ITEM])
+
+        async def go() -> None:
+            await asyncio.gather(*(writer(session) for session in sessions for _ in range(8)))
+
+        seconds = _timed(lambda: asyncio.run(go()))
+        for session in sessions:
+            close(session)
+        return seconds
+
+    def turns(sizes: Sizes) -> float:
+        session = make(f"t-{uuid.uuid4().hex}")
+
+        async def go() -> None:
+            for n in range(TURNS):
+                await session.add_items([turn_item(n, "user"), turn_item(n, "assistant")])
+                got = await session.get_items(20)
+                assert len(got) == min(20, 2 * (n + 1)), len(got)
+
+        seconds = _timed(lambda: asyncio.run(go()))
+        close(session)
+        return seconds
+
+    return {"W1": w1, "W2": w2, "W4": w4, "W5": w5, "T": turns}
+
+
+def openai_count(workload: str, sizes: Sizes) -> int:
+    return {"W1": sizes.w1, "W2": sizes.w2, "W4": sizes.w4, "W5": sizes.w5_per_writer * 64, "T": TURNS}[workload]
+
+
+# ---- LangGraph ----------------------------------------------------------------------------
+
+
+def langgraph_run(make: Callable[[], tuple[Any, Callable[[], None]]], steps: int) -> tuple[float, float]:
+    """(seconds for `steps` steps, seconds for a fresh saver's `get_tuple` of the latest)."""
+    from langchain_core.messages import AIMessage, AnyMessage
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.graph.message import add_messages
+
+    # The functional form: this module's annotations are strings (`from __future__`),
+    # which LangGraph could not resolve for a class defined here.
+    State = TypedDict("State", {"messages": Annotated[list[AnyMessage], add_messages], "n": int})
+
+    def step(state: State) -> dict[str, Any]:
+        return {"messages": [AIMessage(content=f"step {state['n']} " + "y" * 200)], "n": state["n"] + 1}
+
+    graph = StateGraph(State)
+    graph.add_node("step", step)
+    graph.add_edge(START, "step")
+    graph.add_conditional_edges("step", lambda state: END if state["n"] >= steps else "step")
+    thread = f"t-{uuid.uuid4().hex[:12]}"
+    saver, close = make()
+    compiled = graph.compile(checkpointer=saver)
+    started = time.perf_counter()
+    compiled.invoke({"messages": [], "n": 0}, {"configurable": {"thread_id": thread}, "recursion_limit": steps + 10})
+    elapsed = time.perf_counter() - started
+    close()
+    fresh, close_fresh = make()
+    started = time.perf_counter()
+    latest = fresh.get_tuple({"configurable": {"thread_id": thread}})
+    resume = time.perf_counter() - started
+    assert len(latest.checkpoint["channel_values"]["messages"]) == steps
+    close_fresh()
+    return elapsed, resume
+
+
+def du(path: Path) -> int:
+    return sum(file.stat().st_size for file in path.rglob("*") if file.is_file())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--berth", required=True)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--lg-rounds", type=int, default=1)
+    parser.add_argument("--steps", type=int, default=2000)
+    parser.add_argument("--dir", default=tempfile.gettempdir())
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--only", choices=["openai", "langgraph"])
+    parser.add_argument("--out")
+    args = parser.parse_args()
+    sizes = Sizes(args.quick)
+    work = Path(tempfile.mkdtemp(prefix="berth-dropin-bench-", dir=args.dir))
+    report: dict[str, Any] = {"sizes": vars(sizes), "steps": args.steps}
+    server = Server(args.berth, work / "served")
+    try:
+        if args.only in (None, "openai"):
+            report["openai"] = bench_openai(args, sizes, work, server)
+        if args.only in (None, "langgraph"):
+            report["langgraph"] = bench_langgraph(args, work, server)
+        if args.out:
+            Path(args.out).write_text(json.dumps(report, indent=2))
+    finally:
+        server.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def bench_openai(args: argparse.Namespace, sizes: Sizes, work: Path, server: Server) -> list[dict[str, Any]]:
+    from agents.memory import SQLiteSession
+
+    from berth.integrations.openai_agents import BerthSession
+
+    (work / "sdk").mkdir()
+    embedded = berth.open(str(work / "embedded"), tenant="bench", user="bench", role="service")
+    http = berth.Client(server.url, api_key=server.key)
+    variants = {
+        "sqlite": openai_variant(lambda sid: SQLiteSession(sid, str(work / "sdk" / "sdk.sqlite")),
+                                 lambda session: session.close()),
+        "embedded": openai_variant(lambda sid: BerthSession(sid, embedded), lambda session: session.close()),
+        "http": openai_variant(lambda sid: BerthSession(sid, http), lambda session: session.close()),
+    }
+    seconds: dict[tuple[str, str], list[float]] = {}
+    names = list(variants)
+    for round_index in range(args.rounds):
+        order = names[round_index % len(names):] + names[: round_index % len(names)]
+        for workload in OPENAI_WORKLOADS:
+            for name in order:
+                taken = variants[name][workload](sizes)
+                seconds.setdefault((workload, name), []).append(taken)
+                print(f"round {round_index + 1} {workload} {name}: {taken:.3f} s", file=sys.stderr)
+    # The floor under the drop-in: the same client's own single-item appends (W1's
+    # batches without the Session protocol, the worker thread or the item mapping).
+    floor = {}
+    for name, client in (("embedded", embedded), ("http", http)):
+        session_id = client.create_session(f"raw-{uuid.uuid4().hex[:20]}",
+                                           policy={"activity_ttl_ms": 10 ** 11, "run_lease_ttl_ms": 30_000}).id
+        floor[name] = statistics.median(
+            _timed(lambda: [client.append(session_id, [("user/message", ITEM)]) for _ in range(sizes.w1)])
+            for _ in range(args.rounds))
+    embedded.close()
+    http.close()
+    rows = []
+    for name, seconds_taken in floor.items():
+        print(f"floor: {name} client.append of 1 item: {sizes.w1 / seconds_taken:,.0f}/s "
+              f"(BerthSession W1: {sizes.w1 / statistics.median(seconds[('W1', name)]):,.0f}/s)")
+    print("| workload | variant | median s | items (turns)/s | speed vs SQLiteSession |")
+    print("|---|---|---|---|---|")
+    for workload in OPENAI_WORKLOADS:
+        base = statistics.median(seconds[(workload, "sqlite")])
+        for name in names:
+            median = statistics.median(seconds[(workload, name)])
+            row = {"workload": workload, "variant": name, "seconds_median": median,
+                   "per_second": openai_count(workload, sizes) / median, "rounds": seconds[(workload, name)],
+                   "vs_sqlite_speed": base / median}
+            rows.append(row)
+            print(f"| {workload} | {name} | {median:.3f} | {row['per_second']:,.0f} | {row['vs_sqlite_speed']:.2f}x |")
+    return rows
+
+
+def bench_langgraph(args: argparse.Namespace, work: Path, server: Server) -> list[dict[str, Any]]:
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    from berth.integrations.langgraph import BerthSaver
+
+    places = {name: work / f"lg-{name}" for name in ("sqlite", "embedded")}
+    for place in places.values():
+        place.mkdir()
+    embedded = berth.open(str(places["embedded"]), tenant="bench", user="bench", role="service")
+    http = berth.Client(server.url, api_key=server.key)
+
+    def sqlite_make() -> tuple[Any, Callable[[], None]]:
+        connection = sqlite3.connect(str(places["sqlite"] / "cp.sqlite"), check_same_thread=False)
+        return SqliteSaver(connection), connection.close
+
+    def berth_make(client: berth.Client) -> Callable[[], tuple[Any, Callable[[], None]]]:
+        def make() -> tuple[Any, Callable[[], None]]:
+            saver = BerthSaver(client)
+            return saver, saver.close
+        return make
+
+    variants = {"sqlite": sqlite_make, "embedded": berth_make(embedded), "http": berth_make(http)}
+    served_before = du(work / "served")
+    measured: dict[str, list[tuple[float, float]]] = {}
+    names = list(variants)
+    for round_index in range(args.lg_rounds):
+        order = names[round_index % len(names):] + names[: round_index % len(names)]
+        for name in order:
+            elapsed, resume = langgraph_run(variants[name], args.steps)
+            measured.setdefault(name, []).append((elapsed, resume))
+            print(f"round {round_index + 1} langgraph {name}: {args.steps / elapsed:.1f} steps/s, "
+                  f"resume {resume * 1000:.0f} ms", file=sys.stderr)
+    embedded.close()
+    http.close()
+    disk = {"sqlite": du(places["sqlite"]) / args.lg_rounds, "embedded": du(places["embedded"]) / args.lg_rounds,
+            "http": (du(work / "served") - served_before) / args.lg_rounds}
+    base_elapsed = statistics.median(elapsed for elapsed, _ in measured["sqlite"])
+    rows = []
+    print(f"| saver ({args.steps} steps) | steps/s | vs SqliteSaver | resume ms | bytes on disk | vs SqliteSaver |")
+    print("|---|---|---|---|---|---|")
+    for name in names:
+        elapsed = statistics.median(elapsed for elapsed, _ in measured[name])
+        resume = statistics.median(resume for _, resume in measured[name])
+        row = {"variant": name, "steps_per_second": args.steps / elapsed, "vs_sqlite_speed": base_elapsed / elapsed,
+               "resume_ms": resume * 1000, "bytes_per_thread": disk[name],
+               "vs_sqlite_bytes": disk[name] / disk["sqlite"], "rounds": measured[name]}
+        rows.append(row)
+        print(f"| {name} | {row['steps_per_second']:.1f} | {row['vs_sqlite_speed']:.2f}x | {row['resume_ms']:.0f} | "
+              f"{disk[name] / 1e6:.1f} MB | 1/{1 / max(row['vs_sqlite_bytes'], 1e-9):.0f} |")
+    return rows
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("OPENAI_API_KEY", "unused")
+    main()
