@@ -1,0 +1,860 @@
+"""Google ADK's session and memory services (google-adk 2.13.0) on berth.
+
+The swap::
+
+    from berth.integrations.adk import BerthMemoryService, BerthSessionService
+    client = berth.Client(url, api_key=SERVICE_KEY)   # or berth.open(path, tenant=..., user=..., role="service")
+    runner = Runner(agent=agent, app_name="shop",
+                    session_service=BerthSessionService(client),    # was InMemorySessionService()
+                    memory_service=BerthMemoryService(client))      # was InMemoryMemoryService()
+
+The key must have the `service` role: ADK's `app:` state is shared by every user of an
+app (tenant-wide memory scope `app/...`, which a `user` key may only read), and the
+service creates sessions on behalf of many ADK users.
+
+Mapping (docs/adk.md has the whole of it):
+- an ADK session `(app_name, user_id, id)` is one berth session, id `adk~` + the first
+  40 hex digits of the SHA-256 of `[app_name, user_id, id]` (ADK allows one id under two
+  users; berth ids are unique per tenant), owned by the berth user `encode_id(user_id)`
+  (reversible: `decode_id`), labelled `adk`, titled with that JSON triple;
+- the log: seq 0 is `adk/create`; then every ADK event becomes berth vocabulary with the
+  ADK event verbatim in `data.adk` (`model_dump(mode="json", exclude_none=True)`): a
+  function call is `tool/call {call_id, name, arguments}` (one per call; the first
+  carries the event), a function response `tool/result {call_id, content}`, a user's
+  text `user/message`, a model's text `assistant/message`, anything else an ignorable
+  `adk/event`. Each invocation is a berth turn: `turn/start` before its first event,
+  `turn/end` with its final response. ADK persists a function call before it runs the
+  tool, so a process that dies mid-tool leaves an open turn with a pending call, which
+  berth's repair closes on the next service object's first touch (a `resume`): that
+  `get_session` shows the call followed by a function response saying its outcome is
+  unknown. Event times are the ADK timestamps in ms, kept non-decreasing;
+- state: unprefixed keys live in the session (folded into its index item, below);
+  `app:` keys are memory items in `app/<encode_id(app_name)>/adk/state`, `user:` keys in
+  `user/<encode_id(user_id)>/adk/<encode_id(app_name)>/state`, one item per key
+  (`encode_key`); `temp:` keys are never persisted. Every write is **carried by the
+  append of its event** (`append(memory=...)`), so the event and its state change are
+  one atomic step, even across a crash;
+- an index item per session, `app/<app>/adk/sessions` / `<berth id>`, bound to the
+  session (deleted with it), holds its ids, session state and last update time and is
+  rewritten by the carried write of each event: `list_sessions` is one memory search
+  (plus one per user for `user:` state), never a read per session;
+- stale writers: a `Session` remembers the log's next seq (`_storage_update_marker`);
+  `append_event` appends with `expected_seq`, and a writer that lost the race gets
+  `StaleSessionError`;
+- runs: the service object attaches one berth run per session it touches (by
+  `resume`, which repairs what a dead process left open), heartbeats them, and
+  detaches them on `close()`; sessions are created `parallel` with a ten-year activity
+  TTL.
+
+`BerthMemoryService`: each event with text is an item of
+`user/<user>/adk/<app>/memory`, searched with berth's full text search, scoped to the
+app and the user.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import hashlib
+import json
+import math
+import random
+import re
+import threading
+import time
+import unicodedata
+import uuid
+import weakref
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from typing import Any, Optional
+
+from google.adk.errors.already_exists_error import AlreadyExistsError
+from google.adk.errors.session_not_found_error import SessionNotFoundError
+from google.adk.errors import StaleSessionError
+from google.adk.events.event import Event
+from google.adk.memory import _utils as _memory_utils
+from google.adk.memory.base_memory_service import BaseMemoryService, SearchMemoryResponse
+from google.adk.memory.memory_entry import MemoryEntry
+from google.adk.sessions.base_session_service import BaseSessionService, GetSessionConfig, ListSessionsResponse
+from google.adk.sessions.session import Session
+from google.adk.sessions.state import State
+from google.genai import types
+
+import berth
+
+#: The label of every session this service creates.
+LABEL = "adk"
+CREATE_TYPE = "adk/create"
+EVENT_TYPE = "adk/event"
+ACTIVITY_TTL_MS_FOREVER = 10 * 365 * 24 * 3600 * 1000
+RUN_LEASE_TTL_MS_DEFAULT = 30_000
+#: berth carries at most 100 memory writes per append; one is the session's index.
+STATE_KEYS_PER_EVENT_MAX = 99
+
+_ID_BYTES_MAX = 128
+_KEY_BYTES_MAX = 512
+_SAFE_ID_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._~-")
+_REPAIR_CODES = frozenset(["TOOL_OUTCOME_UNKNOWN", "TOOL_NOT_STARTED"])
+_PAGE = 1000
+
+
+class StateDeltaTooLarge(ValueError):
+    """An event's `app:`/`user:` delta has more keys than one append can carry."""
+
+
+class IdTooLong(ValueError):
+    """An ADK name berth cannot hold reversibly (its encoding is over 128 bytes)."""
+
+
+# ----- encodings ------------------------------------------------------------------------
+
+
+def encode_id(name: str) -> str:
+    """A berth id (`[A-Za-z0-9._~-]`, 1–128 bytes, never `.`/`..`) for an ADK user id or
+    app name, reversibly: the name itself when the grammar allows it and it does not
+    start with `~`; otherwise `~` and its UTF-8 in unpadded base64url (names up to 95
+    bytes). Longer names that need encoding raise `IdTooLong`."""
+    if not isinstance(name, str):
+        raise TypeError(f"an ADK id must be a str, not {type(name).__name__}")
+    raw = name.encode("utf-8")
+    if (
+        0 < len(raw) <= _ID_BYTES_MAX
+        and not raw.startswith(b"~")
+        and name not in (".", "..")
+        and all(byte in _SAFE_ID_BYTES for byte in raw)
+    ):
+        return name
+    encoded = "~" + base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+    if len(encoded) > _ID_BYTES_MAX:
+        raise IdTooLong(f"{name[:40]!r}… needs {len(encoded)} bytes as a berth id, at most {_ID_BYTES_MAX}")
+    return encoded
+
+
+def decode_id(encoded: str) -> str:
+    """The ADK name behind `encode_id`'s answer."""
+    if encoded.startswith("~"):
+        body = encoded[1:]
+        try:
+            return base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError, ValueError) as error:
+            raise ValueError(f"{encoded!r} is not an encoded ADK id") from error
+    return encoded
+
+
+def encode_key(key: str) -> str:
+    """A memory key (1–512 bytes, no control characters) for an ADK state key (without
+    its prefix), reversibly: the key itself, or `~` + base64url."""
+    raw = key.encode("utf-8")
+    if 0 < len(raw) <= _KEY_BYTES_MAX and not key.startswith("~") and not any(
+        unicodedata.category(char) == "Cc" for char in key
+    ):
+        return key
+    encoded = "~" + base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+    if len(encoded) > _KEY_BYTES_MAX:
+        raise IdTooLong(f"state key {key[:40]!r}… is too long for berth memory ({len(encoded)} bytes encoded)")
+    return encoded
+
+
+def decode_key(key: str) -> str:
+    return decode_id(key) if key.startswith("~") else key
+
+
+def session_berth_id(app_name: str, user_id: str, session_id: str) -> str:
+    """The berth session id of an ADK session."""
+    digest = hashlib.sha256(json.dumps([app_name, user_id, session_id], ensure_ascii=False).encode()).hexdigest()
+    return "adk~" + digest[:40]
+
+
+def app_state_namespace(app_name: str) -> str:
+    return f"app/{encode_id(app_name)}/adk/state"
+
+
+def user_state_namespace(app_name: str, user_id: str) -> str:
+    return f"user/{encode_id(user_id)}/adk/{encode_id(app_name)}/state"
+
+
+def index_namespace(app_name: str) -> str:
+    return f"app/{encode_id(app_name)}/adk/sessions"
+
+
+def memory_namespace(app_name: str, user_id: str) -> str:
+    return f"user/{encode_id(user_id)}/adk/{encode_id(app_name)}/memory"
+
+
+# ----- events ---------------------------------------------------------------------------
+
+
+def _event_json(event: Event) -> dict[str, Any]:
+    return event.model_dump(mode="json", exclude_none=True)
+
+
+def _text_of(content: Any) -> str | None:
+    if content is None or not content.parts:
+        return None
+    texts = [part.text for part in content.parts if part.text]
+    return "\n".join(texts) if texts else None
+
+
+def berth_events_for(event: Event, time_ms: int) -> list[dict[str, Any]]:
+    """The berth events that store one ADK event (verbatim in the first one's `adk`)."""
+    adk = _event_json(event)
+    calls = event.get_function_calls()
+    responses = event.get_function_responses()
+    out: list[dict[str, Any]] = []
+    if calls and all(call.id and call.name for call in calls):
+        for index, call in enumerate(calls):
+            data: dict[str, Any] = {"call_id": call.id, "name": call.name, "arguments": call.args or {}}
+            if index == 0:
+                data["adk"] = adk
+            out.append({"type": "tool/call", "data": data, "time": time_ms})
+        return out
+    if responses and not calls and all(response.id for response in responses):
+        for index, response in enumerate(responses):
+            data = {"call_id": response.id, "content": response.response, "name": response.name}
+            if index == 0:
+                data["adk"] = adk
+            out.append({"type": "tool/result", "data": data, "time": time_ms})
+        return out
+    text = _text_of(event.content) if not calls and not responses else None
+    if text is not None:
+        kind = "user/message" if event.author == "user" else "assistant/message"
+        return [{"type": kind, "data": {"content": text, "adk": adk}, "time": time_ms}]
+    return [{"type": EVENT_TYPE, "data": {"adk": adk}, "ignorable": True, "time": time_ms}]
+
+
+def _adk_timestamp(event: berth.Event) -> float | None:
+    data = event.data
+    if isinstance(data, dict):
+        adk = data.get("adk")
+        if isinstance(adk, dict) and isinstance(adk.get("timestamp"), (int, float)):
+            return float(adk["timestamp"])
+        if _is_repair(event):
+            return event.time / 1000
+    return None
+
+
+def _is_repair(event: berth.Event) -> bool:
+    data = event.data
+    if event.type != "tool/result" or not isinstance(data, dict) or "adk" in data:
+        return False
+    error = data.get("error")
+    return isinstance(error, dict) and error.get("code") in _REPAIR_CODES
+
+
+def _calls_index(events: list[berth.Event]) -> dict[str, berth.Event]:
+    return {e.data["call_id"]: e for e in events if e.type == "tool/call" and isinstance(e.data, dict)}
+
+
+def _adk_event_of(event: berth.Event, calls: Mapping[str, berth.Event], reader: Any) -> Event | None:
+    """The ADK event a berth event presents, or None (bookkeeping, later parts)."""
+    data = event.data
+    if not isinstance(data, dict):
+        return None
+    if "adk" in data:
+        return Event.model_validate_json(json.dumps(data["adk"]))
+    if not _is_repair(event):
+        return None
+    call_id = data["call_id"]
+    call = calls.get(call_id)
+    if call is None:
+        call = reader(data.get("call_seq"))
+    name, invocation, author = "unknown_tool", "", "berth"
+    if call is not None and isinstance(call.data, dict):
+        name = call.data.get("name") or name
+        adk = call.data.get("adk")
+        if isinstance(adk, dict):
+            invocation = adk.get("invocation_id", invocation)
+            author = adk.get("author", author)
+    response = types.FunctionResponse(
+        id=call_id, name=name, response={"error": data.get("content", ""), "code": data["error"]["code"]}
+    )
+    return Event(
+        id=f"berth-repair-{event.seq}",
+        invocation_id=invocation,
+        author=author,
+        timestamp=event.time / 1000,
+        content=types.Content(role="user", parts=[types.Part(function_response=response)]),
+    )
+
+
+# ----- runs -----------------------------------------------------------------------------
+
+
+class _Hold:
+    """The service's hold on one berth session: its run and its open turn."""
+
+    __slots__ = ("run_id", "turn", "invocation", "lost")
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        self.turn: int | None = None
+        self.invocation: str | None = None
+        self.lost: BaseException | None = None
+
+
+def _beat(client: berth.Client, holds: OrderedDict[str, _Hold], lock: threading.Lock, stop: threading.Event,
+          interval_s: float) -> None:
+    while not stop.wait(interval_s):
+        with lock:
+            current = list(holds.items())
+        for berth_id, hold in current:
+            if hold.lost is not None:
+                continue
+            try:
+                client.heartbeat(berth_id, hold.run_id)
+            except (berth.OwnershipLost, berth.NotFound, berth.Terminal) as error:
+                hold.lost = error
+            except (berth.BerthError, OSError):
+                continue
+
+
+def _release(client: berth.Client, holds: OrderedDict[str, _Hold], lock: threading.Lock,
+             stop: threading.Event) -> None:
+    stop.set()
+    with lock:
+        current = list(holds.items())
+        holds.clear()
+    for berth_id, hold in current:
+        if hold.lost is None:
+            try:
+                client.detach(berth_id, hold.run_id, outcome="completed")
+            except (berth.BerthError, OSError):
+                pass
+
+
+# ----- the session service --------------------------------------------------------------
+
+
+class BerthSessionService(BaseSessionService):
+    """ADK's `BaseSessionService` on berth. See the module's docstring.
+
+    - `client`: a `berth.Client` with a `service` key (HTTP or embedded);
+    - `run_lease_ttl_ms`: the run lease of this object's runs; a crashed process's open
+      turn is repaired by the next object that touches the session after it lapsed;
+    - `max_holds`: how many sessions keep a run attached at once (the least recently
+      used is detached beyond that).
+    """
+
+    def __init__(
+        self,
+        client: berth.Client,
+        *,
+        run_lease_ttl_ms: int = RUN_LEASE_TTL_MS_DEFAULT,
+        activity_ttl_ms: int = ACTIVITY_TTL_MS_FOREVER,
+        runs_max: int = 64,
+        max_holds: int = 1024,
+    ) -> None:
+        if isinstance(client, berth.AsyncClient):
+            raise TypeError("BerthSessionService takes a berth.Client (its calls run on worker threads)")
+        self._client = client
+        self._policy = {
+            "concurrency": {"mode": "parallel", "runs_max": runs_max},
+            "activity_ttl_ms": activity_ttl_ms,
+            "run_lease_ttl_ms": run_lease_ttl_ms,
+        }
+        self._max_holds = max_holds
+        self._holds: OrderedDict[str, _Hold] = OrderedDict()
+        self._attaching: dict[str, threading.Lock] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._heartbeat = threading.Thread(
+            target=_beat, args=(client, self._holds, self._lock, self._stop, max(0.05, run_lease_ttl_ms / 3000)),
+            name="berth-adk-heartbeat", daemon=True,
+        )
+        self._heartbeat.start()
+        # berth id -> (next_seq, session state, index revision, last time ms): what this
+        # object last wrote or read, so an append needs no read of the index.
+        self._cache: dict[str, tuple[int, dict[str, Any], int, int]] = {}
+        self._finalizer = weakref.finalize(self, _release, client, self._holds, self._lock, self._stop)
+
+    # -- the interface ---------------------------------------------------------------
+
+    async def create_session(self, *, app_name: str, user_id: str, state: Optional[dict[str, Any]] = None,
+                             session_id: Optional[str] = None) -> Session:
+        return await asyncio.to_thread(self._create, app_name, user_id, state, session_id)
+
+    async def get_session(self, *, app_name: str, user_id: str, session_id: str,
+                          config: Optional[GetSessionConfig] = None) -> Optional[Session]:
+        return await asyncio.to_thread(self._get, app_name, user_id, session_id, config)
+
+    async def list_sessions(self, *, app_name: str, user_id: Optional[str] = None) -> ListSessionsResponse:
+        return await asyncio.to_thread(self._list, app_name, user_id)
+
+    async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
+        await asyncio.to_thread(self._delete, app_name, user_id, session_id)
+
+    async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
+        return await asyncio.to_thread(self._scope_state, user_state_namespace(app_name, user_id))
+
+    async def append_event(self, session: Session, event: Event) -> Event:
+        if event.partial:
+            return event
+        # Idempotent for an equal re-delivery, as InMemorySessionService is.
+        if any(known == event for known in session.events if known.id == event.id):
+            return event
+        self._apply_temp_state(session, event)
+        event = self._trim_temp_delta_state(event)
+        await asyncio.to_thread(self._append, session, event)
+        self._commit_event_to_session(session, event)
+        session.last_update_time = event.timestamp
+        return event
+
+    def close(self) -> None:
+        """Detaches this object's runs (idempotent)."""
+        self._finalizer()
+
+    async def aclose(self) -> None:
+        await asyncio.to_thread(self.close)
+
+    def __enter__(self) -> BerthSessionService:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -- internals (worker threads) --------------------------------------------------
+
+    def _hold(self, berth_id: str) -> tuple[_Hold | None, list[berth.Event]]:
+        """This object's run on the session (attached by `resume` on first touch, which
+        repairs turns left open by dead runs); None when the session does not exist."""
+        with self._lock:
+            hold = self._holds.get(berth_id)
+            if hold is not None and hold.lost is None:
+                self._holds.move_to_end(berth_id)
+                return hold, []
+            attaching = self._attaching.setdefault(berth_id, threading.Lock())
+        with attaching:  # one attach per session and object, however many callers
+            with self._lock:
+                hold = self._holds.get(berth_id)
+                if hold is not None and hold.lost is None:
+                    return hold, []
+            try:
+                return self._attach(berth_id)
+            finally:
+                with self._lock:
+                    self._attaching.pop(berth_id, None)
+
+    def _attach(self, berth_id: str) -> tuple[_Hold | None, list[berth.Event]]:
+        try:
+            outcome = self._resume(berth_id)
+        except berth.NotFound:
+            return None, []
+        hold = _Hold(outcome.attachment.run_id)
+        evicted: list[tuple[str, _Hold]] = []
+        with self._lock:
+            self._holds[berth_id] = hold
+            while len(self._holds) > self._max_holds:
+                evicted.append(self._holds.popitem(last=False))
+        for old_id, old in evicted:
+            try:
+                self._client.detach(old_id, old.run_id, outcome="completed")
+            except (berth.BerthError, OSError):
+                pass
+        if outcome.repaired:
+            self._cache.pop(berth_id, None)
+        return hold, list(outcome.repaired)
+
+    def _resume(self, berth_id: str) -> berth.ResumeOutcome:
+        """`resume`, waiting out another process's write handle on an embedded store (a
+        resume that found the log busy detached its run again, so it is safe to repeat).
+        A `Busy` from the concurrency policy (all `runs_max` runs taken) is raised."""
+        wait_s = getattr(getattr(self._client, "_transport", None), "busy_wait_s", 10.0)
+        deadline = time.monotonic() + wait_s
+        delay = 0.02
+        while True:
+            try:
+                return self._client.resume(berth_id, on_busy="reject")
+            except berth.Busy as busy:
+                if "another process" not in str(busy) or time.monotonic() + delay > deadline:
+                    raise
+                time.sleep(delay * (0.5 + random.random()))
+                delay = min(0.5, delay * 2)
+
+    def _create(self, app_name: str, user_id: str, state: dict[str, Any] | None, session_id: str | None) -> Session:
+        session_id = session_id.strip() if session_id else None
+        session_id = session_id or str(uuid.uuid4())
+        berth_id = session_berth_id(app_name, user_id, session_id)
+        title = json.dumps([app_name, user_id, session_id], ensure_ascii=False)
+        if len(title.encode()) > 512:
+            title = title.encode()[:500].decode("utf-8", "ignore") + "…"
+        try:
+            self._client.create_session(berth_id, title=title, labels=[LABEL], user=encode_id(user_id),
+                                        policy=self._policy)
+        except berth.AlreadyExists:
+            existing = self._client.get_session(berth_id)
+            if existing.event_count > 0:
+                raise AlreadyExistsError(f"Session with id {session_id} already exists.") from None
+            # An empty leftover of a create that crashed before its first append: adopt it.
+        hold, _ = self._hold(berth_id)
+        assert hold is not None
+        app_delta, user_delta, session_state = _split(state or {})
+        now = time.time()
+        now_ms = int(now * 1000)
+        index = {"app": app_name, "user": user_id, "id": session_id, "state": session_state,
+                 "last_update_time": now, "time_ms": 0}
+        writes = [{"namespace": index_namespace(app_name), "key": berth_id, "value": index,
+                   "expected_revision": 0, "bound_to": berth_id}]
+        writes += _state_writes(app_name, user_id, app_delta, user_delta)
+        event = {"type": CREATE_TYPE, "data": {"app": app_name, "user": user_id, "id": session_id,
+                                              "state": session_state, "time": now},
+                 "ignorable": True, "time": now_ms}
+        try:
+            outcome = self._client.append(berth_id, [event], expected_seq=0, run=hold.run_id, memory=writes)
+        except (berth.SeqConflict, berth.RevisionConflict):
+            raise AlreadyExistsError(f"Session with id {session_id} already exists.") from None
+        # Event times start from the first ADK event (kept non-decreasing from there).
+        self._cache[berth_id] = (outcome.next_seq, dict(session_state), 1, 0)
+        session = Session(app_name=app_name, user_id=user_id, id=session_id, state=dict(session_state),
+                          last_update_time=now)
+        session._storage_update_marker = str(outcome.next_seq)
+        self._merge(session, app_name, user_id)
+        return session
+
+    def _get(self, app_name: str, user_id: str, session_id: str, config: GetSessionConfig | None) -> Session | None:
+        session_id = session_id.strip() if session_id else session_id
+        berth_id = session_berth_id(app_name, user_id, session_id)
+        hold, _ = self._hold(berth_id)
+        if hold is None:
+            return None
+        try:
+            index = self._client.memory_get(index_namespace(app_name), berth_id)
+        except berth.NotFound:
+            return None  # an empty leftover of a crashed create
+        limit = config.num_recent_events if config is not None else None
+        after = config.after_timestamp if config is not None else None
+        events, next_seq = self._tail(berth_id, limit, after)
+        value = index.value
+        state = dict(value.get("state") or {})
+        self._cache[berth_id] = (next_seq, dict(state), index.revision, int(value.get("time_ms", 0)))
+        session = Session(app_name=app_name, user_id=user_id, id=session_id, state=state, events=events,
+                          last_update_time=float(value.get("last_update_time", 0.0)))
+        session._storage_update_marker = str(next_seq)
+        self._merge(session, app_name, user_id)
+        return session
+
+    def _tail(self, berth_id: str, limit: int | None, after: float | None) -> tuple[list[Event], int]:
+        """The ADK events InMemorySessionService's filters keep, read backwards from the
+        end: the last `limit`, then those after the last one older than `after`."""
+        if limit == 0:
+            page = self._client.read_before(berth_id, berth.SEQ_END, limit=1)
+            return [], page.next_seq
+        chosen: list[berth.Event] = []
+        seen: list[berth.Event] = []
+        page_size = _PAGE if limit is None else min(_PAGE, 2 * limit + 8)
+        before = berth.SEQ_END
+        end: int | None = None
+        done = False
+        while not done:
+            page = self._client.read_before(berth_id, before, limit=page_size)
+            if end is None:
+                end = page.next_seq
+            for event in reversed(page.events):
+                seen.append(event)
+                stamp = _adk_timestamp(event)
+                if stamp is None:
+                    continue
+                if after is not None and stamp < after:
+                    done = True
+                    break
+                chosen.append(event)
+                if limit is not None and len(chosen) >= limit:
+                    done = True
+                    break
+            if page.first_seq == 0 or not page.events:
+                break
+            before = page.first_seq
+            page_size = min(_PAGE, page_size * 2)
+        calls = _calls_index(seen)
+
+        def reader(seq: Any) -> berth.Event | None:
+            if not isinstance(seq, int):
+                return None
+            found = self._client.read(berth_id, from_seq=seq, limit=1).events
+            return found[0] if found else None
+
+        chosen.reverse()
+        out = [adk for adk in (_adk_event_of(event, calls, reader) for event in chosen) if adk is not None]
+        assert end is not None
+        return out, end
+
+    def _merge(self, session: Session, app_name: str, user_id: str) -> None:
+        for key, value in self._scope_state(app_state_namespace(app_name)).items():
+            session.state[State.APP_PREFIX + key] = value
+        for key, value in self._scope_state(user_state_namespace(app_name, user_id)).items():
+            session.state[State.USER_PREFIX + key] = value
+
+    def _scope_state(self, namespace: str) -> dict[str, Any]:
+        state: dict[str, Any] = {}
+        for item in self._search(namespace):
+            if item.namespace == namespace:
+                state[decode_key(item.key)] = item.value
+        return state
+
+    def _search(self, prefix: str, **options: Any) -> list[berth.MemoryItem]:
+        items: list[berth.MemoryItem] = []
+        cursor = None
+        while True:
+            page = self._client.memory_search(prefix, cursor=cursor, limit=_PAGE, **options)
+            items.extend(page.items)
+            if not page.next_cursor:
+                return items
+            cursor = page.next_cursor
+
+    def _list(self, app_name: str, user_id: str | None) -> ListSessionsResponse:
+        filters = {"user": user_id} if user_id is not None else None
+        entries = [item.value for item in self._search(index_namespace(app_name), filter=filters)
+                   if isinstance(item.value, dict)]
+        app_state = self._scope_state(app_state_namespace(app_name))
+        user_states: dict[str, dict[str, Any]] = {}
+        sessions = []
+        for entry in entries:
+            uid = entry["user"]
+            if uid not in user_states:
+                user_states[uid] = self._scope_state(user_state_namespace(app_name, uid))
+            state = dict(entry.get("state") or {})
+            for key, value in app_state.items():
+                state[State.APP_PREFIX + key] = value
+            for key, value in user_states[uid].items():
+                state[State.USER_PREFIX + key] = value
+            sessions.append(Session(app_name=app_name, user_id=uid, id=entry["id"], state=state,
+                                    last_update_time=float(entry.get("last_update_time", 0.0))))
+        sessions.sort(key=lambda s: (s.last_update_time, s.user_id, s.id))
+        return ListSessionsResponse(sessions=sessions)
+
+    def _delete(self, app_name: str, user_id: str, session_id: str) -> None:
+        session_id = session_id.strip() if session_id else session_id
+        berth_id = session_berth_id(app_name, user_id, session_id)
+        with self._lock:
+            self._holds.pop(berth_id, None)
+        self._cache.pop(berth_id, None)
+        try:
+            self._client.delete_session(berth_id)
+        except berth.NotFound:
+            pass
+
+    def _append(self, session: Session, event: Event) -> None:
+        app_name, user_id = session.app_name, session.user_id
+        berth_id = session_berth_id(app_name, user_id, session.id)
+        hold, _ = self._hold(berth_id)
+        if hold is None:
+            raise SessionNotFoundError(f"Session {session.id} not found.")
+        marker = session._storage_update_marker
+        expected = int(marker) if marker is not None else None
+        cached = self._cache.get(berth_id)
+        if cached is None or expected is None or cached[0] != expected:
+            try:
+                index = self._client.memory_get(index_namespace(app_name), berth_id)
+            except berth.NotFound:
+                raise SessionNotFoundError(f"Session {session.id} not found.") from None
+            cached = (expected if expected is not None else -1, dict(index.value.get("state") or {}),
+                      index.revision, int(index.value.get("time_ms", 0)))
+        _, session_state, revision, last_ms = cached
+        delta = dict(event.actions.state_delta) if event.actions and event.actions.state_delta else {}
+        app_delta, user_delta, session_delta = _split(delta)
+        new_state = {**session_state, **session_delta}
+        time_ms = max(last_ms, int(math.floor(event.timestamp * 1000)), 0)
+        index = {"app": app_name, "user": user_id, "id": session.id, "state": new_state,
+                 "last_update_time": event.timestamp, "time_ms": time_ms}
+        writes = [{"namespace": index_namespace(app_name), "key": berth_id, "value": index,
+                   "expected_revision": revision, "bound_to": berth_id}]
+        writes += _state_writes(app_name, user_id, app_delta, user_delta)
+        events = berth_events_for(event, time_ms)
+        # Each invocation is one berth turn (repair closes a turn a crash left open).
+        started = False
+        if event.invocation_id and hold.invocation != event.invocation_id:
+            if hold.turn is not None:
+                events.insert(0, {"type": "turn/end", "data": {"turn": hold.turn, "reason": "completed"},
+                                  "time": time_ms})
+            turn = expected if expected is not None else int(time.time() * 1000)
+            events.insert(1 if hold.turn is not None else 0,
+                          {"type": "turn/start", "data": {"turn": turn, "invocation_id": event.invocation_id},
+                           "time": time_ms})
+            started = True
+        else:
+            turn = hold.turn
+        ending = turn is not None and event.author != "user" and event.is_final_response()
+        if ending:
+            events.append({"type": "turn/end", "data": {"turn": turn, "reason": "completed"}, "time": time_ms})
+        try:
+            try:
+                outcome = self._client.append(berth_id, events, expected_seq=expected, run=hold.run_id,
+                                              memory=writes)
+            except berth.OwnershipLost:
+                # This object's run lapsed (a long pause): attach again and retry once. If
+                # the new attach repaired anything, the copy is stale (SeqConflict below).
+                with self._lock:
+                    self._holds.pop(berth_id, None)
+                hold, _ = self._hold(berth_id)
+                if hold is None:
+                    raise SessionNotFoundError(f"Session {session.id} not found.") from None
+                outcome = self._client.append(berth_id, events, expected_seq=expected, run=hold.run_id,
+                                              memory=writes)
+        except (berth.SeqConflict, berth.RevisionConflict):
+            self._cache.pop(berth_id, None)
+            raise StaleSessionError(
+                f"The session {session.id} has been modified in storage since it was loaded: "
+                "get it again (get_session) before appending."
+            ) from None
+        except berth.NotFound:
+            raise SessionNotFoundError(f"Session {session.id} not found.") from None
+        if started:
+            hold.turn, hold.invocation = turn, event.invocation_id
+        if ending:
+            hold.turn, hold.invocation = None, None
+        self._cache[berth_id] = (outcome.next_seq, new_state, revision + 1, time_ms)
+        session._storage_update_marker = str(outcome.next_seq)
+
+
+def _split(state: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    app: dict[str, Any] = {}
+    user: dict[str, Any] = {}
+    session: dict[str, Any] = {}
+    for key, value in state.items():
+        if key.startswith(State.APP_PREFIX):
+            app[key[len(State.APP_PREFIX):]] = value
+        elif key.startswith(State.USER_PREFIX):
+            user[key[len(State.USER_PREFIX):]] = value
+        elif not key.startswith(State.TEMP_PREFIX):
+            session[key] = value
+    return app, user, session
+
+
+def _state_writes(app_name: str, user_id: str, app_delta: Mapping[str, Any],
+                  user_delta: Mapping[str, Any]) -> list[dict[str, Any]]:
+    if len(app_delta) + len(user_delta) > STATE_KEYS_PER_EVENT_MAX:
+        raise StateDeltaTooLarge(
+            f"{len(app_delta) + len(user_delta)} app:/user: keys in one event; berth carries at most "
+            f"{STATE_KEYS_PER_EVENT_MAX} with an append"
+        )
+    writes = [{"namespace": app_state_namespace(app_name), "key": encode_key(key), "value": value}
+              for key, value in app_delta.items()]
+    writes += [{"namespace": user_state_namespace(app_name, user_id), "key": encode_key(key), "value": value}
+               for key, value in user_delta.items()]
+    return writes
+
+
+# ----- the memory service ---------------------------------------------------------------
+
+_MAX_SEARCH_RESULTS = 10
+_BERTH_TERM = re.compile(r"[^\W_]", re.UNICODE)
+
+
+class BerthMemoryService(BaseMemoryService):
+    """ADK's `BaseMemoryService` on berth memory: one item per event with text, in
+    `user/<user>/adk/<app>/memory`, key = the event id; `search_memory` ranks the items
+    by how many of the query's words they contain (berth full text search, one query per
+    word) and returns the ten best, as `InMemoryMemoryService` does. Each word brings at
+    most `candidates_per_word` items (its most relevant), so a search is bounded however
+    large the memory grows."""
+
+    def __init__(self, client: berth.Client, *, candidates_per_word: int = _PAGE) -> None:
+        if isinstance(client, berth.AsyncClient):
+            raise TypeError("BerthMemoryService takes a berth.Client (its calls run on worker threads)")
+        if not 1 <= candidates_per_word <= _PAGE:
+            raise ValueError(f"candidates_per_word must be 1–{_PAGE}")
+        self._client = client
+        self._candidates_per_word = candidates_per_word
+
+    async def add_session_to_memory(self, session: Session) -> None:
+        await asyncio.to_thread(self._add, session.app_name, session.user_id, session.id, list(session.events))
+
+    async def add_events_to_memory(self, *, app_name: str, user_id: str, events: Sequence[Event],
+                                   session_id: str | None = None,
+                                   custom_metadata: Mapping[str, object] | None = None) -> None:
+        await asyncio.to_thread(self._add, app_name, user_id, session_id, list(events))
+
+    async def search_memory(self, *, app_name: str, user_id: str, query: str) -> SearchMemoryResponse:
+        return await asyncio.to_thread(self._find, app_name, user_id, query)
+
+    async def delete_memory(self, *, app_name: str, user_id: str, memory_id: str | None = None) -> None:
+        if not memory_id:
+            return
+        await asyncio.to_thread(self._forget_one, app_name, user_id, memory_id)
+
+    def _add(self, app_name: str, user_id: str, session_id: str | None, events: list[Event]) -> None:
+        namespace = memory_namespace(app_name, user_id)
+        wanted: dict[str, dict[str, Any]] = {}
+        for event in events:
+            if not event.content or not event.content.parts or not event.id:
+                continue
+            text = " ".join(part.text for part in event.content.parts if part.text)
+            if not text.strip():
+                continue  # nothing a search could match
+            wanted[encode_key(event.id)] = {
+                "text": text,
+                "author": event.author,
+                "timestamp": event.timestamp,
+                "session": session_id,
+                "content": event.content.model_dump(mode="json", exclude_none=True),
+            }
+        if not wanted:
+            return
+        # What is stored already (this session's items, and every tombstone of the
+        # user's memory for the app): two searches, then a put per new or changed event.
+        stored: dict[str, Any] = {}
+        for conditions in ({"session": session_id}, {"deleted": True}):
+            for item in self._search(namespace, conditions):
+                if item.namespace == namespace:
+                    stored[item.key] = item.value
+        for key, value in wanted.items():
+            existing = stored.get(key)
+            if existing == value or (isinstance(existing, dict) and existing.get("deleted")):
+                continue  # already stored, or deleted (never ingested again)
+            self._client.memory_put(namespace, key, value)
+
+    def _search(self, prefix: str, conditions: Mapping[str, Any]) -> list[berth.MemoryItem]:
+        items: list[berth.MemoryItem] = []
+        cursor = None
+        while True:
+            page = self._client.memory_search(prefix, filter=conditions, cursor=cursor, limit=_PAGE)
+            items.extend(page.items)
+            if not page.next_cursor:
+                return items
+            cursor = page.next_cursor
+
+    def _find(self, app_name: str, user_id: str, query: str) -> SearchMemoryResponse:
+        namespace = memory_namespace(app_name, user_id)
+        words = {word.lower() for word in re.findall(r"\w+", unicodedata.normalize("NFC", query))}
+        scores: dict[str, int] = {}
+        found: dict[str, berth.MemoryItem] = {}
+        for word in sorted(words):
+            if not _BERTH_TERM.search(word):
+                continue  # no letter or digit: berth has no term for it
+            page = self._client.memory_search(namespace, query=word, order="relevance",
+                                              limit=self._candidates_per_word)
+            for item in page.items:
+                if item.namespace != namespace or not isinstance(item.value, dict):
+                    continue
+                found[item.key] = item
+                scores[item.key] = scores.get(item.key, 0) + 1
+        ranked = sorted(found.values(), key=lambda item: (-scores[item.key], item.value.get("timestamp", 0),
+                                                          item.key))
+        memories = []
+        for item in ranked[:_MAX_SEARCH_RESULTS]:
+            value = item.value
+            memories.append(MemoryEntry(
+                id=decode_key(item.key),
+                content=types.Content.model_validate(value["content"]),
+                author=value.get("author"),
+                timestamp=_memory_utils.format_timestamp(value.get("timestamp", 0.0)),
+            ))
+        return SearchMemoryResponse(memories=memories)
+
+    def _forget_one(self, app_name: str, user_id: str, memory_id: str) -> None:
+        namespace = memory_namespace(app_name, user_id)
+        try:
+            self._client.memory_get(namespace, encode_key(memory_id))
+        except berth.NotFound:
+            return
+        # A tombstone: a later add_session_to_memory does not ingest the event again.
+        self._client.memory_put(namespace, encode_key(memory_id), {"deleted": True})
+
+
+__all__ = [
+    "ACTIVITY_TTL_MS_FOREVER", "BerthMemoryService", "BerthSessionService", "IdTooLong", "LABEL",
+    "STATE_KEYS_PER_EVENT_MAX", "StateDeltaTooLarge", "app_state_namespace", "berth_events_for", "decode_id",
+    "decode_key", "encode_id", "encode_key", "index_namespace", "memory_namespace", "session_berth_id",
+    "user_state_namespace",
+]

@@ -1,0 +1,165 @@
+"""Crashes: a process dies while a tool runs; a server dies between an event and its
+carried state writes.
+
+1. A child process runs a real ADK `Runner` (a scripted model, no network) on
+   BerthSessionService: the model asks for `charge_card`; ADK appends the function-call
+   event, then runs the tool, which signals that it started and hangs; the parent
+   SIGKILLs the child. The next service object (once the dead run's lease lapsed)
+   resumes the session: `get_session` shows the call followed by a function response
+   saying its outcome is unknown, and berth's log holds the repair. With
+   InMemorySessionService the whole session dies with the process.
+2. `berth serve` is SIGKILLed after the log append of an event whose delta has `user:`
+   and `app:` keys, before the carried writes are applied (berth's test hook
+   `BERTH_TEST_PAUSE_CARRIED`): after the restart both the event and its state are there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from google.adk.events.event import Event
+from google.adk.events.event_actions import EventActions
+from google.genai import types
+
+import berth
+from berth.integrations.adk import BerthSessionService, session_berth_id
+from conftest import CONNECT, Server
+
+LEASE_MS = 800
+
+CHILD = CONNECT + '''
+import asyncio, sys, time
+from typing import AsyncGenerator
+from google.adk.agents import LlmAgent
+from google.adk.models.base_llm import BaseLlm
+from google.adk.models.llm_response import LlmResponse
+from google.adk.runners import Runner
+from google.genai import types
+from berth.integrations.adk import BerthSessionService
+
+marker = sys.argv[4]
+
+class Scripted(BaseLlm):
+    async def generate_content_async(self, llm_request, stream=False) -> AsyncGenerator[LlmResponse, None]:
+        call = types.FunctionCall(id="call-charge-1", name="charge_card", args={"amount": 5})
+        yield LlmResponse(content=types.Content(role="model", parts=[types.Part(function_call=call)]))
+
+def charge_card(amount: int) -> str:
+    """Charges the customer's card."""
+    open(marker, "w").write("started")
+    time.sleep(120)
+    return "charged"
+
+async def main():
+    service = BerthSessionService(connect(sys.argv[1:4]), run_lease_ttl_ms=int(sys.argv[5]))
+    agent = LlmAgent(name="shop", model=Scripted(model="scripted"), tools=[charge_card])
+    runner = Runner(agent=agent, app_name="shop", session_service=service)
+    await service.create_session(app_name="shop", user_id="u1", session_id="crash")
+    message = types.Content(role="user", parts=[types.Part(text="charge me 5")])
+    async for _ in runner.run_async(user_id="u1", session_id="crash", new_message=message):
+        pass
+
+asyncio.run(main())
+'''
+
+
+def test_a_tool_that_was_running_is_repaired_on_resume(adk_place: Any, tmp_path: Path) -> None:
+    marker = tmp_path / "tool-started"
+    child = subprocess.Popen([sys.executable, "-c", CHILD, *adk_place.child_args(), str(marker), str(LEASE_MS)],
+                             stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while not marker.exists():
+            if child.poll() is not None:
+                raise AssertionError(f"the child ended before its tool started: {child.stderr.read().decode()}")
+            assert time.monotonic() < deadline, "the tool never started"
+            time.sleep(0.02)
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    time.sleep(LEASE_MS / 1000 + 0.3)  # the dead process's run lease lapses
+
+    client = adk_place.client()
+    with BerthSessionService(client) as service:
+        got = asyncio.run(service.get_session(app_name="shop", user_id="u1", session_id="crash"))
+        assert got is not None
+        calls = [(e.author, [(c.id, c.name, c.args) for c in e.get_function_calls()]) for e in got.events]
+        assert calls[1] == ("shop", [("call-charge-1", "charge_card", {"amount": 5})]), calls
+        assert got.events[0].content.parts[0].text == "charge me 5"
+        repaired = got.events[2].get_function_responses()
+        assert [(r.id, r.name) for r in repaired] == [("call-charge-1", "charge_card")], got.events
+        assert "outcome is unknown" in repaired[0].response["error"]
+        assert repaired[0].response["code"] == "TOOL_OUTCOME_UNKNOWN"
+        assert got.events[2].author == "shop" and got.events[2].invocation_id == got.events[1].invocation_id
+        assert len(got.events) == 3
+        # The session goes on from there (the repair did not leave the copy stale).
+        follow = Event(invocation_id="inv-2", author="user", timestamp=time.time(),
+                       content=types.Content(role="user", parts=[types.Part(text="did it go through?")]))
+        asyncio.run(service.append_event(got, follow))
+    events = client.read(session_berth_id("shop", "u1", "crash")).events
+    closers = [event for event in events if event.type == "tool/result" and "adk" not in event.data]
+    assert [event.data["error"]["code"] for event in closers] == ["TOOL_OUTCOME_UNKNOWN"]
+    assert any(event.type == "turn/end" and event.data["reason"] == "interrupted" for event in events)
+
+
+def test_a_server_crash_between_an_event_and_its_state_loses_neither(tmp_path: Path) -> None:
+    pause = tmp_path / "paused"
+    server = Server(tmp_path / "data", ["--rate-per-tenant", "0"])
+    key = server.key("crash", "agent", "service")
+    server.start()
+    try:
+        with berth.Client(server.url, api_key=key) as client, BerthSessionService(client) as service:
+            asyncio.run(service.create_session(app_name="shop", user_id="u1", session_id="s1"))
+        server.stop()
+        os.environ["BERTH_TEST_PAUSE_CARRIED"] = str(pause)
+        try:
+            server.start()  # with the hook: a carried append pauses after its log append
+        finally:
+            del os.environ["BERTH_TEST_PAUSE_CARRIED"]
+        failure: list[BaseException] = []
+        with berth.Client(server.url, api_key=key, retries=0) as client:
+            service = BerthSessionService(client)
+            session = asyncio.run(service.get_session(app_name="shop", user_id="u1", session_id="s1"))
+            event = Event(id="e1", invocation_id="inv-1", author="agent", timestamp=1_700_000_001.0,
+                          content=types.Content(role="model", parts=[types.Part(text="noted")]),
+                          actions=EventActions(state_delta={"user:plan": "pro", "app:seen": 1, "n": 1}))
+            worker = threading.Thread(
+                target=_catch, args=(lambda: asyncio.run(service.append_event(session, event)), failure), daemon=True)
+            worker.start()
+            deadline = time.monotonic() + 30
+            while not pause.exists():
+                assert time.monotonic() < deadline, "the server never reached the carried-write pause"
+                time.sleep(0.02)
+            server.kill()  # after the log append, before the writes are applied
+            worker.join(30)
+            service._finalizer.detach()  # its runs died with the server's answer
+        assert failure and isinstance(failure[0], berth.BerthError), failure
+        server.start()  # without the hook now
+        with berth.Client(server.url, api_key=key) as client, BerthSessionService(client) as service:
+            got = asyncio.run(service.get_session(app_name="shop", user_id="u1", session_id="s1"))
+            assert [e.id for e in got.events] == ["e1"]
+            assert got.state == {"user:plan": "pro", "app:seen": 1, "n": 1}
+            assert asyncio.run(service.get_user_state(app_name="shop", user_id="u1")) == {"plan": "pro"}
+            listed = asyncio.run(service.list_sessions(app_name="shop")).sessions
+            assert [(s.id, s.state, s.last_update_time) for s in listed] == [
+                ("s1", {"user:plan": "pro", "app:seen": 1, "n": 1}, 1_700_000_001.0)]
+    finally:
+        server.stop()
+
+
+def _catch(fn: Any, into: list[BaseException]) -> None:
+    try:
+        fn()
+    except BaseException as error:  # noqa: BLE001 - recorded for the test
+        into.append(error)
