@@ -21,8 +21,18 @@ fn stable<B: DeserializeOwned + Serialize + PartialEq + std::fmt::Debug>(bytes: 
 
 fuzz_target!(|bytes: &[u8]| {
     if let Some(decoded) = stable::<body::AppendBody>(bytes) {
-        let request = wire::append_from(decoded);
-        let _ = wire::append(&request);
+        // A carried memory write with a bad namespace is refused here (typed, no panic).
+        if let Ok(request) = wire::append_from(decoded) {
+            let _ = wire::append(&request);
+        }
+    }
+    if let Some(decoded) = stable::<body::PutMemoryBody>(bytes) {
+        if let Ok(put) = wire::memory_put_from(decoded) {
+            let _ = wire::memory_put(&put);
+        }
+    }
+    if let Some(decoded) = stable::<body::MemorySearchBody>(bytes) {
+        let _ = wire::memory_search_from(decoded);
     }
     if let Some(decoded) = stable::<body::CreateSessionBody>(bytes) {
         let request = wire::create_from(decoded);
