@@ -274,23 +274,38 @@ impl SessionService {
         let handle = self.store.open(key, Access::Read).await?;
         let events = handle.read(marker.from_seq, None).await;
         let _ = handle.close().await;
-        let mut applied = 0;
+        let mut writes = Vec::new();
         for event in events? {
             if event.event_type.as_str() != berth_core::vocabulary::SESSION_MEMORY {
                 continue;
             }
-            let Ok(carried) = serde_json::from_str::<CarriedData>(event.data.as_str()) else {
-                tracing::warn!(session = %key, seq = event.seq.get(), "unreadable session/memory event skipped");
-                continue;
-            };
-            applied += self.apply_writes(key, &carried.writes, &marker.cancelled).await?;
+            match serde_json::from_str::<CarriedData>(event.data.as_str()) {
+                Ok(carried) => writes.extend(carried.writes),
+                Err(_) => {
+                    tracing::warn!(session = %key, seq = event.seq.get(), "unreadable session/memory event skipped")
+                }
+            }
         }
+        // Under the scopes' locks, with the marker read again: a `forget` of this process
+        // (which holds its scope's lock from cancelling to deleting) either cancelled the
+        // prefix before this read or deletes after these writes — never in between.
+        let scopes = self.lock_scopes(&key.tenant, writes.iter().map(|write| &write.namespace)).await;
+        let Some(marker_item) =
+            self.catalog.memory_get(&key.tenant, &markers(), key.id.as_str(), self.now(), false).await?
+        else {
+            return Ok(0);
+        };
+        let marker: Marker = serde_json::from_str(marker_item.value.as_str()).unwrap_or_default();
+        let applied = self.apply_writes(key, &writes, &marker.cancelled).await?;
         // Delete the marker as it was read: a forget that cancelled more meanwhile made it
         // newer, and is then finished again.
         let expected = Some(marker_item.revision);
         match self.catalog.memory_delete(&key.tenant, &markers(), key.id.as_str(), expected, self.now()).await {
             Ok(_) | Err(Error::NotFound { .. }) => {}
-            Err(Error::RevisionConflict { .. }) => return Box::pin(self.finish_carried(key)).await,
+            Err(Error::RevisionConflict { .. }) => {
+                drop(scopes);
+                return Box::pin(self.finish_carried(key)).await;
+            }
             Err(error) => return Err(error),
         }
         let mut draft = self.audit_draft(&key.tenant, "system:memory".into(), "memory.finish_carried");
