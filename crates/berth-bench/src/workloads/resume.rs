@@ -1,5 +1,8 @@
 //! W4 resume: open + read + validate a whole session, beside reading the same bytes
-//! from a plain file and parsing every line as JSON, and SQLite (select + parse).
+//! from a plain file and parsing every line into the representation berth produces (the
+//! event envelope with its `data` kept as raw text, no tree), and SQLite (select +
+//! parse). The older reference, every line parsed into a `serde_json::Value` tree (more
+//! work than berth does), is kept as a labelled extra row.
 
 use super::{rotation, Backend};
 use crate::fixtures::{self, invalid, io, sql};
@@ -11,7 +14,9 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-pub const RAW: &str = "raw read + JSON parse";
+pub const RAW: &str = "raw read + envelope parse (raw data)";
+/// The old reference: a whole `serde_json::Value` tree per line (not like-for-like).
+pub const RAW_TREE: &str = "raw read + JSON tree parse";
 const SQLITE: &str = "sqlite select + parse";
 const SESSION: &str = "resume";
 
@@ -52,6 +57,7 @@ impl Resume {
         prepare_sqlite(&sqlite, events)?;
         let mut labels = vec![
             (RAW.to_owned(), true),
+            (RAW_TREE.to_owned(), false),
             (jsonl_variant(), false),
             (format!("{} open+read+validate", Backend::Memory.label()), false),
             (SQLITE.to_owned(), false),
@@ -101,9 +107,10 @@ impl Resume {
             let started = Instant::now();
             let events = match index {
                 0 => raw_resume(&self.raw_log)?,
-                1 => berth_resume(&fixtures::jsonl_store(&self.jsonl_root)?, SESSION).await?,
-                2 => berth_resume(&self.memory, SESSION).await?,
-                3 => sqlite_resume(&self.sqlite)?,
+                1 => raw_tree_resume(&self.raw_log)?,
+                2 => berth_resume(&fixtures::jsonl_store(&self.jsonl_root)?, SESSION).await?,
+                3 => berth_resume(&self.memory, SESSION).await?,
+                4 => sqlite_resume(&self.sqlite)?,
                 _ => match &self.postgres {
                     Some((store, id)) => berth_resume(store, id).await?,
                     None => return Err(invalid("no PostgreSQL variant")),
@@ -127,7 +134,7 @@ pub fn targets(workload: &str) -> Vec<Target> {
     let target =
         |goal, text: &str| Target { workload: workload.into(), variant: jsonl_variant(), goal, text: text.into() };
     vec![
-        target(Goal::RatioAtLeast { versus: RAW.into(), ratio: 1.0 / 1.5 }, "W4 ≤ 1.5× plain read + JSON parse"),
+        target(Goal::RatioAtLeast { versus: RAW.into(), ratio: 1.0 / 1.2 }, "W4 ≤ 1.2× plain read + envelope parse"),
         target(Goal::MedianAtMostMs(15.0), "W4 ≤ 15 ms (10,000 × 1 KiB events)"),
     ]
 }
@@ -159,13 +166,57 @@ fn prepare_sqlite(path: &Path, events: usize) -> Result<()> {
     transaction.commit().map_err(sql)
 }
 
-/// The reference: read the same bytes from a plain file and parse every event line.
+/// The reference: read the same bytes from a plain file and parse every event line into
+/// the envelope berth builds (fields decoded, `data` kept as raw text).
 pub fn raw_resume(path: &Path) -> Result<usize> {
+    let bytes = read_whole(path)?;
+    let mut events = 0;
+    for line in bytes.split(|b| *b == b'\n').skip(1).filter(|line| !line.is_empty()) {
+        parse_envelope(line)?;
+        events += 1;
+    }
+    Ok(events)
+}
+
+/// Parses one record line into the envelope berth builds (the fair reference's work).
+pub fn parse_envelope(line: &[u8]) -> Result<()> {
+    let _: Envelope<'_> = serde_json::from_slice(line).map_err(|e| invalid(e.to_string()))?;
+    Ok(())
+}
+
+/// The old reference: the same bytes, each line parsed into a whole JSON tree.
+pub fn raw_tree_resume(path: &Path) -> Result<usize> {
+    parse_lines(&read_whole(path)?, true)
+}
+
+fn read_whole(path: &Path) -> Result<Vec<u8>> {
     let file = std::fs::File::open(path).map_err(io("open log"))?;
     let length = file.metadata().map_err(io("stat log"))?.len() as usize;
     let mut bytes = vec![0u8; length];
     file.read_exact_at(&mut bytes, 0).map_err(io("read log"))?;
-    parse_lines(&bytes, true)
+    Ok(bytes)
+}
+
+/// An event record as berth holds it after a read: the envelope's fields decoded, the
+/// data as raw text (borrowed where no escape forces a copy).
+#[derive(serde::Deserialize)]
+#[allow(dead_code)] // decoded to be like-for-like, not read
+struct Envelope<'a> {
+    seq: u64,
+    #[serde(rename = "type", borrow)]
+    event_type: std::borrow::Cow<'a, str>,
+    time: u64,
+    #[serde(default, borrow)]
+    run: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow)]
+    data: &'a serde_json::value::RawValue,
+    #[serde(default)]
+    ignorable: bool,
+    #[serde(default)]
+    idempotency: Option<serde::de::IgnoredAny>,
+    epoch: u64,
+    #[serde(borrow)]
+    crc: std::borrow::Cow<'a, str>,
 }
 
 /// Parses every non-empty line as JSON (skipping the first when `skip_header`).

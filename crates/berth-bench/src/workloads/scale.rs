@@ -126,7 +126,7 @@ async fn log_curves(dir: &Path, sizes: &crate::Sizes, progress: &dyn Progress) -
         resume.series_mut("berth jsonl open+read+validate").points.push((events as f64, ms(started)));
         let started = Instant::now();
         let lines = raw_resume(&log.raw_path)?;
-        resume.series_mut("raw read + JSON parse").points.push((lines as f64, ms(started)));
+        resume.series_mut(super::resume::RAW).points.push((lines as f64, ms(started)));
         let berth = berth_appends(&log.handle, sizes.scale_appends).await?;
         let reference = raw_appends(&mut log.raw, &mut log.raw_len, sizes.scale_appends)?;
         let x = length as f64;
@@ -226,7 +226,8 @@ async fn berth_resume(store: &LogStore, writer: &SessionHandle) -> Result<u64> {
     Ok(offset)
 }
 
-/// Reads the raw file line by line (bounded memory) and parses every line.
+/// Reads the raw file line by line (bounded memory) and parses every line into the
+/// envelope berth builds (`resume::parse_envelope`: the fair reference).
 fn raw_resume(path: &Path) -> Result<u64> {
     let mut reader = std::io::BufReader::with_capacity(1 << 20, std::fs::File::open(path).map_err(io("open raw"))?);
     let mut line = Vec::with_capacity(2048);
@@ -236,7 +237,7 @@ fn raw_resume(path: &Path) -> Result<u64> {
         if reader.read_until(b'\n', &mut line).map_err(io("read raw"))? == 0 {
             return Ok(lines);
         }
-        let _: serde_json::Value = serde_json::from_slice(&line).map_err(|e| fixtures::invalid(e.to_string()))?;
+        super::resume::parse_envelope(&line)?;
         lines += 1;
     }
 }
