@@ -13,6 +13,41 @@ use serde::{Deserialize, Serialize};
 /// control characters, never `.` or `..`; 512 bytes in all (over it: 413).
 pub const NAMESPACE_PATTERN: &str = r"^(user|project|app)/([A-Za-z0-9_~-][A-Za-z0-9._~-]{0,127}|\.[A-Za-z0-9_~-][A-Za-z0-9._~-]{0,126}|\.\.[A-Za-z0-9._~-]{1,126})(/([^/.\x00-\x1f\x7f-\x9f][^/\x00-\x1f\x7f-\x9f]{0,127}|\.[^/.\x00-\x1f\x7f-\x9f][^/\x00-\x1f\x7f-\x9f]{0,126}|\.\.[^/\x00-\x1f\x7f-\x9f]{1,126})){0,14}$";
 
+/// A memory namespace in a request (schema only: the server parses it with
+/// `berth_catalog::scoped::Namespace::parse`), like `sessions::Id` for ids.
+pub struct MemoryNamespace;
+
+impl utoipa::PartialSchema for MemoryNamespace {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{ObjectBuilder, Type};
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .pattern(Some(NAMESPACE_PATTERN))
+            .max_length(Some(berth_core::limits::MEMORY_NAMESPACE_BYTES_MAX))
+            .examples(["user/alice/preferences"])
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for MemoryNamespace {}
+
+/// A memory item's key: 1–512 bytes without control characters (schema only).
+pub struct MemoryKey;
+
+impl utoipa::PartialSchema for MemoryKey {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{ObjectBuilder, Type};
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .pattern(Some(r"^[^\x00-\x1f\x7f-\x9f]+$"))
+            .min_length(Some(1))
+            .max_length(Some(berth_core::limits::MEMORY_KEY_BYTES_MAX))
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for MemoryKey {}
+
 /// A stored item.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct MemoryItemBody {
@@ -45,12 +80,9 @@ pub struct MemoryItemBody {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PutMemoryBody {
-    #[schema(
-        pattern = r"^(user|project|app)/([A-Za-z0-9_~-][A-Za-z0-9._~-]{0,127}|\.[A-Za-z0-9_~-][A-Za-z0-9._~-]{0,126}|\.\.[A-Za-z0-9._~-]{1,126})(/([^/.\x00-\x1f\x7f-\x9f][^/\x00-\x1f\x7f-\x9f]{0,127}|\.[^/.\x00-\x1f\x7f-\x9f][^/\x00-\x1f\x7f-\x9f]{0,126}|\.\.[^/\x00-\x1f\x7f-\x9f]{1,126})){0,14}$",
-        max_length = 512
-    )]
+    #[schema(value_type = MemoryNamespace)]
     pub namespace: String,
-    #[schema(min_length = 1, max_length = 512, pattern = r"^[^\x00-\x1f\x7f-\x9f]+$")]
+    #[schema(value_type = MemoryKey)]
     pub key: String,
     #[schema(value_type = AnyJson)]
     pub value: JsonText,
@@ -72,12 +104,9 @@ pub struct PutMemoryBody {
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct MemoryItemParams {
-    #[param(
-        pattern = r"^(user|project|app)/([A-Za-z0-9_~-][A-Za-z0-9._~-]{0,127}|\.[A-Za-z0-9_~-][A-Za-z0-9._~-]{0,126}|\.\.[A-Za-z0-9._~-]{1,126})(/([^/.\x00-\x1f\x7f-\x9f][^/\x00-\x1f\x7f-\x9f]{0,127}|\.[^/.\x00-\x1f\x7f-\x9f][^/\x00-\x1f\x7f-\x9f]{0,126}|\.\.[^/\x00-\x1f\x7f-\x9f]{1,126})){0,14}$",
-        max_length = 512
-    )]
+    #[param(value_type = MemoryNamespace)]
     pub namespace: String,
-    #[param(min_length = 1, max_length = 512, pattern = r"^[^\x00-\x1f\x7f-\x9f]+$")]
+    #[param(value_type = MemoryKey)]
     pub key: String,
     /// Extend the item's TTL from now (an item written with one).
     pub refresh: Option<bool>,
@@ -88,12 +117,9 @@ pub struct MemoryItemParams {
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct DeleteMemoryParams {
-    #[param(
-        pattern = r"^(user|project|app)/([A-Za-z0-9_~-][A-Za-z0-9._~-]{0,127}|\.[A-Za-z0-9_~-][A-Za-z0-9._~-]{0,126}|\.\.[A-Za-z0-9._~-]{1,126})(/([^/.\x00-\x1f\x7f-\x9f][^/\x00-\x1f\x7f-\x9f]{0,127}|\.[^/.\x00-\x1f\x7f-\x9f][^/\x00-\x1f\x7f-\x9f]{0,126}|\.\.[^/\x00-\x1f\x7f-\x9f]{1,126})){0,14}$",
-        max_length = 512
-    )]
+    #[param(value_type = MemoryNamespace)]
     pub namespace: String,
-    #[param(min_length = 1, max_length = 512, pattern = r"^[^\x00-\x1f\x7f-\x9f]+$")]
+    #[param(value_type = MemoryKey)]
     pub key: String,
     /// Only if the item is at this revision (412 otherwise).
     #[serde(default, deserialize_with = "crate::int64::query_u64")]
@@ -141,10 +167,7 @@ pub enum MemoryOrder {
 #[serde(deny_unknown_fields)]
 pub struct MemorySearchBody {
     /// The namespace searched, with everything inside it.
-    #[schema(
-        pattern = r"^(user|project|app)/([A-Za-z0-9_~-][A-Za-z0-9._~-]{0,127}|\.[A-Za-z0-9_~-][A-Za-z0-9._~-]{0,126}|\.\.[A-Za-z0-9._~-]{1,126})(/([^/.\x00-\x1f\x7f-\x9f][^/\x00-\x1f\x7f-\x9f]{0,127}|\.[^/.\x00-\x1f\x7f-\x9f][^/\x00-\x1f\x7f-\x9f]{0,126}|\.\.[^/\x00-\x1f\x7f-\x9f]{1,126})){0,14}$",
-        max_length = 512
-    )]
+    #[schema(value_type = MemoryNamespace)]
     pub prefix: String,
     /// Conditions ANDed (docs/memory.md: exact numbers, mixed types, missing fields).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -176,10 +199,7 @@ pub struct MemoryPageBody {
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct NamespaceParams {
-    #[param(
-        pattern = r"^(user|project|app)/([A-Za-z0-9_~-][A-Za-z0-9._~-]{0,127}|\.[A-Za-z0-9_~-][A-Za-z0-9._~-]{0,126}|\.\.[A-Za-z0-9._~-]{1,126})(/([^/.\x00-\x1f\x7f-\x9f][^/\x00-\x1f\x7f-\x9f]{0,127}|\.[^/.\x00-\x1f\x7f-\x9f][^/\x00-\x1f\x7f-\x9f]{0,126}|\.\.[^/\x00-\x1f\x7f-\x9f]{1,126})){0,14}$",
-        max_length = 512
-    )]
+    #[param(value_type = MemoryNamespace)]
     pub prefix: String,
     /// Cut namespaces to this many segments (at least 2).
     #[serde(default, deserialize_with = "crate::int64::query_u64")]
@@ -205,10 +225,7 @@ pub struct NamespacePageBody {
 #[serde(deny_unknown_fields)]
 pub struct ForgetBody {
     /// A scope (`user/alice`) or a namespace inside one: exactly that is deleted.
-    #[schema(
-        pattern = r"^(user|project|app)/([A-Za-z0-9_~-][A-Za-z0-9._~-]{0,127}|\.[A-Za-z0-9_~-][A-Za-z0-9._~-]{0,126}|\.\.[A-Za-z0-9._~-]{1,126})(/([^/.\x00-\x1f\x7f-\x9f][^/\x00-\x1f\x7f-\x9f]{0,127}|\.[^/.\x00-\x1f\x7f-\x9f][^/\x00-\x1f\x7f-\x9f]{0,126}|\.\.[^/\x00-\x1f\x7f-\x9f]{1,126})){0,14}$",
-        max_length = 512
-    )]
+    #[schema(value_type = MemoryNamespace)]
     pub prefix: String,
 }
 
@@ -247,10 +264,7 @@ pub struct MemoryUsageBody {
 #[into_params(parameter_in = Query)]
 pub struct MemoryExportParams {
     /// Export this namespace (default: every namespace, service and admin keys).
-    #[param(
-        pattern = r"^(user|project|app)/([A-Za-z0-9_~-][A-Za-z0-9._~-]{0,127}|\.[A-Za-z0-9_~-][A-Za-z0-9._~-]{0,126}|\.\.[A-Za-z0-9._~-]{1,126})(/([^/.\x00-\x1f\x7f-\x9f][^/\x00-\x1f\x7f-\x9f]{0,127}|\.[^/.\x00-\x1f\x7f-\x9f][^/\x00-\x1f\x7f-\x9f]{0,126}|\.\.[^/\x00-\x1f\x7f-\x9f]{1,126})){0,14}$",
-        max_length = 512
-    )]
+    #[param(value_type = Option<MemoryNamespace>)]
     pub prefix: Option<String>,
 }
 

@@ -717,7 +717,7 @@ export interface components {
         /** @description `POST /v1/memory/forget`. */
         ForgetBody: {
             /** @description A scope (`user/alice`) or a namespace inside one: exactly that is deleted. */
-            prefix: string;
+            prefix: components["schemas"]["MemoryNamespace"];
         };
         ForgetReportBody: {
             /**
@@ -801,6 +801,9 @@ export interface components {
             /** @description Exactly as written. */
             value: components["schemas"]["AnyJson"];
         };
+        MemoryKey: string;
+        /** @example user/alice/preferences */
+        MemoryNamespace: string;
         /** @enum {string} */
         MemoryOrder: "key" | "updated_at" | "relevance";
         MemoryPageBody: {
@@ -821,7 +824,7 @@ export interface components {
             limit?: number | null;
             order?: components["schemas"]["MemoryOrder"];
             /** @description The namespace searched, with everything inside it. */
-            prefix: string;
+            prefix: components["schemas"]["MemoryNamespace"];
             /** @description Full text: terms ANDed, case-insensitive, no stemming. */
             query?: string | null;
         };
@@ -893,8 +896,8 @@ export interface components {
              * @description Compare-and-set: 0 = only if absent; n = only if at revision n (412 otherwise).
              */
             expected_revision?: number | null;
-            key: string;
-            namespace: string;
+            key: components["schemas"]["MemoryKey"];
+            namespace: components["schemas"]["MemoryNamespace"];
             /**
              * Format: int64
              * @description Time to live (ms, at least 1).
@@ -1401,7 +1404,7 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description Export this namespace (default: every namespace, service and admin keys). */
-                prefix?: string;
+                prefix?: components["schemas"]["MemoryNamespace"];
             };
             header?: never;
             path?: never;
@@ -1685,8 +1688,8 @@ export interface operations {
     get_memory: {
         parameters: {
             query: {
-                namespace: string;
-                key: string;
+                namespace: components["schemas"]["MemoryNamespace"];
+                key: components["schemas"]["MemoryKey"];
                 /** @description Extend the item's TTL from now (an item written with one). */
                 refresh?: boolean;
             };
@@ -1894,8 +1897,8 @@ export interface operations {
     delete_memory: {
         parameters: {
             query: {
-                namespace: string;
-                key: string;
+                namespace: components["schemas"]["MemoryNamespace"];
+                key: components["schemas"]["MemoryKey"];
                 /** @description Only if the item is at this revision (412 otherwise). */
                 expected_revision?: number;
             };
@@ -2003,7 +2006,7 @@ export interface operations {
     list_namespaces: {
         parameters: {
             query: {
-                prefix: string;
+                prefix: components["schemas"]["MemoryNamespace"];
                 /** @description Cut namespaces to this many segments (at least 2). */
                 max_depth?: number;
                 cursor?: string;
