@@ -160,9 +160,10 @@ impl SessionService {
     ) -> Result<JsonText> {
         let now = self.now();
         let mut writes = Vec::with_capacity(request.memory.len());
+        let mut currents = Vec::with_capacity(request.memory.len());
         for put in &request.memory {
             let current = self.catalog.memory_get(&key.tenant, &put.namespace, &put.key, now, false).await?;
-            let actual = current.map_or(0, |item| item.revision);
+            let actual = current.as_ref().map_or(0, |item| item.revision);
             if let Some(expected) = put.expected_revision {
                 if expected != actual {
                     return Err(Error::RevisionConflict { expected, actual });
@@ -176,12 +177,12 @@ impl SessionService {
                 ttl_ms: put.ttl_ms,
                 bound_to: put.bound_to.clone(),
             });
+            currents.push(current);
         }
         // The quota too, before anything is written (a concurrent writer can still fill
         // it before the apply: the marker then stays, and the sweeper retries).
         let mut usage = self.catalog.memory_usage(&key.tenant).await?;
-        for (put, write) in request.memory.iter().zip(&writes) {
-            let current = self.catalog.memory_get(&key.tenant, &put.namespace, &put.key, now, false).await?;
+        for ((put, write), current) in request.memory.iter().zip(&writes).zip(&currents) {
             let new_bytes = berth_catalog::scoped::item_bytes(&put.namespace, &put.key, &put.value);
             let previous = current.as_ref().map_or(0, MemoryItem::bytes);
             usage.check_put(&self.memory_quota, write.checked_revision == 0, previous, new_bytes)?;
