@@ -32,7 +32,7 @@ import random
 import re
 import threading
 import uuid
-from collections.abc import AsyncIterator, Callable, Generator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -51,6 +51,8 @@ from langgraph.checkpoint.base import (
 import berth
 from berth import _calls as calls
 from berth._errors import BerthError
+
+from ._drive import Io, drive_async as _drive_async, drive_sync as _drive_sync
 
 __all__ = ["AsyncBerthSaver", "AsyncBerthStore", "BerthSaver", "BerthStore", "ModeMismatch", "thread_session_id"]
 
@@ -310,7 +312,6 @@ class _Thread:
         return ("items", items)
 
 
-Io = Generator[Any, Any, Any]
 
 #: `latest_by_points` could not answer exactly: fold the log.
 _REPLAY: Any = object()
@@ -932,32 +933,6 @@ class _Core:
                 pass  # already gone: the lease lapsed or the thread was deleted
 
 
-def _drive_sync(client: berth.Client, io: Io) -> Any:
-    answer: Any = None
-    error: BaseException | None = None
-    while True:
-        try:
-            call = io.send(answer) if error is None else io.throw(error)
-        except StopIteration as stop:
-            return stop.value
-        try:
-            answer, error = client._execute(call), None
-        except BerthError as failure:
-            answer, error = None, failure
-
-
-async def _drive_async(client: berth.AsyncClient, io: Io) -> Any:
-    answer: Any = None
-    error: BaseException | None = None
-    while True:
-        try:
-            call = io.send(answer) if error is None else io.throw(error)
-        except StopIteration as stop:
-            return stop.value
-        try:
-            answer, error = await client._execute(call), None
-        except BerthError as failure:
-            answer, error = None, failure
 
 
 def _next_version(current: str | int | float | None) -> str:

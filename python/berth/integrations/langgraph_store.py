@@ -24,7 +24,7 @@ import concurrent.futures
 import re
 import threading
 import unicodedata
-from collections.abc import Generator, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from typing import Any
 
@@ -46,7 +46,9 @@ from langgraph.store.base import (
 
 import berth
 from berth import _calls as calls
-from berth._errors import BerthError, NotFound
+from berth._errors import NotFound
+
+from ._drive import Io, drive_async as _drive_async, drive_sync as _drive_sync
 
 __all__ = [
     "AsyncBerthStore",
@@ -119,7 +121,6 @@ def _ms(moment: int) -> datetime:
     return datetime.fromtimestamp(moment / 1000, tz=timezone.utc)
 
 
-Io = Generator[Any, Any, Any]
 
 
 class _Core:
@@ -343,32 +344,6 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _drive_sync(client: berth.Client, io: Io) -> Any:
-    answer: Any = None
-    error: BaseException | None = None
-    while True:
-        try:
-            call = io.send(answer) if error is None else io.throw(error)
-        except StopIteration as stop:
-            return stop.value
-        try:
-            answer, error = client._execute(call), None
-        except BerthError as failure:
-            answer, error = None, failure
-
-
-async def _drive_async(client: berth.AsyncClient, io: Io) -> Any:
-    answer: Any = None
-    error: BaseException | None = None
-    while True:
-        try:
-            call = io.send(answer) if error is None else io.throw(error)
-        except StopIteration as stop:
-            return stop.value
-        try:
-            answer, error = await client._execute(call), None
-        except BerthError as failure:
-            answer, error = None, failure
 
 
 def _refuse_index(index: Any) -> None:
