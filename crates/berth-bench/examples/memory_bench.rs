@@ -1,4 +1,5 @@
-//! Scoped memory at scale (issue 11's targets): ITEMS items in one namespace of one
+//! Scoped memory at scale (issue 11's targets; `berth bench`'s W8 runs the same shapes on
+//! the embedded catalog, interleaved with its reference): ITEMS items in one namespace of one
 //! tenant, then the median of repeated search pages of 50 (unfiltered, filtered at
 //! several selectivities, full text with a rare and a common term, in key and relevance
 //! order), and durable puts beside a plain SQLite `synchronous=FULL` upsert of the
@@ -8,85 +9,24 @@
 //!
 //! `cargo run -p berth-bench --example memory_bench -- DIR [ITEMS] [--pg] [--no-sqlite]`
 
-use berth_catalog::scoped::{Condition, Filter, FilterOp, MemoryItem, MemoryPut, MemoryQuota, MemorySearch};
-use berth_catalog::scoped::{Namespace, SearchOrder, TextQuery};
+use berth_bench::workloads::memory::{forget_audit, item, quota, shapes, value, NAMESPACE};
+use berth_catalog::scoped::{MemoryItem, MemoryPut, Namespace};
 use berth_catalog::MemoryStore;
-use berth_core::{JsonText, TenantId, Timestamp};
+use berth_core::{TenantId, Timestamp};
 use std::time::Instant;
 
-const NAMESPACE: &str = "app/bench/items";
 const ROUNDS: usize = 30;
 const PUTS: usize = 200;
-
-/// Item `i`: ten kinds (10 % each), `n` = i, `rare` on 1 % of items, eight words of a
-/// 1,000-word vocabulary (each word on ~0.8 % of items) and `common` on a third.
-fn value(i: usize) -> JsonText {
-    let words: Vec<String> = (0..8).map(|w| format!("w{}", (i * 7 + w * 131) % 1_000)).collect();
-    let common = if i.is_multiple_of(3) { " common" } else { "" };
-    let text = format!(
-        r#"{{"kind":"k{}","n":{i},"rare":{},"score":{}.{:02},"text":"{}{common}"}}"#,
-        i % 10,
-        i.is_multiple_of(100),
-        i % 977,
-        i % 100,
-        words.join(" ")
-    );
-    JsonText::parse(&text).expect("bench value")
-}
-
-fn item(i: usize) -> MemoryItem {
-    MemoryItem {
-        namespace: Namespace::parse(NAMESPACE).expect("namespace"),
-        key: format!("item-{i:08}"),
-        value: value(i),
-        revision: 1,
-        created_at: Timestamp(1_000 + i as u64),
-        updated_at: Timestamp(1_000 + i as u64),
-        expires_at: None,
-        ttl_ms: None,
-        bound_to: None,
-    }
-}
-
-fn condition(field: &str, op: FilterOp, operand: &str) -> Filter {
-    let operand = JsonText::parse(operand).expect("operand");
-    Filter::new(vec![Condition { field: field.into(), op, operand }]).expect("filter")
-}
-
-fn searches() -> Vec<(&'static str, MemorySearch)> {
-    let base = || MemorySearch { limit: 50, ..MemorySearch::new(Namespace::parse("app/bench").expect("prefix")) };
-    let text = |query: &str| Some(TextQuery::parse(query).expect("query"));
-    vec![
-        ("page, no filter (key order)", base()),
-        ("page, no filter (updated order)", MemorySearch { order: SearchOrder::UpdatedAt, ..base() }),
-        ("filter kind = k3 (10 %)", MemorySearch { filter: condition("kind", FilterOp::Eq, r#""k3""#), ..base() }),
-        ("filter n >= 50000 (50 %)", MemorySearch { filter: condition("n", FilterOp::Gte, "50000"), ..base() }),
-        ("filter rare = true (1 %)", MemorySearch { filter: condition("rare", FilterOp::Eq, "true"), ..base() }),
-        ("full text, rare term (~0.8 %), key order", MemorySearch { query: text("w500"), ..base() }),
-        (
-            "full text, rare term, relevance",
-            MemorySearch { query: text("w500"), order: SearchOrder::Relevance, ..base() },
-        ),
-        ("full text, common term (33 %), key order", MemorySearch { query: text("common"), ..base() }),
-        (
-            "full text, common term, relevance",
-            MemorySearch { query: text("common"), order: SearchOrder::Relevance, ..base() },
-        ),
-        (
-            "full text two terms + filter",
-            MemorySearch { query: text("common w7"), filter: condition("kind", FilterOp::Ne, r#""k1""#), ..base() },
-        ),
-    ]
-}
 
 fn median(mut samples: Vec<f64>) -> f64 {
     samples.sort_by(f64::total_cmp);
     samples[samples.len() / 2]
 }
 
-async fn measure(store: &dyn MemoryStore, tenant: &TenantId, label: &str) {
+async fn measure(store: &dyn MemoryStore, tenant: &TenantId, label: &str, items: usize) {
     println!("== {label}");
-    for (name, search) in searches() {
+    for shape in shapes(items) {
+        let (name, search) = (shape.name, shape.search);
         let mut samples = Vec::with_capacity(ROUNDS);
         let mut found = 0;
         for _ in 0..ROUNDS {
@@ -130,16 +70,7 @@ async fn measure(store: &dyn MemoryStore, tenant: &TenantId, label: &str) {
             store.memory_import(tenant, entry, &quota()).await.expect("seed forget scope");
         }
     }
-    let audit = Box::new(|outcome: &berth_catalog::scoped::ForgetOutcome| berth_catalog::AuditDraft {
-        tenant: TenantId::parse("bench").expect("tenant"),
-        time: Timestamp(30_000_000),
-        actor: "admin:bench".into(),
-        action: "memory.forget".into(),
-        session: None,
-        revision: None,
-        outcome: "ok".into(),
-        details: serde_json::json!({"items": outcome.items, "bytes": outcome.bytes}),
-    });
+    let audit = forget_audit(tenant);
     let started = Instant::now();
     let (outcome, _) =
         store.memory_forget(tenant, &Namespace::parse("user/forgotten").expect("prefix"), audit).await.expect("forget");
@@ -159,10 +90,6 @@ fn plain_sqlite_gets(dir: &std::path::Path) -> f64 {
         assert!(!value.is_empty());
     }
     median(samples)
-}
-
-fn quota() -> MemoryQuota {
-    MemoryQuota { items: 10_000_000, bytes: 1 << 40 }
 }
 
 /// The reference: the same rows upserted into a plain WAL table with
@@ -217,7 +144,7 @@ async fn main() {
             sqlite.memory_import_many(&tenant, chunk.to_vec(), &quota()).await.expect("seed sqlite");
         }
         println!("sqlite: seeded {items} items in {:.1} s", started.elapsed().as_secs_f64());
-        measure(&sqlite, &tenant, &format!("sqlite, {items} items")).await;
+        measure(&sqlite, &tenant, &format!("sqlite, {items} items"), items).await;
         println!("plain sqlite FULL upsert: median {:.2} ms over {PUTS}", plain_sqlite_puts(&dir));
         println!("plain sqlite get by key: median {:.3} ms over {PUTS}", plain_sqlite_gets(&dir));
     }
@@ -240,7 +167,7 @@ async fn main() {
                 .await
                 .expect("analyze");
         }
-        measure(&postgres, &tenant, &format!("postgres, {items} items")).await;
+        measure(&postgres, &tenant, &format!("postgres, {items} items"), items).await;
         drop(postgres);
         if std::env::var_os("BERTH_BENCH_KEEP").is_some() {
             // Kept for EXPLAIN: the database (and its app role) stay until dropped by hand.

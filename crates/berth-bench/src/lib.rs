@@ -16,7 +16,7 @@ mod progress;
 mod report;
 mod run;
 mod sizes;
-mod workloads;
+pub mod workloads;
 
 pub use plots::write_plots;
 pub use progress::{NoProgress, Progress, ProgressBar};

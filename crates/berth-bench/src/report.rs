@@ -122,6 +122,11 @@ pub enum Goal {
     ThroughputAtLeast(f64),
     /// p99 per-operation latency at most this many microseconds.
     P99AtMostUs(f64),
+    /// Median time at most `times` × `versus`'s (judged and printed as that time ratio,
+    /// not its inverse: `≤ 1.2× the reference's time` reads as `1.05×`).
+    TimeAtMostTimes { versus: String, times: f64 },
+    /// p50 per-operation latency at most `times` × `versus`'s p50.
+    P50AtMostTimes { versus: String, times: f64 },
 }
 
 /// A measured curve: one line per variant, `x` on a log scale.
@@ -196,6 +201,15 @@ impl Report {
                 let value = percentile(&measurement.latencies_us, 99.0)?;
                 (value, value <= *limit)
             }
+            Goal::TimeAtMostTimes { versus, times } => {
+                let value = measurement.median()? / self.find(&target.workload, versus)?.median()?;
+                (value, value <= *times)
+            }
+            Goal::P50AtMostTimes { versus, times } => {
+                let theirs = percentile(&self.find(&target.workload, versus)?.latencies_us, 50.0)?;
+                let value = percentile(&measurement.latencies_us, 50.0)? / theirs;
+                (value, value <= *times)
+            }
         })
     }
 
@@ -267,6 +281,8 @@ impl Report {
                         Goal::MedianAtMostMs(_) => format!("{} ms", decimals(value)),
                         Goal::ThroughputAtLeast(_) => format!("{}/s", human(value)),
                         Goal::P99AtMostUs(_) => format!("{value:.0} µs"),
+                        Goal::TimeAtMostTimes { .. } => format!("{value:.2}× its time"),
+                        Goal::P50AtMostTimes { .. } => format!("{value:.2}× its p50"),
                     };
                     (shown, if met { "yes" } else { "**no**" })
                 }

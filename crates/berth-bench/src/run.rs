@@ -1,5 +1,5 @@
-//! The run: prepares the data sets, runs W1–W6 in interleaved rounds, then the W7
-//! curves, and assembles the report.
+//! The run: prepares the data sets, runs W1–W6 and W8 in interleaved rounds, then the
+//! W7 curves, and assembles the report.
 
 use crate::fixtures::io;
 use crate::progress::Progress;
@@ -7,7 +7,8 @@ use crate::report::Report;
 use crate::workloads::append::{self, Appends};
 use crate::workloads::concurrent::{self, Concurrent};
 use crate::workloads::http::{self, Http};
-use crate::workloads::listing::Listing;
+use crate::workloads::listing::{self, Listing};
+use crate::workloads::memory::{self, Memory};
 use crate::workloads::resume::{self, Resume};
 use crate::workloads::{scale, Backend};
 use crate::BenchOptions;
@@ -33,7 +34,7 @@ pub async fn run(options: &BenchOptions, progress: &dyn Progress) -> Result<Repo
     let scratch = tempfile::tempdir_in(&options.dir).map_err(io("tempdir"))?;
     let dir = scratch.path();
     let sizes = &options.sizes;
-    let round_workloads = ["W1", "W2", "W3", "W4", "W5", "W6"].iter().filter(|w| options.wants(w)).count() as u64;
+    let round_workloads = ["W1", "W2", "W3", "W4", "W5", "W6", "W8"].iter().filter(|w| options.wants(w)).count() as u64;
     let scale_steps = if options.wants("W7") { scale::steps(sizes) } else { 0 };
     progress.plan(2 + round_workloads * sizes.rounds as u64 + scale_steps);
     let mut report = Report {
@@ -59,7 +60,7 @@ pub async fn run(options: &BenchOptions, progress: &dyn Progress) -> Result<Repo
     Ok(report)
 }
 
-/// W1–W6, interleaved: every round runs each workload's variants once, in turn.
+/// W1–W6 and W8, interleaved: every round runs each workload's variants once, in turn.
 async fn run_rounds(dir: &Path, options: &BenchOptions, progress: &dyn Progress, report: &mut Report) -> Result<()> {
     let sizes = &options.sizes;
     let mut backends = vec![Backend::Jsonl, Backend::Memory];
@@ -82,6 +83,11 @@ async fn run_rounds(dir: &Path, options: &BenchOptions, progress: &dyn Progress,
     }
     let mut concurrent = options.wants("W5").then(|| Concurrent::new(dir, sizes, &backends));
     let mut http = options.wants("W6").then(|| Http::new(dir, sizes));
+    let mut memory = None;
+    if options.wants("W8") {
+        progress.step(&format!("W8 seeding {} memory items", sizes.memory_items));
+        memory = Some(Memory::prepare(dir, sizes).await?);
+    }
     for round in 0..sizes.rounds {
         let step = |what: &str| progress.step(&format!("round {}/{}: {what}", round + 1, sizes.rounds));
         if let Some(workload) = &mut appends {
@@ -108,6 +114,10 @@ async fn run_rounds(dir: &Path, options: &BenchOptions, progress: &dyn Progress,
             step("W6 HTTP");
             workload.round(round).await?;
         }
+        if let Some(workload) = &mut memory {
+            step("W8 scoped memory");
+            workload.round(round).await?;
+        }
     }
     report.measurements.extend(appends.map(Appends::finish).unwrap_or_default());
     report.measurements.extend(bulk.map(Appends::finish).unwrap_or_default());
@@ -117,10 +127,13 @@ async fn run_rounds(dir: &Path, options: &BenchOptions, progress: &dyn Progress,
     report.measurements.extend(resume.map(Resume::finish).unwrap_or_default());
     report.measurements.extend(concurrent.map(Concurrent::finish).unwrap_or_default());
     report.measurements.extend(http.map(Http::finish).unwrap_or_default());
+    report.measurements.extend(memory.map(Memory::finish).unwrap_or_default());
     let mut targets = append::targets(W1, &w2);
+    targets.extend(listing::targets(sizes.list_events));
     targets.extend(resume::targets(&w4));
     targets.extend(concurrent::targets(sizes));
     targets.extend(http::targets(sizes));
+    targets.extend(memory::targets(sizes.memory_items));
     targets.retain(|target| report.find(&target.workload, &target.variant).is_some());
     report.targets.extend(targets);
     Ok(())

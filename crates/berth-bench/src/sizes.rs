@@ -57,6 +57,13 @@ pub struct Sizes {
     pub scale_list_pages: usize,
     /// W7: counts of idle open write handles at which resident memory is read.
     pub scale_open_sessions: Vec<u64>,
+    /// W8: items in the searched namespace; durable puts and gets per round and variant;
+    /// repeats of each search shape per round; items in each round's forgotten scope.
+    pub memory_items: usize,
+    pub memory_puts: usize,
+    pub memory_gets: usize,
+    pub memory_search_repeats: usize,
+    pub memory_forget_items: usize,
 }
 
 impl Sizes {
@@ -85,6 +92,11 @@ impl Sizes {
                 scale_list_sessions: vec![20, 40],
                 scale_list_pages: 2,
                 scale_open_sessions: vec![5, 10],
+                memory_items: 300,
+                memory_puts: 3,
+                memory_gets: 5,
+                memory_search_repeats: 1,
+                memory_forget_items: 50,
             },
             Profile::Quick => Sizes {
                 rounds: 3,
@@ -109,6 +121,11 @@ impl Sizes {
                 scale_list_sessions: vec![1_000, 10_000],
                 scale_list_pages: 20,
                 scale_open_sessions: vec![100, 1_000],
+                memory_items: 20_000,
+                memory_puts: 50,
+                memory_gets: 200,
+                memory_search_repeats: 5,
+                memory_forget_items: 2000,
             },
             Profile::Full => Sizes {
                 rounds: 7,
@@ -133,6 +150,11 @@ impl Sizes {
                 scale_list_sessions: vec![1_000, 10_000, 100_000, 1_000_000],
                 scale_list_pages: 100,
                 scale_open_sessions: vec![100, 1_000, 10_000],
+                memory_items: 100_000,
+                memory_puts: 200,
+                memory_gets: 1000,
+                memory_search_repeats: 10,
+                memory_forget_items: 10_000,
             },
         }
     }

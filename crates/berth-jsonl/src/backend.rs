@@ -401,8 +401,9 @@ impl JsonlBackend {
         ))
     }
 
-    /// Materialization, synchronously: directories, lease, epoch, temp file with the
-    /// header and first batch, fsync, no-overwrite publish (`link`), directory fsync.
+    /// Materialization, synchronously: directories, lease, temp file with the header and
+    /// first batch (stamped with the next epoch), fsync, no-overwrite publish (`link`),
+    /// directory fsync.
     pub(crate) fn materialize_blocking(&self, header: &SessionHeader, first_batch: &[Event]) -> Result<WriterCore> {
         let key = header.key();
         let fs = self.fs();
@@ -426,8 +427,10 @@ impl JsonlBackend {
             return Err(already_exists());
         }
         remove_leftover_temp_logs(fs, &session_dir);
+        // Not written to `session.epoch`: the published header carries it, and every
+        // later writer takes the larger of the two (§5 of docs/storage-format.md). An
+        // unpublished attempt's epoch was never seen, so reusing it after a crash is safe.
         let epoch = Epoch(lease::read_epoch(fs, &session_dir, &self.relative(&session_dir))?.0 + 1);
-        lease::write_epoch(fs, &session_dir, epoch)?;
         let mut bytes = format::encode_header_line(header, epoch);
         let header_len = bytes.len() as u64;
         let mut line_offsets = Vec::with_capacity(first_batch.len());

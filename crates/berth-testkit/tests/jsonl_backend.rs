@@ -38,7 +38,8 @@ async fn layout_is_tenant_then_id_with_private_modes_and_jq_readable_lines() {
         .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     names.sort();
-    assert_eq!(names, ["session.epoch", "session.jsonl", "session.lock"]);
+    // No `session.epoch` yet: the creating writer's epoch is in the log's header.
+    assert_eq!(names, ["session.jsonl", "session.lock"]);
     let text = std::fs::read_to_string(backend.log_path(&key)).unwrap();
     let lines: Vec<serde_json::Value> = text.lines().map(|line| serde_json::from_str(line).unwrap()).collect();
     assert_eq!(lines[0]["berth"], "session");

@@ -263,7 +263,7 @@ async fn check_image(image: &SimFs, workload: &Workload, acked: &[Acked]) -> Res
         .collect();
     for (plan, acked) in workload.sessions.iter().zip(acked) {
         let key = plan.key();
-        let stored_epoch = stored_epoch(image, &backend, &key)?;
+        let stored_epoch = durable_epoch(image, &backend, &key)?;
         let reader = match store.open(&key, Access::Read).await {
             Ok(reader) => reader,
             Err(Error::NotFound { .. }) => {
@@ -279,9 +279,10 @@ async fn check_image(image: &SimFs, workload: &Workload, acked: &[Acked]) -> Res
             Err(error) => return Err(format!("{key}: read open failed: {error}")),
         };
         if let Some(epoch) = acked.epoch {
-            // An acknowledged write handle made its epoch durable first.
+            // An acknowledged write handle made its epoch durable first (in the epoch
+            // file, or, for the creating writer, in the published log).
             if stored_epoch < epoch {
-                return Err(format!("{key}: stored epoch {stored_epoch} < acknowledged epoch {epoch}"));
+                return Err(format!("{key}: durable epoch {stored_epoch} < acknowledged epoch {epoch}"));
             }
         }
         if reader.header() != &plan.header {
@@ -341,6 +342,25 @@ async fn check_image(image: &SimFs, workload: &Workload, acked: &[Acked]) -> Res
         }
     }
     Ok(torn_tails)
+}
+
+/// The epoch a new writer must exceed: the larger of `session.epoch` and the largest
+/// epoch on a whole line of the log (§5 of docs/storage-format.md), 0 if neither exists.
+fn durable_epoch(image: &SimFs, backend: &JsonlBackend, key: &SessionKey) -> Result<Epoch, String> {
+    let stored = stored_epoch(image, backend, key)?;
+    let log = match image.read_file(backend.session_dir(key).join(LOG_FILE)) {
+        Ok(bytes) => bytes,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(stored),
+        Err(error) => return Err(format!("{key}: reading the log: {error}")),
+    };
+    let largest = log
+        .split_inclusive(|byte| *byte == b'\n')
+        .filter(|line| line.ends_with(b"\n"))
+        .filter_map(|line| serde_json::from_slice::<serde_json::Value>(line).ok())
+        .filter_map(|record| record["epoch"].as_u64())
+        .max()
+        .unwrap_or(0);
+    Ok(stored.max(Epoch(largest)))
 }
 
 /// The epoch in `session.epoch` of the image (0 if absent).

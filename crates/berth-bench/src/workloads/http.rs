@@ -21,7 +21,10 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 pub const LIBRARY: &str = "library (SessionService, same workload)";
-pub const HTTP: &str = "HTTP (berth serve, loopback)";
+/// The server runs in the bench's process (`berth-server` as `berth serve` assembles it),
+/// and so do its clients: on 2 cores they share the CPU with it, which the library
+/// variant's callers do too.
+pub const HTTP: &str = "HTTP (in-process berth-server + client, loopback)";
 
 pub struct Http {
     dir: PathBuf,
@@ -79,8 +82,9 @@ pub fn targets(sizes: &crate::Sizes) -> Vec<Target> {
         let workload = workload_name(sizes.http_clients, sessions);
         let target =
             |goal, text: &str| Target { workload: workload.clone(), variant: HTTP.into(), goal, text: text.into() };
-        targets.push(target(Goal::RatioAtLeast { versus: LIBRARY.into(), ratio: 0.5 }, "W6 HTTP ≥ 0.5× the library"));
-        targets.push(target(Goal::P99AtMostUs(10_000.0), "W6 HTTP p99 ≤ 10 ms"));
+        // Issue 17's target (issue 6 asked ≥ 0.5× and a p99 ≤ 10 ms; p99 is in the table,
+        // not a target: this machine is never quiet).
+        targets.push(target(Goal::RatioAtLeast { versus: LIBRARY.into(), ratio: 0.8 }, "W6 HTTP ≥ 0.8× the library"));
     }
     targets
 }

@@ -27,6 +27,23 @@ use std::time::Instant;
 
 pub const REFERENCE: &str = "sqlite plain table + index";
 const CREATE_TENANT: &str = "bench-create";
+/// Concurrent clients of the concurrent-create rows (issue 17's W3 target).
+pub const CREATE_CLIENTS: usize = 8;
+const PER_CONNECTION: &str = "sqlite, a connection per client (busy_timeout)";
+
+pub fn concurrent_create_name(events: usize) -> String {
+    format!("W3 create, {CREATE_CLIENTS} concurrent clients (session + {events} events, durable)")
+}
+
+/// Issue 17's W3 target: concurrent creates at least half SQLite's rate.
+pub fn targets(events: usize) -> Vec<crate::report::Target> {
+    vec![crate::report::Target {
+        workload: concurrent_create_name(events),
+        variant: "berth service · SQLite catalog + jsonl".into(),
+        goal: crate::report::Goal::RatioAtLeast { versus: REFERENCE.into(), ratio: 0.5 },
+        text: "W3 concurrent creates (8 clients) ≥ 0.5× SQLite".into(),
+    }]
+}
 
 /// Session `index` of a seeded set: ids sort like their index, activity grows with it.
 pub fn session_id(index: u64) -> String {
@@ -55,7 +72,7 @@ pub fn seeded_record(index: u64, events: u64) -> SessionRecord {
 
 struct Target {
     label: &'static str,
-    service: SessionService,
+    service: Arc<SessionService>,
 }
 
 pub struct Listing {
@@ -67,9 +84,12 @@ pub struct Listing {
     created: u64,
     berth: Vec<Target>,
     reference: rusqlite::Connection,
+    reference_path: std::path::PathBuf,
     list: Vec<Measurement>,
     fetch: Vec<Measurement>,
     create: Vec<Measurement>,
+    /// The same creates by `CREATE_CLIENTS` concurrent clients (group commit's case).
+    create_concurrent: Vec<Measurement>,
     _dir: tempfile::TempDir,
 }
 
@@ -93,18 +113,24 @@ impl Listing {
         let berth = vec![
             Target {
                 label: "berth service · SQLite catalog + jsonl",
-                service: SessionService::new(fixtures::jsonl_store(&jsonl_root)?, Arc::new(catalog), clock.clone()),
+                service: Arc::new(SessionService::new(
+                    fixtures::jsonl_store(&jsonl_root)?,
+                    Arc::new(catalog),
+                    clock.clone(),
+                )),
             },
             Target {
                 label: "berth service · memory catalog + store",
-                service: SessionService::new(memory_store, Arc::new(memory_catalog), clock),
+                service: Arc::new(SessionService::new(memory_store, Arc::new(memory_catalog), clock)),
             },
         ];
-        let reference = prepare_reference(&dir.path().join("reference.sqlite"), sessions, events)?;
+        let reference_path = dir.path().join("reference.sqlite");
+        let reference = prepare_reference(&reference_path, sessions, events)?;
         let names = [
             format!("W3 list all ({sessions} sessions, pages of {})", sizes.list_page),
             format!("W3 fetch one (record + {events} events)"),
             format!("W3 create (session + {events} events, durable)"),
+            concurrent_create_name(events),
         ];
         let measurements = |name: &str, figure, unit: &str| -> Vec<Measurement> {
             std::iter::once(REFERENCE)
@@ -123,8 +149,14 @@ impl Listing {
             list: measurements(&names[0], Figure::Time, "ms"),
             fetch: measurements(&names[1], Figure::Throughput, "fetches"),
             create: measurements(&names[2], Figure::Throughput, "sessions"),
+            create_concurrent: {
+                let mut rows = measurements(&names[3], Figure::Throughput, "sessions");
+                rows.push(Measurement::new(&names[3], PER_CONNECTION, false, Figure::Throughput, "sessions"));
+                rows
+            },
             berth,
             reference,
+            reference_path,
             _dir: dir,
         })
     }
@@ -141,7 +173,93 @@ impl Listing {
             let latencies = self.create_round(index).await?;
             self.create[index].record_round(&latencies, 1);
         }
+        for index in rotation(self.create_concurrent.len(), round) {
+            let (latencies, seconds) = self.concurrent_create_round(index).await?;
+            let measurement = &mut self.create_concurrent[index];
+            measurement.record_throughput(latencies.len() as f64, seconds);
+            measurement.latencies_us.extend(latencies);
+        }
         Ok(())
+    }
+
+    /// `creates` creates split over `CREATE_CLIENTS` concurrent clients, each create its
+    /// own transaction: for the reference, threads sharing one connection behind a mutex
+    /// (SQLite's best for separate transactions: one writer at a time anyway); tasks
+    /// sharing the service for berth; and, as an extra row, threads with a connection each
+    /// (SQLite's writers then queue on the database lock, its busy handler sleeping).
+    /// Per-create latencies and the wall time of them all.
+    async fn concurrent_create_round(&mut self, index: usize) -> Result<(Vec<f64>, f64)> {
+        let ids: Vec<Vec<String>> = (0..CREATE_CLIENTS)
+            .map(|client| {
+                (0..self.creates.div_ceil(CREATE_CLIENTS))
+                    .map(|n| format!("p{:08}", self.created + (n * CREATE_CLIENTS + client) as u64 + 1))
+                    .collect()
+            })
+            .collect();
+        self.created += (self.creates.div_ceil(CREATE_CLIENTS) * CREATE_CLIENTS) as u64;
+        let events = self.events;
+        let started = Instant::now();
+        let mut latencies = Vec::new();
+        let per_connection = index == self.berth.len() + 1;
+        if index == 0 || per_connection {
+            let path = self.reference_path.clone();
+            let shared = std::sync::Arc::new(std::sync::Mutex::new(fixtures::sqlite_open(&path)?));
+            let threads: Vec<_> = ids
+                .into_iter()
+                .map(|ids| {
+                    let (path, shared) = (path.clone(), shared.clone());
+                    std::thread::spawn(move || -> Result<Vec<f64>> {
+                        let mut own = match per_connection {
+                            true => Some(fixtures::sqlite_open(&path)?),
+                            false => None,
+                        };
+                        if let Some(connection) = &own {
+                            connection.busy_timeout(std::time::Duration::from_secs(30)).map_err(sql)?;
+                        }
+                        let mut latencies = Vec::with_capacity(ids.len());
+                        for id in ids {
+                            let started = Instant::now();
+                            match own.as_mut() {
+                                Some(connection) => reference_create(connection, &id, events)?,
+                                None => {
+                                    let mut connection =
+                                        shared.lock().map_err(|_| invalid("reference lock poisoned"))?;
+                                    reference_create(&mut connection, &id, events)?
+                                }
+                            }
+                            latencies.push(elapsed_us(started));
+                        }
+                        Ok(latencies)
+                    })
+                })
+                .collect();
+            for thread in threads {
+                latencies.extend(thread.join().map_err(|_| invalid("a reference create thread panicked"))??);
+            }
+        } else {
+            let service = self.berth[index - 1].service.clone();
+            let mut tasks = tokio::task::JoinSet::new();
+            for ids in ids {
+                let service = service.clone();
+                tasks.spawn(async move {
+                    let mut latencies = Vec::with_capacity(ids.len());
+                    for id in ids {
+                        let started = Instant::now();
+                        create_one(&service, &id, events).await?;
+                        latencies.push(elapsed_us(started));
+                    }
+                    Ok::<_, berth_core::Error>(latencies)
+                });
+            }
+            while let Some(joined) = tasks.join_next().await {
+                latencies.extend(joined.map_err(|e| invalid(format!("a create task: {e}")))??);
+            }
+        }
+        let seconds = started.elapsed().as_secs_f64();
+        if index > 0 && !per_connection {
+            self.berth[index - 1].service.shutdown().await?;
+        }
+        Ok((latencies, seconds))
     }
 
     async fn list_round(&mut self, index: usize) -> Result<()> {
@@ -200,7 +318,7 @@ impl Listing {
         for target in &self.berth {
             target.service.shutdown().await?;
         }
-        Ok(self.list.into_iter().chain(self.fetch).chain(self.create).collect())
+        Ok(self.list.into_iter().chain(self.fetch).chain(self.create).chain(self.create_concurrent).collect())
     }
 }
 

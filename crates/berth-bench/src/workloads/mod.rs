@@ -1,4 +1,4 @@
-//! The workloads (W1–W7) and their references. Every round runs every variant of a
+//! The workloads (W1–W8) and their references. Every round runs every variant of a
 //! workload once, in a rotated order (A/B, B/A, …), so slow drift of a shared machine
 //! and "who runs first" effects hit all variants alike.
 
@@ -6,6 +6,7 @@ pub mod append;
 pub mod concurrent;
 pub mod http;
 pub mod listing;
+pub mod memory;
 pub mod resume;
 pub mod scale;
 

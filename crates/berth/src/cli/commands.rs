@@ -317,7 +317,7 @@ pub struct BenchArgs {
     /// PostgreSQL URL: also run W1, W2, W4 and W5 on the PostgreSQL backend.
     #[arg(long = "pg", value_name = "URL")]
     postgres_url: Option<String>,
-    /// Run only these workloads (comma-separated: W1,…,W7); all by default.
+    /// Run only these workloads (comma-separated: W1,…,W8); all by default.
     #[arg(long, value_delimiter = ',', value_name = "W1,W4,…")]
     only: Vec<String>,
 }
