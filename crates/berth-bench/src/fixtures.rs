@@ -159,6 +159,21 @@ impl FsFile for UnsyncedFile {
 }
 
 /// `VmRSS` of this process in bytes (Linux), from `/proc/self/status`.
+/// This process's CPU time so far (user + system, all threads), in microseconds.
+pub fn process_cpu_us() -> f64 {
+    // SAFETY: `rusage` is plain data (all-zero is a valid value), and `getrusage` writes
+    // only into the struct it is given.
+    let (status, usage) = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        (libc::getrusage(libc::RUSAGE_SELF, &mut usage), usage)
+    };
+    if status != 0 {
+        return 0.0;
+    }
+    let micros = |time: libc::timeval| time.tv_sec as f64 * 1e6 + time.tv_usec as f64;
+    micros(usage.ru_utime) + micros(usage.ru_stime)
+}
+
 pub fn resident_bytes() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find(|line| line.starts_with("VmRSS:"))?;

@@ -126,6 +126,7 @@ async fn run_rounds(dir: &Path, options: &BenchOptions, progress: &dyn Progress,
     }
     report.measurements.extend(resume.map(Resume::finish).unwrap_or_default());
     report.measurements.extend(concurrent.map(Concurrent::finish).unwrap_or_default());
+    report.notes.extend(http.iter().flat_map(Http::notes));
     report.measurements.extend(http.map(Http::finish).unwrap_or_default());
     report.measurements.extend(memory.map(Memory::finish).unwrap_or_default());
     let mut targets = append::targets(W1, &w2);

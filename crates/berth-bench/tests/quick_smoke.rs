@@ -11,7 +11,8 @@ fn tiny_run_reports_every_workload_and_writes_plots() {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     let report = runtime.block_on(berth_bench::run(&options, &NoProgress)).expect("bench run");
 
-    for prefix in ["W1", "W2", "W3 list", "W3 fetch", "W3 create", "W4", "W5", "W6"] {
+    let prefixes = ["W1", "W2", "W3 list", "W3 fetch", "W3 create", "W3 create, 8", "W4", "W5", "W6", "W8 memory put"];
+    for prefix in prefixes.into_iter().chain(["W8 memory get", "W8 memory search", "W8 memory forget"]) {
         assert!(report.measurements.iter().any(|m| m.workload.starts_with(prefix)), "{prefix} missing");
     }
     let mut workloads: Vec<&str> = report.measurements.iter().map(|m| m.workload.as_str()).collect();
@@ -19,8 +20,14 @@ fn tiny_run_reports_every_workload_and_writes_plots() {
     assert_eq!(workloads.iter().filter(|w| w.starts_with("W6")).count(), options.sizes.http_sessions.len());
     for workload in workloads {
         let rows: Vec<_> = report.measurements.iter().filter(|m| m.workload == workload).collect();
-        assert!(rows.len() >= 2, "{workload}: a variant and its reference, got {}", rows.len());
-        assert_eq!(rows.iter().filter(|m| m.reference).count(), 1, "{workload}: exactly one reference");
+        // Memory searches and `forget` have absolute targets (a plain table has no such
+        // search): no reference row.
+        if workload.starts_with("W8 memory search") || workload.starts_with("W8 memory forget") {
+            assert!(rows.iter().all(|m| !m.reference), "{workload}: no reference");
+        } else {
+            assert!(rows.len() >= 2, "{workload}: a variant and its reference, got {}", rows.len());
+            assert_eq!(rows.iter().filter(|m| m.reference).count(), 1, "{workload}: exactly one reference");
+        }
         for row in rows {
             let samples = match row.figure {
                 Figure::Throughput => &row.rounds_per_second,

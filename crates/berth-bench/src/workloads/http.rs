@@ -32,6 +32,9 @@ pub struct Http {
     appends: usize,
     /// Per session count: [library, HTTP].
     configurations: Vec<(usize, [Measurement; 2])>,
+    /// Per session count: [library, HTTP] process CPU (user + system, µs) and appends,
+    /// summed over rounds: the CPU each append costs, in the server and its clients.
+    cpu: Vec<[(f64, f64); 2]>,
 }
 
 pub fn workload_name(clients: usize, sessions: usize) -> String {
@@ -54,21 +57,46 @@ impl Http {
             dir: dir.to_owned(),
             clients: sizes.http_clients,
             appends: sizes.http_appends_per_client,
+            cpu: vec![[(0.0, 0.0); 2]; sizes.http_sessions.len()],
             configurations,
         }
     }
 
     pub async fn round(&mut self, round: usize) -> Result<()> {
-        for (sessions, measurements) in &mut self.configurations {
+        for ((sessions, measurements), cpu) in self.configurations.iter_mut().zip(&mut self.cpu) {
             for index in rotation(2, round) {
                 let root = tempfile::tempdir_in(&self.dir).map_err(io("tempdir"))?;
-                let (latencies, seconds) =
+                let (latencies, seconds, cpu_us) =
                     measure(index == 1, root.path(), *sessions, self.clients, self.appends).await?;
+                cpu[index].0 += cpu_us;
+                cpu[index].1 += latencies.len() as f64;
                 measurements[index].record_throughput(latencies.len() as f64, seconds);
                 measurements[index].latencies_us.extend(latencies);
             }
         }
         Ok(())
+    }
+
+    /// How the CPU was spent: process CPU per append in each mode, and the rate at which
+    /// that much CPU per append would use every core of this machine.
+    pub fn notes(&self) -> Vec<String> {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+        self.configurations
+            .iter()
+            .zip(&self.cpu)
+            .map(|((sessions, _), cpu)| {
+                let per_append = |(cpu_us, appends): (f64, f64)| cpu_us / appends.max(1.0);
+                let (library, http) = (per_append(cpu[0]), per_append(cpu[1]));
+                format!(
+                    "W6 CPU ({} clients, {sessions} sessions): {library:.0} µs of process CPU (user + system) per append \
+                     through the library, {http:.0} µs through HTTP (server and clients: both in this process); \
+                     at that cost {cores:.0} cores are saturated at {:.0} and {:.0} appends/s",
+                    self.clients,
+                    cores * 1e6 / library.max(1e-9),
+                    cores * 1e6 / http.max(1e-9),
+                )
+            })
+            .collect()
     }
 
     pub fn finish(self) -> Vec<Measurement> {
@@ -103,7 +131,13 @@ fn append_request() -> AppendRequest {
 /// One measurement on a fresh data root: per-append latencies (µs) of every client, and
 /// the wall time from the first client's start to the last one's end (setup — creating
 /// the sessions, starting the server — and shutdown are not counted).
-async fn measure(http: bool, root: &Path, sessions: usize, clients: usize, appends: usize) -> Result<(Vec<f64>, f64)> {
+async fn measure(
+    http: bool,
+    root: &Path,
+    sessions: usize,
+    clients: usize,
+    appends: usize,
+) -> Result<(Vec<f64>, f64, f64)> {
     let service = open_service(root).await?;
     let principal = fixtures::service_principal();
     let mut ids = Vec::with_capacity(sessions);
@@ -126,7 +160,7 @@ async fn measure(http: bool, root: &Path, sessions: usize, clients: usize, appen
     } else {
         (None, None)
     };
-    let started = Instant::now();
+    let (started, cpu_started) = (Instant::now(), fixtures::process_cpu_us());
     let mut tasks = tokio::task::JoinSet::new();
     for client_index in 0..clients {
         let (id, service, client) = (ids[client_index % sessions].clone(), service.clone(), client.clone());
@@ -153,10 +187,10 @@ async fn measure(http: bool, root: &Path, sessions: usize, clients: usize, appen
     while let Some(joined) = tasks.join_next().await {
         latencies.extend(joined.map_err(|e| Error::Unavailable { reason: format!("client task: {e}") })??);
     }
-    let seconds = started.elapsed().as_secs_f64();
+    let (seconds, cpu_us) = (started.elapsed().as_secs_f64(), fixtures::process_cpu_us() - cpu_started);
     match server {
         Some(server) => server.shutdown().await?,
         None => service.shutdown().await?,
     }
-    Ok((latencies, seconds))
+    Ok((latencies, seconds, cpu_us))
 }
