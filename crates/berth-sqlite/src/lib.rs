@@ -199,6 +199,31 @@ impl SqliteCatalog {
     }
 }
 
+impl SqliteCatalog {
+    /// `read` for work that is one statement: that statement is its own snapshot in
+    /// autocommit mode, so no `BEGIN`/`COMMIT` pair (two more statements SQLite parses
+    /// each time) is wrapped around it. Point reads (`memory_get`) use it.
+    async fn read_statement<T, F>(&self, operation: &'static str, work: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, Failure> + Send + 'static,
+    {
+        let shared = Arc::clone(&self.shared);
+        on_caller(move || {
+            let outcome = match &shared.readers {
+                None => work(&lock(&shared.writer)),
+                Some(pool) => pool.take().and_then(|connection| {
+                    let value = work(&connection);
+                    pool.give_back(connection);
+                    value
+                }),
+            };
+            outcome.map_err(|failure| failure.into_error(operation, &shared.artifact))
+        })
+        .await
+    }
+}
+
 impl ReaderPool {
     fn take(&self) -> Result<Connection, Failure> {
         if let Some(connection) = lock(&self.idle).pop() {

@@ -621,7 +621,7 @@ impl MemoryStore for SqliteCatalog {
         let (tenant, namespace, key) = (tenant.clone(), namespace.clone(), key.to_owned());
         if !refresh {
             return self
-                .read("get memory item", move |connection| {
+                .read_statement("get memory item", move |connection| {
                     let stored = stored_item(connection, &tenant, &namespace, &key)?;
                     Ok(stored.map(|(_, item)| item).filter(|item| item.is_live(now)))
                 })
