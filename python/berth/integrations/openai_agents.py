@@ -48,15 +48,19 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import contextvars
+import functools
 import hashlib
 import json
+import os
 import random
 import threading
 import time
 import uuid
 import weakref
 from collections.abc import Callable, Mapping
-from typing import Any
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 from agents.lifecycle import RunHooks
 from agents.memory.session_settings import SessionSettings, coerce_session_settings, resolve_session_limit
@@ -88,6 +92,39 @@ _MESSAGE_TYPES = {
 }
 _ITEM_TYPES = frozenset(["user/message", "assistant/message", "system/message", "tool/call", "tool/result", ITEM_TYPE])
 _REPAIR_CODES = frozenset(["TOOL_OUTCOME_UNKNOWN", "TOOL_NOT_STARTED"])
+
+#: Worker threads for every `BerthSession`'s calls. Not the loop's default executor
+#: (`min(32, cores + 4)` threads: 6 on two cores, sized for CPU work): these calls mostly
+#: wait on the store with the GIL released, and concurrent writers each need a thread for
+#: their durable appends to be in flight together.
+WORKER_THREADS_MAX = 64
+_workers: ThreadPoolExecutor | None = None
+_workers_lock = threading.Lock()
+_T = TypeVar("_T")
+
+
+def _worker_pool() -> ThreadPoolExecutor:
+    global _workers
+    with _workers_lock:
+        if _workers is None:
+            _workers = ThreadPoolExecutor(WORKER_THREADS_MAX, thread_name_prefix="berth-openai")
+        return _workers
+
+
+def _forget_workers_in_child() -> None:
+    # A forked child has none of the parent's threads: it makes its own pool when needed.
+    global _workers, _workers_lock
+    _workers, _workers_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_workers_in_child)
+
+
+async def _on_worker(function: Callable[..., _T], *args: Any) -> _T:
+    """`asyncio.to_thread` on the pool above (the caller's context variables go along)."""
+    context = contextvars.copy_context()
+    call = functools.partial(context.run, function, *args)
+    return await asyncio.get_running_loop().run_in_executor(_worker_pool(), call)
 
 
 class SessionModeMismatch(berth.BerthError):
@@ -376,25 +413,25 @@ class BerthSession:
         """The latest `limit` live items (all when None), oldest first."""
         limit = resolve_session_limit(limit, self.session_settings)
         binding = self._binding(wrapper)
-        return await asyncio.to_thread(self._get_items, binding, limit)
+        return await _on_worker(self._get_items, binding, limit)
 
     async def add_items(self, items: list[Any], *, wrapper: Any = None) -> None:
         """Appends `items` as one atomic, durable batch."""
         if not items:
             return
         binding = self._binding(wrapper)
-        await asyncio.to_thread(self._add_items, binding, list(items))
+        await _on_worker(self._add_items, binding, list(items))
 
     async def pop_item(self, *, wrapper: Any = None) -> Any | None:
         """Removes and returns the latest live item (None when there is none); racing
         callers, in any process, each get a different item."""
         binding = self._binding(wrapper)
-        return await asyncio.to_thread(self._pop_item, binding)
+        return await _on_worker(self._pop_item, binding)
 
     async def clear_session(self, *, wrapper: Any = None) -> None:
         """Removes every item (a marker: the log and its audit trail stay)."""
         binding = self._binding(wrapper)
-        await asyncio.to_thread(self._clear, binding)
+        await _on_worker(self._clear, binding)
 
     # -- beyond the protocol --------------------------------------------------------
 
@@ -406,7 +443,7 @@ class BerthSession:
     async def delete(self, *, wrapper: Any = None) -> None:
         """Deletes the berth session, reclaiming its storage (history and markers)."""
         binding = self._binding(wrapper)
-        await asyncio.to_thread(self._delete, binding)
+        await _on_worker(self._delete, binding)
 
     @staticmethod
     def list_session_ids(client: berth.Client, **filters: Any) -> list[str]:
@@ -423,7 +460,7 @@ class BerthSession:
             self._client.close()
 
     async def aclose(self) -> None:
-        await asyncio.to_thread(self.close)
+        await _on_worker(self.close)
 
     def __enter__(self) -> BerthSession:
         return self
@@ -683,7 +720,7 @@ class BerthRunHooks(RunHooks[Any]):
             return  # not a function tool call (no call id to repair against)
         arguments = getattr(context, "tool_arguments", None)
         binding = self._session._binding(context)
-        await asyncio.to_thread(
+        await _on_worker(
             self._session._record_tool_start, binding, call_id, name, arguments if arguments is not None else ""
         )
 
