@@ -233,11 +233,11 @@ class _View:
 
     __slots__ = ("end", "last_key", "items", "complete")
 
-    def __init__(self, end: int, last_key: str | None, items: list[tuple[int, str]], complete: bool) -> None:
+    def __init__(self, end: int, last_key: str | None, items: list[tuple[int, str | _Unmade]], complete: bool) -> None:
         self.end = end
         self.last_key = last_key
         #: (seq, item JSON or `_Unmade`), oldest first: the newest live items.
-        self.items: list[tuple[int, str | _Unmade]] = items  # type: ignore[assignment]
+        self.items = items
         #: The items reach back to the log's start or a clear: none are older.
         self.complete = complete
 
