@@ -7,6 +7,8 @@ SDK's `Session` protocol (1 KiB items, as bench.py):
   W4  resume: a fresh object's `get_items()` of a 10,000-item session
   W5  8 sessions x 8 concurrent writers (`asyncio.gather`), single-item `add_items`
   T   200 turns of `add_items` of 2 items + `get_items(20)` (what a `Runner` turn does)
+  floor  the same clients' bare single-item `append` (2,000, interleaved) beside a bare
+         SQLite insert + commit of the same JSON (WAL, synchronous=FULL): what W1 stands on
 LangGraph — `BerthSaver` vs `SqliteSaver` (langgraph-checkpoint-sqlite 3.1.2): a graph of
 STEPS one-message steps (a ~200-byte `AIMessage` per step on an `add_messages` channel):
 steps/s, resume (a fresh saver's `get_tuple` of the latest) and bytes on disk.
@@ -222,21 +224,17 @@ def bench_openai(args: argparse.Namespace, sizes: Sizes, work: Path, server: Ser
                 taken = variants[name][workload](sizes)
                 seconds.setdefault((workload, name), []).append(taken)
                 print(f"round {round_index + 1} {workload} {name}: {taken:.3f} s", file=sys.stderr)
-    # The floor under the drop-in: the same client's own single-item appends (W1's
-    # batches without the Session protocol, the worker thread or the item mapping).
-    floor = {}
-    for name, client in (("embedded", embedded), ("http", http)):
-        session_id = client.create_session(f"raw-{uuid.uuid4().hex[:20]}",
-                                           policy={"activity_ttl_ms": 10 ** 11, "run_lease_ttl_ms": 30_000}).id
-        floor[name] = statistics.median(
-            _timed(lambda: [client.append(session_id, [("user/message", ITEM)]) for _ in range(sizes.w1)])
-            for _ in range(args.rounds))
+    floor = bench_floor(args, sizes, work, embedded, http)
     embedded.close()
     http.close()
     rows = []
+    print("| floor: one durable single-item write, bare | per second | vs SQLite | W1 through the drop-in |")
+    print("|---|---|---|---|")
     for name, seconds_taken in floor.items():
-        print(f"floor: {name} client.append of 1 item: {sizes.w1 / seconds_taken:,.0f}/s "
-              f"(BerthSession W1: {sizes.w1 / statistics.median(seconds[('W1', name)]):,.0f}/s)")
+        through = f"{sizes.w1 / statistics.median(seconds[('W1', name)]):,.0f}/s"
+        print(f"| {name} | {sizes.w1 / seconds_taken:,.0f}/s | {floor['sqlite'] / seconds_taken:.2f}x | {through} |")
+        rows.append({"workload": "floor", "variant": name, "seconds_median": seconds_taken,
+                     "per_second": sizes.w1 / seconds_taken, "vs_sqlite_speed": floor["sqlite"] / seconds_taken})
     print("| workload | variant | median s | items (turns)/s | speed vs SQLiteSession |")
     print("|---|---|---|---|---|")
     for workload in OPENAI_WORKLOADS:
@@ -249,6 +247,40 @@ def bench_openai(args: argparse.Namespace, sizes: Sizes, work: Path, server: Ser
             rows.append(row)
             print(f"| {workload} | {name} | {median:.3f} | {row['per_second']:,.0f} | {row['vs_sqlite_speed']:.2f}x |")
     return rows
+
+
+def bench_floor(args: argparse.Namespace, sizes: Sizes, work: Path, embedded: berth.Client,
+                http: berth.Client) -> dict[str, float]:
+    """The floor under the drop-ins, W1's writes without the Session protocol, the worker
+    thread or the item mapping: the same clients' bare single-item `append`, beside a bare
+    SQLite insert + commit of the same JSON (WAL, `synchronous=FULL`: durable per commit).
+    Interleaved rounds, medians of seconds for `sizes.w1` writes."""
+    connection = sqlite3.connect(str(work / "floor.sqlite"), isolation_level=None)
+    connection.execute("PRAGMA journal_mode=WAL")
+    connection.execute("PRAGMA synchronous=FULL")
+    connection.execute("CREATE TABLE items (id INTEGER PRIMARY KEY, session TEXT, data TEXT)")
+    text = json.dumps(ITEM)
+
+    def sqlite_writes() -> None:
+        for _ in range(sizes.w1):
+            connection.execute("BEGIN")
+            connection.execute("INSERT INTO items (session, data) VALUES (?, ?)", ("floor", text))
+            connection.execute("COMMIT")
+
+    def berth_writes(client: berth.Client) -> Callable[[], None]:
+        session_id = client.create_session(f"raw-{uuid.uuid4().hex[:20]}",
+                                           policy={"activity_ttl_ms": 10 ** 11, "run_lease_ttl_ms": 30_000}).id
+        return lambda: [client.append(session_id, [("user/message", ITEM)]) for _ in range(sizes.w1)]
+
+    variants = {"sqlite": sqlite_writes, "embedded": berth_writes(embedded), "http": berth_writes(http)}
+    names = list(variants)
+    seconds: dict[str, list[float]] = {}
+    for round_index in range(args.rounds):
+        for name in names[round_index % len(names):] + names[: round_index % len(names)]:
+            seconds.setdefault(name, []).append(_timed(variants[name]))
+            print(f"round {round_index + 1} floor {name}: {seconds[name][-1]:.3f} s", file=sys.stderr)
+    connection.close()
+    return {name: statistics.median(taken) for name, taken in seconds.items()}
 
 
 def bench_langgraph(args: argparse.Namespace, work: Path, server: Server) -> list[dict[str, Any]]:

@@ -48,20 +48,25 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import contextvars
+import functools
 import hashlib
 import json
+import os
 import random
 import threading
 import time
 import uuid
 import weakref
 from collections.abc import Callable, Mapping
-from typing import Any
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 from agents.lifecycle import RunHooks
 from agents.memory.session_settings import SessionSettings, coerce_session_settings, resolve_session_limit
 
 import berth
+from berth import _calls as calls
 
 #: The label every session made by `BerthSession` carries (listings filter on it).
 LABEL = "openai-agents"
@@ -87,6 +92,39 @@ _MESSAGE_TYPES = {
 }
 _ITEM_TYPES = frozenset(["user/message", "assistant/message", "system/message", "tool/call", "tool/result", ITEM_TYPE])
 _REPAIR_CODES = frozenset(["TOOL_OUTCOME_UNKNOWN", "TOOL_NOT_STARTED"])
+
+#: Worker threads for every `BerthSession`'s calls. Not the loop's default executor
+#: (`min(32, cores + 4)` threads: 6 on two cores, sized for CPU work): these calls mostly
+#: wait on the store with the GIL released, and concurrent writers each need a thread for
+#: their durable appends to be in flight together.
+WORKER_THREADS_MAX = 64
+_workers: ThreadPoolExecutor | None = None
+_workers_lock = threading.Lock()
+_T = TypeVar("_T")
+
+
+def _worker_pool() -> ThreadPoolExecutor:
+    global _workers
+    with _workers_lock:
+        if _workers is None:
+            _workers = ThreadPoolExecutor(WORKER_THREADS_MAX, thread_name_prefix="berth-openai")
+        return _workers
+
+
+def _forget_workers_in_child() -> None:
+    # A forked child has none of the parent's threads: it makes its own pool when needed.
+    global _workers, _workers_lock
+    _workers, _workers_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_workers_in_child)
+
+
+async def _on_worker(function: Callable[..., _T], *args: Any) -> _T:
+    """`asyncio.to_thread` on the pool above (the caller's context variables go along)."""
+    context = contextvars.copy_context()
+    call = functools.partial(context.run, function, *args)
+    return await asyncio.get_running_loop().run_in_executor(_worker_pool(), call)
 
 
 class SessionModeMismatch(berth.BerthError):
@@ -130,7 +168,7 @@ def decode_session_id(berth_id: str) -> str | None:
 
 def event_for_item(item: Any) -> dict[str, Any]:
     """The berth event that stores one SDK item (the item verbatim in `data.item`)."""
-    if isinstance(item, Mapping):
+    if type(item) is dict or isinstance(item, Mapping):  # a dict first: the ABC check is slow
         kind = item.get("type")
         call_id = item.get("call_id")
         if kind == "function_call" and _nonempty(call_id) and _nonempty(item.get("name")) and "arguments" in item:
@@ -180,17 +218,25 @@ def _item_of(event: berth.Event, repaired_calls: set[str]) -> Any | None:
 PROBE_EVENTS = 8
 
 
+#: A view item not yet made JSON text: the raw answer of the page it was read in and the
+#: event's index there (`_View.texts` makes the text when the item is first answered).
+_Unmade = tuple[bytes, int]
+
+
 class _View:
     """The newest live items as this object last read (and then wrote) them: valid while
     the log still ends with the event it saw last (`end`, that event's idempotency key).
-    Items are kept as JSON text, so every `get_items` answers fresh objects."""
+    Items are kept as JSON text, so every `get_items` answers fresh objects. Items of a
+    backward read are kept as their page's raw answer until a later `get_items` answers
+    them (`_Unmade`): a resume that is not followed by another read (or that reads only
+    the newest few again) never encodes the thousands it read."""
 
     __slots__ = ("end", "last_key", "items", "complete")
 
-    def __init__(self, end: int, last_key: str | None, items: list[tuple[int, str]], complete: bool) -> None:
+    def __init__(self, end: int, last_key: str | None, items: list[tuple[int, str | _Unmade]], complete: bool) -> None:
         self.end = end
         self.last_key = last_key
-        #: (seq, item JSON), oldest first: the newest live items.
+        #: (seq, item JSON or `_Unmade`), oldest first: the newest live items.
         self.items = items
         #: The items reach back to the log's start or a clear: none are older.
         self.complete = complete
@@ -217,9 +263,32 @@ class _View:
             self.last_key = event.idempotency_key
         return True
 
+    def texts(self, limit: int | None) -> list[str]:
+        """The JSON texts of the newest `limit` items (all when None), oldest first; the
+        unmade ones among them are made now, each page parsed once (a private copy)."""
+        start = 0 if limit is None else max(0, len(self.items) - limit)
+        pages: dict[int, list[Any]] = {}
+        for index in range(start, len(self.items)):
+            seq, text = self.items[index]
+            if type(text) is not str:
+                body, position = text  # type: ignore[misc]
+                events = pages.get(id(body))
+                if events is None:
+                    events = pages[id(body)] = json.loads(body)["events"]
+                self.items[index] = (seq, _dumps(events[position]["data"]["item"]))
+        return [text for _, text in self.items[start:]]  # type: ignore[misc]
+
 
 def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def _read_before_raw(client: berth.Client, session_id: str, before: int, limit: int) -> tuple[berth.EventPage, bytes]:
+    """`client.read_before`, with the answer's raw bytes too (what `_View` keeps)."""
+    call = calls.read(session_id, before=before, limit=limit)
+    decode = call.decode
+    call.decode = lambda answer: (decode(answer), answer.body)  # type: ignore[assignment,return-value]
+    return client._execute(call)  # type: ignore[return-value]
 
 
 class _Binding:
@@ -344,25 +413,25 @@ class BerthSession:
         """The latest `limit` live items (all when None), oldest first."""
         limit = resolve_session_limit(limit, self.session_settings)
         binding = self._binding(wrapper)
-        return await asyncio.to_thread(self._get_items, binding, limit)
+        return await _on_worker(self._get_items, binding, limit)
 
     async def add_items(self, items: list[Any], *, wrapper: Any = None) -> None:
         """Appends `items` as one atomic, durable batch."""
         if not items:
             return
         binding = self._binding(wrapper)
-        await asyncio.to_thread(self._add_items, binding, list(items))
+        await _on_worker(self._add_items, binding, list(items))
 
     async def pop_item(self, *, wrapper: Any = None) -> Any | None:
         """Removes and returns the latest live item (None when there is none); racing
         callers, in any process, each get a different item."""
         binding = self._binding(wrapper)
-        return await asyncio.to_thread(self._pop_item, binding)
+        return await _on_worker(self._pop_item, binding)
 
     async def clear_session(self, *, wrapper: Any = None) -> None:
         """Removes every item (a marker: the log and its audit trail stay)."""
         binding = self._binding(wrapper)
-        await asyncio.to_thread(self._clear, binding)
+        await _on_worker(self._clear, binding)
 
     # -- beyond the protocol --------------------------------------------------------
 
@@ -374,7 +443,7 @@ class BerthSession:
     async def delete(self, *, wrapper: Any = None) -> None:
         """Deletes the berth session, reclaiming its storage (history and markers)."""
         binding = self._binding(wrapper)
-        await asyncio.to_thread(self._delete, binding)
+        await _on_worker(self._delete, binding)
 
     @staticmethod
     def list_session_ids(client: berth.Client, **filters: Any) -> list[str]:
@@ -391,7 +460,7 @@ class BerthSession:
             self._client.close()
 
     async def aclose(self) -> None:
-        await asyncio.to_thread(self.close)
+        await _on_worker(self.close)
 
     def __enter__(self) -> BerthSession:
         return self
@@ -489,14 +558,19 @@ class BerthSession:
         read backwards page by page (pops are markers after their targets, so reading
         backwards meets a pop before the item it removes). Leaves what it read as the
         binding's view, for the next `get_items`."""
-        found, end, last_key, complete = self._read_back(binding, limit)
-        binding.keep_view(_View(end, last_key, [(seq, _dumps(item)) for seq, item in found], complete))
+        found, kept, end, last_key, complete = self._read_back(binding, limit)
+        binding.keep_view(_View(end, last_key, kept, complete))
         return found, end
 
-    def _read_back(self, binding: _Binding, limit: int | None) -> tuple[list[tuple[int, Any]], int, str | None, bool]:
+    def _read_back(
+        self, binding: _Binding, limit: int | None
+    ) -> tuple[list[tuple[int, Any]], list[tuple[int, str | _Unmade]], int, str | None, bool]:
+        """The items as `_collect` says, what the view keeps of each (its text, or where
+        it is in its page's raw answer), the log's end, its last key, and `complete`."""
         popped: set[int] = set()
         repaired_calls: set[str] = set()
         found: list[tuple[int, Any]] = []
+        kept: list[tuple[int, str | _Unmade]] = []
         # Markers are rare: the first page is the items asked for and a little slack;
         # each further page doubles (berth's read cost grows with the events returned).
         page_size = 1000 if limit is None else min(1000, limit + 8)
@@ -505,14 +579,16 @@ class BerthSession:
         last_key: str | None = None
         client = binding.client
         while True:
-            page = client.read_before(self.berth_id, before, limit=page_size)
+            page, body = _read_before_raw(client, self.berth_id, before, page_size)
             if end is None:
                 end = page.next_seq
                 last_key = page.events[-1].idempotency_key if page.events else None
-            for event in reversed(page.events):
+            for position in range(len(page.events) - 1, -1, -1):
+                event = page.events[position]
                 if event.type == CLEAR_TYPE:
                     found.reverse()
-                    return found, end, last_key, True
+                    kept.reverse()
+                    return found, kept, end, last_key, True
                 if event.type == POP_TYPE:
                     if isinstance(event.data, dict) and isinstance(event.data.get("target"), int):
                         popped.add(event.data["target"])
@@ -521,12 +597,18 @@ class BerthSession:
                 if item is None or event.seq in popped:
                     continue
                 found.append((event.seq, item))
+                # The stored item itself is made text later, from the raw answer; a
+                # presented one (a repair's call or output) is made here.
+                stored = item is event.data.get("item")  # type: ignore[union-attr]
+                kept.append((event.seq, (body, position) if stored else _dumps(item)))
                 if limit is not None and len(found) >= limit:
                     found.reverse()
-                    return found, end, last_key, False
+                    kept.reverse()
+                    return found, kept, end, last_key, False
             if page.first_seq == 0 or not page.events:
                 found.reverse()
-                return found, end, last_key, True
+                kept.reverse()
+                return found, kept, end, last_key, True
             before = page.first_seq
             page_size = min(1000, page_size * 2)
 
@@ -554,9 +636,9 @@ class BerthSession:
         # A view too short for the answer is not checked: a backward read is needed anyway.
         if view is not None and (view.complete or (limit is not None and len(view.items) >= limit)):
             if self._view_is_current(binding, view) and (view.complete or len(view.items) >= limit):  # type: ignore[operator]
+                texts = view.texts(limit)
                 binding.keep_view(view)
-                texts = view.items if limit is None else view.items[-limit:]
-                return [json.loads(text) for _, text in texts]
+                return [json.loads(text) for text in texts]
         items, _ = self._collect(binding, limit)
         return [item for _, item in items]
 
@@ -638,7 +720,7 @@ class BerthRunHooks(RunHooks[Any]):
             return  # not a function tool call (no call id to repair against)
         arguments = getattr(context, "tool_arguments", None)
         binding = self._session._binding(context)
-        await asyncio.to_thread(
+        await _on_worker(
             self._session._record_tool_start, binding, call_id, name, arguments if arguments is not None else ""
         )
 

@@ -9,6 +9,7 @@ import json
 import subprocess
 import time
 from typing import Any
+from urllib.parse import parse_qsl
 
 import pytest
 
@@ -38,6 +39,25 @@ ITEMS: list[Any] = [
 
 def run(coroutine: Any) -> Any:
     return asyncio.run(coroutine)
+
+
+def count_backward_reads(client: berth.Client, reads: list[tuple[int, int | None]]) -> None:
+    """Records `(before, limit)` of every backward read of events `client` sends (through
+    `read_before` or as its call: `BerthSession` reads pages with their raw answers)."""
+    original = client._execute
+
+    def counting(call: Any) -> Any:
+        path, _, query = call.path.partition("?")
+        params = dict(parse_qsl(query))
+        if call.method == "GET" and path.endswith("/events") and "before" in params:
+            reads.append((int(params["before"]), int(params["limit"]) if "limit" in params else None))
+        return original(call)
+
+    client._execute = counting  # type: ignore[method-assign]
+
+
+def limits(reads: list[tuple[int, int | None]]) -> list[int | None]:
+    return [limit for _, limit in reads]
 
 
 def test_items_map_onto_berths_vocabulary_and_round_trip(oai_place: Place) -> None:
@@ -84,13 +104,7 @@ def test_get_items_reads_backwards_only_as_far_as_it_needs(oai_place: Place) -> 
         for _ in range(3):
             run(session.pop_item())
         reads: list[tuple[int, int | None]] = []
-        original = client.read_before
-
-        def counting(session_id: str, before: int = berth.SEQ_END, *, limit: int | None = None) -> Any:
-            reads.append((before, limit))
-            return original(session_id, before, limit=limit)
-
-        client.read_before = counting  # type: ignore[method-assign]
+        count_backward_reads(client, reads)
         assert run(session.get_items(4)) == items[2493:2497]
         assert len(reads) == 1 and reads[0][1] is not None and reads[0][1] <= 12
         reads.clear()
@@ -107,37 +121,31 @@ def test_get_items_again_checks_the_newest_events_only(oai_place: Place) -> None
     client = oai_place.connect()
     with BerthSession("again", client) as session, BerthSession("again", oai_place.connect()) as other:
         run(session.add_items([{"role": "user", "content": f"m{index}"} for index in range(30)]))
-        reads: list[int | None] = []
-        original = client.read_before
-
-        def counting(session_id: str, before: int = berth.SEQ_END, *, limit: int | None = None) -> Any:
-            reads.append(limit)
-            return original(session_id, before, limit=limit)
-
-        client.read_before = counting  # type: ignore[method-assign]
+        reads: list[tuple[int, int | None]] = []
+        count_backward_reads(client, reads)
 
         def fresh(limit: int | None) -> list[Any]:
             with BerthSession("again", oai_place.connect()) as reader:
                 return run(reader.get_items(limit))
 
-        assert run(session.get_items(20)) == fresh(20) and reads == [28]
+        assert run(session.get_items(20)) == fresh(20) and limits(reads) == [28]
         run(session.add_items([{"role": "assistant", "content": "mine"}]))
         reads.clear()
-        assert run(session.get_items(20)) == fresh(20) and reads == [8]  # its own append: the view extended
+        assert run(session.get_items(20)) == fresh(20) and limits(reads) == [8]  # its own append: the view extended
         run(other.add_items([{"role": "user", "content": "theirs"}]))
         run(other.pop_item())
         run(other.add_items([{"role": "user", "content": "later"}, {"role": "user", "content": "last"}]))
         reads.clear()
-        assert run(session.get_items(20)) == fresh(20) and reads == [8]  # 3 appends by another: folded
+        assert run(session.get_items(20)) == fresh(20) and limits(reads) == [8]  # 3 appends by another: folded
         assert [item["content"] for item in run(session.get_items(3))] == ["mine", "later", "last"]
         run(other.add_items([{"role": "user", "content": f"n{index}"} for index in range(9)]))
         reads.clear()
-        assert run(session.get_items(20)) == fresh(20) and reads == [8, 28]  # too many: read afresh
+        assert run(session.get_items(20)) == fresh(20) and limits(reads) == [8, 28]  # too many: read afresh
         reads.clear()
-        assert run(session.get_items()) == fresh(None) and reads == [1000]  # the view was short: no probe
+        assert run(session.get_items()) == fresh(None) and limits(reads) == [1000]  # the view was short: no probe
         run(other.clear_session())
         reads.clear()
-        assert run(session.get_items()) == [] and reads == [8]  # the clear, folded
+        assert run(session.get_items()) == [] and limits(reads) == [8]  # the clear, folded
         run(other.delete())
         run(other.add_items([{"role": "user", "content": "anew"}]))
         assert run(session.get_items()) == [{"role": "user", "content": "anew"}]
