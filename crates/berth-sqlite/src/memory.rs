@@ -87,9 +87,37 @@ impl Params {
 /// key) index: `[p, p0)` holds `p`, `p/…` and siblings like `p x` (the bytes below `/`),
 /// which the last condition drops (`0` is the byte after `/`).
 fn within_prefix(prefix: &Namespace, params: &mut Params) -> String {
+    namespace_within("m.namespace", prefix, params)
+}
+
+/// `within_prefix` on another namespace column.
+fn namespace_within(column: &str, prefix: &Namespace, params: &mut Params) -> String {
     let p = prefix.as_str();
     let (low, high, slash) = (params.push(p.to_owned()), params.push(format!("{p}0")), params.push(format!("{p}/")));
-    format!("m.namespace >= {low} AND m.namespace < {high} AND (m.namespace = {low} OR m.namespace > {slash})")
+    format!("{column} >= {low} AND {column} < {high} AND ({column} = {low} OR {column} > {slash})")
+}
+
+/// Writes the item's rows of `memory_term_counts` (schema V4): each distinct term and
+/// how often it occurs.
+pub(crate) fn insert_term_counts(
+    connection: &Connection,
+    item: i64,
+    tenant: &str,
+    namespace: &str,
+    key: &str,
+    value: &JsonText,
+) -> Result<(), Failure> {
+    let mut counts: BTreeMap<String, i64> = BTreeMap::new();
+    for term in scoped::value_terms(value) {
+        *counts.entry(term).or_default() += 1;
+    }
+    let mut insert = connection.prepare_cached(
+        "INSERT INTO memory_term_counts (item, tenant, term, count, namespace, key) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )?;
+    for (term, count) in counts {
+        insert.execute((item, tenant, term, count, namespace, key))?;
+    }
+    Ok(())
 }
 
 fn live(now: Timestamp, params: &mut Params) -> String {
@@ -195,7 +223,9 @@ fn write_item(
     };
     if replacing.is_some() {
         transaction.prepare_cached("DELETE FROM memory_fields WHERE item = ?1")?.execute([id])?;
+        transaction.prepare_cached("DELETE FROM memory_term_counts WHERE item = ?1")?.execute([id])?;
     }
+    insert_term_counts(transaction, id, tenant.as_str(), item.namespace.as_str(), &item.key, &item.value)?;
     let mut insert_field = transaction.prepare_cached(
         "INSERT OR REPLACE INTO memory_fields (item, tenant, field, kind, sort) VALUES (?1, ?2, ?3, ?4, ?5)",
     )?;
@@ -294,6 +324,9 @@ fn search_in(
     if let Some(query) = &search.query {
         let expression = match_expression(query);
         if search.order == SearchOrder::Relevance {
+            if let [term] = query.terms() {
+                return search_by_term_rank(connection, tenant, search, term, now);
+            }
             return search_by_relevance(connection, tenant, search, query, &expression, now);
         }
         let matches: i64 = connection
@@ -379,6 +412,53 @@ fn prefix_holds(
     );
     let count: i64 = connection.prepare_cached(&sql)?.query_row(params_from_iter(params.0.iter()), |row| row.get(0))?;
     Ok(count >= at_least)
+}
+
+/// A one-term query in relevance order: a walk of `memory_term_counts_by_rank` (count
+/// descending, then namespace and key: the relevance order) from the cursor, keeping the
+/// live items of the prefix that pass the filter, until `limit`. A term's count is the
+/// item's score (`TextQuery::score` of one term).
+fn search_by_term_rank(
+    connection: &Connection,
+    tenant: &TenantId,
+    search: &MemorySearch,
+    term: &str,
+    now: Timestamp,
+) -> Result<Vec<MemoryItem>, Failure> {
+    let mut params = Params::default();
+    let (tenant_is, term_is) = (params.push(tenant.as_str().to_owned()), params.push(term.to_owned()));
+    let mut conditions = vec![
+        format!("c.tenant = {tenant_is}"),
+        format!("c.term = {term_is}"),
+        namespace_within("c.namespace", &search.prefix, &mut params),
+        live(now, &mut params),
+    ];
+    if let Some(cursor) = &search.cursor {
+        let rank = params.push(i64::try_from(cursor.rank).unwrap_or(i64::MAX));
+        let (namespace, key) = (params.push(cursor.namespace.clone()), params.push(cursor.key.clone()));
+        conditions
+            .push(format!("c.count <= {rank} AND (c.count < {rank} OR (c.namespace, c.key) > ({namespace}, {key}))"));
+    }
+    let mut sql = format!(
+        "SELECT {ITEM_COLUMNS}, c.count FROM memory_term_counts AS c INDEXED BY memory_term_counts_by_rank \
+         CROSS JOIN memory_items AS m ON m.id = c.item WHERE {} ORDER BY c.count DESC, c.namespace, c.key",
+        conditions.join(" AND ")
+    );
+    if search.filter.conditions.is_empty() {
+        sql.push_str(&format!(" LIMIT {}", params.push(limit_column(search.limit))));
+    }
+    let mut statement = connection.prepare_cached(&sql)?;
+    let mut rows = statement.query(params_from_iter(params.0.iter()))?;
+    let mut page = Vec::new();
+    while page.len() < search.limit {
+        let Some(row) = rows.next()? else { break };
+        let (_, item) = item_from_row(row)?;
+        let score = row.get::<_, i64>(10)? as u64;
+        if search.filter.matches(&item.value) && search.after_cursor(&item, score) {
+            page.push(item);
+        }
+    }
+    Ok(page)
 }
 
 /// Every live item in the prefix holding the query's terms, read through the full-text

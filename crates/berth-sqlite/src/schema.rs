@@ -35,7 +35,11 @@ pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 /// Forward-only migrations; `MIGRATIONS[n]` takes the schema from version n to n + 1.
 /// Never edit a shipped entry: append a new one.
-const MIGRATIONS: &[&str] = &[V1, V2, V3];
+const MIGRATIONS: &[&str] = &[V1, V2, V3, V4];
+
+/// The migrations' SQL, for tests that build an older catalog.
+#[cfg(test)]
+pub(crate) const MIGRATIONS_FOR_TESTS: &[&str] = MIGRATIONS;
 
 const V1: &str = "
 CREATE TABLE sessions (
@@ -167,6 +171,40 @@ CREATE TABLE memory_fields (
 CREATE INDEX memory_fields_by_value ON memory_fields (tenant, field, kind, sort);
 ";
 
+/// Relevance order for single-term queries (issue 11: a common term's relevance page
+/// read every match). One row per distinct term of an item, with how often it occurs
+/// (`berth_catalog::scoped::value_terms`); the index is the relevance order itself —
+/// count descending, then (namespace, key) — so a one-term relevance page walks it from
+/// the top and stops at the page's end. Goes with its item (`ON DELETE CASCADE`); an
+/// item replaced has its rows rewritten. Rows of items stored before V4 are filled in
+/// by `fill_term_counts` in the same migration transaction.
+const V4: &str = "
+CREATE TABLE memory_term_counts (
+    item      INTEGER NOT NULL REFERENCES memory_items (id) ON DELETE CASCADE,
+    tenant    TEXT    NOT NULL,
+    term      TEXT    NOT NULL,
+    count     INTEGER NOT NULL,
+    namespace TEXT    NOT NULL,
+    key       TEXT    NOT NULL,
+    PRIMARY KEY (item, term)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX memory_term_counts_by_rank ON memory_term_counts (tenant, term, count DESC, namespace, key);
+";
+
+/// Fills `memory_term_counts` for the items a V3 catalog holds (V4's table starts empty).
+fn fill_term_counts(transaction: &rusqlite::Transaction<'_>) -> Result<(), crate::error::Failure> {
+    let mut select = transaction.prepare("SELECT id, tenant, namespace, key, value FROM memory_items")?;
+    let mut rows = select.query([])?;
+    while let Some(row) = rows.next()? {
+        let value = berth_core::JsonText::parse(row.get_ref(4)?.as_str()?)
+            .map_err(|_| crate::error::Failure::Corrupt("stored memory item has an invalid value".into()))?;
+        let (id, tenant, namespace, key): (i64, String, String, String) =
+            (row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?);
+        crate::memory::insert_term_counts(transaction, id, &tenant, &namespace, &key, &value)?;
+    }
+    Ok(())
+}
+
 /// Brings the database to `SCHEMA_VERSION` inside one `BEGIN IMMEDIATE` transaction:
 /// when two processes open a fresh file at once, the second waits for the first's
 /// write lock and then finds the schema already current.
@@ -178,6 +216,9 @@ pub(crate) fn migrate(connection: &mut Connection, artifact: &str) -> Result<(),
     for (from, migration) in MIGRATIONS.iter().enumerate().skip(version as usize) {
         tracing::info!(artifact, from, to = from + 1, "migrating catalog schema");
         transaction.execute_batch(migration)?;
+        if from + 1 == 4 {
+            fill_term_counts(&transaction)?;
+        }
     }
     if version != SCHEMA_VERSION {
         transaction.pragma_update(None, "user_version", SCHEMA_VERSION)?;
