@@ -56,6 +56,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import dataclasses
+import gc
 import hashlib
 import json
 import math
@@ -68,7 +70,9 @@ import uuid
 import weakref
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from typing import Any, Optional
+from typing import Any, Optional, Union
+
+import pydantic
 
 from google.adk.errors.already_exists_error import AlreadyExistsError
 from google.adk.errors.session_not_found_error import SessionNotFoundError
@@ -83,6 +87,7 @@ from google.adk.sessions.state import State
 from google.genai import types
 
 import berth
+from berth import _calls as berth_calls
 
 #: The label of every session this service creates.
 LABEL = "adk"
@@ -224,51 +229,120 @@ def berth_events_for(event: Event, time_ms: int) -> list[dict[str, Any]]:
     return [{"type": EVENT_TYPE, "data": {"adk": adk}, "ignorable": True, "time": time_ms}]
 
 
-def _adk_timestamp(event: berth.Event) -> float | None:
+# ----- reading the log ------------------------------------------------------------------
+
+
+class _StoredData(pydantic.BaseModel):
+    """What the read path looks at in a stored event's `data`: the ADK event, validated
+    in JSON mode straight from the page's bytes (exactly what `Event.model_validate_json`
+    of its text builds, without first making it Python objects and JSON text again),
+    and the fields of a berth repair. Every other field (a `session/memory` event's
+    writes, a message's text) is skipped by the parser, never made into objects."""
+
+    model_config = pydantic.ConfigDict(extra="ignore")
+
+    adk: Optional[Event] = None
+    # Lenient, as the fields of any event may be anything: only `adk` must validate.
+    call_id: Any = None
+    name: Any = None
+    error: Any = None
+    content: Any = ""
+    call_seq: Any = None
+
+
+class _StoredEvent(pydantic.BaseModel):
+    """One event of a read page (`EventBody`), its data as `_StoredData` when it is an
+    object (as every event of an ADK session has), else left as it is."""
+
+    model_config = pydantic.ConfigDict(extra="ignore")
+
+    seq: int
+    type: str
+    time: int
+    # Not `Any` beside `_StoredData`: an object whose `adk` does not validate must raise,
+    # never fall back to a dict the read path would skip.
+    data: Union[_StoredData, list[Any], str, int, float, bool, None] = None
+
+
+class _StoredPage(pydantic.BaseModel):
+    """A read page (`EventPage`) as the read path needs it."""
+
+    model_config = pydantic.ConfigDict(extra="ignore")
+
+    events: list[_StoredEvent]
+    first_seq: int
+    next_seq: int
+
+
+def _decode_stored_page(answer: Any) -> _StoredPage:
+    """A page from the answer's bytes in one pass of pydantic's JSON parser. The cyclic
+    collector is paused meanwhile, as `berth`'s own page decoder does: a page makes
+    thousands of objects, none in a cycle, and each collection would scan them again."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _StoredPage.model_validate_json(answer.body)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _read_page(client: berth.Client, berth_id: str, **where: Any) -> _StoredPage:
+    """One read (`before`/`from_seq`, `limit`), decoded by `_decode_stored_page`: the
+    client's own call (retries, errors) with another decoder."""
+    call = dataclasses.replace(berth_calls.read(berth_id, **where), decode=_decode_stored_page)
+    return client._execute(call)
+
+
+def _stored_data(event: _StoredEvent) -> _StoredData | None:
     data = event.data
-    if isinstance(data, dict):
-        adk = data.get("adk")
-        if isinstance(adk, dict) and isinstance(adk.get("timestamp"), (int, float)):
-            return float(adk["timestamp"])
-        if _is_repair(event):
-            return event.time / 1000
+    return data if isinstance(data, _StoredData) else None
+
+
+def _adk_timestamp(event: _StoredEvent) -> float | None:
+    data = _stored_data(event)
+    if data is None:
+        return None
+    if data.adk is not None:
+        return data.adk.timestamp
+    if _is_repair(event):
+        return event.time / 1000
     return None
 
 
-def _is_repair(event: berth.Event) -> bool:
-    data = event.data
-    if event.type != "tool/result" or not isinstance(data, dict) or "adk" in data:
+def _is_repair(event: _StoredEvent) -> bool:
+    data = _stored_data(event)
+    if event.type != "tool/result" or data is None or data.adk is not None or data.call_id is None:
         return False
-    error = data.get("error")
-    return isinstance(error, dict) and error.get("code") in _REPAIR_CODES
+    return isinstance(data.error, dict) and data.error.get("code") in _REPAIR_CODES
 
 
-def _calls_index(events: list[berth.Event]) -> dict[str, berth.Event]:
-    return {e.data["call_id"]: e for e in events if e.type == "tool/call" and isinstance(e.data, dict)}
+def _calls_index(events: list[_StoredEvent]) -> dict[str, _StoredEvent]:
+    return {data.call_id: event for event in events
+            if event.type == "tool/call" and (data := _stored_data(event)) is not None and data.call_id is not None}
 
 
-def _adk_event_of(event: berth.Event, calls: Mapping[str, berth.Event], reader: Any) -> Event | None:
+def _adk_event_of(event: _StoredEvent, calls: Mapping[str, _StoredEvent], reader: Any) -> Event | None:
     """The ADK event a berth event presents, or None (bookkeeping, later parts)."""
-    data = event.data
-    if not isinstance(data, dict):
+    data = _stored_data(event)
+    if data is None:
         return None
-    if "adk" in data:
-        return Event.model_validate_json(json.dumps(data["adk"]))
+    if data.adk is not None:
+        return data.adk
     if not _is_repair(event):
         return None
-    call_id = data["call_id"]
-    call = calls.get(call_id)
+    call = calls.get(data.call_id)
     if call is None:
-        call = reader(data.get("call_seq"))
+        call = reader(data.call_seq)
     name, invocation, author = "unknown_tool", "", "berth"
-    if call is not None and isinstance(call.data, dict):
-        name = call.data.get("name") or name
-        adk = call.data.get("adk")
-        if isinstance(adk, dict):
-            invocation = adk.get("invocation_id", invocation)
-            author = adk.get("author", author)
+    call_data = _stored_data(call) if call is not None else None
+    if call_data is not None:
+        name = call_data.name or name
+        if call_data.adk is not None:
+            invocation = call_data.adk.invocation_id
+            author = call_data.adk.author
     response = types.FunctionResponse(
-        id=call_id, name=name, response={"error": data.get("content", ""), "code": data["error"]["code"]}
+        id=data.call_id, name=name, response={"error": data.content, "code": data.error["code"]}
     )
     return Event(
         id=f"berth-repair-{event.seq}",
@@ -538,16 +612,16 @@ class BerthSessionService(BaseSessionService):
         """The ADK events InMemorySessionService's filters keep, read backwards from the
         end: the last `limit`, then those after the last one older than `after`."""
         if limit == 0:
-            page = self._client.read_before(berth_id, berth.SEQ_END, limit=1)
+            page = _read_page(self._client, berth_id, before=berth.SEQ_END, limit=1)
             return [], page.next_seq
-        chosen: list[berth.Event] = []
-        seen: list[berth.Event] = []
+        chosen: list[_StoredEvent] = []
+        seen: list[_StoredEvent] = []
         page_size = _PAGE if limit is None else min(_PAGE, 2 * limit + 8)
         before = berth.SEQ_END
         end: int | None = None
         done = False
         while not done:
-            page = self._client.read_before(berth_id, before, limit=page_size)
+            page = _read_page(self._client, berth_id, before=before, limit=page_size)
             if end is None:
                 end = page.next_seq
             for event in reversed(page.events):
@@ -568,10 +642,10 @@ class BerthSessionService(BaseSessionService):
             page_size = min(_PAGE, page_size * 2)
         calls = _calls_index(seen)
 
-        def reader(seq: Any) -> berth.Event | None:
+        def reader(seq: Any) -> _StoredEvent | None:
             if not isinstance(seq, int):
                 return None
-            found = self._client.read(berth_id, from_seq=seq, limit=1).events
+            found = _read_page(self._client, berth_id, from_seq=seq, limit=1).events
             return found[0] if found else None
 
         chosen.reverse()
