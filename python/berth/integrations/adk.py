@@ -69,8 +69,9 @@ import unicodedata
 import uuid
 import weakref
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
-from typing import Any, Optional, Union
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Optional, Union
 
 import pydantic
 
@@ -103,10 +104,17 @@ _KEY_BYTES_MAX = 512
 _SAFE_ID_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._~-")
 _REPAIR_CODES = frozenset(["TOOL_OUTCOME_UNKNOWN", "TOOL_NOT_STARTED"])
 _PAGE = 1000
+#: Reads in flight ahead of their decoding, across the service's concurrent callers.
+_PREFETCH_THREADS = 4
 
 
 class StateDeltaTooLarge(ValueError):
     """An event's `app:`/`user:` delta has more keys than one append can carry."""
+
+
+class ReadOutOfStep(RuntimeError):
+    """A backward read answered other bounds than contiguous seqs predict (a broken
+    invariant of the store, never an input error)."""
 
 
 class IdTooLong(ValueError):
@@ -261,7 +269,10 @@ class _StoredEvent(pydantic.BaseModel):
     time: int
     # Not `Any` beside `_StoredData`: an object whose `adk` does not validate must raise,
     # never fall back to a dict the read path would skip.
-    data: Union[_StoredData, list[Any], str, int, float, bool, None] = None
+    # Tried in order (pydantic's default "smart" union would try `_StoredData` strictly,
+    # then again laxly, validating an ADK event twice).
+    data: Union[_StoredData, list[Any], str, int, float, bool, None] = pydantic.Field(
+        default=None, union_mode="left_to_right")
 
 
 class _StoredPage(pydantic.BaseModel):
@@ -294,20 +305,60 @@ def _read_page(client: berth.Client, berth_id: str, **where: Any) -> _StoredPage
     return client._execute(call)
 
 
+class _PageBounds(pydantic.BaseModel):
+    """Only a page's bounds: parsed without making its events into objects."""
+
+    model_config = pydantic.ConfigDict(extra="ignore")
+
+    first_seq: int
+    next_seq: int
+
+
+def _fetch_page(client: berth.Client, berth_id: str, before: int, limit: int) -> Any:
+    """One backward read's answer, not decoded yet (`Answer`: its body is the page's JSON)."""
+    call = dataclasses.replace(berth_calls.read(berth_id, before=before, limit=limit), decode=lambda answer: answer)
+    return client._execute(call)
+
+
+def _ahead(prefetch: ThreadPoolExecutor, fetch: Callable[..., Any], *args: Any) -> Callable[[], Any]:
+    """`fetch(*args)` started on `prefetch`; its answer (or error) when called. Once the
+    service is closed (its pool shut down), the fetch runs when its answer is wanted."""
+    try:
+        future = prefetch.submit(fetch, *args)
+    except RuntimeError:
+        return lambda: fetch(*args)
+    return future.result
+
+
+def _pages_backwards(client: berth.Client, berth_id: str, first_size: int,
+                     prefetch: ThreadPoolExecutor) -> Iterator[_StoredPage]:
+    """The log's pages from its end backwards, the first `first_size` events long, each
+    next twice as long (up to `_PAGE`). The next page is fetched on `prefetch` while this
+    thread decodes the current one (decoding is most of a read's time; the store or the
+    server makes the next page meanwhile). Seqs are contiguous (docs/storage-format.md),
+    so page k+1 is `before` = page k's first seq, known before page k is decoded; each
+    decoded page is checked against the bounds it was predicted to have."""
+    answer = _fetch_page(client, berth_id, berth.SEQ_END, first_size)
+    first_seq = _PageBounds.model_validate_json(answer.body).first_seq
+    size = first_size
+    while True:
+        next_size = min(_PAGE, size * 2)
+        upcoming = _ahead(prefetch, _fetch_page, client, berth_id, first_seq, next_size) if first_seq > 0 else None
+        page = _decode_stored_page(answer)
+        if page.first_seq != first_seq or (page.events and page.events[0].seq != first_seq):
+            raise ReadOutOfStep(f"a backward read of {berth_id} answered from seq {page.first_seq}, "
+                                f"not the predicted {first_seq}")
+        yield page
+        if upcoming is None or not page.events:
+            return
+        answer = upcoming()
+        size = next_size
+        first_seq = max(0, first_seq - size)
+
+
 def _stored_data(event: _StoredEvent) -> _StoredData | None:
     data = event.data
     return data if isinstance(data, _StoredData) else None
-
-
-def _adk_timestamp(event: _StoredEvent) -> float | None:
-    data = _stored_data(event)
-    if data is None:
-        return None
-    if data.adk is not None:
-        return data.adk.timestamp
-    if _is_repair(event):
-        return event.time / 1000
-    return None
 
 
 def _is_repair(event: _StoredEvent) -> bool:
@@ -317,20 +368,41 @@ def _is_repair(event: _StoredEvent) -> bool:
     return isinstance(data.error, dict) and data.error.get("code") in _REPAIR_CODES
 
 
-def _calls_index(events: list[_StoredEvent]) -> dict[str, _StoredEvent]:
-    return {data.call_id: event for event in events
+def _take_newest(events: list[_StoredEvent], chosen: list[_StoredEvent], limit: int | None,
+                 after: float | None) -> bool:
+    """Appends to `chosen` (newest first) the events of a page that present an ADK event
+    and that the filters keep; True once the filters want no older event. The hot loop
+    of `get_session` (a long session has three or four berth events per ADK event)."""
+    for event in reversed(events):
+        data = event.data
+        if data.__class__ is not _StoredData:
+            continue
+        adk_event = data.adk
+        if adk_event is not None:
+            stamp = adk_event.timestamp
+        elif _is_repair(event):
+            stamp = event.time / 1000
+        else:
+            continue  # bookkeeping: a turn marker, carried writes
+        if after is not None and stamp < after:
+            return True
+        chosen.append(event)
+        if limit is not None and len(chosen) >= limit:
+            return True
+    return False
+
+
+def _calls_index(pages: list[_StoredPage]) -> dict[Any, _StoredEvent]:
+    return {data.call_id: event for page in pages for event in page.events
             if event.type == "tool/call" and (data := _stored_data(event)) is not None and data.call_id is not None}
 
 
-def _adk_event_of(event: _StoredEvent, calls: Mapping[str, _StoredEvent], reader: Any) -> Event | None:
-    """The ADK event a berth event presents, or None (bookkeeping, later parts)."""
+def _repair_event(event: _StoredEvent, calls: Mapping[Any, _StoredEvent],
+                  reader: Callable[[Any], _StoredEvent | None]) -> Event:
+    """The ADK function response that presents berth's repair of a pending call: its
+    outcome is unknown (or it never started), said in the call's invocation."""
     data = _stored_data(event)
-    if data is None:
-        return None
-    if data.adk is not None:
-        return data.adk
-    if not _is_repair(event):
-        return None
+    assert data is not None and isinstance(data.error, dict)
     call = calls.get(data.call_id)
     if call is None:
         call = reader(data.call_seq)
@@ -385,8 +457,9 @@ def _beat(client: berth.Client, holds: OrderedDict[str, _Hold], lock: threading.
 
 
 def _release(client: berth.Client, holds: OrderedDict[str, _Hold], lock: threading.Lock,
-             stop: threading.Event) -> None:
+             stop: threading.Event, prefetch: ThreadPoolExecutor) -> None:
     stop.set()
+    prefetch.shutdown(wait=False, cancel_futures=True)
     with lock:
         current = list(holds.items())
         holds.clear()
@@ -441,7 +514,10 @@ class BerthSessionService(BaseSessionService):
         # berth id -> (next_seq, session state, index revision, last time ms): what this
         # object last wrote or read, so an append needs no read of the index.
         self._cache: dict[str, tuple[int, dict[str, Any], int, int]] = {}
-        self._finalizer = weakref.finalize(self, _release, client, self._holds, self._lock, self._stop)
+        # Fetches the next page of a read while the caller's thread decodes the current one.
+        self._prefetch = ThreadPoolExecutor(max_workers=_PREFETCH_THREADS, thread_name_prefix="berth-adk-read")
+        self._finalizer = weakref.finalize(self, _release, client, self._holds, self._lock, self._stop,
+                                           self._prefetch)
 
     # -- the interface ---------------------------------------------------------------
 
@@ -615,32 +691,20 @@ class BerthSessionService(BaseSessionService):
             page = _read_page(self._client, berth_id, before=berth.SEQ_END, limit=1)
             return [], page.next_seq
         chosen: list[_StoredEvent] = []
-        seen: list[_StoredEvent] = []
+        read: list[_StoredPage] = []
         page_size = _PAGE if limit is None else min(_PAGE, 2 * limit + 8)
-        before = berth.SEQ_END
-        end: int | None = None
-        done = False
-        while not done:
-            page = _read_page(self._client, berth_id, before=before, limit=page_size)
-            if end is None:
-                end = page.next_seq
-            for event in reversed(page.events):
-                seen.append(event)
-                stamp = _adk_timestamp(event)
-                if stamp is None:
-                    continue
-                if after is not None and stamp < after:
-                    done = True
-                    break
-                chosen.append(event)
-                if limit is not None and len(chosen) >= limit:
-                    done = True
-                    break
-            if page.first_seq == 0 or not page.events:
+        pages = _pages_backwards(self._client, berth_id, page_size, self._prefetch)
+        for page in pages:
+            read.append(page)
+            if _take_newest(page.events, chosen, limit, after):
+                pages.close()
                 break
-            before = page.first_seq
-            page_size = min(_PAGE, page_size * 2)
-        calls = _calls_index(seen)
+        chosen.reverse()
+        return self._present(berth_id, chosen, read), read[0].next_seq
+
+    def _present(self, berth_id: str, chosen: list[_StoredEvent], read: list[_StoredPage]) -> list[Event]:
+        """The ADK events of `chosen`: each stored one as it was decoded, each repair as
+        `_repair_event` (finding its call among the pages read, else by its seq)."""
 
         def reader(seq: Any) -> _StoredEvent | None:
             if not isinstance(seq, int):
@@ -648,10 +712,15 @@ class BerthSessionService(BaseSessionService):
             found = _read_page(self._client, berth_id, from_seq=seq, limit=1).events
             return found[0] if found else None
 
-        chosen.reverse()
-        out = [adk for adk in (_adk_event_of(event, calls, reader) for event in chosen) if adk is not None]
-        assert end is not None
-        return out, end
+        out: list[Event] = []
+        calls: dict[Any, _StoredEvent] | None = None
+        for event in chosen:
+            adk_event = event.data.adk  # type: ignore[union-attr]  (`_take_newest` chose it)
+            if adk_event is None:
+                calls = _calls_index(read) if calls is None else calls
+                adk_event = _repair_event(event, calls, reader)
+            out.append(adk_event)
+        return out
 
     def _merge(self, session: Session, app_name: str, user_id: str) -> None:
         for key, value in self._scope_state(app_state_namespace(app_name)).items():
