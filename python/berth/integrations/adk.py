@@ -314,6 +314,44 @@ class _PageBounds(pydantic.BaseModel):
     next_seq: int
 
 
+class _IndexEntry(pydantic.BaseModel):
+    """A session's index item's value (`_create`/`_append` write it), as listing needs it."""
+
+    model_config = pydantic.ConfigDict(extra="ignore")
+
+    user: str
+    id: str
+    state: Optional[dict[str, Any]] = None
+    last_update_time: float = 0.0
+
+
+class _IndexItem(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="ignore")
+
+    # An object that is not an index entry raises; another JSON value is skipped.
+    value: Union[_IndexEntry, list[Any], str, int, float, bool, None] = pydantic.Field(union_mode="left_to_right")
+
+
+class _IndexPage(pydantic.BaseModel):
+    """A memory search page of index items (`MemoryPageBody`), decoded straight from
+    the answer's bytes: no `MemoryItem` per session, no JSON made into dicts twice."""
+
+    model_config = pydantic.ConfigDict(extra="ignore")
+
+    items: list[_IndexItem]
+    next_cursor: Optional[str] = None
+
+
+def _decode_index_page(answer: Any) -> _IndexPage:
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _IndexPage.model_validate_json(answer.body)
+    finally:
+        if collecting:
+            gc.enable()
+
+
 def _fetch_page(client: berth.Client, berth_id: str, before: int, limit: int) -> Any:
     """One backward read's answer, not decoded yet (`Answer`: its body is the page's JSON)."""
     call = dataclasses.replace(berth_calls.read(berth_id, before=before, limit=limit), decode=lambda answer: answer)
@@ -745,24 +783,35 @@ class BerthSessionService(BaseSessionService):
                 return items
             cursor = page.next_cursor
 
-    def _list(self, app_name: str, user_id: str | None) -> ListSessionsResponse:
+    def _index_entries(self, app_name: str, user_id: str | None) -> list[_IndexEntry]:
+        """Every index entry of the app (of one user's sessions when `user_id` is given):
+        one memory search, page by page."""
         filters = {"user": user_id} if user_id is not None else None
-        entries = [item.value for item in self._search(index_namespace(app_name), filter=filters)
-                   if isinstance(item.value, dict)]
-        app_state = self._scope_state(app_state_namespace(app_name))
-        user_states: dict[str, dict[str, Any]] = {}
+        entries: list[_IndexEntry] = []
+        cursor = None
+        while True:
+            call = berth_calls.memory_search(index_namespace(app_name), filter=filters, cursor=cursor, limit=_PAGE)
+            page = self._client._execute(dataclasses.replace(call, decode=_decode_index_page))
+            entries.extend(item.value for item in page.items if isinstance(item.value, _IndexEntry))
+            if not page.next_cursor:
+                return entries
+            cursor = page.next_cursor
+
+    def _list(self, app_name: str, user_id: str | None) -> ListSessionsResponse:
+        entries = self._index_entries(app_name, user_id)
+        app_state = {State.APP_PREFIX + key: value
+                     for key, value in self._scope_state(app_state_namespace(app_name)).items()}
+        # Per user, what merges over each session's own state: `app:` keys, then `user:`.
+        shared: dict[str, dict[str, Any]] = {}
+        for uid in sorted({entry.user for entry in entries}):
+            shared[uid] = {**app_state, **{State.USER_PREFIX + key: value for key, value in
+                                           self._scope_state(user_state_namespace(app_name, uid)).items()}}
         sessions = []
         for entry in entries:
-            uid = entry["user"]
-            if uid not in user_states:
-                user_states[uid] = self._scope_state(user_state_namespace(app_name, uid))
-            state = dict(entry.get("state") or {})
-            for key, value in app_state.items():
-                state[State.APP_PREFIX + key] = value
-            for key, value in user_states[uid].items():
-                state[State.USER_PREFIX + key] = value
-            sessions.append(Session(app_name=app_name, user_id=uid, id=entry["id"], state=state,
-                                    last_update_time=float(entry.get("last_update_time", 0.0))))
+            state = entry.state if entry.state is not None else {}  # fresh from this decode: ours
+            state.update(shared[entry.user])
+            sessions.append(Session(app_name=app_name, user_id=entry.user, id=entry.id, state=state,
+                                    last_update_time=entry.last_update_time))
         sessions.sort(key=lambda s: (s.last_update_time, s.user_id, s.id))
         return ListSessionsResponse(sessions=sessions)
 
