@@ -61,6 +61,7 @@ import gc
 import hashlib
 import json
 import math
+import operator
 import random
 import re
 import threading
@@ -104,6 +105,8 @@ _KEY_BYTES_MAX = 512
 _SAFE_ID_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._~-")
 _REPAIR_CODES = frozenset(["TOOL_OUTCOME_UNKNOWN", "TOOL_NOT_STARTED"])
 _PAGE = 1000
+#: ADK's order of `list_sessions`: oldest first, ties by user, then id.
+_LISTING_ORDER = operator.attrgetter("last_update_time", "user_id", "id")
 #: Reads in flight ahead of their decoding, across the service's concurrent callers.
 _PREFETCH_THREADS = 4
 
@@ -339,6 +342,14 @@ class _IndexPage(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(extra="ignore")
 
     items: list[_IndexItem]
+    next_cursor: Optional[str] = None
+
+
+class _PageCursor(pydantic.BaseModel):
+    """Only a memory search page's cursor: parsed without making its items into objects."""
+
+    model_config = pydantic.ConfigDict(extra="ignore")
+
     next_cursor: Optional[str] = None
 
 
@@ -785,17 +796,24 @@ class BerthSessionService(BaseSessionService):
 
     def _index_entries(self, app_name: str, user_id: str | None) -> list[_IndexEntry]:
         """Every index entry of the app (of one user's sessions when `user_id` is given):
-        one memory search, page by page."""
+        one memory search, page by page, the next page fetched on `_prefetch` while this
+        thread decodes the current one (its cursor is read first, without the items)."""
         filters = {"user": user_id} if user_id is not None else None
-        entries: list[_IndexEntry] = []
-        cursor = None
-        while True:
+
+        def fetch(cursor: str | None) -> Any:
             call = berth_calls.memory_search(index_namespace(app_name), filter=filters, cursor=cursor, limit=_PAGE)
-            page = self._client._execute(dataclasses.replace(call, decode=_decode_index_page))
+            return self._client._execute(dataclasses.replace(call, decode=lambda answer: answer))
+
+        entries: list[_IndexEntry] = []
+        answer = fetch(None)
+        while True:
+            cursor = _PageCursor.model_validate_json(answer.body).next_cursor
+            upcoming = _ahead(self._prefetch, fetch, cursor) if cursor else None
+            page = _decode_index_page(answer)
             entries.extend(item.value for item in page.items if isinstance(item.value, _IndexEntry))
-            if not page.next_cursor:
+            if upcoming is None:
                 return entries
-            cursor = page.next_cursor
+            answer = upcoming()
 
     def _list(self, app_name: str, user_id: str | None) -> ListSessionsResponse:
         entries = self._index_entries(app_name, user_id)
@@ -812,7 +830,7 @@ class BerthSessionService(BaseSessionService):
             state.update(shared[entry.user])
             sessions.append(Session(app_name=app_name, user_id=entry.user, id=entry.id, state=state,
                                     last_update_time=entry.last_update_time))
-        sessions.sort(key=lambda s: (s.last_update_time, s.user_id, s.id))
+        sessions.sort(key=_LISTING_ORDER)
         return ListSessionsResponse(sessions=sessions)
 
     def _delete(self, app_name: str, user_id: str, session_id: str) -> None:
