@@ -75,6 +75,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Optional, Union
 
 import pydantic
+from typing_extensions import TypedDict  # pydantic needs it for a TypedDict on Python < 3.12
 
 from google.adk.errors.already_exists_error import AlreadyExistsError
 from google.adk.errors.session_not_found_error import SessionNotFoundError
@@ -243,22 +244,24 @@ def berth_events_for(event: Event, time_ms: int) -> list[dict[str, Any]]:
 # ----- reading the log ------------------------------------------------------------------
 
 
-class _StoredData(pydantic.BaseModel):
+class _StoredData(TypedDict, total=False):
     """What the read path looks at in a stored event's `data`: the ADK event, validated
     in JSON mode straight from the page's bytes (exactly what `Event.model_validate_json`
     of its text builds, without first making it Python objects and JSON text again),
     and the fields of a berth repair. Every other field (a `session/memory` event's
-    writes, a message's text) is skipped by the parser, never made into objects."""
+    writes, a message's text) is skipped by the parser, never made into objects. A
+    dict, not a model: most events of a long session are bookkeeping, and a model
+    instance per event costs a tenth of the whole decode."""
 
-    model_config = pydantic.ConfigDict(extra="ignore")
+    __pydantic_config__ = pydantic.ConfigDict(extra="ignore")  # type: ignore[misc]
 
-    adk: Optional[Event] = None
+    adk: Event
     # Lenient, as the fields of any event may be anything: only `adk` must validate.
-    call_id: Any = None
-    name: Any = None
-    error: Any = None
-    content: Any = ""
-    call_seq: Any = None
+    call_id: Any
+    name: Any
+    error: Any
+    content: Any
+    call_seq: Any
 
 
 class _StoredEvent(pydantic.BaseModel):
@@ -407,14 +410,15 @@ def _pages_backwards(client: berth.Client, berth_id: str, first_size: int,
 
 def _stored_data(event: _StoredEvent) -> _StoredData | None:
     data = event.data
-    return data if isinstance(data, _StoredData) else None
+    return data if isinstance(data, dict) else None  # type: ignore[return-value]
 
 
 def _is_repair(event: _StoredEvent) -> bool:
     data = _stored_data(event)
-    if event.type != "tool/result" or data is None or data.adk is not None or data.call_id is None:
+    if event.type != "tool/result" or data is None or "adk" in data or "call_id" not in data:
         return False
-    return isinstance(data.error, dict) and data.error.get("code") in _REPAIR_CODES
+    error = data.get("error")
+    return isinstance(error, dict) and error.get("code") in _REPAIR_CODES
 
 
 def _take_newest(events: list[_StoredEvent], chosen: list[_StoredEvent], limit: int | None,
@@ -424,9 +428,9 @@ def _take_newest(events: list[_StoredEvent], chosen: list[_StoredEvent], limit: 
     of `get_session` (a long session has three or four berth events per ADK event)."""
     for event in reversed(events):
         data = event.data
-        if data.__class__ is not _StoredData:
+        if data.__class__ is not dict:
             continue
-        adk_event = data.adk
+        adk_event = data.get("adk")  # type: ignore[union-attr]
         if adk_event is not None:
             stamp = adk_event.timestamp
         elif _is_repair(event):
@@ -442,8 +446,8 @@ def _take_newest(events: list[_StoredEvent], chosen: list[_StoredEvent], limit: 
 
 
 def _calls_index(pages: list[_StoredPage]) -> dict[Any, _StoredEvent]:
-    return {data.call_id: event for page in pages for event in page.events
-            if event.type == "tool/call" and (data := _stored_data(event)) is not None and data.call_id is not None}
+    return {data["call_id"]: event for page in pages for event in page.events
+            if event.type == "tool/call" and (data := _stored_data(event)) is not None and "call_id" in data}
 
 
 def _repair_event(event: _StoredEvent, calls: Mapping[Any, _StoredEvent],
@@ -451,19 +455,19 @@ def _repair_event(event: _StoredEvent, calls: Mapping[Any, _StoredEvent],
     """The ADK function response that presents berth's repair of a pending call: its
     outcome is unknown (or it never started), said in the call's invocation."""
     data = _stored_data(event)
-    assert data is not None and isinstance(data.error, dict)
-    call = calls.get(data.call_id)
+    assert data is not None and isinstance(data.get("error"), dict)
+    call = calls.get(data["call_id"])
     if call is None:
-        call = reader(data.call_seq)
+        call = reader(data.get("call_seq"))
     name, invocation, author = "unknown_tool", "", "berth"
     call_data = _stored_data(call) if call is not None else None
     if call_data is not None:
-        name = call_data.name or name
-        if call_data.adk is not None:
-            invocation = call_data.adk.invocation_id
-            author = call_data.adk.author
+        name = call_data.get("name") or name
+        if "adk" in call_data:
+            invocation = call_data["adk"].invocation_id
+            author = call_data["adk"].author
     response = types.FunctionResponse(
-        id=data.call_id, name=name, response={"error": data.content, "code": data.error["code"]}
+        id=data["call_id"], name=name, response={"error": data.get("content", ""), "code": data["error"]["code"]}
     )
     return Event(
         id=f"berth-repair-{event.seq}",
@@ -764,7 +768,7 @@ class BerthSessionService(BaseSessionService):
         out: list[Event] = []
         calls: dict[Any, _StoredEvent] | None = None
         for event in chosen:
-            adk_event = event.data.adk  # type: ignore[union-attr]  (`_take_newest` chose it)
+            adk_event = event.data.get("adk")  # type: ignore[union-attr]  (`_take_newest` chose it)
             if adk_event is None:
                 calls = _calls_index(read) if calls is None else calls
                 adk_event = _repair_event(event, calls, reader)
