@@ -13,7 +13,7 @@ all of them alike:
 
 The floor no service can beat is printed first: building `--events` ADK `Event`s from
 their JSON text with `Event.model_validate_json` (what every service's `get_session`
-must end with). Seeding (the long session by `append_event`, the many sessions by
+must end with); and likewise for listing, building `--sessions` `Session`s. Seeding (the long session by `append_event`, the many sessions by
 `create_session`, `--concurrency` at a time) is timed and printed too.
 
     BERTH_BIN=... target/adk-dropin/venv/bin/python scripts/dropins/adk/bench.py [--quick]
@@ -39,6 +39,7 @@ import berth  # noqa: E402
 from google.adk.events.event import Event  # noqa: E402
 from google.adk.events.event_actions import EventActions  # noqa: E402
 from google.adk.sessions.database_session_service import DatabaseSessionService  # noqa: E402
+from google.adk.sessions.session import Session  # noqa: E402
 from google.adk.sessions.sqlite_session_service import SqliteSessionService  # noqa: E402
 from google.genai import types  # noqa: E402
 
@@ -62,6 +63,16 @@ def floor_ms(count: int) -> float:
     started = time.perf_counter()
     for text in texts:
         Event.model_validate_json(text)
+    return (time.perf_counter() - started) * 1000
+
+
+def list_floor_ms(count: int) -> float:
+    """Building `count` listed `Session`s (no events, a merged state of three keys): the
+    part of a `list_sessions` no service avoids (ADK's own services build each so)."""
+    started = time.perf_counter()
+    for index in range(count):
+        Session(app_name=APP, user_id=f"u{index % 10}", id=f"s{index}",
+                state={"n": index, "user:seen": index, "app:x": 1}, last_update_time=1_700_000_000.0 + index)
     return (time.perf_counter() - started) * 1000
 
 
@@ -144,9 +155,9 @@ def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
-def report(backends: list[Backend], args: argparse.Namespace, floor: float) -> None:
-    print(f"\nmedians of {args.rounds} interleaved rounds; floor (Event.model_validate_json x {args.events}): "
-          f"{floor:.0f} ms")
+def report(backends: list[Backend], args: argparse.Namespace, floor: float, list_floor: float) -> None:
+    print(f"\nmedians of {args.rounds} interleaved rounds (the floors measured in each round too); floor (Event.model_validate_json x {args.events}): "
+          f"{floor:.0f} ms; listing floor (Session(...) x {args.sessions}): {list_floor:.0f} ms")
     print(f"{'':24} {'append_event/s':>15} {f'get_session({args.events}) ms':>24} "
           f"{f'list_sessions({args.sessions}) ms':>26}   seeding: events s, sessions s")
     for backend in backends:
@@ -179,20 +190,27 @@ def arguments() -> argparse.Namespace:
 async def main() -> None:
     args = arguments()
     floor = floor_ms(args.events)
-    print(f"floor: Event.model_validate_json x {args.events}: {floor:.0f} ms", flush=True)
+    list_floor = list_floor_ms(args.sessions)
+    print(f"floor: Event.model_validate_json x {args.events}: {floor:.0f} ms; "
+          f"Session(...) x {args.sessions}: {list_floor:.0f} ms", flush=True)
     with tempfile.TemporaryDirectory() as directory:
         scratch = Path(directory)
         backends = [await open_backend(name, scratch) for name in args.backends.split(",")]
+        floors: list[float] = []
+        list_floors: list[float] = []
         try:
             for backend in backends:
                 await seed(backend, args.events, args.sessions, args.concurrency)
                 print(f"seeded {backend.name}: {args.events} events in {backend.seed_events_s:.1f} s, "
                       f"{args.sessions - 1} sessions in {backend.seed_sessions_s:.1f} s", flush=True)
             for round_index in range(args.rounds):
+                floors.append(floor_ms(args.events))
+                list_floors.append(list_floor_ms(args.sessions))
                 for backend in backends:
                     await one_round(backend, round_index, args.events, args.sessions, args.appends)
                 print(f"round {round_index + 1}/{args.rounds} done", flush=True)
-            report(backends, args, floor)
+            report(backends, args, median(floors), median(list_floors))
+            print(f"  {'floors':22} {[round(v) for v in floors]} | {[round(v) for v in list_floors]}")
         finally:
             for backend in backends:
                 backend.close()
