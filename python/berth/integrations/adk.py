@@ -56,6 +56,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import contextlib
 import dataclasses
 import gc
 import hashlib
@@ -291,17 +292,25 @@ class _StoredPage(pydantic.BaseModel):
     next_seq: int
 
 
-def _decode_stored_page(answer: Any) -> _StoredPage:
-    """A page from the answer's bytes in one pass of pydantic's JSON parser. The cyclic
-    collector is paused meanwhile, as `berth`'s own page decoder does: a page makes
-    thousands of objects, none in a cycle, and each collection would scan them again."""
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """The cyclic collector paused for one whole read, as `berth`'s own page decoder
+    pauses it per page: a long read makes hundreds of thousands of objects, none in a
+    cycle, and the collections their count triggers would scan the ones already made
+    again and again (a sixth of a long `get_session`, measured). Reference counting
+    still frees everything meanwhile."""
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _StoredPage.model_validate_json(answer.body)
+        yield
     finally:
         if collecting:
             gc.enable()
+
+
+def _decode_stored_page(answer: Any) -> _StoredPage:
+    """A page from the answer's bytes in one pass of pydantic's JSON parser."""
+    return _StoredPage.model_validate_json(answer.body)
 
 
 def _read_page(client: berth.Client, berth_id: str, **where: Any) -> _StoredPage:
@@ -357,13 +366,7 @@ class _PageCursor(pydantic.BaseModel):
 
 
 def _decode_index_page(answer: Any) -> _IndexPage:
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        return _IndexPage.model_validate_json(answer.body)
-    finally:
-        if collecting:
-            gc.enable()
+    return _IndexPage.model_validate_json(answer.body)
 
 
 def _fetch_page(client: berth.Client, berth_id: str, before: int, limit: int) -> Any:
@@ -746,14 +749,15 @@ class BerthSessionService(BaseSessionService):
         chosen: list[_StoredEvent] = []
         read: list[_StoredPage] = []
         page_size = _PAGE if limit is None else min(_PAGE, 2 * limit + 8)
-        pages = _pages_backwards(self._client, berth_id, page_size, self._prefetch)
-        for page in pages:
-            read.append(page)
-            if _take_newest(page.events, chosen, limit, after):
-                pages.close()
-                break
-        chosen.reverse()
-        return self._present(berth_id, chosen, read), read[0].next_seq
+        with _collector_paused():
+            pages = _pages_backwards(self._client, berth_id, page_size, self._prefetch)
+            for page in pages:
+                read.append(page)
+                if _take_newest(page.events, chosen, limit, after):
+                    pages.close()
+                    break
+            chosen.reverse()
+            return self._present(berth_id, chosen, read), read[0].next_seq
 
     def _present(self, berth_id: str, chosen: list[_StoredEvent], read: list[_StoredPage]) -> list[Event]:
         """The ADK events of `chosen`: each stored one as it was decoded, each repair as
@@ -820,6 +824,10 @@ class BerthSessionService(BaseSessionService):
             answer = upcoming()
 
     def _list(self, app_name: str, user_id: str | None) -> ListSessionsResponse:
+        with _collector_paused():
+            return self._listing(app_name, user_id)
+
+    def _listing(self, app_name: str, user_id: str | None) -> ListSessionsResponse:
         entries = self._index_entries(app_name, user_id)
         app_state = {State.APP_PREFIX + key: value
                      for key, value in self._scope_state(app_state_namespace(app_name)).items()}
