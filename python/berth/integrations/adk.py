@@ -56,9 +56,13 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import contextlib
+import dataclasses
+import gc
 import hashlib
 import json
 import math
+import operator
 import random
 import re
 import threading
@@ -67,8 +71,12 @@ import unicodedata
 import uuid
 import weakref
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
-from typing import Any, Optional
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Optional, Union
+
+import pydantic
+from typing_extensions import TypedDict  # pydantic needs it for a TypedDict on Python < 3.12
 
 from google.adk.errors.already_exists_error import AlreadyExistsError
 from google.adk.errors.session_not_found_error import SessionNotFoundError
@@ -83,6 +91,7 @@ from google.adk.sessions.state import State
 from google.genai import types
 
 import berth
+from berth import _calls as berth_calls
 
 #: The label of every session this service creates.
 LABEL = "adk"
@@ -98,10 +107,19 @@ _KEY_BYTES_MAX = 512
 _SAFE_ID_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._~-")
 _REPAIR_CODES = frozenset(["TOOL_OUTCOME_UNKNOWN", "TOOL_NOT_STARTED"])
 _PAGE = 1000
+#: ADK's order of `list_sessions`: oldest first, ties by user, then id.
+_LISTING_ORDER = operator.attrgetter("last_update_time", "user_id", "id")
+#: Reads in flight ahead of their decoding, across the service's concurrent callers.
+_PREFETCH_THREADS = 4
 
 
 class StateDeltaTooLarge(ValueError):
     """An event's `app:`/`user:` delta has more keys than one append can carry."""
+
+
+class ReadOutOfStep(RuntimeError):
+    """A backward read answered other bounds than contiguous seqs predict (a broken
+    invariant of the store, never an input error)."""
 
 
 class IdTooLong(ValueError):
@@ -224,51 +242,235 @@ def berth_events_for(event: Event, time_ms: int) -> list[dict[str, Any]]:
     return [{"type": EVENT_TYPE, "data": {"adk": adk}, "ignorable": True, "time": time_ms}]
 
 
-def _adk_timestamp(event: berth.Event) -> float | None:
-    data = event.data
-    if isinstance(data, dict):
-        adk = data.get("adk")
-        if isinstance(adk, dict) and isinstance(adk.get("timestamp"), (int, float)):
-            return float(adk["timestamp"])
-        if _is_repair(event):
-            return event.time / 1000
-    return None
+# ----- reading the log ------------------------------------------------------------------
 
 
-def _is_repair(event: berth.Event) -> bool:
+class _StoredData(TypedDict, total=False):
+    """What the read path looks at in a stored event's `data`: the ADK event, validated
+    in JSON mode straight from the page's bytes (exactly what `Event.model_validate_json`
+    of its text builds, without first making it Python objects and JSON text again),
+    and the fields of a berth repair. Every other field (a `session/memory` event's
+    writes, a message's text) is skipped by the parser, never made into objects. A
+    dict, not a model: most events of a long session are bookkeeping, and a model
+    instance per event costs a tenth of the whole decode."""
+
+    __pydantic_config__ = pydantic.ConfigDict(extra="ignore")  # type: ignore[misc]
+
+    adk: Event
+    # Lenient, as the fields of any event may be anything: only `adk` must validate.
+    call_id: Any
+    name: Any
+    error: Any
+    content: Any
+    call_seq: Any
+
+
+class _StoredEvent(pydantic.BaseModel):
+    """One event of a read page (`EventBody`), its data as `_StoredData` when it is an
+    object (as every event of an ADK session has), else left as it is."""
+
+    model_config = pydantic.ConfigDict(extra="ignore")
+
+    seq: int
+    type: str
+    time: int
+    # Not `Any` beside `_StoredData`: an object whose `adk` does not validate must raise,
+    # never fall back to a dict the read path would skip.
+    # Tried in order (pydantic's default "smart" union would try `_StoredData` strictly,
+    # then again laxly, validating an ADK event twice).
+    data: Union[_StoredData, list[Any], str, int, float, bool, None] = pydantic.Field(
+        default=None, union_mode="left_to_right")
+
+
+class _StoredPage(pydantic.BaseModel):
+    """A read page (`EventPage`) as the read path needs it."""
+
+    model_config = pydantic.ConfigDict(extra="ignore")
+
+    events: list[_StoredEvent]
+    first_seq: int
+    next_seq: int
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """The cyclic collector paused for one whole read, as `berth`'s own page decoder
+    pauses it per page: a long read makes hundreds of thousands of objects, none in a
+    cycle, and the collections their count triggers would scan the ones already made
+    again and again (a sixth of a long `get_session`, measured). Reference counting
+    still frees everything meanwhile."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _decode_stored_page(answer: Any) -> _StoredPage:
+    """A page from the answer's bytes in one pass of pydantic's JSON parser."""
+    return _StoredPage.model_validate_json(answer.body)
+
+
+def _read_page(client: berth.Client, berth_id: str, **where: Any) -> _StoredPage:
+    """One read (`before`/`from_seq`, `limit`), decoded by `_decode_stored_page`: the
+    client's own call (retries, errors) with another decoder."""
+    call = dataclasses.replace(berth_calls.read(berth_id, **where), decode=_decode_stored_page)
+    return client._execute(call)
+
+
+class _PageBounds(pydantic.BaseModel):
+    """Only a page's bounds: parsed without making its events into objects."""
+
+    model_config = pydantic.ConfigDict(extra="ignore")
+
+    first_seq: int
+    next_seq: int
+
+
+class _IndexEntry(pydantic.BaseModel):
+    """A session's index item's value (`_create`/`_append` write it), as listing needs it."""
+
+    model_config = pydantic.ConfigDict(extra="ignore")
+
+    user: str
+    id: str
+    state: Optional[dict[str, Any]] = None
+    last_update_time: float = 0.0
+
+
+class _IndexItem(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="ignore")
+
+    # An object that is not an index entry raises; another JSON value is skipped.
+    value: Union[_IndexEntry, list[Any], str, int, float, bool, None] = pydantic.Field(union_mode="left_to_right")
+
+
+class _IndexPage(pydantic.BaseModel):
+    """A memory search page of index items (`MemoryPageBody`), decoded straight from
+    the answer's bytes: no `MemoryItem` per session, no JSON made into dicts twice."""
+
+    model_config = pydantic.ConfigDict(extra="ignore")
+
+    items: list[_IndexItem]
+    next_cursor: Optional[str] = None
+
+
+class _PageCursor(pydantic.BaseModel):
+    """Only a memory search page's cursor: parsed without making its items into objects."""
+
+    model_config = pydantic.ConfigDict(extra="ignore")
+
+    next_cursor: Optional[str] = None
+
+
+def _decode_index_page(answer: Any) -> _IndexPage:
+    return _IndexPage.model_validate_json(answer.body)
+
+
+def _fetch_page(client: berth.Client, berth_id: str, before: int, limit: int) -> Any:
+    """One backward read's answer, not decoded yet (`Answer`: its body is the page's JSON)."""
+    call = dataclasses.replace(berth_calls.read(berth_id, before=before, limit=limit), decode=lambda answer: answer)
+    return client._execute(call)
+
+
+def _ahead(prefetch: ThreadPoolExecutor, fetch: Callable[..., Any], *args: Any) -> Callable[[], Any]:
+    """`fetch(*args)` started on `prefetch`; its answer (or error) when called. Once the
+    service is closed (its pool shut down), the fetch runs when its answer is wanted."""
+    try:
+        future = prefetch.submit(fetch, *args)
+    except RuntimeError:
+        return lambda: fetch(*args)
+    return future.result
+
+
+def _pages_backwards(client: berth.Client, berth_id: str, first_size: int,
+                     prefetch: ThreadPoolExecutor) -> Iterator[_StoredPage]:
+    """The log's pages from its end backwards, the first `first_size` events long, each
+    next twice as long (up to `_PAGE`). The next page is fetched on `prefetch` while this
+    thread decodes the current one (decoding is most of a read's time; the store or the
+    server makes the next page meanwhile). Seqs are contiguous (docs/storage-format.md),
+    so page k+1 is `before` = page k's first seq, known before page k is decoded; each
+    decoded page is checked against the bounds it was predicted to have."""
+    answer = _fetch_page(client, berth_id, berth.SEQ_END, first_size)
+    first_seq = _PageBounds.model_validate_json(answer.body).first_seq
+    size = first_size
+    while True:
+        next_size = min(_PAGE, size * 2)
+        upcoming = _ahead(prefetch, _fetch_page, client, berth_id, first_seq, next_size) if first_seq > 0 else None
+        page = _decode_stored_page(answer)
+        if page.first_seq != first_seq or (page.events and page.events[0].seq != first_seq):
+            raise ReadOutOfStep(f"a backward read of {berth_id} answered from seq {page.first_seq}, "
+                                f"not the predicted {first_seq}")
+        yield page
+        if upcoming is None or not page.events:
+            return
+        answer = upcoming()
+        size = next_size
+        first_seq = max(0, first_seq - size)
+
+
+def _stored_data(event: _StoredEvent) -> _StoredData | None:
     data = event.data
-    if event.type != "tool/result" or not isinstance(data, dict) or "adk" in data:
+    return data if isinstance(data, dict) else None  # type: ignore[return-value]
+
+
+def _is_repair(event: _StoredEvent) -> bool:
+    data = _stored_data(event)
+    if event.type != "tool/result" or data is None or "adk" in data or "call_id" not in data:
         return False
     error = data.get("error")
     return isinstance(error, dict) and error.get("code") in _REPAIR_CODES
 
 
-def _calls_index(events: list[berth.Event]) -> dict[str, berth.Event]:
-    return {e.data["call_id"]: e for e in events if e.type == "tool/call" and isinstance(e.data, dict)}
+def _take_newest(events: list[_StoredEvent], chosen: list[_StoredEvent], limit: int | None,
+                 after: float | None) -> bool:
+    """Appends to `chosen` (newest first) the events of a page that present an ADK event
+    and that the filters keep; True once the filters want no older event. The hot loop
+    of `get_session` (a long session has three or four berth events per ADK event)."""
+    for event in reversed(events):
+        data = event.data
+        if data.__class__ is not dict:
+            continue
+        adk_event = data.get("adk")  # type: ignore[union-attr]
+        if adk_event is not None:
+            stamp = adk_event.timestamp
+        elif _is_repair(event):
+            stamp = event.time / 1000
+        else:
+            continue  # bookkeeping: a turn marker, carried writes
+        if after is not None and stamp < after:
+            return True
+        chosen.append(event)
+        if limit is not None and len(chosen) >= limit:
+            return True
+    return False
 
 
-def _adk_event_of(event: berth.Event, calls: Mapping[str, berth.Event], reader: Any) -> Event | None:
-    """The ADK event a berth event presents, or None (bookkeeping, later parts)."""
-    data = event.data
-    if not isinstance(data, dict):
-        return None
-    if "adk" in data:
-        return Event.model_validate_json(json.dumps(data["adk"]))
-    if not _is_repair(event):
-        return None
-    call_id = data["call_id"]
-    call = calls.get(call_id)
+def _calls_index(pages: list[_StoredPage]) -> dict[Any, _StoredEvent]:
+    return {data["call_id"]: event for page in pages for event in page.events
+            if event.type == "tool/call" and (data := _stored_data(event)) is not None and "call_id" in data}
+
+
+def _repair_event(event: _StoredEvent, calls: Mapping[Any, _StoredEvent],
+                  reader: Callable[[Any], _StoredEvent | None]) -> Event:
+    """The ADK function response that presents berth's repair of a pending call: its
+    outcome is unknown (or it never started), said in the call's invocation."""
+    data = _stored_data(event)
+    assert data is not None and isinstance(data.get("error"), dict)
+    call = calls.get(data["call_id"])
     if call is None:
         call = reader(data.get("call_seq"))
     name, invocation, author = "unknown_tool", "", "berth"
-    if call is not None and isinstance(call.data, dict):
-        name = call.data.get("name") or name
-        adk = call.data.get("adk")
-        if isinstance(adk, dict):
-            invocation = adk.get("invocation_id", invocation)
-            author = adk.get("author", author)
+    call_data = _stored_data(call) if call is not None else None
+    if call_data is not None:
+        name = call_data.get("name") or name
+        if "adk" in call_data:
+            invocation = call_data["adk"].invocation_id
+            author = call_data["adk"].author
     response = types.FunctionResponse(
-        id=call_id, name=name, response={"error": data.get("content", ""), "code": data["error"]["code"]}
+        id=data["call_id"], name=name, response={"error": data.get("content", ""), "code": data["error"]["code"]}
     )
     return Event(
         id=f"berth-repair-{event.seq}",
@@ -311,8 +513,9 @@ def _beat(client: berth.Client, holds: OrderedDict[str, _Hold], lock: threading.
 
 
 def _release(client: berth.Client, holds: OrderedDict[str, _Hold], lock: threading.Lock,
-             stop: threading.Event) -> None:
+             stop: threading.Event, prefetch: ThreadPoolExecutor) -> None:
     stop.set()
+    prefetch.shutdown(wait=False, cancel_futures=True)
     with lock:
         current = list(holds.items())
         holds.clear()
@@ -367,7 +570,10 @@ class BerthSessionService(BaseSessionService):
         # berth id -> (next_seq, session state, index revision, last time ms): what this
         # object last wrote or read, so an append needs no read of the index.
         self._cache: dict[str, tuple[int, dict[str, Any], int, int]] = {}
-        self._finalizer = weakref.finalize(self, _release, client, self._holds, self._lock, self._stop)
+        # Fetches the next page of a read while the caller's thread decodes the current one.
+        self._prefetch = ThreadPoolExecutor(max_workers=_PREFETCH_THREADS, thread_name_prefix="berth-adk-read")
+        self._finalizer = weakref.finalize(self, _release, client, self._holds, self._lock, self._stop,
+                                           self._prefetch)
 
     # -- the interface ---------------------------------------------------------------
 
@@ -538,46 +744,40 @@ class BerthSessionService(BaseSessionService):
         """The ADK events InMemorySessionService's filters keep, read backwards from the
         end: the last `limit`, then those after the last one older than `after`."""
         if limit == 0:
-            page = self._client.read_before(berth_id, berth.SEQ_END, limit=1)
+            page = _read_page(self._client, berth_id, before=berth.SEQ_END, limit=1)
             return [], page.next_seq
-        chosen: list[berth.Event] = []
-        seen: list[berth.Event] = []
+        chosen: list[_StoredEvent] = []
+        read: list[_StoredPage] = []
         page_size = _PAGE if limit is None else min(_PAGE, 2 * limit + 8)
-        before = berth.SEQ_END
-        end: int | None = None
-        done = False
-        while not done:
-            page = self._client.read_before(berth_id, before, limit=page_size)
-            if end is None:
-                end = page.next_seq
-            for event in reversed(page.events):
-                seen.append(event)
-                stamp = _adk_timestamp(event)
-                if stamp is None:
-                    continue
-                if after is not None and stamp < after:
-                    done = True
+        with _collector_paused():
+            pages = _pages_backwards(self._client, berth_id, page_size, self._prefetch)
+            for page in pages:
+                read.append(page)
+                if _take_newest(page.events, chosen, limit, after):
+                    pages.close()
                     break
-                chosen.append(event)
-                if limit is not None and len(chosen) >= limit:
-                    done = True
-                    break
-            if page.first_seq == 0 or not page.events:
-                break
-            before = page.first_seq
-            page_size = min(_PAGE, page_size * 2)
-        calls = _calls_index(seen)
+            chosen.reverse()
+            return self._present(berth_id, chosen, read), read[0].next_seq
 
-        def reader(seq: Any) -> berth.Event | None:
+    def _present(self, berth_id: str, chosen: list[_StoredEvent], read: list[_StoredPage]) -> list[Event]:
+        """The ADK events of `chosen`: each stored one as it was decoded, each repair as
+        `_repair_event` (finding its call among the pages read, else by its seq)."""
+
+        def reader(seq: Any) -> _StoredEvent | None:
             if not isinstance(seq, int):
                 return None
-            found = self._client.read(berth_id, from_seq=seq, limit=1).events
+            found = _read_page(self._client, berth_id, from_seq=seq, limit=1).events
             return found[0] if found else None
 
-        chosen.reverse()
-        out = [adk for adk in (_adk_event_of(event, calls, reader) for event in chosen) if adk is not None]
-        assert end is not None
-        return out, end
+        out: list[Event] = []
+        calls: dict[Any, _StoredEvent] | None = None
+        for event in chosen:
+            adk_event = event.data.get("adk")  # type: ignore[union-attr]  (`_take_newest` chose it)
+            if adk_event is None:
+                calls = _calls_index(read) if calls is None else calls
+                adk_event = _repair_event(event, calls, reader)
+            out.append(adk_event)
+        return out
 
     def _merge(self, session: Session, app_name: str, user_id: str) -> None:
         for key, value in self._scope_state(app_state_namespace(app_name)).items():
@@ -602,25 +802,47 @@ class BerthSessionService(BaseSessionService):
                 return items
             cursor = page.next_cursor
 
-    def _list(self, app_name: str, user_id: str | None) -> ListSessionsResponse:
+    def _index_entries(self, app_name: str, user_id: str | None) -> list[_IndexEntry]:
+        """Every index entry of the app (of one user's sessions when `user_id` is given):
+        one memory search, page by page, the next page fetched on `_prefetch` while this
+        thread decodes the current one (its cursor is read first, without the items)."""
         filters = {"user": user_id} if user_id is not None else None
-        entries = [item.value for item in self._search(index_namespace(app_name), filter=filters)
-                   if isinstance(item.value, dict)]
-        app_state = self._scope_state(app_state_namespace(app_name))
-        user_states: dict[str, dict[str, Any]] = {}
+
+        def fetch(cursor: str | None) -> Any:
+            call = berth_calls.memory_search(index_namespace(app_name), filter=filters, cursor=cursor, limit=_PAGE)
+            return self._client._execute(dataclasses.replace(call, decode=lambda answer: answer))
+
+        entries: list[_IndexEntry] = []
+        answer = fetch(None)
+        while True:
+            cursor = _PageCursor.model_validate_json(answer.body).next_cursor
+            upcoming = _ahead(self._prefetch, fetch, cursor) if cursor else None
+            page = _decode_index_page(answer)
+            entries.extend(item.value for item in page.items if isinstance(item.value, _IndexEntry))
+            if upcoming is None:
+                return entries
+            answer = upcoming()
+
+    def _list(self, app_name: str, user_id: str | None) -> ListSessionsResponse:
+        with _collector_paused():
+            return self._listing(app_name, user_id)
+
+    def _listing(self, app_name: str, user_id: str | None) -> ListSessionsResponse:
+        entries = self._index_entries(app_name, user_id)
+        app_state = {State.APP_PREFIX + key: value
+                     for key, value in self._scope_state(app_state_namespace(app_name)).items()}
+        # Per user, what merges over each session's own state: `app:` keys, then `user:`.
+        shared: dict[str, dict[str, Any]] = {}
+        for uid in sorted({entry.user for entry in entries}):
+            shared[uid] = {**app_state, **{State.USER_PREFIX + key: value for key, value in
+                                           self._scope_state(user_state_namespace(app_name, uid)).items()}}
         sessions = []
         for entry in entries:
-            uid = entry["user"]
-            if uid not in user_states:
-                user_states[uid] = self._scope_state(user_state_namespace(app_name, uid))
-            state = dict(entry.get("state") or {})
-            for key, value in app_state.items():
-                state[State.APP_PREFIX + key] = value
-            for key, value in user_states[uid].items():
-                state[State.USER_PREFIX + key] = value
-            sessions.append(Session(app_name=app_name, user_id=uid, id=entry["id"], state=state,
-                                    last_update_time=float(entry.get("last_update_time", 0.0))))
-        sessions.sort(key=lambda s: (s.last_update_time, s.user_id, s.id))
+            state = entry.state if entry.state is not None else {}  # fresh from this decode: ours
+            state.update(shared[entry.user])
+            sessions.append(Session(app_name=app_name, user_id=entry.user, id=entry.id, state=state,
+                                    last_update_time=entry.last_update_time))
+        sessions.sort(key=_LISTING_ORDER)
         return ListSessionsResponse(sessions=sessions)
 
     def _delete(self, app_name: str, user_id: str, session_id: str) -> None:

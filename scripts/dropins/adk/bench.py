@@ -1,22 +1,36 @@
-"""A quick measurement of BerthSessionService beside ADK's SqliteSessionService (one run,
-not part of the suite): append_event rate, get_session of a long session, list_sessions
-of many sessions, and the floor neither can beat (building the ADK events from JSON).
+"""BerthSessionService beside ADK's own persistent services, in one run (a measurement,
+not part of the suite): `SqliteSessionService`, `DatabaseSessionService` on SQLite
+(`sqlite+aiosqlite`), berth embedded (a temporary directory) and berth over HTTP (a
+`berth serve` started here). Every figure is a median over interleaved rounds (each
+round times every backend once, in turn), so a burst of load on the machine falls on
+all of them alike:
 
-    BERTH_BIN=... target/adk-dropin/venv/bin/python scripts/dropins/adk/bench.py [events] [sessions]
+- `append_event`: the rate of `--appends` appends to a fresh session per round (each
+  durable when it returns, on every backend: SQLite commits with its default
+  `synchronous=FULL`, berth fsyncs each append);
+- `get_session`: one session of `--events` events, read whole;
+- `list_sessions`: `--sessions` sessions of one app, listed.
 
-berth runs embedded (a temporary directory) and over HTTP (a `berth serve` started here);
-BENCH_BACKENDS=sqlite,embedded,http picks which.
+The floor no service can beat is printed first: building `--events` ADK `Event`s from
+their JSON text with `Event.model_validate_json` (what every service's `get_session`
+must end with); and likewise for listing, building `--sessions` `Session`s. Seeding (the long session by `append_event`, the many sessions by
+`create_session`, `--concurrency` at a time) is timed and printed too.
+
+    BERTH_BIN=... target/adk-dropin/venv/bin/python scripts/dropins/adk/bench.py [--quick]
+        [--events N] [--sessions N] [--appends N] [--rounds N] [--backends sqlite,database,embedded,http]
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
-import os
+import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).parent))
 from conftest import Server  # noqa: E402
@@ -24,66 +38,182 @@ from conftest import Server  # noqa: E402
 import berth  # noqa: E402
 from google.adk.events.event import Event  # noqa: E402
 from google.adk.events.event_actions import EventActions  # noqa: E402
+from google.adk.sessions.database_session_service import DatabaseSessionService  # noqa: E402
+from google.adk.sessions.session import Session  # noqa: E402
 from google.adk.sessions.sqlite_session_service import SqliteSessionService  # noqa: E402
 from google.genai import types  # noqa: E402
 
 from berth.integrations.adk import BerthSessionService  # noqa: E402
 
-EVENTS = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
-SESSIONS = int(sys.argv[2]) if len(sys.argv) > 2 else 500
+APP = "bench"
+LONG = "long"
+BACKENDS = ("sqlite", "database", "embedded", "http")
 
 
 def event(n: int) -> Event:
+    """An ADK event of the usual shape: text, an invocation of four events, a state delta."""
     return Event(invocation_id=f"inv-{n // 4}", author="user" if n % 4 == 0 else "agent",
                  timestamp=1_700_000_000 + n, actions=EventActions(state_delta={"n": n}),
                  content=types.Content(role="model", parts=[types.Part(text=f"message number {n} " * 8)]))
 
 
-async def measure(name: str, service: Any) -> None:
-    session = await service.create_session(app_name="bench", user_id="u1", session_id="long")
-    started = time.perf_counter()
-    for n in range(EVENTS):
-        await service.append_event(session, event(n))
-    append_s = time.perf_counter() - started
-    started = time.perf_counter()
-    got = await service.get_session(app_name="bench", user_id="u1", session_id="long")
-    get_s = time.perf_counter() - started
-    assert len(got.events) == EVENTS
-    for index in range(SESSIONS):
-        created = await service.create_session(app_name="bench", user_id=f"u{index % 10}", session_id=f"s{index}")
-        await service.append_event(created, event(index))
-    started = time.perf_counter()
-    listed = await service.list_sessions(app_name="bench")
-    list_s = time.perf_counter() - started
-    assert len(listed.sessions) == SESSIONS + 1
-    print(f"{name:>16}: append_event {EVENTS / append_s:8.0f}/s   get_session({EVENTS}) {get_s * 1000:7.0f} ms   "
-          f"list_sessions({SESSIONS + 1}) {list_s * 1000:7.0f} ms", flush=True)
-
-
-async def main() -> None:
-    texts = [event(n).model_dump_json(exclude_none=True) for n in range(EVENTS)]
+def floor_ms(count: int) -> float:
+    """Building `count` events from JSON: the part of a `get_session` no service avoids."""
+    texts = [event(n).model_dump_json(exclude_none=True) for n in range(count)]
     started = time.perf_counter()
     for text in texts:
         Event.model_validate_json(text)
-    print(f"floor: Event.model_validate_json x {EVENTS}: {(time.perf_counter() - started) * 1000:.0f} ms")
-    backends = os.environ.get("BENCH_BACKENDS", "sqlite,embedded,http").split(",")
-    with tempfile.TemporaryDirectory() as scratch:
-        if "sqlite" in backends:
-            await measure("SqliteSession", SqliteSessionService(str(Path(scratch) / "adk.db")))
-        if "embedded" in backends:
-            embedded = berth.open(str(Path(scratch) / "embedded"), tenant="bench", user="agent", role="service")
-            with embedded as client, BerthSessionService(client) as service:
-                await measure("berth embedded", service)
-        if "http" not in backends:
-            return
-        server = Server(Path(scratch) / "served", ["--rate-per-tenant", "0"])
+    return (time.perf_counter() - started) * 1000
+
+
+def list_floor_ms(count: int) -> float:
+    """Building `count` listed `Session`s (no events, a merged state of three keys): the
+    part of a `list_sessions` no service avoids (ADK's own services build each so)."""
+    started = time.perf_counter()
+    for index in range(count):
+        Session(app_name=APP, user_id=f"u{index % 10}", id=f"s{index}",
+                state={"n": index, "user:seen": index, "app:x": 1}, last_update_time=1_700_000_000.0 + index)
+    return (time.perf_counter() - started) * 1000
+
+
+@dataclass
+class Backend:
+    """One service under test, and the figures of its rounds."""
+
+    name: str
+    service: Any
+    close: Callable[[], None] = lambda: None
+    appends_per_s: list[float] = field(default_factory=list)
+    get_ms: list[float] = field(default_factory=list)
+    list_ms: list[float] = field(default_factory=list)
+    seed_events_s: float = 0.0
+    seed_sessions_s: float = 0.0
+
+
+async def seed(backend: Backend, events: int, sessions: int, concurrency: int) -> None:
+    """The long session (by `append_event`, the only way ADK has) and `sessions` more
+    sessions of the app (by `create_session` with a state, `concurrency` at once)."""
+    service = backend.service
+    session = await service.create_session(app_name=APP, user_id="u0", session_id=LONG)
+    started = time.perf_counter()
+    for n in range(events):
+        await service.append_event(session, event(n))
+    backend.seed_events_s = time.perf_counter() - started
+    gate = asyncio.Semaphore(concurrency)
+
+    async def create(index: int) -> None:
+        async with gate:
+            await service.create_session(app_name=APP, user_id=f"u{index % 10}", session_id=f"s{index}",
+                                         state={"n": index, "user:seen": index})
+
+    started = time.perf_counter()
+    await asyncio.gather(*(create(index) for index in range(sessions - 1)))
+    backend.seed_sessions_s = time.perf_counter() - started
+
+
+async def one_round(backend: Backend, round_index: int, events: int, sessions: int, appends: int) -> None:
+    service = backend.service
+    session = await service.create_session(app_name=APP, user_id="appender", session_id=f"append-{round_index}")
+    started = time.perf_counter()
+    for n in range(appends):
+        await service.append_event(session, event(n))
+    backend.appends_per_s.append(appends / (time.perf_counter() - started))
+    await service.delete_session(app_name=APP, user_id="appender", session_id=f"append-{round_index}")
+
+    started = time.perf_counter()
+    got = await service.get_session(app_name=APP, user_id="u0", session_id=LONG)
+    backend.get_ms.append((time.perf_counter() - started) * 1000)
+    assert got is not None and len(got.events) == events, (backend.name, len(got.events) if got else None)
+
+    started = time.perf_counter()
+    listed = await service.list_sessions(app_name=APP)
+    backend.list_ms.append((time.perf_counter() - started) * 1000)
+    assert len(listed.sessions) == sessions, (backend.name, len(listed.sessions))
+
+
+async def open_backend(name: str, scratch: Path) -> Backend:
+    if name == "sqlite":
+        return Backend("SqliteSessionService", SqliteSessionService(str(scratch / "adk.db")))
+    if name == "database":
+        service = DatabaseSessionService(f"sqlite+aiosqlite:///{scratch / 'adk-database.db'}")
+        return Backend("DatabaseSessionService", service)
+    if name == "embedded":
+        client = berth.open(str(scratch / "embedded"), tenant="bench", user="agent", role="service")
+        service = BerthSessionService(client)
+        return Backend("berth embedded", service, lambda: (service.close(), client.close()))
+    if name == "http":
+        server = Server(scratch / "served", ["--rate-per-tenant", "0"])
         key = server.key("bench", "agent", "service")
         server.start()
+        client = berth.Client(server.url, api_key=key)
+        service = BerthSessionService(client)
+        return Backend("berth http", service, lambda: (service.close(), client.close(), server.stop()))
+    raise ValueError(f"unknown backend {name!r}: one of {', '.join(BACKENDS)}")
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def report(backends: list[Backend], args: argparse.Namespace, floor: float, list_floor: float) -> None:
+    print(f"\nmedians of {args.rounds} interleaved rounds (the floors measured in each round too); floor (Event.model_validate_json x {args.events}): "
+          f"{floor:.0f} ms; listing floor (Session(...) x {args.sessions}): {list_floor:.0f} ms")
+    print(f"{'':24} {'append_event/s':>15} {f'get_session({args.events}) ms':>24} "
+          f"{f'list_sessions({args.sessions}) ms':>26}   seeding: events s, sessions s")
+    for backend in backends:
+        print(f"{backend.name:24} {median(backend.appends_per_s):15.0f} {median(backend.get_ms):24.0f} "
+              f"{median(backend.list_ms):26.0f}   {backend.seed_events_s:8.1f} {backend.seed_sessions_s:10.1f}")
+    print("rounds (append/s | get ms | list ms):")
+    for backend in backends:
+        print(f"  {backend.name:22} {[round(v) for v in backend.appends_per_s]} | "
+              f"{[round(v) for v in backend.get_ms]} | {[round(v) for v in backend.list_ms]}")
+
+
+def arguments() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="small sizes, for iterating (1,000 / 500 / 100)")
+    parser.add_argument("--events", type=int, help="events of the session get_session reads (10,000)")
+    parser.add_argument("--sessions", type=int, help="sessions list_sessions lists (10,000)")
+    parser.add_argument("--appends", type=int, help="appends timed per round (200)")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--concurrency", type=int, default=8, help="create_session calls at once when seeding")
+    parser.add_argument("--backends", default=",".join(BACKENDS))
+    args = parser.parse_args()
+    quick = {"events": 1000, "sessions": 500, "appends": 100}
+    full = {"events": 10_000, "sessions": 10_000, "appends": 200}
+    for name, value in (quick if args.quick else full).items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    return args
+
+
+async def main() -> None:
+    args = arguments()
+    floor = floor_ms(args.events)
+    list_floor = list_floor_ms(args.sessions)
+    print(f"floor: Event.model_validate_json x {args.events}: {floor:.0f} ms; "
+          f"Session(...) x {args.sessions}: {list_floor:.0f} ms", flush=True)
+    with tempfile.TemporaryDirectory() as directory:
+        scratch = Path(directory)
+        backends = [await open_backend(name, scratch) for name in args.backends.split(",")]
+        floors: list[float] = []
+        list_floors: list[float] = []
         try:
-            with berth.Client(server.url, api_key=key) as client, BerthSessionService(client) as service:
-                await measure("berth http", service)
+            for backend in backends:
+                await seed(backend, args.events, args.sessions, args.concurrency)
+                print(f"seeded {backend.name}: {args.events} events in {backend.seed_events_s:.1f} s, "
+                      f"{args.sessions - 1} sessions in {backend.seed_sessions_s:.1f} s", flush=True)
+            for round_index in range(args.rounds):
+                floors.append(floor_ms(args.events))
+                list_floors.append(list_floor_ms(args.sessions))
+                for backend in backends:
+                    await one_round(backend, round_index, args.events, args.sessions, args.appends)
+                print(f"round {round_index + 1}/{args.rounds} done", flush=True)
+            report(backends, args, median(floors), median(list_floors))
+            print(f"  {'floors':22} {[round(v) for v in floors]} | {[round(v) for v in list_floors]}")
         finally:
-            server.stop()
+            for backend in backends:
+                backend.close()
 
 
 if __name__ == "__main__":
