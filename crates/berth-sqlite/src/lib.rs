@@ -177,29 +177,16 @@ impl SqliteCatalog {
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T, Failure> + Send + 'static,
     {
-        let shared = Arc::clone(&self.shared);
-        on_caller(move || {
-            let run = |connection: &mut Connection| -> Result<T, Failure> {
-                let transaction = connection.transaction_with_behavior(TransactionBehavior::Deferred)?;
-                let value = work(&transaction)?;
-                transaction.finish()?;
-                Ok(value)
-            };
-            let outcome = match &shared.readers {
-                None => run(&mut lock(&shared.writer)),
-                Some(pool) => pool.take().and_then(|mut connection| {
-                    let value = run(&mut connection);
-                    pool.give_back(connection);
-                    value
-                }),
-            };
-            outcome.map_err(|failure| failure.into_error(operation, &shared.artifact))
+        self.read_statement(operation, move |connection| {
+            // Deferred, and never nested: the connection is this call's alone.
+            let transaction = connection.unchecked_transaction()?;
+            let value = work(&transaction)?;
+            transaction.finish()?;
+            Ok(value)
         })
         .await
     }
-}
 
-impl SqliteCatalog {
     /// `read` for work that is one statement: that statement is its own snapshot in
     /// autocommit mode, so no `BEGIN`/`COMMIT` pair (two more statements SQLite parses
     /// each time) is wrapped around it. Point reads (`memory_get`) use it.

@@ -447,14 +447,29 @@ fn search_by_term_rank(
     if search.filter.conditions.is_empty() {
         sql.push_str(&format!(" LIMIT {}", params.push(limit_column(search.limit))));
     }
-    let mut statement = connection.prepare_cached(&sql)?;
+    page_of_rows(connection, &sql, &params, search, |row, _| Ok(row.get::<_, i64>(10)? as u64))
+}
+
+/// Runs a search statement whose rows come in the search's order, keeping the items
+/// that pass the filter and follow the cursor, until `limit`; `score` is a row's
+/// relevance.
+fn page_of_rows(
+    connection: &Connection,
+    sql: &str,
+    params: &Params,
+    search: &MemorySearch,
+    score: impl Fn(&Row<'_>, &MemoryItem) -> Result<u64, Failure>,
+) -> Result<Vec<MemoryItem>, Failure> {
+    let mut statement = connection.prepare_cached(sql)?;
     let mut rows = statement.query(params_from_iter(params.0.iter()))?;
     let mut page = Vec::new();
     while page.len() < search.limit {
         let Some(row) = rows.next()? else { break };
         let (_, item) = item_from_row(row)?;
-        let score = row.get::<_, i64>(10)? as u64;
-        if search.filter.matches(&item.value) && search.after_cursor(&item, score) {
+        if !search.filter.matches(&item.value) {
+            continue;
+        }
+        if search.after_cursor(&item, score(row, &item)?) {
             page.push(item);
         }
     }
@@ -568,25 +583,13 @@ fn search_in_order(
     if pushed.len() == search.filter.conditions.len() {
         sql.push_str(&format!(" LIMIT {}", params.push(limit_column(search.limit))));
     }
-    let mut statement = connection.prepare_cached(&sql)?;
-    let mut rows = statement.query(params_from_iter(params.0.iter()))?;
-    let mut page = Vec::new();
-    while page.len() < search.limit {
-        let Some(row) = rows.next()? else { break };
-        let (_, item) = item_from_row(row)?;
-        if !search.filter.matches(&item.value) {
-            continue;
-        }
-        let score = match &search.query {
+    page_of_rows(connection, &sql, &params, search, |_, item| {
+        Ok(match &search.query {
             // The index matched every term; the tokenizer agrees (see schema V3).
             Some(query) => query.score(&scoped::value_terms(&item.value)).unwrap_or(0),
             None => 0,
-        };
-        if search.after_cursor(&item, score) {
-            page.push(item);
-        }
-    }
-    Ok(page)
+        })
+    })
 }
 
 /// One namespace page: a skip-scan of the (tenant, namespace) index, one seek per
