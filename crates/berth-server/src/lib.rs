@@ -22,6 +22,7 @@ pub mod memory_api;
 pub mod metrics;
 pub mod openapi;
 pub mod tail;
+mod to_completion;
 pub mod ui;
 pub mod wire;
 
