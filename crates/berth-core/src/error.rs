@@ -323,6 +323,16 @@ impl ErrorClass {
     }
 }
 
+/// The message of a caught panic (`catch_unwind`'s payload): its `&str` or `String`, or a
+/// fixed text for any other payload. For futures that turn a panic into an error.
+pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("a panic without a message")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,6 +3,7 @@
 //! it moves to a task of its own. The same shape as the store's write
 //! (`berth_store::handle::run_to_completion`), for any service call's output.
 
+use berth_core::error::panic_message;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -48,14 +49,6 @@ impl<T: Send + 'static> Drop for ToCompletion<T> {
             });
         }
     }
-}
-
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
-    panic
-        .downcast_ref::<&str>()
-        .copied()
-        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
-        .unwrap_or("a panic without a message")
 }
 
 #[cfg(test)]

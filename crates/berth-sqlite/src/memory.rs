@@ -97,18 +97,18 @@ fn namespace_within(column: &str, prefix: &Namespace, params: &mut Params) -> St
     format!("{column} >= {low} AND {column} < {high} AND ({column} = {low} OR {column} > {slash})")
 }
 
-/// Writes the item's rows of `memory_term_counts` (schema V4): each distinct term and
-/// how often it occurs.
+/// Writes the item's rows of `memory_term_counts` (schema V4): each distinct term of
+/// `terms` (the item's `value_terms`) and how often it occurs.
 pub(crate) fn insert_term_counts(
     connection: &Connection,
     item: i64,
     tenant: &str,
     namespace: &str,
     key: &str,
-    value: &JsonText,
+    terms: &[String],
 ) -> Result<(), Failure> {
-    let mut counts: BTreeMap<String, i64> = BTreeMap::new();
-    for term in scoped::value_terms(value) {
+    let mut counts: BTreeMap<&str, i64> = BTreeMap::new();
+    for term in terms {
         *counts.entry(term).or_default() += 1;
     }
     let mut insert = connection.prepare_cached(
@@ -225,7 +225,6 @@ fn write_item(
         transaction.prepare_cached("DELETE FROM memory_fields WHERE item = ?1")?.execute([id])?;
         transaction.prepare_cached("DELETE FROM memory_term_counts WHERE item = ?1")?.execute([id])?;
     }
-    insert_term_counts(transaction, id, tenant.as_str(), item.namespace.as_str(), &item.key, &item.value)?;
     let mut insert_field = transaction.prepare_cached(
         "INSERT OR REPLACE INTO memory_fields (item, tenant, field, kind, sort) VALUES (?1, ?2, ?3, ?4, ?5)",
     )?;
@@ -233,6 +232,7 @@ fn write_item(
         insert_field.execute((id, tenant.as_str(), field, kind, sort))?;
     }
     let terms = scoped::value_terms(&item.value);
+    insert_term_counts(transaction, id, tenant.as_str(), item.namespace.as_str(), &item.key, &terms)?;
     if !terms.is_empty() {
         transaction
             .prepare_cached("INSERT INTO memory_terms (rowid, terms) VALUES (?1, ?2)")?

@@ -200,7 +200,8 @@ fn fill_term_counts(transaction: &rusqlite::Transaction<'_>) -> Result<(), crate
             .map_err(|_| crate::error::Failure::Corrupt("stored memory item has an invalid value".into()))?;
         let (id, tenant, namespace, key): (i64, String, String, String) =
             (row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?);
-        crate::memory::insert_term_counts(transaction, id, &tenant, &namespace, &key, &value)?;
+        let terms = berth_catalog::scoped::value_terms(&value);
+        crate::memory::insert_term_counts(transaction, id, &tenant, &namespace, &key, &terms)?;
     }
     Ok(())
 }

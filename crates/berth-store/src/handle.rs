@@ -4,6 +4,7 @@
 use crate::backend::{LogReader, LogWriter, TailRecovery};
 use crate::live::{event_bytes, LiveBuffer};
 use crate::store::StoreInner;
+use berth_core::error::panic_message;
 use berth_core::json::minify_strict;
 use berth_core::limits::{
     BATCH_BYTES_MAX, BATCH_EVENTS_MAX, LIVE_BUFFER_BYTES_MAX, LIVE_WINDOW_BYTES_MAX, LIVE_WINDOW_MS,
@@ -680,14 +681,6 @@ impl Drop for RunToCompletion {
             });
         }
     }
-}
-
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
-    panic
-        .downcast_ref::<&str>()
-        .copied()
-        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
-        .unwrap_or("a panic without a message")
 }
 
 fn validate_batch(header: &SessionHeader, batch: &[Event]) -> Result<()> {

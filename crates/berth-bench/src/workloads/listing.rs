@@ -203,30 +203,30 @@ impl Listing {
         let per_connection = index == self.berth.len() + 1;
         if index == 0 || per_connection {
             let path = self.reference_path.clone();
-            let shared = std::sync::Arc::new(std::sync::Mutex::new(fixtures::sqlite_open(&path)?));
+            // The reference's one connection; the per-connection row opens one per thread.
+            let shared = match per_connection {
+                true => None,
+                false => Some(std::sync::Arc::new(std::sync::Mutex::new(fixtures::sqlite_open(&path)?))),
+            };
             let threads: Vec<_> = ids
                 .into_iter()
                 .map(|ids| {
                     let (path, shared) = (path.clone(), shared.clone());
                     std::thread::spawn(move || -> Result<Vec<f64>> {
-                        let mut own = match per_connection {
-                            true => Some(fixtures::sqlite_open(&path)?),
-                            false => None,
+                        let connection = match shared {
+                            Some(shared) => shared,
+                            None => {
+                                let own = fixtures::sqlite_open(&path)?;
+                                own.busy_timeout(std::time::Duration::from_secs(30)).map_err(sql)?;
+                                std::sync::Arc::new(std::sync::Mutex::new(own))
+                            }
                         };
-                        if let Some(connection) = &own {
-                            connection.busy_timeout(std::time::Duration::from_secs(30)).map_err(sql)?;
-                        }
                         let mut latencies = Vec::with_capacity(ids.len());
                         for id in ids {
                             let started = Instant::now();
-                            match own.as_mut() {
-                                Some(connection) => reference_create(connection, &id, events)?,
-                                None => {
-                                    let mut connection =
-                                        shared.lock().map_err(|_| invalid("reference lock poisoned"))?;
-                                    reference_create(&mut connection, &id, events)?
-                                }
-                            }
+                            let mut connection = connection.lock().map_err(|_| invalid("reference lock poisoned"))?;
+                            reference_create(&mut connection, &id, events)?;
+                            drop(connection);
                             latencies.push(elapsed_us(started));
                         }
                         Ok(latencies)
