@@ -10,7 +10,8 @@
 //! 3. append the events with a trailing `session/memory` event (service-only,
 //!    ignorable) holding the writes and the revision each was checked against;
 //! 4. apply each write as a compare-and-set against that revision;
-//! 5. delete the marker, and answer.
+//! 5. delete the marker, and answer. Steps 4 and 5 are one `MemoryStore::memory_apply`
+//!    call: one transaction on SQLite (a crash between them cannot happen there).
 //!
 //! Exactly once: a write is applied only while its item is still at the checked
 //! revision, so finishing a marker again (after a crash between 4 and 5, or by two
@@ -37,7 +38,9 @@ pub const CARRIED_GRACE_MS: u64 = 10_000;
 pub const CARRIED_WRITES_MAX: usize = 100;
 
 /// The test hook of the crash test: when set to a path, a carried append writes that
-/// file and sleeps after its log append, before applying (the test SIGKILLs it there).
+/// file and sleeps after its log append, before applying (the test SIGKILLs it there) —
+/// unless the file `<path>.skip` exists, which it removes instead: the test's first
+/// append then completes and the next one pauses.
 pub const PAUSE_HOOK_ENV: &str = "BERTH_TEST_PAUSE_CARRIED";
 
 const MARKERS: &str = "berth/carried";
@@ -56,6 +59,21 @@ pub(crate) struct CarriedWrite {
     bound_to: Option<SessionId>,
 }
 
+impl CarriedWrite {
+    /// The put that applies it: guarded by the revision it was checked against, so it
+    /// applies once and never over a later write.
+    fn to_put(&self) -> MemoryPut {
+        MemoryPut {
+            namespace: self.namespace.clone(),
+            key: self.key.clone(),
+            value: self.value.clone(),
+            expected_revision: Some(self.checked_revision),
+            ttl_ms: self.ttl_ms,
+            bound_to: self.bound_to.clone(),
+        }
+    }
+}
+
 #[derive(Debug, Serialize, Deserialize)]
 struct CarriedData {
     writes: Vec<CarriedWrite>,
@@ -71,6 +89,19 @@ struct Marker {
 
 fn markers() -> Namespace {
     Namespace::parse(MARKERS).expect("a valid namespace")
+}
+
+/// The put of the session's marker "carried writes unapplied from `from_seq`" (any
+/// revision: the caller holds the session's append lock).
+fn marker_put(key: &SessionKey, from_seq: u64) -> Result<MemoryPut> {
+    Ok(MemoryPut {
+        namespace: markers(),
+        key: key.id.to_string(),
+        value: json_text(&Marker { from_seq, cancelled: Vec::new() })?,
+        expected_revision: None,
+        ttl_ms: None,
+        bound_to: Some(key.id.clone()),
+    })
 }
 
 fn scope_index(scope: &MemoryScope) -> Namespace {
@@ -190,15 +221,23 @@ impl SessionService {
             usage.bytes = usage.bytes.saturating_sub(previous) + new_bytes;
         }
         let data = json_text(&CarriedData { writes })?;
-        let marker = MemoryPut {
-            namespace: markers(),
-            key: key.id.to_string(),
-            value: json_text(&Marker { from_seq, cancelled: Vec::new() })?,
-            expected_revision: Some(0),
-            ttl_ms: None,
-            bound_to: Some(key.id.clone()),
-        };
-        self.catalog.memory_put(&key.tenant, &marker, now, &self.memory_quota).await?;
+        // The marker the previous carried append left already says "unapplied from this
+        // seq" (`apply_carried` advances it): a steady stream of carried appends stores
+        // it once. It is stored again when absent, cancelled into, or old enough for the
+        // sweeper to visit.
+        let current = self.catalog.memory_get(&key.tenant, &markers(), key.id.as_str(), now, false).await?;
+        let covers = current.as_ref().is_some_and(|item| {
+            let marker: Marker = serde_json::from_str(item.value.as_str()).unwrap_or_default();
+            let fresh = now.0.saturating_sub(item.updated_at.0) < CARRIED_GRACE_MS / 2;
+            marker.from_seq == from_seq && marker.cancelled.is_empty() && fresh
+        });
+        if !covers {
+            let marker = MemoryPut {
+                expected_revision: Some(current.as_ref().map_or(0, |item| item.revision)),
+                ..marker_put(key, from_seq)?
+            };
+            self.catalog.memory_put(&key.tenant, &marker, now, &self.memory_quota).await?;
+        }
         let mut scopes: Vec<&MemoryScope> = request.memory.iter().map(|put| put.namespace.scope()).collect();
         scopes.sort();
         scopes.dedup();
@@ -219,16 +258,26 @@ impl SessionService {
         Ok(data)
     }
 
-    /// Steps 4 and 5 for the batch just appended (the writes are in `data`).
-    pub(crate) async fn apply_carried(&self, key: &SessionKey, data: &JsonText) -> Result<()> {
+    /// Steps 4 and 5 for the batch just appended (the writes are in `data`); the log
+    /// now ends at `log_end`.
+    pub(crate) async fn apply_carried(&self, key: &SessionKey, data: &JsonText, log_end: u64) -> Result<()> {
         if let Some(path) = std::env::var_os(PAUSE_HOOK_ENV) {
-            let _ = std::fs::write(&path, key.id.as_str());
-            tokio::time::sleep(std::time::Duration::from_secs(3600)).await;
+            let mut skip = path.clone();
+            skip.push(".skip");
+            if std::fs::remove_file(&skip).is_err() {
+                let _ = std::fs::write(&path, key.id.as_str());
+                tokio::time::sleep(std::time::Duration::from_secs(3600)).await;
+            }
         }
         let carried: CarriedData =
             serde_json::from_str(data.as_str()).map_err(|e| Error::invalid("memory", e.to_string()))?;
-        self.apply_writes(key, &carried.writes, &[]).await?;
-        self.clear_marker(key).await
+        // The writes, and the marker advanced past them ("unapplied from `log_end`": none
+        // yet), in one call: one commit on SQLite. Nothing before `log_end` is
+        // unapplied: a crashed append's writes were finished before this one began.
+        let mut puts: Vec<MemoryPut> = carried.writes.iter().map(CarriedWrite::to_put).collect();
+        puts.push(marker_put(key, log_end)?);
+        self.catalog.memory_apply(&key.tenant, &puts, None, self.now(), &self.memory_quota).await?;
+        Ok(())
     }
 
     async fn apply_writes(&self, key: &SessionKey, writes: &[CarriedWrite], cancelled: &[Namespace]) -> Result<u64> {
@@ -237,15 +286,7 @@ impl SessionService {
             if cancelled.iter().any(|prefix| write.namespace.is_within(prefix)) {
                 continue;
             }
-            let put = MemoryPut {
-                namespace: write.namespace.clone(),
-                key: write.key.clone(),
-                value: write.value.clone(),
-                expected_revision: Some(write.checked_revision),
-                ttl_ms: write.ttl_ms,
-                bound_to: write.bound_to.clone(),
-            };
-            match self.catalog.memory_put(&key.tenant, &put, self.now(), &self.memory_quota).await {
+            match self.catalog.memory_put(&key.tenant, &write.to_put(), self.now(), &self.memory_quota).await {
                 Ok(_) => applied += 1,
                 // Applied already, or superseded by a later write: never applied twice.
                 Err(Error::RevisionConflict { .. }) => {}
@@ -255,23 +296,21 @@ impl SessionService {
         Ok(applied)
     }
 
-    async fn clear_marker(&self, key: &SessionKey) -> Result<()> {
-        match self.catalog.memory_delete(&key.tenant, &markers(), key.id.as_str(), None, self.now()).await {
-            Ok(_) | Err(Error::NotFound { .. }) => Ok(()),
-            Err(error) => Err(error),
-        }
-    }
-
     /// Finishes the session's marker, if it has one: applies every carried write of its
     /// log from the marker's seq on (skipping cancelled prefixes), then deletes the
-    /// marker. Returns how many writes were applied.
-    pub(crate) async fn finish_carried(&self, key: &SessionKey) -> Result<u64> {
+    /// marker. Returns how many writes were applied. `log_end`, when the caller holds the
+    /// writer and knows it: a marker at the log's end has nothing to finish and is kept
+    /// (the next carried append reuses it).
+    pub(crate) async fn finish_carried(&self, key: &SessionKey, log_end: Option<u64>) -> Result<u64> {
         let Some(marker_item) =
             self.catalog.memory_get(&key.tenant, &markers(), key.id.as_str(), self.now(), false).await?
         else {
             return Ok(0);
         };
         let marker: Marker = serde_json::from_str(marker_item.value.as_str()).unwrap_or_default();
+        if log_end.is_some_and(|end| marker.from_seq >= end) {
+            return Ok(0);
+        }
         let handle = self.store.open(key, Access::Read).await?;
         let events = handle.read(marker.from_seq, None).await;
         let _ = handle.close().await;
@@ -305,9 +344,14 @@ impl SessionService {
             Ok(_) | Err(Error::NotFound { .. }) => {}
             Err(Error::RevisionConflict { .. }) => {
                 drop(scopes);
-                return Box::pin(self.finish_carried(key)).await;
+                return Box::pin(self.finish_carried(key, log_end)).await;
             }
             Err(error) => return Err(error),
+        }
+        if writes.is_empty() {
+            // A marker nothing followed (the session went idle after its last carried
+            // append): cleanup, not a recovery to audit.
+            return Ok(0);
         }
         let mut draft = self.audit_draft(&key.tenant, "system:memory".into(), "memory.finish_carried");
         draft.session = Some(key.id.clone());
@@ -385,7 +429,7 @@ impl SessionService {
             let key = SessionKey::new(tenant.clone(), session);
             let lock = self.append_lock(&key);
             let _no_append_meanwhile = lock.lock().await;
-            match self.finish_carried(&key).await {
+            match self.finish_carried(&key, None).await {
                 Ok(_) => finished += 1,
                 Err(error) => tracing::warn!(session = %key, %error, "finishing carried memory writes failed"),
             }

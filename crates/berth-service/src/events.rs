@@ -64,7 +64,7 @@ impl SessionService {
         if !request.memory.is_empty() {
             // Writes a crashed carried append left are finished first, so that a retry of
             // it (answered as a duplicate below) reads its own writes too.
-            self.finish_carried(&key).await?;
+            self.finish_carried(&key, Some(writer.next_seq())).await?;
         }
         let next_seq = writer.next_seq();
         let start = request.expected_seq.unwrap_or(next_seq);
@@ -107,7 +107,7 @@ impl SessionService {
         };
         writer.append(&events).await?;
         if let Some(data) = &carried {
-            self.apply_carried(&key, data).await?;
+            self.apply_carried(&key, data, start + events.len() as u64).await?;
         }
         let new_next = start + events.len() as u64;
         self.ledger_appended(&key, keyed, new_next).await;

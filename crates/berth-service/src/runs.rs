@@ -131,7 +131,7 @@ impl SessionService {
         let append_lock = self.append_lock(&key);
         let _one_append_at_a_time = append_lock.lock().await;
         // Memory writes a crashed append carried are finished first (`carried.rs`).
-        self.finish_carried(&key).await?;
+        self.finish_carried(&key, None).await?;
         let writer = self.writer(&key).await?;
         let events = writer.read(0, None).await?;
         let attached: HashSet<&RunId> = record.runs.iter().map(|run| &run.run_id).collect();

@@ -169,12 +169,31 @@ fn stored_item(
     rows.next()?.map(item_from_row).transpose()
 }
 
-/// Writes `item` (new, or over the row `replacing`) and its terms.
+/// When a written item's search rows (`memory_terms`, `memory_fields`,
+/// `memory_term_counts`) are written.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Indexing {
+    /// In the same transaction (imports: their rows go in bulk).
+    Now,
+    /// Later, in batches (`index_unindexed`): the item's id goes into `memory_unindexed`
+    /// (schema V5) in the put's transaction, and a search that reads the search rows
+    /// indexes every such item first, in its own snapshot (`SqliteCatalog::memory_search`).
+    /// A put then commits a handful of pages instead of a dozen B-trees' worth.
+    Deferred,
+}
+
+/// How many items may wait for their search rows: the put that finds this many indexes
+/// them in its own transaction, so a search never has more than this to catch up on.
+pub(crate) const UNINDEXED_MAX: i64 = 64;
+
+/// Writes `item` (new, or over the row `replacing`) and, as `indexing` says, its
+/// search rows.
 fn write_item(
     transaction: &rusqlite::Transaction<'_>,
     tenant: &TenantId,
     item: &MemoryItem,
     replacing: Option<i64>,
+    indexing: Indexing,
 ) -> Result<(), Failure> {
     let values = (
         tenant.as_str(),
@@ -198,7 +217,6 @@ fn write_item(
                      WHERE tenant = ?1 AND namespace = ?2 AND key = ?3",
                 )?
                 .execute(values)?;
-            transaction.prepare_cached("DELETE FROM memory_terms WHERE rowid = ?1")?.execute([id])?;
             id
         }
         None => {
@@ -221,24 +239,85 @@ fn write_item(
             transaction.last_insert_rowid()
         }
     };
-    if replacing.is_some() {
-        transaction.prepare_cached("DELETE FROM memory_fields WHERE item = ?1")?.execute([id])?;
-        transaction.prepare_cached("DELETE FROM memory_term_counts WHERE item = ?1")?.execute([id])?;
+    match indexing {
+        Indexing::Now => {
+            if replacing.is_some() {
+                transaction.prepare_cached("DELETE FROM memory_unindexed WHERE item = ?1")?.execute([id])?;
+            }
+            index_item(transaction, id, tenant.as_str(), &item.namespace, &item.key, &item.value, replacing.is_some())
+        }
+        Indexing::Deferred => {
+            transaction.prepare_cached("INSERT OR IGNORE INTO memory_unindexed (item) VALUES (?1)")?.execute([id])?;
+            let waiting: i64 =
+                transaction.prepare_cached("SELECT count(*) FROM memory_unindexed")?.query_row([], |row| row.get(0))?;
+            if waiting >= UNINDEXED_MAX {
+                index_unindexed(transaction)?;
+            }
+            Ok(())
+        }
     }
-    let mut insert_field = transaction.prepare_cached(
+}
+
+/// Writes item `id`'s search rows (after deleting the ones an earlier value left, if
+/// `replacing`).
+fn index_item(
+    connection: &Connection,
+    id: i64,
+    tenant: &str,
+    namespace: &Namespace,
+    key: &str,
+    value: &JsonText,
+    replacing: bool,
+) -> Result<(), Failure> {
+    if replacing {
+        connection.prepare_cached("DELETE FROM memory_terms WHERE rowid = ?1")?.execute([id])?;
+        connection.prepare_cached("DELETE FROM memory_fields WHERE item = ?1")?.execute([id])?;
+        connection.prepare_cached("DELETE FROM memory_term_counts WHERE item = ?1")?.execute([id])?;
+    }
+    let mut insert_field = connection.prepare_cached(
         "INSERT OR REPLACE INTO memory_fields (item, tenant, field, kind, sort) VALUES (?1, ?2, ?3, ?4, ?5)",
     )?;
-    for (field, kind, sort) in fields::value_fields(&item.value) {
-        insert_field.execute((id, tenant.as_str(), field, kind, sort))?;
+    for (field, kind, sort) in fields::value_fields(value) {
+        insert_field.execute((id, tenant, field, kind, sort))?;
     }
-    let terms = scoped::value_terms(&item.value);
-    insert_term_counts(transaction, id, tenant.as_str(), item.namespace.as_str(), &item.key, &terms)?;
+    let terms = scoped::value_terms(value);
+    insert_term_counts(connection, id, tenant, namespace.as_str(), key, &terms)?;
     if !terms.is_empty() {
-        transaction
+        connection
             .prepare_cached("INSERT INTO memory_terms (rowid, terms) VALUES (?1, ?2)")?
             .execute((id, terms.join(" ")))?;
     }
     Ok(())
+}
+
+/// Does any item wait for its search rows?
+fn any_unindexed(connection: &Connection) -> Result<bool, Failure> {
+    Ok(connection.prepare_cached("SELECT EXISTS (SELECT 1 FROM memory_unindexed)")?.query_row([], |row| row.get(0))?)
+}
+
+/// Writes the search rows of every item in `memory_unindexed` (replacing what an earlier
+/// value of the item left) and empties it. Returns how many items it indexed.
+pub(crate) fn index_unindexed(connection: &Connection) -> Result<usize, Failure> {
+    let waiting: Vec<(i64, String, String, String, String)> = connection
+        .prepare_cached(
+            "SELECT m.id, m.tenant, m.namespace, m.key, m.value \
+             FROM memory_unindexed AS u CROSS JOIN memory_items AS m ON m.id = u.item",
+        )?
+        .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    for (id, tenant, namespace, key, value) in &waiting {
+        let namespace = Namespace::parse(namespace).map_err(|_| corrupt("namespace"))?;
+        let raw = serde_json::value::RawValue::from_string(value.clone()).map_err(|_| corrupt("value"))?;
+        index_item(connection, *id, tenant, &namespace, key, &JsonText::from_trusted_raw(raw), true)?;
+    }
+    connection.prepare_cached("DELETE FROM memory_unindexed")?.execute([])?;
+    Ok(waiting.len())
+}
+
+/// Does this search read the search rows (a full-text query, or a filter condition the
+/// field index answers)? Only those wait for `index_unindexed`.
+fn reads_search_rows(search: &MemorySearch) -> bool {
+    search.query.is_some() || !pushed_down(search).is_empty()
 }
 
 /// Deletes the rows `condition` selects from `memory_items` (with their terms),
@@ -650,7 +729,7 @@ fn import_in(
         return Err(Error::AlreadyExists { what: "memory item", id: format!("{}:{}", item.namespace, item.key) }.into());
     }
     stored_usage(transaction, tenant)?.check_put(quota, true, 0, item.bytes())?;
-    write_item(transaction, tenant, item, None)?;
+    write_item(transaction, tenant, item, None, Indexing::Now)?;
     add_usage(transaction, tenant.as_str(), 1, item.bytes() as i64)
 }
 
@@ -686,9 +765,46 @@ impl MemoryStore for SqliteCatalog {
             let stored = stored_item(transaction, &tenant, &put.namespace, &put.key)?;
             let usage = stored_usage(transaction, &tenant)?;
             let plan = put.plan(stored.as_ref().map(|(_, item)| item), &usage, &quota, now)?;
-            write_item(transaction, &tenant, &plan.item, stored.as_ref().map(|(id, _)| *id))?;
+            write_item(transaction, &tenant, &plan.item, stored.as_ref().map(|(id, _)| *id), Indexing::Deferred)?;
             add_usage(transaction, tenant.as_str(), i64::from(plan.new_row), plan.bytes_change)?;
             Ok(plan.item)
+        })
+        .await
+    }
+
+    async fn memory_apply(
+        &self,
+        tenant: &TenantId,
+        puts: &[MemoryPut],
+        clear: Option<(&Namespace, &str)>,
+        now: Timestamp,
+        quota: &MemoryQuota,
+    ) -> Result<u64> {
+        puts.iter().try_for_each(MemoryPut::check)?;
+        let (tenant, puts, quota) = (tenant.clone(), puts.to_vec(), *quota);
+        let clear = clear.map(|(namespace, key)| (namespace.clone(), key.to_owned()));
+        // One transaction: the writes and the marker's deletion commit together.
+        self.write("apply carried memory writes", move |transaction| {
+            let mut applied = 0;
+            for put in &puts {
+                let stored = stored_item(transaction, &tenant, &put.namespace, &put.key)?;
+                let usage = stored_usage(transaction, &tenant)?;
+                let plan = match put.plan(stored.as_ref().map(|(_, item)| item), &usage, &quota, now) {
+                    Ok(plan) => plan,
+                    Err(Error::RevisionConflict { .. }) => continue,
+                    Err(error) => return Err(error.into()),
+                };
+                let replacing = stored.as_ref().map(|(id, _)| *id);
+                write_item(transaction, &tenant, &plan.item, replacing, Indexing::Deferred)?;
+                add_usage(transaction, tenant.as_str(), i64::from(plan.new_row), plan.bytes_change)?;
+                applied += 1;
+            }
+            if let Some((namespace, key)) = &clear {
+                if let Some((id, item)) = stored_item(transaction, &tenant, namespace, key)? {
+                    delete_ids(transaction, &[(id, tenant.as_str().to_owned(), item.bytes() as i64)])?;
+                }
+            }
+            Ok(applied)
         })
         .await
     }
@@ -746,7 +862,30 @@ impl MemoryStore for SqliteCatalog {
     async fn memory_search(&self, tenant: &TenantId, search: &MemorySearch, now: Timestamp) -> Result<Vec<MemoryItem>> {
         search.check()?;
         let (tenant, search) = (tenant.clone(), search.clone());
-        self.read("search memory", move |connection| search_in(connection, &tenant, &search, now)).await
+        if !reads_search_rows(&search) {
+            return self.read("search memory", move |connection| search_in(connection, &tenant, &search, now)).await;
+        }
+        let (tenant_again, search_again) = (tenant.clone(), search.clone());
+        // In one snapshot: nothing waits for its search rows, so they are the items'.
+        let page = self
+            .read("search memory", move |connection| {
+                if any_unindexed(connection)? {
+                    return Ok(None);
+                }
+                search_in(connection, &tenant, &search, now).map(Some)
+            })
+            .await?;
+        if let Some(page) = page {
+            return Ok(page);
+        }
+        // Else the waiting items are indexed and the page read in one write transaction.
+        // Its commit need not be durable: the items and their `memory_unindexed` rows
+        // are, so a commit a power loss drops is simply redone.
+        self.write_relaxed("search memory", move |transaction| {
+            index_unindexed(transaction)?;
+            search_in(transaction, &tenant_again, &search_again, now)
+        })
+        .await
     }
 
     async fn memory_namespaces(

@@ -35,7 +35,7 @@ pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 /// Forward-only migrations; `MIGRATIONS[n]` takes the schema from version n to n + 1.
 /// Never edit a shipped entry: append a new one.
-const MIGRATIONS: &[&str] = &[V1, V2, V3, V4];
+const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5];
 
 /// The migrations' SQL, for tests that build an older catalog.
 #[cfg(test)]
@@ -189,6 +189,18 @@ CREATE TABLE memory_term_counts (
     PRIMARY KEY (item, term)
 ) STRICT, WITHOUT ROWID;
 CREATE INDEX memory_term_counts_by_rank ON memory_term_counts (tenant, term, count DESC, namespace, key);
+";
+
+/// Deferred search rows (issue 11: a durable put wrote a dozen B-trees' worth of pages).
+/// A put stores its item and its id here, in its transaction; the item's search rows
+/// (`memory_terms`, `memory_fields`, `memory_term_counts`) are written later in a batch —
+/// by the put that finds `UNINDEXED_MAX` items waiting, or by the first search that reads
+/// them, before it reads (`memory.rs`, `index_unindexed`). Goes with its item. A V4
+/// catalog's items are all indexed, so the table starts empty.
+const V5: &str = "
+CREATE TABLE memory_unindexed (
+    item INTEGER PRIMARY KEY REFERENCES memory_items (id) ON DELETE CASCADE
+) STRICT;
 ";
 
 /// Fills `memory_term_counts` for the items a V3 catalog holds (V4's table starts empty).

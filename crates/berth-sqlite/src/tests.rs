@@ -413,3 +413,50 @@ async fn v4_fills_term_counts_for_items_stored_before_it() {
         .expect("plan rows");
     assert!(plan.iter().all(|step| !step.contains("TEMP B-TREE")), "walked in order, never sorted: {plan:?}");
 }
+
+/// Deferred search rows (schema V5): an item put and not yet indexed when the process
+/// stopped is indexed by the next process's first search, and the backlog never grows
+/// past `UNINDEXED_MAX`; a search that reads search rows leaves none waiting.
+#[tokio::test]
+async fn items_waiting_for_search_rows_survive_a_reopen_and_stay_bounded() {
+    use berth_catalog::scoped::{MemoryPut, MemoryQuota, MemorySearch, Namespace, TextQuery};
+    use berth_catalog::MemoryStore;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join(CATALOG_FILE_NAME);
+    let tenant = TenantId::parse("t").expect("tenant");
+    let namespace = Namespace::parse("user/alice").expect("namespace");
+    let waiting = |catalog: &SqliteCatalog| -> i64 {
+        lock(&catalog.shared.writer)
+            .query_row("SELECT count(*) FROM memory_unindexed", [], |row| row.get(0))
+            .expect("count")
+    };
+    let total = crate::memory::UNINDEXED_MAX as usize * 2 + 10;
+    {
+        let catalog = SqliteCatalog::open(&path).expect("open");
+        for i in 0..total {
+            let put = MemoryPut {
+                namespace: namespace.clone(),
+                key: format!("k{i:03}"),
+                value: berth_core::JsonText::parse(&format!(r#"{{"text":"tea number{i}"}}"#)).expect("value"),
+                expected_revision: None,
+                ttl_ms: None,
+                bound_to: None,
+            };
+            catalog.memory_put(&tenant, &put, Timestamp(10), &MemoryQuota::default()).await.expect("put");
+            assert!(waiting(&catalog) < crate::memory::UNINDEXED_MAX, "bounded backlog after put {i}");
+        }
+        assert!(waiting(&catalog) > 0, "the last puts wait for their search rows");
+    }
+    let catalog = SqliteCatalog::open(&path).expect("reopen");
+    let search = MemorySearch {
+        query: Some(TextQuery::parse("tea").expect("query")),
+        limit: 1000,
+        ..MemorySearch::new(namespace.clone())
+    };
+    let found = catalog.memory_search(&tenant, &search, Timestamp(11)).await.expect("search");
+    assert_eq!(found.len(), total, "every item, the waiting ones too");
+    assert_eq!(waiting(&catalog), 0, "the search indexed them");
+    let last =
+        MemorySearch { query: Some(TextQuery::parse(&format!("number{}", total - 1)).expect("query")), ..search };
+    assert_eq!(catalog.memory_search(&tenant, &last, Timestamp(11)).await.expect("search").len(), 1);
+}

@@ -418,6 +418,82 @@ pub async fn full_text_search_and_relevance(catalog: &dyn Catalog) {
     assert_eq!(catalog.memory_search(&t, &bad, T0).await.unwrap_err().code(), "invalid");
 }
 
+/// Every write is visible to the next search at once, whatever a backend defers (SQLite
+/// writes search rows in batches, `UNINDEXED_MAX`): puts, replacements with other terms
+/// and field values, and deletes, with a full-text and a filtered search compared with
+/// the reference after many of them — and a long stretch of writes with no search in
+/// between, longer than any batch.
+pub async fn searches_see_each_write_at_once(catalog: &dyn Catalog) {
+    let t = tenant("t1");
+    let mut model: BTreeMap<String, MemoryItem> = BTreeMap::new();
+    let text = MemorySearch {
+        query: Some(TextQuery::parse("amber").unwrap()),
+        limit: 1000,
+        ..MemorySearch::new(ns("user/alice"))
+    };
+    let relevance = MemorySearch { order: SearchOrder::Relevance, ..text.clone() };
+    let gte = Condition { field: "n".into(), op: FilterOp::Gte, operand: json("100") };
+    let field =
+        MemorySearch { filter: Filter::new(vec![gte]).unwrap(), limit: 1000, ..MemorySearch::new(ns("user/alice")) };
+    for step in 0..300u64 {
+        let key = format!("k{:03}", step % 90);
+        let now = T0.plus_ms(step);
+        if step % 11 == 10 {
+            if model.remove(&key).is_some() {
+                catalog.memory_delete(&t, &ns("user/alice"), &key, None, now).await.expect("delete");
+            }
+        } else {
+            let word = if step % 2 == 0 { "amber" } else { "slate" };
+            let value = format!(r#"{{"n":{step},"text":"{word} stone {word}"}}"#);
+            model.insert(key.clone(), store(catalog, &t, put("user/alice", &key, &value), now).await);
+        }
+        if (step < 60 && step % 3 == 0) || step >= 290 {
+            for search in [&text, &relevance, &field] {
+                let expected = search.page(model.values().cloned(), now);
+                let actual = catalog.memory_search(&t, search, now).await.expect("search");
+                assert_eq!(actual, expected, "after step {step}: {search:?}");
+            }
+        }
+    }
+}
+
+/// `memory_apply` (a carried append's writes and its marker): each put in order, one
+/// whose expected revision no longer holds skipped; the marker deleted; the same writes
+/// applied again (a finisher after a crash) apply none, and a missing marker is no error.
+pub async fn apply_applies_each_write_once_and_clears(catalog: &dyn Catalog) {
+    let t = tenant("t1");
+    let markers = ns("app/test/markers");
+    store(catalog, &t, put("app/test/markers", "s1", r#"{"from_seq":3}"#), T0).await;
+    let existing = store(catalog, &t, put("user/alice", "b", r#"{"text":"old"}"#), T0).await;
+    let with = |namespace: &str, key: &str, value: &str, expected: u64| MemoryPut {
+        expected_revision: Some(expected),
+        ..put(namespace, key, value)
+    };
+    let writes = vec![
+        with("user/alice", "a", r#"{"text":"amber"}"#, 0),
+        with("user/alice", "b", r#"{"text":"amber new"}"#, existing.revision),
+        with("user/alice", "c", r#"{"text":"amber"}"#, 7),
+    ];
+    let now = T0.plus_ms(1);
+    let applied = catalog.memory_apply(&t, &writes, Some((&markers, "s1")), now, &quota()).await.expect("apply");
+    assert_eq!(applied, 2, "the third expected revision 7 of an absent item");
+    assert_eq!(get(catalog, &t, "user/alice", "a", now).await.expect("a").value, json(r#"{"text":"amber"}"#));
+    let b = get(catalog, &t, "user/alice", "b", now).await.expect("b");
+    assert_eq!((b.value, b.revision), (json(r#"{"text":"amber new"}"#), existing.revision + 1));
+    assert!(get(catalog, &t, "user/alice", "c", now).await.is_none());
+    assert!(get(catalog, &t, "app/test/markers", "s1", now).await.is_none(), "the marker is deleted");
+    let later = T0.plus_ms(2);
+    let again = catalog.memory_apply(&t, &writes, Some((&markers, "s1")), later, &quota()).await.expect("again");
+    assert_eq!(again, 0, "nothing applies twice");
+    assert_eq!(get(catalog, &t, "user/alice", "b", later).await.expect("b").revision, existing.revision + 1);
+    let usage = catalog.memory_usage(&t).await.expect("usage");
+    assert_eq!(usage.items, 2, "a and b; the marker went");
+    let found = MemorySearch { query: Some(TextQuery::parse("amber").unwrap()), ..MemorySearch::new(ns("user/alice")) };
+    let keys: Vec<String> =
+        catalog.memory_search(&t, &found, later).await.expect("search").into_iter().map(|i| i.key).collect();
+    assert_eq!(keys, ["a", "b"], "applied writes are searchable at once");
+}
+
 pub async fn search_prefix_is_precise(catalog: &dyn Catalog) {
     let t = tenant("t1");
     for namespace in ["user/a", "user/a/b", "user/ab", "user/a-b", "user/a.b", "project/a"] {
@@ -609,6 +685,8 @@ macro_rules! memory_conformance {
             tenants_are_isolated,
             search_filters_match_the_reference,
             full_text_search_and_relevance,
+            searches_see_each_write_at_once,
+            apply_applies_each_write_once_and_clears,
             search_prefix_is_precise,
             namespaces_list_with_prefix_depth_and_cursor,
             forget_is_exact_and_audited,

@@ -115,8 +115,19 @@ async fn wait_for(path: &Path) {
     }
 }
 
-/// Runs the scenario on `store`; `forget_first` forgets `user/alice` before finishing.
-async fn scenario(store: &str, scratch: &Path, forget_first: bool) {
+/// A carried append that completes before the one the test interrupts: it leaves the
+/// session's marker, which the next carried append reuses ("unapplied from here").
+fn earlier_append() -> berth_api::AppendBody {
+    berth_api::AppendBody {
+        idempotency_key: Some("carry-0".into()),
+        memory: vec![write("app/faq", "days", r#""mon-fri""#)],
+        ..carried_append()
+    }
+}
+
+/// Runs the scenario on `store`; `forget_first` forgets `user/alice` before finishing;
+/// `earlier`: a carried append completes first, so the interrupted one reuses its marker.
+async fn scenario(store: &str, scratch: &Path, forget_first: bool, earlier: bool) {
     let keys = scratch.join(KEYS_FILE);
     let key = service_key(&keys);
     let pause = scratch.join("paused");
@@ -127,6 +138,15 @@ async fn scenario(store: &str, scratch: &Path, forget_first: bool) {
     client.create(&CreateSession { id: Some(session.clone()), ..CreateSession::default() }).await.unwrap();
     let body = serde_json::to_vec(&carried_append()).unwrap();
     let path = format!("/v1/sessions/{session}/events");
+    let mut stored = vec!["user/message", "session/memory"];
+    if earlier {
+        std::fs::write(scratch.join("paused.skip"), b"").unwrap();
+        let first = serde_json::to_vec(&earlier_append()).unwrap();
+        let response = client.send(hyper::Method::POST, &path, Some(first), &[]).await.unwrap();
+        assert_eq!(response.status.as_u16(), 200, "{:?}", String::from_utf8_lossy(&response.body));
+        assert_eq!(revision(&client, "app/faq", "days").await, Some(1), "read its own write");
+        stored.extend(["user/message", "session/memory"]);
+    }
     let hanging = {
         let client = client.clone();
         let (path, body) = (path.clone(), body.clone());
@@ -142,7 +162,7 @@ async fn scenario(store: &str, scratch: &Path, forget_first: bool) {
     let client = Client::new(&url, Some(key)).unwrap();
     let events = client.read(&session, 0, None).await.unwrap();
     let types: Vec<&str> = events.iter().map(|event| event.event_type.as_str()).collect();
-    assert_eq!(types, ["user/message", "session/memory"], "the batch is durable, with its writes");
+    assert_eq!(types, stored, "the batch is durable, with its writes");
     assert_eq!(revision(&client, "user/alice/prefs", "tone").await, None, "not applied before the crash");
     assert_eq!(revision(&client, "app/faq", "hours").await, None);
 
@@ -179,24 +199,27 @@ async fn scenario(store: &str, scratch: &Path, forget_first: bool) {
     assert_eq!(revision(&client, "app/faq", "hours").await, Some(1), "applied exactly once");
     let events = client.read(&session, 0, None).await.unwrap();
     let carried = events.iter().filter(|event| event.event_type.as_str() == "session/memory").count();
-    assert_eq!(carried, 1, "the batch is stored once");
+    assert_eq!(carried, stored.len() / 2, "the batch is stored once");
+    if earlier {
+        assert_eq!(revision(&client, "app/faq", "days").await, Some(1), "the earlier write, once");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn carried_writes_survive_a_sigkill_embedded() {
-    for forget_first in [false, true] {
+    for (forget_first, earlier) in [(false, false), (true, false), (false, true), (true, true)] {
         let dir = tempfile::tempdir().unwrap();
         let data = dir.path().join("data");
         std::fs::create_dir_all(&data).unwrap();
-        scenario(data.to_str().unwrap(), dir.path(), forget_first).await;
+        scenario(data.to_str().unwrap(), dir.path(), forget_first, earlier).await;
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn carried_writes_survive_a_sigkill_postgres() {
-    for forget_first in [false, true] {
+    for (forget_first, earlier) in [(false, false), (true, false), (false, true), (true, true)] {
         let database = TestDatabase::with_app_role().await;
         let dir = tempfile::tempdir().unwrap();
-        scenario(&database.app_url(), dir.path(), forget_first).await;
+        scenario(&database.app_url(), dir.path(), forget_first, earlier).await;
     }
 }

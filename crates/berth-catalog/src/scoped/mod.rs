@@ -43,6 +43,38 @@ pub trait MemoryStore: Send + Sync + 'static {
         quota: &MemoryQuota,
     ) -> Result<MemoryItem>;
 
+    /// A carried append's apply (`berth_service::carried`): each put in order, by
+    /// `memory_put`, skipping one whose expected revision no longer holds
+    /// (`RevisionConflict`: applied already, or superseded — so never applied twice);
+    /// then deletes `clear` (the append's marker) if it is there. Returns how many puts
+    /// were applied. Any other error is returned; puts before it may have been applied.
+    /// A backend may do it all in one transaction (SQLite does: one commit, where the
+    /// default below commits once per put and once for the marker).
+    async fn memory_apply(
+        &self,
+        tenant: &TenantId,
+        puts: &[MemoryPut],
+        clear: Option<(&Namespace, &str)>,
+        now: Timestamp,
+        quota: &MemoryQuota,
+    ) -> Result<u64> {
+        let mut applied = 0;
+        for put in puts {
+            match self.memory_put(tenant, put, now, quota).await {
+                Ok(_) => applied += 1,
+                Err(berth_core::Error::RevisionConflict { .. }) => {}
+                Err(error) => return Err(error),
+            }
+        }
+        if let Some((namespace, key)) = clear {
+            match self.memory_delete(tenant, namespace, key, None, now).await {
+                Ok(_) | Err(berth_core::Error::NotFound { .. }) => {}
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(applied)
+    }
+
     /// The live item. With `refresh`, an item written with a TTL has its expiry moved to
     /// `now + ttl_ms` (LangGraph's refresh on read); its revision is unchanged.
     async fn memory_get(
