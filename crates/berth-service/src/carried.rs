@@ -6,12 +6,13 @@
 //! 1. authorize and validate each write; read each item's revision and check the
 //!    write's `expected_revision` against it (`RevisionConflict`, nothing written);
 //! 2. store a durable marker, "carried writes unapplied from seq N" — the memory item
-//!    `berth/carried : <session>`, bound to the session;
+//!    `berth/carried : <session>`, bound to the session — unless the marker the
+//!    previous carried append advanced (step 5) says so already;
 //! 3. append the events with a trailing `session/memory` event (service-only,
 //!    ignorable) holding the writes and the revision each was checked against;
 //! 4. apply each write as a compare-and-set against that revision;
-//! 5. delete the marker, and answer. Steps 4 and 5 are one `MemoryStore::memory_apply`
-//!    call: one transaction on SQLite (a crash between them cannot happen there).
+//! 5. advance the marker to the log's new end (nothing unapplied), and answer. Steps 4
+//!    and 5 are one `MemoryStore::memory_apply` call: one transaction on SQLite.
 //!
 //! Exactly once: a write is applied only while its item is still at the checked
 //! revision, so finishing a marker again (after a crash between 4 and 5, or by two
