@@ -130,9 +130,10 @@ impl SessionService {
         // Like an append: the repair reads and extends the log at its current end.
         let append_lock = self.append_lock(&key);
         let _one_append_at_a_time = append_lock.lock().await;
-        // Memory writes a crashed append carried are finished first (`carried.rs`).
-        self.finish_carried(&key, None).await?;
         let writer = self.writer(&key).await?;
+        // Memory writes a crashed append carried are finished first (`carried.rs`); a
+        // marker at the log's end has nothing to finish and is kept.
+        self.finish_carried(&key, Some(writer.next_seq())).await?;
         let events = writer.read(0, None).await?;
         let attached: HashSet<&RunId> = record.runs.iter().map(|run| &run.run_id).collect();
         let detached_events: Vec<Event> = events
