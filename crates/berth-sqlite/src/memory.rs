@@ -47,7 +47,16 @@ fn time_from_column(column: i64) -> Result<Timestamp, Failure> {
 
 /// One `memory_items` row (selected as `ITEM_COLUMNS`) and its row id.
 fn item_from_row(row: &Row<'_>) -> Result<(i64, MemoryItem), Failure> {
-    let namespace = Namespace::parse(row.get_ref(1)?.as_str()?).map_err(|_| corrupt("namespace"))?;
+    item_from_row_in(row, None)
+}
+
+/// `item_from_row` for a row selected by its namespace: `known` is that namespace (the
+/// column then is not parsed again).
+fn item_from_row_in(row: &Row<'_>, known: Option<&Namespace>) -> Result<(i64, MemoryItem), Failure> {
+    let namespace = match known {
+        Some(namespace) => namespace.clone(),
+        None => Namespace::parse(row.get_ref(1)?.as_str()?).map_err(|_| corrupt("namespace"))?,
+    };
     let value: String = row.get(3)?;
     let raw = serde_json::value::RawValue::from_string(value).map_err(|_| corrupt("value"))?;
     let bound_to = match row.get_ref(9)?.as_str_or_null()? {
@@ -162,11 +171,12 @@ fn stored_item(
     namespace: &Namespace,
     key: &str,
 ) -> Result<Option<(i64, MemoryItem)>, Failure> {
-    let sql =
-        format!("SELECT {ITEM_COLUMNS} FROM memory_items AS m WHERE m.tenant = ?1 AND m.namespace = ?2 AND m.key = ?3");
-    let mut statement = connection.prepare_cached(&sql)?;
+    static SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        format!("SELECT {ITEM_COLUMNS} FROM memory_items AS m WHERE m.tenant = ?1 AND m.namespace = ?2 AND m.key = ?3")
+    });
+    let mut statement = connection.prepare_cached(&SQL)?;
     let mut rows = statement.query((tenant.as_str(), namespace.as_str(), key))?;
-    rows.next()?.map(item_from_row).transpose()
+    rows.next()?.map(|row| item_from_row_in(row, Some(namespace))).transpose()
 }
 
 /// When a written item's search rows (`memory_terms`, `memory_fields`,
