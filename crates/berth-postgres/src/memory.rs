@@ -618,6 +618,53 @@ impl MemoryStore for PostgresCatalog {
         .await
     }
 
+    async fn memory_apply(
+        &self,
+        tenant: &TenantId,
+        puts: &[MemoryPut],
+        clear: Option<(&Namespace, &str)>,
+        now: Timestamp,
+        quota: &MemoryQuota,
+    ) -> Result<u64> {
+        puts.iter().try_for_each(MemoryPut::check)?;
+        let (tenant_text, puts, quota) = (tenant.to_string(), puts.to_vec(), *quota);
+        let clear = clear.map(|(namespace, key)| (namespace.clone(), key.to_owned()));
+        // One transaction: the writes and the marker's deletion commit together.
+        self.memory_unit("apply carried memory writes", tenant, true, move |client| {
+            Box::pin(async move {
+                let tenant = tenant_text.as_str();
+                let mut usage = lock_usage(client, tenant).await?;
+                let mut applied = 0;
+                for put in &puts {
+                    let stored = stored_item(client, tenant, put.namespace.as_str(), &put.key).await?;
+                    let plan = match put.plan(stored.as_ref(), &usage, &quota, now) {
+                        Ok(plan) => plan,
+                        Err(Error::RevisionConflict { .. }) => continue,
+                        Err(error) => return Err(error.into()),
+                    };
+                    write_item(client, tenant, &plan.item, stored.as_ref().map(|stored| stored.revision)).await?;
+                    add_usage(client, tenant, i64::from(plan.new_row), plan.bytes_change).await?;
+                    usage.items = usage.items.saturating_add_signed(i64::from(plan.new_row));
+                    usage.bytes = usage.bytes.saturating_add_signed(plan.bytes_change);
+                    applied += 1;
+                }
+                if let Some((namespace, key)) = &clear {
+                    if let Some(item) = stored_item(client, tenant, namespace.as_str(), key).await? {
+                        let statement = client
+                            .prepare_cached(
+                                "DELETE FROM memory_items WHERE tenant = $1 AND namespace = $2 AND key = $3",
+                            )
+                            .await?;
+                        client.execute(&statement, &[&tenant, &namespace.as_str(), &key.as_str()]).await?;
+                        add_usage(client, tenant, -1, -(item.bytes() as i64)).await?;
+                    }
+                }
+                Ok(applied)
+            })
+        })
+        .await
+    }
+
     async fn memory_get(
         &self,
         tenant: &TenantId,

@@ -12,7 +12,8 @@
 //!    ignorable) holding the writes and the revision each was checked against;
 //! 4. apply each write as a compare-and-set against that revision;
 //! 5. advance the marker to the log's new end (nothing unapplied), and answer. Steps 4
-//!    and 5 are one `MemoryStore::memory_apply` call: one transaction on SQLite.
+//!    and 5 are one `MemoryStore::memory_apply` call: one transaction on SQLite and
+//!    PostgreSQL.
 //!
 //! Exactly once: a write is applied only while its item is still at the checked
 //! revision, so finishing a marker again (after a crash between 4 and 5, or by two

@@ -48,8 +48,8 @@ pub trait MemoryStore: Send + Sync + 'static {
     /// (`RevisionConflict`: applied already, or superseded — so never applied twice);
     /// then deletes `clear` (the append's marker) if it is there. Returns how many puts
     /// were applied. Any other error is returned; puts before it may have been applied.
-    /// A backend may do it all in one transaction (SQLite does: one commit, where the
-    /// default below commits once per put and once for the marker).
+    /// A backend may do it all in one transaction (SQLite and PostgreSQL do: one commit,
+    /// where the default below commits once per put and once for the marker).
     async fn memory_apply(
         &self,
         tenant: &TenantId,
