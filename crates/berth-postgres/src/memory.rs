@@ -538,6 +538,23 @@ async fn namespaces_in<C: GenericClient>(
     Ok(out)
 }
 
+/// One put inside the caller's transaction (`memory_put`, and each of `memory_apply`'s):
+/// nothing is written when its plan is refused.
+async fn put_in<C: GenericClient>(
+    client: &C,
+    tenant: &str,
+    put: &MemoryPut,
+    quota: &MemoryQuota,
+    now: Timestamp,
+) -> Result<MemoryItem, Failure> {
+    let usage = lock_usage(client, tenant).await?;
+    let stored = stored_item(client, tenant, put.namespace.as_str(), &put.key).await?;
+    let plan = put.plan(stored.as_ref(), &usage, quota, now)?;
+    write_item(client, tenant, &plan.item, stored.as_ref().map(|stored| stored.revision)).await?;
+    add_usage(client, tenant, i64::from(plan.new_row), plan.bytes_change).await?;
+    Ok(plan.item)
+}
+
 impl PostgresCatalog {
     /// Imports several items (`memory_import` each) in one transaction: all or none,
     /// within the statement bound (a few thousand items per call). For restores and
@@ -605,15 +622,7 @@ impl MemoryStore for PostgresCatalog {
         put.check()?;
         let (tenant_text, put, quota) = (tenant.to_string(), put.clone(), *quota);
         self.memory_unit("put memory item", tenant, true, move |client| {
-            Box::pin(async move {
-                let tenant = tenant_text.as_str();
-                let usage = lock_usage(client, tenant).await?;
-                let stored = stored_item(client, tenant, put.namespace.as_str(), &put.key).await?;
-                let plan = put.plan(stored.as_ref(), &usage, &quota, now)?;
-                write_item(client, tenant, &plan.item, stored.as_ref().map(|stored| stored.revision)).await?;
-                add_usage(client, tenant, i64::from(plan.new_row), plan.bytes_change).await?;
-                Ok(plan.item)
-            })
+            Box::pin(async move { put_in(client, &tenant_text, &put, &quota, now).await })
         })
         .await
     }
@@ -622,41 +631,20 @@ impl MemoryStore for PostgresCatalog {
         &self,
         tenant: &TenantId,
         puts: &[MemoryPut],
-        clear: Option<(&Namespace, &str)>,
         now: Timestamp,
         quota: &MemoryQuota,
     ) -> Result<u64> {
         puts.iter().try_for_each(MemoryPut::check)?;
         let (tenant_text, puts, quota) = (tenant.to_string(), puts.to_vec(), *quota);
-        let clear = clear.map(|(namespace, key)| (namespace.clone(), key.to_owned()));
-        // One transaction: the writes and the marker's deletion commit together.
+        // One transaction: every write of the batch commits together.
         self.memory_unit("apply carried memory writes", tenant, true, move |client| {
             Box::pin(async move {
-                let tenant = tenant_text.as_str();
-                let mut usage = lock_usage(client, tenant).await?;
                 let mut applied = 0;
                 for put in &puts {
-                    let stored = stored_item(client, tenant, put.namespace.as_str(), &put.key).await?;
-                    let plan = match put.plan(stored.as_ref(), &usage, &quota, now) {
-                        Ok(plan) => plan,
-                        Err(Error::RevisionConflict { .. }) => continue,
-                        Err(error) => return Err(error.into()),
-                    };
-                    write_item(client, tenant, &plan.item, stored.as_ref().map(|stored| stored.revision)).await?;
-                    add_usage(client, tenant, i64::from(plan.new_row), plan.bytes_change).await?;
-                    usage.items = usage.items.saturating_add_signed(i64::from(plan.new_row));
-                    usage.bytes = usage.bytes.saturating_add_signed(plan.bytes_change);
-                    applied += 1;
-                }
-                if let Some((namespace, key)) = &clear {
-                    if let Some(item) = stored_item(client, tenant, namespace.as_str(), key).await? {
-                        let statement = client
-                            .prepare_cached(
-                                "DELETE FROM memory_items WHERE tenant = $1 AND namespace = $2 AND key = $3",
-                            )
-                            .await?;
-                        client.execute(&statement, &[&tenant, &namespace.as_str(), &key.as_str()]).await?;
-                        add_usage(client, tenant, -1, -(item.bytes() as i64)).await?;
+                    match put_in(client, &tenant_text, put, &quota, now).await {
+                        Ok(_) => applied += 1,
+                        Err(Failure::Berth(Error::RevisionConflict { .. })) => {}
+                        Err(failure) => return Err(failure),
                     }
                 }
                 Ok(applied)

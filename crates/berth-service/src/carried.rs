@@ -226,7 +226,8 @@ impl SessionService {
         // The marker the previous carried append left already says "unapplied from this
         // seq" (`apply_carried` advances it): a steady stream of carried appends stores
         // it once. It is stored again when absent, cancelled into, or old enough for the
-        // sweeper to visit.
+        // sweeper to visit. Read here, under the scopes' locks, not taken from
+        // `finish_carried`'s read: a `forget` may have cancelled into it in between.
         let current = self.catalog.memory_get(&key.tenant, &markers(), key.id.as_str(), now, false).await?;
         let covers = current.as_ref().is_some_and(|item| {
             let marker: Marker = serde_json::from_str(item.value.as_str()).unwrap_or_default();
@@ -278,7 +279,7 @@ impl SessionService {
         // unapplied: a crashed append's writes were finished before this one began.
         let mut puts: Vec<MemoryPut> = carried.writes.iter().map(CarriedWrite::to_put).collect();
         puts.push(marker_put(key, log_end)?);
-        self.catalog.memory_apply(&key.tenant, &puts, None, self.now(), &self.memory_quota).await?;
+        self.catalog.memory_apply(&key.tenant, &puts, self.now(), &self.memory_quota).await?;
         Ok(())
     }
 

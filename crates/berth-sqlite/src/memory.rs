@@ -250,12 +250,15 @@ fn write_item(
         }
     };
     match indexing {
-        Indexing::Now => {
-            if replacing.is_some() {
-                transaction.prepare_cached("DELETE FROM memory_unindexed WHERE item = ?1")?.execute([id])?;
-            }
-            index_item(transaction, id, tenant.as_str(), &item.namespace, &item.key, &item.value, replacing.is_some())
-        }
+        Indexing::Now => index_item(
+            transaction,
+            id,
+            tenant.as_str(),
+            item.namespace.as_str(),
+            &item.key,
+            &item.value,
+            replacing.is_some(),
+        ),
         Indexing::Deferred => {
             transaction.prepare_cached("INSERT OR IGNORE INTO memory_unindexed (item) VALUES (?1)")?.execute([id])?;
             let waiting: i64 =
@@ -274,7 +277,7 @@ fn index_item(
     connection: &Connection,
     id: i64,
     tenant: &str,
-    namespace: &Namespace,
+    namespace: &str,
     key: &str,
     value: &JsonText,
     replacing: bool,
@@ -291,7 +294,7 @@ fn index_item(
         insert_field.execute((id, tenant, field, kind, sort))?;
     }
     let terms = scoped::value_terms(value);
-    insert_term_counts(connection, id, tenant, namespace.as_str(), key, &terms)?;
+    insert_term_counts(connection, id, tenant, namespace, key, &terms)?;
     if !terms.is_empty() {
         connection
             .prepare_cached("INSERT INTO memory_terms (rowid, terms) VALUES (?1, ?2)")?
@@ -315,13 +318,13 @@ pub(crate) fn index_unindexed(connection: &Connection) -> Result<usize, Failure>
         )?
         .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?)))?
         .collect::<rusqlite::Result<_>>()?;
-    for (id, tenant, namespace, key, value) in &waiting {
-        let namespace = Namespace::parse(namespace).map_err(|_| corrupt("namespace"))?;
-        let raw = serde_json::value::RawValue::from_string(value.clone()).map_err(|_| corrupt("value"))?;
-        index_item(connection, *id, tenant, &namespace, key, &JsonText::from_trusted_raw(raw), true)?;
+    let count = waiting.len();
+    for (id, tenant, namespace, key, value) in waiting {
+        let raw = serde_json::value::RawValue::from_string(value).map_err(|_| corrupt("value"))?;
+        index_item(connection, id, &tenant, &namespace, &key, &JsonText::from_trusted_raw(raw), true)?;
     }
     connection.prepare_cached("DELETE FROM memory_unindexed")?.execute([])?;
-    Ok(waiting.len())
+    Ok(count)
 }
 
 /// Does this search read the search rows (a full-text query, or a filter condition the
@@ -728,6 +731,23 @@ fn namespaces_in(
     Ok(out)
 }
 
+/// One put inside the caller's transaction (`memory_put`, and each of `memory_apply`'s):
+/// nothing is written when its plan is refused. Its search rows come later (`Deferred`).
+fn put_in(
+    transaction: &rusqlite::Transaction<'_>,
+    tenant: &TenantId,
+    put: &MemoryPut,
+    quota: &MemoryQuota,
+    now: Timestamp,
+) -> Result<MemoryItem, Failure> {
+    let stored = stored_item(transaction, tenant, &put.namespace, &put.key)?;
+    let usage = stored_usage(transaction, tenant)?;
+    let plan = put.plan(stored.as_ref().map(|(_, item)| item), &usage, quota, now)?;
+    write_item(transaction, tenant, &plan.item, stored.as_ref().map(|(id, _)| *id), Indexing::Deferred)?;
+    add_usage(transaction, tenant.as_str(), i64::from(plan.new_row), plan.bytes_change)?;
+    Ok(plan.item)
+}
+
 /// `memory_import` inside the caller's transaction.
 fn import_in(
     transaction: &rusqlite::Transaction<'_>,
@@ -771,47 +791,26 @@ impl MemoryStore for SqliteCatalog {
     ) -> Result<MemoryItem> {
         put.check()?;
         let (tenant, put, quota) = (tenant.clone(), put.clone(), *quota);
-        self.write("put memory item", move |transaction| {
-            let stored = stored_item(transaction, &tenant, &put.namespace, &put.key)?;
-            let usage = stored_usage(transaction, &tenant)?;
-            let plan = put.plan(stored.as_ref().map(|(_, item)| item), &usage, &quota, now)?;
-            write_item(transaction, &tenant, &plan.item, stored.as_ref().map(|(id, _)| *id), Indexing::Deferred)?;
-            add_usage(transaction, tenant.as_str(), i64::from(plan.new_row), plan.bytes_change)?;
-            Ok(plan.item)
-        })
-        .await
+        self.write("put memory item", move |transaction| put_in(transaction, &tenant, &put, &quota, now)).await
     }
 
     async fn memory_apply(
         &self,
         tenant: &TenantId,
         puts: &[MemoryPut],
-        clear: Option<(&Namespace, &str)>,
         now: Timestamp,
         quota: &MemoryQuota,
     ) -> Result<u64> {
         puts.iter().try_for_each(MemoryPut::check)?;
         let (tenant, puts, quota) = (tenant.clone(), puts.to_vec(), *quota);
-        let clear = clear.map(|(namespace, key)| (namespace.clone(), key.to_owned()));
-        // One transaction: the writes and the marker's deletion commit together.
+        // One transaction: every write of the batch commits together.
         self.write("apply carried memory writes", move |transaction| {
             let mut applied = 0;
             for put in &puts {
-                let stored = stored_item(transaction, &tenant, &put.namespace, &put.key)?;
-                let usage = stored_usage(transaction, &tenant)?;
-                let plan = match put.plan(stored.as_ref().map(|(_, item)| item), &usage, &quota, now) {
-                    Ok(plan) => plan,
-                    Err(Error::RevisionConflict { .. }) => continue,
-                    Err(error) => return Err(error.into()),
-                };
-                let replacing = stored.as_ref().map(|(id, _)| *id);
-                write_item(transaction, &tenant, &plan.item, replacing, Indexing::Deferred)?;
-                add_usage(transaction, tenant.as_str(), i64::from(plan.new_row), plan.bytes_change)?;
-                applied += 1;
-            }
-            if let Some((namespace, key)) = &clear {
-                if let Some((id, item)) = stored_item(transaction, &tenant, namespace, key)? {
-                    delete_ids(transaction, &[(id, tenant.as_str().to_owned(), item.bytes() as i64)])?;
+                match put_in(transaction, &tenant, put, &quota, now) {
+                    Ok(_) => applied += 1,
+                    Err(Failure::Berth(Error::RevisionConflict { .. })) => {}
+                    Err(failure) => return Err(failure),
                 }
             }
             Ok(applied)

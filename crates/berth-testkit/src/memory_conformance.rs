@@ -457,12 +457,12 @@ pub async fn searches_see_each_write_at_once(catalog: &dyn Catalog) {
     }
 }
 
-/// `memory_apply` (a carried append's writes and its marker): each put in order, one
-/// whose expected revision no longer holds skipped; the marker deleted; the same writes
-/// applied again (a finisher after a crash) apply none, and a missing marker is no error.
-pub async fn apply_applies_each_write_once_and_clears(catalog: &dyn Catalog) {
+/// `memory_apply` (a carried append's writes, then its marker advanced, as
+/// `berth_service::carried` sends them): each put in order, one whose expected revision
+/// no longer holds skipped; the same writes applied again (a finisher after a crash)
+/// apply none of the guarded ones.
+pub async fn apply_applies_each_write_once(catalog: &dyn Catalog) {
     let t = tenant("t1");
-    let markers = ns("app/test/markers");
     store(catalog, &t, put("app/test/markers", "s1", r#"{"from_seq":3}"#), T0).await;
     let existing = store(catalog, &t, put("user/alice", "b", r#"{"text":"old"}"#), T0).await;
     let with = |namespace: &str, key: &str, value: &str, expected: u64| MemoryPut {
@@ -473,21 +473,23 @@ pub async fn apply_applies_each_write_once_and_clears(catalog: &dyn Catalog) {
         with("user/alice", "a", r#"{"text":"amber"}"#, 0),
         with("user/alice", "b", r#"{"text":"amber new"}"#, existing.revision),
         with("user/alice", "c", r#"{"text":"amber"}"#, 7),
+        put("app/test/markers", "s1", r#"{"from_seq":9}"#),
     ];
     let now = T0.plus_ms(1);
-    let applied = catalog.memory_apply(&t, &writes, Some((&markers, "s1")), now, &quota()).await.expect("apply");
-    assert_eq!(applied, 2, "the third expected revision 7 of an absent item");
+    let applied = catalog.memory_apply(&t, &writes, now, &quota()).await.expect("apply");
+    assert_eq!(applied, 3, "the third expected revision 7 of an absent item");
     assert_eq!(get(catalog, &t, "user/alice", "a", now).await.expect("a").value, json(r#"{"text":"amber"}"#));
     let b = get(catalog, &t, "user/alice", "b", now).await.expect("b");
     assert_eq!((b.value, b.revision), (json(r#"{"text":"amber new"}"#), existing.revision + 1));
     assert!(get(catalog, &t, "user/alice", "c", now).await.is_none());
-    assert!(get(catalog, &t, "app/test/markers", "s1", now).await.is_none(), "the marker is deleted");
+    let marker = get(catalog, &t, "app/test/markers", "s1", now).await.expect("marker");
+    assert_eq!(marker.value, json(r#"{"from_seq":9}"#), "the marker is advanced");
     let later = T0.plus_ms(2);
-    let again = catalog.memory_apply(&t, &writes, Some((&markers, "s1")), later, &quota()).await.expect("again");
-    assert_eq!(again, 0, "nothing applies twice");
+    let again = catalog.memory_apply(&t, &writes, later, &quota()).await.expect("again");
+    assert_eq!(again, 1, "no guarded write applies twice (the unguarded marker does)");
     assert_eq!(get(catalog, &t, "user/alice", "b", later).await.expect("b").revision, existing.revision + 1);
     let usage = catalog.memory_usage(&t).await.expect("usage");
-    assert_eq!(usage.items, 2, "a and b; the marker went");
+    assert_eq!(usage.items, 3, "a, b and the marker");
     let found = MemorySearch { query: Some(TextQuery::parse("amber").unwrap()), ..MemorySearch::new(ns("user/alice")) };
     let keys: Vec<String> =
         catalog.memory_search(&t, &found, later).await.expect("search").into_iter().map(|i| i.key).collect();
@@ -686,7 +688,7 @@ macro_rules! memory_conformance {
             search_filters_match_the_reference,
             full_text_search_and_relevance,
             searches_see_each_write_at_once,
-            apply_applies_each_write_once_and_clears,
+            apply_applies_each_write_once,
             search_prefix_is_precise,
             namespaces_list_with_prefix_depth_and_cursor,
             forget_is_exact_and_audited,

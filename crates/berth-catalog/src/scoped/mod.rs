@@ -45,16 +45,14 @@ pub trait MemoryStore: Send + Sync + 'static {
 
     /// A carried append's apply (`berth_service::carried`): each put in order, by
     /// `memory_put`, skipping one whose expected revision no longer holds
-    /// (`RevisionConflict`: applied already, or superseded — so never applied twice);
-    /// then deletes `clear` (the append's marker) if it is there. Returns how many puts
-    /// were applied. Any other error is returned; puts before it may have been applied.
-    /// A backend may do it all in one transaction (SQLite and PostgreSQL do: one commit,
-    /// where the default below commits once per put and once for the marker).
+    /// (`RevisionConflict`: applied already, or superseded — so never applied twice).
+    /// Returns how many puts were applied. Any other error is returned; puts before it
+    /// may have been applied. A backend may do it all in one transaction (SQLite and
+    /// PostgreSQL do: one commit, where the default below commits once per put).
     async fn memory_apply(
         &self,
         tenant: &TenantId,
         puts: &[MemoryPut],
-        clear: Option<(&Namespace, &str)>,
         now: Timestamp,
         quota: &MemoryQuota,
     ) -> Result<u64> {
@@ -63,12 +61,6 @@ pub trait MemoryStore: Send + Sync + 'static {
             match self.memory_put(tenant, put, now, quota).await {
                 Ok(_) => applied += 1,
                 Err(berth_core::Error::RevisionConflict { .. }) => {}
-                Err(error) => return Err(error),
-            }
-        }
-        if let Some((namespace, key)) = clear {
-            match self.memory_delete(tenant, namespace, key, None, now).await {
-                Ok(_) | Err(berth_core::Error::NotFound { .. }) => {}
                 Err(error) => return Err(error),
             }
         }
