@@ -46,7 +46,9 @@ impl SessionService {
             };
             match self.save_audited(&mut next, expected, expire).await {
                 Ok(()) => {
-                    self.close_writer(&next.key()).await;
+                    // Not while an append, attach or detach holds the append lock (it may
+                    // be the caller's own): that holder closes it once it lets go.
+                    self.close_writer_if_free(&next.key()).await;
                     return Ok(next);
                 }
                 Err(Error::RevisionConflict { .. }) => {

@@ -11,7 +11,7 @@ use berth_core::lifecycle::{self, LifecycleEvent};
 use berth_core::limits::OUTCOME_BYTES_MAX;
 use berth_core::repair::interrupted_turn_closers;
 use berth_core::vocabulary::CHECKPOINT;
-use berth_core::{Concurrency, Error, Event, Result, Revision, RunId, Seq, SessionId, Timestamp};
+use berth_core::{Concurrency, Error, Event, Result, Revision, RunId, Seq, SessionId, SessionKey, Timestamp};
 use std::collections::HashSet;
 
 /// The outcome recorded for the run a failed resume attached and then detached.
@@ -37,8 +37,16 @@ impl SessionService {
             drafts
         };
         let attach = |record: &mut SessionRecord, now| attach_in(record, principal, &run_id, request.on_busy, now);
-        let (record, displaced) =
-            self.mutate_audited(principal, id, "attach", request.expected_revision, attach, &audit).await?;
+        // Under the append lock: an append of a run this displaces is stored before the
+        // change or refused after it (`append` checks its run under the same lock).
+        let key = SessionKey::new(principal.tenant.clone(), id.clone());
+        let runs_change = self.append_lock(&key);
+        let changed = {
+            let _no_append_meanwhile = runs_change.lock().await;
+            self.mutate_audited(principal, id, "attach", request.expected_revision, attach, &audit).await
+        };
+        self.after_runs_check(&key, &changed).await;
+        let (record, displaced) = changed?;
         let run = record.runs.iter().find(|run| run.run_id == run_id).cloned().expect("attached above");
         Ok(Attachment { run, revision: record.revision, session_lease_until: record.lease_until, displaced })
     }
@@ -85,7 +93,14 @@ impl SessionService {
             let details = serde_json::json!({"run": run_id, "status": "detached", "outcome": outcome});
             vec![self.draft_ok(principal, "detach", record, details)]
         };
-        let (record, ()) = self.mutate_audited(principal, id, "detach", expected_revision, detach, &audit).await?;
+        let key = SessionKey::new(principal.tenant.clone(), id.clone());
+        let runs_change = self.append_lock(&key);
+        let changed = {
+            let _no_append_meanwhile = runs_change.lock().await;
+            self.mutate_audited(principal, id, "detach", expected_revision, detach, &audit).await
+        };
+        self.after_runs_check(&key, &changed).await;
+        let (record, ()) = changed?;
         if record.runs.is_empty() {
             // Nobody is writing: release the writer lease so other processes can.
             self.close_writer(&record.key()).await;

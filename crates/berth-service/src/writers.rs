@@ -146,6 +146,20 @@ impl SessionService {
     pub(crate) async fn close_writer(&self, key: &SessionKey) {
         let lock = self.append_lock(key);
         let _no_append_meanwhile = lock.lock().await;
+        self.close_locked_writer(key).await;
+    }
+
+    /// `close_writer` unless the session's append lock is held (by an append, an attach or
+    /// a detach, which close it themselves once they let go when the session turned
+    /// terminal): never waits.
+    pub(crate) async fn close_writer_if_free(&self, key: &SessionKey) {
+        let lock = self.append_lock(key);
+        let Ok(_no_append_meanwhile) = lock.try_lock() else { return };
+        self.close_locked_writer(key).await;
+    }
+
+    /// Closes the cached write handle of `key`, whose append lock the caller holds.
+    async fn close_locked_writer(&self, key: &SessionKey) {
         let handle = self.writers.lock().await.handles.remove(key);
         if let Some(cached) = handle {
             if let Err(error) = self.close_cached(key, cached).await {

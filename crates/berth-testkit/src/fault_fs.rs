@@ -123,6 +123,21 @@ struct State {
 pub struct FaultFs {
     inner: Arc<dyn Fs>,
     state: Arc<Mutex<State>>,
+    gate: Arc<SyncGate>,
+}
+
+/// Holds syncs back while `hold` is set (`FaultFs::hold_syncs`), so a test can stop a
+/// durable write between its write and its sync, with its caller's locks held.
+#[derive(Default)]
+struct SyncGate {
+    state: Mutex<GateState>,
+    opened: std::sync::Condvar,
+}
+
+#[derive(Default)]
+struct GateState {
+    hold: bool,
+    waiting: u64,
 }
 
 impl Default for FaultFs {
@@ -143,7 +158,7 @@ impl FaultFs {
     }
 
     pub fn wrapping(inner: Arc<dyn Fs>) -> FaultFs {
-        FaultFs { inner, state: Arc::new(Mutex::new(State::default())) }
+        FaultFs { inner, state: Arc::new(Mutex::new(State::default())), gate: Arc::default() }
     }
 
     /// This file system as the backend option wants it.
@@ -175,6 +190,33 @@ impl FaultFs {
     /// durability, and would otherwise spend their time in `fsync`.
     pub fn skip_syncs(&self, skip: bool) {
         self.state().skip_syncs = skip;
+    }
+
+    /// While `hold` is set, every sync (`sync_data`, `sync_all`, `sync_dir`) waits, on its
+    /// caller's thread, until it is cleared. Clearing it lets every held sync go on.
+    pub fn hold_syncs(&self, hold: bool) {
+        let mut gate = self.gate.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        gate.hold = hold;
+        if !hold {
+            self.gate.opened.notify_all();
+        }
+    }
+
+    /// How many syncs are waiting for `hold_syncs(false)` now.
+    pub fn held_syncs(&self) -> u64 {
+        self.gate.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).waiting
+    }
+
+    fn wait_at_gate(&self) {
+        let mut gate = self.gate.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if !gate.hold {
+            return;
+        }
+        gate.waiting += 1;
+        while gate.hold {
+            gate = self.gate.opened.wait(gate).unwrap_or_else(|poisoned| poisoned.into_inner());
+        }
+        gate.waiting -= 1;
     }
 
     /// Operations of kind `op` so far.
@@ -246,7 +288,9 @@ impl FaultFs {
         }
     }
 
+    /// Waits at the gate (`hold_syncs`), then says whether syncs are skipped.
     fn sync_skipped(&self) -> bool {
+        self.wait_at_gate();
         self.state().skip_syncs
     }
 }
