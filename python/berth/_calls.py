@@ -279,10 +279,30 @@ def memory_write(
     return write
 
 
+def _types_param(types: Iterable[str] | None) -> list[str] | None:
+    if types is None:
+        return None
+    if isinstance(types, str):
+        raise TypeError("types is a list of event types, not one string")
+    listed = list(types)
+    if not listed:
+        raise ValueError("types needs at least one event type")
+    return listed
+
+
 def read(
-    session_id: str, *, from_seq: int | None = None, before: int | None = None, limit: int | None = None
+    session_id: str,
+    *,
+    from_seq: int | None = None,
+    before: int | None = None,
+    limit: int | None = None,
+    types: Iterable[str] | None = None,
 ) -> Call[m.EventPage]:
-    path = _query(_session(session_id, "/events"), {"from": from_seq, "before": before, "limit": limit})
+    """A page of events. With `types`, only events of those types: `limit` counts them,
+    and the page's `[first_seq, next_seq)` is what was scanned (at most 100,000 events),
+    so a page may hold fewer than `limit` before the end."""
+    params = {"from": from_seq, "before": before, "limit": limit, "types": _types_param(types)}
+    path = _query(_session(session_id, "/events"), params)
     return Call("GET", path, _decode_page, resend_safe=True)
 
 

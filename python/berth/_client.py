@@ -114,12 +114,26 @@ class _Operations:
         )
         return self._execute(call)
 
-    def read(self, session_id: str, *, from_seq: int = 0, limit: int | None = None) -> m.EventPage:
-        return self._execute(c.read(session_id, from_seq=from_seq, limit=limit))
+    def read(
+        self, session_id: str, *, from_seq: int = 0, limit: int | None = None, types: Iterable[str] | None = None
+    ) -> m.EventPage:
+        """Events from `from_seq`. With `types`, only events of those types (exact names):
+        read on from the page's `next_seq` until a page scans nothing (`next_seq` ==
+        `from_seq`); a page may hold fewer than `limit` before that."""
+        return self._execute(c.read(session_id, from_seq=from_seq, limit=limit, types=types))
 
-    def read_before(self, session_id: str, before: int = c.SEQ_END, *, limit: int | None = None) -> m.EventPage:
-        """The `limit` events just before seq `before` (default: the end), ascending."""
-        return self._execute(c.read(session_id, before=before, limit=limit))
+    def read_before(
+        self,
+        session_id: str,
+        before: int = c.SEQ_END,
+        *,
+        limit: int | None = None,
+        types: Iterable[str] | None = None,
+    ) -> m.EventPage:
+        """The `limit` events just before seq `before` (default: the end), ascending. With
+        `types`, the last `limit` of those types: read on before the page's `first_seq`
+        until it is 0."""
+        return self._execute(c.read(session_id, before=before, limit=limit, types=types))
 
     def read_at(self, session_id: str, seqs: Iterable[int]) -> m.EventPage:
         """The events at `seqs` (a point read by position), each once, ascending: at most

@@ -99,6 +99,33 @@ def test_point_read_by_seqs(place: Place) -> None:
         client.read_at("missing", [0])
 
 
+def test_reads_filtered_by_type(place: Place) -> None:
+    client = place.connect()
+    session_id = client.create_session(sid(), policy=FOREVER).id
+    def event(n: int) -> tuple[str, dict[str, object]]:
+        return ("user/message", {"content": "m", "n": n}) if n % 10 == 0 else ("note/n", {"n": n})
+
+    for start in (0, 750):
+        client.append(session_id, [event(n) for n in range(start, start + 750)])
+    page = client.read(session_id, types=["user/message"], limit=3)
+    assert [event.seq for event in page.events] == [0, 10, 20] and (page.first_seq, page.next_seq) == (0, 21)
+    found, start = [], 0
+    while True:
+        page = client.read(session_id, from_seq=start, types=["user/message"], limit=40)
+        if page.next_seq == start:
+            break
+        found += [event.data["n"] for event in page.events]
+        start = page.next_seq
+    assert found == list(range(0, 1500, 10))
+    tail = client.read_before(session_id, types=["user/message", "note/x"], limit=2)
+    assert [event.seq for event in tail.events] == [1480, 1490] and tail.first_seq == 1480
+    assert client.read(session_id, types=["tool/call"]).events == []
+    with pytest.raises(berth.Invalid):
+        client.read(session_id, types=["Not a type"])
+    with pytest.raises(TypeError):
+        client.read(session_id, types="user/message")
+
+
 def test_exact_values_round_trip(place: Place) -> None:
     client = place.connect()
     session_id = client.create_session(sid(), policy=FOREVER).id

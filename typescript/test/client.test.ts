@@ -119,6 +119,13 @@ describe('every /v1 operation', () => {
     const backward = await service.readEvents(id, { before: 10, limit: 3 })
     expect(backward.events.map((e) => e.seq)).toEqual([7, 8, 9])
     expect(backward.first_seq).toBe(7)
+    const typedEvents = Array.from({ length: 30 }, (_, i) => (i % 10 === 0 ? { type: 'user/message', data: { content: 'm', i } } : { type: 'note/n', data: { i } }))
+    const typed = freshId()
+    await service.createSession({ id: typed })
+    await service.appendEvents(typed, { events: typedEvents })
+    const messages = await service.readEvents(typed, { types: 'user/message', from: 1 })
+    expect(messages.events.map((e) => e.seq)).toEqual([10, 20])
+    expect([messages.first_seq, messages.next_seq]).toEqual([1, 30])
     let count = 0
     for await (const event of service.readAllEvents(id)) {
       expect(event.seq).toBe(count)

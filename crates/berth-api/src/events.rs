@@ -159,6 +159,29 @@ pub struct ReadParams {
     #[serde(default)]
     #[param(pattern = "^[0-9]+(,[0-9]+)*$", example = "0,1")]
     pub seqs: Option<String>,
+    /// Only events of these types (comma-separated exact names, at most 32): `limit`
+    /// counts the events returned, and `first_seq` / `next_seq` bound the seqs scanned
+    /// (`[first_seq, next_seq)`), at most 100,000 per request. A page may then hold fewer
+    /// than `limit` events before the end: read on from `next_seq` until a page scans
+    /// nothing (`next_seq` = `from`), or before `first_seq` until it is 0.
+    #[serde(default)]
+    #[param(max_length = 2200, example = "user/message,tool/call")]
+    pub types: Option<String>,
+}
+
+/// The event types of a filtered read (`types=user/message,tool/call`), each once, in
+/// the order given; `None` when a name is empty.
+pub fn parse_types(text: &str) -> Option<Vec<String>> {
+    let mut types: Vec<String> = Vec::new();
+    for part in text.split(',') {
+        if part.is_empty() {
+            return None;
+        }
+        if !types.iter().any(|seen| seen == part) {
+            types.push(part.to_owned());
+        }
+    }
+    Some(types)
 }
 
 /// The seqs of a point read (`seqs=3,17,40`): ascending, each once. A number past the

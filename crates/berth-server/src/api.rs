@@ -19,7 +19,7 @@ use berth_api::{
 };
 use berth_core::limits::PAGE_SIZE_MAX;
 use berth_core::{Revision, RunId, SessionId, SessionKey, Timestamp, UserId};
-use berth_service::{ListRequest, Principal, SessionService};
+use berth_service::{ListRequest, Principal, ReadRange, SessionService};
 use serde::Serialize;
 use std::future::Future;
 use std::sync::Arc;
@@ -337,10 +337,24 @@ pub async fn read_events(
     SessionPath(id): SessionPath,
     StrictQuery(params): StrictQuery<ReadParams>,
 ) -> ApiResult<Response> {
+    let types = match params.types.as_deref() {
+        None => None,
+        Some(text) => Some(event_types(text)?),
+    };
     if let Some(seqs) = params.seqs.as_deref() {
-        return read_events_at(&state, principal, id, seqs, &params).await;
+        return read_events_at(&state, principal, id, seqs, &params, types).await;
     }
     let limit = page_size(params.limit.unwrap_or(PAGE_SIZE_MAX as u64))?;
+    if let Some(types) = types {
+        let range = match (params.from, params.before) {
+            (from, None) => ReadRange::Forward { from: from.unwrap_or(0), before: None },
+            (Some(from), Some(before)) => ReadRange::Forward { from, before: Some(before) },
+            (None, Some(before)) => ReadRange::Backward { before },
+        };
+        let page = call(&state, |s| async move { s.read_types(&principal, &id, range, &types, limit).await }).await?;
+        let page = EventPage { events: wire::events(&page.events), first_seq: page.first_seq, next_seq: page.next_seq };
+        return Ok(json(StatusCode::OK, &page));
+    }
     let page = match (params.from, params.before) {
         // Both: the range [from, before), read forward from `from`.
         (Some(from), Some(before)) => {
@@ -366,12 +380,28 @@ pub async fn read_events(
 /// `[from, before)` are read, at most the first `limit` of them (so every schema-valid
 /// combination is served); more than `READ_SEQS_MAX` distinct seqs left is 422, a seq at
 /// or past the end 404 with `actual` = that seq.
+/// The event types of `types=` (400 when one is not an event type).
+fn event_types(text: &str) -> ApiResult<Vec<berth_core::EventType>> {
+    let names = berth_api::events::parse_types(text)
+        .ok_or_else(|| ApiError::bad_request("types: comma-separated event types, e.g. types=user/message,tool/call"))?;
+    if names.len() > berth_service::READ_TYPES_MAX {
+        return Err(ApiError::bad_request(format!("types: at most {} event types", berth_service::READ_TYPES_MAX)));
+    }
+    names
+        .iter()
+        .map(|name| {
+            berth_core::EventType::parse(name).map_err(|error| ApiError::bad_request(format!("types: {error}")))
+        })
+        .collect()
+}
+
 async fn read_events_at(
     state: &Shared,
     principal: berth_service::Principal,
     id: SessionId,
     seqs: &str,
     params: &ReadParams,
+    types: Option<Vec<berth_core::EventType>>,
 ) -> ApiResult<Response> {
     let Some(mut seqs) = berth_api::events::parse_seqs(seqs) else {
         return Err(ApiError::bad_request("seqs: comma-separated seqs (decimal integers), e.g. seqs=3,17,40"));
@@ -381,7 +411,10 @@ async fn read_events_at(
     if let Some(limit) = params.limit {
         seqs.truncate(usize::try_from(page_size(limit)?).unwrap_or(usize::MAX));
     }
-    let events = call(state, |s| async move { s.read_seqs(&principal, &id, &seqs).await }).await?;
+    let mut events = call(state, |s| async move { s.read_seqs(&principal, &id, &seqs).await }).await?;
+    if let Some(types) = types {
+        events.retain(|event| types.contains(&event.event_type));
+    }
     let first_seq = events.first().map_or(params.from.unwrap_or(0), |event| event.seq.get());
     let next_seq = events.last().map_or(first_seq, |event| event.seq.get() + 1);
     Ok(json(StatusCode::OK, &EventPage { events: wire::events(&events), next_seq, first_seq }))

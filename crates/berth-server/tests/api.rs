@@ -267,6 +267,56 @@ async fn events_at_given_seqs_over_http() {
     assert_eq!((status, body["actual"].as_u64()), (404, None));
 }
 
+/// `GET …/events?types=…`: only events of those types; `first_seq` / `next_seq` bound
+/// what was scanned (forward, backward, a range, point reads); malformed lists are 400.
+#[tokio::test]
+async fn events_of_given_types_over_http() {
+    let server = TestServer::start().await;
+    let alice = server.client(&server.key("acme", "alice", None, Role::User));
+    alice.create(&CreateSession { id: Some(sid("typed")), ..CreateSession::default() }).await.unwrap();
+    let attach = AttachRequest { run_id: Some(rid("run-1")), ..AttachRequest::default() };
+    alice.attach(&sid("typed"), &attach).await.unwrap();
+    // 0..1200 notes, with a user message at every hundredth seq.
+    let events: Vec<Value> = (0..1_200)
+        .map(|i| match i % 100 {
+            0 => serde_json::json!({"type": "user/message", "data": {"content": format!("m{i}")}}),
+            _ => serde_json::json!({"type": "note/text", "data": {"i": i}}),
+        })
+        .collect();
+    for chunk in events.chunks(600) {
+        let body = serde_json::json!({"run": "run-1", "events": chunk});
+        let (status, _) = raw(&alice, Method::POST, "/v1/sessions/typed/events", Some(body)).await;
+        assert_eq!(status, 200);
+    }
+    let seqs = |page: &Value| -> Vec<u64> {
+        page["events"].as_array().unwrap().iter().map(|event| event["seq"].as_u64().unwrap()).collect()
+    };
+    let bounds = |page: &Value| (page["first_seq"].as_u64().unwrap(), page["next_seq"].as_u64().unwrap());
+    let get = |query: &str| {
+        let path = format!("/v1/sessions/typed/events?{query}");
+        let alice = &alice;
+        async move { raw(alice, Method::GET, &path, None).await }
+    };
+    let (status, page) = get("types=user/message&limit=5").await;
+    assert_eq!((status, seqs(&page), bounds(&page)), (200, vec![0, 100, 200, 300, 400], (0, 401)));
+    let (_, page) = get("types=user/message&from=401").await;
+    assert_eq!((seqs(&page), bounds(&page)), (vec![500, 600, 700, 800, 900, 1000, 1100], (401, 1200)));
+    let (_, page) = get("types=user/message&before=1200&limit=2").await;
+    assert_eq!((seqs(&page), bounds(&page)), (vec![1000, 1100], (1000, 1200)));
+    let (_, page) = get("types=user/message,note/text&from=99&before=102").await;
+    assert_eq!((seqs(&page), bounds(&page)), (vec![99, 100, 101], (99, 102)));
+    let (_, page) = get("types=user/message&seqs=99,100,200,201").await;
+    assert_eq!(seqs(&page), vec![100, 200]);
+    assert_eq!(page["events"][0]["data"]["content"], "m100");
+    let (_, page) = get("types=tool/call").await;
+    assert_eq!((seqs(&page), bounds(&page)), (vec![], (0, 1200)));
+    let many = (0..33).map(|i| format!("note/t{i}")).collect::<Vec<_>>().join(",");
+    for bad in ["types=", "types=user/message,,tool/call", "types=Not%20a%20type", &format!("types={many}")] {
+        let (status, body) = get(bad).await;
+        assert_eq!((status, body["code"].as_str()), (400, Some("invalid")), "{bad}");
+    }
+}
+
 #[tokio::test]
 async fn error_bodies_carry_stable_codes_and_statuses() {
     let server = TestServer::start().await;

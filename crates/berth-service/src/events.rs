@@ -35,6 +35,29 @@ impl SessionService {
         events
     }
 
+    /// The events of the given types (exact names, at most `READ_TYPES_MAX`), at most
+    /// `limit` of them, scanning `range` in chunks of `PAGE_SIZE_MAX` events — at most
+    /// `TYPED_READ_SCAN_MAX` events in all (see `TypedPage` for going on). Only the
+    /// matching events are kept: a reader that wants a few types of a long log (ADK's
+    /// events among the bookkeeping) gets them without the rest. Authorized like `read`.
+    pub async fn read_types(
+        &self,
+        principal: &Principal,
+        id: &SessionId,
+        range: ReadRange,
+        types: &[EventType],
+        limit: u64,
+    ) -> Result<TypedPage> {
+        if types.is_empty() || types.len() > READ_TYPES_MAX {
+            return Err(Error::invalid("types", format!("between 1 and {READ_TYPES_MAX} event types")));
+        }
+        let record = self.load(principal, id, "read").await?;
+        let handle = self.store.open(&record.key(), Access::Read).await?;
+        let page = scan_types(&handle, range, types, limit).await;
+        let _ = handle.close().await;
+        page
+    }
+
     /// The events at the given seqs, each once, ascending (a point read by position):
     /// at most `berth_store::READ_SEQS_MAX` distinct seqs (`LimitExceeded` above), each
     /// below the log's end (`Invalid` naming the first that is not). Authorized like `read`.
@@ -382,4 +405,62 @@ pub(crate) async fn append_chunked(handle: &SessionHandle, events: &[Event]) -> 
         start = end;
     }
     Ok(())
+}
+
+/// `read_types` on an open handle.
+async fn scan_types(handle: &SessionHandle, range: ReadRange, types: &[EventType], limit: u64) -> Result<TypedPage> {
+    let chunk = berth_core::limits::PAGE_SIZE_MAX as u64;
+    let wanted = |event: &Event| types.contains(&event.event_type);
+    let mut events = Vec::new();
+    let mut scanned = 0u64;
+    match range {
+        ReadRange::Forward { from, before } => {
+            let before = before.unwrap_or(u64::MAX);
+            let mut next = from;
+            while (events.len() as u64) < limit && next < before && scanned < TYPED_READ_SCAN_MAX {
+                let asked = chunk.min(before - next).min(TYPED_READ_SCAN_MAX - scanned);
+                let read = handle.read(next, Some(asked)).await?;
+                let got = read.len() as u64;
+                for event in read {
+                    next = event.seq.get() + 1;
+                    scanned += 1;
+                    if wanted(&event) {
+                        events.push(event);
+                        if events.len() as u64 == limit {
+                            break;
+                        }
+                    }
+                }
+                if got < asked {
+                    break;
+                }
+            }
+            Ok(TypedPage { events, first_seq: from, next_seq: next })
+        }
+        ReadRange::Backward { before } => {
+            let mut top: Option<u64> = None;
+            let mut first = before;
+            'scan: while (events.len() as u64) < limit && first > 0 && scanned < TYPED_READ_SCAN_MAX {
+                let asked = chunk.min(TYPED_READ_SCAN_MAX - scanned);
+                let read = handle.read_before(first, asked).await?;
+                let Some(last) = read.last() else { break };
+                top.get_or_insert(last.seq.get() + 1);
+                // Fewer than asked: this chunk starts the log, and `first` ends at 0.
+                for event in read.into_iter().rev() {
+                    first = event.seq.get();
+                    scanned += 1;
+                    if wanted(&event) {
+                        events.push(event);
+                        if events.len() as u64 == limit {
+                            break 'scan;
+                        }
+                    }
+                }
+            }
+            events.reverse();
+            // Nothing scanned: `before` is 0 or the log is empty.
+            let next_seq = top.unwrap_or(0);
+            Ok(TypedPage { events, first_seq: first.min(next_seq), next_seq })
+        }
+    }
 }

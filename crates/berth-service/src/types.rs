@@ -71,6 +71,32 @@ pub struct AppendRequest {
     pub memory: Vec<berth_catalog::scoped::MemoryPut>,
 }
 
+/// The seqs a filtered read (`SessionService::read_types`) scans.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadRange {
+    /// Forward from `from`, up to `before` (exclusive) or the log's end.
+    Forward { from: u64, before: Option<u64> },
+    /// Backward from `before` (exclusive; at or past the end: from the end) to seq 0.
+    Backward { before: u64 },
+}
+
+/// A page of a filtered read: the events of the asked types, ascending, among the seqs
+/// `[first_seq, next_seq)` it scanned. It holds fewer than `limit` events when the scan
+/// reached the end of its range or `TYPED_READ_SCAN_MAX` events: go on from `next_seq`
+/// (forward) until a page scans nothing (`next_seq` = `from`), or before `first_seq`
+/// (backward) until `first_seq` is 0.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TypedPage {
+    pub events: Vec<Event>,
+    pub first_seq: u64,
+    pub next_seq: u64,
+}
+
+/// Most events one filtered read scans.
+pub const TYPED_READ_SCAN_MAX: u64 = 100_000;
+/// Most event types one filtered read asks for.
+pub const READ_TYPES_MAX: usize = 32;
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AppendOutcome {
     pub first_seq: u64,

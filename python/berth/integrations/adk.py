@@ -369,10 +369,18 @@ def _decode_index_page(answer: Any) -> _IndexPage:
     return _IndexPage.model_validate_json(answer.body)
 
 
-def _fetch_page(client: berth.Client, berth_id: str, before: int, limit: int) -> Any:
-    """One backward read's answer, not decoded yet (`Answer`: its body is the page's JSON)."""
-    call = dataclasses.replace(berth_calls.read(berth_id, before=before, limit=limit), decode=lambda answer: answer)
-    return client._execute(call)
+# The types of the berth events that present an ADK event (`berth_events_for`) or a
+# repair of one (a `tool/result`): a read asks for these only, so the bookkeeping (turn
+# markers, the carried writes of `session/memory`) never leaves the store.
+_PRESENTED_TYPES = ("user/message", "assistant/message", "tool/call", "tool/result", EVENT_TYPE)
+
+
+def _fetch_page(client: berth.Client, berth_id: str, before: int, limit: int, from_seq: int | None = None) -> Any:
+    """One read's answer of the presented types, not decoded yet (`Answer`: its body is
+    the page's JSON): the last `limit` before `before`, or with `from_seq` the whole
+    range `[from_seq, before)` (at most `limit` seqs long, so every match fits)."""
+    read = berth_calls.read(berth_id, from_seq=from_seq, before=before, limit=limit, types=_PRESENTED_TYPES)
+    return client._execute(dataclasses.replace(read, decode=lambda answer: answer))
 
 
 def _ahead(prefetch: ThreadPoolExecutor, fetch: Callable[..., Any], *args: Any) -> Callable[[], Any]:
@@ -387,28 +395,30 @@ def _ahead(prefetch: ThreadPoolExecutor, fetch: Callable[..., Any], *args: Any) 
 
 def _pages_backwards(client: berth.Client, berth_id: str, first_size: int,
                      prefetch: ThreadPoolExecutor) -> Iterator[_StoredPage]:
-    """The log's pages from its end backwards, the first `first_size` events long, each
-    next twice as long (up to `_PAGE`). The next page is fetched on `prefetch` while this
-    thread decodes the current one (decoding is most of a read's time; the store or the
-    server makes the next page meanwhile). Seqs are contiguous (docs/storage-format.md),
-    so page k+1 is `before` = page k's first seq, known before page k is decoded; each
-    decoded page is checked against the bounds it was predicted to have."""
+    """The log's pages from its end backwards, of the presented types only: first the
+    last `first_size` of them, then ranges of seqs before it, each twice as long (up to
+    `_PAGE`). A page's `[first_seq, next_seq)` is the seqs it scanned, so the next range
+    ends at this page's `first_seq`, known before this page is decoded: it is fetched on
+    `prefetch` while this thread decodes (decoding is most of a read's time; the store
+    or the server makes the next page meanwhile). Each decoded page is checked against
+    the bounds it was predicted to have."""
     answer = _fetch_page(client, berth_id, berth.SEQ_END, first_size)
     first_seq = _PageBounds.model_validate_json(answer.body).first_seq
+    predicted: int | None = None
     size = first_size
     while True:
         next_size = min(_PAGE, size * 2)
-        upcoming = _ahead(prefetch, _fetch_page, client, berth_id, first_seq, next_size) if first_seq > 0 else None
+        start = max(0, first_seq - next_size)
+        upcoming = _ahead(prefetch, _fetch_page, client, berth_id, first_seq, next_size, start) if first_seq > 0 else None
         page = _decode_stored_page(answer)
-        if page.first_seq != first_seq or (page.events and page.events[0].seq != first_seq):
-            raise ReadOutOfStep(f"a backward read of {berth_id} answered from seq {page.first_seq}, "
-                                f"not the predicted {first_seq}")
+        if predicted is not None and (page.first_seq, page.next_seq) != (predicted, predicted + size):
+            raise ReadOutOfStep(f"a backward read of {berth_id} answered seqs [{page.first_seq}, {page.next_seq}), "
+                                f"not the predicted [{predicted}, {predicted + size})")
         yield page
-        if upcoming is None or not page.events:
+        if upcoming is None:
             return
         answer = upcoming()
-        size = next_size
-        first_seq = max(0, first_seq - size)
+        predicted, size, first_seq = start, first_seq - start, start
 
 
 def _stored_data(event: _StoredEvent) -> _StoredData | None:

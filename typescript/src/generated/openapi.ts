@@ -3042,6 +3042,15 @@ export interface operations {
                  * @example 0,1
                  */
                 seqs?: string;
+                /**
+                 * @description Only events of these types (comma-separated exact names, at most 32): `limit`
+                 *     counts the events returned, and `first_seq` / `next_seq` bound the seqs scanned
+                 *     (`[first_seq, next_seq)`), at most 100,000 per request. A page may then hold fewer
+                 *     than `limit` events before the end: read on from `next_seq` until a page scans
+                 *     nothing (`next_seq` = `from`), or before `first_seq` until it is 0.
+                 * @example user/message,tool/call
+                 */
+                types?: string;
             };
             header?: never;
             path: {

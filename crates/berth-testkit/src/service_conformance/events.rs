@@ -20,6 +20,94 @@ fn at(expected_seq: u64, run_id: Option<&str>, events: Vec<NewEvent>) -> AppendR
     }
 }
 
+/// A read filtered by type (`read_types`) returns only events of the asked types, in
+/// order, at most `limit`; its `[first_seq, next_seq)` is what it scanned, so paging on
+/// from `next_seq` (forward) or before `first_seq` (backward) finds every match once,
+/// across chunk boundaries; bad type lists are `Invalid` with nothing read.
+pub async fn typed_reads_return_only_those_types_and_bound_what_they_scanned(b: &dyn ServiceBackend) {
+    use berth_core::EventType;
+    use berth_service::{ReadRange, TypedPage};
+    let service = b.service();
+    let principal = service_principal(TENANT_A);
+    create(&service, &principal, "typed", serial(DAY_MS, DAY_MS)).await;
+    // 2,500 events (past two read chunks): every seventh a `tool/call`, the rest notes.
+    let total = 2_500u64;
+    let kind = |seq: u64| if seq % 7 == 3 { "tool/call" } else { "note/x" };
+    for start in (0..total).step_by(500) {
+        let events = (start..start + 500)
+            .map(|seq| event(kind(seq), json!({"n": seq, "call_id": format!("c{seq}"), "name": "t", "arguments": {}})))
+            .collect();
+        append(&service, &principal, "typed", None, events).await;
+    }
+    let calls: Vec<u64> = (0..total).filter(|seq| kind(*seq) == "tool/call").collect();
+    let types = [EventType::parse("tool/call").unwrap()];
+    let read = |range: ReadRange, types: Vec<EventType>, limit: u64| {
+        let service = service.clone();
+        let principal = principal.clone();
+        async move { service.read_types(&principal, &sid("typed"), range, &types, limit).await }
+    };
+    let seqs = |page: &TypedPage| page.events.iter().map(|event| event.seq.get()).collect::<Vec<_>>();
+
+    // Forward, in pages of 100, to the end.
+    let mut found = Vec::new();
+    let mut from = 0;
+    loop {
+        let page = read(ReadRange::Forward { from, before: None }, types.to_vec(), 100).await.unwrap();
+        assert_eq!(page.first_seq, from);
+        assert!(page.events.iter().all(|event| event.event_type.as_str() == "tool/call"));
+        if page.events.len() == 100 {
+            assert_eq!(page.next_seq, page.events.last().unwrap().seq.get() + 1, "stops after its last match");
+        }
+        if page.next_seq == from {
+            break;
+        }
+        found.extend(seqs(&page));
+        from = page.next_seq;
+    }
+    assert_eq!(found, calls);
+    // Backward from the end, in pages of 150, to seq 0.
+    let mut found = Vec::new();
+    let mut before = u64::MAX;
+    loop {
+        let page = read(ReadRange::Backward { before }, types.to_vec(), 150).await.unwrap();
+        let mut got = seqs(&page);
+        got.reverse();
+        found.extend(got);
+        if page.events.len() == 150 {
+            assert_eq!(page.first_seq, page.events[0].seq.get(), "stops at its earliest match");
+        }
+        if page.first_seq == 0 {
+            break;
+        }
+        before = page.first_seq;
+    }
+    found.reverse();
+    assert_eq!(found, calls);
+    // A range: only its matches, and it scanned the whole range.
+    let page = read(ReadRange::Forward { from: 990, before: Some(1_010) }, types.to_vec(), 1_000).await.unwrap();
+    assert_eq!(seqs(&page), calls.iter().copied().filter(|seq| (990..1_010).contains(seq)).collect::<Vec<_>>());
+    assert_eq!((page.first_seq, page.next_seq), (990, 1_010));
+    // The last matches before the end, and several types.
+    let page = read(ReadRange::Backward { before: total }, types.to_vec(), 2).await.unwrap();
+    assert_eq!(seqs(&page), calls[calls.len() - 2..].to_vec());
+    assert_eq!(page.next_seq, total);
+    let both = vec![EventType::parse("tool/call").unwrap(), EventType::parse("note/x").unwrap()];
+    let page = read(ReadRange::Forward { from: 0, before: None }, both, 1_000).await.unwrap();
+    assert_eq!(seqs(&page), (0..1_000).collect::<Vec<_>>());
+    // A type no event has: nothing, the whole log scanned.
+    let none = vec![EventType::parse("user/message").unwrap()];
+    let page = read(ReadRange::Forward { from: 0, before: None }, none.clone(), 10).await.unwrap();
+    assert_eq!((page.events.len(), page.first_seq, page.next_seq), (0, 0, total));
+    let page = read(ReadRange::Backward { before: total }, none, 10).await.unwrap();
+    assert_eq!((page.events.len(), page.first_seq, page.next_seq), (0, 0, total));
+    // No types, or too many: invalid.
+    let error = read(ReadRange::Forward { from: 0, before: None }, Vec::new(), 10).await.unwrap_err();
+    assert!(matches!(error, Error::Invalid { .. }), "{error}");
+    let many: Vec<EventType> = (0..33).map(|i| EventType::parse(&format!("note/t{i}")).unwrap()).collect();
+    let error = read(ReadRange::Forward { from: 0, before: None }, many, 10).await.unwrap_err();
+    assert!(matches!(error, Error::Invalid { .. }), "{error}");
+}
+
 /// R-S7: a retry with `expected_seq` whose events are already stored identically
 /// succeeds with `duplicate: true` and stores nothing (also after a crash and restart,
 /// the "was my append committed?" case); different content, a partial overlap that
