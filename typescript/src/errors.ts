@@ -43,9 +43,9 @@ export class BerthError extends Error {
   readonly retryAfterMs: number | undefined
   /** The request that failed, for diagnostics (`POST /v1/sessions/x/events`). */
   readonly request: string
-  /** Conflicts: the revision or seq the caller expected. */
+  /** `revision_conflict`: the revision the caller expected; `seq_conflict`: the log's next seq. */
   readonly expected: number | undefined
-  /** Conflicts: the actual revision or seq; limits: the actual size or count. */
+  /** `revision_conflict`: the stored revision; `seq_conflict`: the seq the request gave; limits: the actual size or count. */
   readonly actual: number | undefined
 
   constructor(status: number, body: ErrorBody, request: string, retryAfterMs?: number) {
@@ -71,9 +71,8 @@ export class RunNotAttachedError extends BerthError {
 export class FencedError extends BerthError { override readonly name = 'FencedError' }
 export class RevisionConflictError extends BerthError { override readonly name = 'RevisionConflictError' }
 /**
- * 409 `seq_conflict`. berth answers `expected` = the log's next seq and `actual` = the seq
- * the request asked for (the reverse of the schema's wording for `expected`, which
- * `revision_conflict` follows): `storedNextSeq` names it plainly.
+ * 409 `seq_conflict`. `expected` is the seq the log expected (its next seq) and `actual`
+ * the seq the request gave, as the schema says: `storedNextSeq` names the first plainly.
  */
 export class SeqConflictError extends BerthError {
   override readonly name = 'SeqConflictError'

@@ -17,11 +17,14 @@ pub struct ErrorBody {
     /// idempotency key or `expected_seq` for appends): `rate_limited`, `timeout`,
     /// `unavailable`, `fenced`.
     pub retryable: bool,
-    /// Conflicts: the revision or seq the caller expected.
+    /// `revision_conflict`: the revision the caller expected (`expected_revision`).
+    /// `seq_conflict`: the seq the log expected, i.e. its next seq (append there).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expected: Option<u64>,
-    /// Conflicts: the actual revision or seq; limits: the actual size or count;
-    /// `not_found` of a point read (`seqs=`): the first seq at or past the log's end.
+    /// `revision_conflict`: the stored revision. `seq_conflict`: the seq the request
+    /// gave (`expected_seq`, or where a keyed batch asked to start). Limits: the actual
+    /// size or count. `not_found` of a point read (`seqs=`): the first seq at or past
+    /// the log's end.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub actual: Option<u64>,
     /// Limits: the limit that was exceeded.

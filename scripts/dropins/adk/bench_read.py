@@ -34,6 +34,8 @@ def other_service_class(path: str) -> Any:
     spec = importlib.util.spec_from_file_location("adk_compared", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    # Registered first: pydantic resolves the module's forward references through it.
+    sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module.BerthSessionService
 

@@ -641,8 +641,10 @@ export interface components {
         ErrorBody: {
             /**
              * Format: int64
-             * @description Conflicts: the actual revision or seq; limits: the actual size or count;
-             *     `not_found` of a point read (`seqs=`): the first seq at or past the log's end.
+             * @description `revision_conflict`: the stored revision. `seq_conflict`: the seq the request
+             *     gave (`expected_seq`, or where a keyed batch asked to start). Limits: the actual
+             *     size or count. `not_found` of a point read (`seqs=`): the first seq at or past
+             *     the log's end.
              */
             actual?: number | null;
             /**
@@ -653,7 +655,8 @@ export interface components {
             code: string;
             /**
              * Format: int64
-             * @description Conflicts: the revision or seq the caller expected.
+             * @description `revision_conflict`: the revision the caller expected (`expected_revision`).
+             *     `seq_conflict`: the seq the log expected, i.e. its next seq (append there).
              */
             expected?: number | null;
             /**
