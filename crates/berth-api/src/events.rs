@@ -165,7 +165,11 @@ pub struct ReadParams {
     /// than `limit` events before the end: read on from `next_seq` until a page scans
     /// nothing (`next_seq` = `from`), or before `first_seq` until it is 0.
     #[serde(default)]
-    #[param(max_length = 2200, example = "user/message,tool/call")]
+    #[param(
+        max_length = 2200,
+        pattern = r"^[a-z0-9_.-]+(/[a-z0-9_.-]+)*(,[a-z0-9_.-]+(/[a-z0-9_.-]+)*){0,31}$",
+        example = "user/message,tool/call"
+    )]
     pub types: Option<String>,
 }
 

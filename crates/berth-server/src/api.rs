@@ -329,7 +329,9 @@ pub async fn reopen_session(
 /// Reads a range of events, or the events at given seqs (`seqs=`).
 #[utoipa::path(get, path = "/v1/sessions/{id}/events", tag = "events",
     params(("id" = berth_api::sessions::Id, Path, description = "session id"), ReadParams),
-    responses((status = 200, body = EventPage), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody)),
+    responses((status = 200, body = EventPage), (status = 404, body = ErrorBody),
+        (status = 413, body = ErrorBody, description = "a `types` name longer than an event type may be"),
+        (status = 422, body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn read_events(
     State(state): State<Shared>,
@@ -380,19 +382,22 @@ pub async fn read_events(
 /// `[from, before)` are read, at most the first `limit` of them (so every schema-valid
 /// combination is served); more than `READ_SEQS_MAX` distinct seqs left is 422, a seq at
 /// or past the end 404 with `actual` = that seq.
-/// The event types of `types=` (400 when one is not an event type).
+/// The event types of `types=`: 400 when one is not an event type or there are more
+/// than `READ_TYPES_MAX`, 413 when one is longer than an event type may be.
 fn event_types(text: &str) -> ApiResult<Vec<berth_core::EventType>> {
-    let names = berth_api::events::parse_types(text)
-        .ok_or_else(|| ApiError::bad_request("types: comma-separated event types, e.g. types=user/message,tool/call"))?;
+    let names = berth_api::events::parse_types(text).ok_or_else(|| {
+        ApiError::bad_request("types: comma-separated event types, e.g. types=user/message,tool/call")
+    })?;
     if names.len() > berth_service::READ_TYPES_MAX {
         return Err(ApiError::bad_request(format!("types: at most {} event types", berth_service::READ_TYPES_MAX)));
     }
-    names
-        .iter()
-        .map(|name| {
-            berth_core::EventType::parse(name).map_err(|error| ApiError::bad_request(format!("types: {error}")))
+    let parse = |name: &String| {
+        berth_core::EventType::parse(name).map_err(|error| match error {
+            berth_core::Error::LimitExceeded { .. } => ApiError::from_core(&error),
+            _ => ApiError::bad_request(format!("types: {error}")),
         })
-        .collect()
+    };
+    names.iter().map(parse).collect()
 }
 
 async fn read_events_at(

@@ -315,6 +315,8 @@ async fn events_of_given_types_over_http() {
         let (status, body) = get(bad).await;
         assert_eq!((status, body["code"].as_str()), (400, Some("invalid")), "{bad}");
     }
+    let (status, body) = get(&format!("types={}", "a".repeat(65))).await;
+    assert_eq!((status, body["code"].as_str()), (413, Some("payload_too_large")));
 }
 
 #[tokio::test]

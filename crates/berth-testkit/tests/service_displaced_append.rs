@@ -53,8 +53,8 @@ async fn until(what: &str, mut done: impl FnMut() -> bool) {
 async fn a_takeover_waits_for_the_displaced_runs_appends_and_nothing_of_it_lands_after() {
     let dir = tempfile::tempdir().unwrap();
     let fs = FaultFs::new();
-    let backend = JsonlBackend::open(dir.path().to_path_buf(), JsonlOptions { fs: fs.shared(), ..Default::default() })
-        .unwrap();
+    let backend =
+        JsonlBackend::open(dir.path().to_path_buf(), JsonlOptions { fs: fs.shared(), ..Default::default() }).unwrap();
     let catalog = SqliteCatalog::open(dir.path().join(CATALOG_FILE_NAME)).unwrap();
     let service = Arc::new(SessionService::new(
         LogStore::new(Arc::new(backend)),
