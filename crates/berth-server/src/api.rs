@@ -339,10 +339,7 @@ pub async fn read_events(
     SessionPath(id): SessionPath,
     StrictQuery(params): StrictQuery<ReadParams>,
 ) -> ApiResult<Response> {
-    let types = match params.types.as_deref() {
-        None => None,
-        Some(text) => Some(event_types(text)?),
-    };
+    let types = params.types.as_deref().map(event_types).transpose()?;
     if let Some(seqs) = params.seqs.as_deref() {
         return read_events_at(&state, principal, id, seqs, &params, types).await;
     }
@@ -378,10 +375,6 @@ pub async fn read_events(
     Ok(json(StatusCode::OK, &page))
 }
 
-/// `GET …/events?seqs=3,17,40`: a point read by position. Only the seqs in
-/// `[from, before)` are read, at most the first `limit` of them (so every schema-valid
-/// combination is served); more than `READ_SEQS_MAX` distinct seqs left is 422, a seq at
-/// or past the end 404 with `actual` = that seq.
 /// The event types of `types=`: 400 when one is not an event type or there are more
 /// than `READ_TYPES_MAX`, 413 when one is longer than an event type may be.
 fn event_types(text: &str) -> ApiResult<Vec<berth_core::EventType>> {
@@ -400,6 +393,10 @@ fn event_types(text: &str) -> ApiResult<Vec<berth_core::EventType>> {
     names.iter().map(parse).collect()
 }
 
+/// `GET …/events?seqs=3,17,40`: a point read by position. Only the seqs in
+/// `[from, before)` are read, at most the first `limit` of them (so every schema-valid
+/// combination is served); more than `READ_SEQS_MAX` distinct seqs left is 422, a seq at
+/// or past the end 404 with `actual` = that seq.
 async fn read_events_at(
     state: &Shared,
     principal: berth_service::Principal,

@@ -70,27 +70,6 @@ impl SessionService {
     }
 
     pub async fn append(&self, principal: &Principal, id: &SessionId, request: AppendRequest) -> Result<AppendOutcome> {
-        let key = SessionKey::new(principal.tenant.clone(), id.clone());
-        let outcome = self.append_locked(principal, id, &key, request).await;
-        self.after_runs_check(&key, &outcome).await;
-        outcome
-    }
-
-    /// After an append, attach or detach let go of the append lock: a session it found
-    /// expired has its write handle closed (`observe_expiry` could not, under the lock).
-    pub(crate) async fn after_runs_check<T>(&self, key: &SessionKey, outcome: &Result<T>) {
-        if let Err(Error::Terminal { .. }) = outcome {
-            self.close_writer(key).await;
-        }
-    }
-
-    async fn append_locked(
-        &self,
-        principal: &Principal,
-        id: &SessionId,
-        key: &SessionKey,
-        request: AppendRequest,
-    ) -> Result<AppendOutcome> {
         let idempotency_key = check_append_request(&request)?;
         if !request.memory.is_empty() {
             self.check_carried(principal, id, &request).await?;
@@ -98,8 +77,17 @@ impl SessionService {
         // The record is read, and the run checked, under the session's append lock, which
         // an attach or detach also holds while it changes the runs: an append that passes
         // its check is stored before any takeover, never after it (R-P3).
-        let append_lock = self.append_lock(key);
-        let _one_append_at_a_time = append_lock.lock().await;
+        let key = SessionKey::new(principal.tenant.clone(), id.clone());
+        self.under_append_lock(&key, self.append_locked(principal, id, request, idempotency_key)).await
+    }
+
+    async fn append_locked(
+        &self,
+        principal: &Principal,
+        id: &SessionId,
+        request: AppendRequest,
+        idempotency_key: Option<berth_core::IdempotencyKey>,
+    ) -> Result<AppendOutcome> {
         let record = self.load(principal, id, APPEND_ACTION).await?;
         if let Err(error) = self.check_append_allowed(principal, &record, request.run.as_ref()).await {
             return self.refused_append(principal, &record, &request, idempotency_key, error).await;

@@ -40,13 +40,8 @@ impl SessionService {
         // Under the append lock: an append of a run this displaces is stored before the
         // change or refused after it (`append` checks its run under the same lock).
         let key = SessionKey::new(principal.tenant.clone(), id.clone());
-        let runs_change = self.append_lock(&key);
-        let changed = {
-            let _no_append_meanwhile = runs_change.lock().await;
-            self.mutate_audited(principal, id, "attach", request.expected_revision, attach, &audit).await
-        };
-        self.after_runs_check(&key, &changed).await;
-        let (record, displaced) = changed?;
+        let attached = self.mutate_audited(principal, id, "attach", request.expected_revision, attach, &audit);
+        let (record, displaced) = self.under_append_lock(&key, attached).await?;
         let run = record.runs.iter().find(|run| run.run_id == run_id).cloned().expect("attached above");
         Ok(Attachment { run, revision: record.revision, session_lease_until: record.lease_until, displaced })
     }
@@ -94,13 +89,8 @@ impl SessionService {
             vec![self.draft_ok(principal, "detach", record, details)]
         };
         let key = SessionKey::new(principal.tenant.clone(), id.clone());
-        let runs_change = self.append_lock(&key);
-        let changed = {
-            let _no_append_meanwhile = runs_change.lock().await;
-            self.mutate_audited(principal, id, "detach", expected_revision, detach, &audit).await
-        };
-        self.after_runs_check(&key, &changed).await;
-        let (record, ()) = changed?;
+        let detached = self.mutate_audited(principal, id, "detach", expected_revision, detach, &audit);
+        let (record, ()) = self.under_append_lock(&key, detached).await?;
         if record.runs.is_empty() {
             // Nobody is writing: release the writer lease so other processes can.
             self.close_writer(&record.key()).await;

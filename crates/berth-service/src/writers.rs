@@ -149,6 +149,25 @@ impl SessionService {
         self.close_locked_writer(key).await;
     }
 
+    /// Runs `work` (an append, attach or detach) under the session's append lock. A
+    /// session `work` found expired has its write handle closed once the lock is let
+    /// go: `observe_expiry` cannot close it under the lock (`close_writer_if_free`).
+    pub(crate) async fn under_append_lock<T>(
+        &self,
+        key: &SessionKey,
+        work: impl std::future::Future<Output = Result<T>>,
+    ) -> Result<T> {
+        let outcome = {
+            let lock = self.append_lock(key);
+            let _one_at_a_time = lock.lock().await;
+            work.await
+        };
+        if let Err(Error::Terminal { .. }) = &outcome {
+            self.close_writer(key).await;
+        }
+        outcome
+    }
+
     /// `close_writer` unless the session's append lock is held (by an append, an attach or
     /// a detach, which close it themselves once they let go when the session turned
     /// terminal): never waits.
