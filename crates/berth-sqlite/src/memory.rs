@@ -29,7 +29,7 @@ const ITEM_COLUMNS: &str =
 /// A query's terms match through FTS5 only when more items than this hold them all:
 /// fewer are read whole (by the full-text index) and sorted here; more are found by
 /// walking the ordered index and testing each row's membership, stopping at `limit`.
-const FEW_TEXT_MATCHES: i64 = 2_000;
+pub(crate) const FEW_TEXT_MATCHES: i64 = 2_000;
 
 /// Likewise for a filter condition the field index answers (`fields.rs`).
 const FEW_FIELD_MATCHES: i64 = 2_000;
@@ -106,8 +106,9 @@ fn namespace_within(column: &str, prefix: &Namespace, params: &mut Params) -> St
     format!("{column} >= {low} AND {column} < {high} AND ({column} = {low} OR {column} > {slash})")
 }
 
-/// Writes the item's rows of `memory_term_counts` (schema V4): each distinct term of
-/// `terms` (the item's `value_terms`) and how often it occurs.
+/// Writes the item's rows of `memory_term_counts` (schema V4, V6): each distinct term of
+/// `terms` (the item's `value_terms`) that occurs at least twice, and how often. A term
+/// that occurs once has no row (its count, 1, is implied by its `memory_terms` match).
 pub(crate) fn insert_term_counts(
     connection: &Connection,
     item: i64,
@@ -123,11 +124,14 @@ pub(crate) fn insert_term_counts(
     let mut insert = connection.prepare_cached(
         "INSERT INTO memory_term_counts (item, tenant, term, count, namespace, key) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
     )?;
-    for (term, count) in counts {
+    for (term, count) in counts.into_iter().filter(|(_, count)| *count >= REPEATED) {
         insert.execute((item, tenant, term, count, namespace, key))?;
     }
     Ok(())
 }
+
+/// The least count a `memory_term_counts` row holds (schema V6).
+const REPEATED: i64 = 2;
 
 fn live(now: Timestamp, params: &mut Params) -> String {
     let now = params.push(time_column(now));
@@ -421,20 +425,22 @@ fn search_in(
             }
             return search_by_relevance(connection, tenant, search, query, &expression, now);
         }
-        let matches: i64 = connection
-            .prepare_cached("SELECT count(*) FROM memory_terms WHERE memory_terms MATCH ?1")?
-            .query_row([expression.as_str()], |row| row.get(0))?;
-        let driver = if matches <= FEW_TEXT_MATCHES {
-            Driver::Text(&expression)
-        } else {
-            Driver::Order { text: Some(&expression) }
-        };
-        return search_in_order(connection, tenant, search, driver, now);
+        let driver = text_driver(connection, &expression)?;
+        return search_in_order(connection, tenant, search, driver, None, now);
     }
     match selective_condition(connection, tenant, search)? {
-        Some(field) => search_in_order(connection, tenant, search, Driver::Field(&field), now),
-        None => search_in_order(connection, tenant, search, Driver::Order { text: None }, now),
+        Some(field) => search_in_order(connection, tenant, search, Driver::Field(&field), None, now),
+        None => search_in_order(connection, tenant, search, Driver::Order { text: None }, None, now),
     }
+}
+
+/// How a key- or updated-order page finds a full-text query's matches: read whole when
+/// there are few, else by walking the ordered index and testing membership.
+fn text_driver<'a>(connection: &Connection, expression: &'a str) -> Result<Driver<'a>, Failure> {
+    let matches: i64 = connection
+        .prepare_cached("SELECT count(*) FROM memory_terms WHERE memory_terms MATCH ?1")?
+        .query_row([expression], |row| row.get(0))?;
+    Ok(if matches <= FEW_TEXT_MATCHES { Driver::Text(expression) } else { Driver::Order { text: Some(expression) } })
 }
 
 /// A pushed-down condition as SQL over `memory_fields` aliased `f`.
@@ -506,11 +512,37 @@ fn prefix_holds(
     Ok(count >= at_least)
 }
 
-/// A one-term query in relevance order: a walk of `memory_term_counts_by_rank` (count
-/// descending, then namespace and key: the relevance order) from the cursor, keeping the
-/// live items of the prefix that pass the filter, until `limit`. A term's count is the
-/// item's score (`TextQuery::score` of one term).
+/// A one-term query in relevance order (count descending, then namespace and key; a
+/// term's count is the item's score, `TextQuery::score` of one term), in two parts:
+/// the items where the term repeats, by a walk of `memory_term_counts_by_rank` from the
+/// cursor; then, while the page has room, those where it occurs once (the matches
+/// without a row, schema V6), in key order.
 fn search_by_term_rank(
+    connection: &Connection,
+    tenant: &TenantId,
+    search: &MemorySearch,
+    term: &str,
+    now: Timestamp,
+) -> Result<Vec<MemoryItem>, Failure> {
+    let repeats_left = search.cursor.as_ref().is_none_or(|cursor| cursor.rank >= REPEATED as u64);
+    let mut page = if repeats_left { search_repeats(connection, tenant, search, term, now)? } else { Vec::new() };
+    if page.len() < search.limit {
+        let once = MemorySearch {
+            limit: search.limit - page.len(),
+            // A cursor among the repeats is behind every single occurrence.
+            cursor: search.cursor.clone().filter(|_| !repeats_left),
+            ..search.clone()
+        };
+        let expression = match_expression(once.query.as_ref().expect("a one-term query"));
+        let driver = text_driver(connection, &expression)?;
+        page.extend(search_in_order(connection, tenant, &once, driver, Some(term), now)?);
+    }
+    Ok(page)
+}
+
+/// The first part of `search_by_term_rank`: the items holding `term` at least twice,
+/// walked in relevance order from the cursor.
+fn search_repeats(
     connection: &Connection,
     tenant: &TenantId,
     search: &MemorySearch,
@@ -602,13 +634,15 @@ fn search_by_relevance(
     Ok(scored.into_iter().map(|(item, _)| item).collect())
 }
 
-/// The rows of `driver` in the search's order (key or updated) from the cursor, keeping
-/// those that pass the filter, until `limit`.
+/// The rows of `driver` in the search's order (key or updated; key for relevance) from
+/// the cursor, keeping those that pass the filter, until `limit`. With `once`, only
+/// items where that term does not repeat (no `memory_term_counts` row).
 fn search_in_order(
     connection: &Connection,
     tenant: &TenantId,
     search: &MemorySearch,
     driver: Driver<'_>,
+    once: Option<&str>,
     now: Timestamp,
 ) -> Result<Vec<MemoryItem>, Failure> {
     let mut params = Params::default();
@@ -647,6 +681,13 @@ fn search_in_order(
         // `+` keeps the planner walking the ordered index (the set is built once).
         let matching = params.push(expression.to_owned());
         conditions.push(format!("+m.id IN (SELECT rowid FROM memory_terms WHERE memory_terms MATCH {matching})"));
+    }
+    if let Some(term) = once {
+        let (tenant_is, term_is) = (params.push(tenant.as_str().to_owned()), params.push(term.to_owned()));
+        conditions.push(format!(
+            "NOT EXISTS (SELECT 1 FROM memory_term_counts AS c WHERE c.item = m.id AND c.term = {term_is} \
+             AND c.tenant = {tenant_is})"
+        ));
     }
     for (field, alternatives) in &pushed {
         if matches!(driver, Driver::Field(driving) if driving == *field) {

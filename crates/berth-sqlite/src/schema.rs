@@ -35,7 +35,7 @@ pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 /// Forward-only migrations; `MIGRATIONS[n]` takes the schema from version n to n + 1.
 /// Never edit a shipped entry: append a new one.
-const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5];
+const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6];
 
 /// The migrations' SQL, for tests that build an older catalog.
 #[cfg(test)]
@@ -201,6 +201,17 @@ const V5: &str = "
 CREATE TABLE memory_unindexed (
     item INTEGER PRIMARY KEY REFERENCES memory_items (id) ON DELETE CASCADE
 ) STRICT;
+";
+
+/// Term counts only where a term repeats (issue 11: a put's search rows were ~10 random
+/// entries of `memory_term_counts_by_rank` per item, most of them count 1, and those
+/// pages were half of a put's cost). From V6 an item has a `memory_term_counts` row only
+/// for a term that occurs at least twice in it; a term that occurs once is known from
+/// `memory_terms` (a match without a row counts 1). A one-term relevance page walks the
+/// rows (counts of 2 and more) and then the other matches in key order
+/// (`memory.rs`, `search_by_term_rank`).
+const V6: &str = "
+DELETE FROM memory_term_counts WHERE count < 2;
 ";
 
 /// Fills `memory_term_counts` for the items a V3 catalog holds (V4's table starts empty).

@@ -383,6 +383,10 @@ async fn v4_fills_term_counts_for_items_stored_before_it() {
                 )
                 .expect("V3 item");
         }
+        // And their full-text rows, as V3 wrote them.
+        transaction
+            .execute_batch("INSERT INTO memory_terms (rowid, terms) VALUES (1, 'tea'), (2, 'tea tea')")
+            .expect("V3 terms");
         transaction.commit().expect("commit");
     }
     let catalog = SqliteCatalog::open(&path).expect("migrate to V4");
@@ -459,4 +463,105 @@ async fn items_waiting_for_search_rows_survive_a_reopen_and_stay_bounded() {
     let last =
         MemorySearch { query: Some(TextQuery::parse(&format!("number{}", total - 1)).expect("query")), ..search };
     assert_eq!(catalog.memory_search(&tenant, &last, Timestamp(11)).await.expect("search").len(), 1);
+}
+
+/// Schema V6 keeps term counts only where a term repeats: a V5 catalog's count-1 rows go,
+/// and a one-term relevance search still ranks every match — the repeats from the rank
+/// index, then the single occurrences in key order — page by page, over more matches
+/// than are read whole (`FEW_TEXT_MATCHES`), exactly as the reference does.
+#[tokio::test]
+async fn v6_counts_only_repeated_terms_and_relevance_still_ranks_every_match() {
+    use berth_catalog::scoped::{
+        MemoryItem, MemoryQuota, MemorySearch, Namespace, SearchCursor, SearchOrder, TextQuery,
+    };
+    use berth_catalog::MemoryStore;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join(CATALOG_FILE_NAME);
+    let tenant = TenantId::parse("t").expect("tenant");
+    let namespace = Namespace::parse("user/alice").expect("namespace");
+    {
+        let mut raw = Connection::open(&path).expect("raw");
+        let transaction = raw.transaction().expect("transaction");
+        for migration in &schema::MIGRATIONS_FOR_TESTS[..5] {
+            transaction.execute_batch(migration).expect("V1-V5");
+        }
+        transaction.pragma_update(None, "user_version", 5).expect("version");
+        transaction.pragma_update(None, "application_id", schema::APPLICATION_ID).expect("identity");
+        transaction
+            .execute_batch(
+                "INSERT INTO memory_items (id, tenant, namespace, key, value, revision, created_at, updated_at, bytes) \
+                 VALUES (1, 't', 'user/alice', 'a', '{\"text\":\"tea\"}', 1, 1, 1, 10), \
+                        (2, 't', 'user/alice', 'b', '{\"text\":\"tea tea\"}', 1, 1, 1, 10); \
+                 INSERT INTO memory_terms (rowid, terms) VALUES (1, 'tea'), (2, 'tea tea'); \
+                 INSERT INTO memory_term_counts (item, tenant, term, count, namespace, key) \
+                 VALUES (1, 't', 'tea', 1, 'user/alice', 'a'), (2, 't', 'tea', 2, 'user/alice', 'b');",
+            )
+            .expect("V5 items");
+        transaction.commit().expect("commit");
+    }
+    let catalog = SqliteCatalog::open(&path).expect("migrate to V6");
+    let counts: Vec<(i64, i64)> = lock(&catalog.shared.writer)
+        .prepare("SELECT item, count FROM memory_term_counts ORDER BY item")
+        .expect("select")
+        .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
+        .expect("rows")
+        .collect::<rusqlite::Result<_>>()
+        .expect("counts");
+    assert_eq!(counts, [(2, 2)], "only the repeated term keeps its row");
+    // Many matches (single ones read by walking the key order), some repeated.
+    let items: Vec<MemoryItem> = (0..(crate::memory::FEW_TEXT_MATCHES as usize + 300))
+        .map(|i| {
+            let text = match i % 7 {
+                0 => "tea tea tea",
+                1 | 2 => "tea green tea",
+                3 => "coffee",
+                _ => "green tea",
+            };
+            MemoryItem {
+                namespace: namespace.clone(),
+                key: format!("k{:05}", (i * 7919) % 10_000),
+                value: berth_core::JsonText::parse(&format!(r#"{{"text":"{text}","i":{i}}}"#)).expect("value"),
+                revision: 1,
+                created_at: Timestamp(5),
+                updated_at: Timestamp(5),
+                expires_at: None,
+                ttl_ms: None,
+                bound_to: None,
+            }
+        })
+        .collect();
+    catalog.memory_import_many(&tenant, items.clone(), &MemoryQuota::default()).await.expect("import");
+    let mut model = items;
+    model.extend(
+        catalog
+            .memory_search(&tenant, &MemorySearch::new(namespace.clone()), Timestamp(6))
+            .await
+            .expect("all")
+            .into_iter()
+            .filter(|item| item.key.len() == 1),
+    );
+    let rows: i64 = lock(&catalog.shared.writer)
+        .query_row("SELECT count(*) FROM memory_term_counts WHERE count < 2", [], |row| row.get(0))
+        .expect("count");
+    assert_eq!(rows, 0, "no count-1 rows are written either");
+    let search = MemorySearch {
+        query: Some(TextQuery::parse("tea").expect("query")),
+        order: SearchOrder::Relevance,
+        ..MemorySearch::new(namespace.clone())
+    };
+    for page_size in [1000, 333, 50] {
+        let whole = MemorySearch { limit: 10_000, ..search.clone() }.page(model.iter().cloned(), Timestamp(6));
+        let mut paged = MemorySearch { limit: page_size, ..search.clone() };
+        let mut seen = Vec::new();
+        loop {
+            let page = catalog.memory_search(&tenant, &paged, Timestamp(6)).await.expect("page");
+            let next = paged.next_cursor(&page);
+            seen.extend(page);
+            match next {
+                Some(cursor) => paged.cursor = Some(SearchCursor::decode(&cursor.encode()).expect("cursor")),
+                None => break,
+            }
+        }
+        assert_eq!(seen, whole, "pages of {page_size}");
+    }
 }
