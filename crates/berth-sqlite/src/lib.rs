@@ -195,19 +195,22 @@ impl SqliteCatalog {
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T, Failure> + Send + 'static,
     {
-        let shared = Arc::clone(&self.shared);
-        on_caller(move || {
-            let outcome = match &shared.readers {
-                None => work(&lock(&shared.writer)),
-                Some(pool) => pool.take().and_then(|connection| {
-                    let value = work(&connection);
-                    pool.give_back(connection);
-                    value
-                }),
-            };
-            outcome.map_err(|failure| failure.into_error(operation, &shared.artifact))
-        })
-        .await
+        on_caller(move || self.read_now(operation, work)).await
+    }
+
+    /// `read_statement` for work that borrows what it reads with: it runs here, on the
+    /// caller's thread, so nothing need be cloned into it (a point read's key).
+    fn read_now<T>(&self, operation: &'static str, work: impl FnOnce(&Connection) -> Result<T, Failure>) -> Result<T> {
+        let shared = &self.shared;
+        let outcome = match &shared.readers {
+            None => work(&lock(&shared.writer)),
+            Some(pool) => pool.take().and_then(|connection| {
+                let value = work(&connection);
+                pool.give_back(connection);
+                value
+            }),
+        };
+        outcome.map_err(|failure| failure.into_error(operation, &shared.artifact))
     }
 }
 

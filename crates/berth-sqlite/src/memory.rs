@@ -867,15 +867,13 @@ impl MemoryStore for SqliteCatalog {
         now: Timestamp,
         refresh: bool,
     ) -> Result<Option<MemoryItem>> {
-        let (tenant, namespace, key) = (tenant.clone(), namespace.clone(), key.to_owned());
         if !refresh {
-            return self
-                .read_statement("get memory item", move |connection| {
-                    let stored = stored_item(connection, &tenant, &namespace, &key)?;
-                    Ok(stored.map(|(_, item)| item).filter(|item| item.is_live(now)))
-                })
-                .await;
+            return self.read_now("get memory item", |connection| {
+                let stored = stored_item(connection, tenant, namespace, key)?;
+                Ok(stored.map(|(_, item)| item).filter(|item| item.is_live(now)))
+            });
         }
+        let (tenant, namespace, key) = (tenant.clone(), namespace.clone(), key.to_owned());
         self.write("get memory item", move |transaction| {
             let stored = stored_item(transaction, &tenant, &namespace, &key)?;
             let Some((id, mut item)) = stored.filter(|(_, item)| item.is_live(now)) else { return Ok(None) };
