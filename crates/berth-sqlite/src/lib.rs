@@ -17,6 +17,7 @@
 //! `open_in_memory` keeps everything on the writer connection (a second connection to
 //! `:memory:` would be a different database).
 
+mod blocks;
 mod catalog;
 mod error;
 mod listing;

@@ -9,6 +9,7 @@
 //! - Full text: `memory_terms` (FTS5) narrows to the items holding every query term;
 //!   relevance is counted from the stored terms (`TextQuery::score`).
 
+use crate::blocks::{self, Position};
 use crate::catalog::{append_audit_in, time_column};
 use crate::error::{is_unique_violation, Failure};
 use crate::SqliteCatalog;
@@ -82,11 +83,11 @@ fn item_from_row_in(row: &Row<'_>, known: Option<&Namespace>) -> Result<(i64, Me
 
 /// Positional parameters of a statement built piece by piece.
 #[derive(Default)]
-struct Params(Vec<Value>);
+pub(crate) struct Params(pub(crate) Vec<Value>);
 
 impl Params {
     /// Adds a parameter; returns its placeholder.
-    fn push(&mut self, value: impl Into<Value>) -> String {
+    pub(crate) fn push(&mut self, value: impl Into<Value>) -> String {
         self.0.push(value.into());
         format!("?{}", self.0.len())
     }
@@ -254,15 +255,20 @@ fn write_item(
         }
     };
     match indexing {
-        Indexing::Now => index_item(
-            transaction,
-            id,
-            tenant.as_str(),
-            item.namespace.as_str(),
-            &item.key,
-            &item.value,
-            replacing.is_some(),
-        ),
+        Indexing::Now => {
+            let mut pending = blocks::Pending::default();
+            index_item(
+                transaction,
+                &mut pending,
+                id,
+                tenant.as_str(),
+                item.namespace.as_str(),
+                &item.key,
+                &item.value,
+                replacing.is_some(),
+            )?;
+            pending.flush(transaction)
+        }
         Indexing::Deferred => {
             transaction.prepare_cached("INSERT OR IGNORE INTO memory_unindexed (item) VALUES (?1)")?.execute([id])?;
             let waiting: i64 =
@@ -276,9 +282,11 @@ fn write_item(
 }
 
 /// Writes item `id`'s search rows (after deleting the ones an earlier value left, if
-/// `replacing`).
+/// `replacing`); its block's ranges are widened when `pending` is flushed.
+#[allow(clippy::too_many_arguments)]
 fn index_item(
     connection: &Connection,
+    pending: &mut blocks::Pending,
     id: i64,
     tenant: &str,
     namespace: &str,
@@ -294,9 +302,11 @@ fn index_item(
     let mut insert_field = connection.prepare_cached(
         "INSERT OR REPLACE INTO memory_fields (item, tenant, field, kind, sort) VALUES (?1, ?2, ?3, ?4, ?5)",
     )?;
-    for (field, kind, sort) in fields::value_fields(value) {
+    let fields = fields::value_fields(value);
+    for (field, kind, sort) in &fields {
         insert_field.execute((id, tenant, field, kind, sort))?;
     }
+    pending.note(connection, tenant, namespace, key, &fields)?;
     let terms = scoped::value_terms(value);
     insert_term_counts(connection, id, tenant, namespace, key, &terms)?;
     if !terms.is_empty() {
@@ -323,10 +333,12 @@ pub(crate) fn index_unindexed(connection: &Connection) -> Result<usize, Failure>
         .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?)))?
         .collect::<rusqlite::Result<_>>()?;
     let count = waiting.len();
+    let mut pending = blocks::Pending::default();
     for (id, tenant, namespace, key, value) in waiting {
         let raw = serde_json::value::RawValue::from_string(value).map_err(|_| corrupt("value"))?;
-        index_item(connection, id, &tenant, &namespace, &key, &JsonText::from_trusted_raw(raw), true)?;
+        index_item(connection, &mut pending, id, &tenant, &namespace, &key, &JsonText::from_trusted_raw(raw), true)?;
     }
+    pending.flush(connection)?;
     connection.prepare_cached("DELETE FROM memory_unindexed")?.execute([])?;
     Ok(count)
 }
@@ -398,6 +410,7 @@ fn limit_column(limit: usize) -> i64 {
 }
 
 /// Where a search page's rows come from.
+#[derive(Clone, Copy)]
 enum Driver<'a> {
     /// The ordered index of the prefix, from the cursor (testing the query's terms by
     /// membership when `text` is given).
@@ -406,6 +419,12 @@ enum Driver<'a> {
     Text(&'a str),
     /// The few items a pushed-down condition on this field matches (`memory_fields`).
     Field(&'a str),
+}
+
+#[cfg(test)]
+thread_local! {
+    /// The SQLite VM steps of this thread's search statements (tests bound a walk's work).
+    pub(crate) static WALK_STEPS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
 /// One search page: from the few matches of a selective full-text query or filter
@@ -426,11 +445,11 @@ fn search_in(
             return search_by_relevance(connection, tenant, search, query, &expression, now);
         }
         let driver = text_driver(connection, &expression)?;
-        return search_in_order(connection, tenant, search, driver, None, now);
+        return walk_in_order(connection, tenant, search, driver, None, now);
     }
     match selective_condition(connection, tenant, search)? {
-        Some(field) => search_in_order(connection, tenant, search, Driver::Field(&field), None, now),
-        None => search_in_order(connection, tenant, search, Driver::Order { text: None }, None, now),
+        Some(field) => search_in_order(connection, tenant, search, Driver::Field(&field), None, None, now),
+        None => walk_in_order(connection, tenant, search, Driver::Order { text: None }, None, now),
     }
 }
 
@@ -535,7 +554,7 @@ fn search_by_term_rank(
         };
         let expression = match_expression(once.query.as_ref().expect("a one-term query"));
         let driver = text_driver(connection, &expression)?;
-        page.extend(search_in_order(connection, tenant, &once, driver, Some(term), now)?);
+        page.extend(walk_in_order(connection, tenant, &once, driver, Some(term), now)?);
     }
     Ok(page)
 }
@@ -597,6 +616,9 @@ fn page_of_rows(
             page.push(item);
         }
     }
+    drop(rows);
+    #[cfg(test)]
+    WALK_STEPS.with(|steps| steps.set(steps.get() + statement.reset_status(rusqlite::StatementStatus::VmStep) as u64));
     Ok(page)
 }
 
@@ -634,15 +656,74 @@ fn search_by_relevance(
     Ok(scored.into_iter().map(|(item, _)| item).collect())
 }
 
+/// `search_in_order`, and for a walk of the key order that a pushed-down condition
+/// cannot drive (it matches too many items), a walk of only the spans of blocks where an
+/// item may pass every pushed-down condition (`blocks.rs`, schema V7): a filter whose
+/// matches all lie far down the order no longer tests every item before them.
+fn walk_in_order(
+    connection: &Connection,
+    tenant: &TenantId,
+    search: &MemorySearch,
+    driver: Driver<'_>,
+    once: Option<&str>,
+    now: Timestamp,
+) -> Result<Vec<MemoryItem>, Failure> {
+    let pushed = pushed_down(search);
+    if !matches!(driver, Driver::Order { .. }) || search.order == SearchOrder::UpdatedAt || pushed.is_empty() {
+        return search_in_order(connection, tenant, search, driver, once, None, now);
+    }
+    let from: Position = match &search.cursor {
+        Some(cursor) => (cursor.namespace.clone(), cursor.key.clone()),
+        None => (search.prefix.as_str().to_owned(), String::new()),
+    };
+    let test = |params: &mut Params| {
+        let conditions: Vec<String> = pushed
+            .iter()
+            .map(|(field, alternatives)| {
+                let field_is = params.push((*field).to_owned());
+                let any: Vec<String> = alternatives
+                    .iter()
+                    .map(|alternative| {
+                        let (kind, sort) =
+                            (params.push(alternative.kind.to_owned()), params.push(alternative.sort.clone()));
+                        let within = match alternative.op {
+                            "=" => format!("r.low <= {sort} AND r.high >= {sort}"),
+                            ">" | ">=" => format!("r.high {} {sort}", alternative.op),
+                            _ => format!("r.low {} {sort}", alternative.op),
+                        };
+                        format!("(r.kind = {kind} AND {within})")
+                    })
+                    .collect();
+                let any = if any.is_empty() { "0".to_owned() } else { any.join(" OR ") };
+                format!(
+                    "EXISTS (SELECT 1 FROM memory_block_ranges AS r WHERE r.tenant = b.tenant \
+                     AND r.namespace = b.namespace AND r.key = b.key AND r.field = {field_is} AND ({any}))"
+                )
+            })
+            .collect();
+        conditions.join(" AND ")
+    };
+    let mut page: Vec<MemoryItem> = Vec::new();
+    let until = format!("{}0", search.prefix.as_str());
+    blocks::spans(connection, tenant.as_str(), &from, &until, test, |low, high| {
+        let rest = MemorySearch { limit: search.limit - page.len(), ..search.clone() };
+        page.extend(search_in_order(connection, tenant, &rest, driver, once, Some((low, high)), now)?);
+        Ok(page.len() >= search.limit)
+    })?;
+    Ok(page)
+}
+
 /// The rows of `driver` in the search's order (key or updated; key for relevance) from
 /// the cursor, keeping those that pass the filter, until `limit`. With `once`, only
-/// items where that term does not repeat (no `memory_term_counts` row).
+/// items where that term does not repeat (no `memory_term_counts` row); with `span`,
+/// only items from its first position (inclusive) to its second (exclusive).
 fn search_in_order(
     connection: &Connection,
     tenant: &TenantId,
     search: &MemorySearch,
     driver: Driver<'_>,
     once: Option<&str>,
+    span: Option<(&Position, Option<&Position>)>,
     now: Timestamp,
 ) -> Result<Vec<MemoryItem>, Failure> {
     let mut params = Params::default();
@@ -663,7 +744,19 @@ fn search_in_order(
     };
     let tenant_is = params.push(tenant.as_str().to_owned());
     conditions.push(format!("m.tenant = {tenant_is}"));
-    conditions.push(within_prefix(&search.prefix, &mut params));
+    // A walk of the key order from a position inside the prefix (a span's first, or the
+    // cursor) must start there: SQLite then seeks the (tenant, namespace, key) index to
+    // it instead of scanning from the prefix's first item, so the prefix's lower bound
+    // is kept from the index (`+`).
+    let prefix_start: Position = (search.prefix.as_str().to_owned(), String::new());
+    let span_low = span.map(|(low, _)| low.max(&prefix_start));
+    let cursor_at = search.cursor.as_ref().map(|cursor| (cursor.namespace.clone(), cursor.key.clone()));
+    let seeks = matches!(driver, Driver::Order { .. })
+        && search.order != SearchOrder::UpdatedAt
+        && (span_low.is_some() || cursor_at.is_some_and(|at| at >= prefix_start));
+    let within = within_prefix(&search.prefix, &mut params);
+    // `within` begins with the prefix's lower bound (`m.namespace >= …`): the one term `+` keeps from the index.
+    conditions.push(if seeks { format!("+{within}") } else { within });
     conditions.push(live(now, &mut params));
     if let Some(cursor) = &search.cursor {
         let (namespace, key) = (params.push(cursor.namespace.clone()), params.push(cursor.key.clone()));
@@ -681,6 +774,14 @@ fn search_in_order(
         // `+` keeps the planner walking the ordered index (the set is built once).
         let matching = params.push(expression.to_owned());
         conditions.push(format!("+m.id IN (SELECT rowid FROM memory_terms WHERE memory_terms MATCH {matching})"));
+    }
+    if let (Some(low), Some((_, high))) = (span_low, span) {
+        let (namespace, key) = (params.push(low.0.clone()), params.push(low.1.clone()));
+        conditions.push(format!("(m.namespace, m.key) >= ({namespace}, {key})"));
+        if let Some(high) = high {
+            let (namespace, key) = (params.push(high.0.clone()), params.push(high.1.clone()));
+            conditions.push(format!("(m.namespace, m.key) < ({namespace}, {key})"));
+        }
     }
     if let Some(term) = once {
         let (tenant_is, term_is) = (params.push(tenant.as_str().to_owned()), params.push(term.to_owned()));

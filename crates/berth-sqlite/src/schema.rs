@@ -35,7 +35,7 @@ pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 /// Forward-only migrations; `MIGRATIONS[n]` takes the schema from version n to n + 1.
 /// Never edit a shipped entry: append a new one.
-const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6];
+const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7];
 
 /// The migrations' SQL, for tests that build an older catalog.
 #[cfg(test)]
@@ -214,6 +214,34 @@ const V6: &str = "
 DELETE FROM memory_term_counts WHERE count < 2;
 ";
 
+/// Block summaries of the field index (issue 11: a filter matching only items far down
+/// the key order tested every item before them; `blocks.rs`). `memory_blocks`: a
+/// tenant's key order cut into blocks, each named by its first (namespace, key) and
+/// holding the items up to the next block's first (the first block starts at ("",
+/// "")), with how many items it has taken since it was last built. `memory_block_ranges`:
+/// per block, field and kind, the least and greatest `sort` of its items'
+/// `memory_fields` rows — never narrower than its items' values. Filled for the items
+/// stored before V7 by `blocks::build_all` in the same migration transaction.
+const V7: &str = "
+CREATE TABLE memory_blocks (
+    tenant    TEXT    NOT NULL,
+    namespace TEXT    NOT NULL,
+    key       TEXT    NOT NULL,
+    items     INTEGER NOT NULL,
+    PRIMARY KEY (tenant, namespace, key)
+) STRICT, WITHOUT ROWID;
+CREATE TABLE memory_block_ranges (
+    tenant    TEXT NOT NULL,
+    namespace TEXT NOT NULL,
+    key       TEXT NOT NULL,
+    field     TEXT NOT NULL,
+    kind      TEXT NOT NULL,
+    low       TEXT NOT NULL,
+    high      TEXT NOT NULL,
+    PRIMARY KEY (tenant, namespace, key, field, kind)
+) STRICT, WITHOUT ROWID;
+";
+
 /// Fills `memory_term_counts` for the items a V3 catalog holds (V4's table starts empty).
 fn fill_term_counts(transaction: &rusqlite::Transaction<'_>) -> Result<(), crate::error::Failure> {
     let mut select = transaction.prepare("SELECT id, tenant, namespace, key, value FROM memory_items")?;
@@ -242,6 +270,9 @@ pub(crate) fn migrate(connection: &mut Connection, artifact: &str) -> Result<(),
         transaction.execute_batch(migration)?;
         if from + 1 == 4 {
             fill_term_counts(&transaction)?;
+        }
+        if from + 1 == 7 {
+            crate::blocks::build_all(&transaction)?;
         }
     }
     if version != SCHEMA_VERSION {

@@ -565,3 +565,252 @@ async fn v6_counts_only_repeated_terms_and_relevance_still_ranks_every_match() {
         assert_eq!(seen, whole, "pages of {page_size}");
     }
 }
+
+/// `memory_fields` rows whose item's block (schema V7) has no range holding them: the
+/// one invariant of `blocks.rs`, which must always be 0.
+fn uncovered_field_rows(connection: &Connection) -> i64 {
+    connection
+        .query_row(
+            "SELECT count(*) FROM memory_fields AS f CROSS JOIN memory_items AS m ON m.id = f.item \
+             WHERE NOT EXISTS (SELECT 1 FROM memory_block_ranges AS r WHERE r.tenant = m.tenant \
+               AND r.field = f.field AND r.kind = f.kind AND r.low <= f.sort AND r.high >= f.sort \
+               AND (r.namespace, r.key) = (SELECT b.namespace, b.key FROM memory_blocks AS b \
+                 WHERE b.tenant = m.tenant AND (b.namespace, b.key) <= (m.namespace, m.key) \
+                 ORDER BY b.namespace DESC, b.key DESC LIMIT 1))",
+            [],
+            |row| row.get(0),
+        )
+        .expect("uncovered rows")
+}
+
+fn memory_value(text: &str) -> berth_core::JsonText {
+    berth_core::JsonText::parse(text).expect("value")
+}
+
+/// Blocks (schema V7) cover every field row through puts (batched indexing), imports,
+/// replacements that move a field's value or kind, deletes and block rebuilds, over two
+/// tenants and several namespaces; and filtered key-order searches — walked span by
+/// span — page exactly like the reference, cursors included.
+#[tokio::test]
+async fn blocks_cover_every_field_row_and_filtered_walks_match_the_reference() {
+    use berth_catalog::scoped::{Condition, Filter, FilterOp, MemoryItem, MemoryPut, MemoryQuota, MemorySearch};
+    use berth_catalog::scoped::{Namespace, SearchCursor};
+    use berth_catalog::MemoryStore;
+    use rand::{rngs::StdRng, Rng, SeedableRng};
+    use std::collections::BTreeMap;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let catalog = SqliteCatalog::open(dir.path().join(CATALOG_FILE_NAME)).expect("open");
+    let tenants = [TenantId::parse("t1").expect("tenant"), TenantId::parse("t2").expect("tenant")];
+    let namespaces = ["user/alice", "user/alice/notes", "user/bob", "app/x"];
+    let mut model: BTreeMap<(String, String, String), MemoryItem> = BTreeMap::new();
+    let mut rng = StdRng::seed_from_u64(11);
+    let value = |rng: &mut StdRng, i: usize| -> String {
+        match rng.gen_range(0..10) {
+            0 => format!(r#"{{"n":"as text {i}","s":"z"}}"#),
+            1 => "[1,2]".to_owned(),
+            2 => format!(r#"{{"n":{},"b":true}}"#, -(i as i64)),
+            _ => format!(r#"{{"n":{i},"s":"{}","b":{}}}"#, ["a", "b", "c"][i % 3], i.is_multiple_of(2)),
+        }
+    };
+    // A bulk import first (indexed at once), in key order like a restore.
+    let imported: Vec<MemoryItem> = (0..1500)
+        .map(|i| MemoryItem {
+            namespace: Namespace::parse("user/alice").expect("namespace"),
+            key: format!("i{i:05}"),
+            value: memory_value(&format!(r#"{{"n":{i},"s":"a"}}"#)),
+            revision: 1,
+            created_at: Timestamp(1),
+            updated_at: Timestamp(1),
+            expires_at: None,
+            ttl_ms: None,
+            bound_to: None,
+        })
+        .collect();
+    catalog.memory_import_many(&tenants[0], imported.clone(), &MemoryQuota::default()).await.expect("import");
+    for item in imported {
+        model.insert(("t1".into(), item.namespace.to_string(), item.key.clone()), item);
+    }
+    for step in 0..3000usize {
+        let tenant = &tenants[usize::from(step % 5 == 0)];
+        let namespace = namespaces[rng.gen_range(0..namespaces.len())];
+        let key = format!("k{:04}", rng.gen_range(0..1200));
+        let id = (tenant.as_str().to_owned(), namespace.to_owned(), key.clone());
+        let now = Timestamp(10 + step as u64);
+        if rng.gen_range(0..8) == 0 {
+            if model.remove(&id).is_some() {
+                let namespace = Namespace::parse(namespace).expect("namespace");
+                catalog.memory_delete(tenant, &namespace, &key, None, now).await.expect("delete");
+            }
+            continue;
+        }
+        let put = MemoryPut {
+            namespace: Namespace::parse(namespace).expect("namespace"),
+            key,
+            value: memory_value(&value(&mut rng, step)),
+            expected_revision: None,
+            ttl_ms: None,
+            bound_to: None,
+        };
+        model.insert(id, catalog.memory_put(tenant, &put, now, &MemoryQuota::default()).await.expect("put"));
+        if step % 500 == 499 {
+            let connection = lock(&catalog.shared.writer);
+            crate::memory::index_unindexed(&connection).expect("index");
+            assert_eq!(uncovered_field_rows(&connection), 0, "after step {step}");
+        }
+    }
+    {
+        let connection = lock(&catalog.shared.writer);
+        crate::memory::index_unindexed(&connection).expect("index");
+        assert_eq!(uncovered_field_rows(&connection), 0, "at the end");
+        let blocks: i64 = connection.query_row("SELECT count(*) FROM memory_blocks", [], |row| row.get(0)).unwrap();
+        assert!(blocks > 20, "blocks were rebuilt and cut: {blocks}");
+    }
+    let condition =
+        |field: &str, op, operand: &str| Condition { field: field.into(), op, operand: memory_value(operand) };
+    let filters = [
+        vec![condition("n", FilterOp::Gte, "1400")],
+        vec![condition("n", FilterOp::Lt, "-2000")],
+        vec![condition("n", FilterOp::Eq, "7"), condition("s", FilterOp::In, r#"["a","b"]"#)],
+        vec![condition("b", FilterOp::Eq, "true"), condition("n", FilterOp::Gt, "2900")],
+        vec![condition("s", FilterOp::Eq, r#""z""#)],
+        vec![condition("n", FilterOp::Gte, r#""as text 2""#)],
+    ];
+    for (tenant, prefix) in
+        [("t1", "user/alice"), ("t1", "user/alice/notes"), ("t2", "user/bob"), ("t1", "app/x"), ("t2", "app/x")]
+    {
+        let t = TenantId::parse(tenant).expect("tenant");
+        let items: Vec<MemoryItem> =
+            model.iter().filter(|((owner, _, _), _)| owner == tenant).map(|(_, item)| item.clone()).collect();
+        for conditions in &filters {
+            let search = MemorySearch {
+                filter: Filter::new(conditions.clone()).expect("filter"),
+                ..MemorySearch::new(Namespace::parse(prefix).expect("prefix"))
+            };
+            for page_size in [7, 50] {
+                let whole =
+                    MemorySearch { limit: 10_000, ..search.clone() }.page(items.iter().cloned(), Timestamp(9_999));
+                let mut paged = MemorySearch { limit: page_size, ..search.clone() };
+                let mut seen = Vec::new();
+                loop {
+                    let page = catalog.memory_search(&t, &paged, Timestamp(9_999)).await.expect("page");
+                    let next = paged.next_cursor(&page);
+                    seen.extend(page);
+                    match next {
+                        Some(cursor) => paged.cursor = Some(SearchCursor::decode(&cursor.encode()).expect("cursor")),
+                        None => break,
+                    }
+                }
+                assert_eq!(seen, whole, "{tenant} {prefix} {conditions:?} pages of {page_size}");
+            }
+        }
+    }
+}
+
+/// A filter whose matches all lie far down the key order is walked from the first block
+/// that may hold one (and the walk seeks to it), so its page costs about what a page of
+/// matches at the start of the order costs, not a test of every item before them.
+#[tokio::test]
+async fn a_filter_matching_far_down_the_key_order_skips_the_blocks_before() {
+    use berth_catalog::scoped::{Condition, Filter, FilterOp, MemoryItem, MemoryQuota, MemorySearch, Namespace};
+    use berth_catalog::MemoryStore;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let catalog = SqliteCatalog::open(dir.path().join(CATALOG_FILE_NAME)).expect("open");
+    let tenant = TenantId::parse("t").expect("tenant");
+    let namespace = Namespace::parse("user/alice").expect("namespace");
+    let items: Vec<MemoryItem> = (0..20_000)
+        .map(|i| MemoryItem {
+            namespace: namespace.clone(),
+            key: format!("k{i:05}"),
+            value: memory_value(&format!(r#"{{"n":{i}}}"#)),
+            revision: 1,
+            created_at: Timestamp(1),
+            updated_at: Timestamp(1),
+            expires_at: None,
+            ttl_ms: None,
+            bound_to: None,
+        })
+        .collect();
+    catalog.memory_import_many(&tenant, items, &MemoryQuota::default()).await.expect("import");
+    let steps = |threshold: &str| {
+        let condition = Condition { field: "n".into(), op: FilterOp::Gte, operand: memory_value(threshold) };
+        MemorySearch { filter: Filter::new(vec![condition]).expect("filter"), ..MemorySearch::new(namespace.clone()) }
+    };
+    let measure = |search: MemorySearch| {
+        let catalog = &catalog;
+        let tenant = &tenant;
+        async move {
+            crate::memory::WALK_STEPS.with(|steps| steps.set(0));
+            let page = catalog.memory_search(tenant, &search, Timestamp(2)).await.expect("search");
+            (page.len(), page.first().map(|item| item.key.clone()), crate::memory::WALK_STEPS.with(|steps| steps.get()))
+        }
+    };
+    let (found, first, at_start) = measure(steps("0")).await;
+    assert_eq!((found, first.as_deref()), (50, Some("k00000")));
+    // 5,000 matches: too many for the field index to drive the page.
+    let (found, first, far_down) = measure(steps("15000")).await;
+    assert_eq!((found, first.as_deref()), (50, Some("k15000")));
+    assert!(
+        far_down < at_start * 4,
+        "the walk skipped the 15,000 items before the matches: {far_down} VM steps beside {at_start} at the start"
+    );
+}
+
+/// The V7 migration builds the blocks of the items a V6 catalog holds, covering every
+/// field row, and a filtered walk over them pages like the reference.
+#[tokio::test]
+async fn v7_builds_blocks_for_items_stored_before_it() {
+    use berth_catalog::scoped::{Condition, Filter, FilterOp, MemorySearch, Namespace};
+    use berth_catalog::MemoryStore;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join(CATALOG_FILE_NAME);
+    {
+        let mut raw = Connection::open(&path).expect("raw");
+        let transaction = raw.transaction().expect("transaction");
+        for migration in &schema::MIGRATIONS_FOR_TESTS[..6] {
+            transaction.execute_batch(migration).expect("V1-V6");
+        }
+        transaction.pragma_update(None, "user_version", 6).expect("version");
+        transaction.pragma_update(None, "application_id", schema::APPLICATION_ID).expect("identity");
+        for i in 0..3000i64 {
+            transaction
+                .execute(
+                    "INSERT INTO memory_items (id, tenant, namespace, key, value, revision, created_at, updated_at, bytes) \
+                     VALUES (?1, 't', 'user/alice', printf('k%05d', ?1), printf('{\"n\":%d}', ?1), 1, 1, 1, 10)",
+                    [i + 1],
+                )
+                .expect("V6 item");
+            transaction
+                .execute(
+                    "INSERT INTO memory_fields (item, tenant, field, kind, sort) VALUES (?1, 't', 'n', 'n', ?2)",
+                    (
+                        i + 1,
+                        berth_catalog::scoped::fields::value_fields(&memory_value(&format!(r#"{{"n":{}}}"#, i + 1)))[0]
+                            .2
+                            .clone(),
+                    ),
+                )
+                .expect("V6 field row");
+        }
+        transaction.commit().expect("commit");
+    }
+    let catalog = SqliteCatalog::open(&path).expect("migrate to V7");
+    {
+        let connection = lock(&catalog.shared.writer);
+        assert_eq!(uncovered_field_rows(&connection), 0);
+        let blocks: i64 = connection.query_row("SELECT count(*) FROM memory_blocks", [], |row| row.get(0)).unwrap();
+        assert_eq!(blocks, 3000_usize.div_ceil(crate::blocks::BLOCK_ITEMS) as i64);
+    }
+    let condition = Condition { field: "n".into(), op: FilterOp::Gt, operand: memory_value("700") };
+    let search = MemorySearch {
+        filter: Filter::new(vec![condition]).expect("filter"),
+        ..MemorySearch::new(Namespace::parse("user/alice").expect("namespace"))
+    };
+    let keys: Vec<String> = catalog
+        .memory_search(&TenantId::parse("t").expect("tenant"), &search, Timestamp(2))
+        .await
+        .expect("search")
+        .into_iter()
+        .map(|item| item.key)
+        .collect();
+    assert_eq!(keys, (701..751).map(|i| format!("k{i:05}")).collect::<Vec<_>>());
+}
