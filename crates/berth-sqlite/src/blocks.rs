@@ -19,7 +19,7 @@
 use crate::error::Failure;
 use crate::memory::Params;
 use rusqlite::{params_from_iter, Connection, OptionalExtension};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The items a block is cut to when it is (re)built.
 pub(crate) const BLOCK_ITEMS: usize = 128;
@@ -120,7 +120,8 @@ impl Pending {
 }
 
 /// Rebuilds the block starting at `start` from its items: cut into blocks of
-/// `BLOCK_ITEMS` (the first keeps `start`), each with exact ranges.
+/// `BLOCK_ITEMS`, each starting at its first item (the tenant's first block keeps the
+/// origin), each with exact ranges; a block left without items is removed.
 fn rebuild(connection: &Connection, tenant: &str, start: &Position) -> Result<(), Failure> {
     let next: Option<Position> = connection
         .prepare_cached(
@@ -153,9 +154,16 @@ fn rebuild(connection: &Connection, tenant: &str, start: &Position) -> Result<()
     connection
         .prepare_cached("DELETE FROM memory_blocks WHERE tenant = ?1 AND namespace = ?2 AND key = ?3")?
         .execute((tenant, &start.0, &start.1))?;
+    let origin = start.0.is_empty() && start.1.is_empty();
+    if keys.is_empty() && !origin {
+        // No item left: the block is gone, and its (empty) stretch joins the one before.
+        return Ok(());
+    }
     let pieces: Vec<&[Position]> = if keys.is_empty() { vec![&[]] } else { keys.chunks(BLOCK_ITEMS).collect() };
     for (index, piece) in pieces.iter().enumerate() {
-        let first = if index == 0 { start.clone() } else { piece[0].clone() };
+        // A block starts at its first item (so no deleted key stays a boundary), or at
+        // the origin; nothing lies between the old start and the new.
+        let first = if index == 0 && origin { start.clone() } else { piece[0].clone() };
         let end = pieces.get(index + 1).map(|following| following[0].clone()).or_else(|| next.clone());
         build(connection, tenant, &first, end.as_ref(), piece.len())?;
     }
@@ -187,6 +195,36 @@ fn build(
             .execute((tenant, &first.0, &first.1))?,
     };
     Ok(())
+}
+
+/// Rebuilds the blocks that held items about to be deleted, once they are: `held` is
+/// what `holding_items` found before the delete. No range then keeps a deleted item's
+/// values, nor a block boundary its key.
+pub(crate) fn rebuild_held(connection: &Connection, held: BTreeSet<(String, Position)>) -> Result<(), Failure> {
+    for (tenant, block) in held {
+        rebuild(connection, &tenant, &block)?;
+    }
+    Ok(())
+}
+
+/// The blocks holding the items `condition` (SQL over `memory_items` aliased `m`)
+/// selects.
+pub(crate) fn holding_items(
+    connection: &Connection,
+    condition: &str,
+    params: &Params,
+) -> Result<BTreeSet<(String, Position)>, Failure> {
+    let positions: Vec<(String, String, String)> = connection
+        .prepare_cached(&format!("SELECT m.tenant, m.namespace, m.key FROM memory_items AS m WHERE {condition}"))?
+        .query_map(params_from_iter(params.0.iter()), |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut held = BTreeSet::new();
+    for (tenant, namespace, key) in positions {
+        if let Some(block) = holding(connection, &tenant, &namespace, &key)? {
+            held.insert((tenant, block));
+        }
+    }
+    Ok(held)
 }
 
 /// Builds every tenant's blocks from the items stored (the V7 migration).

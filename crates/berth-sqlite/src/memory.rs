@@ -21,7 +21,7 @@ use berth_catalog::scoped::{MemoryStore, MemoryUsage, Namespace, NamespaceQuery,
 use berth_core::{Error, JsonText, Result, SessionId, TenantId, Timestamp};
 use rusqlite::types::Value;
 use rusqlite::{params_from_iter, Connection, OptionalExtension, Row};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The item columns every read selects, in `item_from_row` order (`m` is `memory_items`).
 const ITEM_COLUMNS: &str =
@@ -360,6 +360,7 @@ fn delete_where(connection: &Connection, condition: &str, params: &Params) -> Re
     if items == 0 {
         return Ok((0, 0));
     }
+    let held = blocks::holding_items(connection, condition, params)?;
     connection
         .prepare_cached(&format!(
             "DELETE FROM memory_terms WHERE rowid IN (SELECT m.id FROM memory_items AS m WHERE {condition})"
@@ -370,6 +371,7 @@ fn delete_where(connection: &Connection, condition: &str, params: &Params) -> Re
             "DELETE FROM memory_items WHERE id IN (SELECT m.id FROM memory_items AS m WHERE {condition})"
         ))?
         .execute(params_from_iter(params.0.iter()))?;
+    blocks::rebuild_held(connection, held)?;
     Ok((items as u64, bytes as u64))
 }
 
@@ -388,6 +390,12 @@ pub(crate) fn remove_bound_in(connection: &Connection, tenant: &TenantId, sessio
 /// Deletes rows by id (at most a sweep's `limit`), with their terms and usage.
 fn delete_ids(connection: &Connection, rows: &[(i64, String, i64)]) -> Result<(), Failure> {
     let mut usage: BTreeMap<&str, (i64, i64)> = BTreeMap::new();
+    let mut held = BTreeSet::new();
+    for (id, _, _) in rows {
+        let mut params = Params::default();
+        let condition = format!("m.id = {}", params.push(*id));
+        held.extend(blocks::holding_items(connection, &condition, &params)?);
+    }
     for (id, tenant, bytes) in rows {
         connection.prepare_cached("DELETE FROM memory_terms WHERE rowid = ?1")?.execute([id])?;
         connection.prepare_cached("DELETE FROM memory_items WHERE id = ?1")?.execute([id])?;
@@ -395,6 +403,7 @@ fn delete_ids(connection: &Connection, rows: &[(i64, String, i64)]) -> Result<()
         entry.0 -= 1;
         entry.1 -= bytes;
     }
+    blocks::rebuild_held(connection, held)?;
     usage.into_iter().try_for_each(|(tenant, (items, bytes))| add_usage(connection, tenant, items, bytes))
 }
 

@@ -814,3 +814,80 @@ async fn v7_builds_blocks_for_items_stored_before_it() {
         .collect();
     assert_eq!(keys, (701..751).map(|i| format!("k{i:05}")).collect::<Vec<_>>());
 }
+
+/// `forget` and deletes leave nothing of what they removed in the block summaries
+/// (schema V7): no range holds a removed item's value, no block starts at a removed
+/// key, and the blocks still cover every remaining field row.
+#[tokio::test]
+async fn forget_and_delete_leave_no_trace_in_the_block_ranges() {
+    use berth_catalog::scoped::{ForgetOutcome, MemoryItem, MemoryQuota, Namespace};
+    use berth_catalog::{AuditDraft, MemoryStore};
+    let dir = tempfile::tempdir().expect("temp dir");
+    let catalog = SqliteCatalog::open(dir.path().join(CATALOG_FILE_NAME)).expect("open");
+    let tenant = TenantId::parse("t").expect("tenant");
+    let item = |namespace: &str, key: String, value: String| MemoryItem {
+        namespace: Namespace::parse(namespace).expect("namespace"),
+        key,
+        value: memory_value(&value),
+        revision: 1,
+        created_at: Timestamp(1),
+        updated_at: Timestamp(1),
+        expires_at: None,
+        ttl_ms: None,
+        bound_to: None,
+    };
+    // alice's items sit between bob's and carol's in key order, in blocks they share.
+    let mut items = Vec::new();
+    for i in 0..700 {
+        items.push(item(
+            "user/alice",
+            format!("a{i:04}"),
+            format!(r#"{{"mail":"secret-{i}@alice","n":{}}}"#, 1e6 as i64 + i),
+        ));
+        items.push(item("user/bob", format!("b{i:04}"), format!(r#"{{"mail":"bob-{i}","n":{i}}}"#)));
+        items.push(item("user/carol", format!("c{i:04}"), format!(r#"{{"mail":"carol-{i}","n":{i}}}"#)));
+    }
+    items.push(item("user/dave", "d".into(), r#"{"mail":"zzz-dave-extreme","n":-5}"#.into()));
+    items.sort_by(|a, b| (a.namespace.as_str(), &a.key).cmp(&(b.namespace.as_str(), &b.key)));
+    catalog.memory_import_many(&tenant, items, &MemoryQuota::default()).await.expect("import");
+    let traces = |catalog: &SqliteCatalog| -> (i64, i64, i64) {
+        let connection = lock(&catalog.shared.writer);
+        let ranges: i64 = connection
+            .query_row(
+                "SELECT count(*) FROM memory_block_ranges WHERE low LIKE '%alice%' OR high LIKE '%alice%' \
+                 OR low LIKE '%dave%' OR high LIKE '%dave%'",
+                [],
+                |row| row.get(0),
+            )
+            .expect("ranges");
+        let starts: i64 = connection
+            .query_row("SELECT count(*) FROM memory_blocks WHERE namespace IN ('user/alice', 'user/dave')", [], |row| {
+                row.get(0)
+            })
+            .expect("starts");
+        (ranges, starts, uncovered_field_rows(&connection))
+    };
+    let (ranges, starts, uncovered) = traces(&catalog);
+    assert!(ranges > 0 && starts > 0, "alice's and dave's values and keys are in the blocks before");
+    assert_eq!(uncovered, 0);
+    let audit = Box::new(|outcome: &ForgetOutcome| AuditDraft {
+        tenant: TenantId::parse("t").expect("tenant"),
+        time: Timestamp(2),
+        actor: "admin:test".into(),
+        action: "memory.forget".into(),
+        session: None,
+        revision: None,
+        outcome: "ok".into(),
+        details: serde_json::json!({"items": outcome.items}),
+    });
+    let (outcome, _) =
+        catalog.memory_forget(&tenant, &Namespace::parse("user/alice").expect("scope"), audit).await.expect("forget");
+    assert_eq!(outcome.items, 700);
+    let dave = Namespace::parse("user/dave").expect("namespace");
+    catalog.memory_delete(&tenant, &dave, "d", None, Timestamp(3)).await.expect("delete");
+    assert_eq!(
+        traces(&catalog),
+        (0, 0, 0),
+        "(ranges holding a removed value, blocks starting at a removed key, uncovered rows)"
+    );
+}
