@@ -666,9 +666,10 @@ fn search_by_relevance(
 }
 
 /// `search_in_order`, and for a walk of the key order that a pushed-down condition
-/// cannot drive (it matches too many items), a walk of only the spans of blocks where an
-/// item may pass every pushed-down condition (`blocks.rs`, schema V7): a filter whose
-/// matches all lie far down the order no longer tests every item before them.
+/// cannot drive (it matches too many items) and no full-text query narrows, a walk of
+/// only the spans of blocks where an item may pass every pushed-down condition
+/// (`blocks.rs`, schema V7): a filter whose matches all lie far down the order no longer
+/// tests every item before them.
 fn walk_in_order(
     connection: &Connection,
     tenant: &TenantId,
@@ -678,7 +679,9 @@ fn walk_in_order(
     now: Timestamp,
 ) -> Result<Vec<MemoryItem>, Failure> {
     let pushed = pushed_down(search);
-    if !matches!(driver, Driver::Order { .. }) || search.order == SearchOrder::UpdatedAt || pushed.is_empty() {
+    // Not with a full-text query: each span's walk would build the query's match set
+    // again (a common term's is tens of thousands of ids).
+    if !matches!(driver, Driver::Order { text: None }) || search.order == SearchOrder::UpdatedAt || pushed.is_empty() {
         return search_in_order(connection, tenant, search, driver, once, None, now);
     }
     let from: Position = match &search.cursor {
