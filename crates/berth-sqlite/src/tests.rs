@@ -358,6 +358,20 @@ async fn memory_search_plans_at_scale_match_the_reference() {
     }
 }
 
+/// A catalog file at schema `version` (its migrations applied raw, as that berth left
+/// it), with whatever `fill` stores in it.
+fn catalog_at_version(path: &std::path::Path, version: usize, fill: impl FnOnce(&rusqlite::Transaction<'_>)) {
+    let mut raw = Connection::open(path).expect("raw");
+    let transaction = raw.transaction().expect("transaction");
+    for migration in &schema::MIGRATIONS_FOR_TESTS[..version] {
+        transaction.execute_batch(migration).expect("older migration");
+    }
+    transaction.pragma_update(None, "user_version", version as i64).expect("version");
+    transaction.pragma_update(None, "application_id", schema::APPLICATION_ID).expect("identity");
+    fill(&transaction);
+    transaction.commit().expect("commit");
+}
+
 /// A V3 catalog's memory items get their `memory_term_counts` rows when V4 is applied,
 /// so one-term relevance searches (which walk that index) find items stored before it.
 #[tokio::test]
@@ -366,14 +380,7 @@ async fn v4_fills_term_counts_for_items_stored_before_it() {
     use berth_catalog::MemoryStore;
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join(CATALOG_FILE_NAME);
-    {
-        let mut raw = Connection::open(&path).expect("raw");
-        let transaction = raw.transaction().expect("transaction");
-        for migration in &schema::MIGRATIONS_FOR_TESTS[..3] {
-            transaction.execute_batch(migration).expect("V1-V3");
-        }
-        transaction.pragma_update(None, "user_version", 3).expect("version");
-        transaction.pragma_update(None, "application_id", schema::APPLICATION_ID).expect("identity");
+    catalog_at_version(&path, 3, |transaction| {
         for (id, key, value) in [(1, "once", r#"{"text":"tea"}"#), (2, "twice", r#"{"text":"tea tea","n":1}"#)] {
             transaction
                 .execute(
@@ -387,8 +394,7 @@ async fn v4_fills_term_counts_for_items_stored_before_it() {
         transaction
             .execute_batch("INSERT INTO memory_terms (rowid, terms) VALUES (1, 'tea'), (2, 'tea tea')")
             .expect("V3 terms");
-        transaction.commit().expect("commit");
-    }
+    });
     let catalog = SqliteCatalog::open(&path).expect("migrate to V4");
     let search = MemorySearch {
         query: Some(TextQuery::parse("tea").expect("query")),
@@ -479,14 +485,7 @@ async fn v6_counts_only_repeated_terms_and_relevance_still_ranks_every_match() {
     let path = dir.path().join(CATALOG_FILE_NAME);
     let tenant = TenantId::parse("t").expect("tenant");
     let namespace = Namespace::parse("user/alice").expect("namespace");
-    {
-        let mut raw = Connection::open(&path).expect("raw");
-        let transaction = raw.transaction().expect("transaction");
-        for migration in &schema::MIGRATIONS_FOR_TESTS[..5] {
-            transaction.execute_batch(migration).expect("V1-V5");
-        }
-        transaction.pragma_update(None, "user_version", 5).expect("version");
-        transaction.pragma_update(None, "application_id", schema::APPLICATION_ID).expect("identity");
+    catalog_at_version(&path, 5, |transaction| {
         transaction
             .execute_batch(
                 "INSERT INTO memory_items (id, tenant, namespace, key, value, revision, created_at, updated_at, bytes) \
@@ -497,8 +496,7 @@ async fn v6_counts_only_repeated_terms_and_relevance_still_ranks_every_match() {
                  VALUES (1, 't', 'tea', 1, 'user/alice', 'a'), (2, 't', 'tea', 2, 'user/alice', 'b');",
             )
             .expect("V5 items");
-        transaction.commit().expect("commit");
-    }
+    });
     let catalog = SqliteCatalog::open(&path).expect("migrate to V6");
     let counts: Vec<(i64, i64)> = lock(&catalog.shared.writer)
         .prepare("SELECT item, count FROM memory_term_counts ORDER BY item")
@@ -763,14 +761,7 @@ async fn v7_builds_blocks_for_items_stored_before_it() {
     use berth_catalog::MemoryStore;
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join(CATALOG_FILE_NAME);
-    {
-        let mut raw = Connection::open(&path).expect("raw");
-        let transaction = raw.transaction().expect("transaction");
-        for migration in &schema::MIGRATIONS_FOR_TESTS[..6] {
-            transaction.execute_batch(migration).expect("V1-V6");
-        }
-        transaction.pragma_update(None, "user_version", 6).expect("version");
-        transaction.pragma_update(None, "application_id", schema::APPLICATION_ID).expect("identity");
+    catalog_at_version(&path, 6, |transaction| {
         for i in 0..3000i64 {
             transaction
                 .execute(
@@ -791,8 +782,7 @@ async fn v7_builds_blocks_for_items_stored_before_it() {
                 )
                 .expect("V6 field row");
         }
-        transaction.commit().expect("commit");
-    }
+    });
     let catalog = SqliteCatalog::open(&path).expect("migrate to V7");
     {
         let connection = lock(&catalog.shared.writer);
