@@ -358,6 +358,29 @@ async fn memory_search_plans_at_scale_match_the_reference() {
     }
 }
 
+/// Every item of `search`, read page by page (`page_size`) through its cursors.
+async fn paged_search(
+    catalog: &SqliteCatalog,
+    tenant: &TenantId,
+    search: &berth_catalog::scoped::MemorySearch,
+    page_size: usize,
+    now: Timestamp,
+) -> Vec<berth_catalog::scoped::MemoryItem> {
+    use berth_catalog::scoped::{MemorySearch, SearchCursor};
+    use berth_catalog::MemoryStore;
+    let mut paged = MemorySearch { limit: page_size, ..search.clone() };
+    let mut seen = Vec::new();
+    loop {
+        let page = catalog.memory_search(tenant, &paged, now).await.expect("page");
+        let next = paged.next_cursor(&page);
+        seen.extend(page);
+        match next {
+            Some(cursor) => paged.cursor = Some(SearchCursor::decode(&cursor.encode()).expect("cursor")),
+            None => return seen,
+        }
+    }
+}
+
 /// A catalog file at schema `version` (its migrations applied raw, as that berth left
 /// it), with whatever `fill` stores in it.
 fn catalog_at_version(path: &std::path::Path, version: usize, fill: impl FnOnce(&rusqlite::Transaction<'_>)) {
@@ -477,9 +500,7 @@ async fn items_waiting_for_search_rows_survive_a_reopen_and_stay_bounded() {
 /// than are read whole (`FEW_TEXT_MATCHES`), exactly as the reference does.
 #[tokio::test]
 async fn v6_counts_only_repeated_terms_and_relevance_still_ranks_every_match() {
-    use berth_catalog::scoped::{
-        MemoryItem, MemoryQuota, MemorySearch, Namespace, SearchCursor, SearchOrder, TextQuery,
-    };
+    use berth_catalog::scoped::{MemoryItem, MemoryQuota, MemorySearch, Namespace, SearchOrder, TextQuery};
     use berth_catalog::MemoryStore;
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join(CATALOG_FILE_NAME);
@@ -515,17 +536,12 @@ async fn v6_counts_only_repeated_terms_and_relevance_still_ranks_every_match() {
                 3 => "coffee",
                 _ => "green tea",
             };
-            MemoryItem {
-                namespace: namespace.clone(),
-                key: format!("k{:05}", (i * 7919) % 10_000),
-                value: berth_core::JsonText::parse(&format!(r#"{{"text":"{text}","i":{i}}}"#)).expect("value"),
-                revision: 1,
-                created_at: Timestamp(5),
-                updated_at: Timestamp(5),
-                expires_at: None,
-                ttl_ms: None,
-                bound_to: None,
-            }
+            imported_item(
+                namespace.as_str(),
+                format!("k{:05}", (i * 7919) % 10_000),
+                &format!(r#"{{"text":"{text}","i":{i}}}"#),
+                Timestamp(5),
+            )
         })
         .collect();
     catalog.memory_import_many(&tenant, items.clone(), &MemoryQuota::default()).await.expect("import");
@@ -549,17 +565,7 @@ async fn v6_counts_only_repeated_terms_and_relevance_still_ranks_every_match() {
     };
     for page_size in [1000, 333, 50] {
         let whole = MemorySearch { limit: 10_000, ..search.clone() }.page(model.iter().cloned(), Timestamp(6));
-        let mut paged = MemorySearch { limit: page_size, ..search.clone() };
-        let mut seen = Vec::new();
-        loop {
-            let page = catalog.memory_search(&tenant, &paged, Timestamp(6)).await.expect("page");
-            let next = paged.next_cursor(&page);
-            seen.extend(page);
-            match next {
-                Some(cursor) => paged.cursor = Some(SearchCursor::decode(&cursor.encode()).expect("cursor")),
-                None => break,
-            }
-        }
+        let seen = paged_search(&catalog, &tenant, &search, page_size, Timestamp(6)).await;
         assert_eq!(seen, whole, "pages of {page_size}");
     }
 }
@@ -581,6 +587,21 @@ fn uncovered_field_rows(connection: &Connection) -> i64 {
         .expect("uncovered rows")
 }
 
+/// A memory item to import: revision 1, written at `time`, no expiry, unbound.
+fn imported_item(namespace: &str, key: String, value: &str, time: Timestamp) -> berth_catalog::scoped::MemoryItem {
+    berth_catalog::scoped::MemoryItem {
+        namespace: berth_catalog::scoped::Namespace::parse(namespace).expect("namespace"),
+        key,
+        value: memory_value(value),
+        revision: 1,
+        created_at: time,
+        updated_at: time,
+        expires_at: None,
+        ttl_ms: None,
+        bound_to: None,
+    }
+}
+
 fn memory_value(text: &str) -> berth_core::JsonText {
     berth_core::JsonText::parse(text).expect("value")
 }
@@ -591,8 +612,8 @@ fn memory_value(text: &str) -> berth_core::JsonText {
 /// span — page exactly like the reference, cursors included.
 #[tokio::test]
 async fn blocks_cover_every_field_row_and_filtered_walks_match_the_reference() {
+    use berth_catalog::scoped::Namespace;
     use berth_catalog::scoped::{Condition, Filter, FilterOp, MemoryItem, MemoryPut, MemoryQuota, MemorySearch};
-    use berth_catalog::scoped::{Namespace, SearchCursor};
     use berth_catalog::MemoryStore;
     use rand::{rngs::StdRng, Rng, SeedableRng};
     use std::collections::BTreeMap;
@@ -612,17 +633,7 @@ async fn blocks_cover_every_field_row_and_filtered_walks_match_the_reference() {
     };
     // A bulk import first (indexed at once), in key order like a restore.
     let imported: Vec<MemoryItem> = (0..1500)
-        .map(|i| MemoryItem {
-            namespace: Namespace::parse("user/alice").expect("namespace"),
-            key: format!("i{i:05}"),
-            value: memory_value(&format!(r#"{{"n":{i},"s":"a"}}"#)),
-            revision: 1,
-            created_at: Timestamp(1),
-            updated_at: Timestamp(1),
-            expires_at: None,
-            ttl_ms: None,
-            bound_to: None,
-        })
+        .map(|i| imported_item("user/alice", format!("i{i:05}"), &format!(r#"{{"n":{i},"s":"a"}}"#), Timestamp(1)))
         .collect();
     catalog.memory_import_many(&tenants[0], imported.clone(), &MemoryQuota::default()).await.expect("import");
     for item in imported {
@@ -687,17 +698,7 @@ async fn blocks_cover_every_field_row_and_filtered_walks_match_the_reference() {
             for page_size in [7, 50] {
                 let whole =
                     MemorySearch { limit: 10_000, ..search.clone() }.page(items.iter().cloned(), Timestamp(9_999));
-                let mut paged = MemorySearch { limit: page_size, ..search.clone() };
-                let mut seen = Vec::new();
-                loop {
-                    let page = catalog.memory_search(&t, &paged, Timestamp(9_999)).await.expect("page");
-                    let next = paged.next_cursor(&page);
-                    seen.extend(page);
-                    match next {
-                        Some(cursor) => paged.cursor = Some(SearchCursor::decode(&cursor.encode()).expect("cursor")),
-                        None => break,
-                    }
-                }
+                let seen = paged_search(&catalog, &t, &search, page_size, Timestamp(9_999)).await;
                 assert_eq!(seen, whole, "{tenant} {prefix} {conditions:?} pages of {page_size}");
             }
         }
@@ -716,17 +717,7 @@ async fn a_filter_matching_far_down_the_key_order_skips_the_blocks_before() {
     let tenant = TenantId::parse("t").expect("tenant");
     let namespace = Namespace::parse("user/alice").expect("namespace");
     let items: Vec<MemoryItem> = (0..20_000)
-        .map(|i| MemoryItem {
-            namespace: namespace.clone(),
-            key: format!("k{i:05}"),
-            value: memory_value(&format!(r#"{{"n":{i}}}"#)),
-            revision: 1,
-            created_at: Timestamp(1),
-            updated_at: Timestamp(1),
-            expires_at: None,
-            ttl_ms: None,
-            bound_to: None,
-        })
+        .map(|i| imported_item(namespace.as_str(), format!("k{i:05}"), &format!(r#"{{"n":{i}}}"#), Timestamp(1)))
         .collect();
     catalog.memory_import_many(&tenant, items, &MemoryQuota::default()).await.expect("import");
     let steps = |threshold: &str| {
@@ -810,22 +801,12 @@ async fn v7_builds_blocks_for_items_stored_before_it() {
 /// key, and the blocks still cover every remaining field row.
 #[tokio::test]
 async fn forget_and_delete_leave_no_trace_in_the_block_ranges() {
-    use berth_catalog::scoped::{ForgetOutcome, MemoryItem, MemoryQuota, Namespace};
+    use berth_catalog::scoped::{ForgetOutcome, MemoryQuota, Namespace};
     use berth_catalog::{AuditDraft, MemoryStore};
     let dir = tempfile::tempdir().expect("temp dir");
     let catalog = SqliteCatalog::open(dir.path().join(CATALOG_FILE_NAME)).expect("open");
     let tenant = TenantId::parse("t").expect("tenant");
-    let item = |namespace: &str, key: String, value: String| MemoryItem {
-        namespace: Namespace::parse(namespace).expect("namespace"),
-        key,
-        value: memory_value(&value),
-        revision: 1,
-        created_at: Timestamp(1),
-        updated_at: Timestamp(1),
-        expires_at: None,
-        ttl_ms: None,
-        bound_to: None,
-    };
+    let item = |namespace: &str, key: String, value: String| imported_item(namespace, key, &value, Timestamp(1));
     // alice's items sit between bob's and carol's in key order, in blocks they share.
     let mut items = Vec::new();
     for i in 0..700 {
