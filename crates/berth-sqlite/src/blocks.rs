@@ -10,11 +10,13 @@
 //! never changes block (its key does not change; splits only cut a block in two).
 //!
 //! The one invariant: every `memory_fields` row lies within its item's block's range for
-//! that field and kind. Indexing an item widens its block's ranges (`note`); a block that
-//! has taken `BLOCK_MAX` items since it was last built is rebuilt from its items' field
-//! rows, cut into blocks of `BLOCK_ITEMS` (`rebuild`). Nothing narrows a range otherwise:
-//! a delete or replacement leaves it wider than its items need, which costs a walk some
-//! rows, never a match.
+//! that field and kind. Indexing items widens their blocks' ranges (`Pending`, once per
+//! block per batch); a block that has taken `BLOCK_MAX` items since it was last built is
+//! rebuilt from its items' field rows, cut into blocks of `BLOCK_ITEMS` (`rebuild`).
+//! Every delete rebuilds the blocks that held what it removed (`holding_items`,
+//! `rebuild_held`), so no range keeps a removed value. A replacement only widens: its
+//! block's range may be wider than its items need until the next rebuild, which costs a
+//! walk some rows, never a match.
 
 use crate::error::Failure;
 use crate::memory::Params;
@@ -39,6 +41,17 @@ fn holding(connection: &Connection, tenant: &str, namespace: &str, key: &str) ->
              ORDER BY namespace DESC, key DESC LIMIT 1",
         )?
         .query_row((tenant, namespace, key), |row| Ok((row.get(0)?, row.get(1)?)))
+        .optional()?)
+}
+
+/// The first block after the one starting at `start`, if any.
+fn next_block(connection: &Connection, tenant: &str, start: &Position) -> Result<Option<Position>, Failure> {
+    Ok(connection
+        .prepare_cached(
+            "SELECT namespace, key FROM memory_blocks WHERE tenant = ?1 AND (namespace, key) > (?2, ?3) \
+             ORDER BY namespace, key LIMIT 1",
+        )?
+        .query_row((tenant, &start.0, &start.1), |row| Ok((row.get(0)?, row.get(1)?)))
         .optional()?)
 }
 
@@ -123,13 +136,7 @@ impl Pending {
 /// `BLOCK_ITEMS`, each starting at its first item (the tenant's first block keeps the
 /// origin), each with exact ranges; a block left without items is removed.
 fn rebuild(connection: &Connection, tenant: &str, start: &Position) -> Result<(), Failure> {
-    let next: Option<Position> = connection
-        .prepare_cached(
-            "SELECT namespace, key FROM memory_blocks WHERE tenant = ?1 AND (namespace, key) > (?2, ?3) \
-             ORDER BY namespace, key LIMIT 1",
-        )?
-        .query_row((tenant, &start.0, &start.1), |row| Ok((row.get(0)?, row.get(1)?)))
-        .optional()?;
+    let next = next_block(connection, tenant, start)?;
     let keys: Vec<Position> = {
         let (sql, bounds) = match &next {
             Some(next) => (
@@ -208,19 +215,33 @@ pub(crate) fn rebuild_held(connection: &Connection, held: BTreeSet<(String, Posi
 }
 
 /// The blocks holding the items `condition` (SQL over `memory_items` aliased `m`)
-/// selects.
+/// selects. The items come in key order, so blocks are looked up once each (an item
+/// before the current block's end is in it), not once per item.
 pub(crate) fn holding_items(
     connection: &Connection,
     condition: &str,
     params: &Params,
 ) -> Result<BTreeSet<(String, Position)>, Failure> {
     let positions: Vec<(String, String, String)> = connection
-        .prepare_cached(&format!("SELECT m.tenant, m.namespace, m.key FROM memory_items AS m WHERE {condition}"))?
+        .prepare_cached(&format!(
+            "SELECT m.tenant, m.namespace, m.key FROM memory_items AS m WHERE {condition} \
+             ORDER BY m.tenant, m.namespace, m.key"
+        ))?
         .query_map(params_from_iter(params.0.iter()), |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))?
         .collect::<rusqlite::Result<_>>()?;
     let mut held = BTreeSet::new();
+    // The tenant of the block last found, and where that block ends (None: at the end).
+    let mut current: Option<(String, Option<Position>)> = None;
     for (tenant, namespace, key) in positions {
+        let inside = current.as_ref().is_some_and(|(owner, end)| {
+            *owner == tenant && end.as_ref().is_none_or(|end| (namespace.as_str(), key.as_str()) < (&end.0, &end.1))
+        });
+        if inside {
+            continue;
+        }
+        current = None;
         if let Some(block) = holding(connection, &tenant, &namespace, &key)? {
+            current = Some((tenant.clone(), next_block(connection, &tenant, &block)?));
             held.insert((tenant, block));
         }
     }

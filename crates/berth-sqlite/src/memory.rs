@@ -21,7 +21,7 @@ use berth_catalog::scoped::{MemoryStore, MemoryUsage, Namespace, NamespaceQuery,
 use berth_core::{Error, JsonText, Result, SessionId, TenantId, Timestamp};
 use rusqlite::types::Value;
 use rusqlite::{params_from_iter, Connection, OptionalExtension, Row};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 /// The item columns every read selects, in `item_from_row` order (`m` is `memory_items`).
 const ITEM_COLUMNS: &str =
@@ -186,10 +186,10 @@ fn stored_item(
 
 /// When a written item's search rows (`memory_terms`, `memory_fields`,
 /// `memory_term_counts`) are written.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Indexing {
-    /// In the same transaction (imports: their rows go in bulk).
-    Now,
+enum Indexing<'a> {
+    /// In the same transaction (imports: their rows go in bulk); the blocks' ranges
+    /// when the caller flushes `Pending`, once for the whole import.
+    Now(&'a mut blocks::Pending),
     /// Later, in batches (`index_unindexed`): the item's id goes into `memory_unindexed`
     /// (schema V5) in the put's transaction, and a search that reads the search rows
     /// indexes every such item first, in its own snapshot (`SqliteCatalog::memory_search`).
@@ -208,7 +208,7 @@ fn write_item(
     tenant: &TenantId,
     item: &MemoryItem,
     replacing: Option<i64>,
-    indexing: Indexing,
+    indexing: Indexing<'_>,
 ) -> Result<(), Failure> {
     let values = (
         tenant.as_str(),
@@ -255,20 +255,16 @@ fn write_item(
         }
     };
     match indexing {
-        Indexing::Now => {
-            let mut pending = blocks::Pending::default();
-            index_item(
-                transaction,
-                &mut pending,
-                id,
-                tenant.as_str(),
-                item.namespace.as_str(),
-                &item.key,
-                &item.value,
-                replacing.is_some(),
-            )?;
-            pending.flush(transaction)
-        }
+        Indexing::Now(pending) => index_item(
+            transaction,
+            pending,
+            id,
+            tenant.as_str(),
+            item.namespace.as_str(),
+            &item.key,
+            &item.value,
+            replacing.is_some(),
+        ),
         Indexing::Deferred => {
             transaction.prepare_cached("INSERT OR IGNORE INTO memory_unindexed (item) VALUES (?1)")?.execute([id])?;
             let waiting: i64 =
@@ -390,11 +386,12 @@ pub(crate) fn remove_bound_in(connection: &Connection, tenant: &TenantId, sessio
 /// Deletes rows by id (at most a sweep's `limit`), with their terms and usage.
 fn delete_ids(connection: &Connection, rows: &[(i64, String, i64)]) -> Result<(), Failure> {
     let mut usage: BTreeMap<&str, (i64, i64)> = BTreeMap::new();
-    let mut held = BTreeSet::new();
-    for (id, _, _) in rows {
+    let mut held = std::collections::BTreeSet::new();
+    // A few hundred ids per statement, well inside SQLite's parameter limit.
+    for chunk in rows.chunks(500) {
         let mut params = Params::default();
-        let condition = format!("m.id = {}", params.push(*id));
-        held.extend(blocks::holding_items(connection, &condition, &params)?);
+        let ids: Vec<String> = chunk.iter().map(|(id, _, _)| params.push(*id)).collect();
+        held.extend(blocks::holding_items(connection, &format!("m.id IN ({})", ids.join(", ")), &params)?);
     }
     for (id, tenant, bytes) in rows {
         connection.prepare_cached("DELETE FROM memory_terms WHERE rowid = ?1")?.execute([id])?;
@@ -762,10 +759,12 @@ fn search_in_order(
     // is kept from the index (`+`).
     let prefix_start: Position = (search.prefix.as_str().to_owned(), String::new());
     let span_low = span.map(|(low, _)| low.max(&prefix_start));
-    let cursor_at = search.cursor.as_ref().map(|cursor| (cursor.namespace.clone(), cursor.key.clone()));
+    let cursor_inside = search.cursor.as_ref().is_some_and(|cursor| {
+        (cursor.namespace.as_str(), cursor.key.as_str()) >= (prefix_start.0.as_str(), prefix_start.1.as_str())
+    });
     let seeks = matches!(driver, Driver::Order { .. })
         && search.order != SearchOrder::UpdatedAt
-        && (span_low.is_some() || cursor_at.is_some_and(|at| at >= prefix_start));
+        && (span_low.is_some() || cursor_inside);
     let within = within_prefix(&search.prefix, &mut params);
     // `within` begins with the prefix's lower bound (`m.namespace >= …`): the one term `+` keeps from the index.
     conditions.push(if seeks { format!("+{within}") } else { within });
@@ -902,19 +901,25 @@ fn put_in(
     Ok(plan.item)
 }
 
-/// `memory_import` inside the caller's transaction.
+/// `memory_import` of each of `items` inside the caller's transaction; their blocks'
+/// ranges are widened once, at the end.
 fn import_in(
     transaction: &rusqlite::Transaction<'_>,
     tenant: &TenantId,
-    item: &MemoryItem,
+    items: &[MemoryItem],
     quota: &MemoryQuota,
 ) -> Result<(), Failure> {
-    if stored_item(transaction, tenant, &item.namespace, &item.key)?.is_some() {
-        return Err(Error::AlreadyExists { what: "memory item", id: format!("{}:{}", item.namespace, item.key) }.into());
+    let mut pending = blocks::Pending::default();
+    for item in items {
+        if stored_item(transaction, tenant, &item.namespace, &item.key)?.is_some() {
+            let id = format!("{}:{}", item.namespace, item.key);
+            return Err(Error::AlreadyExists { what: "memory item", id }.into());
+        }
+        stored_usage(transaction, tenant)?.check_put(quota, true, 0, item.bytes())?;
+        write_item(transaction, tenant, item, None, Indexing::Now(&mut pending))?;
+        add_usage(transaction, tenant.as_str(), 1, item.bytes() as i64)?;
     }
-    stored_usage(transaction, tenant)?.check_put(quota, true, 0, item.bytes())?;
-    write_item(transaction, tenant, item, None, Indexing::Now)?;
-    add_usage(transaction, tenant.as_str(), 1, item.bytes() as i64)
+    pending.flush(transaction)
 }
 
 impl SqliteCatalog {
@@ -927,10 +932,7 @@ impl SqliteCatalog {
         quota: &MemoryQuota,
     ) -> Result<()> {
         let (tenant, quota) = (tenant.clone(), *quota);
-        self.write("import memory items", move |transaction| {
-            items.iter().try_for_each(|item| import_in(transaction, &tenant, item, &quota))
-        })
-        .await
+        self.write("import memory items", move |transaction| import_in(transaction, &tenant, &items, &quota)).await
     }
 }
 
@@ -1111,7 +1113,10 @@ impl MemoryStore for SqliteCatalog {
 
     async fn memory_import(&self, tenant: &TenantId, item: &MemoryItem, quota: &MemoryQuota) -> Result<()> {
         let (tenant, item, quota) = (tenant.clone(), item.clone(), *quota);
-        self.write("import memory item", move |transaction| import_in(transaction, &tenant, &item, &quota)).await
+        self.write("import memory item", move |transaction| {
+            import_in(transaction, &tenant, std::slice::from_ref(&item), &quota)
+        })
+        .await
     }
 
     async fn memory_usage(&self, tenant: &TenantId) -> Result<MemoryUsage> {
