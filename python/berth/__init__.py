@@ -43,6 +43,7 @@ from ._errors import (
     TransportError,
     Unauthenticated,
     Unavailable,
+    WriterBusy,
 )
 from ._models import (
     AppendOutcome,
@@ -131,7 +132,7 @@ __all__ = [
     "AlreadyExists", "BerthError", "Busy", "ClientClosed", "Damaged", "Fenced", "Forbidden", "FormatUnsupported",
     "IdempotencyKeyReused", "Internal", "Invalid", "InvalidTransition", "LimitExceeded", "NativeMissing",
     "NotFound", "OwnershipLost", "PayloadTooLarge", "RateLimited", "RevisionConflict", "SeqConflict", "Terminal",
-    "Timeout", "TransportError", "Unauthenticated", "Unavailable",
+    "Timeout", "TransportError", "Unauthenticated", "Unavailable", "WriterBusy",
     "AppendOutcome", "Attachment", "AuditEntry", "AuditVerification", "Event", "EventPage", "Header", "Imported",
     "Policy", "Principal", "ResumeOutcome", "Run", "Session", "SessionPage", "SessionCounts", "StatusCount",
     "AuditSearchPage",

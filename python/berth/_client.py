@@ -19,7 +19,7 @@ from typing import Any, AsyncIterator, Iterable, Iterator, TypeVar
 from . import _calls as c
 from . import _models as m
 from ._calls import Answer, Call
-from ._errors import BerthError, Busy, RateLimited, TransportError, error_from_body
+from ._errors import BerthError, RateLimited, TransportError, WriterBusy, error_from_body
 from ._sse import SseDecoder
 
 T = TypeVar("T")
@@ -36,7 +36,7 @@ def _raise_for(answer: Answer) -> None:
 def _retry_delay(call: Call[Any], error: BerthError, attempt: int, started: float, busy_wait_s: float) -> float | None:
     """How long to wait before sending `call` again after `error`, or None to give up."""
     backoff = min(_BACKOFF_MAX_S, _BACKOFF_FIRST_S * (2**attempt)) * (0.5 + random.random() / 2)
-    if isinstance(error, Busy):
+    if isinstance(error, WriterBusy):
         # Another process's write handle on an embedded data directory: it is released
         # when that process's handle goes idle.
         if call.is_append and time.monotonic() - started + backoff <= busy_wait_s:
@@ -362,7 +362,7 @@ class Client(_Operations):
                 return call.decode(answer)
             except BerthError as error:
                 delay = _retry_delay(call, error, attempt, started, self._transport.busy_wait_s)
-                busy = isinstance(error, Busy)
+                busy = isinstance(error, WriterBusy)
                 if delay is None or (attempt >= self._retries and not busy):
                     raise
                 time.sleep(delay)
@@ -517,7 +517,7 @@ class AsyncClient(_Operations):
                 return call.decode(answer)
             except BerthError as error:
                 delay = _retry_delay(call, error, attempt, started, self._transport.busy_wait_s)
-                busy = isinstance(error, Busy)
+                busy = isinstance(error, WriterBusy)
                 if delay is None or (attempt >= self._retries and not busy):
                     raise
                 await asyncio.sleep(delay)

@@ -45,6 +45,15 @@ class Busy(BerthError):
     code = "busy"
 
 
+class WriterBusy(Busy):
+    """The session's log is open for writing by another process (an embedded store
+    shared by several processes): transient, so waiting it out works — the embedded
+    client does so for appends, up to `busy_wait_s`. A `Busy` of its own (`writer_busy`),
+    unlike the concurrency policy's refusal (`busy`), which waiting does not cure."""
+
+    code = "writer_busy"
+
+
 class OwnershipLost(BerthError):
     """The run named by the call is no longer attached (displaced, abandoned, detached):
     this caller no longer owns the conversation. `run` names it."""
@@ -201,7 +210,7 @@ class NativeMissing(ImportError):
 _CLASSES: dict[str, type[BerthError]] = {
     cls.code: cls
     for cls in (
-        NotFound, AlreadyExists, Busy, OwnershipLost, Fenced, RevisionConflict, SeqConflict,
+        NotFound, AlreadyExists, Busy, WriterBusy, OwnershipLost, Fenced, RevisionConflict, SeqConflict,
         IdempotencyKeyReused, InvalidTransition, Terminal, PayloadTooLarge, LimitExceeded, Invalid,
         Forbidden, Unauthenticated, Unavailable, RateLimited, Timeout, FormatUnsupported, Damaged,
         Internal,

@@ -165,3 +165,33 @@ def test_racing_attaches_on_a_serial_session_leave_one_owner(place: Place) -> No
     attached = [run for run in clients[0].get_session(session_id).runs if run.status == "attached"]
     assert len(attached) == 1
     time.sleep(0)  # keep the threads' clients alive until here
+
+
+APPEND_ONCE = """
+import sys, berth
+where, tenant, session_id, wait_s = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+client = berth.open(where, tenant=tenant, user="other", role="service", busy_wait_s=wait_s)
+try:
+    print(client.append(session_id, [("note/other", {})]).first_seq)
+except berth.Busy as busy:
+    print(type(busy).__name__, busy.code)
+"""
+
+
+def test_another_processes_write_handle_is_writer_busy_and_waited_out(native_place: Place) -> None:
+    place = native_place
+    holder = place.connect(writer_idle_ms=600_000)
+    session_id = holder.create_session(f"s-{uuid.uuid4().hex[:12]}", policy=FOREVER).id
+    holder.append(session_id, [("note/held", {})])  # its write handle stays open
+    assert place.store_url is not None
+    child = python_child(APPEND_ONCE, place.store_url, place.tenant, session_id, "0")
+    refused = subprocess.run(child, capture_output=True, text=True, timeout=120, check=True).stdout.split()
+    assert refused == ["WriterBusy", "writer_busy"], refused
+    assert [event.seq for event in holder.iter_events(session_id)] == [0], "the refused append stored nothing"
+    # A waiting client gets in once the holder lets go (here: closes, a second after).
+    waiting = subprocess.Popen(python_child(APPEND_ONCE, place.store_url, place.tenant, session_id, "60"),
+                               stdout=subprocess.PIPE, text=True)
+    time.sleep(1.0)
+    holder.close()
+    out, _ = waiting.communicate(timeout=120)
+    assert out.split() == ["1"], out

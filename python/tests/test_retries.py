@@ -155,8 +155,11 @@ def test_what_is_retried_comes_from_the_class_and_the_calls_safety() -> None:
     assert _retry_delay(append, _error("unavailable", True, 503), 0, started, 0) is not None
     assert _retry_delay(create, _error("unavailable", True, 503), 0, started, 0) is None, "never resend a create"
     assert _retry_delay(append, _error("seq_conflict", False), 0, started, 0) is None
-    assert _retry_delay(append, _error("busy", False), 0, started, 0) is None, "HTTP does not wait out busy"
-    assert _retry_delay(append, _error("busy", False), 0, started, 5.0) is not None, "embedded waits for a handle"
+    writer_busy = _error("writer_busy", False)
+    assert _retry_delay(append, writer_busy, 0, started, 0) is None, "HTTP does not wait out busy"
+    assert _retry_delay(append, writer_busy, 0, started, 5.0) is not None, "embedded waits for a handle"
+    # A policy's refusal is not another process's handle: waiting does not cure it.
+    assert _retry_delay(append, _error("busy", False), 0, started, 5.0) is None, "a policy's busy is not waited out"
     assert _retry_delay(create, _error("rate_limited", True, 429), 0, started, 0) is not None, "429: not processed"
 
 
@@ -164,6 +167,7 @@ def test_what_is_retried_comes_from_the_class_and_the_calls_safety() -> None:
     "code, cls",
     [
         ("not_found", berth.NotFound), ("already_exists", berth.AlreadyExists), ("busy", berth.Busy),
+        ("writer_busy", berth.WriterBusy),
         ("run_not_attached", berth.OwnershipLost), ("revision_conflict", berth.RevisionConflict),
         ("seq_conflict", berth.SeqConflict), ("terminal", berth.Terminal), ("limit_exceeded", berth.LimitExceeded),
         ("invalid", berth.Invalid), ("bad_request", berth.Invalid), ("unavailable", berth.Unavailable),

@@ -61,6 +61,10 @@ pub enum Error {
     Terminal { state: String },
     #[error("session \"{id}\" is busy: {reason}")]
     Busy { id: String, reason: String },
+    /// The session's log is open for writing elsewhere (another process's write handle
+    /// on a shared data directory): waiting it out works, unlike a policy's `Busy`.
+    #[error("session \"{id}\" is busy: its log is open for writing by another process")]
+    WriterBusy { id: String },
     #[error("limit exceeded: {what} is {actual}, limit {limit}")]
     LimitExceeded { what: Limit, limit: u64, actual: u64 },
     /// The run named by an append, heartbeat or detach is not attached to the session
@@ -141,6 +145,7 @@ impl Error {
             Error::InvalidTransition { .. } => "invalid_transition",
             Error::Terminal { .. } => "terminal",
             Error::Busy { .. } => "busy",
+            Error::WriterBusy { .. } => "writer_busy",
             Error::LimitExceeded { .. } => "limit_exceeded",
             Error::RunNotAttached { .. } => "run_not_attached",
             Error::IdempotencyKeyReused { .. } => "idempotency_key_reused",
@@ -167,6 +172,7 @@ impl Error {
             Error::NotFound { .. } => C::NotFound,
             Error::AlreadyExists { .. } => C::AlreadyExists,
             Error::AlreadyOwned { .. } | Error::Busy { .. } => C::Busy,
+            Error::WriterBusy { .. } => C::WriterBusy,
             Error::RunNotAttached { .. } => C::RunNotAttached,
             Error::Fenced { .. } | Error::OwnershipLost { .. } => C::Fenced,
             Error::RevisionConflict { .. } => C::RevisionConflict,
@@ -204,6 +210,9 @@ pub enum ErrorClass {
     AlreadyExists,
     /// Another run or process holds the session (a serial session's run, a writer lease).
     Busy,
+    /// The session's log is open for writing in another process: transient, waited out
+    /// by the embedded clients (a `Busy` of its own, so nobody matches message text).
+    WriterBusy,
     /// The caller's run is no longer attached: it lost the conversation (ownership lost).
     RunNotAttached,
     /// The server's writer was fenced by another writer of a shared store.
@@ -256,6 +265,7 @@ impl ErrorClass {
         row(ErrorClass::NotFound, "not_found", 404, 3, false),
         row(ErrorClass::AlreadyExists, "already_exists", 409, 4, false),
         row(ErrorClass::Busy, "busy", 409, 4, false),
+        row(ErrorClass::WriterBusy, "writer_busy", 409, 4, false),
         row(ErrorClass::RunNotAttached, "run_not_attached", 409, 4, false),
         row(ErrorClass::Fenced, "fenced", 409, 4, true),
         row(ErrorClass::RevisionConflict, "revision_conflict", 412, 4, false),
@@ -356,6 +366,7 @@ mod tests {
             C::NotFound,
             C::AlreadyExists,
             C::Busy,
+            C::WriterBusy,
             C::RunNotAttached,
             C::Fenced,
             C::RevisionConflict,
@@ -380,6 +391,7 @@ mod tests {
                 C::NotFound
                 | C::AlreadyExists
                 | C::Busy
+                | C::WriterBusy
                 | C::RunNotAttached
                 | C::Fenced
                 | C::RevisionConflict

@@ -566,6 +566,7 @@ pub fn error_of(response: &RawResponse, context: &str) -> Error {
         ErrorClass::Busy => {
             Error::Busy { id, reason: message.strip_prefix("session is busy: ").unwrap_or(&message).to_owned() }
         }
+        ErrorClass::WriterBusy => Error::WriterBusy { id },
         ErrorClass::RunNotAttached => {
             Error::RunNotAttached { id, run: body.as_ref().and_then(|b| b.run.clone()).unwrap_or(message) }
         }

@@ -79,7 +79,7 @@ impl SessionService {
         let size_bytes = self.stored_bytes(&key).await?;
         let memory_items = self.catalog.memory_bound_count(&key.tenant, &key.id).await?;
         self.store.erase(&key).await.map_err(|error| match error {
-            Error::AlreadyOwned { id } => Error::Busy { id, reason: "its log is open for writing".into() },
+            Error::AlreadyOwned { id } => Error::WriterBusy { id },
             other => other,
         })?;
         let details = serde_json::json!({

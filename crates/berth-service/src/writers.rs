@@ -98,9 +98,7 @@ impl SessionService {
                 return Ok(handle);
             }
             let handle = self.store.open(key, Access::Write).await.map_err(|error| match error {
-                Error::AlreadyOwned { id } => {
-                    Error::Busy { id, reason: "its log is open for writing by another process".into() }
-                }
+                Error::AlreadyOwned { id } => Error::WriterBusy { id },
                 other => other,
             })?;
             writers.insert(key.clone(), handle.clone(), self.now());

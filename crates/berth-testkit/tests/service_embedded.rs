@@ -166,3 +166,51 @@ async fn a_failed_resume_detaches_the_run_it_attached() {
     let again = service.attach(&owner(), &sid("damaged"), attach_request("r3", OnBusy::Reject)).await;
     assert!(again.is_ok(), "a second attach of the serial session works: {again:?}");
 }
+
+/// A log open for writing in another process (a second service on the same data root)
+/// refuses an append with `WriterBusy` — a class of its own, so that clients wait it out
+/// without reading message text — distinct from a policy's `Busy`; nothing is stored,
+/// and once the other side lets go the same append succeeds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_open_for_writing_elsewhere_is_writer_busy_not_busy() {
+    use berth_core::{Error, ErrorClass};
+    use berth_jsonl::{JsonlBackend, JsonlOptions};
+    use berth_service::{AppendRequest, CreateSession, NewEvent, SessionService};
+    use berth_store::LogStore;
+    use berth_testkit::service_conformance::fixtures::{service_principal, sid, TENANT_A};
+    use std::time::Duration;
+
+    let dir = tempfile::tempdir().unwrap();
+    let open_service = || {
+        let store =
+            LogStore::new(Arc::new(JsonlBackend::open(dir.path().to_path_buf(), JsonlOptions::default()).unwrap()));
+        let catalog = SqliteCatalog::open(dir.path().join(CATALOG_FILE_NAME)).unwrap();
+        SessionService::new(store, Arc::new(catalog), Arc::new(berth_core::SystemClock))
+    };
+    let (first, second) = (open_service(), open_service());
+    let principal = service_principal(TENANT_A);
+    first.create(&principal, CreateSession { id: Some(sid("shared")), ..CreateSession::default() }).await.unwrap();
+    let append = |text: &str| AppendRequest {
+        memory: Vec::new(),
+        run: None,
+        expected_seq: None,
+        events: vec![NewEvent::new("note/x", serde_json::json!({ "text": text }))],
+        idempotency_key: None,
+    };
+    first.append(&principal, &sid("shared"), append("first")).await.unwrap();
+
+    let refused = second.append(&principal, &sid("shared"), append("second")).await;
+    match &refused {
+        Err(error @ Error::WriterBusy { id }) => {
+            assert_eq!(id, "shared");
+            assert_eq!((error.class(), error.class().code()), (ErrorClass::WriterBusy, "writer_busy"));
+        }
+        other => panic!("expected WriterBusy, got {other:?}"),
+    }
+    let events = second.read(&principal, &sid("shared"), 0, None).await.unwrap();
+    assert_eq!(events.len(), 1, "the refused append stored nothing");
+
+    first.close_idle_writers(Duration::ZERO).await;
+    second.append(&principal, &sid("shared"), append("second")).await.expect("the log is free again");
+    assert_eq!(second.read(&principal, &sid("shared"), 0, None).await.unwrap().len(), 2);
+}

@@ -172,7 +172,7 @@ async fn perform(client: &Client, operation: &Operation) -> Option<Outcome> {
                 }),
                 Err(Error::SeqConflict { expected, .. }) => Some(Outcome::SeqConflict { next_seq: expected }),
                 Err(Error::IdempotencyKeyReused { first_seq, .. }) => Some(Outcome::KeyReused { first_seq }),
-                Err(Error::Busy { .. }) => Some(Outcome::Busy),
+                Err(Error::Busy { .. } | Error::WriterBusy { .. }) => Some(Outcome::Busy),
                 Err(Error::RunNotAttached { .. }) => Some(Outcome::RunNotAttached),
                 Err(_) => None,
             }
@@ -205,7 +205,7 @@ async fn perform(client: &Client, operation: &Operation) -> Option<Outcome> {
             match client.attach(&id, &request).await {
                 Ok(_) => Some(Outcome::Attached),
                 Err(Error::AlreadyExists { .. }) => Some(Outcome::RunExists),
-                Err(Error::Busy { .. }) => Some(Outcome::Busy),
+                Err(Error::Busy { .. } | Error::WriterBusy { .. }) => Some(Outcome::Busy),
                 Err(_) => None,
             }
         }

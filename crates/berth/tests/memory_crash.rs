@@ -99,7 +99,7 @@ where
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         match call().await {
-            Err(berth_core::Error::Busy { .. }) if Instant::now() < deadline => {
+            Err(berth_core::Error::Busy { .. } | berth_core::Error::WriterBusy { .. }) if Instant::now() < deadline => {
                 tokio::time::sleep(Duration::from_millis(250)).await;
             }
             other => return other,

@@ -682,8 +682,9 @@ class BerthSessionService(BaseSessionService):
         while True:
             try:
                 return self._client.resume(berth_id, on_busy="reject")
-            except berth.Busy as busy:
-                if "another process" not in str(busy) or time.monotonic() + delay > deadline:
+            except berth.WriterBusy:
+                # Not a policy's `Busy` (all `runs_max` runs taken): waiting cures this one.
+                if time.monotonic() + delay > deadline:
                     raise
                 time.sleep(delay * (0.5 + random.random()))
                 delay = min(0.5, delay * 2)

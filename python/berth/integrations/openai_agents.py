@@ -537,11 +537,10 @@ class BerthSession:
         while True:
             try:
                 return client.resume(self.berth_id, on_busy="reject")
-            except berth.Busy as busy:
-                # The policy's refusal says how many runs are attached; the writer's says
-                # "another process" (berth gives no finer code for it).
-                writer_busy = "another process" in str(busy)
-                if not writer_busy or time.monotonic() + delay > deadline:
+            except berth.WriterBusy:
+                # Another process's write handle (`writer_busy`); the policy's refusal is
+                # a plain `Busy` and is raised at once.
+                if time.monotonic() + delay > deadline:
                     raise
                 time.sleep(delay * (0.5 + random.random()))
                 delay = min(0.5, delay * 2)
