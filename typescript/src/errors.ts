@@ -12,6 +12,7 @@ export type BerthErrorCode =
   | 'not_found'
   | 'already_exists'
   | 'busy'
+  | 'writer_busy'
   | 'run_not_attached'
   | 'fenced'
   | 'revision_conflict'
@@ -63,7 +64,9 @@ export class BerthError extends Error {
 
 export class NotFoundError extends BerthError { override readonly name = 'NotFoundError' }
 export class AlreadyExistsError extends BerthError { override readonly name = 'AlreadyExistsError' }
-export class BusyError extends BerthError { override readonly name = 'BusyError' }
+export class BusyError extends BerthError { override readonly name: string = 'BusyError' }
+/** The session's log is open for writing by another process: transient, unlike a policy's `busy`. */
+export class WriterBusyError extends BusyError { override readonly name = 'WriterBusyError' }
 export class RunNotAttachedError extends BerthError {
   override readonly name = 'RunNotAttachedError'
   get run(): string | undefined { return this.body.run ?? undefined }
@@ -103,6 +106,7 @@ const CLASS_BY_CODE: Record<BerthErrorCode, BerthErrorClass> = {
   not_found: NotFoundError,
   already_exists: AlreadyExistsError,
   busy: BusyError,
+  writer_busy: WriterBusyError,
   run_not_attached: RunNotAttachedError,
   fenced: FencedError,
   revision_conflict: RevisionConflictError,

@@ -78,10 +78,7 @@ impl SessionService {
         self.close_writer(&key).await;
         let size_bytes = self.stored_bytes(&key).await?;
         let memory_items = self.catalog.memory_bound_count(&key.tenant, &key.id).await?;
-        self.store.erase(&key).await.map_err(|error| match error {
-            Error::AlreadyOwned { id } => Error::WriterBusy { id },
-            other => other,
-        })?;
+        self.store.erase(&key).await.map_err(crate::writers::held_elsewhere)?;
         let details = serde_json::json!({
             "events": record.event_count,
             "bytes": size_bytes,

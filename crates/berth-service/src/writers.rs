@@ -97,10 +97,7 @@ impl SessionService {
             if let Some(handle) = writers.get(key, self.now()) {
                 return Ok(handle);
             }
-            let handle = self.store.open(key, Access::Write).await.map_err(|error| match error {
-                Error::AlreadyOwned { id } => Error::WriterBusy { id },
-                other => other,
-            })?;
+            let handle = self.store.open(key, Access::Write).await.map_err(held_elsewhere)?;
             writers.insert(key.clone(), handle.clone(), self.now());
             (handle, writers.beyond(self.writers_cached_max))
         };
@@ -254,5 +251,14 @@ impl SessionService {
             }
         }
         Ok(())
+    }
+}
+
+/// The store's refusal of a write open whose lease another holder has (`AlreadyOwned`),
+/// as the service reports it: `WriterBusy`, which callers wait out.
+pub(crate) fn held_elsewhere(error: Error) -> Error {
+    match error {
+        Error::AlreadyOwned { id } => Error::WriterBusy { id },
+        other => other,
     }
 }
