@@ -31,6 +31,7 @@ import operator
 import random
 import re
 import threading
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any
@@ -50,7 +51,7 @@ from langgraph.checkpoint.base import (
 
 import berth
 from berth import _calls as calls
-from berth._errors import BerthError
+from berth._errors import BerthError, Unavailable
 
 from ._drive import Io, drive_async as _drive_async, drive_sync as _drive_sync
 
@@ -69,6 +70,8 @@ PART_CHARS = 768 * 1024
 #: A reader rebuilds any version with three point reads, and the lists cost about
 #: n·K/2 + n²/2K seqs for a chain of n links (K = 64: ~95,000 seqs for 2,000 steps).
 ANCHOR_EVERY = 64
+#: How many checkpoints' `channel_versions` a saver remembers (`_Core._channel_versions`).
+VERSIONS_KEPT = 8
 #: A cold `get_tuple` of the latest checkpoint reads at most this many tail events
 #: looking for it before it replays the whole log instead.
 TAIL_SCAN_EVENTS_MAX = 2000
@@ -344,6 +347,14 @@ def _blob_needs(event: berth.Event) -> list[int] | None:
     return []
 
 
+#: Makes one saver call's events from the thread's folded state (None: no log yet).
+Build = Callable[[_Thread | None], list[tuple[str, Any]]]
+
+
+class _Ungroupable(Exception):
+    """A group's builds met a thread with no folded state: they go one at a time."""
+
+
 class _Core:
     """The saver's logic, written once as generators of berth calls (`yield call` sends
     it and answers the result, or raises the berth error into the generator)."""
@@ -373,6 +384,9 @@ class _Core:
         #: session id -> `created_at` of the session this saver attached to.
         self.created_at: dict[str, int] = {}
         self.lock = threading.RLock()
+        #: A stored checkpoint's base64 text -> its `channel_versions`, for the last few
+        #: this saver serialized (`_channel_versions`), oldest first.
+        self.versions: dict[str, dict[str, Any]] = {}
         #: (ns, channel, version) -> (items, snapshots) of the list blobs the batch being
         #: built stores; remembered in the thread's `lists` once the batch is folded.
         self.pending_lists: dict[tuple[str, str, Any], tuple[list[Any], list[Any]]] = {}
@@ -451,6 +465,19 @@ class _Core:
 
     def _load(self, typed: tuple[str, str]) -> Any:
         return self.serde.loads_typed((typed[0], _unb64(typed[1])))
+
+    def _channel_versions(self, typed: tuple[str, str]) -> dict[str, Any]:
+        """A stored checkpoint's `channel_versions`: remembered for the checkpoints this
+        saver serialized last (a put's parent is usually its previous put), else loaded."""
+        found = self.versions.get(typed[1])
+        if found is None:
+            found = self._load(typed).get("channel_versions", {})
+        return found
+
+    def _remember_versions(self, text: str, versions: dict[str, Any]) -> None:
+        self.versions[text] = versions
+        while len(self.versions) > VERSIONS_KEPT:
+            del self.versions[next(iter(self.versions))]
 
     def _tuple(self, thread_id: str, state: _Thread, ns: str, checkpoint_id: str) -> CheckpointTuple:
         record = state.checkpoints[ns][checkpoint_id]
@@ -673,7 +700,7 @@ class _Core:
         if cached is not None and cached.created_at not in (None, session.header.created_at):
             del self.threads[session_id]  # a cache of a log that was deleted: read afresh
 
-    def append(self, thread_id: str, build: Callable[[_Thread | None], list[tuple[str, Any]]]) -> Io:
+    def append(self, thread_id: str, build: Build, conditional: bool = False) -> Io:
         """One atomic append through this saver's run (attached on first write).
 
         `build` makes the events from the thread's cached state (it is not re-read: a
@@ -682,7 +709,9 @@ class _Core:
         re-created (NotFound, or our run is not attached there), the cache is dropped
         and the events are built again from a fresh read, so no event ever refers to
         seqs of a log that no longer exists. Our own events are folded in locally when
-        nobody appended in between, so the next write needs no read.
+        nobody appended in between, so the next write needs no read. `conditional`: the
+        batch is stored only at the end of the log the state was folded to
+        (`expected_seq`; `SeqConflict` otherwise, nothing stored).
         """
         session_id = self.session_id(thread_id)
         for attempt in range(3):
@@ -690,6 +719,7 @@ class _Core:
             if state is None:
                 state = yield from self.refresh(thread_id)
             self.pending_lists = {}
+            start = state.next_seq if state is not None else 0
             events = build(state)
             if not events:
                 return None
@@ -699,11 +729,12 @@ class _Core:
                 # re-created meanwhile): build again from a fresh read.
                 state = yield from self.refresh(thread_id)
                 self.pending_lists = {}
+                start = state.next_seq if state is not None else 0
                 events = build(state)
                 if not events:
                     return None
             # The batch's size is its request body's: encoded once, for sending.
-            call = calls.append(session_id, events, run=self.run_id)
+            call = calls.append(session_id, events, run=self.run_id, expected_seq=start if conditional else None)
             size = len(call.body or b"")
             if size > BATCH_BYTES_MAX or len(events) > BATCH_EVENTS_MAX:
                 raise berth.LimitExceeded(
@@ -733,6 +764,49 @@ class _Core:
             self.pending_lists = {}
             return outcome
         raise AssertionError("unreachable")
+
+    def append_group(self, thread_id: str, builds: list[Build]) -> Io:
+        """Several saver calls' batches to one thread as one atomic append (group commit):
+        one durable write for calls that arrived while another was being written.
+
+        Each build sees the state the builds before it leave — their events folded at the
+        seqs they will have, which a later build may refer to — so the batch is stored
+        only at the seq the builds assumed (`conditional`: another writer's append in
+        between is a `SeqConflict`, nothing stored), and the log holds exactly what the
+        calls appended one after another would have stored. Once it has landed, the state
+        is already folded (`_fold_own` sees its `next_seq` past the batch and leaves it);
+        if it was not stored, the cached state, which already holds the batch, is dropped
+        and the next call reads the log. Raises `_Ungroupable` (nothing stored) when the
+        thread has no log yet.
+        """
+        if len(builds) == 1:
+            return (yield from self.append(thread_id, builds[0]))
+        session_id = self.session_id(thread_id)
+        first: list[int] = []
+
+        def build(state: _Thread | None) -> list[tuple[str, Any]]:
+            if state is None:
+                raise _Ungroupable()
+            first.append(state.next_seq)
+            events: list[tuple[str, Any]] = []
+            for one in builds:
+                made = one(state)
+                for offset, (kind, data) in enumerate(made):
+                    state.apply(_Own(kind, data, state.next_seq + offset))
+                state.next_seq += len(made)
+                events.extend(made)
+            return events
+
+        try:
+            outcome = yield from self.append(thread_id, build, conditional=True)
+        except BaseException:
+            self.threads.pop(session_id, None)
+            raise
+        if outcome is not None and (outcome.duplicate or outcome.first_seq != first[-1]):
+            self.threads.pop(session_id, None)
+        elif outcome is not None and self.threads.get(session_id) is not None:
+            self.threads[session_id].next_seq = outcome.next_seq
+        return outcome
 
     def _fold_own(self, session_id: str, events: list[tuple[str, Any]], outcome: berth.AppendOutcome) -> None:
         state = self.threads.get(session_id)
@@ -802,6 +876,14 @@ class _Core:
 
     def put(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
             new_versions: ChannelVersions) -> Io:
+        thread_id, build, stored = self.put_build(config, checkpoint, metadata, new_versions)
+        yield from self.append(thread_id, build)
+        return stored
+
+    def put_build(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
+                  new_versions: ChannelVersions) -> tuple[str, Build, RunnableConfig]:
+        """`put` without its append: (thread id, the batch's build, the config to return).
+        The serializing happens here, so it needs no lock."""
         configurable = config["configurable"]
         thread_id = str(configurable["thread_id"])
         ns = configurable.get("checkpoint_ns", "")
@@ -810,13 +892,15 @@ class _Core:
         values: dict[str, Any] = copy.pop("channel_values", {})  # type: ignore[assignment]
         metadata_full = get_checkpoint_metadata(config, metadata)
         cp_t, cp_b = self.serde.dumps_typed(copy)
+        cp_text = _b64(cp_b)
+        self._remember_versions(cp_text, dict(checkpoint["channel_versions"]))
         md_t, md_b = self.serde.dumps_typed(metadata_full)
         run_id = metadata_full.get("run_id")
 
         def build(state: _Thread | None) -> list[tuple[str, Any]]:
             parent_versions: dict[str, Any] = {}
             if state is not None and parent_id and parent_id in state.checkpoints.get(ns, {}):
-                parent_versions = self._load(state.checkpoints[ns][parent_id]["cp"]).get("channel_versions", {})
+                parent_versions = self._channel_versions(state.checkpoints[ns][parent_id]["cp"])
             events: list[tuple[str, Any]] = []
             for channel, version in new_versions.items():
                 base = None
@@ -834,7 +918,7 @@ class _Core:
                 found = state.blobs.get((ns, channel, version))
                 if found is not None:
                     at[channel] = found[0]
-            record = {"ns": ns, "id": checkpoint["id"], "parent": parent_id, "cp": [cp_t, _b64(cp_b)],
+            record = {"ns": ns, "id": checkpoint["id"], "parent": parent_id, "cp": [cp_t, cp_text],
                       "md": [md_t, _b64(md_b)], "run_id": str(run_id) if run_id is not None else None, "at": at}
             # `top: [first, seq]`: as of the fold this was built from (the log up to seq
             # `first`), this is the newest checkpoint of its namespace and it has no writes
@@ -850,12 +934,17 @@ class _Core:
             events.append(("lg/checkpoint", record))
             return events
 
-        yield from self.append(thread_id, build)
-        return {"configurable": {"thread_id": configurable["thread_id"], "checkpoint_ns": ns,
-                                 "checkpoint_id": checkpoint["id"]}}
+        return thread_id, build, {"configurable": {"thread_id": configurable["thread_id"], "checkpoint_ns": ns,
+                                                   "checkpoint_id": checkpoint["id"]}}
 
     def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
                    task_path: str) -> Io:
+        thread_id, build = self.put_writes_build(config, writes, task_id, task_path)
+        yield from self.append(thread_id, build)
+
+    def put_writes_build(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
+                         task_path: str) -> tuple[str, Build]:
+        """`put_writes` without its append: (thread id, the batch's build)."""
         configurable = config["configurable"]
         thread_id = str(configurable["thread_id"])
         ns = configurable.get("checkpoint_ns", "")
@@ -874,7 +963,7 @@ class _Core:
                 return []
             return [("lg/writes", {"ns": ns, "cp": checkpoint_id, "task": task_id, "path": task_path, "w": rows})]
 
-        yield from self.append(thread_id, build)
+        return thread_id, build
 
     def delete_thread(self, thread_id: str) -> Io:
         session_id = self.session_id(str(thread_id))
@@ -958,6 +1047,21 @@ def _next_version(current: str | int | float | None) -> str:
     return f"{number + 1:032}.{random.random():016}"
 
 
+#: How long a `put_writes` with no checkpoint waiting beside it waits for one (seconds).
+WRITES_WAIT_S = 0.002
+
+
+class _Waiting:
+    """One `put` / `put_writes` batch waiting to be written (`BerthSaver._write`)."""
+
+    __slots__ = ("build", "checkpoint", "done", "error")
+
+    def __init__(self, build: Build, checkpoint: bool) -> None:
+        self.build, self.checkpoint = build, checkpoint
+        self.done = False
+        self.error: BaseException | None = None
+
+
 class BerthSaver(BaseCheckpointSaver[str]):
     """A LangGraph checkpointer on berth, blocking (`graph.invoke`, `graph.stream`).
 
@@ -987,6 +1091,9 @@ class BerthSaver(BaseCheckpointSaver[str]):
                            activity_ttl_ms=activity_ttl_ms, runs_max=runs_max)
         self._stop = threading.Event()
         self._beat: threading.Thread | None = None
+        #: thread id -> the `put` / `put_writes` batches waiting for the lock (`_write`).
+        self._waiting: dict[str, list[_Waiting]] = {}
+        self._arrived = threading.Condition(threading.Lock())
 
     @property
     def run_id(self) -> str:
@@ -995,10 +1102,69 @@ class BerthSaver(BaseCheckpointSaver[str]):
     def _do(self, io: Io) -> Any:
         with self._core.lock:
             result = _drive_sync(self.client, io)
-            if self._core.attached and self._beat is None:
-                self._beat = threading.Thread(target=self._heartbeats, name="berth-langgraph-heartbeat", daemon=True)
-                self._beat.start()
+            self._start_heartbeats()
             return result
+
+    def _write(self, thread_id: str, build: Build, checkpoint: bool) -> None:
+        """Appends one call's batch together with the batches other threads' calls wait
+        to append to the same thread, in one durable append (`_Core.append_group`):
+        group commit. LangGraph runs a graph's `put_writes` and (in its default "async"
+        durability) its `put`s on background threads, one step's checkpoint soon after
+        its writes. So a `put_writes` first waits a little (`WRITES_WAIT_S`) for a `put`
+        to the same thread, whose caller then writes both; whoever takes the lock writes
+        every batch waiting for that thread. Every call still returns only once its
+        batch is durable, and raises what its own batch would have raised."""
+        waiting = _Waiting(build, checkpoint)
+        with self._arrived:
+            self._waiting.setdefault(thread_id, []).append(waiting)
+            self._arrived.notify_all()
+            if not checkpoint:
+                deadline = time.monotonic() + WRITES_WAIT_S
+                while not waiting.done:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._arrived.wait(left)
+        if not waiting.done:
+            with self._core.lock:
+                if not waiting.done:
+                    with self._arrived:
+                        group = self._waiting.pop(thread_id)
+                    self._write_group(thread_id, group)
+                    self._start_heartbeats()
+                    with self._arrived:
+                        self._arrived.notify_all()  # the callers whose batches were written
+        if waiting.error is not None:
+            raise waiting.error
+
+    def _write_group(self, thread_id: str, group: list[_Waiting]) -> None:
+        try:
+            if len(group) > 1:
+                try:
+                    _drive_sync(self.client, self._core.append_group(thread_id, [one.build for one in group]))
+                    return
+                except (Unavailable, berth.Internal):
+                    raise  # perhaps stored: as for one call's batch, the callers are told
+                except (_Ungroupable, BerthError):
+                    pass  # nothing was stored: one batch at a time, each with its own outcome
+            for one in group:
+                try:
+                    _drive_sync(self.client, self._core.append(thread_id, one.build))
+                except BaseException as error:  # noqa: BLE001 - handed to that batch's caller
+                    one.error = error
+                one.done = True
+        except BaseException as error:  # noqa: BLE001 - handed to every caller of the group
+            for one in group:
+                if not one.done:
+                    one.error = error
+        finally:
+            for one in group:
+                one.done = True
+
+    def _start_heartbeats(self) -> None:
+        if self._core.attached and self._beat is None:
+            self._beat = threading.Thread(target=self._heartbeats, name="berth-langgraph-heartbeat", daemon=True)
+            self._beat.start()
 
     def _heartbeats(self) -> None:
         period = max(self._core.run_lease_ttl_ms / 3000, 0.05)
@@ -1036,11 +1202,14 @@ class BerthSaver(BaseCheckpointSaver[str]):
 
     def put(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
             new_versions: ChannelVersions) -> RunnableConfig:
-        return self._do(self._core.put(config, checkpoint, metadata, new_versions))
+        thread_id, build, stored = self._core.put_build(config, checkpoint, metadata, new_versions)
+        self._write(thread_id, build, checkpoint=True)
+        return stored
 
     def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
                    task_path: str = "") -> None:
-        self._do(self._core.put_writes(config, writes, task_id, task_path))
+        thread_id, build = self._core.put_writes_build(config, writes, task_id, task_path)
+        self._write(thread_id, build, checkpoint=False)
 
     def delete_thread(self, thread_id: str) -> None:
         self._do(self._core.delete_thread(thread_id))
