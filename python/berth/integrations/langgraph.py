@@ -1093,7 +1093,8 @@ class BerthSaver(BaseCheckpointSaver[str]):
         self._beat: threading.Thread | None = None
         #: thread id -> the `put` / `put_writes` batches waiting for the lock (`_write`).
         self._waiting: dict[str, list[_Waiting]] = {}
-        self._arrived = threading.Condition(threading.Lock())
+        #: Notified when batches have been written (a waiting `put_writes` may be done).
+        self._written = threading.Condition(threading.Lock())
 
     @property
     def run_id(self) -> str:
@@ -1115,25 +1116,24 @@ class BerthSaver(BaseCheckpointSaver[str]):
         every batch waiting for that thread. Every call still returns only once its
         batch is durable, and raises what its own batch would have raised."""
         waiting = _Waiting(build, checkpoint)
-        with self._arrived:
+        with self._written:
             self._waiting.setdefault(thread_id, []).append(waiting)
-            self._arrived.notify_all()
             if not checkpoint:
                 deadline = time.monotonic() + WRITES_WAIT_S
                 while not waiting.done:
                     left = deadline - time.monotonic()
                     if left <= 0:
                         break
-                    self._arrived.wait(left)
+                    self._written.wait(left)
         if not waiting.done:
             with self._core.lock:
                 if not waiting.done:
-                    with self._arrived:
+                    with self._written:
                         group = self._waiting.pop(thread_id)
                     self._write_group(thread_id, group)
                     self._start_heartbeats()
-                    with self._arrived:
-                        self._arrived.notify_all()  # the callers whose batches were written
+                    with self._written:
+                        self._written.notify_all()  # the callers whose batches were written
         if waiting.error is not None:
             raise waiting.error
 
@@ -1145,8 +1145,8 @@ class BerthSaver(BaseCheckpointSaver[str]):
                     return
                 except (Unavailable, berth.Internal):
                     raise  # perhaps stored: as for one call's batch, the callers are told
-                except (_Ungroupable, BerthError):
-                    pass  # nothing was stored: one batch at a time, each with its own outcome
+                except Exception:  # noqa: BLE001 - refused, or a build failed: nothing was stored
+                    pass  # one batch at a time, each with its own outcome
             for one in group:
                 try:
                     _drive_sync(self.client, self._core.append(thread_id, one.build))

@@ -546,3 +546,25 @@ def test_a_group_is_stored_only_where_its_builds_assumed(lg_place: Any) -> None:
         assert fresh.get_tuple(_writes_config("moved", first)).pending_writes == [("task-other", "theirs", 0)]
     with BerthSaver(client) as cold:  # the latest, read from the tail and point reads
         assert cold.get_tuple({"configurable": {"thread_id": "moved"}}).checkpoint["channel_values"]["items"] == [1, 2, 3]
+
+
+def test_a_failing_build_in_a_group_fails_alone(lg_place: Any) -> None:
+    """A checkpoint whose list holds an object the serializer refuses fails in its
+    group's build, before anything is sent: that `put` raises the serializer's error,
+    and the writes queued with it are stored."""
+    import threading
+
+    client = lg_place.sync_client()
+    with BerthSaver(client) as saver:
+        first = _put_list(saver, "unserializable", [1], None)
+        calls: list[Any] = [
+            lambda s: s.put_writes(_writes_config("unserializable", first), [("ok", 1)], "task-a"),
+            lambda s: _put_list(s, "unserializable", [1, threading.Lock()], first),  # type: ignore[list-item]
+        ]
+        outcomes = _queued(saver, "unserializable", calls)
+        assert outcomes[0] is None
+        assert isinstance(outcomes[1], TypeError)
+    with BerthSaver(client) as fresh:
+        assert fresh.get_tuple(_writes_config("unserializable", first)).pending_writes == [("task-a", "ok", 1)]
+        latest = fresh.get_tuple({"configurable": {"thread_id": "unserializable"}})
+        assert latest.config["configurable"]["checkpoint_id"] == first
