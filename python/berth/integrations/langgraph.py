@@ -808,6 +808,37 @@ class _Core:
             self.threads[session_id].next_seq = outcome.next_seq
         return outcome
 
+    def write_group(self, thread_id: str, group: list[_Waiting]) -> Io:
+        """Writes the batches of `group` (calls waiting to append to one thread): as one
+        `append_group`, or, when that is refused or a build fails (nothing stored), one
+        call at a time, so each call gets its own outcome. An ambiguous failure
+        (`Unavailable`, `Internal`: perhaps stored) goes to every caller, as it would
+        to one. Marks every call done, with its error if any; raises nothing."""
+        try:
+            if len(group) > 1:
+                try:
+                    yield from self.append_group(thread_id, [one.build for one in group])
+                    return
+                except (Unavailable, berth.Internal):
+                    raise
+                except Exception:  # noqa: BLE001 - refused, or a build failed: nothing was stored
+                    pass
+            for one in group:
+                try:
+                    yield from self.append(thread_id, one.build)
+                except Exception as error:  # noqa: BLE001 - handed to that batch's caller
+                    one.error = error
+                one.done = True
+        except BaseException as error:  # noqa: BLE001 - handed to every caller of the group
+            for one in group:
+                if not one.done:
+                    one.error = error
+            if not isinstance(error, Exception):
+                raise  # an interrupt, after telling every caller
+        finally:
+            for one in group:
+                one.done = True
+
     def _fold_own(self, session_id: str, events: list[tuple[str, Any]], outcome: berth.AppendOutcome) -> None:
         state = self.threads.get(session_id)
         if state is None and outcome.first_seq == 0 and not outcome.duplicate:
@@ -1054,12 +1085,14 @@ WRITES_WAIT_S = 0.002
 class _Waiting:
     """One `put` / `put_writes` batch waiting to be written (`BerthSaver._write`)."""
 
-    __slots__ = ("build", "checkpoint", "done", "error")
+    __slots__ = ("build", "checkpoint", "done", "error", "written")
 
     def __init__(self, build: Build, checkpoint: bool) -> None:
         self.build, self.checkpoint = build, checkpoint
         self.done = False
         self.error: BaseException | None = None
+        #: `AsyncBerthSaver`: set once the batch is written (a waiting `aput_writes`).
+        self.written: asyncio.Event | None = None
 
 
 class BerthSaver(BaseCheckpointSaver[str]):
@@ -1130,36 +1163,12 @@ class BerthSaver(BaseCheckpointSaver[str]):
                 if not waiting.done:
                     with self._written:
                         group = self._waiting.pop(thread_id)
-                    self._write_group(thread_id, group)
+                    _drive_sync(self.client, self._core.write_group(thread_id, group))
                     self._start_heartbeats()
                     with self._written:
                         self._written.notify_all()  # the callers whose batches were written
         if waiting.error is not None:
             raise waiting.error
-
-    def _write_group(self, thread_id: str, group: list[_Waiting]) -> None:
-        try:
-            if len(group) > 1:
-                try:
-                    _drive_sync(self.client, self._core.append_group(thread_id, [one.build for one in group]))
-                    return
-                except (Unavailable, berth.Internal):
-                    raise  # perhaps stored: as for one call's batch, the callers are told
-                except Exception:  # noqa: BLE001 - refused, or a build failed: nothing was stored
-                    pass  # one batch at a time, each with its own outcome
-            for one in group:
-                try:
-                    _drive_sync(self.client, self._core.append(thread_id, one.build))
-                except BaseException as error:  # noqa: BLE001 - handed to that batch's caller
-                    one.error = error
-                one.done = True
-        except BaseException as error:  # noqa: BLE001 - handed to every caller of the group
-            for one in group:
-                if not one.done:
-                    one.error = error
-        finally:
-            for one in group:
-                one.done = True
 
     def _start_heartbeats(self) -> None:
         if self._core.attached and self._beat is None:
@@ -1283,6 +1292,8 @@ class AsyncBerthSaver(BaseCheckpointSaver[str]):
                            activity_ttl_ms=activity_ttl_ms, runs_max=runs_max)
         self._alock: asyncio.Lock | None = None
         self._beat: asyncio.Task[None] | None = None
+        #: thread id -> the `aput` / `aput_writes` batches waiting for the lock (`_write`).
+        self._waiting: dict[str, list[_Waiting]] = {}
 
     @property
     def run_id(self) -> str:
@@ -1298,9 +1309,38 @@ class AsyncBerthSaver(BaseCheckpointSaver[str]):
     async def _do(self, io: Io) -> Any:
         async with self._lock():
             result = await _drive_async(self.client, io)
-            if self._core.attached and (self._beat is None or self._beat.done()):
-                self._beat = asyncio.get_running_loop().create_task(self._heartbeats())
+            self._start_heartbeats()
             return result
+
+    def _start_heartbeats(self) -> None:
+        if self._core.attached and (self._beat is None or self._beat.done()):
+            self._beat = asyncio.get_running_loop().create_task(self._heartbeats())
+
+    async def _write(self, thread_id: str, build: Build, checkpoint: bool) -> None:
+        """`BerthSaver._write` on the event loop: batches waiting while another is being
+        written share the next append, and an `aput_writes` first waits up to
+        `WRITES_WAIT_S` for its step's `aput`, whose task then writes both."""
+        waiting = _Waiting(build, checkpoint)
+        self._waiting.setdefault(thread_id, []).append(waiting)
+        if not checkpoint:
+            waiting.written = asyncio.Event()
+            try:
+                await asyncio.wait_for(waiting.written.wait(), WRITES_WAIT_S)
+            except asyncio.TimeoutError:
+                pass
+        if not waiting.done:
+            async with self._lock():
+                if not waiting.done:
+                    group = self._waiting.pop(thread_id)
+                    try:
+                        await _drive_async(self.client, self._core.write_group(thread_id, group))
+                    finally:
+                        for one in group:
+                            if one.written is not None:
+                                one.written.set()
+                    self._start_heartbeats()
+        if waiting.error is not None:
+            raise waiting.error
 
     async def _heartbeats(self) -> None:
         period = max(self._core.run_lease_ttl_ms / 3000, 0.05)
@@ -1342,11 +1382,14 @@ class AsyncBerthSaver(BaseCheckpointSaver[str]):
 
     async def aput(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
                    new_versions: ChannelVersions) -> RunnableConfig:
-        return await self._do(self._core.put(config, checkpoint, metadata, new_versions))
+        thread_id, build, stored = self._core.put_build(config, checkpoint, metadata, new_versions)
+        await self._write(thread_id, build, checkpoint=True)
+        return stored
 
     async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
                           task_path: str = "") -> None:
-        await self._do(self._core.put_writes(config, writes, task_id, task_path))
+        thread_id, build = self._core.put_writes_build(config, writes, task_id, task_path)
+        await self._write(thread_id, build, checkpoint=False)
 
     async def adelete_thread(self, thread_id: str) -> None:
         await self._do(self._core.delete_thread(thread_id))

@@ -568,3 +568,42 @@ def test_a_failing_build_in_a_group_fails_alone(lg_place: Any) -> None:
         assert fresh.get_tuple(_writes_config("unserializable", first)).pending_writes == [("task-a", "ok", 1)]
         latest = fresh.get_tuple({"configurable": {"thread_id": "unserializable"}})
         assert latest.config["configurable"]["checkpoint_id"] == first
+
+
+async def test_async_saver_groups_concurrent_calls(lg_place: Any) -> None:
+    """`AsyncBerthSaver` groups the same way on the event loop: six `aput_writes` and
+    an `aput` gathered are one append, and a fresh saver reads all of them."""
+    import asyncio
+
+    client = lg_place.async_client()
+    async with AsyncBerthSaver(client) as saver:
+        checkpoint = empty_checkpoint()
+        version = saver.get_next_version(1, None)
+        checkpoint["channel_values"] = {"items": [1]}
+        checkpoint["channel_versions"] = {"items": version}
+        stored = await saver.aput({"configurable": {"thread_id": "agrouped", "checkpoint_ns": ""}}, checkpoint,
+                                  {"step": 1}, {"items": version})
+        first = stored["configurable"]["checkpoint_id"]
+        appends = 0
+        inner = client._execute
+
+        async def counted(call: Any) -> Any:
+            nonlocal appends
+            appends += call.is_append
+            return await inner(call)
+
+        client._execute = counted  # type: ignore[method-assign]
+        second = empty_checkpoint()
+        version2 = saver.get_next_version(2, None)
+        second["channel_values"] = {"items": [1, 2]}
+        second["channel_versions"] = {"items": version2}
+        await asyncio.gather(
+            *(saver.aput_writes(_writes_config("agrouped", first), [(f"c{i}", i)], f"task-{i}") for i in range(6)),
+            saver.aput(_writes_config("agrouped", first), second, {"step": 2}, {"items": version2}),
+        )
+        assert appends == 1
+    async with AsyncBerthSaver(client) as fresh:
+        found = await fresh.aget_tuple(_writes_config("agrouped", first))
+        assert sorted(found.pending_writes) == sorted((f"task-{i}", f"c{i}", i) for i in range(6))
+        latest = await fresh.aget_tuple({"configurable": {"thread_id": "agrouped"}})
+        assert latest.checkpoint["channel_values"]["items"] == [1, 2]
