@@ -1,9 +1,10 @@
 """The two transports behind one client API.
 
 - `HttpTransport`: `http.client` keep-alive connections to `berth serve`, pooled for
-  threads; `AsyncHttpTransport`: httpx's async client. The sync side is the standard
-  library because it costs a fraction of httpx's time per request (python/README.md
-  has the figures); asyncio needs a library, and httpx is the mainstream one.
+  threads; `AsyncHttpTransport`: the same, each request on a worker thread, and
+  httpx's async client for live tails. The standard library because it costs a
+  fraction of httpx's time per request, even with the hop to a thread
+  (docs/performance.md has the figures).
 - `NativeTransport` / `AsyncNativeTransport`: the Rust store in this process through the
   `berth_native` extension, answering the same routes without a socket. Several
   processes may share one data directory: idle write handles are released after
@@ -233,18 +234,22 @@ class AsyncHttpStream:
 
 
 class AsyncHttpTransport:
+    """HTTP for asyncio: each request runs the sync transport's `send` (`http.client`
+    keep-alive connections) on a worker thread, which costs less than httpx's async
+    client per request (python/README.md has the figures); live tails stream through
+    httpx's async client."""
+
     busy_wait_s = 0.0
 
-    def __init__(self, base_url: str, api_key: str | None, timeout: float) -> None:
+    def __init__(self, base_url: str, api_key: str | None, timeout: float, workers: int = 16) -> None:
+        self._sync = HttpTransport(base_url, api_key, timeout)
+        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="berth-http")
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = httpx.AsyncClient(base_url=base_url, headers=headers, timeout=_http_timeout(timeout))
 
     async def send(self, method: str, path: str, headers: Headers, body: bytes | None) -> Answer:
-        try:
-            response = await self._client.request(method, path, content=body, headers=headers)
-        except httpx.TransportError as error:
-            raise _transport_error(error) from error
-        return Answer(response.status_code, response.headers, response.content)
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, partial(self._sync.send, method, path, headers, body))
 
     async def open_stream(self, path: str, headers: Headers) -> AsyncHttpStream:
         request = self._client.build_request("GET", path, headers=headers, timeout=_stream_timeout())
@@ -255,6 +260,8 @@ class AsyncHttpTransport:
 
     async def close(self) -> None:
         await self._client.aclose()
+        self._sync.close()
+        self._executor.shutdown(wait=False)
 
     def close_at_exit(self) -> None:
         """Nothing to flush: the server holds the state."""
