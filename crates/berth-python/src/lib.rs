@@ -346,8 +346,19 @@ fn close_inherited_descriptors(root: &str) -> usize {
     inside.len()
 }
 
+/// With `BERTH_LOG` set (a filter, as for `berth serve`: `warn`, `berth=debug`…), the
+/// store's log goes to stderr — the details of an `internal` error, which its answer
+/// never carries, among them. Unset, nothing is logged: the module is a guest in the
+/// Python process.
+fn log_to_stderr_if_asked() {
+    if let Ok(filter) = tracing_subscriber::EnvFilter::try_from_env("BERTH_LOG") {
+        let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    }
+}
+
 #[pymodule]
 fn berth_native(module: &Bound<'_, PyModule>) -> PyResult<()> {
+    log_to_stderr_if_asked();
     module.add_class::<Embedded>()?;
     module.add_class::<PyPrincipal>()?;
     module.add_class::<Stream>()?;
