@@ -108,7 +108,9 @@ class _ConnectionPool:
     idle connection (or opens one) and gives it back after reading the answer.
     Connections idle longer than `IDLE_MAX_S` are dropped before use: the server closes
     idle connections (its header-read timeout is 10 s), and a request on a closed one
-    would fail with an unknown outcome."""
+    would fail with an unknown outcome. A forked child never uses the connections it
+    inherited (the parent's requests would interleave with its own on one socket): it
+    forgets them, leaving them to the parent, and opens its own."""
 
     IDLE_MAX_S = 4.0
     IDLE_KEPT_MAX = 32
@@ -118,6 +120,7 @@ class _ConnectionPool:
         self._idle: list[tuple[float, http.client.HTTPConnection]] = []
         self._lock = threading.Lock()
         self._closed = False
+        self._pid = os.getpid()
 
     def take(self, timeout: float | None = None) -> tuple[http.client.HTTPConnection, bool]:
         """A connection, and whether it was used before."""
@@ -125,6 +128,11 @@ class _ConnectionPool:
         with self._lock:
             if self._closed:
                 raise ClientClosed("the client is closed")
+            if self._pid != os.getpid():
+                # Dropped unused: each socket is the parent's too. Closing the child's
+                # copy of its descriptor (as collecting it does) leaves the parent's
+                # connection open.
+                self._idle, self._pid = [], os.getpid()
             while self._idle:
                 idle_since, connection = self._idle.pop()
                 if now - idle_since < self.IDLE_MAX_S and not _dropped(connection):
@@ -144,7 +152,7 @@ class _ConnectionPool:
 
     def give_back(self, connection: http.client.HTTPConnection) -> None:
         with self._lock:
-            if not self._closed and len(self._idle) < self.IDLE_KEPT_MAX:
+            if not self._closed and self._pid == os.getpid() and len(self._idle) < self.IDLE_KEPT_MAX:
                 self._idle.append((time.monotonic(), connection))
                 return
         connection.close()

@@ -13,6 +13,8 @@ import threading
 import time
 import uuid
 
+import pytest
+
 import berth
 from conftest import FOREVER, Place, Server, python_child
 
@@ -140,6 +142,53 @@ def test_a_forked_child_reopens_the_store(native_place: Place) -> None:
     assert answer == 1, answer
     client.append(session_id, [("note/from", {"pid": os.getpid()})])  # the parent carries on
     assert [event.seq for event in client.iter_events(session_id)] == [0, 1, 2]
+
+
+def _idle_connections(client: berth.Client) -> set[tuple[str, int]]:
+    """The local addresses of the HTTP client's idle keep-alive connections."""
+    return {connection.sock.getsockname() for _, connection in client._transport._pool._idle}  # type: ignore[attr-defined]
+
+
+def _forked_child_appends_many(client: berth.Client, session_id: str, count: int,
+                               result: "multiprocessing.Queue[object]") -> None:
+    try:
+        pool = client._transport._pool  # type: ignore[attr-defined]
+        connection, reused = pool.take()  # the connection the first request would use
+        result.put((reused, connection.sock.getsockname()))
+        pool.give_back(connection)
+        for n in range(count):
+            client.append(session_id, [("note/child", {"n": n})])
+        result.put("appended")
+    except BaseException as error:  # report it to the parent instead of dying silently
+        result.put(repr(error))
+
+
+@pytest.mark.parametrize("place", ["http"], indirect=True)
+def test_a_forked_child_opens_its_own_http_connections(place: Place) -> None:
+    """Over HTTP a forked child never uses the keep-alive connections it inherited
+    (sharing a socket, its requests and the parent's would interleave): the parent and
+    the child append at once through the same client object, every append is stored
+    once, and the child's connections are none of the parent's."""
+    client = place.connect()
+    session_id = client.create_session(f"s-{uuid.uuid4().hex[:12]}", policy=FOREVER).id
+    client.append(session_id, [("note/parent", {"n": -1})])
+    inherited = _idle_connections(client)
+    assert inherited  # a keep-alive connection the child would otherwise take
+    context = multiprocessing.get_context("fork")
+    result: multiprocessing.Queue[object] = context.Queue()
+    child = context.Process(target=_forked_child_appends_many, args=(client, session_id, 100, result))
+    child.start()
+    answer = result.get(timeout=60)  # before the parent uses its connection again
+    assert isinstance(answer, tuple), answer
+    reused, first = answer
+    assert not reused and tuple(first) not in inherited
+    for n in range(100):
+        client.append(session_id, [("note/parent", {"n": n})])
+    assert result.get(timeout=60) == "appended"
+    child.join(timeout=30)
+    events = list(client.iter_events(session_id))
+    assert sorted(event.data["n"] for event in events if event.type == "note/child") == list(range(100))
+    assert sorted(event.data["n"] for event in events if event.type == "note/parent") == list(range(-1, 100))
 
 
 def test_racing_attaches_on_a_serial_session_leave_one_owner(place: Place) -> None:
