@@ -16,8 +16,9 @@ use axum::response::Response;
 use axum::Router;
 use berth_service::{Principal, SessionService};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
+use tokio::task::JoinHandle;
 use tower::ServiceExt;
 
 /// The principal of an in-process request, set by the embedding host (never by a
@@ -30,6 +31,8 @@ pub struct InProcessServer {
     state: Shared,
     app: Router,
     shutdown: watch::Sender<bool>,
+    /// The background tasks (`start`), awaited by `shutdown`.
+    tasks: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl InProcessServer {
@@ -50,13 +53,14 @@ impl InProcessServer {
             // The inspector needs a browser, hence a socket: never in-process.
             ui: None,
         });
+        let mut tasks = Vec::new();
         if let Some(interval) = config.sweep_interval {
-            tokio::spawn(sweeper(state.clone(), interval, shutdown_rx.clone()));
+            tasks.push(tokio::spawn(sweeper(state.clone(), interval, shutdown_rx.clone())));
         }
         if let Some(idle) = config.writer_idle_close {
-            tokio::spawn(idle_writer_closer(state.clone(), idle, shutdown_rx));
+            tasks.push(tokio::spawn(idle_writer_closer(state.clone(), idle, shutdown_rx)));
         }
-        InProcessServer { app: router(state.clone()), state, shutdown: shutdown_tx }
+        InProcessServer { app: router(state.clone()), state, shutdown: shutdown_tx, tasks: Mutex::new(tasks) }
     }
 
     /// Answers one request as `principal`.
@@ -73,11 +77,24 @@ impl InProcessServer {
         &self.state.service
     }
 
-    /// Ends live tails and background tasks, then closes the service's write handles
-    /// (flushing what they hold).
+    /// Ends live tails and background tasks, waiting for the tasks to return, then
+    /// closes the service's write handles (flushing what they hold). A host may drop its
+    /// runtime right after: no task of this server is still being polled then (one
+    /// polled while the runtime shuts down panics in tokio's timer).
     pub async fn shutdown(&self) -> berth_core::Result<()> {
         self.state.draining.store(true, Ordering::Release);
         let _ = self.shutdown.send(true);
+        let tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|poisoned| poisoned.into_inner()));
+        for task in tasks {
+            let _ = task.await;
+        }
         self.state.service.shutdown().await
+    }
+
+    /// How many of the background tasks `start` spawned are still running (none once
+    /// `shutdown` has returned).
+    pub fn background_tasks(&self) -> usize {
+        let tasks = self.tasks.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        tasks.iter().filter(|task| !task.is_finished()).count()
     }
 }
