@@ -30,7 +30,7 @@ class HttpxTransport(_transport.AsyncHttpTransport):
     """Every request through httpx's async client (what `AsyncHttpTransport` did before)."""
 
     async def send(self, method: str, path: str, headers: list[tuple[str, str]], body: bytes | None) -> Answer:
-        response = await self._client.request(method, path, content=body, headers=headers)
+        response = await self._stream_client().request(method, path, content=body, headers=headers)
         return Answer(response.status_code, response.headers, response.content)
 
 

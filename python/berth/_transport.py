@@ -244,30 +244,40 @@ class AsyncHttpStream:
 class AsyncHttpTransport:
     """HTTP for asyncio: each request runs the sync transport's `send` (`http.client`
     keep-alive connections) on a worker thread, which costs less than httpx's async
-    client per request (python/README.md has the figures); live tails stream through
-    httpx's async client."""
+    client per request (docs/performance.md has the figures); live tails stream through
+    httpx's async client, made on the first tail (making one costs ~20 ms, its TLS
+    context)."""
 
     busy_wait_s = 0.0
 
     def __init__(self, base_url: str, api_key: str | None, timeout: float, workers: int = 16) -> None:
         self._sync = HttpTransport(base_url, api_key, timeout)
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="berth-http")
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = httpx.AsyncClient(base_url=base_url, headers=headers, timeout=_http_timeout(timeout))
+        self._base_url, self._api_key, self._timeout = base_url, api_key, timeout
+        self._client: httpx.AsyncClient | None = None
+
+    def _stream_client(self) -> httpx.AsyncClient:
+        if self._client is None:
+            headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+            self._client = httpx.AsyncClient(base_url=self._base_url, headers=headers,
+                                             timeout=_http_timeout(self._timeout))
+        return self._client
 
     async def send(self, method: str, path: str, headers: Headers, body: bytes | None) -> Answer:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, partial(self._sync.send, method, path, headers, body))
 
     async def open_stream(self, path: str, headers: Headers) -> AsyncHttpStream:
-        request = self._client.build_request("GET", path, headers=headers, timeout=_stream_timeout())
+        client = self._stream_client()
+        request = client.build_request("GET", path, headers=headers, timeout=_stream_timeout())
         try:
-            return AsyncHttpStream(await self._client.send(request, stream=True))
+            return AsyncHttpStream(await client.send(request, stream=True))
         except httpx.TransportError as error:
             raise _transport_error(error) from error
 
     async def close(self) -> None:
-        await self._client.aclose()
+        if self._client is not None:
+            await self._client.aclose()
         self._sync.close()
         self._executor.shutdown(wait=False)
 

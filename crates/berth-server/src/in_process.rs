@@ -9,7 +9,7 @@ use crate::api::Shared;
 use crate::auth::{Authenticator, KeyStore};
 use crate::feed::{ChangeFeed, LocalFeed};
 use crate::metrics::Metrics;
-use crate::{idle_writer_closer, router, sweeper, AppState, ServerConfig};
+use crate::{router, spawn_background, AppState, ServerConfig};
 use axum::body::Body;
 use axum::http::Request;
 use axum::response::Response;
@@ -53,13 +53,7 @@ impl InProcessServer {
             // The inspector needs a browser, hence a socket: never in-process.
             ui: None,
         });
-        let mut tasks = Vec::new();
-        if let Some(interval) = config.sweep_interval {
-            tasks.push(tokio::spawn(sweeper(state.clone(), interval, shutdown_rx.clone())));
-        }
-        if let Some(idle) = config.writer_idle_close {
-            tasks.push(tokio::spawn(idle_writer_closer(state.clone(), idle, shutdown_rx)));
-        }
+        let tasks = spawn_background(&state, &config, &shutdown_rx);
         InProcessServer { app: router(state.clone()), state, shutdown: shutdown_tx, tasks: Mutex::new(tasks) }
     }
 
@@ -77,10 +71,9 @@ impl InProcessServer {
         &self.state.service
     }
 
-    /// Ends live tails and background tasks, waiting for the tasks to return, then
-    /// closes the service's write handles (flushing what they hold). A host may drop its
-    /// runtime right after: no task of this server is still being polled then (one
-    /// polled while the runtime shuts down panics in tokio's timer).
+    /// Ends live tails and background tasks, waiting for the tasks to return
+    /// (`spawn_background`), then closes the service's write handles (flushing what they
+    /// hold). A host may drop its runtime right after.
     pub async fn shutdown(&self) -> berth_core::Result<()> {
         self.state.draining.store(true, Ordering::Release);
         let _ = self.shutdown.send(true);

@@ -145,6 +145,7 @@ pub struct RunningServer {
     pub state: Shared,
     shutdown: watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
+    background: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl RunningServer {
@@ -153,11 +154,15 @@ impl RunningServer {
     }
 
     /// Graceful shutdown: stop accepting, end live tails, drain open requests (up to the
-    /// grace period), then close the service's write handles.
+    /// grace period), wait for the background tasks to return, then close the service's
+    /// write handles.
     pub async fn shutdown(self) -> berth_core::Result<()> {
         self.state.draining.store(true, Ordering::Release);
         let _ = self.shutdown.send(true);
         let _ = self.task.await;
+        for task in self.background {
+            let _ = task.await;
+        }
         self.state.service.shutdown().await
     }
 
@@ -186,14 +191,28 @@ pub async fn start(config: ServerConfig, parts: ServerParts) -> std::io::Result<
         draining: AtomicBool::new(false),
     });
     let app = router(state.clone());
+    let background = spawn_background(&state, &config, &shutdown_rx);
+    let task = tokio::spawn(accept_loop(listener, app, config, shutdown_rx));
+    Ok(RunningServer { local_addr, state, shutdown: shutdown_tx, task, background })
+}
+
+/// Starts the background tasks `config` asks for (the retention sweeper, the idle-writer
+/// closer), which end when `shutdown` changes. Both servers' `shutdown` awaits them, so
+/// none is still running when the service closes or its host drops the runtime (a task
+/// polled while the runtime shuts down panics in tokio's timer).
+pub(crate) fn spawn_background(
+    state: &Shared,
+    config: &ServerConfig,
+    shutdown: &watch::Receiver<bool>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let mut tasks = Vec::new();
     if let Some(interval) = config.sweep_interval {
-        tokio::spawn(sweeper(state.clone(), interval, shutdown_rx.clone()));
+        tasks.push(tokio::spawn(sweeper(state.clone(), interval, shutdown.clone())));
     }
     if let Some(idle) = config.writer_idle_close {
-        tokio::spawn(idle_writer_closer(state.clone(), idle, shutdown_rx.clone()));
+        tasks.push(tokio::spawn(idle_writer_closer(state.clone(), idle, shutdown.clone())));
     }
-    let task = tokio::spawn(accept_loop(listener, app, config, shutdown_rx));
-    Ok(RunningServer { local_addr, state, shutdown: shutdown_tx, task })
+    tasks
 }
 
 async fn accept_loop(listener: TcpListener, app: Router, config: ServerConfig, mut shutdown: watch::Receiver<bool>) {

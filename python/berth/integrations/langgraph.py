@@ -774,20 +774,18 @@ class _Core:
         only at the seq the builds assumed (`conditional`: another writer's append in
         between is a `SeqConflict`, nothing stored), and the log holds exactly what the
         calls appended one after another would have stored. Once it has landed, the state
-        is already folded (`_fold_own` sees its `next_seq` past the batch and leaves it);
-        if it was not stored, the cached state, which already holds the batch, is dropped
-        and the next call reads the log. Raises `_Ungroupable` (nothing stored) when the
-        thread has no log yet.
+        is already folded, `next_seq` included (`_fold_own` sees it past the batch and
+        leaves it); if it was not stored, or was a resend's duplicate, the cached state,
+        which already holds the batch, is dropped and the next call reads the log. Raises
+        `_Ungroupable` (nothing stored) when the thread has no log yet.
         """
         if len(builds) == 1:
             return (yield from self.append(thread_id, builds[0]))
         session_id = self.session_id(thread_id)
-        first: list[int] = []
 
         def build(state: _Thread | None) -> list[tuple[str, Any]]:
             if state is None:
                 raise _Ungroupable()
-            first.append(state.next_seq)
             events: list[tuple[str, Any]] = []
             for one in builds:
                 made = one(state)
@@ -802,10 +800,8 @@ class _Core:
         except BaseException:
             self.threads.pop(session_id, None)
             raise
-        if outcome is not None and (outcome.duplicate or outcome.first_seq != first[-1]):
+        if outcome is not None and outcome.duplicate:
             self.threads.pop(session_id, None)
-        elif outcome is not None and self.threads.get(session_id) is not None:
-            self.threads[session_id].next_seq = outcome.next_seq
         return outcome
 
     def write_group(self, thread_id: str, group: list[_Waiting]) -> Io:
@@ -905,16 +901,11 @@ class _Core:
             for index, chunk in enumerate(chunks)
         ]
 
-    def put(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
-            new_versions: ChannelVersions) -> Io:
-        thread_id, build, stored = self.put_build(config, checkpoint, metadata, new_versions)
-        yield from self.append(thread_id, build)
-        return stored
-
     def put_build(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
                   new_versions: ChannelVersions) -> tuple[str, Build, RunnableConfig]:
-        """`put` without its append: (thread id, the batch's build, the config to return).
-        The serializing happens here, so it needs no lock."""
+        """A `put`'s batch, for the saver to append (`BerthSaver._write`): (thread id, the
+        batch's build, the config to return). The serializing happens here, outside the
+        saver's lock."""
         configurable = config["configurable"]
         thread_id = str(configurable["thread_id"])
         ns = configurable.get("checkpoint_ns", "")
@@ -968,14 +959,9 @@ class _Core:
         return thread_id, build, {"configurable": {"thread_id": configurable["thread_id"], "checkpoint_ns": ns,
                                                    "checkpoint_id": checkpoint["id"]}}
 
-    def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
-                   task_path: str) -> Io:
-        thread_id, build = self.put_writes_build(config, writes, task_id, task_path)
-        yield from self.append(thread_id, build)
-
     def put_writes_build(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
                          task_path: str) -> tuple[str, Build]:
-        """`put_writes` without its append: (thread id, the batch's build)."""
+        """A `put_writes`'s batch, for the saver to append: (thread id, the batch's build)."""
         configurable = config["configurable"]
         thread_id = str(configurable["thread_id"])
         ns = configurable.get("checkpoint_ns", "")
@@ -1085,10 +1071,10 @@ WRITES_WAIT_S = 0.002
 class _Waiting:
     """One `put` / `put_writes` batch waiting to be written (`BerthSaver._write`)."""
 
-    __slots__ = ("build", "checkpoint", "done", "error", "written")
+    __slots__ = ("build", "done", "error", "written")
 
-    def __init__(self, build: Build, checkpoint: bool) -> None:
-        self.build, self.checkpoint = build, checkpoint
+    def __init__(self, build: Build) -> None:
+        self.build = build
         self.done = False
         self.error: BaseException | None = None
         #: `AsyncBerthSaver`: set once the batch is written (a waiting `aput_writes`).
@@ -1148,7 +1134,7 @@ class BerthSaver(BaseCheckpointSaver[str]):
         to the same thread, whose caller then writes both; whoever takes the lock writes
         every batch waiting for that thread. Every call still returns only once its
         batch is durable, and raises what its own batch would have raised."""
-        waiting = _Waiting(build, checkpoint)
+        waiting = _Waiting(build)
         with self._written:
             self._waiting.setdefault(thread_id, []).append(waiting)
             if not checkpoint:
@@ -1320,7 +1306,7 @@ class AsyncBerthSaver(BaseCheckpointSaver[str]):
         """`BerthSaver._write` on the event loop: batches waiting while another is being
         written share the next append, and an `aput_writes` first waits up to
         `WRITES_WAIT_S` for its step's `aput`, whose task then writes both."""
-        waiting = _Waiting(build, checkpoint)
+        waiting = _Waiting(build)
         self._waiting.setdefault(thread_id, []).append(waiting)
         if not checkpoint:
             waiting.written = asyncio.Event()
