@@ -14,16 +14,21 @@
 //! multi-thread runtime), so the worker's other tasks move to another thread while one
 //! waits for a lock; reads, which never wait in WAL mode, run on the calling thread.
 //!
+//! No connection to a catalog file is open across a `fork` (`fork.rs`): they are
+//! closed just before it and reopened when next needed.
+//!
 //! `open_in_memory` keeps everything on the writer connection (a second connection to
 //! `:memory:` would be a different database).
 
 mod blocks;
 mod catalog;
 mod error;
+mod fork;
 mod listing;
 mod memory;
 pub mod schema;
 
+pub use fork::forks_prepared;
 pub use schema::{CATALOG_FILE_NAME, SCHEMA_VERSION};
 
 use crate::error::Failure;
@@ -56,7 +61,8 @@ pub struct SqliteCatalog {
 }
 
 struct Shared {
-    writer: Mutex<Connection>,
+    /// `None` while closed for a fork (`fork.rs`): reopened by the next write.
+    writer: Mutex<Option<Connection>>,
     /// `None` for an in-memory database: reads then use the writer connection.
     readers: Option<ReaderPool>,
     /// The database file's name, for error locations (never the full path).
@@ -95,7 +101,9 @@ impl SqliteCatalog {
         let artifact = path.file_name().map_or_else(|| CATALOG_FILE_NAME.to_owned(), |n| n.to_string_lossy().into());
         let writer = open_writer(&path, &options).map_err(|failure| failure.into_error("open catalog", &artifact))?;
         let readers = ReaderPool { path, options, idle: Mutex::new(Vec::new()) };
-        Ok(SqliteCatalog { shared: Arc::new(Shared { writer: Mutex::new(writer), readers: Some(readers), artifact }) })
+        let shared = Arc::new(Shared { writer: Mutex::new(Some(writer)), readers: Some(readers), artifact });
+        fork::register(&shared);
+        Ok(SqliteCatalog { shared })
     }
 
     /// A private in-memory catalog (tests, `memory:`-style embedding with SQL semantics).
@@ -108,7 +116,7 @@ impl SqliteCatalog {
             Ok(connection)
         };
         let writer = setup().map_err(|failure| failure.into_error("open catalog", &artifact))?;
-        Ok(SqliteCatalog { shared: Arc::new(Shared { writer: Mutex::new(writer), readers: None, artifact }) })
+        Ok(SqliteCatalog { shared: Arc::new(Shared { writer: Mutex::new(Some(writer)), readers: None, artifact }) })
     }
 
     /// Test hook: runs raw SQL on the writer connection, so tamper-detection tests can
@@ -128,8 +136,9 @@ impl SqliteCatalog {
     {
         let shared = Arc::clone(&self.shared);
         blocking(move || {
-            let mut connection = lock(&shared.writer);
+            let _working = fork::Working::enter();
             let outcome = (|| {
+                let mut connection = shared.writer()?;
                 let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
                 let value = work(&transaction)?;
                 transaction.commit()?;
@@ -152,8 +161,9 @@ impl SqliteCatalog {
     {
         let shared = Arc::clone(&self.shared);
         blocking(move || {
-            let mut connection = lock(&shared.writer);
+            let _working = fork::Working::enter();
             let outcome = (|| {
+                let mut connection = shared.writer()?;
                 connection.pragma_update(None, "synchronous", "NORMAL")?;
                 let committed = (|| -> Result<T, Failure> {
                     let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -203,8 +213,9 @@ impl SqliteCatalog {
     /// caller's thread, so nothing need be cloned into it (a point read's key).
     fn read_now<T>(&self, operation: &'static str, work: impl FnOnce(&Connection) -> Result<T, Failure>) -> Result<T> {
         let shared = &self.shared;
+        let _working = fork::Working::enter();
         let outcome = match &shared.readers {
-            None => work(&lock(&shared.writer)),
+            None => shared.writer().and_then(|connection| work(&connection)),
             Some(pool) => pool.take().and_then(|connection| {
                 let value = work(&connection);
                 pool.give_back(connection);
@@ -212,6 +223,47 @@ impl SqliteCatalog {
             }),
         };
         outcome.map_err(|failure| failure.into_error(operation, &shared.artifact))
+    }
+}
+
+/// The writer connection, open.
+struct Writer<'a>(MutexGuard<'a, Option<Connection>>);
+
+impl std::ops::Deref for Writer<'_> {
+    type Target = Connection;
+    fn deref(&self) -> &Connection {
+        self.0.as_ref().expect("opened by Shared::writer")
+    }
+}
+
+impl std::ops::DerefMut for Writer<'_> {
+    fn deref_mut(&mut self) -> &mut Connection {
+        self.0.as_mut().expect("opened by Shared::writer")
+    }
+}
+
+impl Shared {
+    /// The writer connection, reopened if a fork closed it. Call inside `fork::Working`.
+    fn writer(&self) -> Result<Writer<'_>, Failure> {
+        let mut slot = lock(&self.writer);
+        if slot.is_none() {
+            let pool = self.readers.as_ref().expect("only a file catalog's writer is ever closed");
+            *slot = Some(reopen_writer(&pool.path, &pool.options)?);
+        }
+        Ok(Writer(slot))
+    }
+
+    /// Closes every connection to the file (`fork.rs`), none of them in use. An
+    /// in-memory catalog keeps its one connection: it has no file, and is its data.
+    fn close_connections(&self) {
+        let Some(pool) = &self.readers else { return };
+        let writer = lock(&self.writer).take();
+        let idle = std::mem::take(&mut *lock(&pool.idle));
+        for connection in idle.into_iter().chain(writer) {
+            if let Err((_, error)) = connection.close() {
+                tracing::warn!(artifact = %self.artifact, %error, "closing a catalog connection before fork failed");
+            }
+        }
     }
 }
 
@@ -268,6 +320,14 @@ fn open_writer(path: &Path, options: &SqliteOptions) -> Result<Connection, Failu
     configure(&connection, options)?;
     enable_wal(&connection, options.busy_timeout)?;
     schema::migrate(&mut connection, &path.file_name().unwrap_or_default().to_string_lossy())?;
+    Ok(connection)
+}
+
+/// The writer connection again, on a file already migrated and in WAL mode.
+fn reopen_writer(path: &Path, options: &SqliteOptions) -> Result<Connection, Failure> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let connection = Connection::open_with_flags(path, flags)?;
+    configure(&connection, options)?;
     Ok(connection)
 }
 

@@ -13,7 +13,7 @@ fn tenant_query() -> SessionQuery {
 
 /// `EXPLAIN QUERY PLAN` detail lines of every sub-query of `query`.
 fn explain(catalog: &SqliteCatalog, query: &SessionQuery) -> Vec<Vec<String>> {
-    let connection = lock(&catalog.shared.writer);
+    let connection = catalog.shared.writer().expect("writer");
     plan(query)
         .iter()
         .map(|sub_query| {
@@ -116,7 +116,7 @@ fn reopening_keeps_the_schema_version_wal_and_identity() {
     let path = dir.path().join(CATALOG_FILE_NAME);
     drop(SqliteCatalog::open(&path).expect("create"));
     let catalog = SqliteCatalog::open(&path).expect("reopen");
-    let connection = lock(&catalog.shared.writer);
+    let connection = catalog.shared.writer().expect("writer");
     let pragma = |name: &str| -> String {
         connection.query_row(&format!("PRAGMA {name}"), [], |row| row.get::<_, rusqlite::types::Value>(0)).map_or_else(
             |error| panic!("{name}: {error}"),
@@ -268,7 +268,7 @@ async fn activity_updates_are_relaxed_and_leave_the_connection_full() {
     let stale = catalog.update_activity(&record, expected).await.unwrap_err();
     assert_eq!(stale.code(), "revision_conflict", "the relaxed write is still a compare-and-set");
     let synchronous: i64 =
-        lock(&catalog.shared.writer).query_row("PRAGMA synchronous", [], |row| row.get(0)).expect("pragma");
+        catalog.shared.writer().expect("writer").query_row("PRAGMA synchronous", [], |row| row.get(0)).expect("pragma");
     assert_eq!(synchronous, 2, "every other write is FULL again");
 }
 
@@ -433,7 +433,7 @@ async fn v4_fills_term_counts_for_items_stored_before_it() {
         .map(|item| item.key)
         .collect();
     assert_eq!(keys, ["twice", "once"], "ordered by how often the term occurs");
-    let connection = lock(&catalog.shared.writer);
+    let connection = catalog.shared.writer().expect("writer");
     let plan: Vec<String> = connection
         .prepare(
             "EXPLAIN QUERY PLAN SELECT c.item FROM memory_term_counts AS c INDEXED BY memory_term_counts_by_rank \
@@ -459,7 +459,10 @@ async fn items_waiting_for_search_rows_survive_a_reopen_and_stay_bounded() {
     let tenant = TenantId::parse("t").expect("tenant");
     let namespace = Namespace::parse("user/alice").expect("namespace");
     let waiting = |catalog: &SqliteCatalog| -> i64 {
-        lock(&catalog.shared.writer)
+        catalog
+            .shared
+            .writer()
+            .expect("writer")
             .query_row("SELECT count(*) FROM memory_unindexed", [], |row| row.get(0))
             .expect("count")
     };
@@ -519,7 +522,10 @@ async fn v6_counts_only_repeated_terms_and_relevance_still_ranks_every_match() {
             .expect("V5 items");
     });
     let catalog = SqliteCatalog::open(&path).expect("migrate to V6");
-    let counts: Vec<(i64, i64)> = lock(&catalog.shared.writer)
+    let counts: Vec<(i64, i64)> = catalog
+        .shared
+        .writer()
+        .expect("writer")
         .prepare("SELECT item, count FROM memory_term_counts ORDER BY item")
         .expect("select")
         .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
@@ -554,7 +560,10 @@ async fn v6_counts_only_repeated_terms_and_relevance_still_ranks_every_match() {
             .into_iter()
             .filter(|item| item.key.len() == 1),
     );
-    let rows: i64 = lock(&catalog.shared.writer)
+    let rows: i64 = catalog
+        .shared
+        .writer()
+        .expect("writer")
         .query_row("SELECT count(*) FROM memory_term_counts WHERE count < 2", [], |row| row.get(0))
         .expect("count");
     assert_eq!(rows, 0, "no count-1 rows are written either");
@@ -662,13 +671,13 @@ async fn blocks_cover_every_field_row_and_filtered_walks_match_the_reference() {
         };
         model.insert(id, catalog.memory_put(tenant, &put, now, &MemoryQuota::default()).await.expect("put"));
         if step % 500 == 499 {
-            let connection = lock(&catalog.shared.writer);
+            let connection = catalog.shared.writer().expect("writer");
             crate::memory::index_unindexed(&connection).expect("index");
             assert_eq!(uncovered_field_rows(&connection), 0, "after step {step}");
         }
     }
     {
-        let connection = lock(&catalog.shared.writer);
+        let connection = catalog.shared.writer().expect("writer");
         crate::memory::index_unindexed(&connection).expect("index");
         assert_eq!(uncovered_field_rows(&connection), 0, "at the end");
         let blocks: i64 = connection.query_row("SELECT count(*) FROM memory_blocks", [], |row| row.get(0)).unwrap();
@@ -776,7 +785,7 @@ async fn v7_builds_blocks_for_items_stored_before_it() {
     });
     let catalog = SqliteCatalog::open(&path).expect("migrate to V7");
     {
-        let connection = lock(&catalog.shared.writer);
+        let connection = catalog.shared.writer().expect("writer");
         assert_eq!(uncovered_field_rows(&connection), 0);
         let blocks: i64 = connection.query_row("SELECT count(*) FROM memory_blocks", [], |row| row.get(0)).unwrap();
         assert_eq!(blocks, 3000_usize.div_ceil(crate::blocks::BLOCK_ITEMS) as i64);
@@ -822,7 +831,7 @@ async fn forget_and_delete_leave_no_trace_in_the_block_ranges() {
     items.sort_by(|a, b| (a.namespace.as_str(), &a.key).cmp(&(b.namespace.as_str(), &b.key)));
     catalog.memory_import_many(&tenant, items, &MemoryQuota::default()).await.expect("import");
     let traces = |catalog: &SqliteCatalog| -> (i64, i64, i64) {
-        let connection = lock(&catalog.shared.writer);
+        let connection = catalog.shared.writer().expect("writer");
         let ranges: i64 = connection
             .query_row(
                 "SELECT count(*) FROM memory_block_ranges WHERE low LIKE '%alice%' OR high LIKE '%alice%' \
@@ -861,4 +870,110 @@ async fn forget_and_delete_leave_no_trace_in_the_block_ranges() {
         (0, 0, 0),
         "(ranges holding a removed value, blocks starting at a removed key, uncovered rows)"
     );
+}
+
+fn record_named(id: &str) -> berth_catalog::SessionRecord {
+    let mut record = berth_testkit_like_record();
+    record.header.id = SessionId::parse(id).expect("id");
+    record
+}
+
+/// Inserts `count` records named `prefix0…` and reads each back through a reader.
+async fn insert_and_read(catalog: &SqliteCatalog, prefix: &str, count: usize) -> Result<()> {
+    for n in 0..count {
+        let record = record_named(&format!("{prefix}{n}"));
+        catalog.insert(&record).await?;
+        if catalog.get(&record.key()).await?.as_ref() != Some(&record) {
+            return Err(Error::invalid("test", "a record read back differs"));
+        }
+    }
+    Ok(())
+}
+
+/// A fork closes every connection to a catalog file (`fork.rs`): the parent's catalog
+/// reopens them as it goes on, an in-memory catalog keeps its data.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fork_closes_the_connections_and_the_catalog_reopens_them() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let catalog = SqliteCatalog::open(dir.path().join(CATALOG_FILE_NAME)).expect("open");
+    let in_memory = SqliteCatalog::open_in_memory().expect("open in memory");
+    insert_and_read(&catalog, "before-", 3).await.expect("before");
+    insert_and_read(&in_memory, "before-", 3).await.expect("before, in memory");
+    let forks = forks_prepared();
+    fork::prepare();
+    fork::resume();
+    assert_eq!(forks_prepared(), forks + 1);
+    assert!(lock(&catalog.shared.writer).is_none(), "the writer was closed");
+    assert!(lock(&catalog.shared.readers.as_ref().expect("pool").idle).is_empty(), "the readers were closed");
+    assert!(lock(&in_memory.shared.writer).is_some(), "an in-memory catalog stays open");
+    insert_and_read(&catalog, "after-", 3).await.expect("after");
+    insert_and_read(&in_memory, "after-", 3).await.expect("after, in memory");
+    for name in ["before-0", "after-2"] {
+        assert!(in_memory.get(&record_named(name).key()).await.expect("get").is_some(), "{name}");
+        assert!(catalog.get(&record_named(name).key()).await.expect("get").is_some(), "{name}");
+    }
+}
+
+/// Closes this process's descriptors of files inside `dir`, as a forked child of an
+/// embedding does with what it inherited (`berth_native`'s `close_inherited_descriptors`).
+fn close_descriptors_inside(dir: &std::path::Path) {
+    let entries = std::fs::read_dir("/proc/self/fd").expect("fd list");
+    let inside: Vec<libc::c_int> = entries
+        .flatten()
+        .filter(|entry| std::fs::read_link(entry.path()).is_ok_and(|target| target.starts_with(dir)))
+        .filter_map(|entry| entry.file_name().to_str().and_then(|name| name.parse().ok()))
+        .collect();
+    for fd in inside {
+        // SAFETY: the child never uses the parent's connections to these files.
+        unsafe { libc::close(fd) };
+    }
+}
+
+/// A real fork while the parent's catalog is open and in use: the child closes the
+/// descriptors it inherited, opens the same file and writes while the parent does, and
+/// both see every record. Without the fork handlers the child reuses SQLite's table of
+/// the parent's open files — their descriptors closed, their numbers soon another
+/// file's, with locks it does not hold — and its writes fail or land elsewhere.
+#[test]
+fn a_forked_child_writes_the_catalog_its_parent_has_open() {
+    // The fork happens outside the parent's runtime: a child inside it could not start
+    // its own.
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).build().expect("runtime");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join(CATALOG_FILE_NAME);
+    let catalog = SqliteCatalog::open(&path).expect("open");
+    runtime.block_on(insert_and_read(&catalog, "parent-before-", 5)).expect("parent, before");
+    let count = 40;
+    // SAFETY: the child runs only SQLite and a runtime of its own, then `_exit`s.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork failed");
+    if pid == 0 {
+        let code = std::panic::catch_unwind(|| {
+            close_descriptors_inside(dir.path());
+            let runtime = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
+            runtime.block_on(async {
+                let catalog = SqliteCatalog::open(&path)?;
+                insert_and_read(&catalog, "child-", count).await
+            })
+        });
+        // SAFETY: ends the child without running the parent's atexit handlers or destructors.
+        unsafe { libc::_exit(if matches!(code, Ok(Ok(()))) { 0 } else { 1 }) };
+    }
+    let parent = runtime.block_on(insert_and_read(&catalog, "parent-", count));
+    let mut status = 0;
+    // SAFETY: waits for the child forked above.
+    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+    parent.expect("the parent's writes");
+    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "the child's writes failed: {status}");
+    runtime.block_on(async {
+        for n in 0..count {
+            for prefix in ["child-", "parent-"] {
+                let record = record_named(&format!("{prefix}{n}"));
+                assert_eq!(catalog.get(&record.key()).await.expect("get"), Some(record), "{prefix}{n}");
+            }
+        }
+    });
+    let raw = Connection::open(&path).expect("raw");
+    let check: String = raw.query_row("PRAGMA integrity_check", [], |row| row.get(0)).expect("integrity check");
+    assert_eq!(check, "ok");
 }
