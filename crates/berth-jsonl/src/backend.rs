@@ -694,14 +694,15 @@ impl LogReader for JsonlReader {
         &self.header
     }
 
+    // Reads run in place, like a writer's (`in_place`): a point read of many seqs is
+    // one read per run of consecutive seqs, and through the blocking pool each cost two
+    // thread hops (a point read of 1,000 seqs, each its own run, from Python: 54 ms that way, 11 ms in place).
     async fn read(&mut self, offset: u64, length: u64) -> Result<Vec<Event>> {
-        let view = self.view.clone();
-        blocking(move || read_current(&view, |view, len| view.read(offset, length, len))).await
+        in_place(|| read_current(&self.view, |view, len| view.read(offset, length, len)))
     }
 
     async fn read_before(&mut self, before: u64, limit: u64) -> Result<Vec<Event>> {
-        let view = self.view.clone();
-        blocking(move || read_current(&view, |view, len| view.read_before(before, limit, len))).await
+        in_place(|| read_current(&self.view, |view, len| view.read_before(before, limit, len)))
     }
 }
 

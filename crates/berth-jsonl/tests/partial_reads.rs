@@ -173,6 +173,31 @@ async fn cold_partial_reads_of_a_long_log_read_a_bounded_part_of_it() {
     }
 }
 
+/// A point read of many seqs in order (a LangGraph saver's resume reads every fifth
+/// event of a thread) reaches each seq by walking forward from the one before instead
+/// of bisecting the rest of the file for each: a cold read of 1,000 seqs spaced 5 apart
+/// reads two short chunks (8 KiB) a seq, ~23× the bytes of the span they cover, where a
+/// bisection per seq read ~64×.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cold_point_read_of_many_seqs_walks_forward_between_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("data");
+    let options = JsonlOptions { durability: Durability::Barrier, ..JsonlOptions::default() };
+    let backend = JsonlBackend::open(&root, options).unwrap();
+    let store = LogStore::new(Arc::new(backend.clone()));
+    let log: Vec<Event> = (0..20_000).map(|seq| event(seq, 40)).collect();
+    let key = write_log(&store, "spaced", &log).await;
+    let file_bytes = std::fs::metadata(backend.log_path(&key)).unwrap().len();
+    let seqs: Vec<u64> = (5_000..10_000).step_by(5).collect();
+    let wanted = seqs.clone();
+    let (bytes, events) =
+        cold_bytes(&root, &key, |handle| async move { handle.read_seqs(&wanted).await.unwrap() }).await;
+    assert_eq!(events, seqs.iter().map(|&seq| log[seq as usize].clone()).collect::<Vec<_>>());
+    let span_bytes = file_bytes * 5_000 / 20_000;
+    eprintln!("log {file_bytes} B, span {span_bytes} B; a point read of {} seqs read {bytes} B", seqs.len());
+    assert!(bytes < 32 * span_bytes, "a point read of spaced seqs read {bytes} B for a span of {span_bytes} B");
+}
+
 /// A log as a property case: event sizes, whether a torn record follows, the reads,
 /// and how many events another writer appends between rounds.
 #[derive(Clone, Debug)]

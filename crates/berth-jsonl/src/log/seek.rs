@@ -17,6 +17,9 @@ pub const BISECT_BYTES_MIN: u64 = 16 * 1024;
 /// A seq at most this many records below a known record start is reached by walking
 /// back from it rather than by bisecting.
 pub const WALK_BACK_RECORDS_MAX: u64 = 128;
+/// A seq at most this many records above a verified position is reached by walking
+/// forward from it rather than by bisecting (the next of several point reads in order).
+pub const WALK_FORWARD_RECORDS_MAX: u64 = BISECT_RECORDS_MIN;
 /// A range of at most this many records is read in `SHORT_READ_CHUNK_BYTES` chunks.
 pub const SHORT_RANGE_RECORDS_MAX: u64 = 64;
 /// Most record starts a view remembers from reads past its validated prefix.
@@ -167,6 +170,9 @@ impl LogView {
         }
         if upper.seq == target {
             return Ok(upper);
+        }
+        if target - lower.seq <= WALK_FORWARD_RECORDS_MAX {
+            return self.walk_forward(target, lower, upper);
         }
         if upper.seq - target <= WALK_BACK_RECORDS_MAX {
             return self.walk_back(target, lower, upper);
