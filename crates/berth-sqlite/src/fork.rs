@@ -50,7 +50,9 @@ fn state() -> MutexGuard<'static, GateState> {
     GATE.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// Held by catalog work while it runs SQLite; a fork waits until none is held.
+/// Held by catalog work while it runs SQLite; a fork waits until none is held. Never
+/// nested: a thread holding one must not ask for another (a fork between would wait
+/// for the first while the second waits for the fork).
 pub(crate) struct Working(());
 
 impl Working {

@@ -99,6 +99,9 @@ impl SqliteCatalog {
     pub fn open_with(path: impl AsRef<Path>, options: SqliteOptions) -> Result<SqliteCatalog> {
         let path = path.as_ref().to_path_buf();
         let artifact = path.file_name().map_or_else(|| CATALOG_FILE_NAME.to_owned(), |n| n.to_string_lossy().into());
+        // Opened and registered as one piece of catalog work, so a fork meanwhile waits
+        // for it and then closes this catalog's connection too.
+        let _working = fork::Working::enter();
         let writer = open_writer(&path, &options).map_err(|failure| failure.into_error("open catalog", &artifact))?;
         let readers = ReaderPool { path, options, idle: Mutex::new(Vec::new()) };
         let shared = Arc::new(Shared { writer: Mutex::new(Some(writer)), readers: Some(readers), artifact });
