@@ -114,6 +114,11 @@ pub trait Catalog: MemoryStore + Send + Sync + 'static {
     /// The indexed batch appended with `key`, if any.
     async fn idempotency_batch(&self, session: &SessionKey, key: &IdempotencyKey) -> Result<Option<KeyedBatch>>;
 
+    /// Every indexed key of the session, in no particular order, if there are at most
+    /// `max`; `None` if there are more. A writer holding them knows a new key is new
+    /// without asking the index at every append.
+    async fn idempotency_keys(&self, session: &SessionKey, max: usize) -> Result<Option<Vec<IdempotencyKey>>>;
+
     /// Adds `batches` (a key already indexed keeps its first batch) and raises
     /// `indexed_until` to `indexed_until` (never lowers it), in one durable transaction.
     /// `NotFound` if the session has no record.

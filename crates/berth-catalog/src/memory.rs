@@ -207,6 +207,12 @@ impl Catalog for MemoryCatalog {
         Ok(self.state().idempotency.get(session).and_then(|index| index.batches.get(key).cloned()))
     }
 
+    async fn idempotency_keys(&self, session: &SessionKey, max: usize) -> Result<Option<Vec<IdempotencyKey>>> {
+        let state = self.state();
+        let Some(index) = state.idempotency.get(session) else { return Ok(Some(Vec::new())) };
+        Ok((index.batches.len() <= max).then(|| index.batches.keys().cloned().collect()))
+    }
+
     async fn index_idempotency(&self, session: &SessionKey, batches: &[KeyedBatch], indexed_until: u64) -> Result<()> {
         let mut state = self.state();
         if !state.sessions.contains_key(session) {

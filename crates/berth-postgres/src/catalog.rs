@@ -813,6 +813,39 @@ impl Catalog for PostgresCatalog {
         .await
     }
 
+    async fn idempotency_keys(&self, session: &SessionKey, max: usize) -> Result<Option<Vec<IdempotencyKey>>> {
+        let session = session.clone();
+        let limit = i64::try_from(max).unwrap_or(i64::MAX - 1) + 1;
+        self.run("read idempotency keys", move |db| {
+            Box::pin(async move {
+                let tenant = session.tenant.to_string();
+                let texts: Vec<String> = on_client(&db, "read idempotency keys", &tenant, move |client| {
+                    Box::pin(async move {
+                        let statement = client
+                            .prepare_cached("SELECT key FROM idempotency_keys WHERE tenant = $1 AND id = $2 LIMIT $3")
+                            .await?;
+                        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] =
+                            [&session.tenant.as_str(), &session.id.as_str(), &limit];
+                        let rows = client.query(&statement, &params).await?;
+                        Ok(rows.into_iter().map(|row| row.get(0)).collect())
+                    })
+                })
+                .await?;
+                if texts.len() > max {
+                    return Ok(None);
+                }
+                let keys = texts.iter().map(|text| IdempotencyKey::parse(text)).collect::<Result<Vec<_>>>();
+                keys.map(Some).map_err(|_| {
+                    Failure::Berth(Error::Corrupt {
+                        reason: "stored idempotency key".into(),
+                        location: berth_core::Location { artifact: "idempotency_keys".into(), offset: None, seq: None },
+                    })
+                })
+            })
+        })
+        .await
+    }
+
     async fn index_idempotency(&self, session: &SessionKey, batches: &[KeyedBatch], indexed_until: u64) -> Result<()> {
         let session = session.clone();
         let keys: Vec<String> = batches.iter().map(|batch| batch.key.to_string()).collect();

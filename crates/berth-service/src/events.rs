@@ -256,21 +256,20 @@ impl SessionService {
 
     /// The stored batch appended with `idempotency_key`: this writer's ledger first, then
     /// the catalog's index (an entry past the log's end, which only a lost write could
-    /// leave, is not trusted).
+    /// leave, is not trusted) unless the ledger knows the key was never used.
     pub(crate) async fn keyed_batch(
         &self,
         key: &SessionKey,
         idempotency_key: &berth_core::IdempotencyKey,
         next_seq: u64,
     ) -> Result<Option<berth_core::KeyedBatch>> {
-        let in_ledger = self
-            .writers
-            .lock()
-            .await
-            .handles
-            .get(key)
-            .and_then(|cached| cached.ledger.as_ref()?.get(idempotency_key).cloned());
-        if in_ledger.is_some() {
+        let (in_ledger, never_used) = {
+            let writers = self.writers.lock().await;
+            let ledger = writers.handles.get(key).and_then(|cached| cached.ledger.as_ref());
+            let in_ledger = ledger.and_then(|ledger| ledger.get(idempotency_key).cloned());
+            (in_ledger, ledger.is_some_and(|ledger| ledger.never_used(idempotency_key)))
+        };
+        if in_ledger.is_some() || never_used {
             return Ok(in_ledger);
         }
         let indexed = self.catalog.idempotency_batch(key, idempotency_key).await?;

@@ -11,6 +11,11 @@
 //! closes) and from then on knows every key: the catalog's, plus the ones in this
 //! ledger. A crash loses only the ledger, which the next writer rebuilds from the same
 //! bounded read.
+//!
+//! The ledger also holds a fingerprint of every key the index held when it was built (up
+//! to `INDEXED_KEYS_HELD_MAX`), and of each it adds to the index. A key none of them
+//! matches was never used, so a fresh key — every append the Python client makes —
+//! costs no catalog read; a match (a retry, or a rare collision) asks the index.
 
 use crate::AppendRequest;
 use berth_catalog::Catalog;
@@ -18,10 +23,15 @@ use berth_core::{Error, Event, IdempotencyKey, KeyedBatch, Result, SessionKey};
 use berth_store::{Access, LogStore, SessionHandle};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
 
 /// How far (in events) the catalog's idempotency index may fall behind a session's log
 /// before an append brings it up to date: bounds the read a writer does when it opens.
 pub const IDEMPOTENCY_INDEX_LAG_EVENTS_MAX: u64 = 256;
+
+/// Most indexed keys a ledger keeps fingerprints of (8 bytes each); a session with more
+/// asks the catalog's index about every key its ledger does not hold.
+pub const INDEXED_KEYS_HELD_MAX: usize = 16_384;
 
 /// The keyed batches of one session's log that the catalog's index does not hold yet.
 #[derive(Debug, Default)]
@@ -34,6 +44,16 @@ pub(crate) struct KeyLedger {
     /// writer reads, so the index never claims a batch it does not hold.
     known_until: u64,
     unindexed: HashMap<IdempotencyKey, KeyedBatch>,
+    /// Sorted fingerprints of every key the catalog's index holds, or `None` when there
+    /// are more than `INDEXED_KEYS_HELD_MAX`.
+    indexed: Option<Vec<u64>>,
+}
+
+fn fingerprint(key: &IdempotencyKey) -> u64 {
+    // A fixed hasher: a collision only costs a catalog read.
+    let mut hasher = std::hash::DefaultHasher::new();
+    key.as_str().hash(&mut hasher);
+    hasher.finish()
 }
 
 impl KeyLedger {
@@ -45,10 +65,20 @@ impl KeyLedger {
         let next_seq = writer.next_seq();
         let Some(indexed_until) = catalog.idempotency_indexed_until(key).await? else {
             catalog.index_idempotency(key, &[], next_seq).await?;
-            return Ok(KeyLedger { indexed_until: next_seq, known_until: next_seq, unindexed: HashMap::new() });
+            return Ok(KeyLedger {
+                indexed_until: next_seq,
+                known_until: next_seq,
+                unindexed: HashMap::new(),
+                indexed: Some(Vec::new()),
+            });
         };
+        let indexed = catalog.idempotency_keys(key, INDEXED_KEYS_HELD_MAX).await?.map(|keys| {
+            let mut fingerprints: Vec<u64> = keys.iter().map(fingerprint).collect();
+            fingerprints.sort_unstable();
+            fingerprints
+        });
         let mut ledger =
-            KeyLedger { indexed_until, known_until: next_seq.max(indexed_until), unindexed: HashMap::new() };
+            KeyLedger { indexed_until, known_until: next_seq.max(indexed_until), unindexed: HashMap::new(), indexed };
         if indexed_until < next_seq {
             for batch in keyed_batches(&writer.read(indexed_until, Some(next_seq - indexed_until)).await?) {
                 ledger.unindexed.entry(batch.key.clone()).or_insert(batch);
@@ -59,6 +89,13 @@ impl KeyLedger {
 
     pub(crate) fn get(&self, key: &IdempotencyKey) -> Option<&KeyedBatch> {
         self.unindexed.get(key)
+    }
+
+    /// Whether `key` was certainly never used in this session: not in this ledger, and
+    /// no key of the catalog's index shares its fingerprint.
+    pub(crate) fn never_used(&self, key: &IdempotencyKey) -> bool {
+        let Some(indexed) = &self.indexed else { return false };
+        !self.unindexed.contains_key(key) && indexed.binary_search(&fingerprint(key)).is_err()
     }
 
     /// An append through the handle (the caller holds the append lock) stored `keyed`
@@ -82,6 +119,13 @@ impl KeyLedger {
     /// The catalog's index now holds everything below `next_seq` (what `pending` returned
     /// was written with it; the caller's append lock kept anything new from arriving).
     pub(crate) fn written(&mut self, next_seq: u64) {
+        if let Some(indexed) = &mut self.indexed {
+            indexed.extend(self.unindexed.keys().map(fingerprint));
+            indexed.sort_unstable();
+            if indexed.len() > INDEXED_KEYS_HELD_MAX {
+                self.indexed = None;
+            }
+        }
         self.unindexed.clear();
         self.indexed_until = self.indexed_until.max(next_seq);
     }

@@ -430,6 +430,23 @@ impl Catalog for SqliteCatalog {
         .await
     }
 
+    async fn idempotency_keys(&self, session: &SessionKey, max: usize) -> Result<Option<Vec<IdempotencyKey>>> {
+        let session = session.clone();
+        self.read_statement("read idempotency keys", move |connection| {
+            let mut statement =
+                connection.prepare_cached("SELECT key FROM idempotency_keys WHERE tenant = ?1 AND id = ?2 LIMIT ?3")?;
+            let limit = i64::try_from(max).unwrap_or(i64::MAX - 1) + 1;
+            let mut rows = statement.query((session.tenant.as_str(), session.id.as_str(), limit))?;
+            let mut keys = Vec::new();
+            while let Some(row) = rows.next()? {
+                let text = row.get_ref(0)?.as_str()?;
+                keys.push(IdempotencyKey::parse(text).map_err(|_| Failure::Corrupt("stored idempotency key".into()))?);
+            }
+            Ok((keys.len() <= max).then_some(keys))
+        })
+        .await
+    }
+
     async fn index_idempotency(&self, session: &SessionKey, batches: &[KeyedBatch], indexed_until: u64) -> Result<()> {
         let (session, batches) = (session.clone(), batches.to_vec());
         self.write("index idempotency keys", move |transaction| {

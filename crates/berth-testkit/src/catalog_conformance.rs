@@ -382,7 +382,8 @@ fn keyed_batch(key: &str, first_seq: u64, events: u64, digest: &str) -> berth_co
 /// first indexed with; `indexed_until` only rises; it belongs to one session (another
 /// session, or another tenant's session of the same id, sees none of it); a session
 /// without a record cannot get one; and it goes with the record (`remove` and
-/// `remove_audited`), so a session re-created under the same id starts empty.
+/// `remove_audited`), so a session re-created under the same id starts empty. Its keys
+/// are listed whole up to a bound (`None` beyond it).
 pub async fn idempotency_index_is_per_session_monotonic_and_removed_with_it(catalog: &dyn Catalog) {
     let record = sample_record("t-idem", "s1", "alice", 100);
     let twin = sample_record("t-idem-2", "s1", "alice", 100);
@@ -402,6 +403,11 @@ pub async fn idempotency_index_is_per_session_monotonic_and_removed_with_it(cata
     assert_eq!(catalog.idempotency_indexed_until(&key).await.expect("read"), Some(10));
     assert_eq!(catalog.idempotency_batch(&twin_key, &k).await.expect("read"), None, "per session and tenant");
     assert_eq!(catalog.idempotency_indexed_until(&twin_key).await.expect("read"), None);
+    let mut keys = catalog.idempotency_keys(&key, 2).await.expect("keys").expect("two keys, at most two asked");
+    keys.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+    assert_eq!(keys.iter().map(|k| k.as_str()).collect::<Vec<_>>(), ["j", "k"], "every indexed key, once");
+    assert_eq!(catalog.idempotency_keys(&key, 1).await.expect("keys"), None, "more than asked for");
+    assert_eq!(catalog.idempotency_keys(&twin_key, 5).await.expect("keys"), Some(Vec::new()), "per session and tenant");
 
     let ghost = sample_record("t-idem", "ghost", "alice", 100).key();
     let error = catalog.index_idempotency(&ghost, &[keyed_batch("k", 0, 1, "d")], 1).await.expect_err("no record");
@@ -412,6 +418,11 @@ pub async fn idempotency_index_is_per_session_monotonic_and_removed_with_it(cata
     catalog.insert(&record).await.expect("re-create");
     assert_eq!(catalog.idempotency_indexed_until(&key).await.expect("read"), None, "removed with the record");
     assert_eq!(catalog.idempotency_batch(&key, &k).await.expect("read"), None);
+    assert_eq!(
+        catalog.idempotency_keys(&key, 5).await.expect("keys"),
+        Some(Vec::new()),
+        "keys removed with the record"
+    );
     catalog.index_idempotency(&twin_key, &[keyed_batch("k", 0, 1, "d")], 1).await.expect("index");
     catalog.remove_audited(&twin_key, Revision(0), Vec::new()).await.expect("remove audited");
     catalog.insert(&twin).await.expect("re-create");

@@ -232,7 +232,8 @@ pub async fn a_keyed_retry_after_the_session_closed_gets_its_original_outcome(b:
 
 /// The catalog's index never falls further behind the log than
 /// `IDEMPOTENCY_INDEX_LAG_EVENTS_MAX` plus one batch, keyed or not, so the read a new
-/// writer does to find unindexed keys is bounded, never the whole log.
+/// writer does to find unindexed keys is bounded, never the whole log; and the writer
+/// that indexed a key still answers its retry.
 pub async fn the_index_lags_the_log_by_a_bounded_number_of_events(b: &dyn ServiceBackend) {
     let service = b.service();
     session_with_run(&service, "long").await;
@@ -247,6 +248,11 @@ pub async fn the_index_lags_the_log_by_a_bounded_number_of_events(b: &dyn Servic
         assert!(lag < IDEMPOTENCY_INDEX_LAG_EVENTS_MAX + batch_events, "the index lags {lag} events");
     }
     assert!(indexed(&service, "long", "b0").await, "keyed batches reach the index as it catches up");
+    // The same writer is still open: the keys its ledger handed to the index are known
+    // to it still (a fresh key skips the index only when no indexed key could match).
+    let batch0: Vec<NewEvent> = (0..batch_events).map(|i| user_message(&format!("0.{i}"))).collect();
+    let retry = service.append(&owner(), &session, keyed("b0", None, batch0)).await.unwrap();
+    assert_eq!(outcome(&retry), (0, batch_events, true), "a retry of a batch the open writer indexed");
 }
 
 /// Keys are the session's: a fork (a new session) starts without them (its copied
