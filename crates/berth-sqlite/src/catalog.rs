@@ -237,9 +237,11 @@ impl Catalog for SqliteCatalog {
         self.write("insert session", move |transaction| insert_record(transaction, &record)).await
     }
 
+    // One statement: its own snapshot, no BEGIN/COMMIT parsed around it (every append
+    // reads its session's record).
     async fn get(&self, key: &SessionKey) -> Result<Option<SessionRecord>> {
         let key = key.clone();
-        self.read("get session", move |connection| {
+        self.read_statement("get session", move |connection| {
             let json: Option<String> = connection
                 .prepare_cached("SELECT record_json FROM sessions WHERE tenant = ?1 AND id = ?2")?
                 .query_row((key.tenant.as_str(), key.id.as_str()), |row| row.get(0))
