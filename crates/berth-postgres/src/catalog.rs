@@ -112,13 +112,16 @@ pub struct PostgresCatalog {
     db: Arc<Database>,
 }
 
-fn decode<T: DeserializeOwned>(json: &str, what: &str) -> Result<T, Failure> {
-    serde_json::from_str(json).map_err(|error| {
-        Failure::Berth(Error::Corrupt {
-            reason: format!("stored {what} does not decode: {error}"),
-            location: berth_core::Location { artifact: "postgres:catalog".into(), offset: None, seq: None },
-        })
+/// Something stored in the catalog's tables that berth could not have written.
+fn corrupt(reason: String) -> Failure {
+    Failure::Berth(Error::Corrupt {
+        reason,
+        location: berth_core::Location { artifact: "postgres:catalog".into(), offset: None, seq: None },
     })
+}
+
+fn decode<T: DeserializeOwned>(json: &str, what: &str) -> Result<T, Failure> {
+    serde_json::from_str(json).map_err(|error| corrupt(format!("stored {what} does not decode: {error}")))
 }
 
 fn encode<T: serde::Serialize>(value: &T, what: &'static str) -> Result<String, Failure> {
@@ -622,18 +625,7 @@ impl Catalog for PostgresCatalog {
                     })
                     .await?;
                 rows.iter()
-                    .map(|row| {
-                        TenantId::parse(row.get(0)).map_err(|_| {
-                            Failure::Berth(Error::Corrupt {
-                                reason: "stored tenant id is invalid".into(),
-                                location: berth_core::Location {
-                                    artifact: "postgres:catalog".into(),
-                                    offset: None,
-                                    seq: None,
-                                },
-                            })
-                        })
-                    })
+                    .map(|row| TenantId::parse(row.get(0)).map_err(|_| corrupt("stored tenant id is invalid".into())))
                     .collect()
             })
         })
@@ -835,12 +827,7 @@ impl Catalog for PostgresCatalog {
                     return Ok(None);
                 }
                 let keys = texts.iter().map(|text| IdempotencyKey::parse(text)).collect::<Result<Vec<_>>>();
-                keys.map(Some).map_err(|_| {
-                    Failure::Berth(Error::Corrupt {
-                        reason: "stored idempotency key".into(),
-                        location: berth_core::Location { artifact: "idempotency_keys".into(), offset: None, seq: None },
-                    })
-                })
+                keys.map(Some).map_err(|_| corrupt("stored idempotency key is invalid".into()))
             })
         })
         .await

@@ -442,7 +442,10 @@ impl Catalog for SqliteCatalog {
             let mut keys = Vec::new();
             while let Some(row) = rows.next()? {
                 let text = row.get_ref(0)?.as_str()?;
-                keys.push(IdempotencyKey::parse(text).map_err(|_| Failure::Corrupt("stored idempotency key".into()))?);
+                keys.push(
+                    IdempotencyKey::parse(text)
+                        .map_err(|_| Failure::Corrupt("stored idempotency key is invalid".into()))?,
+                );
             }
             Ok((keys.len() <= max).then_some(keys))
         })

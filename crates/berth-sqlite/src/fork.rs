@@ -93,8 +93,9 @@ pub(crate) fn register(shared: &Arc<Shared>) {
 }
 
 /// How many forks this process has prepared (each closed every file catalog's
-/// connections).
-pub fn forks_prepared() -> u64 {
+/// connections): for tests.
+#[cfg(test)]
+pub(crate) fn forks_prepared() -> u64 {
     state().forks
 }
 

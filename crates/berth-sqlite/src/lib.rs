@@ -28,7 +28,6 @@ mod listing;
 mod memory;
 pub mod schema;
 
-pub use fork::forks_prepared;
 pub use schema::{CATALOG_FILE_NAME, SCHEMA_VERSION};
 
 use crate::error::Failure;

@@ -899,10 +899,10 @@ async fn a_fork_closes_the_connections_and_the_catalog_reopens_them() {
     let in_memory = SqliteCatalog::open_in_memory().expect("open in memory");
     insert_and_read(&catalog, "before-", 3).await.expect("before");
     insert_and_read(&in_memory, "before-", 3).await.expect("before, in memory");
-    let forks = forks_prepared();
+    let forks = fork::forks_prepared();
     fork::prepare();
     fork::resume();
-    assert_eq!(forks_prepared(), forks + 1);
+    assert_eq!(fork::forks_prepared(), forks + 1);
     assert!(lock(&catalog.shared.writer).is_none(), "the writer was closed");
     assert!(lock(&catalog.shared.readers.as_ref().expect("pool").idle).is_empty(), "the readers were closed");
     assert!(lock(&in_memory.shared.writer).is_some(), "an in-memory catalog stays open");
