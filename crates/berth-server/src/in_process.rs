@@ -15,9 +15,10 @@ use axum::http::Request;
 use axum::response::Response;
 use axum::Router;
 use berth_service::{Principal, SessionService};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use tokio::sync::watch;
+use std::time::Duration;
+use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 use tower::ServiceExt;
 
@@ -33,6 +34,30 @@ pub struct InProcessServer {
     shutdown: watch::Sender<bool>,
     /// The background tasks (`start`), awaited by `shutdown`.
     tasks: Mutex<Vec<JoinHandle<()>>>,
+    /// The calls answering now, which `shutdown` waits for before it closes the
+    /// service's write handles (an append must not find its handle closed under it).
+    in_flight: Arc<InFlight>,
+}
+
+/// How long `shutdown` waits for the calls in flight before closing the service anyway.
+pub const SHUTDOWN_CALLS_WAIT: Duration = Duration::from_secs(10);
+
+#[derive(Default)]
+struct InFlight {
+    calls: AtomicUsize,
+    closing: AtomicBool,
+    idle: Notify,
+}
+
+/// One call in flight; its drop lets a waiting `shutdown` go on once none is left.
+struct CallGuard(Arc<InFlight>);
+
+impl Drop for CallGuard {
+    fn drop(&mut self) {
+        if self.0.calls.fetch_sub(1, Ordering::SeqCst) == 1 && self.0.closing.load(Ordering::SeqCst) {
+            self.0.idle.notify_waiters();
+        }
+    }
 }
 
 impl InProcessServer {
@@ -54,11 +79,26 @@ impl InProcessServer {
             ui: None,
         });
         let tasks = spawn_background(&state, &config, &shutdown_rx);
-        InProcessServer { app: router(state.clone()), state, shutdown: shutdown_tx, tasks: Mutex::new(tasks) }
+        InProcessServer {
+            app: router(state.clone()),
+            state,
+            shutdown: shutdown_tx,
+            tasks: Mutex::new(tasks),
+            in_flight: Arc::default(),
+        }
     }
 
-    /// Answers one request as `principal`.
+    /// Answers one request as `principal`. Once `shutdown` has begun, a new call is
+    /// answered `unavailable` (the store is closing) without reaching the service.
     pub async fn call(&self, principal: Principal, mut request: Request<Body>) -> Response {
+        // Counted before the check, and `shutdown` marks before it counts: either this
+        // call sees the mark, or `shutdown` waits for it.
+        self.in_flight.calls.fetch_add(1, Ordering::SeqCst);
+        let _guard = CallGuard(self.in_flight.clone());
+        if self.in_flight.closing.load(Ordering::SeqCst) {
+            let closing = berth_core::Error::Unavailable { reason: "the store is closing".into() };
+            return axum::response::IntoResponse::into_response(crate::error::ApiError::from_core(&closing));
+        }
         request.extensions_mut().insert(InProcessPrincipal(principal));
         match self.app.clone().oneshot(request).await {
             Ok(response) => response,
@@ -71,11 +111,26 @@ impl InProcessServer {
         &self.state.service
     }
 
-    /// Ends live tails and background tasks, waiting for the tasks to return
+    /// Refuses new calls, waits for the calls in flight (up to `SHUTDOWN_CALLS_WAIT`),
+    /// ends live tails and background tasks, waiting for the tasks to return
     /// (`spawn_background`), then closes the service's write handles (flushing what they
     /// hold). A host may drop its runtime right after.
     pub async fn shutdown(&self) -> berth_core::Result<()> {
         self.state.draining.store(true, Ordering::Release);
+        self.in_flight.closing.store(true, Ordering::SeqCst);
+        let in_flight = self.in_flight.clone();
+        let drained = async move {
+            loop {
+                let idle = in_flight.idle.notified();
+                if in_flight.calls.load(Ordering::SeqCst) == 0 {
+                    return;
+                }
+                idle.await;
+            }
+        };
+        if tokio::time::timeout(SHUTDOWN_CALLS_WAIT, drained).await.is_err() {
+            tracing::warn!("closing the store with calls still in flight");
+        }
         let _ = self.shutdown.send(true);
         let tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|poisoned| poisoned.into_inner()));
         for task in tasks {
