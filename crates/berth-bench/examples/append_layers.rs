@@ -1,0 +1,125 @@
+//! Where a single durable embedded append spends its time, layer by layer, as the Python
+//! package's embedded transport calls it: a foreign thread `block_on`s into a two-worker
+//! runtime. Layers (interleaved rounds, medians of wall time and of the process's CPU
+//! time per append):
+//! - `service`: `SessionService::append` with an idempotency key;
+//! - `in-process`: the same append as `POST /v1/sessions/{id}/events` through the
+//!   server's router (`berth_server::in_process`), the JSON body the Python client sends.
+//!
+//!     cargo run --release -p berth-bench --example append_layers -- [DIR] [APPENDS] [ROUNDS] [LAYERS]
+//!
+//! A profiling aid (`perf record -g` around it), not a benchmark with targets.
+
+use berth_core::SessionId;
+use berth_server::in_process::InProcessServer;
+use berth_server::ServerConfig;
+use berth_service::{AppendRequest, CreateSession, NewEvent};
+use hyper::Method;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn cpu_now() -> Duration {
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: getrusage writes the struct it is given.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) };
+    // SAFETY: initialised by getrusage above (zeroed before).
+    let usage = unsafe { usage.assume_init() };
+    let micros = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
+    Duration::from_micros(micros(usage.ru_utime) + micros(usage.ru_stime))
+}
+
+fn item() -> serde_json::Value {
+    serde_json::json!({"role": "user", "type": "message", "content": "x".repeat(1000)})
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+fn main() -> berth_core::Result<()> {
+    let mut args = std::env::args().skip(1);
+    let dir = args.next().map(std::path::PathBuf::from);
+    let appends: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(1000);
+    let rounds: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(3);
+    let only = args.next();
+    let layers: Vec<&str> = ["service", "in-process"]
+        .into_iter()
+        .filter(|layer| only.as_deref().is_none_or(|o| o.contains(layer)))
+        .collect();
+    let temp = tempfile::tempdir_in(dir.unwrap_or_else(std::env::temp_dir))
+        .map_err(|e| berth_core::Error::io("tempdir", &e))?;
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+    let principal = berth_bench::fixtures::service_principal();
+
+    let service = runtime.block_on(berth_bench::loadgen::open_service(&temp.path().join("service")))?;
+    let server = runtime.block_on(async {
+        Arc::new(InProcessServer::start(
+            ServerConfig { rate_limit: None, sweep_interval: None, ..ServerConfig::default() },
+            service.clone(),
+            None,
+        ))
+    });
+
+    let create = |name: &str| -> berth_core::Result<SessionId> {
+        let id = SessionId::parse(name)?;
+        let request = CreateSession { id: Some(id.clone()), ..CreateSession::default() };
+        runtime.block_on(service.create(&principal, request))?;
+        Ok(id)
+    };
+    let service_id = create("service")?;
+    let process_id = create("inprocess")?;
+    let body =
+        serde_json::to_vec(&serde_json::json!({"events": [{"type": "user/message", "data": item()}]})).expect("json");
+
+    let mut wall: std::collections::BTreeMap<&str, Vec<f64>> = Default::default();
+    let mut cpu: std::collections::BTreeMap<&str, Vec<f64>> = Default::default();
+    for round in 0..rounds {
+        for &layer in &layers {
+            let started = Instant::now();
+            let cpu_started = cpu_now();
+            for n in 0..appends {
+                let key = format!("k{round}-{n}-{layer}");
+                match layer {
+                    "service" => {
+                        let request = AppendRequest {
+                            run: None,
+                            expected_seq: None,
+                            events: vec![NewEvent::new("user/message", item())],
+                            idempotency_key: Some(key),
+                            memory: Vec::new(),
+                        };
+                        runtime.block_on(service.append(&principal, &service_id, request))?;
+                    }
+                    _ => {
+                        let mut json: serde_json::Value = serde_json::from_slice(&body).expect("json");
+                        json["idempotency_key"] = key.into();
+                        let request = axum::http::Request::builder()
+                            .method(Method::POST)
+                            .uri(format!("/v1/sessions/{process_id}/events"))
+                            .header("content-type", "application/json")
+                            .body(axum::body::Body::from(serde_json::to_vec(&json).expect("json")))
+                            .expect("request");
+                        let status = runtime.block_on(async {
+                            let response = server.call(principal.clone(), request).await;
+                            let status = response.status();
+                            let _ = http_body_util::BodyExt::collect(response.into_body()).await;
+                            status
+                        });
+                        assert!(status.is_success(), "{status}");
+                    }
+                }
+            }
+            let per = |d: Duration| d.as_secs_f64() * 1e6 / appends as f64;
+            wall.entry(layer).or_default().push(per(started.elapsed()));
+            cpu.entry(layer).or_default().push(per(cpu_now() - cpu_started));
+        }
+    }
+    println!("| layer | wall µs/append | CPU µs/append |");
+    println!("|---|---|---|");
+    for layer in &layers {
+        println!("| {layer} | {:.0} | {:.0} |", median(wall[layer].clone()), median(cpu[layer].clone()));
+    }
+    runtime.block_on(server.shutdown())?;
+    Ok(())
+}
