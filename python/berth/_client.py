@@ -368,6 +368,15 @@ class Client(_Operations):
                 time.sleep(delay)
                 attempt += 1
 
+    async def _aexecute(self, call: Call[T]) -> T:
+        """`_execute` for a coroutine, without blocking its loop (the integrations' async
+        methods on a sync client): the transport's `asend` where it has one, else the
+        blocking call on the loop's default executor."""
+        asend = getattr(self._transport, "asend", None)
+        if asend is None:
+            return await asyncio.get_running_loop().run_in_executor(None, self._execute, call)
+        return await _execute_async(asend, self._transport.busy_wait_s, self._retries, call)
+
     def iter_sessions(self, **filters: Any) -> Iterator[m.Session]:
         """Every session the filters match, following `next_cursor`."""
         cursor = filters.pop("cursor", None)
@@ -418,6 +427,24 @@ class Client(_Operations):
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+async def _execute_async(send: Any, busy_wait_s: float, retries: int, call: Call[T]) -> T:
+    """`Client._execute`'s retries, awaiting `send` and sleeping on the loop."""
+    started = time.monotonic()
+    attempt = 0
+    while True:
+        try:
+            answer = await send(call.method, call.path, call.headers, call.body)
+            _raise_for(answer)
+            return call.decode(answer)
+        except BerthError as error:
+            delay = _retry_delay(call, error, attempt, started, busy_wait_s)
+            busy = isinstance(error, WriterBusy)
+            if delay is None or (attempt >= retries and not busy):
+                raise
+            await asyncio.sleep(delay)
+            attempt += 1
 
 
 class AsyncEventStream:
@@ -508,20 +535,7 @@ class AsyncClient(_Operations):
         self._retries = retries
 
     async def _execute(self, call: Call[T]) -> T:  # type: ignore[override]
-        started = time.monotonic()
-        attempt = 0
-        while True:
-            try:
-                answer = await self._transport.send(call.method, call.path, call.headers, call.body)
-                _raise_for(answer)
-                return call.decode(answer)
-            except BerthError as error:
-                delay = _retry_delay(call, error, attempt, started, self._transport.busy_wait_s)
-                busy = isinstance(error, WriterBusy)
-                if delay is None or (attempt >= self._retries and not busy):
-                    raise
-                await asyncio.sleep(delay)
-                attempt += 1
+        return await _execute_async(self._transport.send, self._transport.busy_wait_s, self._retries, call)
 
     async def iter_sessions(self, **filters: Any) -> AsyncIterator[m.Session]:
         cursor = filters.pop("cursor", None)

@@ -6,7 +6,10 @@
   fraction of httpx's time per request, even with the hop to a thread
   (docs/performance.md has the figures).
 - `NativeTransport` / `AsyncNativeTransport`: the Rust store in this process through the
-  `berth_native` extension, answering the same routes without a socket. Several
+  `berth_native` extension, answering the same routes without a socket. From asyncio a
+  request is submitted to the store's own runtime and its answer wakes the event loop
+  through a descriptor the loop watches (`_LoopWaker`): no worker thread, no GIL
+  hand-offs. Several
   processes may share one data directory: idle write handles are released after
   `writer_idle_ms`, and the client waits out another process's handle (`Busy` on an
   append) for up to `busy_wait_s`. After `os.fork` the child reopens the store (the
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import itertools
 import http.client
 import multiprocessing.util
 import os
@@ -446,6 +450,64 @@ def _native_answer(
     return Answer(status, dict(answer_headers), answer_body)
 
 
+class _LoopWaker:
+    """One event loop's side of native requests submitted from it: the native mailbox
+    their answers are posted to, whose descriptor the loop watches, and the futures
+    waiting for them by token. Made on a loop's first native request, dropped with the
+    loop."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, native: Any) -> None:
+        self._native = native
+        self._completions = native.Completions()
+        self._waiting: dict[int, asyncio.Future[Answer]] = {}
+        self.pid = os.getpid()
+        loop.add_reader(self._completions.fd, self._drain)
+
+    def submit(self, loop: asyncio.AbstractEventLoop, store: Any, principal: Any, method: str, path: str,
+               headers: Headers, body: bytes | None) -> asyncio.Future[Answer]:
+        token = next(_TOKENS)
+        future: asyncio.Future[Answer] = loop.create_future()
+        self._waiting[token] = future
+        try:
+            store.submit(principal, method, path, headers, body, self._completions, token)
+        except self._native.ClosedError:
+            del self._waiting[token]
+            raise ClientClosed("the client is closed") from None
+        except BaseException:
+            del self._waiting[token]
+            raise
+        return future
+
+    def _drain(self) -> None:
+        for token, status, headers, body, failure in self._completions.drain():
+            future = self._waiting.pop(token, None)
+            if future is None or future.done():
+                continue  # its caller was cancelled: the request ran all the same
+            if failure is None:
+                future.set_result(Answer(status, dict(headers), body))
+            elif failure == "closed":
+                future.set_exception(ClientClosed("the client was closed before the store answered"))
+            else:
+                future.set_exception(TransportError(f"reading the answer failed: {failure}", sent=True))
+
+
+_TOKENS = itertools.count(1)
+#: Each running loop's waker (loops that cannot watch a descriptor map to None: their
+#: requests run on worker threads).
+_WAKERS: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopWaker | None]" = weakref.WeakKeyDictionary()
+
+
+def _waker(loop: asyncio.AbstractEventLoop, native: Any) -> _LoopWaker | None:
+    waker = _WAKERS.get(loop, False)
+    if waker is False or (waker is not None and waker.pid != os.getpid()):
+        try:
+            waker = _LoopWaker(loop, native)
+        except (NotImplementedError, AttributeError):
+            waker = None  # e.g. a loop without add_reader
+        _WAKERS[loop] = waker
+    return waker  # type: ignore[return-value]
+
+
 class NativeTransport:
     """One client's view of a shared native store: its principal, its own closed state."""
 
@@ -467,6 +529,15 @@ class NativeTransport:
 
     def send(self, method: str, path: str, headers: Headers, body: bytes | None) -> Answer:
         return _native_answer(self._native, self._live(), self._principal, method, path, headers, body)
+
+    async def asend(self, method: str, path: str, headers: Headers, body: bytes | None) -> Answer:
+        """`send` for a coroutine on a running loop, without blocking it: the store
+        answers on its own runtime and wakes the loop."""
+        loop = asyncio.get_running_loop()
+        waker = _waker(loop, self._native)
+        if waker is None:
+            return await loop.run_in_executor(None, partial(self.send, method, path, headers, body))
+        return await waker.submit(loop, self._live(), self._principal, method, path, headers, body)
 
     def open_stream(self, path: str, headers: Headers) -> NativeStream:
         return NativeStream(self._live().stream(self._principal, path, headers))
@@ -501,8 +572,9 @@ class AsyncNativeStream:
 
 
 class AsyncNativeTransport:
-    """The native store for asyncio: each call runs on a worker thread (the GIL is
-    released inside), so the event loop is never blocked."""
+    """The native store for asyncio: each request is submitted to the store's runtime
+    and wakes the loop when answered (`NativeTransport.asend`); live tails and closing
+    run on worker threads. The event loop is never blocked."""
 
     def __init__(
         self, options: dict[str, Any], principal: dict[str, Any], busy_wait_s: float, workers: int = 16
@@ -512,8 +584,7 @@ class AsyncNativeTransport:
         self.busy_wait_s = busy_wait_s
 
     async def send(self, method: str, path: str, headers: Headers, body: bytes | None) -> Answer:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, partial(self._sync.send, method, path, headers, body))
+        return await self._sync.asend(method, path, headers, body)
 
     async def open_stream(self, path: str, headers: Headers) -> AsyncNativeStream:
         loop = asyncio.get_running_loop()

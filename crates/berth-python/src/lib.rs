@@ -5,7 +5,10 @@
 //! errors and their classes are byte for byte those of `berth serve`, so the Python
 //! client has one decoding path for both transports.
 //!
-//! Every call releases the GIL while the store works. The tokio runtime belongs to the
+//! Every call releases the GIL while the store works. An asyncio caller submits instead
+//! (`Embedded.submit`): the request runs as a task on the store's runtime and its answer
+//! is posted to a `Mailbox` whose eventfd the caller's event loop watches, so neither a
+//! worker thread of Python's nor the GIL is taken on the way. The tokio runtime belongs to the
 //! process that opened the store: after `fork` a child holds a copy of it whose threads
 //! do not exist, so every method checks the process id, and a dropped copy in a child
 //! is leaked rather than shut down (see `Embedded::drop`).
@@ -42,6 +45,120 @@ create_exception!(
 create_exception!(berth_native, ClosedError, PyException, "The store was closed.");
 
 type Headers = Vec<(String, String)>;
+
+/// A submitted request's answer, or why there is none.
+type Answered = Result<(u16, Headers, axum::body::Bytes), Failure>;
+
+/// Why a submitted request has no answer.
+enum Failure {
+    /// The store closed (or its runtime went away) before the request finished.
+    Closed,
+    /// The answer's body could not be read.
+    Body(String),
+}
+
+/// Where submitted requests' answers wait for the event loop that submitted them: the
+/// answers, and an eventfd that is readable while any wait. One per event loop.
+struct Mailbox {
+    fd: libc::c_int,
+    answers: Mutex<Vec<(u64, Answered)>>,
+}
+
+impl Mailbox {
+    fn post(&self, token: u64, answered: Answered) {
+        self.answers.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push((token, answered));
+        // After the push: a drain that reads the counter first and the answers second
+        // may take this answer early, leaving a wake-up with nothing to drain, but never
+        // leaves an answer without a wake-up.
+        let one: u64 = 1;
+        // SAFETY: writes 8 bytes from a live u64 to the eventfd this mailbox owns. It
+        // fails only if the counter would overflow (2^64 - 2 wake-ups never drained).
+        unsafe { libc::write(self.fd, (&one as *const u64).cast(), 8) };
+    }
+}
+
+impl Drop for Mailbox {
+    fn drop(&mut self) {
+        // SAFETY: the descriptor is this mailbox's own and closed once, here.
+        unsafe { libc::close(self.fd) };
+    }
+}
+
+/// Posts `Failure::Closed` for a submitted request whose task is dropped before it
+/// answered (the runtime shut down), so no caller waits forever.
+struct Pending {
+    mailbox: Arc<Mailbox>,
+    token: u64,
+    answered: bool,
+}
+
+impl Pending {
+    fn answer(mut self, answered: Answered) {
+        self.answered = true;
+        self.mailbox.post(self.token, answered);
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        if !self.answered {
+            self.mailbox.post(self.token, Err(Failure::Closed));
+        }
+    }
+}
+
+/// An event loop's mailbox, as Python holds it: `fd` to watch for reading, `drain()` when
+/// it is readable.
+#[pyclass(frozen, module = "berth_native")]
+struct Completions {
+    mailbox: Arc<Mailbox>,
+}
+
+/// One drained answer: `(token, status, headers, body, failure)`; `failure` is `None`, or
+/// `"closed"` / `"body: …"` with status 0 and nothing else.
+type Drained<'py> = (u64, u16, Headers, Bound<'py, PyBytes>, Option<String>);
+
+#[pymethods]
+impl Completions {
+    #[new]
+    fn new() -> PyResult<Completions> {
+        // SAFETY: eventfd takes no pointers; a negative return is an error.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(PyRuntimeError::new_err(format!("eventfd: {}", std::io::Error::last_os_error())));
+        }
+        Ok(Completions { mailbox: Arc::new(Mailbox { fd, answers: Mutex::new(Vec::new()) }) })
+    }
+
+    /// The descriptor to watch: readable while answers wait.
+    #[getter]
+    fn fd(&self) -> i32 {
+        self.mailbox.fd
+    }
+
+    /// Every answer that arrived, oldest first; resets the descriptor.
+    fn drain<'py>(&self, py: Python<'py>) -> Vec<Drained<'py>> {
+        let mut counter: u64 = 0;
+        // SAFETY: reads 8 bytes into a live u64 from the nonblocking eventfd this mailbox
+        // owns (EAGAIN when nothing was posted: nothing to reset).
+        unsafe { libc::read(self.mailbox.fd, (&mut counter as *mut u64).cast(), 8) };
+        let answers =
+            std::mem::take(&mut *self.mailbox.answers.lock().unwrap_or_else(|poisoned| poisoned.into_inner()));
+        answers
+            .into_iter()
+            .map(|(token, answered)| match answered {
+                Ok((status, headers, body)) => (token, status, headers, PyBytes::new(py, &body), None),
+                Err(failure) => {
+                    let failure = match failure {
+                        Failure::Closed => "closed".to_owned(),
+                        Failure::Body(message) => format!("body: {message}"),
+                    };
+                    (token, 0, Vec::new(), PyBytes::new(py, b""), Some(failure))
+                }
+            })
+            .collect()
+    }
+}
 
 /// What an open store holds; dropped only in the process that made it.
 struct Opened {
@@ -209,6 +326,46 @@ impl Embedded {
         Ok((status, headers, PyBytes::new(py, &bytes)))
     }
 
+    /// Submits one request of `principal` and returns at once: its answer is posted to
+    /// `completions` under `token` (`Completions.drain`). For asyncio callers, whose loop
+    /// watches `completions.fd`.
+    #[pyo3(signature = (principal, method, path, headers, body, completions, token))]
+    #[allow(clippy::too_many_arguments)]
+    fn submit(
+        &self,
+        principal: &PyPrincipal,
+        method: &str,
+        path: &str,
+        headers: Headers,
+        body: Option<Vec<u8>>,
+        completions: &Completions,
+        token: u64,
+    ) -> PyResult<()> {
+        let opened = self.check()?;
+        let request = build_request(method, path, &headers, body)?;
+        let server = opened.server.clone();
+        let principal = principal.0.clone();
+        let pending = Pending { mailbox: completions.mailbox.clone(), token, answered: false };
+        let handle = opened.runtime.handle().clone();
+        // On a thread of the blocking pool, polled in place as `request` polls it from
+        // the caller's thread: a worker of the runtime would hand its other tasks to a
+        // new thread at the append's `fdatasync` (`block_in_place`), which costs more
+        // than waking a pooled thread.
+        opened.runtime.spawn_blocking(move || {
+            let answered = handle.block_on(async {
+                let response = server.call(principal, request).await;
+                let status = response.status().as_u16();
+                let headers = headers_of(&response);
+                match response.into_body().collect().await {
+                    Ok(collected) => Ok((status, headers, collected.to_bytes())),
+                    Err(error) => Err(Failure::Body(error.to_string())),
+                }
+            });
+            pending.answer(answered);
+        });
+        Ok(())
+    }
+
     /// Starts a streamed request (the live tail): the status and headers now, the body
     /// chunk by chunk from the returned stream.
     fn stream(&self, py: Python<'_>, principal: &PyPrincipal, path: &str, headers: Headers) -> PyResult<Stream> {
@@ -362,6 +519,7 @@ fn berth_native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<Embedded>()?;
     module.add_class::<PyPrincipal>()?;
     module.add_class::<Stream>()?;
+    module.add_class::<Completions>()?;
     module.add_function(wrap_pyfunction!(close_inherited_descriptors, module)?)?;
     module.add("BerthError", module.py().get_type::<BerthError>())?;
     module.add("ForkedError", module.py().get_type::<ForkedError>())?;

@@ -92,6 +92,7 @@ from google.genai import types
 
 import berth
 from berth import _calls as berth_calls
+from berth.integrations._drive import execute_on_loop
 
 #: The label of every session this service creates.
 LABEL = "adk"
@@ -612,7 +613,7 @@ class BerthSessionService(BaseSessionService):
             return event
         self._apply_temp_state(session, event)
         event = self._trim_temp_delta_state(event)
-        await asyncio.to_thread(self._append, session, event)
+        await self._append_on_loop(session, event)
         self._commit_event_to_session(session, event)
         session.last_update_time = event.timestamp
         return event
@@ -868,8 +869,7 @@ class BerthSessionService(BaseSessionService):
             pass
 
     def _append(self, session: Session, event: Event) -> None:
-        app_name, user_id = session.app_name, session.user_id
-        berth_id = session_berth_id(app_name, user_id, session.id)
+        berth_id = session_berth_id(session.app_name, session.user_id, session.id)
         hold, _ = self._hold(berth_id)
         if hold is None:
             raise SessionNotFoundError(f"Session {session.id} not found.")
@@ -878,42 +878,15 @@ class BerthSessionService(BaseSessionService):
         cached = self._cache.get(berth_id)
         if cached is None or expected is None or cached[0] != expected:
             try:
-                index = self._client.memory_get(index_namespace(app_name), berth_id)
+                index = self._client.memory_get(index_namespace(session.app_name), berth_id)
             except berth.NotFound:
                 raise SessionNotFoundError(f"Session {session.id} not found.") from None
             cached = (expected if expected is not None else -1, dict(index.value.get("state") or {}),
                       index.revision, int(index.value.get("time_ms", 0)))
-        _, session_state, revision, last_ms = cached
-        delta = dict(event.actions.state_delta) if event.actions and event.actions.state_delta else {}
-        app_delta, user_delta, session_delta = _split(delta)
-        new_state = {**session_state, **session_delta}
-        time_ms = max(last_ms, int(math.floor(event.timestamp * 1000)), 0)
-        index = {"app": app_name, "user": user_id, "id": session.id, "state": new_state,
-                 "last_update_time": event.timestamp, "time_ms": time_ms}
-        writes = [{"namespace": index_namespace(app_name), "key": berth_id, "value": index,
-                   "expected_revision": revision, "bound_to": berth_id}]
-        writes += _state_writes(app_name, user_id, app_delta, user_delta)
-        events = berth_events_for(event, time_ms)
-        # Each invocation is one berth turn (repair closes a turn a crash left open).
-        started = False
-        if event.invocation_id and hold.invocation != event.invocation_id:
-            if hold.turn is not None:
-                events.insert(0, {"type": "turn/end", "data": {"turn": hold.turn, "reason": "completed"},
-                                  "time": time_ms})
-            turn = expected if expected is not None else int(time.time() * 1000)
-            events.insert(1 if hold.turn is not None else 0,
-                          {"type": "turn/start", "data": {"turn": turn, "invocation_id": event.invocation_id},
-                           "time": time_ms})
-            started = True
-        else:
-            turn = hold.turn
-        ending = turn is not None and event.author != "user" and event.is_final_response()
-        if ending:
-            events.append({"type": "turn/end", "data": {"turn": turn, "reason": "completed"}, "time": time_ms})
-        try:
+        plan = _AppendPlan(session, event, berth_id, hold, expected, cached)
+        with self._refused(session, berth_id):
             try:
-                outcome = self._client.append(berth_id, events, expected_seq=expected, run=hold.run_id,
-                                              memory=writes)
+                outcome = self._client._execute(plan.call())
             except berth.OwnershipLost:
                 # This object's run lapsed (a long pause): attach again and retry once. If
                 # the new attach repaired anything, the copy is stale (SeqConflict below).
@@ -922,22 +895,110 @@ class BerthSessionService(BaseSessionService):
                 hold, _ = self._hold(berth_id)
                 if hold is None:
                     raise SessionNotFoundError(f"Session {session.id} not found.") from None
-                outcome = self._client.append(berth_id, events, expected_seq=expected, run=hold.run_id,
-                                              memory=writes)
-        except (berth.SeqConflict, berth.RevisionConflict):
-            self._cache.pop(berth_id, None)
-            raise StaleSessionError(
-                f"The session {session.id} has been modified in storage since it was loaded: "
-                "get it again (get_session) before appending."
-            ) from None
-        except berth.NotFound:
-            raise SessionNotFoundError(f"Session {session.id} not found.") from None
-        if started:
-            hold.turn, hold.invocation = turn, event.invocation_id
-        if ending:
+                plan.hold = hold
+                outcome = self._client._execute(plan.call())
+        self._appended(plan, outcome)
+
+    async def _append_on_loop(self, session: Session, event: Event) -> None:
+        """`_append` when this object holds the session and its cached copy is the
+        caller's (the usual case: one request, submitted from the loop); otherwise, or
+        after a lapsed run, `_append` on a worker thread."""
+        berth_id = session_berth_id(session.app_name, session.user_id, session.id)
+        with self._lock:
+            hold = self._holds.get(berth_id)
+            if hold is not None:
+                self._holds.move_to_end(berth_id)
+        marker = session._storage_update_marker
+        expected = int(marker) if marker is not None else None
+        cached = self._cache.get(berth_id)
+        if hold is None or hold.lost is not None or cached is None or expected is None or cached[0] != expected:
+            await asyncio.to_thread(self._append, session, event)
+            return
+        plan = _AppendPlan(session, event, berth_id, hold, expected, cached)
+        with self._refused(session, berth_id):
+            try:
+                outcome = await execute_on_loop(self._client, plan.call(), asyncio.to_thread)
+            except berth.OwnershipLost:
+                with self._lock:  # `_append` attaches again
+                    if self._holds.get(berth_id) is hold:
+                        self._holds.pop(berth_id, None)
+                await asyncio.to_thread(self._append, session, event)
+                return
+        self._appended(plan, outcome)
+
+    def _refused(self, session: Session, berth_id: str) -> contextlib.AbstractContextManager[None]:
+        return _refusals(self._cache, session, berth_id)
+
+    def _appended(self, plan: _AppendPlan, outcome: berth.AppendOutcome) -> None:
+        hold = plan.hold
+        if plan.started:
+            hold.turn, hold.invocation = plan.turn, plan.event.invocation_id
+        if plan.ending:
             hold.turn, hold.invocation = None, None
-        self._cache[berth_id] = (outcome.next_seq, new_state, revision + 1, time_ms)
-        session._storage_update_marker = str(outcome.next_seq)
+        self._cache[plan.berth_id] = (outcome.next_seq, plan.new_state, plan.revision + 1, plan.time_ms)
+        plan.session._storage_update_marker = str(outcome.next_seq)
+
+
+class _AppendPlan:
+    """One `append_event`'s berth append, worked out from the copy this object holds:
+    the events (with the invocation's turn boundaries), the memory writes it carries
+    (the session's index entry, `app:` and `user:` state), and what to remember after."""
+
+    def __init__(self, session: Session, event: Event, berth_id: str, hold: _Hold, expected: int | None,
+                 cached: tuple[int, dict[str, Any], int, int]) -> None:
+        app_name, user_id = session.app_name, session.user_id
+        self.session, self.event, self.berth_id, self.hold, self.expected = session, event, berth_id, hold, expected
+        _, session_state, self.revision, last_ms = cached
+        delta = dict(event.actions.state_delta) if event.actions and event.actions.state_delta else {}
+        app_delta, user_delta, session_delta = _split(delta)
+        self.new_state = {**session_state, **session_delta}
+        self.time_ms = time_ms = max(last_ms, int(math.floor(event.timestamp * 1000)), 0)
+        index = {"app": app_name, "user": user_id, "id": session.id, "state": self.new_state,
+                 "last_update_time": event.timestamp, "time_ms": time_ms}
+        self.writes = [{"namespace": index_namespace(app_name), "key": berth_id, "value": index,
+                        "expected_revision": self.revision, "bound_to": berth_id}]
+        self.writes += _state_writes(app_name, user_id, app_delta, user_delta)
+        events = berth_events_for(event, time_ms)
+        # Each invocation is one berth turn (repair closes a turn a crash left open).
+        self.started = False
+        if event.invocation_id and hold.invocation != event.invocation_id:
+            if hold.turn is not None:
+                events.insert(0, {"type": "turn/end", "data": {"turn": hold.turn, "reason": "completed"},
+                                  "time": time_ms})
+            turn = expected if expected is not None else int(time.time() * 1000)
+            events.insert(1 if hold.turn is not None else 0,
+                          {"type": "turn/start", "data": {"turn": turn, "invocation_id": event.invocation_id},
+                           "time": time_ms})
+            self.started = True
+        else:
+            turn = hold.turn
+        self.turn = turn
+        self.ending = turn is not None and event.author != "user" and event.is_final_response()
+        if self.ending:
+            events.append({"type": "turn/end", "data": {"turn": turn, "reason": "completed"}, "time": time_ms})
+        self.events = events
+
+    def call(self) -> berth_calls.Call[berth.AppendOutcome]:
+        """The append, by the hold's current run."""
+        return berth_calls.append(self.berth_id, self.events, expected_seq=self.expected, run=self.hold.run_id,
+                                  memory=self.writes)
+
+
+@contextlib.contextmanager
+def _refusals(cache: dict[str, Any], session: Session, berth_id: str) -> Iterator[None]:
+    """An append's refusals as ADK names them: a copy older than the log (or the index
+    entry) is stale (and this object's cached copy is dropped); a deleted session is
+    not found."""
+    try:
+        yield
+    except (berth.SeqConflict, berth.RevisionConflict):
+        cache.pop(berth_id, None)
+        raise StaleSessionError(
+            f"The session {session.id} has been modified in storage since it was loaded: "
+            "get it again (get_session) before appending."
+        ) from None
+    except berth.NotFound:
+        raise SessionNotFoundError(f"Session {session.id} not found.") from None
 
 
 def _split(state: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:

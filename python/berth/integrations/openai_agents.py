@@ -67,6 +67,7 @@ from agents.memory.session_settings import SessionSettings, coerce_session_setti
 
 import berth
 from berth import _calls as calls
+from berth.integrations._drive import execute_on_loop
 
 #: The label every session made by `BerthSession` carries (listings filter on it).
 LABEL = "openai-agents"
@@ -125,6 +126,11 @@ async def _on_worker(function: Callable[..., _T], *args: Any) -> _T:
     context = contextvars.copy_context()
     call = functools.partial(context.run, function, *args)
     return await asyncio.get_running_loop().run_in_executor(_worker_pool(), call)
+
+
+async def _io(client: berth.Client, call: calls.Call[_T]) -> _T:
+    """One request of `client` from the loop (without a thread on the embedded store)."""
+    return await execute_on_loop(client, call, _on_worker)  # type: ignore[no-any-return]
 
 
 class SessionModeMismatch(berth.BerthError):
@@ -263,6 +269,10 @@ class _View:
             self.last_key = event.idempotency_key
         return True
 
+    def covers(self, limit: int | None) -> bool:
+        """Holds enough items to answer a read of the latest `limit`."""
+        return self.complete or (limit is not None and len(self.items) >= limit)
+
     def texts(self, limit: int | None) -> list[str]:
         """The JSON texts of the newest `limit` items (all when None), oldest first; the
         unmade ones among them are made now, each page parsed once (a private copy)."""
@@ -305,6 +315,10 @@ class _Binding:
         self.turns = 0
         self.view: _View | None = None
         self.view_lock = threading.Lock()
+
+    def joined(self) -> bool:
+        """Attached and not displaced: writes and reads need no `_join` first."""
+        return self.run_id is not None and self.lost is None
 
     def take_view(self) -> _View | None:
         """The view, now this caller's alone (worker threads share a binding)."""
@@ -412,7 +426,19 @@ class BerthSession:
     async def get_items(self, limit: int | None = None, *, wrapper: Any = None) -> list[Any]:
         """The latest `limit` live items (all when None), oldest first."""
         limit = resolve_session_limit(limit, self.session_settings)
+        if limit is not None and limit <= 0:
+            return []
         binding = self._binding(wrapper)
+        if binding.joined():
+            # The common case, on the loop: the view this object keeps, checked against
+            # the log's newest events (one read).
+            view = binding.take_view()
+            if view is not None and view.covers(limit):
+                probe = await _io(binding.client, calls.read(self.berth_id, before=berth.SEQ_END, limit=PROBE_EVENTS))
+                if self._view_matches(view, probe) and view.covers(limit):
+                    texts = view.texts(limit)
+                    binding.keep_view(view)
+                    return [json.loads(text) for text in texts]
         return await _on_worker(self._get_items, binding, limit)
 
     async def add_items(self, items: list[Any], *, wrapper: Any = None) -> None:
@@ -420,7 +446,12 @@ class BerthSession:
         if not items:
             return
         binding = self._binding(wrapper)
-        await _on_worker(self._add_items, binding, list(items))
+        if not binding.joined():
+            await _on_worker(self._join, binding, True)
+        items = list(items)
+        events, closing, key, view = self._adding(binding, items)
+        outcome = await self._aappend(binding, events, idempotency_key=key)
+        self._added(binding, items, closing, key, view, outcome)
 
     async def pop_item(self, *, wrapper: Any = None) -> Any | None:
         """Removes and returns the latest live item (None when there is none); racing
@@ -552,6 +583,13 @@ class BerthSession:
             binding.lost = error
             raise
 
+    async def _aappend(self, binding: _Binding, events: list[dict[str, Any]], **options: Any) -> berth.AppendOutcome:
+        try:
+            return await _io(binding.client, calls.append(self.berth_id, events, run=binding.run_id, **options))
+        except berth.OwnershipLost as error:
+            binding.lost = error
+            raise
+
     def _collect(self, binding: _Binding, limit: int | None) -> tuple[list[tuple[int, Any]], int]:
         """The latest `limit` live items as (seq, item), oldest first, and the log's end,
         read backwards page by page (pops are markers after their targets, so reading
@@ -615,7 +653,11 @@ class BerthSession:
         """Reads the log's newest `PROBE_EVENTS` events: True when the view still
         describes the log (it ends with the event the view saw last, or with at most a
         few events after it, folded in now)."""
-        page = binding.client.read_before(self.berth_id, limit=PROBE_EVENTS)
+        return self._view_matches(view, binding.client.read_before(self.berth_id, limit=PROBE_EVENTS))
+
+    @staticmethod
+    def _view_matches(view: _View, page: berth.EventPage) -> bool:
+        """`_view_is_current` on the probe `page` (the log's newest events)."""
         if page.next_seq < view.end:
             return False  # shorter: deleted and made again
         if view.end > 0:
@@ -633,8 +675,8 @@ class BerthSession:
             return []
         view = binding.take_view()
         # A view too short for the answer is not checked: a backward read is needed anyway.
-        if view is not None and (view.complete or (limit is not None and len(view.items) >= limit)):
-            if self._view_is_current(binding, view) and (view.complete or len(view.items) >= limit):  # type: ignore[operator]
+        if view is not None and view.covers(limit):
+            if self._view_is_current(binding, view) and view.covers(limit):
                 texts = view.texts(limit)
                 binding.keep_view(view)
                 return [json.loads(text) for text in texts]
@@ -642,15 +684,28 @@ class BerthSession:
         return [item for _, item in items]
 
     def _add_items(self, binding: _Binding, items: list[Any]) -> None:
-        events = [event_for_item(item) for item in items]
         self._join(binding, create=True)
+        events, closing, key, view = self._adding(binding, items)
+        outcome = self._append(binding, events, idempotency_key=key)
+        self._added(binding, items, closing, key, view, outcome)
+
+    @staticmethod
+    def _adding(binding: _Binding, items: list[Any]) -> tuple[list[dict[str, Any]], int | None, str, _View | None]:
+        """An `add_items` batch of a joined binding: its events (closing the open turn),
+        the turn it closes, its idempotency key, and the view it will extend."""
+        events = [event_for_item(item) for item in items]
         closing = binding.open_turn
         if closing is not None:
             # The turn's items are saved: it ended (in the same atomic batch).
             events.append({"type": "turn/end", "data": {"turn": closing, "reason": "completed"}})
-        key = uuid.uuid4().hex
-        view = binding.take_view()
-        outcome = self._append(binding, events, idempotency_key=key)
+        return events, closing, uuid.uuid4().hex, binding.take_view()
+
+    @staticmethod
+    def _added(
+        binding: _Binding, items: list[Any], closing: int | None, key: str, view: _View | None,
+        outcome: berth.AppendOutcome,
+    ) -> None:
+        """After an `add_items` batch is stored: the view extended, the turn closed."""
         if view is not None and not outcome.duplicate and outcome.first_seq == view.end:
             # Nobody appended in between: the view extends by what was just stored.
             view.items.extend((outcome.first_seq + index, _dumps(item)) for index, item in enumerate(items))

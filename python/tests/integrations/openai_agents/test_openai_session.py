@@ -43,17 +43,26 @@ def run(coroutine: Any) -> Any:
 
 def count_backward_reads(client: berth.Client, reads: list[tuple[int, int | None]]) -> None:
     """Records `(before, limit)` of every backward read of events `client` sends (through
-    `read_before` or as its call: `BerthSession` reads pages with their raw answers)."""
-    original = client._execute
+    `read_before` or as its call: `BerthSession` reads pages with their raw answers),
+    blocking or awaited on the loop (`_aexecute`, the embedded store's path)."""
+    original, original_async = client._execute, client._aexecute
 
-    def counting(call: Any) -> Any:
+    def count(call: Any) -> None:
         path, _, query = call.path.partition("?")
         params = dict(parse_qsl(query))
         if call.method == "GET" and path.endswith("/events") and "before" in params:
             reads.append((int(params["before"]), int(params["limit"]) if "limit" in params else None))
+
+    def counting(call: Any) -> Any:
+        count(call)
         return original(call)
 
+    async def counting_async(call: Any) -> Any:
+        count(call)
+        return await original_async(call)
+
     client._execute = counting  # type: ignore[method-assign]
+    client._aexecute = counting_async  # type: ignore[method-assign]
 
 
 def limits(reads: list[tuple[int, int | None]]) -> list[int | None]:
