@@ -1,10 +1,12 @@
 """The two transports behind one client API.
 
 - `HttpTransport`: `http.client` keep-alive connections to `berth serve`, pooled for
-  threads; `AsyncHttpTransport`: the same, each request on a worker thread, and
-  httpx's async client for live tails. The standard library because it costs a
-  fraction of httpx's time per request, even with the hop to a thread
-  (docs/performance.md has the figures).
+  threads; from a coroutine (`asend`), keep-alive connections of the loop's own
+  (`_LoopConnection`, an asyncio protocol speaking just the HTTP/1.1 berth serve
+  answers), so no request takes a thread. `AsyncHttpTransport`: the same `asend`, and
+  httpx's async client for live tails. The standard library and a small protocol of our
+  own because each costs a fraction of httpx's time per request (docs/performance.md
+  has the figures).
 - `NativeTransport` / `AsyncNativeTransport`: the Rust store in this process through the
   `berth_native` extension, answering the same routes without a socket. From asyncio a
   request is submitted to the store's own runtime and its answer wakes the event loop
@@ -169,6 +171,151 @@ class _ConnectionPool:
             connection.close()
 
 
+class _LoopConnection(asyncio.Protocol):
+    """One keep-alive HTTP/1.1 connection of an event loop, one request at a time. It
+    reads what berth serve answers: a status line, headers, and a body of
+    `Content-Length` bytes or chunked."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self.idle_since = 0.0
+        self._buffer = bytearray()
+        self._waiter: asyncio.Future[Answer] | None = None
+        self._head: tuple[int, dict[str, str]] | None = None
+        self._body_end = 0  # with Content-Length: where the body ends in the buffer
+        self._chunked = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def send(self, loop: asyncio.AbstractEventLoop, request: bytes) -> asyncio.Future[Answer]:
+        assert self.transport is not None and self._waiter is None
+        self._waiter = loop.create_future()
+        self._buffer.clear()
+        self._head = None
+        self.transport.write(request)
+        return self._waiter
+
+    def data_received(self, data: bytes) -> None:
+        self._buffer += data
+        waiter = self._waiter
+        if waiter is None:
+            # Nothing was asked: the server is out of step. Never reuse this connection.
+            self._close()
+            return
+        try:
+            answer = self._parse()
+        except (ValueError, IndexError) as error:
+            self._fail(TransportError(f"malformed answer: {error}", sent=True))
+            return
+        if answer is not None:
+            self._waiter = None
+            if not waiter.done():
+                waiter.set_result(answer)
+            if answer.headers.get("connection", "").lower() == "close":
+                self._close()
+
+    def _parse(self) -> Answer | None:
+        buffer = self._buffer
+        if self._head is None:
+            end = buffer.find(b"\r\n\r\n")
+            if end < 0:
+                return None
+            lines = bytes(buffer[:end]).decode("latin-1").split("\r\n")
+            status = int(lines[0].split(" ", 2)[1])
+            headers = {}
+            for line in lines[1:]:
+                name, _, value = line.partition(":")
+                headers[name.strip().lower()] = value.strip()
+            del buffer[: end + 4]
+            self._head = (status, headers)
+            self._chunked = headers.get("transfer-encoding", "").lower() == "chunked"
+            self._body_end = int(headers.get("content-length", "0"))
+        status, headers = self._head
+        if not self._chunked:
+            if len(buffer) < self._body_end:
+                return None
+            return Answer(status, headers, bytes(buffer[: self._body_end]))
+        body = bytearray()
+        at = 0
+        while True:
+            line_end = buffer.find(b"\r\n", at)
+            if line_end < 0:
+                return None
+            size = int(bytes(buffer[at:line_end]).split(b";")[0], 16)
+            if size == 0:
+                # The last chunk, then trailers (none from berth serve) and an empty line.
+                if buffer.find(b"\r\n\r\n", line_end) < 0:
+                    return None
+                return Answer(status, headers, bytes(body))
+            start = line_end + 2
+            if len(buffer) < start + size + 2:
+                return None
+            body += buffer[start : start + size]
+            at = start + size + 2
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self._fail(TransportError(f"connection lost: {exc or 'closed by the server'}", sent=True))
+
+    def _fail(self, error: TransportError) -> None:
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_exception(error)
+        self._close()
+
+    def _close(self) -> None:
+        self.closed = True
+        if self.transport is not None:
+            self.transport.close()
+
+
+class _LoopConnections:
+    """An event loop's idle keep-alive connections to one server. It holds them weakly:
+    an idle connection lives as long as its loop watches it (until the server closes it,
+    or the loop is gone), so a pool never keeps a finished loop alive."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self._host, self._port = host, port
+        self._idle: list[weakref.ref[_LoopConnection]] = []
+        self.pid = os.getpid()
+
+    async def take(self, loop: asyncio.AbstractEventLoop) -> _LoopConnection:
+        now = time.monotonic()
+        while self._idle:
+            connection = self._idle.pop()()
+            if connection is not None and not connection.closed:
+                if now - connection.idle_since < _ConnectionPool.IDLE_MAX_S:
+                    return connection
+                connection._close()
+        try:
+            _, connection = await loop.create_connection(_LoopConnection, self._host, self._port)
+        except OSError as error:
+            raise _socket_error(error, sent=False) from error
+        return connection
+
+    def give_back(self, connection: _LoopConnection) -> None:
+        if connection.closed or len(self._idle) >= _ConnectionPool.IDLE_KEPT_MAX:
+            connection._close()
+            return
+        connection.idle_since = time.monotonic()
+        self._idle.append(weakref.ref(connection))
+
+    def close(self) -> None:
+        idle, self._idle = self._idle, []
+        for ref in idle:
+            connection = ref()
+            if connection is not None:
+                try:
+                    connection._close()
+                except RuntimeError:
+                    pass  # its loop is closed: the socket goes with it
+
+
 class HttpTransport:
     """HTTP/1.1 keep-alive on the standard library's `http.client` (see python/README.md
     for why not httpx here: its per-request cost, measured side by side)."""
@@ -183,6 +330,12 @@ class HttpTransport:
         self._prefix = parsed.path.rstrip("/")
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._host_header = parsed.netloc
+        self._address = (parsed.hostname, parsed.port or 80)
+        self._timeout = timeout
+        self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopConnections] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._closed = False
 
     def _request(self, connection: http.client.HTTPConnection, method: str, path: str, headers: Headers,
                  body: bytes | None) -> http.client.HTTPResponse:
@@ -207,6 +360,37 @@ class HttpTransport:
             self._pool.give_back(connection)
         return answer
 
+    async def asend(self, method: str, path: str, headers: Headers, body: bytes | None) -> Answer:
+        """`send` for a coroutine, on keep-alive connections of its own loop."""
+        if self._closed:
+            raise ClientClosed("the client is closed")
+        loop = asyncio.get_running_loop()
+        connections = self._loops.get(loop)
+        if connections is None or connections.pid != os.getpid():
+            connections = self._loops[loop] = _LoopConnections(*self._address)
+        connection = await connections.take(loop)
+        lines = [f"{method} {self._prefix}{path} HTTP/1.1", f"Host: {self._host_header}"]
+        lines += [f"{name}: {value}" for name, value in self._headers.items()]
+        lines += [f"{name}: {value}" for name, value in headers]
+        if body is not None:
+            if not any(name.lower() == "content-type" for name, _ in headers):
+                lines.append("Content-Type: application/json")
+            lines.append(f"Content-Length: {len(body)}")
+        request = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + (body or b"")
+        answer = connection.send(loop, request)
+        expired = loop.call_later(
+            self._timeout, connection._fail, TransportError(f"no answer within {self._timeout} s", sent=True)
+        )
+        try:
+            result = await answer
+        except asyncio.CancelledError:
+            connection._close()  # mid-request: its answer would confuse the next caller
+            raise
+        finally:
+            expired.cancel()
+        connections.give_back(connection)
+        return result
+
     def open_stream(self, path: str, headers: Headers) -> HttpStream:
         connection, _reused = self._pool.take(timeout=_STREAM_READ_TIMEOUT_S)
         try:
@@ -217,7 +401,10 @@ class HttpTransport:
         return HttpStream(self._pool, connection, response)
 
     def close(self) -> None:
+        self._closed = True
         self._pool.close()
+        for connections in list(self._loops.values()):
+            connections.close()
 
 
 #: A live tail sends a heartbeat comment every 15 s; a read that waits longer than this
@@ -246,17 +433,15 @@ class AsyncHttpStream:
 
 
 class AsyncHttpTransport:
-    """HTTP for asyncio: each request runs the sync transport's `send` (`http.client`
-    keep-alive connections) on a worker thread, which costs less than httpx's async
-    client per request (docs/performance.md has the figures); live tails stream through
-    httpx's async client, made on the first tail (making one costs ~20 ms, its TLS
-    context)."""
+    """HTTP for asyncio: each request goes out on a keep-alive connection of the loop's
+    own (`HttpTransport.asend`), which costs less than httpx's async client per request
+    (docs/performance.md has the figures); live tails stream through httpx's async
+    client, made on the first tail (making one costs ~20 ms, its TLS context)."""
 
     busy_wait_s = 0.0
 
-    def __init__(self, base_url: str, api_key: str | None, timeout: float, workers: int = 16) -> None:
+    def __init__(self, base_url: str, api_key: str | None, timeout: float) -> None:
         self._sync = HttpTransport(base_url, api_key, timeout)
-        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="berth-http")
         self._base_url, self._api_key, self._timeout = base_url, api_key, timeout
         self._client: httpx.AsyncClient | None = None
 
@@ -268,8 +453,7 @@ class AsyncHttpTransport:
         return self._client
 
     async def send(self, method: str, path: str, headers: Headers, body: bytes | None) -> Answer:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, partial(self._sync.send, method, path, headers, body))
+        return await self._sync.asend(method, path, headers, body)
 
     async def open_stream(self, path: str, headers: Headers) -> AsyncHttpStream:
         client = self._stream_client()
@@ -283,7 +467,6 @@ class AsyncHttpTransport:
         if self._client is not None:
             await self._client.aclose()
         self._sync.close()
-        self._executor.shutdown(wait=False)
 
     def close_at_exit(self) -> None:
         """Nothing to flush: the server holds the state."""
