@@ -34,12 +34,14 @@ const BLOCK_MAX: i64 = 2 * BLOCK_ITEMS as i64;
 pub(crate) type Position = (String, String);
 
 /// The block holding `(namespace, key)`, if the tenant has blocks.
+/// `holding`'s statement (tests look at it in the statement cache).
+pub(crate) const HOLDING_SQL: &str =
+    "SELECT namespace, key FROM memory_blocks WHERE tenant = ?1 AND (namespace, key) <= (?2, ?3) \
+     ORDER BY namespace DESC, key DESC LIMIT 1";
+
 fn holding(connection: &Connection, tenant: &str, namespace: &str, key: &str) -> Result<Option<Position>, Failure> {
     Ok(connection
-        .prepare_cached(
-            "SELECT namespace, key FROM memory_blocks WHERE tenant = ?1 AND (namespace, key) <= (?2, ?3) \
-             ORDER BY namespace DESC, key DESC LIMIT 1",
-        )?
+        .prepare_cached(HOLDING_SQL)?
         .query_row((tenant, namespace, key), |row| Ok((row.get(0)?, row.get(1)?)))
         .optional()?)
 }

@@ -346,6 +346,13 @@ fn configure(connection: &Connection, options: &SqliteOptions) -> Result<(), Fai
     // FULL: the WAL is fsynced at every commit, so a committed CAS survives power loss.
     connection.pragma_update(None, "synchronous", "FULL")?;
     connection.pragma_update(None, "foreign_keys", true)?;
+    // Plans never depend on a bound parameter's value. Without this, SQLite marks a
+    // statement with a range on a parameter and an ORDER BY as expiring when its
+    // bindings are cleared — which rusqlite's statement cache does at every return — so
+    // each reuse parsed and planned it again (`sqlite3Reprepare` under every indexed
+    // item's block lookup, `blocks::holding`). The catalog keeps no `sqlite_stat4`
+    // samples for value-dependent plans to use anyway.
+    connection.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
     // Schema objects never run code on our behalf (defence against a crafted file).
     connection.pragma_update(None, "trusted_schema", false)?;
     Ok(())

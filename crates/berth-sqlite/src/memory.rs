@@ -188,8 +188,9 @@ fn stored_item(
 /// `memory_term_counts`) are written.
 enum Indexing<'a> {
     /// In the same transaction (imports: their rows go in bulk); the blocks' ranges
-    /// when the caller flushes `Pending`, once for the whole import.
-    Now(&'a mut blocks::Pending),
+    /// and the full-text rows when the caller flushes the `IndexBatch`, once for the
+    /// whole import.
+    Now(&'a mut IndexBatch),
     /// Later, in batches (`index_unindexed`): the item's id goes into `memory_unindexed`
     /// (schema V5) in the put's transaction, and a search that reads the search rows
     /// indexes every such item first, in its own snapshot (`SqliteCatalog::memory_search`).
@@ -255,9 +256,9 @@ fn write_item(
         }
     };
     match indexing {
-        Indexing::Now(pending) => index_item(
+        Indexing::Now(batch) => index_item(
             transaction,
-            pending,
+            batch,
             id,
             tenant.as_str(),
             item.namespace.as_str(),
@@ -277,12 +278,41 @@ fn write_item(
     }
 }
 
+/// What a batch of items being indexed writes at its end (`flush`): their blocks'
+/// widened ranges (`blocks::Pending`), and their full-text rows. FTS5 writes the terms
+/// it holds in memory to disk at every statement savepoint, and most of the other
+/// search rows' statements open one: full-text rows written among them made a segment
+/// of one item each (and the merges after), written after them a batch makes one.
+#[derive(Default)]
+pub(crate) struct IndexBatch {
+    blocks: blocks::Pending,
+    /// (item id, its terms space-joined — empty for none, an earlier value's row to
+    /// delete first).
+    texts: Vec<(i64, String, bool)>,
+}
+
+impl IndexBatch {
+    pub(crate) fn flush(self, connection: &Connection) -> Result<(), Failure> {
+        let mut delete = connection.prepare_cached("DELETE FROM memory_terms WHERE rowid = ?1")?;
+        let mut insert = connection.prepare_cached("INSERT INTO memory_terms (rowid, terms) VALUES (?1, ?2)")?;
+        for (id, terms, replacing) in &self.texts {
+            if *replacing {
+                delete.execute([id])?;
+            }
+            if !terms.is_empty() {
+                insert.execute((id, terms))?;
+            }
+        }
+        self.blocks.flush(connection)
+    }
+}
+
 /// Writes item `id`'s search rows (after deleting the ones an earlier value left, if
-/// `replacing`); its block's ranges are widened when `pending` is flushed.
+/// `replacing`); its full-text row and its block's ranges when `batch` is flushed.
 #[allow(clippy::too_many_arguments)]
 fn index_item(
     connection: &Connection,
-    pending: &mut blocks::Pending,
+    batch: &mut IndexBatch,
     id: i64,
     tenant: &str,
     namespace: &str,
@@ -291,7 +321,6 @@ fn index_item(
     replacing: bool,
 ) -> Result<(), Failure> {
     if replacing {
-        connection.prepare_cached("DELETE FROM memory_terms WHERE rowid = ?1")?.execute([id])?;
         connection.prepare_cached("DELETE FROM memory_fields WHERE item = ?1")?.execute([id])?;
         connection.prepare_cached("DELETE FROM memory_term_counts WHERE item = ?1")?.execute([id])?;
     }
@@ -302,14 +331,10 @@ fn index_item(
     for (field, kind, sort) in &fields {
         insert_field.execute((id, tenant, field, kind, sort))?;
     }
-    pending.note(connection, tenant, namespace, key, &fields)?;
+    batch.blocks.note(connection, tenant, namespace, key, &fields)?;
     let terms = scoped::value_terms(value);
     insert_term_counts(connection, id, tenant, namespace, key, &terms)?;
-    if !terms.is_empty() {
-        connection
-            .prepare_cached("INSERT INTO memory_terms (rowid, terms) VALUES (?1, ?2)")?
-            .execute((id, terms.join(" ")))?;
-    }
+    batch.texts.push((id, terms.join(" "), replacing));
     Ok(())
 }
 
@@ -329,12 +354,12 @@ pub(crate) fn index_unindexed(connection: &Connection) -> Result<usize, Failure>
         .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?)))?
         .collect::<rusqlite::Result<_>>()?;
     let count = waiting.len();
-    let mut pending = blocks::Pending::default();
+    let mut batch = IndexBatch::default();
     for (id, tenant, namespace, key, value) in waiting {
         let raw = serde_json::value::RawValue::from_string(value).map_err(|_| corrupt("value"))?;
-        index_item(connection, &mut pending, id, &tenant, &namespace, &key, &JsonText::from_trusted_raw(raw), true)?;
+        index_item(connection, &mut batch, id, &tenant, &namespace, &key, &JsonText::from_trusted_raw(raw), true)?;
     }
-    pending.flush(connection)?;
+    batch.flush(connection)?;
     connection.prepare_cached("DELETE FROM memory_unindexed")?.execute([])?;
     Ok(count)
 }
@@ -909,17 +934,17 @@ fn import_in(
     items: &[MemoryItem],
     quota: &MemoryQuota,
 ) -> Result<(), Failure> {
-    let mut pending = blocks::Pending::default();
+    let mut batch = IndexBatch::default();
     for item in items {
         if stored_item(transaction, tenant, &item.namespace, &item.key)?.is_some() {
             let id = format!("{}:{}", item.namespace, item.key);
             return Err(Error::AlreadyExists { what: "memory item", id }.into());
         }
         stored_usage(transaction, tenant)?.check_put(quota, true, 0, item.bytes())?;
-        write_item(transaction, tenant, item, None, Indexing::Now(&mut pending))?;
+        write_item(transaction, tenant, item, None, Indexing::Now(&mut batch))?;
         add_usage(transaction, tenant.as_str(), 1, item.bytes() as i64)?;
     }
-    pending.flush(transaction)
+    batch.flush(transaction)
 }
 
 impl SqliteCatalog {

@@ -977,3 +977,60 @@ fn a_forked_child_writes_the_catalog_its_parent_has_open() {
     let check: String = raw.query_row("PRAGMA integrity_check", [], |row| row.get(0)).expect("integrity check");
     assert_eq!(check, "ok");
 }
+
+/// A batch of deferred search rows costs what its rows cost, not SQLite's planning or
+/// FTS5's segments: (1) the catalog's cached statements are not planned again at each
+/// reuse — with a range on a parameter and an ORDER BY, SQLite expired such a statement
+/// whenever rusqlite's cache cleared its bindings, so every indexed item's block lookup
+/// was parsed and planned anew (fails without `SQLITE_DBCONFIG_ENABLE_QPSG`); (2) the
+/// batch's full-text rows are written after its other rows, so FTS5 — which writes what
+/// it holds at every statement savepoint — makes one segment for the batch instead of one
+/// per item (fails with the text rows written item by item among the others).
+#[tokio::test]
+async fn an_indexed_batch_reuses_its_statements_and_makes_one_text_segment() {
+    use berth_catalog::scoped::{MemoryPut, MemoryQuota, Namespace};
+    use berth_catalog::MemoryStore;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let catalog = SqliteCatalog::open(dir.path().join(CATALOG_FILE_NAME)).expect("open");
+    let tenant = TenantId::parse("t").expect("tenant");
+    let namespace = Namespace::parse("user/alice/notes").expect("namespace");
+    // FTS5 merges segments as they pile up; without merging (this test's catalog only),
+    // every flush leaves a segment of its own, at least one row of the data table past
+    // its two fixed rows (the averages and the structure).
+    catalog
+        .shared
+        .writer()
+        .expect("writer")
+        .execute_batch(
+            "INSERT INTO memory_terms (memory_terms, rank) VALUES ('automerge', 0);
+             INSERT INTO memory_terms (memory_terms, rank) VALUES ('crisismerge', 100000);",
+        )
+        .expect("no merging");
+    let segment_rows = |catalog: &SqliteCatalog| -> i64 {
+        let writer = catalog.shared.writer().expect("writer");
+        writer.query_row("SELECT count(*) FROM memory_terms_data WHERE id > 10", [], |row| row.get(0)).expect("count")
+    };
+    assert_eq!(segment_rows(&catalog), 0);
+    for i in 0..crate::memory::UNINDEXED_MAX {
+        let put = MemoryPut {
+            namespace: namespace.clone(),
+            key: format!("k{i:03}"),
+            value: memory_value(&format!(r#"{{"kind":"k{}","n":{i},"text":"tea number{i} leaf{i}"}}"#, i % 3)),
+            expected_revision: None,
+            ttl_ms: None,
+            bound_to: None,
+        };
+        catalog.memory_put(&tenant, &put, Timestamp(10), &MemoryQuota::default()).await.expect("put");
+    }
+    let writer = catalog.shared.writer().expect("writer");
+    let waiting: i64 = writer.query_row("SELECT count(*) FROM memory_unindexed", [], |row| row.get(0)).expect("count");
+    assert_eq!(waiting, 0, "the last put indexed the batch");
+    let reprepared = writer
+        .prepare_cached(crate::blocks::HOLDING_SQL)
+        .expect("cached")
+        .get_status(rusqlite::StatementStatus::RePrepare);
+    assert_eq!(reprepared, 0, "the block lookup ran once per item without being planned again");
+    drop(writer);
+    let rows = segment_rows(&catalog);
+    assert!((1..=2).contains(&rows), "{rows} segment rows for one batch of {}", crate::memory::UNINDEXED_MAX);
+}
