@@ -984,8 +984,12 @@ impl MemoryStore for SqliteCatalog {
     ) -> Result<u64> {
         puts.iter().try_for_each(MemoryPut::check)?;
         let (tenant, puts, quota) = (tenant.clone(), puts.to_vec(), *quota);
-        // One transaction: every write of the batch commits together.
-        self.write("apply carried memory writes", move |transaction| {
+        // One transaction: every write of the batch commits together. Relaxed (no fsync
+        // of its own): the writes are durable in the log already, and the marker that
+        // says which of them may be unapplied is durable too — a commit lost to a power
+        // failure takes the marker's advance with it, so the durable marker still covers
+        // the lost writes and finishing it applies them (`berth_service::carried`).
+        self.write_relaxed("apply carried memory writes", move |transaction| {
             let mut applied = 0;
             for put in &puts {
                 match put_in(transaction, &tenant, put, &quota, now) {

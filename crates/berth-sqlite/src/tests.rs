@@ -1034,3 +1034,37 @@ async fn an_indexed_batch_reuses_its_statements_and_makes_one_text_segment() {
     let rows = segment_rows(&catalog);
     assert!((1..=2).contains(&rows), "{rows} segment rows for one batch of {}", crate::memory::UNINDEXED_MAX);
 }
+
+/// A carried append's apply commits without an fsync of its own (`write_relaxed`: the
+/// log and the marker are what make it durable), applies every put that still holds as
+/// a compare-and-set, and leaves the writer connection `synchronous=FULL` for every
+/// other write.
+#[tokio::test]
+async fn a_carried_apply_is_relaxed_and_leaves_the_connection_full() {
+    use berth_catalog::scoped::{MemoryPut, MemoryQuota, Namespace};
+    use berth_catalog::MemoryStore;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let catalog = SqliteCatalog::open(dir.path().join(CATALOG_FILE_NAME)).expect("open");
+    let tenant = TenantId::parse("t").expect("tenant");
+    let put = |key: &str, expected: u64| MemoryPut {
+        namespace: Namespace::parse("user/alice/state").expect("namespace"),
+        key: key.into(),
+        value: memory_value(r#"{"n":1}"#),
+        expected_revision: Some(expected),
+        ttl_ms: None,
+        bound_to: None,
+    };
+    let quota = MemoryQuota::default();
+    assert_eq!(
+        catalog.memory_apply(&tenant, &[put("a", 0), put("b", 0)], Timestamp(10), &quota).await.expect("apply"),
+        2
+    );
+    // Again: both are applied already (revision 1), so neither applies twice.
+    assert_eq!(
+        catalog.memory_apply(&tenant, &[put("a", 0), put("b", 1)], Timestamp(11), &quota).await.expect("apply"),
+        1
+    );
+    let synchronous: i64 =
+        catalog.shared.writer().expect("writer").query_row("PRAGMA synchronous", [], |row| row.get(0)).expect("pragma");
+    assert_eq!(synchronous, 2, "every other write is FULL again");
+}

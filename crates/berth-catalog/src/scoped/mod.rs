@@ -48,7 +48,11 @@ pub trait MemoryStore: Send + Sync + 'static {
     /// (`RevisionConflict`: applied already, or superseded — so never applied twice).
     /// Returns how many puts were applied. Any other error is returned; puts before it
     /// may have been applied. A backend may do it all in one transaction (SQLite and
-    /// PostgreSQL do: one commit, where the default below commits once per put).
+    /// PostgreSQL do: one commit, where the default below commits once per put), and
+    /// need not make that commit durable before answering (SQLite does not: a prefix of
+    /// its commits survives a power failure, and what it loses of an apply — the writes
+    /// and the marker's advance together — the durable marker and log put back when the
+    /// marker is finished).
     async fn memory_apply(
         &self,
         tenant: &TenantId,
