@@ -1,8 +1,9 @@
 """The async client's HTTP request path, side by side in one run: `AsyncHttpTransport`
-(the sync `http.client` pool, each request on a worker thread) against httpx's async
-client, both to one release `berth serve` on loopback. Each round appends `--appends`
+(keep-alive connections of the loop's own, `HttpTransport.asend`), the path before it
+(the sync `http.client` pool, each request on a worker thread), and httpx's async
+client, all to one release `berth serve` on loopback. Each round appends `--appends`
 single-event batches of 1.5 KB to a fresh session per variant; rounds interleave and
-alternate their order; the figures are each round's median append.
+rotate their order; the figures are each round's median append.
 
     python bench/async_http.py --berth target/release/berth [--rounds 3] [--appends 500]
 """
@@ -15,6 +16,8 @@ import statistics
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -34,6 +37,23 @@ class HttpxTransport(_transport.AsyncHttpTransport):
         return Answer(response.status_code, response.headers, response.content)
 
 
+class ThreadTransport(_transport.AsyncHttpTransport):
+    """Every request through the sync `http.client` pool on a worker thread (what
+    `AsyncHttpTransport` did before `asend`)."""
+
+    def __init__(self, base_url: str, api_key: str | None, timeout: float) -> None:
+        super().__init__(base_url, api_key, timeout)
+        self._executor = ThreadPoolExecutor(max_workers=16, thread_name_prefix="bench-http")
+
+    async def send(self, method: str, path: str, headers: list[tuple[str, str]], body: bytes | None) -> Answer:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, partial(self._sync.send, method, path, headers, body))
+
+    async def close(self) -> None:
+        await super().close()
+        self._executor.shutdown(wait=False)
+
+
 async def median_append(client: berth.AsyncClient, appends: int) -> float:
     session = await client.create_session()
     batch = [("bench/event", {"x": "y" * 1500})]
@@ -46,14 +66,18 @@ async def median_append(client: berth.AsyncClient, appends: int) -> float:
 
 
 async def run(args: argparse.Namespace, server: Server) -> None:
-    results: dict[str, list[float]] = {"http.client on a thread": [], "httpx async": []}
+    variants = {"the loop's own connections": None, "http.client on a thread": ThreadTransport,
+                "httpx async": HttpxTransport}
+    results: dict[str, list[float]] = {name: [] for name in variants}
     for round_index in range(args.rounds):
-        names = list(results) if round_index % 2 == 0 else list(results)[::-1]
+        shift = round_index % len(variants)
+        names = list(variants)[shift:] + list(variants)[:shift]
         for name in names:
             client = berth.AsyncClient(server.url, api_key=server.key)
-            if name == "httpx async":
+            transport = variants[name]
+            if transport is not None:
                 await client._transport.close()
-                client._transport = HttpxTransport(server.url, server.key, 30.0)
+                client._transport = transport(server.url, server.key, 30.0)
             results[name].append(await median_append(client, args.appends))
             await client.close()
     for name, medians in results.items():

@@ -18,16 +18,6 @@ use hyper::Method;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-fn cpu_now() -> Duration {
-    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
-    // SAFETY: getrusage writes the struct it is given.
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) };
-    // SAFETY: initialised by getrusage above (zeroed before).
-    let usage = unsafe { usage.assume_init() };
-    let micros = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
-    Duration::from_micros(micros(usage.ru_utime) + micros(usage.ru_stime))
-}
-
 fn item() -> serde_json::Value {
     serde_json::json!({"role": "user", "type": "message", "content": "x".repeat(1000)})
 }
@@ -77,7 +67,7 @@ fn main() -> berth_core::Result<()> {
     for round in 0..rounds {
         for &layer in &layers {
             let started = Instant::now();
-            let cpu_started = cpu_now();
+            let cpu_started = berth_bench::fixtures::cpu_time();
             for n in 0..appends {
                 let key = format!("k{round}-{n}-{layer}");
                 match layer {
@@ -112,7 +102,7 @@ fn main() -> berth_core::Result<()> {
             }
             let per = |d: Duration| d.as_secs_f64() * 1e6 / appends as f64;
             wall.entry(layer).or_default().push(per(started.elapsed()));
-            cpu.entry(layer).or_default().push(per(cpu_now() - cpu_started));
+            cpu.entry(layer).or_default().push(per(berth_bench::fixtures::cpu_time() - cpu_started));
         }
     }
     println!("| layer | wall µs/append | CPU µs/append |");

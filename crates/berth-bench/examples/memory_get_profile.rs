@@ -4,10 +4,10 @@
 //!
 //!     cargo run --release -p berth-bench --example memory_get_profile -- DIR [ITEMS] [GETS] [berth|plain|both]
 
-use berth_bench::workloads::memory::{item, quota, NAMESPACE};
+use berth_bench::workloads::memory::{item, seeded_catalog, NAMESPACE};
 use berth_catalog::scoped::{MemoryItem, Namespace};
 use berth_catalog::MemoryStore;
-use berth_core::{TenantId, Timestamp};
+use berth_core::Timestamp;
 use std::time::Instant;
 
 #[tokio::main(flavor = "current_thread")]
@@ -18,12 +18,9 @@ async fn main() {
     let gets: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(100_000);
     let which = args.next().unwrap_or_else(|| "both".into());
     let temp = tempfile::tempdir_in(dir).expect("tempdir");
-    let tenant = TenantId::parse("bench-memory").expect("tenant");
-    let catalog = berth_sqlite::SqliteCatalog::open(temp.path().join(berth_sqlite::CATALOG_FILE_NAME)).expect("open");
+    let path = temp.path().join(berth_sqlite::CATALOG_FILE_NAME);
+    let (catalog, tenant) = seeded_catalog(&path, items).await.expect("seeded");
     let all: Vec<MemoryItem> = (0..items).map(item).collect();
-    for chunk in all.chunks(10_000) {
-        catalog.memory_import_many(&tenant, chunk.to_vec(), &quota()).await.expect("import");
-    }
     let plain = berth_bench::fixtures::sqlite_open(&temp.path().join("plain.sqlite")).expect("plain");
     plain
         .execute_batch(

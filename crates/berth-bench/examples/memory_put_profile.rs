@@ -4,21 +4,12 @@
 //!
 //!     cargo run --release -p berth-bench --example memory_put_profile -- DIR [ITEMS] [PUTS]
 
-use berth_bench::workloads::memory::{item, quota, value, NAMESPACE};
-use berth_catalog::scoped::{MemoryItem, MemoryPut, Namespace};
+use berth_bench::fixtures::cpu_time;
+use berth_bench::workloads::memory::{quota, seeded_catalog, value, NAMESPACE};
+use berth_catalog::scoped::{MemoryPut, Namespace};
 use berth_catalog::MemoryStore;
-use berth_core::{TenantId, Timestamp};
-use std::time::{Duration, Instant};
-
-fn cpu_now() -> Duration {
-    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
-    // SAFETY: getrusage writes the struct it is given.
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) };
-    // SAFETY: initialised by getrusage above (zeroed before).
-    let usage = unsafe { usage.assume_init() };
-    let micros = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
-    Duration::from_micros(micros(usage.ru_utime) + micros(usage.ru_stime))
-}
+use berth_core::Timestamp;
+use std::time::Instant;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
@@ -27,15 +18,11 @@ async fn main() {
     let items: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(100_000);
     let puts: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(5_000);
     let temp = tempfile::tempdir_in(dir).expect("tempdir");
-    let tenant = TenantId::parse("bench-memory").expect("tenant");
-    let catalog = berth_sqlite::SqliteCatalog::open(temp.path().join(berth_sqlite::CATALOG_FILE_NAME)).expect("open");
-    let all: Vec<MemoryItem> = (0..items).map(item).collect();
-    for chunk in all.chunks(10_000) {
-        catalog.memory_import_many(&tenant, chunk.to_vec(), &quota()).await.expect("import");
-    }
+    let path = temp.path().join(berth_sqlite::CATALOG_FILE_NAME);
+    let (catalog, tenant) = seeded_catalog(&path, items).await.expect("seeded");
     let mut samples = Vec::with_capacity(puts);
     let started = Instant::now();
-    let cpu_started = cpu_now();
+    let cpu_started = cpu_time();
     for i in 0..puts {
         let put = MemoryPut {
             namespace: Namespace::parse(NAMESPACE).expect("namespace"),
@@ -50,7 +37,7 @@ async fn main() {
         samples.push(one.elapsed().as_secs_f64() * 1e6);
     }
     let total = started.elapsed().as_secs_f64() * 1e6 / puts as f64;
-    let cpu = (cpu_now() - cpu_started).as_secs_f64() * 1e6 / puts as f64;
+    let cpu = (cpu_time() - cpu_started).as_secs_f64() * 1e6 / puts as f64;
     samples.sort_by(f64::total_cmp);
     let at = |q: f64| samples[((samples.len() - 1) as f64 * q) as usize];
     println!("puts {puts}: mean {total:.0} µs, p50 {:.0} µs, p99 {:.0} µs, CPU {cpu:.0} µs a put", at(0.5), at(0.99));

@@ -210,3 +210,15 @@ pub fn raise_descriptor_limit() -> u64 {
     }
     limit.rlim_cur
 }
+
+/// CPU time this process has used so far (user and system), for profiling examples that
+/// print CPU per operation beside wall time.
+pub fn cpu_time() -> std::time::Duration {
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: getrusage writes the struct it is given.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) };
+    // SAFETY: initialised by getrusage above (zeroed before).
+    let usage = unsafe { usage.assume_init() };
+    let micros = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
+    std::time::Duration::from_micros(micros(usage.ru_utime) + micros(usage.ru_stime))
+}

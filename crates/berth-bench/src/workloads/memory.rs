@@ -350,6 +350,18 @@ fn plain_table(path: &Path, items: &[MemoryItem]) -> Result<rusqlite::Connection
     Ok(connection)
 }
 
+/// A fresh embedded catalog at `path` holding items `0..items` of the searched namespace
+/// (bulk imports), for the profiling examples.
+pub async fn seeded_catalog(path: &Path, items: usize) -> Result<(SqliteCatalog, TenantId)> {
+    let tenant = TenantId::parse("bench-memory")?;
+    let catalog = SqliteCatalog::open(path)?;
+    let all: Vec<MemoryItem> = (0..items).map(item).collect();
+    for chunk in all.chunks(10_000) {
+        catalog.memory_import_many(&tenant, chunk.to_vec(), &quota()).await?;
+    }
+    Ok((catalog, tenant))
+}
+
 /// Issue 11's targets for these rows.
 pub fn targets(items: usize) -> Vec<Target> {
     let [put, get, search, _] = names(items);
