@@ -50,6 +50,20 @@ async def test_concurrent_appends_answer_once_each_without_a_worker_thread(nativ
     await client.close()
 
 
+async def test_more_requests_at_once_than_the_blocking_pool_has_threads_all_answer(native_place: Place) -> None:
+    # Each session's first append makes its log on the store's blocking pool. Were every
+    # submitted request to hold a pool thread while it ran, 600 at once took tokio's 512
+    # threads and waited forever for the logs to be made (it hung so before the cap).
+    client = native_place.connect_async()
+    ids = [f"s-{n:04d}-{uuid.uuid4().hex[:6]}" for n in range(600)]
+    for chunk in range(0, len(ids), 50):
+        await asyncio.gather(*(client.create_session(id, policy=FOREVER) for id in ids[chunk:chunk + 50]))
+    appends = asyncio.gather(*(client.append(id, [("note/n", {"n": 0})]) for id in ids))
+    outcomes = await asyncio.wait_for(appends, timeout=120)
+    assert all(outcome.first_seq == 0 for outcome in outcomes)
+    await client.close()
+
+
 async def test_a_sync_client_awaits_its_requests_on_the_loop(native_place: Place) -> None:
     # What the integrations' async methods do with the sync client they are given.
     client = native_place.connect()

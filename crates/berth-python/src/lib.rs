@@ -26,7 +26,7 @@ use pyo3::exceptions::{PyException, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use std::mem::ManuallyDrop;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -165,7 +165,15 @@ struct Opened {
     runtime: tokio::runtime::Runtime,
     server: Arc<InProcessServer>,
     closed: AtomicBool,
+    /// Submitted requests holding a thread of the runtime's blocking pool now.
+    on_blocking_threads: Arc<AtomicUsize>,
 }
+
+/// At most this many submitted requests hold a thread of the blocking pool at once;
+/// more run as tasks on the runtime's workers. A request held there may itself need a
+/// blocking thread (opening a log runs on the pool), so the submitted ones must never
+/// take the whole pool (tokio's default: 512), or they would wait for each other.
+const SUBMITTED_ON_BLOCKING_THREADS_MAX: usize = 64;
 
 /// A validated principal, made once per client and passed with each request.
 #[pyclass(frozen, module = "berth_native", name = "Principal")]
@@ -290,7 +298,12 @@ impl Embedded {
             })
         });
         let server = opened.map_err(|error| error_answer(&error))?;
-        let opened = Opened { runtime, server, closed: AtomicBool::new(false) };
+        let opened = Opened {
+            runtime,
+            server,
+            closed: AtomicBool::new(false),
+            on_blocking_threads: Arc::new(AtomicUsize::new(0)),
+        };
         Ok(Embedded { pid: std::process::id(), root, opened: ManuallyDrop::new(opened) })
     }
 
@@ -346,21 +359,29 @@ impl Embedded {
         let server = opened.server.clone();
         let principal = principal.0.clone();
         let pending = Pending { mailbox: completions.mailbox.clone(), token, answered: false };
+        let answer = async move {
+            let response = server.call(principal, request).await;
+            let status = response.status().as_u16();
+            let headers = headers_of(&response);
+            match response.into_body().collect().await {
+                Ok(collected) => Ok((status, headers, collected.to_bytes())),
+                Err(error) => Err(Failure::Body(error.to_string())),
+            }
+        };
+        let on_blocking = opened.on_blocking_threads.clone();
+        if on_blocking.fetch_add(1, Ordering::AcqRel) >= SUBMITTED_ON_BLOCKING_THREADS_MAX {
+            on_blocking.fetch_sub(1, Ordering::AcqRel);
+            opened.runtime.spawn(async move { pending.answer(answer.await) });
+            return Ok(());
+        }
         let handle = opened.runtime.handle().clone();
         // On a thread of the blocking pool, polled in place as `request` polls it from
         // the caller's thread: a worker of the runtime would hand its other tasks to a
         // new thread at the append's `fdatasync` (`block_in_place`), which costs more
         // than waking a pooled thread.
         opened.runtime.spawn_blocking(move || {
-            let answered = handle.block_on(async {
-                let response = server.call(principal, request).await;
-                let status = response.status().as_u16();
-                let headers = headers_of(&response);
-                match response.into_body().collect().await {
-                    Ok(collected) => Ok((status, headers, collected.to_bytes())),
-                    Err(error) => Err(Failure::Body(error.to_string())),
-                }
-            });
+            let answered = handle.block_on(answer);
+            on_blocking.fetch_sub(1, Ordering::AcqRel);
             pending.answer(answered);
         });
         Ok(())
