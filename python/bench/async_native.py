@@ -14,16 +14,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
+import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
+from pathlib import Path
 from typing import Any
 
-import berth
-from berth._calls import Answer
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from async_http import BATCH, median_append  # noqa: E402
 
-BATCH = [("bench/event", {"x": "y" * 1500})]
+import berth  # noqa: E402
+from berth._calls import Answer  # noqa: E402
 
 
 class ThreadTransport:
@@ -43,16 +46,6 @@ class ThreadTransport:
     async def close(self) -> None:
         self._executor.shutdown(wait=False)
         await self._inner.close()
-
-
-async def async_median(client: berth.AsyncClient, appends: int) -> float:
-    session = await client.create_session()
-    times = []
-    for _ in range(appends):
-        started = time.perf_counter()
-        await client.append(session.id, BATCH)
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
 
 
 def sync_median(client: berth.Client, appends: int) -> float:
@@ -88,7 +81,7 @@ def main() -> None:
                 if name == "blocking call on a thread":
                     client._transport = ThreadTransport(client._transport)
                 try:
-                    return await async_median(client, args.appends)
+                    return await median_append(client, args.appends)
                 finally:
                     await client.close()
 

@@ -122,7 +122,7 @@ class _ConnectionPool:
     IDLE_KEPT_MAX = 32
 
     def __init__(self, host: str, port: int, timeout: float) -> None:
-        self._host, self._port, self._timeout = host, port, timeout
+        self.host, self.port, self.timeout = host, port, timeout
         self._idle: list[tuple[float, http.client.HTTPConnection]] = []
         self._lock = threading.Lock()
         self._closed = False
@@ -142,12 +142,12 @@ class _ConnectionPool:
             while self._idle:
                 idle_since, connection = self._idle.pop()
                 if now - idle_since < self.IDLE_MAX_S and not _dropped(connection):
-                    connection.timeout = timeout or self._timeout
+                    connection.timeout = timeout or self.timeout
                     if connection.sock is not None:
                         connection.sock.settimeout(connection.timeout)
                     return connection, True
                 connection.close()
-        connection = http.client.HTTPConnection(self._host, self._port, timeout=timeout or self._timeout)
+        connection = http.client.HTTPConnection(self.host, self.port, timeout=timeout or self.timeout)
         try:
             connection.connect()
             connection.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -330,8 +330,9 @@ class HttpTransport:
         self._prefix = parsed.path.rstrip("/")
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._host_header = parsed.netloc
-        self._address = (parsed.hostname, parsed.port or 80)
-        self._timeout = timeout
+        # What every `asend` request starts with after its request line.
+        self._fixed_lines = "".join(f"\r\n{name}: {value}" for name, value in
+                                    {"Host": parsed.netloc, **self._headers}.items())
         self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopConnections] = (
             weakref.WeakKeyDictionary()
         )
@@ -367,10 +368,9 @@ class HttpTransport:
         loop = asyncio.get_running_loop()
         connections = self._loops.get(loop)
         if connections is None or connections.pid != os.getpid():
-            connections = self._loops[loop] = _LoopConnections(*self._address)
+            connections = self._loops[loop] = _LoopConnections(self._pool.host, self._pool.port)
         connection = await connections.take(loop)
-        lines = [f"{method} {self._prefix}{path} HTTP/1.1", f"Host: {self._host_header}"]
-        lines += [f"{name}: {value}" for name, value in self._headers.items()]
+        lines = [f"{method} {self._prefix}{path} HTTP/1.1{self._fixed_lines}"]
         lines += [f"{name}: {value}" for name, value in headers]
         if body is not None:
             if not any(name.lower() == "content-type" for name, _ in headers):
@@ -378,9 +378,8 @@ class HttpTransport:
             lines.append(f"Content-Length: {len(body)}")
         request = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + (body or b"")
         answer = connection.send(loop, request)
-        expired = loop.call_later(
-            self._timeout, connection._fail, TransportError(f"no answer within {self._timeout} s", sent=True)
-        )
+        timeout = self._pool.timeout
+        expired = loop.call_later(timeout, connection._fail, TransportError(f"no answer within {timeout} s", sent=True))
         try:
             result = await answer
         except asyncio.CancelledError:
@@ -653,11 +652,10 @@ class _LoopWaker:
         self._waiting[token] = future
         try:
             store.submit(principal, method, path, headers, body, self._completions, token)
-        except self._native.ClosedError:
+        except BaseException as error:
             del self._waiting[token]
-            raise ClientClosed("the client is closed") from None
-        except BaseException:
-            del self._waiting[token]
+            if isinstance(error, self._native.ClosedError):
+                raise ClientClosed("the client is closed") from None
             raise
         return future
 

@@ -231,6 +231,20 @@ fn build_request(method: &str, path: &str, headers: &Headers, body: Option<Vec<u
     Ok(request)
 }
 
+/// `request` answered as `principal` through the server's router: the status, the
+/// headers and the whole body (or why it could not be read).
+async fn answer_of(
+    server: &InProcessServer,
+    principal: Principal,
+    request: Request<Body>,
+) -> (u16, Headers, Result<axum::body::Bytes, String>) {
+    let response = server.call(principal, request).await;
+    let status = response.status().as_u16();
+    let headers = headers_of(&response);
+    let body = response.into_body().collect().await.map(|collected| collected.to_bytes()).map_err(|e| e.to_string());
+    (status, headers, body)
+}
+
 fn headers_of(response: &axum::response::Response) -> Headers {
     response
         .headers()
@@ -326,15 +340,8 @@ impl Embedded {
     ) -> PyResult<(u16, Headers, Bound<'py, PyBytes>)> {
         let opened = self.check()?;
         let request = build_request(method, path, &headers, body)?;
-        let (status, headers, bytes) = py.detach(|| {
-            opened.runtime.block_on(async {
-                let response = opened.server.call(principal.0.clone(), request).await;
-                let status = response.status().as_u16();
-                let headers = headers_of(&response);
-                let bytes = response.into_body().collect().await.map(|collected| collected.to_bytes());
-                (status, headers, bytes)
-            })
-        });
+        let (status, headers, bytes) =
+            py.detach(|| opened.runtime.block_on(answer_of(&opened.server, principal.0.clone(), request)));
         let bytes = bytes.map_err(|error| PyRuntimeError::new_err(format!("reading the answer failed: {error}")))?;
         Ok((status, headers, PyBytes::new(py, &bytes)))
     }
@@ -360,13 +367,8 @@ impl Embedded {
         let principal = principal.0.clone();
         let pending = Pending { mailbox: completions.mailbox.clone(), token, answered: false };
         let answer = async move {
-            let response = server.call(principal, request).await;
-            let status = response.status().as_u16();
-            let headers = headers_of(&response);
-            match response.into_body().collect().await {
-                Ok(collected) => Ok((status, headers, collected.to_bytes())),
-                Err(error) => Err(Failure::Body(error.to_string())),
-            }
+            let (status, headers, body) = answer_of(&server, principal, request).await;
+            body.map(|body| (status, headers, body)).map_err(Failure::Body)
         };
         let on_blocking = opened.on_blocking_threads.clone();
         if on_blocking.fetch_add(1, Ordering::AcqRel) >= SUBMITTED_ON_BLOCKING_THREADS_MAX {

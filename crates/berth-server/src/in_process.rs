@@ -45,16 +45,15 @@ pub const SHUTDOWN_CALLS_WAIT: Duration = Duration::from_secs(10);
 #[derive(Default)]
 struct InFlight {
     calls: AtomicUsize,
-    closing: AtomicBool,
     idle: Notify,
 }
 
-/// One call in flight; its drop lets a waiting `shutdown` go on once none is left.
+/// One call in flight; its drop wakes a waiting `shutdown` once none is left.
 struct CallGuard(Arc<InFlight>);
 
 impl Drop for CallGuard {
     fn drop(&mut self) {
-        if self.0.calls.fetch_sub(1, Ordering::SeqCst) == 1 && self.0.closing.load(Ordering::SeqCst) {
+        if self.0.calls.fetch_sub(1, Ordering::SeqCst) == 1 {
             self.0.idle.notify_waiters();
         }
     }
@@ -91,11 +90,11 @@ impl InProcessServer {
     /// Answers one request as `principal`. Once `shutdown` has begun, a new call is
     /// answered `unavailable` (the store is closing) without reaching the service.
     pub async fn call(&self, principal: Principal, mut request: Request<Body>) -> Response {
-        // Counted before the check, and `shutdown` marks before it counts: either this
-        // call sees the mark, or `shutdown` waits for it.
+        // Counted before the check, and `shutdown` marks `draining` before it counts:
+        // either this call sees the mark, or `shutdown` waits for it.
         self.in_flight.calls.fetch_add(1, Ordering::SeqCst);
         let _guard = CallGuard(self.in_flight.clone());
-        if self.in_flight.closing.load(Ordering::SeqCst) {
+        if self.state.draining.load(Ordering::SeqCst) {
             let closing = berth_core::Error::Unavailable { reason: "the store is closing".into() };
             return axum::response::IntoResponse::into_response(crate::error::ApiError::from_core(&closing));
         }
@@ -116,8 +115,7 @@ impl InProcessServer {
     /// (`spawn_background`), then closes the service's write handles (flushing what they
     /// hold). A host may drop its runtime right after.
     pub async fn shutdown(&self) -> berth_core::Result<()> {
-        self.state.draining.store(true, Ordering::Release);
-        self.in_flight.closing.store(true, Ordering::SeqCst);
+        self.state.draining.store(true, Ordering::SeqCst);
         let in_flight = self.in_flight.clone();
         let drained = async move {
             loop {

@@ -92,7 +92,6 @@ from google.genai import types
 
 import berth
 from berth import _calls as berth_calls
-from berth.integrations._drive import execute_on_loop
 
 #: The label of every session this service creates.
 LABEL = "adk"
@@ -636,11 +635,10 @@ class BerthSessionService(BaseSessionService):
     def _hold(self, berth_id: str) -> tuple[_Hold | None, list[berth.Event]]:
         """This object's run on the session (attached by `resume` on first touch, which
         repairs turns left open by dead runs); None when the session does not exist."""
+        hold = self._held(berth_id)
+        if hold is not None:
+            return hold, []
         with self._lock:
-            hold = self._holds.get(berth_id)
-            if hold is not None and hold.lost is None:
-                self._holds.move_to_end(berth_id)
-                return hold, []
             attaching = self._attaching.setdefault(berth_id, threading.Lock())
         with attaching:  # one attach per session and object, however many callers
             with self._lock:
@@ -652,6 +650,16 @@ class BerthSessionService(BaseSessionService):
             finally:
                 with self._lock:
                     self._attaching.pop(berth_id, None)
+
+    def _held(self, berth_id: str) -> _Hold | None:
+        """This object's run on the session if it holds one now (no I/O): the most
+        recently used of the holds kept."""
+        with self._lock:
+            hold = self._holds.get(berth_id)
+            if hold is None or hold.lost is not None:
+                return None
+            self._holds.move_to_end(berth_id)
+            return hold
 
     def _attach(self, berth_id: str) -> tuple[_Hold | None, list[berth.Event]]:
         try:
@@ -873,10 +881,8 @@ class BerthSessionService(BaseSessionService):
         hold, _ = self._hold(berth_id)
         if hold is None:
             raise SessionNotFoundError(f"Session {session.id} not found.")
-        marker = session._storage_update_marker
-        expected = int(marker) if marker is not None else None
-        cached = self._cache.get(berth_id)
-        if cached is None or expected is None or cached[0] != expected:
+        expected, cached = self._cached_copy(session, berth_id)
+        if cached is None:
             try:
                 index = self._client.memory_get(index_namespace(session.app_name), berth_id)
             except berth.NotFound:
@@ -904,20 +910,15 @@ class BerthSessionService(BaseSessionService):
         caller's (the usual case: one request, submitted from the loop); otherwise, or
         after a lapsed run, `_append` on a worker thread."""
         berth_id = session_berth_id(session.app_name, session.user_id, session.id)
-        with self._lock:
-            hold = self._holds.get(berth_id)
-            if hold is not None:
-                self._holds.move_to_end(berth_id)
-        marker = session._storage_update_marker
-        expected = int(marker) if marker is not None else None
-        cached = self._cache.get(berth_id)
-        if hold is None or hold.lost is not None or cached is None or expected is None or cached[0] != expected:
+        hold = self._held(berth_id)
+        expected, cached = self._cached_copy(session, berth_id)
+        if hold is None or cached is None:
             await asyncio.to_thread(self._append, session, event)
             return
         plan = _AppendPlan(session, event, berth_id, hold, expected, cached)
         with self._refused(session, berth_id):
             try:
-                outcome = await execute_on_loop(self._client, plan.call(), asyncio.to_thread)
+                outcome = await self._client._aexecute(plan.call())
             except berth.OwnershipLost:
                 with self._lock:  # `_append` attaches again
                     if self._holds.get(berth_id) is hold:
@@ -926,8 +927,31 @@ class BerthSessionService(BaseSessionService):
                 return
         self._appended(plan, outcome)
 
-    def _refused(self, session: Session, berth_id: str) -> contextlib.AbstractContextManager[None]:
-        return _refusals(self._cache, session, berth_id)
+    def _cached_copy(self, session: Session, berth_id: str) -> tuple[int | None, tuple[int, dict[str, Any], int, int] | None]:
+        """The seq `session` was loaded at (its storage marker), and what this object
+        cached of the session when that is where it last wrote or read it (else None)."""
+        marker = session._storage_update_marker
+        expected = int(marker) if marker is not None else None
+        cached = self._cache.get(berth_id)
+        if cached is None or expected is None or cached[0] != expected:
+            return expected, None
+        return expected, cached
+
+    @contextlib.contextmanager
+    def _refused(self, session: Session, berth_id: str) -> Iterator[None]:
+        """An append's refusals as ADK names them: a copy older than the log (or the
+        index entry) is stale (and this object's cached copy is dropped); a deleted
+        session is not found."""
+        try:
+            yield
+        except (berth.SeqConflict, berth.RevisionConflict):
+            self._cache.pop(berth_id, None)
+            raise StaleSessionError(
+                f"The session {session.id} has been modified in storage since it was loaded: "
+                "get it again (get_session) before appending."
+            ) from None
+        except berth.NotFound:
+            raise SessionNotFoundError(f"Session {session.id} not found.") from None
 
     def _appended(self, plan: _AppendPlan, outcome: berth.AppendOutcome) -> None:
         hold = plan.hold
@@ -982,23 +1006,6 @@ class _AppendPlan:
         """The append, by the hold's current run."""
         return berth_calls.append(self.berth_id, self.events, expected_seq=self.expected, run=self.hold.run_id,
                                   memory=self.writes)
-
-
-@contextlib.contextmanager
-def _refusals(cache: dict[str, Any], session: Session, berth_id: str) -> Iterator[None]:
-    """An append's refusals as ADK names them: a copy older than the log (or the index
-    entry) is stale (and this object's cached copy is dropped); a deleted session is
-    not found."""
-    try:
-        yield
-    except (berth.SeqConflict, berth.RevisionConflict):
-        cache.pop(berth_id, None)
-        raise StaleSessionError(
-            f"The session {session.id} has been modified in storage since it was loaded: "
-            "get it again (get_session) before appending."
-        ) from None
-    except berth.NotFound:
-        raise SessionNotFoundError(f"Session {session.id} not found.") from None
 
 
 def _split(state: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:

@@ -67,7 +67,6 @@ from agents.memory.session_settings import SessionSettings, coerce_session_setti
 
 import berth
 from berth import _calls as calls
-from berth.integrations._drive import execute_on_loop
 
 #: The label every session made by `BerthSession` carries (listings filter on it).
 LABEL = "openai-agents"
@@ -126,11 +125,6 @@ async def _on_worker(function: Callable[..., _T], *args: Any) -> _T:
     context = contextvars.copy_context()
     call = functools.partial(context.run, function, *args)
     return await asyncio.get_running_loop().run_in_executor(_worker_pool(), call)
-
-
-async def _io(client: berth.Client, call: calls.Call[_T]) -> _T:
-    """One request of `client` from the loop (without a thread on the embedded store)."""
-    return await execute_on_loop(client, call, _on_worker)  # type: ignore[no-any-return]
 
 
 class SessionModeMismatch(berth.BerthError):
@@ -434,11 +428,10 @@ class BerthSession:
             # the log's newest events (one read).
             view = binding.take_view()
             if view is not None and view.covers(limit):
-                probe = await _io(binding.client, calls.read(self.berth_id, before=berth.SEQ_END, limit=PROBE_EVENTS))
-                if self._view_matches(view, probe) and view.covers(limit):
-                    texts = view.texts(limit)
-                    binding.keep_view(view)
-                    return [json.loads(text) for text in texts]
+                probe = await binding.client._aexecute(self._probe())
+                answer = self._answer_from_view(binding, view, probe, limit)
+                if answer is not None:
+                    return answer
         return await _on_worker(self._get_items, binding, limit)
 
     async def add_items(self, items: list[Any], *, wrapper: Any = None) -> None:
@@ -449,9 +442,21 @@ class BerthSession:
         if not binding.joined():
             await _on_worker(self._join, binding, True)
         items = list(items)
-        events, closing, key, view = self._adding(binding, items)
+        events = [event_for_item(item) for item in items]
+        closing = binding.open_turn
+        if closing is not None:
+            # The turn's items are saved: it ended (in the same atomic batch).
+            events.append({"type": "turn/end", "data": {"turn": closing, "reason": "completed"}})
+        key = uuid.uuid4().hex
+        view = binding.take_view()
         outcome = await self._aappend(binding, events, idempotency_key=key)
-        self._added(binding, items, closing, key, view, outcome)
+        if view is not None and not outcome.duplicate and outcome.first_seq == view.end:
+            # Nobody appended in between: the view extends by what was just stored.
+            view.items.extend((outcome.first_seq + index, _dumps(item)) for index, item in enumerate(items))
+            view.end, view.last_key = outcome.next_seq, key
+            binding.keep_view(view)
+        if binding.open_turn == closing:
+            binding.open_turn = None
 
     async def pop_item(self, *, wrapper: Any = None) -> Any | None:
         """Removes and returns the latest live item (None when there is none); racing
@@ -585,7 +590,7 @@ class BerthSession:
 
     async def _aappend(self, binding: _Binding, events: list[dict[str, Any]], **options: Any) -> berth.AppendOutcome:
         try:
-            return await _io(binding.client, calls.append(self.berth_id, events, run=binding.run_id, **options))
+            return await binding.client._aexecute(calls.append(self.berth_id, events, run=binding.run_id, **options))
         except berth.OwnershipLost as error:
             binding.lost = error
             raise
@@ -649,15 +654,25 @@ class BerthSession:
             before = page.first_seq
             page_size = min(1000, page_size * 2)
 
-    def _view_is_current(self, binding: _Binding, view: _View) -> bool:
-        """Reads the log's newest `PROBE_EVENTS` events: True when the view still
-        describes the log (it ends with the event the view saw last, or with at most a
-        few events after it, folded in now)."""
-        return self._view_matches(view, binding.client.read_before(self.berth_id, limit=PROBE_EVENTS))
+    def _probe(self) -> calls.Call[berth.EventPage]:
+        """The read a kept view is checked with: the log's newest `PROBE_EVENTS` events."""
+        return calls.read(self.berth_id, before=berth.SEQ_END, limit=PROBE_EVENTS)
+
+    @staticmethod
+    def _answer_from_view(binding: _Binding, view: _View, probe: berth.EventPage, limit: int | None) -> list[Any] | None:
+        """The latest `limit` items from `view`, kept again, if the probe shows it still
+        describes the log; None when it does not (the view is dropped)."""
+        if BerthSession._view_matches(view, probe) and view.covers(limit):
+            texts = view.texts(limit)
+            binding.keep_view(view)
+            return [json.loads(text) for text in texts]
+        return None
 
     @staticmethod
     def _view_matches(view: _View, page: berth.EventPage) -> bool:
-        """`_view_is_current` on the probe `page` (the log's newest events)."""
+        """True when the view still describes the log whose newest events are `page`: it
+        ends with the event the view saw last, or with at most a few events after it,
+        folded in now."""
         if page.next_seq < view.end:
             return False  # shorter: deleted and made again
         if view.end > 0:
@@ -669,50 +684,16 @@ class BerthSession:
         return view.fold([event for event in page.events if event.seq >= view.end])
 
     def _get_items(self, binding: _Binding, limit: int | None) -> list[Any]:
-        if limit is not None and limit <= 0:
-            return []
         if not self._join(binding, create=False):
             return []
         view = binding.take_view()
         # A view too short for the answer is not checked: a backward read is needed anyway.
         if view is not None and view.covers(limit):
-            if self._view_is_current(binding, view) and view.covers(limit):
-                texts = view.texts(limit)
-                binding.keep_view(view)
-                return [json.loads(text) for text in texts]
+            answer = self._answer_from_view(binding, view, binding.client._execute(self._probe()), limit)
+            if answer is not None:
+                return answer
         items, _ = self._collect(binding, limit)
         return [item for _, item in items]
-
-    def _add_items(self, binding: _Binding, items: list[Any]) -> None:
-        self._join(binding, create=True)
-        events, closing, key, view = self._adding(binding, items)
-        outcome = self._append(binding, events, idempotency_key=key)
-        self._added(binding, items, closing, key, view, outcome)
-
-    @staticmethod
-    def _adding(binding: _Binding, items: list[Any]) -> tuple[list[dict[str, Any]], int | None, str, _View | None]:
-        """An `add_items` batch of a joined binding: its events (closing the open turn),
-        the turn it closes, its idempotency key, and the view it will extend."""
-        events = [event_for_item(item) for item in items]
-        closing = binding.open_turn
-        if closing is not None:
-            # The turn's items are saved: it ended (in the same atomic batch).
-            events.append({"type": "turn/end", "data": {"turn": closing, "reason": "completed"}})
-        return events, closing, uuid.uuid4().hex, binding.take_view()
-
-    @staticmethod
-    def _added(
-        binding: _Binding, items: list[Any], closing: int | None, key: str, view: _View | None,
-        outcome: berth.AppendOutcome,
-    ) -> None:
-        """After an `add_items` batch is stored: the view extended, the turn closed."""
-        if view is not None and not outcome.duplicate and outcome.first_seq == view.end:
-            # Nobody appended in between: the view extends by what was just stored.
-            view.items.extend((outcome.first_seq + index, _dumps(item)) for index, item in enumerate(items))
-            view.end, view.last_key = outcome.next_seq, key
-            binding.keep_view(view)
-        if binding.open_turn == closing:
-            binding.open_turn = None
 
     def _pop_item(self, binding: _Binding) -> Any | None:
         if not self._join(binding, create=False):
