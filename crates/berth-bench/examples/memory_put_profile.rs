@@ -3,6 +3,11 @@
 //! mean, p50 and p99 of `PUTS` new keys after `ITEMS` imported items.
 //!
 //!     cargo run --release -p berth-bench --example memory_put_profile -- DIR [ITEMS] [PUTS]
+//!
+//! Instructions of the puts alone, without the seeding (repeatable on a noisy machine):
+//!
+//!     valgrind --tool=callgrind --toggle-collect='*memory_put::*' \
+//!         target/release/examples/memory_put_profile DIR 20000 640
 
 use berth_bench::fixtures::cpu_time;
 use berth_bench::workloads::memory::{quota, seeded_catalog, value, NAMESPACE};

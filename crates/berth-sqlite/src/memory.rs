@@ -192,7 +192,8 @@ enum Indexing<'a> {
     /// whole import.
     Now(&'a mut IndexBatch),
     /// Later, in batches (`index_unindexed`): the item's id goes into `memory_unindexed`
-    /// (schema V5) in the put's transaction, and a search that reads the search rows
+    /// (schema V5; V8 notes whether the item is new, so has no search rows to delete)
+    /// in the put's transaction, and a search that reads the search rows
     /// indexes every such item first, in its own snapshot (`SqliteCatalog::memory_search`).
     /// A put then commits a handful of pages instead of a dozen B-trees' worth.
     Deferred,
@@ -267,7 +268,11 @@ fn write_item(
             replacing.is_some(),
         ),
         Indexing::Deferred => {
-            transaction.prepare_cached("INSERT OR IGNORE INTO memory_unindexed (item) VALUES (?1)")?.execute([id])?;
+            // Queued once: an item put again before it is indexed keeps its first row
+            // (still fresh if it was new then — it has had no search rows since).
+            transaction
+                .prepare_cached("INSERT OR IGNORE INTO memory_unindexed (item, fresh) VALUES (?1, ?2)")?
+                .execute((id, replacing.is_none()))?;
             let waiting: i64 =
                 transaction.prepare_cached("SELECT count(*) FROM memory_unindexed")?.query_row([], |row| row.get(0))?;
             if waiting >= UNINDEXED_MAX {
@@ -346,18 +351,21 @@ fn any_unindexed(connection: &Connection) -> Result<bool, Failure> {
 /// Writes the search rows of every item in `memory_unindexed` (replacing what an earlier
 /// value of the item left) and empties it. Returns how many items it indexed.
 pub(crate) fn index_unindexed(connection: &Connection) -> Result<usize, Failure> {
-    let waiting: Vec<(i64, String, String, String, String)> = connection
+    type Waiting = (i64, String, String, String, String, bool);
+    let waiting: Vec<Waiting> = connection
         .prepare_cached(
-            "SELECT m.id, m.tenant, m.namespace, m.key, m.value \
+            "SELECT m.id, m.tenant, m.namespace, m.key, m.value, u.fresh \
              FROM memory_unindexed AS u CROSS JOIN memory_items AS m ON m.id = u.item",
         )?
-        .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?)))?
+        .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?, row.get(5)?)))?
         .collect::<rusqlite::Result<_>>()?;
     let count = waiting.len();
     let mut batch = IndexBatch::default();
-    for (id, tenant, namespace, key, value) in waiting {
+    for (id, tenant, namespace, key, value, fresh) in waiting {
         let raw = serde_json::value::RawValue::from_string(value).map_err(|_| corrupt("value"))?;
-        index_item(connection, &mut batch, id, &tenant, &namespace, &key, &JsonText::from_trusted_raw(raw), true)?;
+        let value = JsonText::from_trusted_raw(raw);
+        // A fresh item has never had search rows: nothing to delete first.
+        index_item(connection, &mut batch, id, &tenant, &namespace, &key, &value, !fresh)?;
     }
     batch.flush(connection)?;
     connection.prepare_cached("DELETE FROM memory_unindexed")?.execute([])?;

@@ -35,7 +35,7 @@ pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 /// Forward-only migrations; `MIGRATIONS[n]` takes the schema from version n to n + 1.
 /// Never edit a shipped entry: append a new one.
-const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7];
+const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8];
 
 /// The migrations' SQL, for tests that build an older catalog.
 #[cfg(test)]
@@ -240,6 +240,31 @@ CREATE TABLE memory_block_ranges (
     high      TEXT NOT NULL,
     PRIMARY KEY (tenant, namespace, key, field, kind)
 ) STRICT, WITHOUT ROWID;
+";
+
+/// Cheaper search rows (issue 11's put row).
+/// - `memory_fields.kind`'s check as equalities: SQLite evaluates an `IN` of more than
+///   two constants through an ephemeral table it builds at every row it checks, and the
+///   check ran for each of an item's field rows — a third of the cost of indexing an
+///   item (callgrind, `examples/memory_put_profile`). Same rows and index; the table is
+///   rebuilt because SQLite cannot alter a constraint in place.
+/// - `memory_unindexed.fresh`: the item had no row before its put, so it has no search
+///   rows to delete when it is indexed. Rows queued before V8 say 0 (delete first).
+const V8: &str = "
+CREATE TABLE memory_fields_v8 (
+    item   INTEGER NOT NULL REFERENCES memory_items (id) ON DELETE CASCADE,
+    tenant TEXT    NOT NULL,
+    field  TEXT    NOT NULL,
+    kind   TEXT    NOT NULL CHECK (kind = 'n' OR kind = 's' OR kind = 'b' OR kind = 'z'),
+    sort   TEXT    NOT NULL,
+    PRIMARY KEY (item, field)
+) STRICT, WITHOUT ROWID;
+INSERT INTO memory_fields_v8 (item, tenant, field, kind, sort)
+    SELECT item, tenant, field, kind, sort FROM memory_fields;
+DROP TABLE memory_fields;
+ALTER TABLE memory_fields_v8 RENAME TO memory_fields;
+CREATE INDEX memory_fields_by_value ON memory_fields (tenant, field, kind, sort);
+ALTER TABLE memory_unindexed ADD COLUMN fresh INTEGER NOT NULL DEFAULT 0;
 ";
 
 /// Fills `memory_term_counts` for the items a V3 catalog holds (V4's table starts empty).

@@ -1068,3 +1068,102 @@ async fn a_carried_apply_is_relaxed_and_leaves_the_connection_full() {
         catalog.shared.writer().expect("writer").query_row("PRAGMA synchronous", [], |row| row.get(0)).expect("pragma");
     assert_eq!(synchronous, 2, "every other write is FULL again");
 }
+
+/// Schema V8: a V7 catalog's field rows and waiting items survive the rebuilt
+/// `memory_fields` (and are found by a filter and a full-text search); the kind is
+/// still checked; a field row's insert builds no ephemeral table (the `IN` check did,
+/// at every row); a new item is queued fresh and one over an indexed item is not.
+#[tokio::test]
+async fn v8_keeps_field_rows_checks_kinds_without_a_temporary_table_and_queues_new_items_fresh() {
+    use berth_catalog::scoped::TextQuery;
+    use berth_catalog::scoped::{Condition, Filter, FilterOp, MemoryPut, MemoryQuota, MemorySearch, Namespace};
+    use berth_catalog::MemoryStore;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join(CATALOG_FILE_NAME);
+    catalog_at_version(&path, 7, |transaction| {
+        for i in 1..=3i64 {
+            transaction
+                .execute(
+                    "INSERT INTO memory_items (id, tenant, namespace, key, value, revision, created_at, updated_at, bytes) \
+                     VALUES (?1, 't', 'user/alice', printf('k%d', ?1), printf('{\"n\":%d,\"t\":\"tea\"}', ?1), 1, 1, 1, 10)",
+                    [i],
+                )
+                .expect("V7 item");
+        }
+        // Items 1 and 2 indexed (their field rows written as V7 did); item 3 waiting.
+        for i in 1..=2i64 {
+            let value = memory_value(&format!(r#"{{"n":{i},"t":"tea"}}"#));
+            for (field, kind, sort) in berth_catalog::scoped::fields::value_fields(&value) {
+                transaction
+                    .execute(
+                        "INSERT INTO memory_fields (item, tenant, field, kind, sort) VALUES (?1, 't', ?2, ?3, ?4)",
+                        (i, field, kind, sort),
+                    )
+                    .expect("V7 field row");
+            }
+            transaction.execute("INSERT INTO memory_terms (rowid, terms) VALUES (?1, 'tea')", [i]).expect("V7 terms");
+        }
+        transaction.execute("INSERT INTO memory_unindexed (item) VALUES (3)", []).expect("V7 waiting item");
+    });
+    let catalog = SqliteCatalog::open(&path).expect("migrate to V8");
+    {
+        let connection = catalog.shared.writer().expect("writer");
+        let rows: i64 = connection.query_row("SELECT count(*) FROM memory_fields", [], |row| row.get(0)).unwrap();
+        assert_eq!(rows, 4, "both indexed items' two field rows");
+        let fresh: i64 = connection.query_row("SELECT fresh FROM memory_unindexed", [], |row| row.get(0)).unwrap();
+        assert_eq!(fresh, 0, "a row queued before V8 is not known to be fresh: its item is indexed as replaced");
+        let refused = connection
+            .execute("INSERT INTO memory_fields (item, tenant, field, kind, sort) VALUES (1, 't', 'x', 'q', 'a')", []);
+        assert!(refused.is_err(), "a kind berth never writes is still refused");
+        let plan: Vec<String> = connection
+            .prepare("EXPLAIN INSERT OR REPLACE INTO memory_fields (item, tenant, field, kind, sort) VALUES (1, 't', 'x', 'n', 'a')")
+            .expect("explain")
+            .query_map([], |row| row.get::<_, String>(1))
+            .expect("program")
+            .collect::<rusqlite::Result<_>>()
+            .expect("opcodes");
+        assert!(!plan.iter().any(|opcode| opcode == "OpenEphemeral"), "no temporary table per field row: {plan:?}");
+    }
+    let tenant = TenantId::parse("t").expect("tenant");
+    let alice = Namespace::parse("user/alice").expect("namespace");
+    let put = |key: &str, value: &str| MemoryPut {
+        namespace: alice.clone(),
+        key: key.into(),
+        value: memory_value(value),
+        expected_revision: None,
+        ttl_ms: None,
+        bound_to: None,
+    };
+    // k1 is indexed: put over it queues it not fresh (its old rows go when indexed);
+    // k4 is new: fresh.
+    catalog
+        .memory_put(&tenant, &put("k1", r#"{"n":10,"t":"coffee"}"#), Timestamp(2), &MemoryQuota::default())
+        .await
+        .unwrap();
+    catalog
+        .memory_put(&tenant, &put("k4", r#"{"n":4,"t":"tea"}"#), Timestamp(2), &MemoryQuota::default())
+        .await
+        .unwrap();
+    {
+        let connection = catalog.shared.writer().expect("writer");
+        let queued: Vec<(String, bool)> = connection
+            .prepare("SELECT m.key, u.fresh FROM memory_unindexed AS u JOIN memory_items AS m ON m.id = u.item ORDER BY m.key")
+            .unwrap()
+            .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        assert_eq!(queued, [("k1".into(), false), ("k3".into(), false), ("k4".into(), true)]);
+    }
+    let keys =
+        |items: Vec<berth_catalog::scoped::MemoryItem>| items.into_iter().map(|item| item.key).collect::<Vec<_>>();
+    let tea = MemorySearch { query: Some(TextQuery::parse("tea").unwrap()), ..MemorySearch::new(alice.clone()) };
+    assert_eq!(keys(catalog.memory_search(&tenant, &tea, Timestamp(3)).await.unwrap()), ["k2", "k3", "k4"]);
+    let condition = Condition { field: "n".into(), op: FilterOp::Gte, operand: memory_value("3") };
+    let filtered = MemorySearch { filter: Filter::new(vec![condition]).unwrap(), ..MemorySearch::new(alice.clone()) };
+    assert_eq!(keys(catalog.memory_search(&tenant, &filtered, Timestamp(3)).await.unwrap()), ["k1", "k3", "k4"]);
+    let connection = catalog.shared.writer().expect("writer");
+    let rows: i64 =
+        connection.query_row("SELECT count(*) FROM memory_fields WHERE item = 1", [], |row| row.get(0)).unwrap();
+    assert_eq!(rows, 2, "k1's old field rows replaced, not added to");
+}
