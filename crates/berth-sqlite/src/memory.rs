@@ -58,27 +58,32 @@ fn item_from_row_in(row: &Row<'_>, known: Option<&Namespace>) -> Result<(i64, Me
         Some(namespace) => namespace.clone(),
         None => Namespace::parse(row.get_ref(1)?.as_str()?).map_err(|_| corrupt("namespace"))?,
     };
-    let value: String = row.get(3)?;
+    Ok((row.get(0)?, item_from_columns(row, 3, namespace, row.get(2)?)?))
+}
+
+/// The columns an item's `value` through `bound_to` (in `ITEM_COLUMNS` order) that start
+/// at `first`, as the item at `namespace` and `key`.
+fn item_from_columns(row: &Row<'_>, first: usize, namespace: Namespace, key: String) -> Result<MemoryItem, Failure> {
+    let value: String = row.get(first)?;
     let raw = serde_json::value::RawValue::from_string(value).map_err(|_| corrupt("value"))?;
-    let bound_to = match row.get_ref(9)?.as_str_or_null()? {
+    let bound_to = match row.get_ref(first + 6)?.as_str_or_null()? {
         Some(text) => Some(SessionId::parse(text).map_err(|_| corrupt("session id"))?),
         None => None,
     };
     let optional_time = |index: usize| -> Result<Option<Timestamp>, Failure> {
         row.get::<_, Option<i64>>(index)?.map(time_from_column).transpose()
     };
-    let item = MemoryItem {
+    Ok(MemoryItem {
         namespace,
-        key: row.get(2)?,
+        key,
         value: JsonText::from_trusted_raw(raw),
-        revision: row.get::<_, i64>(4)? as u64,
-        created_at: time_from_column(row.get(5)?)?,
-        updated_at: time_from_column(row.get(6)?)?,
-        expires_at: optional_time(7)?,
-        ttl_ms: row.get::<_, Option<i64>>(8)?.map(|ttl| ttl as u64),
+        revision: row.get::<_, i64>(first + 1)? as u64,
+        created_at: time_from_column(row.get(first + 2)?)?,
+        updated_at: time_from_column(row.get(first + 3)?)?,
+        expires_at: optional_time(first + 4)?,
+        ttl_ms: row.get::<_, Option<i64>>(first + 5)?.map(|ttl| ttl as u64),
         bound_to,
-    };
-    Ok((row.get(0)?, item))
+    })
 }
 
 /// Positional parameters of a statement built piece by piece.
@@ -182,6 +187,22 @@ fn stored_item(
     let mut statement = connection.prepare_cached(&SQL)?;
     let mut rows = statement.query((tenant.as_str(), namespace.as_str(), key))?;
     rows.next()?.map(|row| item_from_row_in(row, Some(namespace))).transpose()
+}
+
+/// The stored item at `(namespace, key)`, live or expired, for a read: only the columns
+/// the caller does not already know (a point get's whole cost is a few of them).
+fn read_item(
+    connection: &Connection,
+    tenant: &TenantId,
+    namespace: &Namespace,
+    key: &str,
+) -> Result<Option<MemoryItem>, Failure> {
+    let mut statement = connection.prepare_cached(
+        "SELECT value, revision, created_at, updated_at, expires_at, ttl_ms, bound_to FROM memory_items \
+         WHERE tenant = ?1 AND namespace = ?2 AND key = ?3",
+    )?;
+    let mut rows = statement.query((tenant.as_str(), namespace.as_str(), key))?;
+    rows.next()?.map(|row| item_from_columns(row, 0, namespace.clone(), key.to_owned())).transpose()
 }
 
 /// When a written item's search rows (`memory_terms`, `memory_fields`,
@@ -1021,8 +1042,7 @@ impl MemoryStore for SqliteCatalog {
     ) -> Result<Option<MemoryItem>> {
         if !refresh {
             return self.read_now("get memory item", |connection| {
-                let stored = stored_item(connection, tenant, namespace, key)?;
-                Ok(stored.map(|(_, item)| item).filter(|item| item.is_live(now)))
+                Ok(read_item(connection, tenant, namespace, key)?.filter(|item| item.is_live(now)))
             });
         }
         let (tenant, namespace, key) = (tenant.clone(), namespace.clone(), key.to_owned());
