@@ -53,9 +53,17 @@ fn field_str<'a>(data: &'a Value, field: &str) -> Option<&'a str> {
 /// Computes the closers for `events` (a whole log, seqs contiguous from its first event).
 /// Refuses (`FormatUnsupported`) an event type it does not know unless it is ignorable.
 pub fn interrupted_turn_closers(events: &[Event]) -> Result<Vec<Event>> {
+    interrupted_turn_closers_of(events)
+}
+
+/// `interrupted_turn_closers` of the events `events` yields, in log order (a resume
+/// passes the events of the runs no longer attached without copying them out).
+pub fn interrupted_turn_closers_of<'a>(events: impl IntoIterator<Item = &'a Event>) -> Result<Vec<Event>> {
     // Runs in order of first appearance; `None` is the run-less (serial) stream.
     let mut runs: Vec<(Option<RunId>, RunTurnState)> = Vec::new();
+    let mut last = None;
     for event in events {
+        last = Some(event);
         check_reconstructable(event)?;
         if !vocab::is_known(event.event_type.as_str()) {
             continue; // ignorable unknown type
@@ -69,7 +77,7 @@ pub fn interrupted_turn_closers(events: &[Event]) -> Result<Vec<Event>> {
         };
         apply(&mut runs[index].1, event);
     }
-    let Some(last) = events.last() else {
+    let Some(last) = last else {
         return Ok(Vec::new());
     };
     let mut open: Vec<&(Option<RunId>, RunTurnState)> =
@@ -122,43 +130,110 @@ pub fn interrupted_turn_closers(events: &[Event]) -> Result<Vec<Event>> {
     Ok(closers)
 }
 
+/// The top-level fields of an event's data that repair reads, left as raw text: the
+/// rest of the data (a message's content, often most of the log) is skipped over, never
+/// made into a tree.
+#[derive(serde::Deserialize)]
+struct RepairFields<'a> {
+    #[serde(borrow, default)]
+    turn: Option<&'a serde_json::value::RawValue>,
+    #[serde(borrow, default)]
+    step: Option<&'a serde_json::value::RawValue>,
+    #[serde(borrow, default)]
+    call_id: Option<&'a serde_json::value::RawValue>,
+    #[serde(borrow, default)]
+    tool_calls: Option<&'a serde_json::value::RawValue>,
+}
+
+/// What repair reads of an event's data: `turn`, `step` (0 unless a non-negative
+/// integer), `call_id` (a string, else none) and the `call_id`s of the objects in a
+/// `tool_calls` array — the same as reading them from the data's tree (`from_tree`,
+/// which data the fields cannot be read from directly, e.g. a repeated key, goes to).
+#[derive(Debug, Default, PartialEq)]
+struct Read {
+    turn: u64,
+    step: u64,
+    call_id: Option<String>,
+    tool_call_ids: Vec<String>,
+}
+
+impl Read {
+    fn of(event: &Event) -> Read {
+        Read::from_fields(event.data.as_str()).unwrap_or_else(|| Read::from_tree(&event.data.to_value()))
+    }
+
+    fn from_fields(text: &str) -> Option<Read> {
+        // serde reads a struct from an array too (by position): only objects here.
+        if !text.trim_start().starts_with('{') {
+            return None;
+        }
+        let fields: RepairFields<'_> = serde_json::from_str(text).ok()?;
+        let number = |raw: Option<&serde_json::value::RawValue>| {
+            raw.and_then(|raw| serde_json::from_str::<u64>(raw.get()).ok()).unwrap_or(0)
+        };
+        let string = |raw: Option<&serde_json::value::RawValue>| {
+            raw.and_then(|raw| serde_json::from_str::<String>(raw.get()).ok())
+        };
+        let mut tool_call_ids = Vec::new();
+        if let Some(calls) = fields.tool_calls.and_then(|raw| serde_json::from_str::<Vec<Value>>(raw.get()).ok()) {
+            tool_call_ids.extend(calls.iter().filter_map(|call| field_str(call, "call_id")).map(str::to_owned));
+        }
+        Some(Read {
+            turn: number(fields.turn),
+            step: number(fields.step),
+            call_id: string(fields.call_id),
+            tool_call_ids,
+        })
+    }
+
+    fn from_tree(data: &Value) -> Read {
+        let calls = data.get("tool_calls").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+        Read {
+            turn: field_u64(data, "turn"),
+            step: field_u64(data, "step"),
+            call_id: field_str(data, "call_id").map(str::to_owned),
+            tool_call_ids: calls.iter().filter_map(|call| field_str(call, "call_id")).map(str::to_owned).collect(),
+        }
+    }
+}
+
 fn apply(state: &mut RunTurnState, event: &Event) {
-    let data = event.data.to_value();
-    match event.event_type.as_str() {
+    let event_type = event.event_type.as_str();
+    // Only these read the data; every other event (most of a log) is not parsed at all.
+    let reads_data =
+        [vocab::TURN_START, vocab::STEP_START, vocab::ASSISTANT_MESSAGE, vocab::TOOL_CALL, vocab::TOOL_RESULT]
+            .contains(&event_type);
+    let data = if reads_data { Read::of(event) } else { Read::default() };
+    match event_type {
         vocab::TURN_START => {
             state.reset();
-            state.open_turn = Some((field_u64(&data, "turn"), event.seq.get()));
+            state.open_turn = Some((data.turn, event.seq.get()));
         }
         vocab::TURN_END => state.reset(),
         vocab::STEP_START => {
-            state.open_step = Some((field_u64(&data, "turn"), field_u64(&data, "step")));
+            state.open_step = Some((data.turn, data.step));
         }
         vocab::STEP_END => {
             state.open_step = None;
             state.pending.clear();
         }
         vocab::ASSISTANT_MESSAGE => {
-            let calls = data.get("tool_calls").and_then(Value::as_array).cloned().unwrap_or_default();
-            for call in calls {
-                if let Some(call_id) = field_str(&call, "call_id") {
-                    if state.pending_mut(call_id).is_none() {
-                        state.pending.push(PendingCall { call_id: call_id.to_owned(), started_seq: None });
-                    }
+            for call_id in data.tool_call_ids {
+                if state.pending_mut(&call_id).is_none() {
+                    state.pending.push(PendingCall { call_id, started_seq: None });
                 }
             }
         }
         vocab::TOOL_CALL => {
-            if let Some(call_id) = field_str(&data, "call_id") {
-                match state.pending_mut(call_id) {
+            if let Some(call_id) = data.call_id {
+                match state.pending_mut(&call_id) {
                     Some(call) => call.started_seq = Some(event.seq.get()),
-                    None => state
-                        .pending
-                        .push(PendingCall { call_id: call_id.to_owned(), started_seq: Some(event.seq.get()) }),
+                    None => state.pending.push(PendingCall { call_id, started_seq: Some(event.seq.get()) }),
                 }
             }
         }
         vocab::TOOL_RESULT => {
-            if let Some(call_id) = field_str(&data, "call_id") {
+            if let Some(call_id) = data.call_id {
                 state.pending.retain(|call| call.call_id != call_id);
             }
         }
@@ -313,5 +388,43 @@ mod tests {
         assert_eq!(log.closers().len(), 1);
         log.0.push(Event::new(2, "myapp/state", Timestamp(1), json!({})).unwrap());
         assert_eq!(interrupted_turn_closers(&log.0).unwrap_err().code(), "format_unsupported");
+    }
+
+    /// The fields read straight from the text are the ones the data's tree gives, for
+    /// every shape of data (what cannot be read directly falls back to the tree).
+    #[test]
+    fn fields_read_from_the_text_match_the_tree() {
+        let datas = [
+            r#"{"turn":3,"step":4,"call_id":"c1","content":"x"}"#,
+            r#"{"turn":"3","step":-1,"call_id":7}"#,
+            r#"{"turn":1.0,"step":1e2,"call_id":null,"tool_calls":null}"#,
+            r#"{"turn":18446744073709551615,"step":18446744073709551616}"#,
+            r#"{"turn":-0,"call_id":"a\"b\u00e9"}"#,
+            r#"{"tool_calls":[{"call_id":"a"},{"call_id":5},"x",{"id":"b"},{"call_id":"c","call_id":"d"}]}"#,
+            r#"{"tool_calls":{"call_id":"a"}}"#,
+            r#"{"turn":1,"turn":2,"call_id":"x","call_id":"y"}"#,
+            r#"[1,2,"c"]"#,
+            r#""text""#,
+            "12",
+            "null",
+            r#"{}"#,
+            r#"{"nested":{"turn":9},"items":[{"call_id":"z"}]}"#,
+        ];
+        for data in datas {
+            let text = JsonText::parse(data).unwrap_or_else(|_| {
+                JsonText::from_trusted_raw(serde_json::value::RawValue::from_string(data.to_owned()).expect("raw"))
+            });
+            let event = Event {
+                seq: Seq(0),
+                event_type: EventType::parse("tool/call").unwrap(),
+                time: Timestamp(1),
+                run: None,
+                data: text,
+                ignorable: false,
+                idempotency: None,
+            };
+            let tree = Read::from_tree(&event.data.to_value());
+            assert_eq!(Read::of(&event), tree, "{data}");
+        }
     }
 }
