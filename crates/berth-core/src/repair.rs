@@ -50,15 +50,11 @@ fn field_str<'a>(data: &'a Value, field: &str) -> Option<&'a str> {
     data.get(field).and_then(Value::as_str)
 }
 
-/// Computes the closers for `events` (a whole log, seqs contiguous from its first event).
-/// Refuses (`FormatUnsupported`) an event type it does not know unless it is ignorable.
-pub fn interrupted_turn_closers(events: &[Event]) -> Result<Vec<Event>> {
-    interrupted_turn_closers_of(events)
-}
-
-/// `interrupted_turn_closers` of the events `events` yields, in log order (a resume
-/// passes the events of the runs no longer attached without copying them out).
-pub fn interrupted_turn_closers_of<'a>(events: impl IntoIterator<Item = &'a Event>) -> Result<Vec<Event>> {
+/// Computes the closers for `events` (a whole log, seqs contiguous from its first event,
+/// or some runs' events of it in log order: a resume passes those of the runs no longer
+/// attached without copying them out). Refuses (`FormatUnsupported`) an event type it
+/// does not know unless it is ignorable.
+pub fn interrupted_turn_closers<'a>(events: impl IntoIterator<Item = &'a Event>) -> Result<Vec<Event>> {
     // Runs in order of first appearance; `None` is the run-less (serial) stream.
     let mut runs: Vec<(Option<RunId>, RunTurnState)> = Vec::new();
     let mut last = None;
@@ -149,7 +145,7 @@ struct RepairFields<'a> {
 /// integer), `call_id` (a string, else none) and the `call_id`s of the objects in a
 /// `tool_calls` array — the same as reading them from the data's tree (`from_tree`,
 /// which data the fields cannot be read from directly, e.g. a repeated key, goes to).
-#[derive(Debug, Default, PartialEq)]
+#[derive(Debug, PartialEq)]
 struct Read {
     turn: u64,
     step: u64,
@@ -197,20 +193,17 @@ impl Read {
     }
 }
 
+/// Only the arms that need the data read it (`Read::of`): every other event, most of a
+/// log, is not parsed at all.
 fn apply(state: &mut RunTurnState, event: &Event) {
-    let event_type = event.event_type.as_str();
-    // Only these read the data; every other event (most of a log) is not parsed at all.
-    let reads_data =
-        [vocab::TURN_START, vocab::STEP_START, vocab::ASSISTANT_MESSAGE, vocab::TOOL_CALL, vocab::TOOL_RESULT]
-            .contains(&event_type);
-    let data = if reads_data { Read::of(event) } else { Read::default() };
-    match event_type {
+    match event.event_type.as_str() {
         vocab::TURN_START => {
             state.reset();
-            state.open_turn = Some((data.turn, event.seq.get()));
+            state.open_turn = Some((Read::of(event).turn, event.seq.get()));
         }
         vocab::TURN_END => state.reset(),
         vocab::STEP_START => {
+            let data = Read::of(event);
             state.open_step = Some((data.turn, data.step));
         }
         vocab::STEP_END => {
@@ -218,14 +211,14 @@ fn apply(state: &mut RunTurnState, event: &Event) {
             state.pending.clear();
         }
         vocab::ASSISTANT_MESSAGE => {
-            for call_id in data.tool_call_ids {
+            for call_id in Read::of(event).tool_call_ids {
                 if state.pending_mut(&call_id).is_none() {
                     state.pending.push(PendingCall { call_id, started_seq: None });
                 }
             }
         }
         vocab::TOOL_CALL => {
-            if let Some(call_id) = data.call_id {
+            if let Some(call_id) = Read::of(event).call_id {
                 match state.pending_mut(&call_id) {
                     Some(call) => call.started_seq = Some(event.seq.get()),
                     None => state.pending.push(PendingCall { call_id, started_seq: Some(event.seq.get()) }),
@@ -233,7 +226,7 @@ fn apply(state: &mut RunTurnState, event: &Event) {
             }
         }
         vocab::TOOL_RESULT => {
-            if let Some(call_id) = data.call_id {
+            if let Some(call_id) = Read::of(event).call_id {
                 state.pending.retain(|call| call.call_id != call_id);
             }
         }

@@ -26,7 +26,7 @@ use pyo3::exceptions::{PyException, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use std::mem::ManuallyDrop;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -165,8 +165,8 @@ struct Opened {
     runtime: tokio::runtime::Runtime,
     server: Arc<InProcessServer>,
     closed: AtomicBool,
-    /// Submitted requests holding a thread of the runtime's blocking pool now.
-    on_blocking_threads: Arc<AtomicUsize>,
+    /// One permit per submitted request holding a thread of the runtime's blocking pool.
+    blocking_threads: Arc<tokio::sync::Semaphore>,
 }
 
 /// At most this many submitted requests hold a thread of the blocking pool at once;
@@ -316,7 +316,7 @@ impl Embedded {
             runtime,
             server,
             closed: AtomicBool::new(false),
-            on_blocking_threads: Arc::new(AtomicUsize::new(0)),
+            blocking_threads: Arc::new(tokio::sync::Semaphore::new(SUBMITTED_ON_BLOCKING_THREADS_MAX)),
         };
         Ok(Embedded { pid: std::process::id(), root, opened: ManuallyDrop::new(opened) })
     }
@@ -370,12 +370,10 @@ impl Embedded {
             let (status, headers, body) = answer_of(&server, principal, request).await;
             body.map(|body| (status, headers, body)).map_err(Failure::Body)
         };
-        let on_blocking = opened.on_blocking_threads.clone();
-        if on_blocking.fetch_add(1, Ordering::AcqRel) >= SUBMITTED_ON_BLOCKING_THREADS_MAX {
-            on_blocking.fetch_sub(1, Ordering::AcqRel);
+        let Ok(permit) = opened.blocking_threads.clone().try_acquire_owned() else {
             opened.runtime.spawn(async move { pending.answer(answer.await) });
             return Ok(());
-        }
+        };
         let handle = opened.runtime.handle().clone();
         // On a thread of the blocking pool, polled in place as `request` polls it from
         // the caller's thread: a worker of the runtime would hand its other tasks to a
@@ -383,7 +381,7 @@ impl Embedded {
         // than waking a pooled thread.
         opened.runtime.spawn_blocking(move || {
             let answered = handle.block_on(answer);
-            on_blocking.fetch_sub(1, Ordering::AcqRel);
+            drop(permit);
             pending.answer(answered);
         });
         Ok(())

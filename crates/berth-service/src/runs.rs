@@ -9,7 +9,7 @@ use crate::{Principal, SessionService};
 use berth_catalog::{RunRecord, RunStatus, SessionRecord};
 use berth_core::lifecycle::{self, LifecycleEvent};
 use berth_core::limits::OUTCOME_BYTES_MAX;
-use berth_core::repair::interrupted_turn_closers_of;
+use berth_core::repair::interrupted_turn_closers;
 use berth_core::vocabulary::CHECKPOINT;
 use berth_core::{Concurrency, Error, Result, Revision, RunId, Seq, SessionId, SessionKey, Timestamp};
 use std::collections::HashSet;
@@ -143,7 +143,7 @@ impl SessionService {
         let attached: HashSet<&RunId> = record.runs.iter().map(|run| &run.run_id).collect();
         let detached_events =
             events.iter().filter(|event| event.run.as_ref().is_none_or(|run| !attached.contains(run)));
-        let mut closers = interrupted_turn_closers_of(detached_events)?;
+        let mut closers = interrupted_turn_closers(detached_events)?;
         let next_seq = writer.next_seq();
         for (index, closer) in closers.iter_mut().enumerate() {
             closer.seq = Seq(next_seq + index as u64);
