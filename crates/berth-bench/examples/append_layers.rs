@@ -3,6 +3,9 @@
 //! runtime. Layers (interleaved rounds, medians of wall time and of the process's CPU
 //! time per append):
 //! - `service`: `SessionService::append` with an idempotency key;
+//! - `keyless`: the same without a key;
+//! - `carried`: the same carrying one memory write (`app/bench : state`, as ADK's
+//!   `append_event` with an `app:` state delta);
 //! - `in-process`: the same append as `POST /v1/sessions/{id}/events` through the
 //!   server's router (`berth_server::in_process`), the JSON body the Python client sends.
 //!
@@ -10,7 +13,8 @@
 //!
 //! A profiling aid (`perf record -g` around it), not a benchmark with targets.
 
-use berth_core::SessionId;
+use berth_catalog::scoped::{MemoryPut, Namespace};
+use berth_core::{JsonText, SessionId};
 use berth_server::in_process::InProcessServer;
 use berth_server::ServerConfig;
 use berth_service::{AppendRequest, CreateSession, NewEvent};
@@ -33,7 +37,7 @@ fn main() -> berth_core::Result<()> {
     let appends: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(1000);
     let rounds: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(3);
     let only = args.next();
-    let layers: Vec<&str> = ["service", "in-process"]
+    let layers: Vec<&str> = ["service", "keyless", "carried", "in-process"]
         .into_iter()
         .filter(|layer| only.as_deref().is_none_or(|o| o.contains(layer)))
         .collect();
@@ -58,6 +62,8 @@ fn main() -> berth_core::Result<()> {
         Ok(id)
     };
     let service_id = create("service")?;
+    let keyless_id = create("keyless")?;
+    let carried_id = create("carried")?;
     let process_id = create("inprocess")?;
     let body =
         serde_json::to_vec(&serde_json::json!({"events": [{"type": "user/message", "data": item()}]})).expect("json");
@@ -71,15 +77,31 @@ fn main() -> berth_core::Result<()> {
             for n in 0..appends {
                 let key = format!("k{round}-{n}-{layer}");
                 match layer {
-                    "service" => {
+                    "service" | "keyless" | "carried" => {
+                        let memory = match layer {
+                            "carried" => vec![MemoryPut {
+                                namespace: Namespace::parse("app/bench").expect("namespace"),
+                                key: "state".into(),
+                                value: JsonText::from(&serde_json::json!({"n": n})),
+                                expected_revision: None,
+                                ttl_ms: None,
+                                bound_to: None,
+                            }],
+                            _ => Vec::new(),
+                        };
                         let request = AppendRequest {
                             run: None,
                             expected_seq: None,
                             events: vec![NewEvent::new("user/message", item())],
-                            idempotency_key: Some(key),
-                            memory: Vec::new(),
+                            idempotency_key: (layer != "keyless").then_some(key),
+                            memory,
                         };
-                        runtime.block_on(service.append(&principal, &service_id, request))?;
+                        let id = match layer {
+                            "service" => &service_id,
+                            "carried" => &carried_id,
+                            _ => &keyless_id,
+                        };
+                        runtime.block_on(service.append(&principal, id, request))?;
                     }
                     _ => {
                         let mut json: serde_json::Value = serde_json::from_slice(&body).expect("json");
