@@ -12,9 +12,14 @@ all of them alike:
 - `list_sessions`: `--sessions` sessions of one app, listed.
 
 The floor no service can beat is printed first: building `--events` ADK `Event`s from
-their JSON text with `Event.model_validate_json` (what every service's `get_session`
-must end with); and likewise for listing, building `--sessions` `Session`s. Seeding (the long session by `append_event`, the many sessions by
-`create_session`, `--concurrency` at a time) is timed and printed too.
+their JSON text with `Event.model_validate_json`, all of them alive at the end as the
+`Session` a `get_session` returns holds them, with the cyclic collector paused while
+they are built and its one pass over them afterwards (`held_ms`); and likewise for
+listing, building `--sessions` `Session`s. Beside it, the same objects each dropped as
+soon as it is built (`discarded`, the floor this script printed before 2026-12-03): no
+service can answer that way, and it skips the collector's cost of holding them. Seeding
+(the long session by `append_event`, the many sessions by `create_session`,
+`--concurrency` at a time) is timed and printed too.
 
     BERTH_BIN=... target/adk-dropin/venv/bin/python scripts/dropins/adk/bench.py [--quick]
         [--events N] [--sessions N] [--appends N] [--rounds N] [--backends sqlite,database,embedded,http]
@@ -24,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import statistics
 import sys
 import tempfile
@@ -57,23 +63,65 @@ def event(n: int) -> Event:
                  content=types.Content(role="model", parts=[types.Part(text=f"message number {n} " * 8)]))
 
 
-def floor_ms(count: int) -> float:
-    """Building `count` events from JSON: the part of a `get_session` no service avoids."""
-    texts = [event(n).model_dump_json(exclude_none=True) for n in range(count)]
+def held_ms(build: Callable[[], list[Any]]) -> float:
+    """The time of `build()` making objects that are all alive when it returns, as a
+    service's answer holds them, built the cheapest way a service can: with the cyclic
+    collector paused meanwhile, then its one pass over the new objects (a generation-0
+    collection, which the first allocation after the pause would run anyway), timed too.
+    With the collector running throughout, its collections of the growing heap cost
+    more; without the pass, the cost is only moved to whatever allocates next."""
+    collecting = gc.isenabled()
+    gc.disable()
     started = time.perf_counter()
-    for text in texts:
-        Event.model_validate_json(text)
+    try:
+        held = build()
+    finally:
+        if collecting:
+            gc.enable()
+    gc.collect(0)
+    taken = (time.perf_counter() - started) * 1000
+    del held
+    return taken
+
+
+def discarded_ms(build_one: Callable[[int], Any], count: int) -> float:
+    """`count` objects built one at a time, each dropped at once: cheaper than any answer
+    that holds them (no collector's pass; memory reused), so not a floor a service can
+    reach. Printed beside the floor, for comparison with figures before 2026-12-03."""
+    started = time.perf_counter()
+    for index in range(count):
+        build_one(index)
     return (time.perf_counter() - started) * 1000
+
+
+def event_texts(count: int) -> list[str]:
+    return [event(n).model_dump_json(exclude_none=True) for n in range(count)]
+
+
+def floor_ms(count: int, texts: list[str] | None = None) -> float:
+    """Building `count` events from JSON, all held: the part of a `get_session` no
+    service avoids."""
+    texts = texts if texts is not None else event_texts(count)
+    return held_ms(lambda: [Event.model_validate_json(text) for text in texts])
+
+
+def listed_session(index: int) -> Session:
+    """A listed `Session` as the services build it: no events, a merged state of three
+    keys."""
+    return Session(app_name=APP, user_id=f"u{index % 10}", id=f"s{index}",
+                   state={"n": index, "user:seen": index, "app:x": 1}, last_update_time=1_700_000_000.0 + index)
 
 
 def list_floor_ms(count: int) -> float:
-    """Building `count` listed `Session`s (no events, a merged state of three keys): the
-    part of a `list_sessions` no service avoids (ADK's own services build each so)."""
-    started = time.perf_counter()
-    for index in range(count):
-        Session(app_name=APP, user_id=f"u{index % 10}", id=f"s{index}",
-                state={"n": index, "user:seen": index, "app:x": 1}, last_update_time=1_700_000_000.0 + index)
-    return (time.perf_counter() - started) * 1000
+    """Building `count` listed `Session`s, all held: the part of a `list_sessions` no
+    service avoids (ADK's own services build each so)."""
+    return held_ms(lambda: [listed_session(index) for index in range(count)])
+
+
+def floors_discarded_ms(count: int, sessions: int, texts: list[str]) -> tuple[float, float]:
+    """The events' and the sessions' figures built and dropped one at a time."""
+    return (discarded_ms(lambda index: Event.model_validate_json(texts[index]), count),
+            discarded_ms(listed_session, sessions))
 
 
 @dataclass
@@ -155,9 +203,12 @@ def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
-def report(backends: list[Backend], args: argparse.Namespace, floor: float, list_floor: float) -> None:
-    print(f"\nmedians of {args.rounds} interleaved rounds (the floors measured in each round too); floor (Event.model_validate_json x {args.events}): "
-          f"{floor:.0f} ms; listing floor (Session(...) x {args.sessions}): {list_floor:.0f} ms")
+def report(backends: list[Backend], args: argparse.Namespace, floor: float, list_floor: float,
+           discarded: tuple[float, float]) -> None:
+    print(f"\nmedians of {args.rounds} interleaved rounds (the floors measured in each round too); floor "
+          f"(Event.model_validate_json x {args.events}, held): {floor:.0f} ms; listing floor (Session(...) x "
+          f"{args.sessions}, held): {list_floor:.0f} ms; each dropped at once instead: {discarded[0]:.0f} ms and "
+          f"{discarded[1]:.0f} ms")
     print(f"{'':24} {'append_event/s':>15} {f'get_session({args.events}) ms':>24} "
           f"{f'list_sessions({args.sessions}) ms':>26}   seeding: events s, sessions s")
     for backend in backends:
@@ -189,28 +240,34 @@ def arguments() -> argparse.Namespace:
 
 async def main() -> None:
     args = arguments()
-    floor = floor_ms(args.events)
+    texts = event_texts(args.events)
+    floor = floor_ms(args.events, texts)
     list_floor = list_floor_ms(args.sessions)
-    print(f"floor: Event.model_validate_json x {args.events}: {floor:.0f} ms; "
-          f"Session(...) x {args.sessions}: {list_floor:.0f} ms", flush=True)
+    print(f"floor: Event.model_validate_json x {args.events}, held: {floor:.0f} ms; "
+          f"Session(...) x {args.sessions}, held: {list_floor:.0f} ms", flush=True)
     with tempfile.TemporaryDirectory() as directory:
         scratch = Path(directory)
         backends = [await open_backend(name, scratch) for name in args.backends.split(",")]
         floors: list[float] = []
         list_floors: list[float] = []
+        discarded: list[tuple[float, float]] = []
         try:
             for backend in backends:
                 await seed(backend, args.events, args.sessions, args.concurrency)
                 print(f"seeded {backend.name}: {args.events} events in {backend.seed_events_s:.1f} s, "
                       f"{args.sessions - 1} sessions in {backend.seed_sessions_s:.1f} s", flush=True)
             for round_index in range(args.rounds):
-                floors.append(floor_ms(args.events))
+                floors.append(floor_ms(args.events, texts))
                 list_floors.append(list_floor_ms(args.sessions))
+                discarded.append(floors_discarded_ms(args.events, args.sessions, texts))
                 for backend in backends:
                     await one_round(backend, round_index, args.events, args.sessions, args.appends)
                 print(f"round {round_index + 1}/{args.rounds} done", flush=True)
-            report(backends, args, median(floors), median(list_floors))
-            print(f"  {'floors':22} {[round(v) for v in floors]} | {[round(v) for v in list_floors]}")
+            dropped = (median([each[0] for each in discarded]), median([each[1] for each in discarded]))
+            report(backends, args, median(floors), median(list_floors), dropped)
+            print(f"  {'floors, held':22} {[round(v) for v in floors]} | {[round(v) for v in list_floors]}")
+            print(f"  {'each dropped at once':22} {[round(v[0]) for v in discarded]} | "
+                  f"{[round(v[1]) for v in discarded]}")
         finally:
             for backend in backends:
                 backend.close()

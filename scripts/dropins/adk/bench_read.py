@@ -1,5 +1,6 @@
 """`get_session` of one long session beside its floor, alone (a measurement, not part of
-the suite): the floor (`Event.model_validate_json` of each event's JSON) and a whole
+the suite): the floor (`Event.model_validate_json` of each event's JSON, all held, as
+`bench.floor_ms` builds them) and a whole
 `get_session` on the embedded store, interleaved round by round, medians. With
 `--compare PATH`, the `BerthSessionService` of another copy of `adk.py` (e.g. the main
 branch's) is timed in the same rounds and must return equal events.
@@ -21,10 +22,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench import APP, LONG, event  # noqa: E402
+from bench import APP, LONG, event, event_texts, floor_ms  # noqa: E402
 
 import berth  # noqa: E402
-from google.adk.events.event import Event  # noqa: E402
 
 from berth.integrations.adk import BerthSessionService  # noqa: E402
 
@@ -58,7 +58,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--compare", help="another adk.py whose BerthSessionService is timed too")
     args = parser.parse_args()
-    texts = [event(n).model_dump_json(exclude_none=True) for n in range(args.events)]
+    texts = event_texts(args.events)
     with tempfile.TemporaryDirectory() as directory:
         client = berth.open(directory, tenant="bench", user="agent", role="service")
         service = BerthSessionService(client)
@@ -72,7 +72,7 @@ def main() -> None:
             assert mine is not None and theirs is not None and mine.events == theirs.events
         figures: dict[str, list[float]] = {"floor": [], "get_session": [], "compared": []}
         for _ in range(args.rounds):
-            figures["floor"].append(timed_ms(lambda: [Event.model_validate_json(text) for text in texts]))
+            figures["floor"].append(floor_ms(args.events, texts))
             figures["get_session"].append(timed_ms(lambda: service._get(APP, "u0", LONG, None)))
             if compared is not None:
                 figures["compared"].append(timed_ms(lambda: compared._get(APP, "u0", LONG, None)))
