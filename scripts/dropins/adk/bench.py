@@ -49,7 +49,7 @@ from google.adk.sessions.session import Session  # noqa: E402
 from google.adk.sessions.sqlite_session_service import SqliteSessionService  # noqa: E402
 from google.genai import types  # noqa: E402
 
-from berth.integrations.adk import BerthSessionService  # noqa: E402
+from berth.integrations.adk import BerthSessionService, _collector_paused  # noqa: E402
 
 APP = "bench"
 LONG = "long"
@@ -66,18 +66,14 @@ def event(n: int) -> Event:
 def held_ms(build: Callable[[], list[Any]]) -> float:
     """The time of `build()` making objects that are all alive when it returns, as a
     service's answer holds them, built the cheapest way a service can: with the cyclic
-    collector paused meanwhile, then its one pass over the new objects (a generation-0
-    collection, which the first allocation after the pause would run anyway), timed too.
-    With the collector running throughout, its collections of the growing heap cost
-    more; without the pass, the cost is only moved to whatever allocates next."""
-    collecting = gc.isenabled()
-    gc.disable()
+    collector paused meanwhile (`_collector_paused`, as berth's own read pauses it), then
+    its one pass over the new objects (a generation-0 collection, which the first
+    allocation after the pause would run anyway), timed too. With the collector running
+    throughout, its collections of the growing heap cost more; without the pass, the
+    cost is only moved to whatever allocates next."""
     started = time.perf_counter()
-    try:
+    with _collector_paused():
         held = build()
-    finally:
-        if collecting:
-            gc.enable()
     gc.collect(0)
     taken = (time.perf_counter() - started) * 1000
     del held
@@ -98,10 +94,9 @@ def event_texts(count: int) -> list[str]:
     return [event(n).model_dump_json(exclude_none=True) for n in range(count)]
 
 
-def floor_ms(count: int, texts: list[str] | None = None) -> float:
-    """Building `count` events from JSON, all held: the part of a `get_session` no
-    service avoids."""
-    texts = texts if texts is not None else event_texts(count)
+def floor_ms(texts: list[str]) -> float:
+    """Building the events of `texts` from JSON, all held: the part of a `get_session`
+    no service avoids."""
     return held_ms(lambda: [Event.model_validate_json(text) for text in texts])
 
 
@@ -118,9 +113,9 @@ def list_floor_ms(count: int) -> float:
     return held_ms(lambda: [listed_session(index) for index in range(count)])
 
 
-def floors_discarded_ms(count: int, sessions: int, texts: list[str]) -> tuple[float, float]:
+def floors_discarded_ms(texts: list[str], sessions: int) -> tuple[float, float]:
     """The events' and the sessions' figures built and dropped one at a time."""
-    return (discarded_ms(lambda index: Event.model_validate_json(texts[index]), count),
+    return (discarded_ms(lambda index: Event.model_validate_json(texts[index]), len(texts)),
             discarded_ms(listed_session, sessions))
 
 
@@ -241,7 +236,7 @@ def arguments() -> argparse.Namespace:
 async def main() -> None:
     args = arguments()
     texts = event_texts(args.events)
-    floor = floor_ms(args.events, texts)
+    floor = floor_ms(texts)
     list_floor = list_floor_ms(args.sessions)
     print(f"floor: Event.model_validate_json x {args.events}, held: {floor:.0f} ms; "
           f"Session(...) x {args.sessions}, held: {list_floor:.0f} ms", flush=True)
@@ -257,9 +252,9 @@ async def main() -> None:
                 print(f"seeded {backend.name}: {args.events} events in {backend.seed_events_s:.1f} s, "
                       f"{args.sessions - 1} sessions in {backend.seed_sessions_s:.1f} s", flush=True)
             for round_index in range(args.rounds):
-                floors.append(floor_ms(args.events, texts))
+                floors.append(floor_ms(texts))
                 list_floors.append(list_floor_ms(args.sessions))
-                discarded.append(floors_discarded_ms(args.events, args.sessions, texts))
+                discarded.append(floors_discarded_ms(texts, args.sessions))
                 for backend in backends:
                     await one_round(backend, round_index, args.events, args.sessions, args.appends)
                 print(f"round {round_index + 1}/{args.rounds} done", flush=True)

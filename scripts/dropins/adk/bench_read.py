@@ -72,7 +72,7 @@ def main() -> None:
             assert mine is not None and theirs is not None and mine.events == theirs.events
         figures: dict[str, list[float]] = {"floor": [], "get_session": [], "compared": []}
         for _ in range(args.rounds):
-            figures["floor"].append(floor_ms(args.events, texts))
+            figures["floor"].append(floor_ms(texts))
             figures["get_session"].append(timed_ms(lambda: service._get(APP, "u0", LONG, None)))
             if compared is not None:
                 figures["compared"].append(timed_ms(lambda: compared._get(APP, "u0", LONG, None)))
