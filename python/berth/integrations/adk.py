@@ -107,6 +107,9 @@ _KEY_BYTES_MAX = 512
 _SAFE_ID_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._~-")
 _REPAIR_CODES = frozenset(["TOOL_OUTCOME_UNKNOWN", "TOOL_NOT_STARTED"])
 _PAGE = 1000
+#: The most events one read of some types scans (the page's `next_seq` then may fall short
+#: of the log's end).
+_SCAN_MAX = 100_000
 #: ADK's order of `list_sessions`: oldest first, ties by user, then id.
 _LISTING_ORDER = operator.attrgetter("last_update_time", "user_id", "id")
 #: Reads in flight ahead of their decoding, across the service's concurrent callers.
@@ -274,6 +277,8 @@ class _StoredEvent(pydantic.BaseModel):
     seq: int
     type: str
     time: int
+    #: The key of the batch the event was stored in (`_Events` checks its newest by it).
+    idempotency_key: Optional[str] = None
     # Not `Any` beside `_StoredData`: an object whose `adk` does not validate must raise,
     # never fall back to a dict the read path would skip.
     # Tried in order (pydantic's default "smart" union would try `_StoredData` strictly,
@@ -394,14 +399,15 @@ def _ahead(prefetch: ThreadPoolExecutor, fetch: Callable[..., Any], *args: Any) 
 
 
 def _pages_backwards(client: berth.Client, berth_id: str, first_size: int,
-                     prefetch: ThreadPoolExecutor) -> Iterator[_StoredPage]:
+                     prefetch: ThreadPoolExecutor) -> Iterator[tuple[_StoredPage, bytes]]:
     """The log's pages from its end backwards, of the presented types only: first the
     last `first_size` of them, then ranges of seqs before it, each twice as long (up to
     `_PAGE`). A page's `[first_seq, next_seq)` is the seqs it scanned, so the next range
     ends at this page's `first_seq`, known before this page is decoded: it is fetched on
     `prefetch` while this thread decodes (decoding is most of a read's time; the store
     or the server makes the next page meanwhile). Each decoded page is checked against
-    the bounds it was predicted to have."""
+    the bounds it was predicted to have. Each page comes with its answer's bytes (what
+    `_Events` keeps)."""
     answer = _fetch_page(client, berth_id, berth.SEQ_END, first_size)
     first_seq = _PageBounds.model_validate_json(answer.body).first_seq
     predicted: int | None = None
@@ -414,7 +420,7 @@ def _pages_backwards(client: berth.Client, berth_id: str, first_size: int,
         if predicted is not None and (page.first_seq, page.next_seq) != (predicted, predicted + size):
             raise ReadOutOfStep(f"a backward read of {berth_id} answered seqs [{page.first_seq}, {page.next_seq}), "
                                 f"not the predicted [{predicted}, {predicted + size})")
-        yield page
+        yield page, answer.body
         if upcoming is None:
             return
         answer = upcoming()
@@ -491,6 +497,88 @@ def _repair_event(event: _StoredEvent, calls: Mapping[Any, _StoredEvent],
     )
 
 
+#: An event `_Events` holds not yet made JSON text: the bytes of the page it was read in
+#: and its index among that page's events.
+_Unmade = tuple[bytes, int]
+
+#: How many bytes of events (JSON texts, read pages) one service object keeps for
+#: `get_session`, over all its sessions, by default.
+EVENTS_CACHE_BYTES_DEFAULT = 64 << 20
+
+
+class _Events:
+    """The ADK events of one session as this object last wrote or read them, so that a
+    `get_session` does not read the whole log again: every event the log presents below
+    `next_seq`, oldest first, as (seq, ADK timestamp, its JSON text or `_Unmade`). They
+    are the log's while it still holds, at `anchor_seq`, the event of the batch keyed
+    `anchor_key` (the newest keyed entry; a key is a random UUID, so no other log holds
+    it there, and a log's events never change, so every entry holds too): a
+    `get_session` checks that with one forward read from there, which also answers the
+    events appended since, by anyone. (A repair has no key: it is kept, but not
+    checked by.) Each `get_session` builds its events afresh from these
+    (`Event.model_validate_json` of a text, or its page decoded again), so no caller
+    ever shares an object with another."""
+
+    __slots__ = ("anchor_key", "anchor_seq", "bodies", "entries", "last_seq", "next_seq", "size")
+
+    def __init__(self, next_seq: int) -> None:
+        self.entries: list[tuple[int, float, str | _Unmade]] = []
+        self.last_seq = -1
+        self.anchor_seq: int | None = None
+        self.anchor_key: str | None = None
+        self.next_seq = next_seq
+        #: Bytes held: the texts, and each page once.
+        self.size = 0
+        self.bodies: set[int] = set()
+
+    def add(self, seq: int, stamp: float, item: str | _Unmade, key: str | None) -> None:
+        self.entries.append((seq, stamp, item))
+        self.last_seq = seq
+        if key is not None:
+            self.anchor_seq, self.anchor_key = seq, key
+        if type(item) is str:
+            self.size += len(item)
+        elif id(item[0]) not in self.bodies:  # type: ignore[index]
+            self.bodies.add(id(item[0]))  # type: ignore[index]
+            self.size += len(item[0])  # type: ignore[index]
+
+    def choose(self, end: int, limit: int | None, after: float | None) -> list[str | _Unmade]:
+        """What `_take_newest`'s filters keep of the entries below `end`, oldest first."""
+        chosen: list[str | _Unmade] = []
+        for seq, stamp, item in reversed(self.entries):
+            if seq >= end:
+                continue
+            if after is not None and stamp < after:
+                break
+            chosen.append(item)
+            if limit is not None and len(chosen) >= limit:
+                break
+        chosen.reverse()
+        return chosen
+
+
+def _made(chosen: list[str | _Unmade]) -> list[Event]:
+    """Fresh ADK events of `_Events.choose`'s items: each text validated, each page
+    decoded once for all its items."""
+    pages: dict[int, _StoredPage] = {}
+    out: list[Event] = []
+    for item in chosen:
+        if type(item) is str:
+            out.append(Event.model_validate_json(item))
+            continue
+        body, index = item  # type: ignore[misc]
+        page = pages.get(id(body))
+        if page is None:
+            page = pages[id(body)] = _StoredPage.model_validate_json(body)
+        out.append(page.events[index].data["adk"])  # type: ignore[index,union-attr]
+    return out
+
+
+def _event_text(event: Event) -> str:
+    """An ADK event as `_Events` keeps a presented one that is not in a page (a repair)."""
+    return json.dumps(_event_json(event), ensure_ascii=False, separators=(",", ":"))
+
+
 # ----- runs -----------------------------------------------------------------------------
 
 
@@ -547,7 +635,10 @@ class BerthSessionService(BaseSessionService):
     - `run_lease_ttl_ms`: the run lease of this object's runs; a crashed process's open
       turn is repaired by the next object that touches the session after it lapsed;
     - `max_holds`: how many sessions keep a run attached at once (the least recently
-      used is detached beyond that).
+      used is detached beyond that);
+    - `events_cache_bytes`: how many bytes of the sessions' events this object keeps,
+      over all of them, to answer `get_session` from them after checking the log's end
+      (`_Events`; the least recently used session's are dropped beyond that; 0: none).
     """
 
     def __init__(
@@ -558,6 +649,7 @@ class BerthSessionService(BaseSessionService):
         activity_ttl_ms: int = ACTIVITY_TTL_MS_FOREVER,
         runs_max: int = 64,
         max_holds: int = 1024,
+        events_cache_bytes: int = EVENTS_CACHE_BYTES_DEFAULT,
     ) -> None:
         if isinstance(client, berth.AsyncClient):
             raise TypeError("BerthSessionService takes a berth.Client (its calls run on worker threads)")
@@ -580,6 +672,11 @@ class BerthSessionService(BaseSessionService):
         # berth id -> (next_seq, session state, index revision, last time ms): what this
         # object last wrote or read, so an append needs no read of the index.
         self._cache: dict[str, tuple[int, dict[str, Any], int, int]] = {}
+        # berth id -> the session's events as this object last wrote or read them (under
+        # `_lock`), least recently used first; `_events_size` is their bytes in all.
+        self._events: OrderedDict[str, _Events] = OrderedDict()
+        self._events_size = 0
+        self._events_budget = max(0, events_cache_bytes)
         # Fetches the next page of a read while the caller's thread decodes the current one.
         self._prefetch = ThreadPoolExecutor(max_workers=_PREFETCH_THREADS, thread_name_prefix="berth-adk-read")
         self._finalizer = weakref.finalize(self, _release, client, self._holds, self._lock, self._stop,
@@ -679,6 +776,7 @@ class BerthSessionService(BaseSessionService):
                 pass
         if outcome.repaired:
             self._cache.pop(berth_id, None)
+            self._events_drop(berth_id)
         return hold, list(outcome.repaired)
 
     def _resume(self, berth_id: str) -> berth.ResumeOutcome:
@@ -732,6 +830,7 @@ class BerthSessionService(BaseSessionService):
             raise AlreadyExistsError(f"Session with id {session_id} already exists.") from None
         # Event times start from the first ADK event (kept non-decreasing from there).
         self._cache[berth_id] = (outcome.next_seq, dict(session_state), 1, 0)
+        self._events_keep(berth_id, _Events(outcome.next_seq))
         session = Session(app_name=app_name, user_id=user_id, id=session_id, state=dict(session_state),
                           last_update_time=now)
         session._storage_update_marker = str(outcome.next_seq)
@@ -766,22 +865,27 @@ class BerthSessionService(BaseSessionService):
         if limit == 0:
             page = _read_page(self._client, berth_id, before=berth.SEQ_END, limit=1)
             return [], page.next_seq
+        kept = self._kept_tail(berth_id, limit, after)
+        if kept is not None:
+            return kept
         chosen: list[_StoredEvent] = []
-        read: list[_StoredPage] = []
+        read: list[tuple[_StoredPage, bytes]] = []
         page_size = _PAGE if limit is None else min(_PAGE, 2 * limit + 8)
         with _collector_paused():
             pages = _pages_backwards(self._client, berth_id, page_size, self._prefetch)
-            for page in pages:
-                read.append(page)
+            for page, body in pages:
+                read.append((page, body))
                 if _take_newest(page.events, chosen, limit, after):
                     pages.close()
                     break
             chosen.reverse()
-            return self._present(berth_id, chosen, read), read[0].next_seq
+            out = self._present(berth_id, chosen, [page for page, _ in read])
+            if limit is None and after is None:  # the whole log was read
+                self._keep_read(berth_id, read, chosen, out)
+            return out, read[0][0].next_seq
 
-    def _present(self, berth_id: str, chosen: list[_StoredEvent], read: list[_StoredPage]) -> list[Event]:
-        """The ADK events of `chosen`: each stored one as it was decoded, each repair as
-        `_repair_event` (finding its call among the pages read, else by its seq)."""
+    def _call_reader(self, berth_id: str) -> Callable[[Any], _StoredEvent | None]:
+        """Reads the event at a seq (a repaired call that is not among the pages read)."""
 
         def reader(seq: Any) -> _StoredEvent | None:
             if not isinstance(seq, int):
@@ -789,15 +893,142 @@ class BerthSessionService(BaseSessionService):
             found = _read_page(self._client, berth_id, from_seq=seq, limit=1).events
             return found[0] if found else None
 
+        return reader
+
+    def _present(self, berth_id: str, chosen: list[_StoredEvent], read: list[_StoredPage]) -> list[Event]:
+        """The ADK events of `chosen`: each stored one as it was decoded, each repair as
+        `_repair_event` (finding its call among the pages read, else by its seq)."""
         out: list[Event] = []
         calls: dict[Any, _StoredEvent] | None = None
         for event in chosen:
             adk_event = event.data.get("adk")  # type: ignore[union-attr]  (`_take_newest` chose it)
             if adk_event is None:
                 calls = _calls_index(read) if calls is None else calls
-                adk_event = _repair_event(event, calls, reader)
+                adk_event = _repair_event(event, calls, self._call_reader(berth_id))
             out.append(adk_event)
         return out
+
+    # -- the events kept for get_session (`_Events`) ---------------------------------
+
+    def _kept_tail(self, berth_id: str, limit: int | None, after: float | None) -> tuple[list[Event], int] | None:
+        """`_tail` from the events this object keeps of the session, when the log still
+        holds their anchor: one forward read from it, which brings what was appended
+        since (by anyone) too. None when nothing is kept or the log moved otherwise
+        (deleted and created again, or a page or more appended since)."""
+        with self._lock:
+            events = self._events.get(berth_id)
+            if events is None or events.anchor_seq is None:
+                return None
+            self._events.move_to_end(berth_id)
+            anchor = (events.anchor_seq, events.anchor_key)
+            kept_to = events.last_seq
+        read = berth_calls.read(berth_id, from_seq=anchor[0], limit=_PAGE, types=_PRESENTED_TYPES)
+        page, body = self._client._execute(
+            dataclasses.replace(read, decode=lambda answer: (_decode_stored_page(answer), answer.body)))
+        first = page.events[0] if page.events else None
+        if (first is None or (first.seq, first.idempotency_key) != anchor or len(page.events) >= _PAGE
+                or page.next_seq - anchor[0] >= _SCAN_MAX):  # (the scan may have stopped short of the end)
+            self._events_drop(berth_id, events)
+            return None
+        fresh: list[tuple[int, float, str | _Unmade, str | None]] = []
+        calls: dict[Any, _StoredEvent] | None = None
+        for index, event in enumerate(page.events):
+            if event.seq <= kept_to:
+                continue
+            data = _stored_data(event)
+            adk_event = data.get("adk") if data is not None else None
+            if adk_event is not None:
+                fresh.append((event.seq, adk_event.timestamp, (body, index), event.idempotency_key))
+            elif _is_repair(event):
+                calls = _calls_index([page]) if calls is None else calls
+                repaired = _repair_event(event, calls, self._call_reader(berth_id))
+                fresh.append((event.seq, repaired.timestamp, _event_text(repaired), event.idempotency_key))
+        with self._lock:
+            if self._events.get(berth_id) is not events:
+                return None  # dropped or replaced meanwhile
+            before = events.size
+            for entry in fresh:
+                if entry[0] > events.last_seq:  # (not kept already: an append of ours may have added it)
+                    events.add(*entry)
+            events.next_seq = max(events.next_seq, page.next_seq)
+            chosen = events.choose(page.next_seq, limit, after)
+            self._events_size += events.size - before
+            self._events_fit()
+        with _collector_paused():
+            return _made(chosen), page.next_seq
+
+    def _keep_read(self, berth_id: str, read: list[tuple[_StoredPage, bytes]], chosen: list[_StoredEvent],
+                   out: list[Event]) -> None:
+        """Keeps a whole read of the log (`read`: its pages, newest first; `chosen`
+        presented as `out`): each ADK event as its page's bytes and index, each repair
+        as text."""
+        if self._events_budget == 0:
+            return
+        repairs = {id(event): shown for event, shown in zip(chosen, out)
+                   if (data := _stored_data(event)) is None or data.get("adk") is None}
+        events = _Events(read[0][0].next_seq)
+        for page, body in reversed(read):
+            for index, event in enumerate(page.events):
+                data = _stored_data(event)
+                adk_event = data.get("adk") if data is not None else None
+                if adk_event is not None:
+                    events.add(event.seq, adk_event.timestamp, (body, index), event.idempotency_key)
+                elif id(event) in repairs:
+                    shown = repairs[id(event)]
+                    events.add(event.seq, shown.timestamp, _event_text(shown), event.idempotency_key)
+        if events.anchor_seq is not None:
+            self._events_keep(berth_id, events)
+
+    def _events_keep(self, berth_id: str, events: _Events) -> None:
+        """Keeps `events` as the session's, unless what is kept already reaches further."""
+        if self._events_budget == 0:
+            return
+        with self._lock:
+            kept = self._events.get(berth_id)
+            if kept is not None:
+                if kept.next_seq > events.next_seq:
+                    return
+                self._events_size -= kept.size
+            self._events[berth_id] = events
+            self._events.move_to_end(berth_id)
+            self._events_size += events.size
+            self._events_fit()
+
+    def _events_drop(self, berth_id: str, events: _Events | None = None) -> None:
+        """Forgets the session's kept events (only if they are still `events`, if given)."""
+        with self._lock:
+            kept = self._events.get(berth_id)
+            if kept is not None and (events is None or kept is events):
+                del self._events[berth_id]
+                self._events_size -= kept.size
+
+    def _events_fit(self) -> None:
+        """Drops the least recently used sessions' events while over the budget (under
+        `_lock`)."""
+        while self._events_size > self._events_budget and self._events:
+            _, dropped = self._events.popitem(last=False)
+            self._events_size -= dropped.size
+
+    def _events_appended(self, plan: _AppendPlan, outcome: berth.AppendOutcome) -> None:
+        """Adds an append of ours to the session's kept events when they end where the
+        append began (else drops them: the log moved in a way they do not know)."""
+        events = self._events.get(plan.berth_id)
+        if events is None:
+            return
+        text = json.dumps(plan.events[plan.adk_index]["data"]["adk"], ensure_ascii=False, separators=(",", ":"))
+        with self._lock:
+            if self._events.get(plan.berth_id) is not events:
+                return
+            if plan.expected is None or events.next_seq != plan.expected:
+                del self._events[plan.berth_id]
+                self._events_size -= events.size
+                return
+            before = events.size
+            events.add(outcome.first_seq + plan.adk_index, plan.event.timestamp, text, plan.key)
+            events.next_seq = outcome.next_seq
+            self._events_size += events.size - before
+            self._events.move_to_end(plan.berth_id)
+            self._events_fit()
 
     def _merge(self, session: Session, app_name: str, user_id: str) -> None:
         for key, value in self._scope_state(app_state_namespace(app_name)).items():
@@ -871,6 +1102,7 @@ class BerthSessionService(BaseSessionService):
         with self._lock:
             self._holds.pop(berth_id, None)
         self._cache.pop(berth_id, None)
+        self._events_drop(berth_id)
         try:
             self._client.delete_session(berth_id)
         except berth.NotFound:
@@ -960,6 +1192,7 @@ class BerthSessionService(BaseSessionService):
         if plan.ending:
             hold.turn, hold.invocation = None, None
         self._cache[plan.berth_id] = (outcome.next_seq, plan.new_state, plan.revision + 1, plan.time_ms)
+        self._events_appended(plan, outcome)
         plan.session._storage_update_marker = str(outcome.next_seq)
 
 
@@ -1001,11 +1234,17 @@ class _AppendPlan:
         if self.ending:
             events.append({"type": "turn/end", "data": {"turn": turn, "reason": "completed"}, "time": time_ms})
         self.events = events
+        #: Where the event that holds the ADK event is among `events` (after the turn markers).
+        self.adk_index = next(index for index, stored in enumerate(events) if "adk" in stored["data"])
+        #: The idempotency key of the latest `call`.
+        self.key = ""
 
     def call(self) -> berth_calls.Call[berth.AppendOutcome]:
-        """The append, by the hold's current run."""
+        """The append, by the hold's current run (a new key each time: a retry after a
+        lapsed run is another batch)."""
+        self.key = uuid.uuid4().hex
         return berth_calls.append(self.berth_id, self.events, expected_seq=self.expected, run=self.hold.run_id,
-                                  memory=self.writes)
+                                  idempotency_key=self.key, memory=self.writes)
 
 
 def _split(state: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:

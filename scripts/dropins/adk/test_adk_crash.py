@@ -104,10 +104,13 @@ def test_a_tool_that_was_running_is_repaired_on_resume(adk_place: Any, tmp_path:
         assert repaired[0].response["code"] == "TOOL_OUTCOME_UNKNOWN"
         assert got.events[2].author == "shop" and got.events[2].invocation_id == got.events[1].invocation_id
         assert len(got.events) == 3
-        # The repair alone (its call read from the log again, beyond the events kept).
-        last = asyncio.run(service.get_session(app_name="shop", user_id="u1", session_id="crash",
-                                               config=GetSessionConfig(num_recent_events=1)))
-        assert last is not None and last.events == got.events[2:], last
+        # The repair alone, from the events this object keeps, and read from the log by
+        # an object that keeps none (its call read again, beyond the pages read).
+        with BerthSessionService(client, events_cache_bytes=0) as keeps_none:
+            for reader in (service, keeps_none):
+                last = asyncio.run(reader.get_session(app_name="shop", user_id="u1", session_id="crash",
+                                                      config=GetSessionConfig(num_recent_events=1)))
+                assert last is not None and last.events == got.events[2:], last
         # The session goes on from there (the repair did not leave the copy stale).
         follow = Event(invocation_id="inv-2", author="user", timestamp=time.time(),
                        content=types.Content(role="user", parts=[types.Part(text="did it go through?")]))

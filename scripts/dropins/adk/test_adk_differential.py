@@ -389,6 +389,28 @@ def _reference_count(reference: InMemorySessionService) -> int:
     return sum(len(sessions) for users in reference.sessions.values() for sessions in users.values())
 
 
+class ColdChecked(BerthSessionService):
+    """A `BerthSessionService` whose every `get_session` is also answered by a twin that
+    keeps no events (`events_cache_bytes=0`: the whole log read each time), and must be
+    equal: the events an object keeps never answer otherwise than the log."""
+
+    def __init__(self, client: Any) -> None:
+        super().__init__(client)
+        self.twin = BerthSessionService(client, events_cache_bytes=0)
+        self.checked = 0
+
+    async def get_session(self, **where: Any) -> Any:
+        got = await super().get_session(**where)
+        cold = await self.twin.get_session(**where)
+        assert got == cold, (where, got, cold)
+        self.checked += 1
+        return got
+
+    def close(self) -> None:
+        self.twin.close()
+        super().close()
+
+
 @pytest.mark.parametrize("name", list(CASES))
 async def test_case(name: str, adk_place: Any, request: pytest.FixtureRequest) -> None:
     if name in DIVERGENCES:
@@ -396,7 +418,7 @@ async def test_case(name: str, adk_place: Any, request: pytest.FixtureRequest) -
     reference_service = InMemorySessionService()
     reference = await CASES[name](reference_service)
     client = adk_place.client()
-    with BerthSessionService(client) as service:
+    with ColdChecked(client) as service:
         got = await CASES[name](service)
     # The swap happened: berth holds the sessions the reference holds.
     held = client.list_sessions(label=LABEL, include_blank=True, limit=1000).items
