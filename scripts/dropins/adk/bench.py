@@ -8,7 +8,11 @@ all of them alike:
 - `append_event`: the rate of `--appends` appends to a fresh session per round (each
   durable when it returns, on every backend: SQLite commits with its default
   `synchronous=FULL`, berth fsyncs each append);
-- `get_session`: one session of `--events` events, read whole;
+- `get_session`: one session of `--events` events, read whole by the service object
+  that wrote it (berth's keeps the events it wrote or read, `events_cache_bytes`, and
+  checks them with one forward read of the log); for berth also `cold`: read by a second
+  object on the same client that keeps nothing (`events_cache_bytes=0`; attached by an
+  untimed read after seeding), so the whole log is read, as a fresh process does;
 - `list_sessions`: `--sessions` sessions of one app, listed.
 
 The floor no service can beat is printed first: building `--events` ADK `Event`s from
@@ -128,6 +132,9 @@ class Backend:
     close: Callable[[], None] = lambda: None
     appends_per_s: list[float] = field(default_factory=list)
     get_ms: list[float] = field(default_factory=list)
+    #: A second object that keeps no events (berth only), and its whole reads.
+    cold: Any = None
+    cold_get_ms: list[float] = field(default_factory=list)
     list_ms: list[float] = field(default_factory=list)
     seed_events_s: float = 0.0
     seed_sessions_s: float = 0.0
@@ -152,6 +159,8 @@ async def seed(backend: Backend, events: int, sessions: int, concurrency: int) -
     started = time.perf_counter()
     await asyncio.gather(*(create(index) for index in range(sessions - 1)))
     backend.seed_sessions_s = time.perf_counter() - started
+    if backend.cold is not None:  # attached now, so its timed reads read only
+        assert await backend.cold.get_session(app_name=APP, user_id="u0", session_id=LONG) is not None
 
 
 async def one_round(backend: Backend, round_index: int, events: int, sessions: int, appends: int) -> None:
@@ -167,6 +176,13 @@ async def one_round(backend: Backend, round_index: int, events: int, sessions: i
     got = await service.get_session(app_name=APP, user_id="u0", session_id=LONG)
     backend.get_ms.append((time.perf_counter() - started) * 1000)
     assert got is not None and len(got.events) == events, (backend.name, len(got.events) if got else None)
+    del got
+    if backend.cold is not None:
+        started = time.perf_counter()
+        got = await backend.cold.get_session(app_name=APP, user_id="u0", session_id=LONG)
+        backend.cold_get_ms.append((time.perf_counter() - started) * 1000)
+        assert got is not None and len(got.events) == events, (backend.name, len(got.events) if got else None)
+        del got
 
     started = time.perf_counter()
     listed = await service.list_sessions(app_name=APP)
@@ -182,15 +198,16 @@ async def open_backend(name: str, scratch: Path) -> Backend:
         return Backend("DatabaseSessionService", service)
     if name == "embedded":
         client = berth.open(str(scratch / "embedded"), tenant="bench", user="agent", role="service")
-        service = BerthSessionService(client)
-        return Backend("berth embedded", service, lambda: (service.close(), client.close()))
+        service, cold = BerthSessionService(client), BerthSessionService(client, events_cache_bytes=0)
+        return Backend("berth embedded", service, lambda: (service.close(), cold.close(), client.close()), cold=cold)
     if name == "http":
         server = Server(scratch / "served", ["--rate-per-tenant", "0"])
         key = server.key("bench", "agent", "service")
         server.start()
         client = berth.Client(server.url, api_key=key)
-        service = BerthSessionService(client)
-        return Backend("berth http", service, lambda: (service.close(), client.close(), server.stop()))
+        service, cold = BerthSessionService(client), BerthSessionService(client, events_cache_bytes=0)
+        return Backend("berth http", service, lambda: (service.close(), cold.close(), client.close(), server.stop()),
+                       cold=cold)
     raise ValueError(f"unknown backend {name!r}: one of {', '.join(BACKENDS)}")
 
 
@@ -204,15 +221,17 @@ def report(backends: list[Backend], args: argparse.Namespace, floor: float, list
           f"(Event.model_validate_json x {args.events}, held): {floor:.0f} ms; listing floor (Session(...) x "
           f"{args.sessions}, held): {list_floor:.0f} ms; each dropped at once instead: {discarded[0]:.0f} ms and "
           f"{discarded[1]:.0f} ms")
-    print(f"{'':24} {'append_event/s':>15} {f'get_session({args.events}) ms':>24} "
+    print(f"{'':24} {'append_event/s':>15} {f'get_session({args.events}) ms':>24} {'cold ms':>8} "
           f"{f'list_sessions({args.sessions}) ms':>26}   seeding: events s, sessions s")
     for backend in backends:
-        print(f"{backend.name:24} {median(backend.appends_per_s):15.0f} {median(backend.get_ms):24.0f} "
+        cold = f"{median(backend.cold_get_ms):8.0f}" if backend.cold_get_ms else f"{'-':>8}"
+        print(f"{backend.name:24} {median(backend.appends_per_s):15.0f} {median(backend.get_ms):24.0f} {cold} "
               f"{median(backend.list_ms):26.0f}   {backend.seed_events_s:8.1f} {backend.seed_sessions_s:10.1f}")
-    print("rounds (append/s | get ms | list ms):")
+    print("rounds (append/s | get ms | cold get ms | list ms):")
     for backend in backends:
         print(f"  {backend.name:22} {[round(v) for v in backend.appends_per_s]} | "
-              f"{[round(v) for v in backend.get_ms]} | {[round(v) for v in backend.list_ms]}")
+              f"{[round(v) for v in backend.get_ms]} | {[round(v) for v in backend.cold_get_ms]} | "
+              f"{[round(v) for v in backend.list_ms]}")
 
 
 def arguments() -> argparse.Namespace:
