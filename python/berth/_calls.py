@@ -25,6 +25,9 @@ T = TypeVar("T")
 SEQ_END = 9223372036854775807
 #: Most events one read answers (the server's page bound).
 READ_PAGE_MAX = 1000
+#: Most events one read of some types (`read(..., types=)`) scans; its page's `next_seq`
+#: then may fall short of the log's end (the server's `TYPED_READ_SCAN_MAX`).
+TYPED_READ_SCAN_MAX = 100_000
 
 
 class _Unset:

@@ -107,9 +107,6 @@ _KEY_BYTES_MAX = 512
 _SAFE_ID_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._~-")
 _REPAIR_CODES = frozenset(["TOOL_OUTCOME_UNKNOWN", "TOOL_NOT_STARTED"])
 _PAGE = 1000
-#: The most events one read of some types scans (the page's `next_seq` then may fall short
-#: of the log's end).
-_SCAN_MAX = 100_000
 #: ADK's order of `list_sessions`: oldest first, ties by user, then id.
 _LISTING_ORDER = operator.attrgetter("last_update_time", "user_id", "id")
 #: Reads in flight ahead of their decoding, across the service's concurrent callers.
@@ -380,10 +377,12 @@ def _decode_index_page(answer: Any) -> _IndexPage:
 _PRESENTED_TYPES = ("user/message", "assistant/message", "tool/call", "tool/result", EVENT_TYPE)
 
 
-def _fetch_page(client: berth.Client, berth_id: str, before: int, limit: int, from_seq: int | None = None) -> Any:
+def _fetch_page(client: berth.Client, berth_id: str, before: int | None, limit: int,
+                from_seq: int | None = None) -> Any:
     """One read's answer of the presented types, not decoded yet (`Answer`: its body is
     the page's JSON): the last `limit` before `before`, or with `from_seq` the whole
-    range `[from_seq, before)` (at most `limit` seqs long, so every match fits)."""
+    range `[from_seq, before)` (at most `limit` seqs long, so every match fits), or
+    without `before` the first `limit` matches from `from_seq` on."""
     read = berth_calls.read(berth_id, from_seq=from_seq, before=before, limit=limit, types=_PRESENTED_TYPES)
     return client._execute(dataclasses.replace(read, decode=lambda answer: answer))
 
@@ -922,12 +921,11 @@ class BerthSessionService(BaseSessionService):
             self._events.move_to_end(berth_id)
             anchor = (events.anchor_seq, events.anchor_key)
             kept_to = events.last_seq
-        read = berth_calls.read(berth_id, from_seq=anchor[0], limit=_PAGE, types=_PRESENTED_TYPES)
-        page, body = self._client._execute(
-            dataclasses.replace(read, decode=lambda answer: (_decode_stored_page(answer), answer.body)))
+        answer = _fetch_page(self._client, berth_id, None, _PAGE, anchor[0])
+        page, body = _decode_stored_page(answer), answer.body
         first = page.events[0] if page.events else None
         if (first is None or (first.seq, first.idempotency_key) != anchor or len(page.events) >= _PAGE
-                or page.next_seq - anchor[0] >= _SCAN_MAX):  # (the scan may have stopped short of the end)
+                or page.next_seq - anchor[0] >= berth_calls.TYPED_READ_SCAN_MAX):  # (it may stop short of the end)
             self._events_drop(berth_id, events)
             return None
         fresh: list[tuple[int, float, str | _Unmade, str | None]] = []
@@ -952,8 +950,7 @@ class BerthSessionService(BaseSessionService):
                     events.add(*entry)
             events.next_seq = max(events.next_seq, page.next_seq)
             chosen = events.choose(page.next_seq, limit, after)
-            self._events_size += events.size - before
-            self._events_fit()
+            self._events_grown(berth_id, events, before)
         with _collector_paused():
             return _made(chosen), page.next_seq
 
@@ -988,23 +985,27 @@ class BerthSessionService(BaseSessionService):
             if kept is not None:
                 if kept.next_seq > events.next_seq:
                     return
-                self._events_size -= kept.size
+                self._events_forget(berth_id)
             self._events[berth_id] = events
-            self._events.move_to_end(berth_id)
-            self._events_size += events.size
-            self._events_fit()
+            self._events_grown(berth_id, events, 0)
 
     def _events_drop(self, berth_id: str, events: _Events | None = None) -> None:
         """Forgets the session's kept events (only if they are still `events`, if given)."""
         with self._lock:
             kept = self._events.get(berth_id)
             if kept is not None and (events is None or kept is events):
-                del self._events[berth_id]
-                self._events_size -= kept.size
+                self._events_forget(berth_id)
 
-    def _events_fit(self) -> None:
-        """Drops the least recently used sessions' events while over the budget (under
-        `_lock`)."""
+    def _events_forget(self, berth_id: str) -> None:
+        """Forgets the session's kept events, which there are (under `_lock`)."""
+        self._events_size -= self._events.pop(berth_id).size
+
+    def _events_grown(self, berth_id: str, events: _Events, before: int) -> None:
+        """Counts what the session's kept `events` (`before` bytes until now) have grown
+        by, marks them the most recently used, and drops the least recently used
+        sessions' while over the budget (under `_lock`)."""
+        self._events_size += events.size - before
+        self._events.move_to_end(berth_id)
         while self._events_size > self._events_budget and self._events:
             _, dropped = self._events.popitem(last=False)
             self._events_size -= dropped.size
@@ -1020,15 +1021,12 @@ class BerthSessionService(BaseSessionService):
             if self._events.get(plan.berth_id) is not events:
                 return
             if plan.expected is None or events.next_seq != plan.expected:
-                del self._events[plan.berth_id]
-                self._events_size -= events.size
+                self._events_forget(plan.berth_id)
                 return
             before = events.size
             events.add(outcome.first_seq + plan.adk_index, plan.event.timestamp, text, plan.key)
             events.next_seq = outcome.next_seq
-            self._events_size += events.size - before
-            self._events.move_to_end(plan.berth_id)
-            self._events_fit()
+            self._events_grown(plan.berth_id, events, before)
 
     def _merge(self, session: Session, app_name: str, user_id: str) -> None:
         for key, value in self._scope_state(app_state_namespace(app_name)).items():
