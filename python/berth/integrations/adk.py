@@ -58,6 +58,7 @@ import base64
 import binascii
 import contextlib
 import dataclasses
+import functools
 import gc
 import hashlib
 import json
@@ -505,6 +506,36 @@ _Unmade = tuple[bytes, int]
 EVENTS_CACHE_BYTES_DEFAULT = 64 << 20
 
 
+class _Delivered:
+    """The ids of one `Session` object's events, indexed as its `events` list grew, for
+    `append_event`'s re-delivery check. It speaks for the list only while that list is
+    the one it indexed, no shorter, with the same event object where indexing stopped:
+    ADK only ever appends to `session.events`. (An event swapped into the middle of the
+    list by hand, under an id not otherwise there, is not seen: then an equal event is
+    appended again rather than taken as delivered.) An id found is then checked the way
+    ADK checks, field by field, against every event with it."""
+
+    __slots__ = ("__weakref__", "count", "events", "ids", "last", "session")
+
+    def __init__(self, session: Session, events: list[Event], forget: Callable[[], object]) -> None:
+        # Dropped with the session object (the callback forgets this entry).
+        self.session = weakref.ref(session, lambda _: forget())
+        self.events = events
+        self.ids: set[str] = set()
+        self.count = 0
+        self.last: Event | None = None
+
+    def follows(self, session: Session, events: list[Event]) -> bool:
+        return (self.session() is session and self.events is events and len(events) >= self.count
+                and (self.count == 0 or events[self.count - 1] is self.last))
+
+    def catch_up(self, events: list[Event]) -> None:
+        if len(events) > self.count:
+            self.ids.update(known.id for known in events[self.count:])
+            self.count = len(events)
+            self.last = events[-1]
+
+
 class _Events:
     """The ADK events of one session as this object last wrote or read them, so that a
     `get_session` does not read the whole log again: every event the log presents below
@@ -676,6 +707,8 @@ class BerthSessionService(BaseSessionService):
         self._events: OrderedDict[str, _Events] = OrderedDict()
         self._events_size = 0
         self._events_budget = max(0, events_cache_bytes)
+        # id(session) -> the ids of its events, for the re-delivery check (`_Delivered`).
+        self._delivered: dict[int, _Delivered] = {}
         # Fetches the next page of a read while the caller's thread decodes the current one.
         self._prefetch = ThreadPoolExecutor(max_workers=_PREFETCH_THREADS, thread_name_prefix="berth-adk-read")
         self._finalizer = weakref.finalize(self, _release, client, self._holds, self._lock, self._stop,
@@ -704,7 +737,7 @@ class BerthSessionService(BaseSessionService):
         if event.partial:
             return event
         # Idempotent for an equal re-delivery, as InMemorySessionService is.
-        if any(known == event for known in session.events if known.id == event.id):
+        if self._delivered_before(session, event):
             return event
         self._apply_temp_state(session, event)
         event = self._trim_temp_delta_state(event)
@@ -712,6 +745,23 @@ class BerthSessionService(BaseSessionService):
         self._commit_event_to_session(session, event)
         session.last_update_time = event.timestamp
         return event
+
+    def _delivered_before(self, session: Session, event: Event) -> bool:
+        """Does `session.events` hold an event equal to `event` (ADK's check: an equal id,
+        then equal in every field)? The ids are indexed per `Session` object and only the
+        events added since the last call are looked at, so a long session's appends do
+        not each compare every event; the index is built again whenever the list is not
+        the one it saw grow (replaced, shortened, or its last indexed event swapped)."""
+        events = session.events
+        key = id(session)
+        delivered = self._delivered.get(key)
+        if delivered is None or not delivered.follows(session, events):
+            delivered = _Delivered(session, events, functools.partial(self._delivered.pop, key, None))
+            self._delivered[key] = delivered
+        delivered.catch_up(events)
+        if event.id not in delivered.ids:
+            return False
+        return any(known == event for known in events if known.id == event.id)
 
     def close(self) -> None:
         """Detaches this object's runs (idempotent)."""

@@ -261,6 +261,26 @@ async def case_equal_redelivery(svc: Any) -> Any:
 
 
 @case
+async def case_redelivery_in_a_long_session(svc: Any) -> Any:
+    """Re-deliveries of the first, a middle and the latest of 40 events are taken as
+    delivered; an event under a known id but not equal is appended. The same from a copy
+    read afresh (a new `Session` object, as each of the `Runner`'s invocations reads)."""
+    session = await svc.create_session(app_name=APP, user_id="u1", session_id="s1")
+    events = [ev(n, text=f"m{n}", inv=f"inv-{n // 8}") for n in range(40)]
+    for event in events:
+        await svc.append_event(session, event)
+    for n in (0, 17, 39):
+        await svc.append_event(session, events[n])
+    await svc.append_event(session, ev(17, text="not the same", inv="inv-9"))
+    fresh = await svc.get_session(app_name=APP, user_id="u1", session_id="s1")
+    await svc.append_event(fresh, events[3])
+    await svc.append_event(fresh, ev(40, text="new"))
+    await svc.append_event(fresh, ev(40, text="new"))
+    return [len(session.events), len(fresh.events),
+            snap(await svc.get_session(app_name=APP, user_id="u1", session_id="s1"))]
+
+
+@case
 async def case_append_to_deleted(svc: Any) -> Any:
     session = await svc.create_session(app_name=APP, user_id="u1", session_id="s1")
     await svc.delete_session(app_name=APP, user_id="u1", session_id="s1")
