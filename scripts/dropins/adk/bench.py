@@ -13,7 +13,9 @@ all of them alike:
   checks them with one forward read of the log); for berth also `cold`: read by a second
   object on the same client that keeps nothing (`events_cache_bytes=0`; attached by an
   untimed read after seeding), so the whole log is read, as a fresh process does;
-- `list_sessions`: `--sessions` sessions of one app, listed.
+- `list_sessions`: `--sessions` sessions of one app, listed;
+- `long append/s`: once, after the rounds: `--appends` appends to the long session,
+  through a copy read by `get_session` (a `Runner`'s invocation on a long session).
 
 The floor no service can beat is printed first: building `--events` ADK `Event`s from
 their JSON text with `Event.model_validate_json`, all of them alive at the end as the
@@ -137,6 +139,7 @@ class Backend:
     cold_get_ms: list[float] = field(default_factory=list)
     list_ms: list[float] = field(default_factory=list)
     seed_events_s: float = 0.0
+    long_appends_per_s: float = float("nan")
     seed_sessions_s: float = 0.0
 
 
@@ -190,6 +193,15 @@ async def one_round(backend: Backend, round_index: int, events: int, sessions: i
     assert len(listed.sessions) == sessions, (backend.name, len(listed.sessions))
 
 
+async def long_appends(backend: Backend, events: int, appends: int) -> None:
+    """`appends` appends to the long session, through a copy read by `get_session`."""
+    session = await backend.service.get_session(app_name=APP, user_id="u0", session_id=LONG)
+    started = time.perf_counter()
+    for n in range(events, events + appends):
+        await backend.service.append_event(session, event(n))
+    backend.long_appends_per_s = appends / (time.perf_counter() - started)
+
+
 async def open_backend(name: str, scratch: Path) -> Backend:
     if name == "sqlite":
         return Backend("SqliteSessionService", SqliteSessionService(str(scratch / "adk.db")))
@@ -222,11 +234,12 @@ def report(backends: list[Backend], args: argparse.Namespace, floor: float, list
           f"{args.sessions}, held): {list_floor:.0f} ms; each dropped at once instead: {discarded[0]:.0f} ms and "
           f"{discarded[1]:.0f} ms")
     print(f"{'':24} {'append_event/s':>15} {f'get_session({args.events}) ms':>24} {'cold ms':>8} "
-          f"{f'list_sessions({args.sessions}) ms':>26}   seeding: events s, sessions s")
+          f"{f'list_sessions({args.sessions}) ms':>26} {'long append/s':>14}   seeding: events s, sessions s")
     for backend in backends:
         cold = f"{median(backend.cold_get_ms):8.0f}" if backend.cold_get_ms else f"{'-':>8}"
         print(f"{backend.name:24} {median(backend.appends_per_s):15.0f} {median(backend.get_ms):24.0f} {cold} "
-              f"{median(backend.list_ms):26.0f}   {backend.seed_events_s:8.1f} {backend.seed_sessions_s:10.1f}")
+              f"{median(backend.list_ms):26.0f} {backend.long_appends_per_s:14.0f}   "
+              f"{backend.seed_events_s:8.1f} {backend.seed_sessions_s:10.1f}")
     print("rounds (append/s | get ms | cold get ms | list ms):")
     for backend in backends:
         print(f"  {backend.name:22} {[round(v) for v in backend.appends_per_s]} | "
@@ -277,6 +290,8 @@ async def main() -> None:
                 for backend in backends:
                     await one_round(backend, round_index, args.events, args.sessions, args.appends)
                 print(f"round {round_index + 1}/{args.rounds} done", flush=True)
+            for backend in backends:  # last: the long session is longer afterwards
+                await long_appends(backend, args.events, args.appends)
             dropped = (median([each[0] for each in discarded]), median([each[1] for each in discarded]))
             report(backends, args, median(floors), median(list_floors), dropped)
             print(f"  {'floors, held':22} {[round(v) for v in floors]} | {[round(v) for v in list_floors]}")
