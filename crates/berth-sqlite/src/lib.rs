@@ -276,8 +276,7 @@ impl ReaderPool {
         }
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let connection = Connection::open_with_flags(&self.path, flags)?;
-        connection.busy_timeout(self.options.busy_timeout)?;
-        connection.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+        configure_statements(&connection, &self.options)?;
         // Readers never write; this makes an accidental write through one an error.
         connection.pragma_update(None, "query_only", true)?;
         Ok(connection)
@@ -338,20 +337,28 @@ const STATEMENT_CACHE: usize = 256;
 
 /// Per-connection settings (none of these persist in the file).
 fn configure(connection: &Connection, options: &SqliteOptions) -> Result<(), Failure> {
+    configure_statements(connection, options)?;
+    // FULL: the WAL is fsynced at every commit, so a committed CAS survives power loss.
+    connection.pragma_update(None, "synchronous", "FULL")?;
+    connection.pragma_update(None, "foreign_keys", true)?;
+    Ok(())
+}
+
+/// What every connection of the catalog, the writer's and each reader's, is set up with.
+fn configure_statements(connection: &Connection, options: &SqliteOptions) -> Result<(), Failure> {
     connection.busy_timeout(options.busy_timeout)?;
     // Every statement the catalog runs stays prepared: rusqlite's default cache of 16
     // is fewer than one memory put and its batch's indexing use, which then re-parsed
     // their SQL each time (`sqlite3LockAndPrepare` in `perf`).
     connection.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
-    // FULL: the WAL is fsynced at every commit, so a committed CAS survives power loss.
-    connection.pragma_update(None, "synchronous", "FULL")?;
-    connection.pragma_update(None, "foreign_keys", true)?;
     // Plans never depend on a bound parameter's value. Without this, SQLite marks a
     // statement with a range on a parameter and an ORDER BY as expiring when its
     // bindings are cleared — which rusqlite's statement cache does at every return — so
     // each reuse parsed and planned it again (`sqlite3Reprepare` under every indexed
     // item's block lookup, `blocks::holding`). The catalog keeps no `sqlite_stat4`
-    // samples for value-dependent plans to use anyway.
+    // samples for value-dependent plans to use anyway. On the readers too: a search
+    // there (`walk_in_order`'s statements) was planned again at every call until
+    // 2026-12-04 (`sqlite3Reprepare` under `search_in_order` in `perf`).
     connection.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
     // Schema objects never run code on our behalf (defence against a crafted file).
     connection.pragma_update(None, "trusted_schema", false)?;

@@ -978,6 +978,24 @@ fn a_forked_child_writes_the_catalog_its_parent_has_open() {
     assert_eq!(check, "ok");
 }
 
+/// Reader connections get the writer's statement settings: QPSG, so a cached statement
+/// with a range on a parameter and an ORDER BY is not parsed and planned again at every
+/// reuse (a memory search on a reader was, at every call, until 2026-12-04), and no
+/// trusted schema.
+#[test]
+fn readers_keep_their_plans_and_distrust_the_schema() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let catalog = SqliteCatalog::open(dir.path().join(CATALOG_FILE_NAME)).expect("open");
+    let pool = catalog.shared.readers.as_ref().expect("a file catalog has readers");
+    let reader = pool.take().expect("reader");
+    let qpsg = reader.db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG).expect("db_config");
+    assert!(qpsg, "QPSG on the reader");
+    let trusted: i64 = reader.query_row("PRAGMA trusted_schema", [], |row| row.get(0)).expect("pragma");
+    assert_eq!(trusted, 0);
+    let cached = reader.query_row("PRAGMA query_only", [], |row| row.get::<_, i64>(0)).expect("pragma");
+    assert_eq!(cached, 1, "readers never write");
+}
+
 /// A batch of deferred search rows costs what its rows cost, not SQLite's planning or
 /// FTS5's segments: (1) the catalog's cached statements are not planned again at each
 /// reuse — with a range on a parameter and an ORDER BY, SQLite expired such a statement
