@@ -756,7 +756,10 @@ class BerthSessionService(BaseSessionService):
         key = id(session)
         delivered = self._delivered.get(key)
         if delivered is None or not delivered.follows(session, events):
-            delivered = _Delivered(session, events, functools.partial(self._delivered.pop, key, None))
+            try:
+                delivered = _Delivered(session, events, functools.partial(self._delivered.pop, key, None))
+            except TypeError:  # a `Session` (subclass) that takes no weak reference: no index
+                return any(known == event for known in events if known.id == event.id)
             self._delivered[key] = delivered
         delivered.catch_up(events)
         if event.id not in delivered.ids:

@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 
 from google.adk.events.event import Event
 
+from berth.integrations import adk
 from berth.integrations.adk import BerthSessionService
 from test_adk_differential import APP, ev
 
@@ -115,3 +116,21 @@ async def test_each_session_object_has_its_own_index(adk_place: Any) -> None:
         gc.collect()
         # Entries go with their session objects.
         assert list(svc._delivered) == [id(second)]
+
+
+async def test_a_session_without_weak_references_is_checked_event_by_event(adk_place: Any, monkeypatch: Any) -> None:
+    class Refused(adk._Delivered):
+        """What `weakref.ref` of a `Session` subclass with no weak reference slot does."""
+
+        def __init__(self, *_: Any) -> None:
+            raise TypeError("cannot create weak reference to 'Session' object")
+
+    monkeypatch.setattr(adk, "_Delivered", Refused)
+    with BerthSessionService(adk_place.client()) as svc:
+        session = await svc.create_session(app_name=APP, user_id="u1", session_id="s1")
+        for n in range(5):
+            await svc.append_event(session, ev(n, text=f"m{n}"))
+        await svc.append_event(session, ev(2, text="m2"))  # delivered
+        await svc.append_event(session, ev(2, text="not the same"))  # appended
+        assert await stored(svc) == ["e0", "e1", "e2", "e3", "e4", "e2"]
+        assert svc._delivered == {}
