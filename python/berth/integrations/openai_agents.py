@@ -216,6 +216,8 @@ def _item_of(event: berth.Event, repaired_calls: set[str]) -> Any | None:
 #: it read before: other writers' appends up to this many are folded in, more mean a
 #: fresh backward read.
 PROBE_EVENTS = 8
+#: Items a `pop_item`'s backward read keeps as the view, for the pops after it.
+POP_VIEW_ITEMS = 64
 
 
 #: A view item not yet made JSON text: the raw answer of the page it was read in and the
@@ -699,20 +701,54 @@ class BerthSession:
         if not self._join(binding, create=False):
             return None
         while True:
-            items, end = self._collect(binding, 1)
+            taken = self._pop_from_view(binding)
+            if taken is not None:
+                return taken[0]
+            # A backward read, which leaves up to `POP_VIEW_ITEMS` items as the view: the
+            # pops after this one claim from it, each after the probe, instead of reading
+            # back past every pop before them (their markers and the items they took).
+            items, end = self._collect(binding, POP_VIEW_ITEMS)
             if not items:
                 return None
             target, item = items[-1]
-            # The nonce makes the claim this caller's own: berth answers an identical
-            # batch at the same seq as a duplicate, whoever sent it.
-            claim = uuid.uuid4().hex
-            marker = {"type": POP_TYPE, "data": {"target": target, "claim": claim}, "ignorable": True}
-            try:
-                self._append(binding, [marker], expected_seq=end, idempotency_key=f"openai-pop-{claim}")
-            except berth.SeqConflict:
-                continue  # someone appended (perhaps popped) first: read again
-            # The view `_collect` left ends before the claim: the next read folds it in.
-            return item
+            if self._claim(binding, target, end):
+                # The view `_collect` left ends before the claim: the next read folds it in.
+                return item
+            binding.take_view()  # someone appended (perhaps popped) first: read again
+
+    def _pop_from_view(self, binding: _Binding) -> tuple[Any | None] | None:
+        """Pops from the view this object kept, if the probe shows it still describes the
+        log: `(item,)`, or `(None,)` when the view holds every item and there are none;
+        None when a backward read must decide (no view, one too short, a claim lost)."""
+        view = binding.take_view()
+        if view is None or not view.covers(1):
+            return None
+        if not self._view_matches(view, binding.client._execute(self._probe())) or not view.covers(1):
+            return None
+        if not view.items:
+            binding.keep_view(view)
+            return (None,)
+        target = view.items[-1][0]
+        # The newest items made text together: each page they are in parsed once for all
+        # of them, not once a pop.
+        text = view.texts(POP_VIEW_ITEMS)[-1]
+        if not self._claim(binding, target, view.end):
+            return None
+        binding.keep_view(view)  # ends before the claim: the next read folds it in
+        return (json.loads(text),)
+
+    def _claim(self, binding: _Binding, target: int, end: int) -> bool:
+        """Appends the pop of the item at seq `target` if the log still ends at `end`;
+        False when someone appended first."""
+        # The nonce makes the claim this caller's own: berth answers an identical batch
+        # at the same seq as a duplicate, whoever sent it.
+        claim = uuid.uuid4().hex
+        marker = {"type": POP_TYPE, "data": {"target": target, "claim": claim}, "ignorable": True}
+        try:
+            self._append(binding, [marker], expected_seq=end, idempotency_key=f"openai-pop-{claim}")
+        except berth.SeqConflict:
+            return False
+        return True
 
     def _clear(self, binding: _Binding) -> None:
         if not self._join(binding, create=False):

@@ -17,6 +17,8 @@ import berth
 from berth.integrations.openai_agents import (
     ACTIVITY_TTL_MS_FOREVER,
     LABEL,
+    POP_VIEW_ITEMS,
+    PROBE_EVENTS,
     BerthSession,
     SessionModeMismatch,
     decode_session_id,
@@ -199,6 +201,34 @@ def test_racing_pops_across_processes_each_take_a_different_item(oai_place: Plac
     events = client.read("shared").events
     assert sum(event.type == "user/message" for event in events) == 20
     assert sum(event.type == "openai/pop" for event in events) == 20
+
+
+def test_pops_in_a_row_claim_from_the_view(oai_place: Place) -> None:
+    """Pops one after another read back once per `POP_VIEW_ITEMS` items, not past every
+    earlier pop each time (each pop leaves a marker, and its item stays in the log); the
+    others check the view with the probe. Another object's appends and pops meanwhile are
+    folded in, and the answers are a fresh object's."""
+    client = oai_place.connect()
+    with BerthSession("pops", client) as session, BerthSession("pops", oai_place.connect()) as other:
+        items = [{"role": "user", "content": f"m{index}"} for index in range(300)]
+        run(session.add_items(items))
+        reads: list[tuple[int, int | None]] = []
+        count_backward_reads(client, reads)
+        popped = [run(session.pop_item()) for _ in range(200)]
+        assert popped == items[299:99:-1]  # newest first
+        backward = [limit for limit in limits(reads) if limit != PROBE_EVENTS]
+        assert len(reads) - len(backward) <= 200  # at most one probe a pop
+        # One backward read (its pages) per POP_VIEW_ITEMS pops; before, each pop read
+        # back past every earlier pop's marker and item, 3 reads a pop on average.
+        assert len(backward) <= 4 * (200 // POP_VIEW_ITEMS + 1), backward
+        run(other.add_items([{"role": "user", "content": "theirs"}]))
+        assert run(session.pop_item()) == {"role": "user", "content": "theirs"}  # folded in
+        run(other.pop_item())  # takes m99
+        assert run(session.pop_item()) == items[98]
+        with BerthSession("pops", oai_place.connect()) as fresh:
+            assert run(session.get_items()) == run(fresh.get_items()) == items[:98]
+        run(other.clear_session())
+        assert run(session.pop_item()) is None
 
 
 def test_clear_is_a_marker_and_delete_reclaims(oai_place: Place) -> None:
