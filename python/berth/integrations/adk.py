@@ -515,7 +515,7 @@ class _Delivered:
     appended again rather than taken as delivered.) An id found is then checked the way
     ADK checks, field by field, against every event with it."""
 
-    __slots__ = ("__weakref__", "count", "events", "ids", "last", "session")
+    __slots__ = ("count", "events", "ids", "last", "session")
 
     def __init__(self, session: Session, events: list[Event], forget: Callable[[], object]) -> None:
         # Dropped with the session object (the callback forgets this entry).
@@ -753,18 +753,26 @@ class BerthSessionService(BaseSessionService):
         not each compare every event; the index is built again whenever the list is not
         the one it saw grow (replaced, shortened, or its last indexed event swapped)."""
         events = session.events
+        delivered = self._delivered_index(session, events)
+        if delivered is not None:
+            delivered.catch_up(events)
+            if event.id not in delivered.ids:
+                return False
+        return any(known == event for known in events if known.id == event.id)
+
+    def _delivered_index(self, session: Session, events: list[Event]) -> _Delivered | None:
+        """The index of `session`'s event ids, made again unless it follows `events`; None
+        for a `Session` (subclass) that takes no weak reference (then every event is
+        looked at)."""
         key = id(session)
         delivered = self._delivered.get(key)
         if delivered is None or not delivered.follows(session, events):
             try:
                 delivered = _Delivered(session, events, functools.partial(self._delivered.pop, key, None))
-            except TypeError:  # a `Session` (subclass) that takes no weak reference: no index
-                return any(known == event for known in events if known.id == event.id)
+            except TypeError:
+                return None
             self._delivered[key] = delivered
-        delivered.catch_up(events)
-        if event.id not in delivered.ids:
-            return False
-        return any(known == event for known in events if known.id == event.id)
+        return delivered
 
     def close(self) -> None:
         """Detaches this object's runs (idempotent)."""

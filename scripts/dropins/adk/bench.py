@@ -139,8 +139,8 @@ class Backend:
     cold_get_ms: list[float] = field(default_factory=list)
     list_ms: list[float] = field(default_factory=list)
     seed_events_s: float = 0.0
-    long_appends_per_s: float = float("nan")
     seed_sessions_s: float = 0.0
+    long_appends_per_s: float = float("nan")
 
 
 async def seed(backend: Backend, events: int, sessions: int, concurrency: int) -> None:

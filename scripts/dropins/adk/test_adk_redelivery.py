@@ -31,6 +31,14 @@ class CountedEvent(Event):
         return super().__eq__(other)
 
 
+async def with_events(svc: BerthSessionService, count: int) -> Any:
+    """Session s1 of user u1, created by `svc`, with events e0..e{count-1} appended."""
+    session = await svc.create_session(app_name=APP, user_id="u1", session_id="s1")
+    for n in range(count):
+        await svc.append_event(session, ev(n, text=f"m{n}"))
+    return session
+
+
 async def stored(svc: BerthSessionService) -> list[str]:
     got = await svc.get_session(app_name=APP, user_id="u1", session_id="s1")
     return [event.id for event in got.events]
@@ -55,10 +63,8 @@ async def test_a_long_sessions_append_compares_no_earlier_event(adk_place: Any) 
 
 async def test_a_replaced_list_is_indexed_again(adk_place: Any) -> None:
     with BerthSessionService(adk_place.client()) as svc:
-        session = await svc.create_session(app_name=APP, user_id="u1", session_id="s1")
-        events = [ev(n, text=f"m{n}") for n in range(10)]
-        for event in events:
-            await svc.append_event(session, event)
+        session = await with_events(svc, 10)
+        events = list(session.events)
         # A copy of the list (another object): still every event, still delivered.
         session.events = list(session.events)
         await svc.append_event(session, events[4])
@@ -77,9 +83,7 @@ async def test_a_replaced_list_is_indexed_again(adk_place: Any) -> None:
 
 async def test_a_list_cut_in_place_is_indexed_again(adk_place: Any) -> None:
     with BerthSessionService(adk_place.client()) as svc:
-        session = await svc.create_session(app_name=APP, user_id="u1", session_id="s1")
-        for n in range(6):
-            await svc.append_event(session, ev(n, text=f"m{n}"))
+        session = await with_events(svc, 6)
         del session.events[2:]
         await svc.append_event(session, ev(4, text="m4"))  # cut from the list: appended
         await svc.append_event(session, ev(1, text="m1"))  # still there: delivered
@@ -88,9 +92,7 @@ async def test_a_list_cut_in_place_is_indexed_again(adk_place: Any) -> None:
 
 async def test_a_list_cut_and_grown_again_is_indexed_again(adk_place: Any) -> None:
     with BerthSessionService(adk_place.client()) as svc:
-        session = await svc.create_session(app_name=APP, user_id="u1", session_id="s1")
-        for n in range(6):
-            await svc.append_event(session, ev(n, text=f"m{n}"))
+        session = await with_events(svc, 6)
         await svc.append_event(session, ev(0, text="m0"))  # indexes e0..e5
         # Cut in place and grown back past the indexed length with other objects: the
         # index's last event is not there any more, so it is built again.
@@ -127,9 +129,7 @@ async def test_a_session_without_weak_references_is_checked_event_by_event(adk_p
 
     monkeypatch.setattr(adk, "_Delivered", Refused)
     with BerthSessionService(adk_place.client()) as svc:
-        session = await svc.create_session(app_name=APP, user_id="u1", session_id="s1")
-        for n in range(5):
-            await svc.append_event(session, ev(n, text=f"m{n}"))
+        session = await with_events(svc, 5)
         await svc.append_event(session, ev(2, text="m2"))  # delivered
         await svc.append_event(session, ev(2, text="not the same"))  # appended
         assert await stored(svc) == ["e0", "e1", "e2", "e3", "e4", "e2"]
