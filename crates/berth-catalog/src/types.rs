@@ -52,6 +52,31 @@ pub struct SessionRecord {
     pub runs: Vec<RunRecord>,
     /// When `status` last changed (retention counts from here for terminal sessions).
     pub status_changed_at: Timestamp,
+    /// Where the next resume starts reading the log (kept by resume; absent in records
+    /// written before it existed, which resume reads from the start).
+    #[serde(default, skip_serializing_if = "ResumeMark::is_start")]
+    pub resume_mark: ResumeMark,
+}
+
+/// Where a resume starts reading a session's log, so that it reads what was appended
+/// since the last resume (and any turn still open then) rather than the whole log.
+///
+/// A hint the service keeps: no turn that starts before `from` is open (every one is
+/// closed in the log), and `checkpoint` is the seq of the latest checkpoint before
+/// `from`. Both stay true as the log grows, so a mark that lags (an older one, or none)
+/// is never wrong, only slower. A mark past the log's end is not trusted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResumeMark {
+    pub from: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<u64>,
+}
+
+impl ResumeMark {
+    /// No mark: read from the log's start.
+    pub fn is_start(&self) -> bool {
+        *self == ResumeMark::default()
+    }
 }
 
 impl SessionRecord {

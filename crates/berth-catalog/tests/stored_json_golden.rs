@@ -5,7 +5,7 @@
 //! (regenerate with `BERTH_BLESS=1 cargo test -p berth-catalog --test stored_json_golden`
 //! and make sure old rows still decode). Each golden line must decode back to its sample.
 
-use berth_catalog::{AuditDraft, AuditEntry, RetentionPolicy, RunRecord, RunStatus, SessionRecord};
+use berth_catalog::{AuditDraft, AuditEntry, ResumeMark, RetentionPolicy, RunRecord, RunStatus, SessionRecord};
 use berth_core::lifecycle::Status;
 use berth_core::{Concurrency, ParentRef, Scope, SessionHeader, SessionPolicy};
 use berth_core::{ProjectId, Revision, RunId, SessionId, TenantId, Timestamp, UserId};
@@ -75,6 +75,7 @@ fn full_record() -> SessionRecord {
             run("run-3", RunStatus::Abandoned, 1_700),
         ],
         status_changed_at: Timestamp(T0 + 1_000),
+        resume_mark: ResumeMark { from: 5, checkpoint: Some(3) },
     }
 }
 
@@ -93,6 +94,7 @@ fn bare_record() -> SessionRecord {
         blank: true,
         runs: Vec::new(),
         status_changed_at: Timestamp(T0),
+        resume_mark: Default::default(),
     }
 }
 

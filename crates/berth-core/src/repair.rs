@@ -51,18 +51,50 @@ fn field_str<'a>(data: &'a Value, field: &str) -> Option<&'a str> {
 }
 
 /// Computes the closers for `events` (a whole log, seqs contiguous from its first event,
-/// or some runs' events of it in log order: a resume passes those of the runs no longer
-/// attached without copying them out). Refuses (`FormatUnsupported`) an event type it
-/// does not know unless it is ignorable.
+/// or some runs' events of it in log order). Refuses (`FormatUnsupported`) an event
+/// type it does not know unless it is ignorable.
 pub fn interrupted_turn_closers<'a>(events: impl IntoIterator<Item = &'a Event>) -> Result<Vec<Event>> {
+    Ok(repair(events, |_| true)?.closers)
+}
+
+/// What a resume learns from the events it reads.
+#[derive(Debug)]
+pub struct Repair {
+    /// The closers of the runs no longer attached (`interrupted_turn_closers` of their
+    /// events).
+    pub closers: Vec<Event>,
+    /// The seq of the `turn/start` of the oldest turn the closers leave open (a turn of a
+    /// run still attached), or of an attached run's event repair could not read if that
+    /// is earlier; none if neither: a later resume need not read before it.
+    pub oldest_open: Option<u64>,
+}
+
+/// The closers for the runs `detached` says are gone (the run-less stream is `None`),
+/// from `events` in log order: the part of a log from a point where no turn was open
+/// (its start, or a resume's mark) to its end. The events of the runs still attached
+/// are read only to find where their open turns start; they are neither checked nor
+/// closed. Refuses (`FormatUnsupported`) a detached run's event of a type it does not
+/// know unless it is ignorable.
+pub fn repair<'a>(
+    events: impl IntoIterator<Item = &'a Event>,
+    detached: impl Fn(Option<&RunId>) -> bool,
+) -> Result<Repair> {
     // Runs in order of first appearance; `None` is the run-less (serial) stream.
     let mut runs: Vec<(Option<RunId>, RunTurnState)> = Vec::new();
     let mut last = None;
+    // The first event of a run still attached that repair could not read (a type it
+    // does not know, not ignorable): a later resume, when its run is gone, must read
+    // (and refuse) it, so the mark stays at or before it.
+    let mut unchecked = None;
     for event in events {
-        last = Some(event);
-        check_reconstructable(event)?;
+        if detached(event.run.as_ref()) {
+            last = Some(event);
+            check_reconstructable(event)?;
+        } else if unchecked.is_none() && check_reconstructable(event).is_err() {
+            unchecked = Some(event.seq.get());
+        }
         if !vocab::is_known(event.event_type.as_str()) {
-            continue; // ignorable unknown type
+            continue; // ignorable unknown type, or an attached run's (not checked)
         }
         let index = match runs.iter().position(|(run, _)| *run == event.run) {
             Some(index) => index,
@@ -73,11 +105,15 @@ pub fn interrupted_turn_closers<'a>(events: impl IntoIterator<Item = &'a Event>)
         };
         apply(&mut runs[index].1, event);
     }
+    let open_turn_of = |run: &Option<RunId>, state: &RunTurnState| {
+        state.open_turn.filter(|_| !detached(run.as_ref())).map(|(_, seq)| seq)
+    };
+    let oldest_open = runs.iter().filter_map(|(run, state)| open_turn_of(run, state)).chain(unchecked).min();
     let Some(last) = last else {
-        return Ok(Vec::new());
+        return Ok(Repair { closers: Vec::new(), oldest_open });
     };
     let mut open: Vec<&(Option<RunId>, RunTurnState)> =
-        runs.iter().filter(|(_, state)| state.open_turn.is_some()).collect();
+        runs.iter().filter(|(run, state)| state.open_turn.is_some() && detached(run.as_ref())).collect();
     open.sort_by_key(|(_, state)| state.open_turn.map(|(_, seq)| seq));
     let mut closers = Vec::new();
     let mut next_seq = last.seq.get() + 1;
@@ -123,7 +159,7 @@ pub fn interrupted_turn_closers<'a>(events: impl IntoIterator<Item = &'a Event>)
         }
         push(run, vocab::TURN_END, json!({"turn": turn, "reason": INTERRUPTED}));
     }
-    Ok(closers)
+    Ok(Repair { closers, oldest_open })
 }
 
 /// The top-level fields of an event's data that repair reads, left as raw text: the
@@ -277,6 +313,49 @@ mod tests {
                 _ => format!("{t}:{}", data["reason"].as_str().unwrap_or("")),
             })
             .collect()
+    }
+
+    /// `repair` with only the runs `gone` detached: the closers' types and runs, and
+    /// where the oldest turn left open starts.
+    fn repair_of(log: &Log, gone: &[&str]) -> (Vec<(String, String)>, Option<u64>) {
+        let scan = repair(&log.0, |run| run.is_none_or(|run| gone.contains(&run.as_str()))).unwrap();
+        let closers = scan
+            .closers
+            .iter()
+            .map(|event| {
+                (event.event_type.to_string(), event.run.as_ref().map(|run| run.to_string()).unwrap_or_default())
+            })
+            .collect();
+        (closers, scan.oldest_open)
+    }
+
+    #[test]
+    fn repair_closes_only_detached_runs_and_says_where_the_oldest_open_turn_starts() {
+        let mut log = Log::new();
+        log.push(Some("a"), "turn/start", json!({"turn": 0}))
+            .push(Some("b"), "turn/start", json!({"turn": 0}))
+            .push(Some("a"), "turn/end", json!({"turn": 0, "reason": "completed"}))
+            .push(Some("a"), "turn/start", json!({"turn": 1}))
+            .push(Some("c"), "turn/start", json!({"turn": 0}));
+        let end = |run: &str| ("turn/end".to_owned(), run.to_owned());
+        assert_eq!(repair_of(&log, &["c"]), (vec![end("c")], Some(1)), "b's turn is the oldest left open");
+        assert_eq!(repair_of(&log, &["b", "c"]), (vec![end("b"), end("c")], Some(3)), "then a's second turn");
+        assert_eq!(repair_of(&log, &["a", "b", "c"]), (vec![end("b"), end("a"), end("c")], None));
+        assert_eq!(repair_of(&log, &[]), (vec![], Some(1)), "nothing detached: nothing closed");
+        assert_eq!(repair(&log.0, |_| true).unwrap().closers, interrupted_turn_closers(&log.0).unwrap());
+    }
+
+    #[test]
+    fn an_attached_runs_unreadable_event_holds_the_oldest_open_back() {
+        let mut log = Log::new();
+        log.push(Some("a"), "turn/start", json!({"turn": 0}))
+            .push(Some("a"), "turn/end", json!({"turn": 0, "reason": "completed"}))
+            .push(Some("a"), "myapp/x", json!({}))
+            .push(Some("b"), "turn/start", json!({"turn": 0}));
+        assert_eq!(repair_of(&log, &[]), (vec![], Some(2)), "read again (and refused) once a is gone");
+        assert_eq!(repair_of(&log, &["b"]).1, Some(2));
+        let refused = repair(&log.0, |run| run.is_some_and(|run| run.as_str() == "a")).unwrap_err();
+        assert_eq!(refused.code(), "format_unsupported");
     }
 
     #[test]

@@ -157,6 +157,7 @@ async fn seed_sessions(admin: &berth_postgres::testing::tokio_postgres::Client, 
         blank: false,
         runs: Vec::new(),
         status_changed_at: Timestamp(1),
+        resume_mark: Default::default(),
     };
     let json = serde_json::to_string(&template).unwrap();
     for (tenant, rows) in [("tenant-big", count), ("tenant-a", 50), ("tenant-z", 50)] {
@@ -247,6 +248,7 @@ async fn activity_update_is_a_compare_and_set() {
         blank: false,
         runs: Vec::new(),
         status_changed_at: Timestamp(1),
+        resume_mark: Default::default(),
     };
     catalog.insert(&record).await.unwrap();
     record.last_activity = Timestamp(7);

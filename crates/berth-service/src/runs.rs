@@ -5,13 +5,13 @@
 //! `detach` requires the same run and the same user that attached it (symmetric checks).
 
 use crate::types::{AttachRequest, Attachment, OnBusy, ResumeOutcome};
-use crate::{Principal, SessionService};
-use berth_catalog::{RunRecord, RunStatus, SessionRecord};
+use crate::{Durability, Principal, SessionService};
+use berth_catalog::{ResumeMark, RunRecord, RunStatus, SessionRecord};
 use berth_core::lifecycle::{self, LifecycleEvent};
 use berth_core::limits::OUTCOME_BYTES_MAX;
-use berth_core::repair::interrupted_turn_closers;
+use berth_core::repair::repair;
 use berth_core::vocabulary::CHECKPOINT;
-use berth_core::{Concurrency, Error, Result, Revision, RunId, Seq, SessionId, SessionKey, Timestamp};
+use berth_core::{Concurrency, Error, Event, Result, Revision, RunId, Seq, SessionId, SessionKey, Timestamp};
 use std::collections::HashSet;
 
 /// The outcome recorded for the run a failed resume attached and then detached.
@@ -128,7 +128,7 @@ impl SessionService {
         &self,
         principal: &Principal,
         id: &SessionId,
-        attachment: Attachment,
+        mut attachment: Attachment,
     ) -> Result<ResumeOutcome> {
         let record = self.load(principal, id, "resume").await?;
         let key = record.key();
@@ -139,31 +139,79 @@ impl SessionService {
         // Memory writes a crashed append carried are finished first (`carried.rs`); a
         // marker at the log's end has nothing to finish and is kept.
         self.finish_carried(&key, Some(writer.next_seq())).await?;
-        let events = writer.read(0, None).await?;
+        // From the mark the last resume left (`ResumeMark`), not from the log's start: no
+        // turn before it is open. A mark past the log's end is not trusted.
+        let mark = Some(record.resume_mark).filter(|mark| mark.from <= writer.next_seq()).unwrap_or_default();
+        let events = writer.read(mark.from, None).await?;
         let attached: HashSet<&RunId> = record.runs.iter().map(|run| &run.run_id).collect();
-        let detached_events =
-            events.iter().filter(|event| event.run.as_ref().is_none_or(|run| !attached.contains(run)));
-        let mut closers = interrupted_turn_closers(detached_events)?;
+        let scan = repair(&events, |run| run.is_none_or(|run| !attached.contains(run)))?;
+        let mut closers = scan.closers;
         let next_seq = writer.next_seq();
         for (index, closer) in closers.iter_mut().enumerate() {
             closer.seq = Seq(next_seq + index as u64);
         }
+        let new_next = next_seq + closers.len() as u64;
+        let is_checkpoint = |event: &&Event| event.event_type.as_str() == CHECKPOINT;
+        let from = scan.oldest_open.unwrap_or(new_next);
+        let next_mark = ResumeMark {
+            from,
+            checkpoint: events
+                .iter()
+                .rev()
+                .filter(|event| event.seq.get() < from)
+                .find(is_checkpoint)
+                .map_or(mark.checkpoint, |event| Some(event.seq.get())),
+        };
+        // Forward only, but a stored mark past the log's end is replaced.
+        let keep_mark = |record: &mut SessionRecord| {
+            if next_mark.from >= record.resume_mark.from || record.resume_mark.from > new_next {
+                record.resume_mark = next_mark;
+            }
+        };
         if !closers.is_empty() {
             writer.append(&closers).await?;
-            let new_next = next_seq + closers.len() as u64;
             let repaired = |record: &mut SessionRecord, now| {
                 record.event_count = record.event_count.max(new_next);
                 record.last_activity = now;
+                keep_mark(record);
                 Ok(())
             };
             let details = serde_json::json!({"closers": closers.len(), "first_seq": next_seq});
             let audit = |_: &SessionRecord, _: &()| vec![self.draft_ok(principal, "repair", &record, details.clone())];
-            self.mutate_audited(principal, id, "resume", None, repaired, &audit).await?;
+            let (stored, ()) = self.mutate_audited(principal, id, "resume", None, repaired, &audit).await?;
+            attachment.revision = stored.revision;
+        } else if next_mark != record.resume_mark {
+            // A hint, written lazily: losing it to a crash only makes the next resume
+            // read more.
+            let marked = |record: &mut SessionRecord, _| {
+                keep_mark(record);
+                Ok(())
+            };
+            let (stored, ()) = self.mutate_with(principal, id, "resume", None, Durability::Relaxed, marked).await?;
+            attachment.revision = stored.revision;
         }
-        let checkpoint =
-            events.iter().chain(&closers).rev().find(|event| event.event_type.as_str() == CHECKPOINT).cloned();
+        let checkpoint = match events.iter().chain(&closers).rev().find(is_checkpoint) {
+            Some(event) => Some(event.clone()),
+            None => self.checkpoint_before(&writer, mark).await?,
+        };
         let next_seq = writer.next_seq();
         Ok(ResumeOutcome { attachment, repaired: closers, checkpoint, next_seq })
+    }
+
+    /// The latest checkpoint before the mark's `from`: the one it names, read by its
+    /// seq; the whole log's part before `from` is read only if that seq holds no
+    /// checkpoint (a mark that does not match its log).
+    async fn checkpoint_before(&self, writer: &berth_store::SessionHandle, mark: ResumeMark) -> Result<Option<Event>> {
+        let Some(seq) = mark.checkpoint else {
+            return Ok(None);
+        };
+        let named = writer.read(seq, Some(1)).await?.into_iter().next();
+        if let Some(event) = named.filter(|event| event.seq.get() == seq && event.event_type.as_str() == CHECKPOINT) {
+            return Ok(Some(event));
+        }
+        tracing::warn!(seq, "a resume mark names no checkpoint; reading the log before it");
+        let before = writer.read(0, Some(mark.from)).await?;
+        Ok(before.into_iter().rev().find(|event| event.event_type.as_str() == CHECKPOINT))
     }
 }
 

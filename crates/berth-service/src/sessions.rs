@@ -218,6 +218,7 @@ pub(crate) fn new_record(
         blank: true,
         runs: Vec::new(),
         status_changed_at: now,
+        resume_mark: Default::default(),
     }
 }
 

@@ -57,6 +57,7 @@ fn session(tenant: &TenantId, index: u64) -> SessionRecord {
         blank: (random >> 32) % 10 < 1,
         runs: Vec::new(),
         status_changed_at: last_activity,
+        resume_mark: Default::default(),
     }
 }
 

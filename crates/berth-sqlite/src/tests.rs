@@ -213,6 +213,7 @@ fn berth_testkit_like_record() -> berth_catalog::SessionRecord {
         blank: false,
         runs: Vec::new(),
         status_changed_at: Timestamp(1),
+        resume_mark: Default::default(),
     }
 }
 

@@ -74,6 +74,7 @@ pub fn sample_record(tenant_id: &str, id: &str, user_id: &str, last_activity_ms:
         blank: false,
         runs: Vec::new(),
         status_changed_at: created_at,
+        resume_mark: Default::default(),
     }
 }
 

@@ -58,6 +58,7 @@ async fn main() -> berth_core::Result<()> {
                     blank: i % 10 == 0,
                     runs: Vec::<RunRecord>::new(),
                     status_changed_at: now,
+                    resume_mark: Default::default(),
                 }
             })
             .collect();

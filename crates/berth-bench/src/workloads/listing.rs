@@ -67,6 +67,7 @@ pub fn seeded_record(index: u64, events: u64) -> SessionRecord {
         blank: false,
         runs: Vec::new(),
         status_changed_at: activity,
+        resume_mark: Default::default(),
     }
 }
 

@@ -343,6 +343,7 @@ macro_rules! service_conformance {
                 crash_then_resume_with_interrupt_closes_calls_never_started,
                 parallel_resume_repairs_each_detached_run_separately,
                 resume_of_a_balanced_log_repairs_nothing,
+                resume_reads_from_the_mark_the_last_resume_left,
             ],
             events: [
                 append_retry_is_idempotent_and_conflicts_are_seq_conflict,

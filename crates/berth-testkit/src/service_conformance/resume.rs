@@ -4,9 +4,9 @@
 
 use super::fixtures::*;
 use super::ServiceBackend;
-use berth_catalog::RunStatus;
+use berth_catalog::{ResumeMark, RunStatus};
 use berth_core::repair::{interrupted_turn_closers, TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN};
-use berth_core::{Clock, Event};
+use berth_core::{Clock, Event, Revision};
 use berth_service::{NewEvent, OnBusy, ResumeOutcome, SessionService};
 use serde_json::{json, Value};
 
@@ -223,6 +223,7 @@ pub async fn parallel_resume_repairs_each_detached_run_separately(b: &dyn Servic
         tool_error("ca", TOOL_NOT_STARTED, "ToolNotStartedError"),
     );
     check_closer(&first.repaired[1], 8, "ra", last_of_ra, "turn/end", json!({"turn": 0, "reason": "interrupted"}));
+    assert_eq!(mark(&service, "interleaved").await, ResumeMark { from: 1, checkpoint: None }, "rb's open turn");
 
     // rb finishes its turn normally; nothing of it was touched.
     let finish = vec![
@@ -244,6 +245,7 @@ pub async fn parallel_resume_repairs_each_detached_run_separately(b: &dyn Servic
     check_closer(&second.repaired[0], 14, "rb", last_of_rb, "step/end", json!({"turn": 1, "step": 0}));
     check_closer(&second.repaired[1], 15, "rb", last_of_rb, "turn/end", json!({"turn": 1, "reason": "interrupted"}));
     assert_eq!(log[14..], second.repaired[..]);
+    assert_eq!(mark(&service, "interleaved").await, ResumeMark { from: 16, checkpoint: None }, "nothing open");
     let ra_events = log.iter().filter(|event| event.run == Some(run("ra"))).count();
     assert_eq!(ra_events, 5, "ra's turn was repaired once");
 }
@@ -268,4 +270,97 @@ pub async fn resume_of_a_balanced_log_repairs_nothing(b: &dyn ServiceBackend) {
     assert_eq!(stored_log(&service, TENANT_A, "balanced").await.unwrap(), log);
     assert!(audited(&service, TENANT_A, "repair").await.is_empty());
     assert_eq!(outcome.attachment.session_lease_until, b.clock().now().plus_ms(DAY_MS));
+}
+
+/// The resume mark the session's record holds.
+async fn mark(service: &SessionService, id: &str) -> ResumeMark {
+    stored(service, TENANT_A, id).await.expect("stored").resume_mark
+}
+
+/// Writes a resume mark into the session's record by hand, as a record another build
+/// (or a mark that lags its log) would hold.
+async fn set_mark(service: &SessionService, id: &str, resume_mark: ResumeMark) {
+    let record = stored(service, TENANT_A, id).await.expect("stored");
+    let mut next = record.clone();
+    next.resume_mark = resume_mark;
+    next.revision = Revision(record.revision.0 + 1);
+    service.catalog().update_activity(&next, record.revision).await.expect("write the mark");
+}
+
+/// R-S6: a resume reads the log from the mark the last resume left in the session's
+/// record, not from its start: the oldest turn still open (of a run still attached), or
+/// the log's end after the closers, with the latest checkpoint before it, read by its
+/// seq. The mark only moves forward; a mark past the log's end, or one that names no
+/// checkpoint, is not trusted.
+pub async fn resume_reads_from_the_mark_the_last_resume_left(b: &dyn ServiceBackend) {
+    let service = b.service();
+    let clock = b.clock();
+    create(&service, &owner(), "marked", serial(DAY_MS, RUN_LEASE_TTL_MS)).await;
+    assert_eq!(mark(&service, "marked").await, ResumeMark::default(), "a new session reads from its start");
+    attach(&service, &owner(), "marked", "r0").await;
+    let mut events = balanced_turn(0, "hello");
+    events.push(event("checkpoint", json!({"state": {"n": 1}})));
+    events.extend(balanced_turn(1, "again"));
+    append(&service, &owner(), "marked", Some("r0"), events).await;
+    clock.advance_ms(RUN_LEASE_TTL_MS + 1);
+    let first = resume(&service, "marked", "r1", OnBusy::Reject).await;
+    assert!(first.repaired.is_empty());
+    assert_eq!(mark(&service, "marked").await, ResumeMark { from: 13, checkpoint: Some(6) });
+    assert_eq!(first.attachment.revision, stored(&service, TENANT_A, "marked").await.unwrap().revision);
+
+    // r1 opens a turn and crashes: the next resume reads from 13, closes it, and moves
+    // the mark past the closers; the checkpoint before the mark is read by its seq.
+    append(&service, &owner(), "marked", Some("r1"), vec![event("turn/start", json!({"turn": 2})), user_message("x")])
+        .await;
+    drop(service);
+    b.restart().await;
+    let service = b.service();
+    clock.advance_ms(RUN_LEASE_TTL_MS + 1);
+    let second = resume(&service, "marked", "r2", OnBusy::Reject).await;
+    let log = stored_log(&service, TENANT_A, "marked").await.unwrap();
+    assert_eq!(second.repaired.len(), 1, "turn/end of turn 2: {:#?}", second.repaired);
+    assert_eq!(second.repaired[..], log[15..]);
+    assert_eq!(second.checkpoint.as_ref(), Some(&log[6]), "read by its seq");
+    assert_eq!(mark(&service, "marked").await, ResumeMark { from: 16, checkpoint: Some(6) });
+
+    // r2 opens a turn and crashes. A mark past that turn's start hides it: the resume
+    // reads from the mark. (Only a wrong mark does this; resume never writes one.)
+    append(&service, &owner(), "marked", Some("r2"), vec![event("turn/start", json!({"turn": 3}))]).await;
+    set_mark(&service, "marked", ResumeMark { from: 17, checkpoint: Some(6) }).await;
+    drop(service);
+    b.restart().await;
+    let service = b.service();
+    clock.advance_ms(RUN_LEASE_TTL_MS + 1);
+    let hidden = resume(&service, "marked", "r3", OnBusy::Reject).await;
+    assert!(hidden.repaired.is_empty(), "read from the mark: {:#?}", hidden.repaired);
+    assert_eq!(hidden.checkpoint.as_ref(), Some(&log[6]));
+
+    // A mark past the log's end is not trusted: the whole log is read, and the turn is
+    // found and closed.
+    set_mark(&service, "marked", ResumeMark { from: 1_000, checkpoint: Some(999) }).await;
+    clock.advance_ms(RUN_LEASE_TTL_MS + 1);
+    let whole = resume(&service, "marked", "r4", OnBusy::Reject).await;
+    let codes: Vec<_> = whole.repaired.iter().map(|closer| closer.event_type.to_string()).collect();
+    assert_eq!(codes, ["turn/end"], "{:#?}", whole.repaired);
+    assert_eq!(whole.repaired[0].run, Some(run("r2")));
+    assert_eq!(whole.checkpoint.as_ref(), Some(&log[6]));
+    assert_eq!(mark(&service, "marked").await, ResumeMark { from: 18, checkpoint: Some(6) });
+
+    // A mark naming a seq that holds no checkpoint: the checkpoint is looked for before
+    // the mark instead.
+    set_mark(&service, "marked", ResumeMark { from: 18, checkpoint: Some(3) }).await;
+    clock.advance_ms(RUN_LEASE_TTL_MS + 1);
+    let named_wrong = resume(&service, "marked", "r5", OnBusy::Reject).await;
+    assert!(named_wrong.repaired.is_empty());
+    assert_eq!(named_wrong.checkpoint.as_ref(), Some(&log[6]));
+    assert_eq!(mark(&service, "marked").await, ResumeMark { from: 18, checkpoint: Some(3) }, "nothing to move");
+
+    // A checkpoint after the mark is the one returned and the next mark's.
+    append(&service, &owner(), "marked", Some("r5"), vec![event("checkpoint", json!({"state": {"n": 2}}))]).await;
+    clock.advance_ms(RUN_LEASE_TTL_MS + 1);
+    let later = resume(&service, "marked", "r6", OnBusy::Reject).await;
+    let log = stored_log(&service, TENANT_A, "marked").await.unwrap();
+    assert_eq!(later.checkpoint.as_ref(), Some(&log[18]));
+    assert_eq!(mark(&service, "marked").await, ResumeMark { from: 19, checkpoint: Some(18) });
+    assert_eq!(audited(&service, TENANT_A, "repair").await.len(), 2, "the two repairs, audited");
 }

@@ -239,6 +239,7 @@ async fn insert_creating(service: &SessionService, now: berth_core::Timestamp, i
         blank: true,
         runs: Vec::new(),
         status_changed_at: now,
+        resume_mark: Default::default(),
         status: Status::Creating,
         header: SessionHeader::new(sid(id), scope, now),
     };
