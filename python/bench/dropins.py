@@ -7,6 +7,9 @@ SDK's `Session` protocol (1 KiB items, as bench.py):
   W4  resume: a fresh object's `get_items()` of a 10,000-item session
   W5  8 sessions x 8 concurrent writers (`asyncio.gather`), single-item `add_items`
   T   200 turns of `add_items` of 2 items + `get_items(20)` (what a `Runner` turn does)
+  R   a session object per request: on a 10,000-item session, 30 requests, each a fresh
+      object's `get_items(10)`, `add_items` of 2 items and `close` (the first request
+      after the seeding, which reads the whole log, is not timed)
   floor  the same clients' bare single-item `append` (2,000, interleaved) beside a bare
          SQLite insert + commit of the same JSON (WAL, synchronous=FULL): what W1 stands on
 LangGraph — `BerthSaver` vs `SqliteSaver` (langgraph-checkpoint-sqlite 3.1.2): a graph of
@@ -19,7 +22,7 @@ Variants: `sqlite` (the framework's SQLite store, on its defaults), `embedded`
 figures are medians over rounds, ratios are against `sqlite` of the same run.
 
     python bench/dropins.py --berth target/release/berth [--rounds 2] [--lg-rounds 1] \\
-        [--steps 2000] [--quick] [--only openai|langgraph] [--out report.json]
+        [--steps 2000] [--quick] [--only openai|langgraph] [--workloads W1,R] [--out report.json]
 
 Needs openai-agents==0.24.0, langgraph==1.2.24 and langgraph-checkpoint-sqlite==3.1.2
 beside the berth wheels (target/langgraph-venv plus `pip install openai-agents==0.24.0`).
@@ -46,8 +49,9 @@ from bench import ITEM, Server, Sizes, _timed  # noqa: E402
 
 import berth  # noqa: E402
 
-OPENAI_WORKLOADS = ("W1", "W2", "W4", "W5", "T")
+OPENAI_WORKLOADS = ("W1", "W2", "W4", "W5", "T", "R")
 TURNS = 200
+REQUESTS = 30
 
 
 def turn_item(n: int, role: str) -> dict[str, Any]:
@@ -127,11 +131,36 @@ def openai_variant(make: Callable[[str], Any], close: Callable[[Any], None]) -> 
         close(session)
         return seconds
 
-    return {"W1": w1, "W2": w2, "W4": w4, "W5": w5, "T": turns}
+    def per_request(sizes: Sizes) -> float:
+        session_id = f"r-{uuid.uuid4().hex}"
+        writer = make(session_id)
+
+        async def fill() -> None:
+            for _ in range(sizes.w4 // 1000):
+                await writer.add_items([ITEM] * 1000)
+
+        asyncio.run(fill())
+        close(writer)
+
+        def request(n: int) -> None:
+            session = make(session_id)
+
+            async def go() -> None:
+                assert len(await session.get_items(10)) == 10
+                await session.add_items([turn_item(n, "user"), turn_item(n, "assistant")])
+
+            asyncio.run(go())
+            close(session)
+
+        request(0)
+        return _timed(lambda: [request(n) for n in range(1, REQUESTS + 1)])
+
+    return {"W1": w1, "W2": w2, "W4": w4, "W5": w5, "T": turns, "R": per_request}
 
 
 def openai_count(workload: str, sizes: Sizes) -> int:
-    return {"W1": sizes.w1, "W2": sizes.w2, "W4": sizes.w4, "W5": sizes.w5_per_writer * 64, "T": TURNS}[workload]
+    counts = {"W1": sizes.w1, "W2": sizes.w2, "W4": sizes.w4, "W5": sizes.w5_per_writer * 64, "T": TURNS, "R": REQUESTS}
+    return counts[workload]
 
 
 # ---- LangGraph ----------------------------------------------------------------------------
@@ -183,6 +212,8 @@ def main() -> None:
     parser.add_argument("--dir", default=tempfile.gettempdir())
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--only", choices=["openai", "langgraph"])
+    parser.add_argument("--workloads", default=",".join(OPENAI_WORKLOADS),
+                        help="the OpenAI workloads to run, comma-separated (default: all)")
     parser.add_argument("--out")
     args = parser.parse_args()
     sizes = Sizes(args.quick)
@@ -215,29 +246,35 @@ def bench_openai(args: argparse.Namespace, sizes: Sizes, work: Path, server: Ser
         "embedded": openai_variant(lambda sid: BerthSession(sid, embedded), lambda session: session.close()),
         "http": openai_variant(lambda sid: BerthSession(sid, http), lambda session: session.close()),
     }
+    workloads = [workload for workload in args.workloads.split(",") if workload]
+    unknown = sorted(set(workloads) - set(OPENAI_WORKLOADS))
+    if unknown:
+        raise SystemExit(f"unknown workloads {unknown}; known: {', '.join(OPENAI_WORKLOADS)}")
     seconds: dict[tuple[str, str], list[float]] = {}
     names = list(variants)
     for round_index in range(args.rounds):
         order = names[round_index % len(names):] + names[: round_index % len(names)]
-        for workload in OPENAI_WORKLOADS:
+        for workload in workloads:
             for name in order:
                 taken = variants[name][workload](sizes)
                 seconds.setdefault((workload, name), []).append(taken)
                 print(f"round {round_index + 1} {workload} {name}: {taken:.3f} s", file=sys.stderr)
-    floor = bench_floor(args, sizes, work, embedded, http)
+    # The floor is W1's: measured when W1 is.
+    floor = bench_floor(args, sizes, work, embedded, http) if "W1" in workloads else {}
     embedded.close()
     http.close()
     rows = []
-    print("| floor: one durable single-item write, bare | per second | vs SQLite | W1 through the drop-in |")
-    print("|---|---|---|---|")
+    if floor:
+        print("| floor: one durable single-item write, bare | per second | vs SQLite | W1 through the drop-in |")
+        print("|---|---|---|---|")
     for name, seconds_taken in floor.items():
         through = f"{sizes.w1 / statistics.median(seconds[('W1', name)]):,.0f}/s"
         print(f"| {name} | {sizes.w1 / seconds_taken:,.0f}/s | {floor['sqlite'] / seconds_taken:.2f}x | {through} |")
         rows.append({"workload": "floor", "variant": name, "seconds_median": seconds_taken,
                      "per_second": sizes.w1 / seconds_taken, "vs_sqlite_speed": floor["sqlite"] / seconds_taken})
-    print("| workload | variant | median s | items (turns)/s | speed vs SQLiteSession |")
+    print("| workload | variant | median s | items (turns, requests)/s | speed vs SQLiteSession |")
     print("|---|---|---|---|---|")
-    for workload in OPENAI_WORKLOADS:
+    for workload in workloads:
         base = statistics.median(seconds[(workload, "sqlite")])
         for name in names:
             median = statistics.median(seconds[(workload, name)])
