@@ -101,6 +101,23 @@ fn refuses_bad_utf8_grammar_and_trailing_bytes() {
 }
 
 #[test]
+fn long_strings_are_checked_at_every_byte() {
+    // Runs of plain bytes are skipped in one step (`plain_run`): a control character
+    // anywhere in one is still refused, at its own byte, and escapes after one still count.
+    let long = "é".repeat(300) + &"a".repeat(301);
+    for at in [0, 2, 598, 600, 601, 900, long.len()] {
+        let input = format!("[\"{}\u{1}{}\"]", &long[..at], &long[at..]);
+        let reason = refused(input.as_bytes());
+        assert_eq!(reason, format!("unescaped control character in a string at byte {}", at + 2), "{at}");
+    }
+    let escaped = format!("{{\"{long}\\n{long}\":\"{long}\\\"\"}}");
+    assert_eq!(minify_strict(escaped.as_bytes()).unwrap(), escaped);
+    let duplicate = format!("{{\"{long}\\u0061\":1,\"{long}a\":2}}");
+    assert!(refused(duplicate.as_bytes()).contains("duplicate"), "keys decode across the runs");
+    assert!(refused(format!("\"{long}").as_bytes()).contains("unterminated"));
+}
+
+#[test]
 fn depth_is_bounded_by_the_limit() {
     let ok = "[".repeat(JSON_DEPTH_MAX) + &"]".repeat(JSON_DEPTH_MAX);
     assert_eq!(minify_strict(ok.as_bytes()).unwrap(), ok);
