@@ -1,7 +1,9 @@
 //! The strict minifier's speed on a batch like a drop-in's (`berth_core::json::minify_strict`):
 //! 100 OpenAI-style message items of ~1 KiB each (the `ITEM` of `python/bench/bench.py`,
 //! verbatim inside the event data as `BerthSession` stores it), minified one by one, as an
-//! append does. Prints the median of `ROUNDS` rounds in µs per item and MB/s.
+//! append does; and the same 100 data as a request body's array of `JsonText`s,
+//! deserialized (serde_json's read, then the minifier). Prints the medians of `ROUNDS`
+//! rounds in µs per batch and per item, and MB/s.
 //!
 //!     cargo run --release -p berth-bench --example minify_speed [-- ROUNDS]
 
@@ -24,10 +26,25 @@ fn main() {
         }
         micros.push(started.elapsed().as_secs_f64() * 1e6 / 100.0);
     }
+    report("minify_strict", bytes, &mut micros);
+    let body = format!("[{}]", vec![data.as_str(); 100].join(","));
+    let mut micros = Vec::with_capacity(rounds);
+    for _ in 0..rounds {
+        let started = Instant::now();
+        for _ in 0..100 {
+            let texts: Vec<berth_core::JsonText> = serde_json::from_str(&body).expect("valid");
+            std::hint::black_box(texts);
+        }
+        micros.push(started.elapsed().as_secs_f64() * 1e6 / 100.0);
+    }
+    report("a body's Vec<JsonText>, deserialized", body.len(), &mut micros);
+}
+
+fn report(what: &str, bytes: usize, micros: &mut [f64]) {
     micros.sort_by(f64::total_cmp);
-    let batch_us = micros[rounds / 2];
+    let batch_us = micros[micros.len() / 2];
     println!(
-        "minify_strict, a batch of 100 items ({bytes} bytes): median {batch_us:.1} µs a batch, {:.2} µs an item, {:.0} MB/s",
+        "{what}, a batch of 100 items ({bytes} bytes): median {batch_us:.1} µs a batch, {:.2} µs an item, {:.0} MB/s",
         batch_us / 100.0,
         bytes as f64 / batch_us
     );

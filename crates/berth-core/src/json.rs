@@ -224,7 +224,13 @@ impl<'de> Deserialize<'de> for JsonText {
     /// from text, re-printed when from a `Value`) and checks and minifies it.
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let raw = Box::<RawValue>::deserialize(deserializer)?;
-        JsonText::parse(raw.get()).map_err(serde::de::Error::custom)
+        let minimal = minify_strict(raw.get().as_bytes()).map_err(serde::de::Error::custom)?;
+        // Minifying only removes bytes: text it left as long as it was is unchanged, and
+        // the `RawValue` serde_json just checked is kept instead of parsing it again.
+        if minimal.len() == raw.get().len() {
+            return Ok(JsonText { raw, verified: true });
+        }
+        Ok(JsonText::from_minimal(minimal, true))
     }
 }
 
@@ -247,6 +253,15 @@ mod tests {
         assert_eq!(text.as_str(), r#"{"z":1e400,"a":-0}"#);
         assert!(serde_json::from_str::<JsonText>(r#"{"a":1,"\u0061":2}"#).is_err());
         assert!(serde_json::from_str::<JsonText>(r#""\ud800""#).is_err());
+        // Text that is minimal already is kept as serde_json read it, and is as strict.
+        let compact: JsonText = serde_json::from_str(r#"{"a":[1,{"b":"c d"}],"e":"\n"}"#).unwrap();
+        assert_eq!(compact.as_str(), r#"{"a":[1,{"b":"c d"}],"e":"\n"}"#);
+        assert!(compact.is_verified());
+        let fields: Vec<JsonText> = serde_json::from_str(r#"[{"x":1}, {"y": 2}, 3]"#).unwrap();
+        let texts: Vec<&str> = fields.iter().map(JsonText::as_str).collect();
+        assert_eq!(texts, [r#"{"x":1}"#, r#"{"y":2}"#, "3"]);
+        assert!(serde_json::from_str::<JsonText>(r#"{"a":1,"a":1}"#).is_err(), "compact and duplicate");
+        assert!(serde_json::from_str::<JsonText>(&format!("[{}]", "[".repeat(200) + &"]".repeat(200))).is_err());
     }
 
     #[test]
