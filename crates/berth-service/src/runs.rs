@@ -152,6 +152,17 @@ impl SessionService {
         }
         let new_next = next_seq + closers.len() as u64;
         let is_checkpoint = |event: &&Event| event.event_type.as_str() == CHECKPOINT;
+        // The latest checkpoint (closers never are one): in what was read, else the one
+        // before the mark, read by its seq (and checked: the next mark keeps what was found).
+        let latest_read = events.iter().rev().find(is_checkpoint);
+        let (checkpoint, checkpoint_before) = match latest_read {
+            Some(event) => (Some(event.clone()), mark.checkpoint),
+            None => {
+                let earlier = self.checkpoint_before(&writer, mark).await?;
+                let seq = earlier.as_ref().map(|event| event.seq.get());
+                (earlier, seq)
+            }
+        };
         let from = scan.oldest_open.unwrap_or(new_next);
         let next_mark = ResumeMark {
             from,
@@ -160,7 +171,7 @@ impl SessionService {
                 .rev()
                 .filter(|event| event.seq.get() < from)
                 .find(is_checkpoint)
-                .map_or(mark.checkpoint, |event| Some(event.seq.get())),
+                .map_or(checkpoint_before, |event| Some(event.seq.get())),
         };
         // Forward only, but a stored mark past the log's end is replaced.
         let keep_mark = |record: &mut SessionRecord| {
@@ -190,10 +201,6 @@ impl SessionService {
             let (stored, ()) = self.mutate_with(principal, id, "resume", None, Durability::Relaxed, marked).await?;
             attachment.revision = stored.revision;
         }
-        let checkpoint = match events.iter().chain(&closers).rev().find(is_checkpoint) {
-            Some(event) => Some(event.clone()),
-            None => self.checkpoint_before(&writer, mark).await?,
-        };
         let next_seq = writer.next_seq();
         Ok(ResumeOutcome { attachment, repaired: closers, checkpoint, next_seq })
     }

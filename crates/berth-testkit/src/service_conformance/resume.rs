@@ -347,13 +347,13 @@ pub async fn resume_reads_from_the_mark_the_last_resume_left(b: &dyn ServiceBack
     assert_eq!(mark(&service, "marked").await, ResumeMark { from: 18, checkpoint: Some(6) });
 
     // A mark naming a seq that holds no checkpoint: the checkpoint is looked for before
-    // the mark instead.
+    // the mark instead, and the mark is mended.
     set_mark(&service, "marked", ResumeMark { from: 18, checkpoint: Some(3) }).await;
     clock.advance_ms(RUN_LEASE_TTL_MS + 1);
     let named_wrong = resume(&service, "marked", "r5", OnBusy::Reject).await;
     assert!(named_wrong.repaired.is_empty());
     assert_eq!(named_wrong.checkpoint.as_ref(), Some(&log[6]));
-    assert_eq!(mark(&service, "marked").await, ResumeMark { from: 18, checkpoint: Some(3) }, "nothing to move");
+    assert_eq!(mark(&service, "marked").await, ResumeMark { from: 18, checkpoint: Some(6) }, "the one found");
 
     // A checkpoint after the mark is the one returned and the next mark's.
     append(&service, &owner(), "marked", Some("r5"), vec![event("checkpoint", json!({"state": {"n": 2}}))]).await;
