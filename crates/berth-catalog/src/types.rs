@@ -64,18 +64,41 @@ pub struct SessionRecord {
 /// A hint the service keeps: no turn that starts before `from` is open (every one is
 /// closed in the log), and `checkpoint` is the seq of the latest checkpoint before
 /// `from`. Both stay true as the log grows, so a mark that lags (an older one, or none)
-/// is never wrong, only slower. A mark past the log's end is not trusted.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// is never wrong, only slower. `last` is the `fingerprint` of the event at `from - 1`:
+/// a mark is trusted only while that event is still the one it was, so a log that lost
+/// its end (acknowledged appends lost with relaxed durability, a tail an operator cut)
+/// and grew again past the mark is read from its start. A mark past the log's end is not
+/// trusted either.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ResumeMark {
     pub from: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checkpoint: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last: Option<String>,
 }
 
 impl ResumeMark {
     /// No mark: read from the log's start.
     pub fn is_start(&self) -> bool {
         *self == ResumeMark::default()
+    }
+
+    /// A stable fingerprint of an event (its seq, type, run, time, ignorable flag and
+    /// data): the first 8 bytes of their SHA-256, in hex. Stored in catalog records, so
+    /// its input layout never changes.
+    pub fn fingerprint(event: &berth_core::Event) -> String {
+        use sha2::{Digest, Sha256};
+        let mut hasher = Sha256::new();
+        hasher.update(event.seq.get().to_be_bytes());
+        hasher.update(event.event_type.as_str().as_bytes());
+        hasher.update([0]);
+        hasher.update(event.run.as_ref().map_or("", |run| run.as_str()).as_bytes());
+        hasher.update([0]);
+        hasher.update(event.time.0.to_be_bytes());
+        hasher.update([u8::from(event.ignorable)]);
+        hasher.update(event.data.as_str().as_bytes());
+        hex::encode(&hasher.finalize()[..8])
     }
 }
 

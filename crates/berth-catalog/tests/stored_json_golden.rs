@@ -75,7 +75,7 @@ fn full_record() -> SessionRecord {
             run("run-3", RunStatus::Abandoned, 1_700),
         ],
         status_changed_at: Timestamp(T0 + 1_000),
-        resume_mark: ResumeMark { from: 5, checkpoint: Some(3) },
+        resume_mark: ResumeMark { from: 5, checkpoint: Some(3), last: Some("0123456789abcdef".into()) },
     }
 }
 
@@ -139,4 +139,22 @@ fn the_audit_entry_and_retention_policy_columns_are_pinned() {
     };
     let memory = RetentionPolicy { memory_max_age_ms: Some(31_536_000_000), ..RetentionPolicy::default() };
     assert_golden("RetentionPolicy", &[full, RetentionPolicy::default(), memory]);
+}
+
+/// `ResumeMark::fingerprint` is stored in records (`resume_mark.last`): a change of its
+/// input layout would make every stored mark untrusted (read from the log's start again,
+/// so not wrong, but every session's next resume slower). Pinned here.
+#[test]
+fn the_resume_mark_fingerprint_is_pinned() {
+    let mut event = berth_core::Event::new(
+        41,
+        "assistant/message",
+        Timestamp(T0 + 5),
+        serde_json::json!({"content": "hello", "n": 1}),
+    )
+    .unwrap();
+    let pinned = "de3bce3272368c3f";
+    assert_eq!(ResumeMark::fingerprint(&event), pinned);
+    event.run = Some(RunId::parse("run-1").unwrap());
+    assert_ne!(ResumeMark::fingerprint(&event), pinned, "the run is part of it");
 }

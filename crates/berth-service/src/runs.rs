@@ -140,11 +140,13 @@ impl SessionService {
         // marker at the log's end has nothing to finish and is kept.
         self.finish_carried(&key, Some(writer.next_seq())).await?;
         // From the mark the last resume left (`ResumeMark`), not from the log's start: no
-        // turn before it is open. A mark past the log's end is not trusted.
-        let mark = Some(record.resume_mark).filter(|mark| mark.from <= writer.next_seq()).unwrap_or_default();
-        let events = writer.read(mark.from, None).await?;
+        // turn before it is open. It is trusted while the event before it is the one it
+        // fingerprinted (read with the rest, then left out).
+        let (mark, read) = self.read_from_mark(&writer, &record.resume_mark).await?;
+        let skip = usize::from(mark.from > 0);
+        let events = &read[skip..];
         let attached: HashSet<&RunId> = record.runs.iter().map(|run| &run.run_id).collect();
-        let scan = repair(&events, |run| run.is_none_or(|run| !attached.contains(run)))?;
+        let scan = repair(events, |run| run.is_none_or(|run| !attached.contains(run)))?;
         let mut closers = scan.closers;
         let next_seq = writer.next_seq();
         for (index, closer) in closers.iter_mut().enumerate() {
@@ -158,12 +160,21 @@ impl SessionService {
         let (checkpoint, checkpoint_before) = match latest_read {
             Some(event) => (Some(event.clone()), mark.checkpoint),
             None => {
-                let earlier = self.checkpoint_before(&writer, mark).await?;
+                let earlier = self.checkpoint_before(&writer, &mark).await?;
                 let seq = earlier.as_ref().map(|event| event.seq.get());
                 (earlier, seq)
             }
         };
         let from = scan.oldest_open.unwrap_or(new_next);
+        // The event before the new mark: among the closers, or what was read (the mark's
+        // own event included: the new mark is never before the old one).
+        let before_from = from.checked_sub(1).and_then(|seq| {
+            let first = read.first().map_or(next_seq, |event| event.seq.get());
+            match seq.checked_sub(next_seq) {
+                Some(index) => closers.get(index as usize),
+                None => seq.checked_sub(first).and_then(|index| read.get(index as usize)),
+            }
+        });
         let next_mark = ResumeMark {
             from,
             checkpoint: events
@@ -172,11 +183,12 @@ impl SessionService {
                 .filter(|event| event.seq.get() < from)
                 .find(is_checkpoint)
                 .map_or(checkpoint_before, |event| Some(event.seq.get())),
+            last: before_from.map(ResumeMark::fingerprint),
         };
         // Forward only, but a stored mark past the log's end is replaced.
         let keep_mark = |record: &mut SessionRecord| {
             if next_mark.from >= record.resume_mark.from || record.resume_mark.from > new_next {
-                record.resume_mark = next_mark;
+                record.resume_mark = next_mark.clone();
             }
         };
         if !closers.is_empty() {
@@ -208,7 +220,27 @@ impl SessionService {
     /// The latest checkpoint before the mark's `from`: the one it names, read by its
     /// seq; the whole log's part before `from` is read only if that seq holds no
     /// checkpoint (a mark that does not match its log).
-    async fn checkpoint_before(&self, writer: &berth_store::SessionHandle, mark: ResumeMark) -> Result<Option<Event>> {
+    /// The log from `stored`'s `from - 1` on, and the mark to use: `stored` if the event
+    /// there is the one it fingerprinted, else no mark (the whole log, from 0).
+    async fn read_from_mark(
+        &self,
+        writer: &berth_store::SessionHandle,
+        stored: &ResumeMark,
+    ) -> Result<(ResumeMark, Vec<Event>)> {
+        if stored.from > 0 && stored.from <= writer.next_seq() {
+            let read = writer.read(stored.from - 1, None).await?;
+            let same = read.first().is_some_and(|event| {
+                event.seq.get() == stored.from - 1 && stored.last.as_deref() == Some(&*ResumeMark::fingerprint(event))
+            });
+            if same {
+                return Ok((stored.clone(), read));
+            }
+            tracing::warn!(from = stored.from, "a resume mark does not match its log; reading the whole log");
+        }
+        Ok((ResumeMark::default(), writer.read(0, None).await?))
+    }
+
+    async fn checkpoint_before(&self, writer: &berth_store::SessionHandle, mark: &ResumeMark) -> Result<Option<Event>> {
         let Some(seq) = mark.checkpoint else {
             return Ok(None);
         };

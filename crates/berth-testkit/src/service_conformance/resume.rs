@@ -223,7 +223,7 @@ pub async fn parallel_resume_repairs_each_detached_run_separately(b: &dyn Servic
         tool_error("ca", TOOL_NOT_STARTED, "ToolNotStartedError"),
     );
     check_closer(&first.repaired[1], 8, "ra", last_of_ra, "turn/end", json!({"turn": 0, "reason": "interrupted"}));
-    assert_eq!(mark(&service, "interleaved").await, ResumeMark { from: 1, checkpoint: None }, "rb's open turn");
+    assert_eq!(mark(&service, "interleaved").await, mark_at(&log, 1, None), "rb's open turn");
 
     // rb finishes its turn normally; nothing of it was touched.
     let finish = vec![
@@ -245,7 +245,7 @@ pub async fn parallel_resume_repairs_each_detached_run_separately(b: &dyn Servic
     check_closer(&second.repaired[0], 14, "rb", last_of_rb, "step/end", json!({"turn": 1, "step": 0}));
     check_closer(&second.repaired[1], 15, "rb", last_of_rb, "turn/end", json!({"turn": 1, "reason": "interrupted"}));
     assert_eq!(log[14..], second.repaired[..]);
-    assert_eq!(mark(&service, "interleaved").await, ResumeMark { from: 16, checkpoint: None }, "nothing open");
+    assert_eq!(mark(&service, "interleaved").await, mark_at(&log, 16, None), "nothing open");
     let ra_events = log.iter().filter(|event| event.run == Some(run("ra"))).count();
     assert_eq!(ra_events, 5, "ra's turn was repaired once");
 }
@@ -287,11 +287,18 @@ async fn set_mark(service: &SessionService, id: &str, resume_mark: ResumeMark) {
     service.catalog().update_activity(&next, record.revision).await.expect("write the mark");
 }
 
+/// The mark a resume leaves at `from` over `log`.
+fn mark_at(log: &[Event], from: u64, checkpoint: Option<u64>) -> ResumeMark {
+    let last = from.checked_sub(1).map(|seq| ResumeMark::fingerprint(&log[seq as usize]));
+    ResumeMark { from, checkpoint, last }
+}
+
 /// R-S6: a resume reads the log from the mark the last resume left in the session's
 /// record, not from its start: the oldest turn still open (of a run still attached), or
 /// the log's end after the closers, with the latest checkpoint before it, read by its
-/// seq. The mark only moves forward; a mark past the log's end, or one that names no
-/// checkpoint, is not trusted.
+/// seq. The mark only moves forward. A mark whose event before it is not the one it
+/// fingerprinted (a log that lost its end and grew again), a mark past the log's end,
+/// and a checkpoint seq that holds no checkpoint are not trusted.
 pub async fn resume_reads_from_the_mark_the_last_resume_left(b: &dyn ServiceBackend) {
     let service = b.service();
     let clock = b.clock();
@@ -305,7 +312,8 @@ pub async fn resume_reads_from_the_mark_the_last_resume_left(b: &dyn ServiceBack
     clock.advance_ms(RUN_LEASE_TTL_MS + 1);
     let first = resume(&service, "marked", "r1", OnBusy::Reject).await;
     assert!(first.repaired.is_empty());
-    assert_eq!(mark(&service, "marked").await, ResumeMark { from: 13, checkpoint: Some(6) });
+    let log = stored_log(&service, TENANT_A, "marked").await.unwrap();
+    assert_eq!(mark(&service, "marked").await, mark_at(&log, 13, Some(6)));
     assert_eq!(first.attachment.revision, stored(&service, TENANT_A, "marked").await.unwrap().revision);
 
     // r1 opens a turn and crashes: the next resume reads from 13, closes it, and moves
@@ -321,12 +329,13 @@ pub async fn resume_reads_from_the_mark_the_last_resume_left(b: &dyn ServiceBack
     assert_eq!(second.repaired.len(), 1, "turn/end of turn 2: {:#?}", second.repaired);
     assert_eq!(second.repaired[..], log[15..]);
     assert_eq!(second.checkpoint.as_ref(), Some(&log[6]), "read by its seq");
-    assert_eq!(mark(&service, "marked").await, ResumeMark { from: 16, checkpoint: Some(6) });
+    assert_eq!(mark(&service, "marked").await, mark_at(&log, 16, Some(6)));
 
     // r2 opens a turn and crashes. A mark past that turn's start hides it: the resume
     // reads from the mark. (Only a wrong mark does this; resume never writes one.)
     append(&service, &owner(), "marked", Some("r2"), vec![event("turn/start", json!({"turn": 3}))]).await;
-    set_mark(&service, "marked", ResumeMark { from: 17, checkpoint: Some(6) }).await;
+    let log = stored_log(&service, TENANT_A, "marked").await.unwrap();
+    set_mark(&service, "marked", mark_at(&log, 17, Some(6))).await;
     drop(service);
     b.restart().await;
     let service = b.service();
@@ -335,32 +344,45 @@ pub async fn resume_reads_from_the_mark_the_last_resume_left(b: &dyn ServiceBack
     assert!(hidden.repaired.is_empty(), "read from the mark: {:#?}", hidden.repaired);
     assert_eq!(hidden.checkpoint.as_ref(), Some(&log[6]));
 
-    // A mark past the log's end is not trusted: the whole log is read, and the turn is
-    // found and closed.
-    set_mark(&service, "marked", ResumeMark { from: 1_000, checkpoint: Some(999) }).await;
+    // The same mark, but the event before it is not the one it fingerprinted (as when a
+    // log lost its end and grew again): the whole log is read, and the turn is found and
+    // closed.
+    let mut other = mark_at(&log, 17, Some(6));
+    other.last = Some(ResumeMark::fingerprint(&log[15]));
+    set_mark(&service, "marked", other).await;
     clock.advance_ms(RUN_LEASE_TTL_MS + 1);
     let whole = resume(&service, "marked", "r4", OnBusy::Reject).await;
     let codes: Vec<_> = whole.repaired.iter().map(|closer| closer.event_type.to_string()).collect();
     assert_eq!(codes, ["turn/end"], "{:#?}", whole.repaired);
     assert_eq!(whole.repaired[0].run, Some(run("r2")));
     assert_eq!(whole.checkpoint.as_ref(), Some(&log[6]));
-    assert_eq!(mark(&service, "marked").await, ResumeMark { from: 18, checkpoint: Some(6) });
+    let log = stored_log(&service, TENANT_A, "marked").await.unwrap();
+    assert_eq!(mark(&service, "marked").await, mark_at(&log, 18, Some(6)));
+
+    // A mark past the log's end is not trusted either: the whole log is read (nothing is
+    // open now) and the mark is written again.
+    set_mark(&service, "marked", ResumeMark { from: 1_000, checkpoint: Some(999), last: None }).await;
+    clock.advance_ms(RUN_LEASE_TTL_MS + 1);
+    let past = resume(&service, "marked", "r5", OnBusy::Reject).await;
+    assert!(past.repaired.is_empty());
+    assert_eq!(past.checkpoint.as_ref(), Some(&log[6]));
+    assert_eq!(mark(&service, "marked").await, mark_at(&log, 18, Some(6)));
 
     // A mark naming a seq that holds no checkpoint: the checkpoint is looked for before
     // the mark instead, and the mark is mended.
-    set_mark(&service, "marked", ResumeMark { from: 18, checkpoint: Some(3) }).await;
+    set_mark(&service, "marked", mark_at(&log, 18, Some(3))).await;
     clock.advance_ms(RUN_LEASE_TTL_MS + 1);
-    let named_wrong = resume(&service, "marked", "r5", OnBusy::Reject).await;
+    let named_wrong = resume(&service, "marked", "r6", OnBusy::Reject).await;
     assert!(named_wrong.repaired.is_empty());
     assert_eq!(named_wrong.checkpoint.as_ref(), Some(&log[6]));
-    assert_eq!(mark(&service, "marked").await, ResumeMark { from: 18, checkpoint: Some(6) }, "the one found");
+    assert_eq!(mark(&service, "marked").await, mark_at(&log, 18, Some(6)), "the one found");
 
     // A checkpoint after the mark is the one returned and the next mark's.
-    append(&service, &owner(), "marked", Some("r5"), vec![event("checkpoint", json!({"state": {"n": 2}}))]).await;
+    append(&service, &owner(), "marked", Some("r6"), vec![event("checkpoint", json!({"state": {"n": 2}}))]).await;
     clock.advance_ms(RUN_LEASE_TTL_MS + 1);
-    let later = resume(&service, "marked", "r6", OnBusy::Reject).await;
+    let later = resume(&service, "marked", "r7", OnBusy::Reject).await;
     let log = stored_log(&service, TENANT_A, "marked").await.unwrap();
     assert_eq!(later.checkpoint.as_ref(), Some(&log[18]));
-    assert_eq!(mark(&service, "marked").await, ResumeMark { from: 19, checkpoint: Some(18) });
+    assert_eq!(mark(&service, "marked").await, mark_at(&log, 19, Some(18)));
     assert_eq!(audited(&service, TENANT_A, "repair").await.len(), 2, "the two repairs, audited");
 }
