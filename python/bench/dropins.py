@@ -85,16 +85,21 @@ def openai_variant(make: Callable[[str], Any], close: Callable[[Any], None]) -> 
         close(session)
         return seconds
 
-    def w4(sizes: Sizes) -> float:
-        session_id = f"w4-{uuid.uuid4().hex}"
+    def seeded(prefix: str, items: int) -> str:
+        """A new session of `items` items, added 1,000 at a time by an object then closed."""
+        session_id = f"{prefix}-{uuid.uuid4().hex}"
         writer = make(session_id)
 
         async def fill() -> None:
-            for _ in range(sizes.w4 // 1000):
+            for _ in range(items // 1000):
                 await writer.add_items([ITEM] * 1000)
 
         asyncio.run(fill())
         close(writer)
+        return session_id
+
+    def w4(sizes: Sizes) -> float:
+        session_id = seeded("w4", sizes.w4)
         reader = make(session_id)  # a fresh object: nothing read yet
 
         async def resume() -> None:
@@ -134,15 +139,7 @@ def openai_variant(make: Callable[[str], Any], close: Callable[[Any], None]) -> 
         return seconds
 
     def per_request(sizes: Sizes) -> float:
-        session_id = f"r-{uuid.uuid4().hex}"
-        writer = make(session_id)
-
-        async def fill() -> None:
-            for _ in range(sizes.w4 // 1000):
-                await writer.add_items([ITEM] * 1000)
-
-        asyncio.run(fill())
-        close(writer)
+        session_id = seeded("r", sizes.w4)
 
         def request(n: int) -> None:
             session = make(session_id)

@@ -153,10 +153,9 @@ impl SessionService {
             closer.seq = Seq(next_seq + index as u64);
         }
         let new_next = next_seq + closers.len() as u64;
-        let is_checkpoint = |event: &&Event| event.event_type.as_str() == CHECKPOINT;
         // The latest checkpoint (closers never are one): in what was read, else the one
         // before the mark, read by its seq (and checked: the next mark keeps what was found).
-        let latest_read = events.iter().rev().find(is_checkpoint);
+        let latest_read = events.iter().rev().find(|event| is_checkpoint(event));
         let (checkpoint, checkpoint_before) = match latest_read {
             Some(event) => (Some(event.clone()), mark.checkpoint),
             None => {
@@ -166,22 +165,18 @@ impl SessionService {
             }
         };
         let from = scan.oldest_open.unwrap_or(new_next);
-        // The event before the new mark: among the closers, or what was read (the mark's
-        // own event included: the new mark is never before the old one).
-        let before_from = from.checked_sub(1).and_then(|seq| {
-            let first = read.first().map_or(next_seq, |event| event.seq.get());
-            match seq.checked_sub(next_seq) {
-                Some(index) => closers.get(index as usize),
-                None => seq.checked_sub(first).and_then(|index| read.get(index as usize)),
-            }
-        });
+        // The event before the new mark: in what was read (the mark's own event included:
+        // the new mark is never before the old one) or the closers, which continue it.
+        let first = read.first().map_or(next_seq, |event| event.seq.get());
+        let before_from = (from.checked_sub(1))
+            .and_then(|seq| seq.checked_sub(first))
+            .and_then(|index| read.iter().chain(&closers).nth(index as usize));
         let next_mark = ResumeMark {
             from,
             checkpoint: events
                 .iter()
                 .rev()
-                .filter(|event| event.seq.get() < from)
-                .find(is_checkpoint)
+                .find(|event| event.seq.get() < from && is_checkpoint(event))
                 .map_or(checkpoint_before, |event| Some(event.seq.get())),
             last: before_from.map(ResumeMark::fingerprint),
         };
@@ -217,9 +212,6 @@ impl SessionService {
         Ok(ResumeOutcome { attachment, repaired: closers, checkpoint, next_seq })
     }
 
-    /// The latest checkpoint before the mark's `from`: the one it names, read by its
-    /// seq; the whole log's part before `from` is read only if that seq holds no
-    /// checkpoint (a mark that does not match its log).
     /// The log from `stored`'s `from - 1` on, and the mark to use: `stored` if the event
     /// there is the one it fingerprinted, else no mark (the whole log, from 0).
     async fn read_from_mark(
@@ -240,18 +232,25 @@ impl SessionService {
         Ok((ResumeMark::default(), writer.read(0, None).await?))
     }
 
+    /// The latest checkpoint before the mark's `from`: the one it names, read by its
+    /// seq; the whole log's part before `from` is read only if that seq holds no
+    /// checkpoint (a mark that does not match its log).
     async fn checkpoint_before(&self, writer: &berth_store::SessionHandle, mark: &ResumeMark) -> Result<Option<Event>> {
         let Some(seq) = mark.checkpoint else {
             return Ok(None);
         };
         let named = writer.read(seq, Some(1)).await?.into_iter().next();
-        if let Some(event) = named.filter(|event| event.seq.get() == seq && event.event_type.as_str() == CHECKPOINT) {
+        if let Some(event) = named.filter(|event| event.seq.get() == seq && is_checkpoint(event)) {
             return Ok(Some(event));
         }
         tracing::warn!(seq, "a resume mark names no checkpoint; reading the log before it");
         let before = writer.read(0, Some(mark.from)).await?;
-        Ok(before.into_iter().rev().find(|event| event.event_type.as_str() == CHECKPOINT))
+        Ok(before.into_iter().rev().find(is_checkpoint))
     }
+}
+
+fn is_checkpoint(event: &Event) -> bool {
+    event.event_type.as_str() == CHECKPOINT
 }
 
 /// The attach decision on a loaded record (pure apart from its arguments).
