@@ -51,3 +51,30 @@ def test_the_suite_runs_the_installed_wheels_when_the_runner_says_so() -> None:
 
         assert "site-packages" in berth.__file__, berth.__file__
         assert "site-packages" in berth_native.__file__, berth_native.__file__
+
+
+def test_the_collector_pause_restores_what_it_found() -> None:
+    """`collector_paused` (every long read's): off inside, back on only if it was on when
+    that pause began, so nested pauses never leave it off and an app's own off stays."""
+    import gc
+
+    from berth._calls import collector_paused
+
+    assert gc.isenabled()
+    with collector_paused():
+        assert not gc.isenabled()
+        with collector_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError):
+        with collector_paused():
+            raise RuntimeError("a failed read")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with collector_paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

@@ -59,7 +59,6 @@ import binascii
 import contextlib
 import dataclasses
 import functools
-import gc
 import hashlib
 import json
 import math
@@ -293,22 +292,6 @@ class _StoredPage(pydantic.BaseModel):
     events: list[_StoredEvent]
     first_seq: int
     next_seq: int
-
-
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """The cyclic collector paused for one whole read, as `berth`'s own page decoder
-    pauses it per page: a long read makes hundreds of thousands of objects, none in a
-    cycle, and the collections their count triggers would scan the ones already made
-    again and again (a sixth of a long `get_session`, measured). Reference counting
-    still frees everything meanwhile."""
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if collecting:
-            gc.enable()
 
 
 def _decode_stored_page(answer: Any) -> _StoredPage:
@@ -931,7 +914,7 @@ class BerthSessionService(BaseSessionService):
         chosen: list[_StoredEvent] = []
         read: list[tuple[_StoredPage, bytes]] = []
         page_size = _PAGE if limit is None else min(_PAGE, 2 * limit + 8)
-        with _collector_paused():
+        with berth_calls.collector_paused():
             pages = _pages_backwards(self._client, berth_id, page_size, self._prefetch)
             for page, body in pages:
                 read.append((page, body))
@@ -1012,7 +995,7 @@ class BerthSessionService(BaseSessionService):
             events.next_seq = max(events.next_seq, page.next_seq)
             chosen = events.choose(page.next_seq, limit, after)
             self._events_grown(berth_id, events, before)
-        with _collector_paused():
+        with berth_calls.collector_paused():
             return _made(chosen), page.next_seq
 
     def _keep_read(self, berth_id: str, read: list[tuple[_StoredPage, bytes]], chosen: list[_StoredEvent],
@@ -1134,7 +1117,7 @@ class BerthSessionService(BaseSessionService):
             answer = upcoming()
 
     def _list(self, app_name: str, user_id: str | None) -> ListSessionsResponse:
-        with _collector_paused():
+        with berth_calls.collector_paused():
             return self._listing(app_name, user_id)
 
     def _listing(self, app_name: str, user_id: str | None) -> ListSessionsResponse:

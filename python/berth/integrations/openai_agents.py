@@ -601,8 +601,10 @@ class BerthSession:
         """The latest `limit` live items as (seq, item), oldest first, and the log's end,
         read backwards page by page (pops are markers after their targets, so reading
         backwards meets a pop before the item it removes). Leaves what it read as the
-        binding's view, for the next `get_items`."""
-        found, kept, end, last_key, complete = self._read_back(binding, limit)
+        binding's view, for the next `get_items`. The collector is paused meanwhile: a
+        whole session's items are made and held at once (`calls.collector_paused`)."""
+        with calls.collector_paused():
+            found, kept, end, last_key, complete = self._read_back(binding, limit)
         binding.keep_view(_View(end, last_key, kept, complete))
         return found, end
 
@@ -665,9 +667,10 @@ class BerthSession:
         """The latest `limit` items from `view`, kept again, if the probe shows it still
         describes the log; None when it does not (the view is dropped)."""
         if BerthSession._view_matches(view, probe) and view.covers(limit):
-            texts = view.texts(limit)
-            binding.keep_view(view)
-            return [json.loads(text) for text in texts]
+            with calls.collector_paused():
+                texts = view.texts(limit)
+                binding.keep_view(view)
+                return [json.loads(text) for text in texts]
         return None
 
     @staticmethod

@@ -5,6 +5,7 @@ claims that race across processes, single-writer mode, runs, ids, roles — on a
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import subprocess
 import time
@@ -122,6 +123,27 @@ def test_get_items_reads_backwards_only_as_far_as_it_needs(oai_place: Place) -> 
         everything = run(session.get_items())
         assert everything == items[:2497] and len(reads) == 3  # 3 pages of 1000, backwards
         assert run(session.get_items(0)) == []
+
+
+def test_a_whole_read_runs_with_the_collector_paused(oai_place: Place, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A read of the whole session makes and holds an object or more per item: the cyclic
+    collector is paused for all of it (its collections scanned the items already made
+    again and again, over a quarter of a fresh `get_items()` of 10,000), and on after."""
+    client = oai_place.connect()
+    with BerthSession("paused", client) as session:
+        run(session.add_items([{"role": "user", "content": f"m{index}"} for index in range(30)]))
+    seen: list[bool] = []
+    read_back = BerthSession._read_back
+
+    def watched(self: BerthSession, binding: Any, limit: int | None) -> Any:
+        seen.append(gc.isenabled())
+        return read_back(self, binding, limit)
+
+    monkeypatch.setattr(BerthSession, "_read_back", watched)
+    assert gc.isenabled()
+    with BerthSession("paused", client) as fresh:
+        assert len(run(fresh.get_items())) == 30
+    assert seen == [False] and gc.isenabled()
 
 
 def test_get_items_again_checks_the_newest_events_only(oai_place: Place) -> None:
