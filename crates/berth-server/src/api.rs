@@ -351,28 +351,42 @@ pub async fn read_events(
             (None, Some(before)) => ReadRange::Backward { before },
         };
         let page = call(&state, |s| async move { s.read_types(&principal, &id, range, &types, limit).await }).await?;
-        let page = EventPage { events: wire::events(&page.events), first_seq: page.first_seq, next_seq: page.next_seq };
-        return Ok(json(StatusCode::OK, &page));
+        let (first_seq, next_seq) = (page.first_seq, page.next_seq);
+        return Ok(event_page(&wire::EventPageOf { events: &page.events, first_seq, next_seq }));
     }
-    let page = match (params.from, params.before) {
+    let (events, first_seq) = match (params.from, params.before) {
         // Both: the range [from, before), read forward from `from`.
         (Some(from), Some(before)) => {
             let limit = limit.min(before.saturating_sub(from));
-            let events = call(&state, |s| async move { s.read(&principal, &id, from, Some(limit)).await }).await?;
-            EventPage { next_seq: from + events.len() as u64, first_seq: from, events: wire::events(&events) }
+            (call(&state, |s| async move { s.read(&principal, &id, from, Some(limit)).await }).await?, from)
         }
         (from, None) => {
             let from = from.unwrap_or(0);
-            let events = call(&state, |s| async move { s.read(&principal, &id, from, Some(limit)).await }).await?;
-            EventPage { next_seq: from + events.len() as u64, first_seq: from, events: wire::events(&events) }
+            (call(&state, |s| async move { s.read(&principal, &id, from, Some(limit)).await }).await?, from)
         }
         (None, Some(before)) => {
             let events = call(&state, |s| async move { s.read_before(&principal, &id, before, limit).await }).await?;
             let first_seq = events.first().map_or(if limit == 0 { before } else { 0 }, |event| event.seq.get());
-            EventPage { next_seq: first_seq + events.len() as u64, first_seq, events: wire::events(&events) }
+            (events, first_seq)
         }
     };
-    Ok(json(StatusCode::OK, &page))
+    let next_seq = first_seq + events.len() as u64;
+    Ok(event_page(&wire::EventPageOf { events: &events, first_seq, next_seq }))
+}
+
+/// A page of events as its 200 answer: written from the events themselves, into a
+/// buffer sized for them up front (a page is up to megabytes; grown from empty it was
+/// copied a dozen times over, each time into new, zero-filled memory).
+fn event_page(page: &wire::EventPageOf<'_>) -> Response {
+    let mut body = Vec::with_capacity(page.size_hint());
+    match serde_json::to_writer(&mut body, page) {
+        Ok(()) => (StatusCode::OK, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body)
+            .into_response(),
+        Err(error) => {
+            tracing::error!(%error, "response encoding failed");
+            ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "internal error").into_response()
+        }
+    }
 }
 
 /// The event types of `types=`: 400 when one is not an event type or there are more
@@ -419,7 +433,7 @@ async fn read_events_at(
     }
     let first_seq = events.first().map_or(params.from.unwrap_or(0), |event| event.seq.get());
     let next_seq = events.last().map_or(first_seq, |event| event.seq.get() + 1);
-    Ok(json(StatusCode::OK, &EventPage { events: wire::events(&events), next_seq, first_seq }))
+    Ok(event_page(&wire::EventPageOf { events: &events, next_seq, first_seq }))
 }
 
 /// Appends a batch (durable when answered). `expected_seq` makes a retry idempotent:

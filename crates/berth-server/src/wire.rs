@@ -199,6 +199,72 @@ pub fn events(events: &[Event]) -> Vec<wire::EventBody> {
     events.iter().map(event).collect()
 }
 
+/// A `wire::EventPage` of the store's events, written straight from them: the same
+/// JSON, field for field, as the page of `events(…)` (a test holds them equal), without
+/// first copying every event's data into an `EventBody` — a page of a long session is
+/// megabytes of data, read most often whole (a drop-in's first `get_items`).
+pub struct EventPageOf<'a> {
+    pub events: &'a [Event],
+    pub next_seq: u64,
+    pub first_seq: u64,
+}
+
+impl EventPageOf<'_> {
+    /// About the bytes its JSON takes, for the answer's buffer: each event's data and
+    /// room for its other fields.
+    pub fn size_hint(&self) -> usize {
+        64 + self.events.iter().map(|event| event.data.as_str().len() + 256).sum::<usize>()
+    }
+}
+
+impl serde::Serialize for EventPageOf<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut page = serializer.serialize_struct("EventPage", 3)?;
+        page.serialize_field("events", &EventsOf(self.events))?;
+        page.serialize_field("next_seq", &self.next_seq)?;
+        page.serialize_field("first_seq", &self.first_seq)?;
+        page.end()
+    }
+}
+
+struct EventsOf<'a>(&'a [Event]);
+
+impl serde::Serialize for EventsOf<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.iter().map(EventOf))
+    }
+}
+
+/// One event as `wire::EventBody` writes it (its field names, order and omissions).
+struct EventOf<'a>(&'a Event);
+
+impl serde::Serialize for EventOf<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let event = self.0;
+        let mut body = serializer.serialize_struct("EventBody", 7)?;
+        body.serialize_field("seq", &event.seq)?;
+        body.serialize_field("type", &event.event_type)?;
+        body.serialize_field("time", &event.time)?;
+        match &event.run {
+            Some(run) => body.serialize_field("run", run)?,
+            None => body.skip_field("run")?,
+        }
+        body.serialize_field("data", &event.data)?;
+        if event.ignorable {
+            body.serialize_field("ignorable", &true)?;
+        } else {
+            body.skip_field("ignorable")?;
+        }
+        match &event.idempotency {
+            Some(mark) => body.serialize_field("idempotency_key", mark.key.as_str())?,
+            None => body.skip_field("idempotency_key")?,
+        }
+        body.end()
+    }
+}
+
 pub fn event_from(body: wire::EventBody) -> Event {
     Event {
         seq: body.seq,
@@ -568,5 +634,54 @@ pub fn forget_report(report: &berth_service::ForgetReport) -> wire::ForgetReport
         bytes: report.outcome.bytes,
         audit_seq: report.audit_seq,
         sessions_holding_values: report.sessions_holding_values.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use berth_core::{EventType, IdempotencyKey, IdempotencyMark, JsonText, RunId, Seq, Timestamp};
+
+    fn event(seq: u64, run: bool, ignorable: bool, key: bool, data: &str) -> Event {
+        Event {
+            seq: Seq(seq),
+            event_type: EventType::parse(if ignorable { "app/note" } else { "user/message" }).expect("type"),
+            time: Timestamp(1_796_000_000_000 + seq),
+            run: run.then(|| RunId::parse("01a24075-bbcd-761e-9f6a-3856a84a9273").expect("run")),
+            data: JsonText::parse(data).expect("data"),
+            ignorable,
+            idempotency: key.then(|| {
+                let key = IdempotencyKey::parse("batch-7:x+y/z=").expect("key");
+                Box::new(IdempotencyMark { key, events: Some(3), digest: None })
+            }),
+        }
+    }
+
+    /// A page written from the events is byte for byte the page of their `EventBody`s,
+    /// with every optional field present and absent, and data that must come back exact.
+    #[test]
+    fn a_page_written_from_the_events_is_the_page_of_their_bodies() {
+        let datas = [
+            "null",
+            r#"{"content":"héllo \"quoted\" \u0001 ✓","n":123456789012345678901234567890,"f":1.50}"#,
+            r#"[1,{"a":[]},"x"]"#,
+        ];
+        let mut events = Vec::new();
+        for (index, data) in datas.iter().enumerate() {
+            for flags in 0..8u8 {
+                let seq = (index * 8 + usize::from(flags)) as u64;
+                events.push(event(seq, flags & 1 != 0, flags & 2 != 0, flags & 4 != 0, data));
+            }
+        }
+        for slice in [&events[..0], &events[..1], &events[..]] {
+            let (first_seq, next_seq) = (slice.first().map_or(5, |e| e.seq.get()), 5 + slice.len() as u64);
+            let owned = wire::EventPage { events: super::events(slice), next_seq, first_seq };
+            let borrowed = EventPageOf { events: slice, next_seq, first_seq };
+            let (owned, borrowed) = (serde_json::to_vec(&owned).expect("owned"), serde_json::to_vec(&borrowed).expect("borrowed"));
+            assert_eq!(String::from_utf8(borrowed).expect("utf-8"), String::from_utf8(owned).expect("utf-8"));
+        }
+        // And the hint covers the page (the buffer is not grown while writing).
+        let page = EventPageOf { events: &events, next_seq: 24, first_seq: 0 };
+        assert!(serde_json::to_vec(&page).expect("page").len() <= page.size_hint());
     }
 }
