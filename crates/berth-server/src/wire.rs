@@ -677,7 +677,8 @@ mod tests {
             let (first_seq, next_seq) = (slice.first().map_or(5, |e| e.seq.get()), 5 + slice.len() as u64);
             let owned = wire::EventPage { events: super::events(slice), next_seq, first_seq };
             let borrowed = EventPageOf { events: slice, next_seq, first_seq };
-            let (owned, borrowed) = (serde_json::to_vec(&owned).expect("owned"), serde_json::to_vec(&borrowed).expect("borrowed"));
+            let (owned, borrowed) =
+                (serde_json::to_vec(&owned).expect("owned"), serde_json::to_vec(&borrowed).expect("borrowed"));
             assert_eq!(String::from_utf8(borrowed).expect("utf-8"), String::from_utf8(owned).expect("utf-8"));
         }
         // And the hint covers the page (the buffer is not grown while writing).
