@@ -69,6 +69,50 @@ pub struct Repair {
     pub oldest_open: Option<u64>,
 }
 
+/// Where turns are open in a log as it grows, event by event: `repair`'s reading of
+/// every run as attached, kept up to date by the writer that appends (the service's
+/// cached write handle) from a point where no turn was open — the end a resume left with
+/// nothing open. `oldest_open` is then what `repair` of the log from that point would
+/// say, so a detach that finds none may mark the log's end for the next resume.
+#[derive(Clone, Debug, Default)]
+pub struct OpenTurns {
+    runs: Vec<(Option<RunId>, RunTurnState)>,
+    /// The first event repair could not read (an unknown type, not ignorable): a later
+    /// resume must read it, so nothing may be marked past it.
+    unchecked: Option<u64>,
+}
+
+impl OpenTurns {
+    /// Takes in the next event of the log.
+    pub fn feed(&mut self, event: &Event) {
+        if self.unchecked.is_none() && check_reconstructable(event).is_err() {
+            self.unchecked = Some(event.seq.get());
+        }
+        if !vocab::is_known(event.event_type.as_str()) {
+            return;
+        }
+        let index = match self.runs.iter().position(|(run, _)| *run == event.run) {
+            Some(index) => index,
+            None => {
+                self.runs.push((event.run.clone(), RunTurnState::default()));
+                self.runs.len() - 1
+            }
+        };
+        apply(&mut self.runs[index].1, event);
+        if self.runs[index].1.open_turn.is_none() {
+            // No turn of it is open: nothing it holds can make a closer (a `turn/start`
+            // resets a run's steps and calls), so it is forgotten.
+            self.runs.swap_remove(index);
+        }
+    }
+
+    /// The seq of the oldest open turn's `turn/start`, or of the first event repair could
+    /// not read if that is earlier; none when neither is there.
+    pub fn oldest_open(&self) -> Option<u64> {
+        self.runs.iter().filter_map(|(_, state)| state.open_turn.map(|(_, seq)| seq)).chain(self.unchecked).min()
+    }
+}
+
 /// The closers for the runs `detached` says are gone (the run-less stream is `None`),
 /// from `events` in log order: the part of a log from a point where no turn was open
 /// (its start, or a resume's mark) to its end. The events of the runs still attached
@@ -343,6 +387,39 @@ mod tests {
         assert_eq!(repair_of(&log, &["a", "b", "c"]), (vec![end("b"), end("a"), end("c")], None));
         assert_eq!(repair_of(&log, &[]), (vec![], Some(1)), "nothing detached: nothing closed");
         assert_eq!(repair(&log.0, |_| true).unwrap().closers, interrupted_turn_closers(&log.0).unwrap());
+    }
+
+    /// Fed one event at a time, `OpenTurns` says what `repair` of the log so far says
+    /// with every run attached, at every length of the log.
+    #[test]
+    fn open_turns_fed_event_by_event_agree_with_repair_at_every_length() {
+        let mut log = Log::new();
+        log.push(Some("a"), "user/message", json!({"content": "hi"}))
+            .push(Some("a"), "turn/start", json!({"turn": 0}))
+            .push(Some("b"), "turn/start", json!({"turn": 0}))
+            .push(Some("a"), "step/start", json!({"turn": 0, "step": 0}))
+            .push(Some("a"), "tool/call", json!({"call_id": "c1", "name": "t"}))
+            .push(Some("a"), "tool/result", json!({"call_id": "c1", "content": "ok"}))
+            .push(Some("a"), "turn/end", json!({"turn": 0, "reason": "completed"}))
+            .push(None, "turn/start", json!({"turn": 0}))
+            .push(Some("b"), "turn/end", json!({"turn": 0, "reason": "completed"}))
+            .push(Some("a"), "tool/call", json!({"call_id": "c2", "name": "t"}))
+            .push(None, "turn/end", json!({"turn": 0, "reason": "completed"}))
+            .push(Some("c"), "myapp/x", json!({}))
+            .push(Some("a"), "turn/start", json!({"turn": 1}))
+            .push(Some("a"), "turn/end", json!({"turn": 1, "reason": "completed"}));
+        let mut turns = OpenTurns::default();
+        let mut seen = Vec::new();
+        for (length, event) in log.0.iter().enumerate() {
+            turns.feed(event);
+            let expected = repair(&log.0[..=length], |_| false).unwrap().oldest_open;
+            assert_eq!(turns.oldest_open(), expected, "after {} events", length + 1);
+            seen.push(turns.oldest_open());
+        }
+        assert_eq!(seen[..3], [None, Some(1), Some(1)]);
+        assert_eq!(seen[7..9], [Some(2), Some(7)], "b's turn, then the run-less one");
+        assert_eq!(seen[10], None, "every turn closed");
+        assert_eq!(seen[11..], [Some(11), Some(11), Some(11)], "an unreadable event holds it from then on");
     }
 
     #[test]

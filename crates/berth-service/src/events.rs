@@ -141,6 +141,7 @@ impl SessionService {
             Some(data)
         };
         writer.append(&events).await?;
+        self.turns_appended(&key, &events).await;
         if let Some(data) = &carried {
             self.apply_carried(&key, data, start + events.len() as u64).await?;
         }

@@ -5,6 +5,7 @@
 //! `detach` requires the same run and the same user that attached it (symmetric checks).
 
 use crate::types::{AttachRequest, Attachment, OnBusy, ResumeOutcome};
+use crate::writers::TrackedTurns;
 use crate::{Durability, Principal, SessionService};
 use berth_catalog::{ResumeMark, RunRecord, RunStatus, SessionRecord};
 use berth_core::lifecycle::{self, LifecycleEvent};
@@ -89,7 +90,21 @@ impl SessionService {
             vec![self.draft_ok(principal, "detach", record, details)]
         };
         let key = SessionKey::new(principal.tenant.clone(), id.clone());
-        let detached = self.mutate_audited(principal, id, "detach", expected_revision, detach, &audit);
+        let detached = async {
+            // The log's end, for the next resume to read from, when every turn in it is
+            // closed (followed through this process's appends since its last resume).
+            let mark = self.mark_at_end(&key).await;
+            let detach = |record: &mut SessionRecord, now| {
+                detach(record, now)?;
+                if let Some(mark) = &mark {
+                    // At the log's end: at or past any stored mark the log still holds
+                    // (one past the end is replaced too).
+                    record.resume_mark = mark.clone();
+                }
+                Ok(())
+            };
+            self.mutate_audited(principal, id, "detach", expected_revision, detach, &audit).await
+        };
         let (record, ()) = self.under_append_lock(&key, detached).await?;
         if record.runs.is_empty() {
             // Nobody is writing: release the writer lease so other processes can.
@@ -208,6 +223,14 @@ impl SessionService {
             let (stored, ()) = self.mutate_with(principal, id, "resume", None, Durability::Relaxed, marked).await?;
             attachment.revision = stored.revision;
         }
+        // With no turn left open, this process's appends from here on are followed (for
+        // the mark a detach may leave); else not until a resume finds them all closed.
+        let turns = scan.oldest_open.is_none().then(|| TrackedTurns {
+            open: Default::default(),
+            next_seq: new_next,
+            checkpoint: next_mark.checkpoint,
+        });
+        self.track_turns(&key, turns).await;
         let next_seq = writer.next_seq();
         Ok(ResumeOutcome { attachment, repaired: closers, checkpoint, next_seq })
     }
@@ -249,7 +272,7 @@ impl SessionService {
     }
 }
 
-fn is_checkpoint(event: &Event) -> bool {
+pub(crate) fn is_checkpoint(event: &Event) -> bool {
     event.event_type.as_str() == CHECKPOINT
 }
 

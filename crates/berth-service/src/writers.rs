@@ -4,6 +4,7 @@
 //! key ledgers of the cached handles, and shutdown.
 
 use super::*;
+use berth_catalog::ResumeMark;
 
 /// Write handles a service keeps open by default. Each holds the session's writer lease
 /// and, on the embedded backend, three file descriptors: 256 stay well inside the usual
@@ -29,6 +30,21 @@ pub(crate) struct CachedWriter {
     /// The keyed batches the catalog's index does not hold yet (`idempotency.rs`); built
     /// by the first append through the handle, outside the cache's lock.
     pub(crate) ledger: Option<idempotency::KeyLedger>,
+    /// Where turns are open in the log, followed through the handle's appends since a
+    /// resume that left none open (`runs.rs`): a detach that finds none open marks the
+    /// log's end for the next resume.
+    pub(crate) turns: Option<TrackedTurns>,
+}
+
+/// `CachedWriter::turns`.
+pub(crate) struct TrackedTurns {
+    pub(crate) open: berth_core::repair::OpenTurns,
+    /// The handle's next seq after the last event taken in. The tracking speaks for the
+    /// log only while this is still the handle's next seq: an event appended any other
+    /// way through the handle ends it.
+    pub(crate) next_seq: u64,
+    /// The seq of the log's latest checkpoint.
+    pub(crate) checkpoint: Option<u64>,
 }
 
 impl WriterCache {
@@ -44,7 +60,8 @@ impl WriterCache {
 
     pub(crate) fn insert(&mut self, key: SessionKey, handle: SessionHandle, now: Timestamp) {
         self.uses += 1;
-        self.handles.insert(key, CachedWriter { handle, last_used: now, last_use: self.uses, ledger: None });
+        self.handles
+            .insert(key, CachedWriter { handle, last_used: now, last_use: self.uses, ledger: None, turns: None });
     }
 
     /// Keys not used for at least `idle` before `now`.
@@ -74,6 +91,57 @@ impl SessionService {
     /// The next seq of this process's cached write handle for `key`, if it holds one.
     pub(crate) async fn cached_next_seq(&self, key: &SessionKey) -> Option<u64> {
         self.writers.lock().await.handles.get(key).map(|cached| cached.handle.next_seq())
+    }
+
+    /// Starts (or, with `None`, ends) following the turns of `key`'s log through its
+    /// cached write handle. The caller holds the session's append lock.
+    pub(crate) async fn track_turns(&self, key: &SessionKey, turns: Option<TrackedTurns>) {
+        if let Some(cached) = self.writers.lock().await.handles.get_mut(key) {
+            cached.turns = turns;
+        }
+    }
+
+    /// Takes `events`, just appended through `key`'s cached write handle, into its
+    /// followed turns; ends the following if they do not continue what it has seen.
+    pub(crate) async fn turns_appended(&self, key: &SessionKey, events: &[Event]) {
+        let mut writers = self.writers.lock().await;
+        let Some(cached) = writers.handles.get_mut(key) else { return };
+        let Some(turns) = cached.turns.as_mut() else { return };
+        if events.first().is_none_or(|event| event.seq.get() != turns.next_seq) {
+            cached.turns = None;
+            return;
+        }
+        for event in events {
+            turns.open.feed(event);
+            if runs::is_checkpoint(event) {
+                turns.checkpoint = Some(event.seq.get());
+            }
+        }
+        turns.next_seq += events.len() as u64;
+    }
+
+    /// The mark a detach may leave (the caller holds the append lock): the log's end,
+    /// when the turns followed through the cached handle are all closed and the handle
+    /// has appended nothing they did not see.
+    pub(crate) async fn mark_at_end(&self, key: &SessionKey) -> Option<ResumeMark> {
+        let (handle, next_seq, checkpoint) = {
+            let writers = self.writers.lock().await;
+            let cached = writers.handles.get(key)?;
+            let turns = cached.turns.as_ref()?;
+            if turns.next_seq == 0 || turns.next_seq != cached.handle.next_seq() || turns.open.oldest_open().is_some() {
+                return None;
+            }
+            (cached.handle.clone(), turns.next_seq, turns.checkpoint)
+        };
+        // The event before the mark, to fingerprint (`ResumeMark::last`).
+        let last = match handle.read(next_seq - 1, Some(1)).await {
+            Ok(events) => events.into_iter().next().filter(|event| event.seq.get() == next_seq - 1)?,
+            Err(error) => {
+                tracing::warn!(session = %key, %error, "reading the log's last event for a resume mark failed");
+                return None;
+            }
+        };
+        Some(ResumeMark { from: next_seq, checkpoint, last: Some(ResumeMark::fingerprint(&last)) })
     }
 
     pub(crate) fn append_lock(&self, key: &SessionKey) -> Arc<tokio::sync::Mutex<()>> {

@@ -344,6 +344,7 @@ macro_rules! service_conformance {
                 parallel_resume_repairs_each_detached_run_separately,
                 resume_of_a_balanced_log_repairs_nothing,
                 resume_reads_from_the_mark_the_last_resume_left,
+                a_detach_with_every_turn_closed_marks_the_log_end,
             ],
             events: [
                 append_retry_is_idempotent_and_conflicts_are_seq_conflict,

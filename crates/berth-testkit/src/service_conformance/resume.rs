@@ -386,3 +386,85 @@ pub async fn resume_reads_from_the_mark_the_last_resume_left(b: &dyn ServiceBack
     assert_eq!(mark(&service, "marked").await, mark_at(&log, 19, Some(18)));
     assert_eq!(audited(&service, TENANT_A, "repair").await.len(), 2, "the two repairs, audited");
 }
+
+async fn detach(service: &SessionService, id: &str, run_id: &str) {
+    service
+        .detach(&owner(), &sid(id), &run(run_id), "done", None)
+        .await
+        .unwrap_or_else(|error| panic!("detach {run_id} from {id}: {error}"));
+}
+
+/// R-S6: a detach that finds every turn in the log closed leaves the mark at the log's
+/// end, so the next resume reads nothing the writer appended (a fresh reader after a
+/// long writer read the whole log). It knows only from this process's appends since its
+/// last resume that left nothing open: a turn left open (by the detaching run or another
+/// still attached), an append made without such a resume (a plain attach, or after a
+/// restart), keeps the mark where it was, and the next resume finds the turn.
+pub async fn a_detach_with_every_turn_closed_marks_the_log_end(b: &dyn ServiceBackend) {
+    let service = b.service();
+    let clock = b.clock();
+    create(&service, &owner(), "ended", serial(DAY_MS, RUN_LEASE_TTL_MS)).await;
+    resume(&service, "ended", "r0", OnBusy::Reject).await;
+    let mut events = balanced_turn(0, "hello");
+    events.push(event("checkpoint", json!({"state": {"n": 1}})));
+    events.push(user_message("more"));
+    append(&service, &owner(), "ended", Some("r0"), events).await;
+    append(&service, &owner(), "ended", Some("r0"), balanced_turn(1, "again")).await;
+    detach(&service, "ended", "r0").await;
+    let log = stored_log(&service, TENANT_A, "ended").await.unwrap();
+    assert_eq!(log.len(), 14);
+    assert_eq!(mark(&service, "ended").await, mark_at(&log, 14, Some(6)), "the end, the checkpoint before it");
+
+    // The next resume reads from there; its run opens a turn and detaches with it open:
+    // the mark stays, and the resume after finds the turn and closes it.
+    let next = resume(&service, "ended", "r1", OnBusy::Reject).await;
+    assert!(next.repaired.is_empty());
+    assert_eq!(next.checkpoint.as_ref(), Some(&log[6]), "read by its seq");
+    append(&service, &owner(), "ended", Some("r1"), vec![event("turn/start", json!({"turn": 2})), user_message("x")])
+        .await;
+    detach(&service, "ended", "r1").await;
+    assert_eq!(mark(&service, "ended").await, mark_at(&log, 14, Some(6)), "not past the open turn");
+    let closing = resume(&service, "ended", "r2", OnBusy::Reject).await;
+    let types: Vec<_> = closing.repaired.iter().map(|closer| closer.event_type.to_string()).collect();
+    assert_eq!(types, ["turn/end"], "{:#?}", closing.repaired);
+    let log = stored_log(&service, TENANT_A, "ended").await.unwrap();
+    assert_eq!(mark(&service, "ended").await, mark_at(&log, 17, Some(6)));
+
+    // Appends the resume did not see through this process (a restart in between) leave
+    // the mark alone, even with every turn closed.
+    append(&service, &owner(), "ended", Some("r2"), balanced_turn(3, "before")).await;
+    drop(service);
+    b.restart().await;
+    let service = b.service();
+    append(&service, &owner(), "ended", Some("r2"), balanced_turn(4, "after")).await;
+    detach(&service, "ended", "r2").await;
+    assert_eq!(mark(&service, "ended").await, mark_at(&log, 17, Some(6)), "not followed since the restart");
+    // A plain attach is not followed either.
+    attach(&service, &owner(), "ended", "r3").await;
+    append(&service, &owner(), "ended", Some("r3"), vec![user_message("plain")]).await;
+    detach(&service, "ended", "r3").await;
+    assert_eq!(mark(&service, "ended").await, mark_at(&log, 17, Some(6)), "attached, not resumed");
+    let later = resume(&service, "ended", "r4", OnBusy::Reject).await;
+    assert!(later.repaired.is_empty());
+    let log = stored_log(&service, TENANT_A, "ended").await.unwrap();
+    assert_eq!(log.len(), 30);
+    assert_eq!(mark(&service, "ended").await, mark_at(&log, 30, Some(6)), "the resume's own mark");
+
+    // Parallel runs: a run still attached with its turn open holds the mark back when
+    // another detaches; once its turn is closed, the last detach marks the end.
+    create(&service, &owner(), "shared", parallel(4, DAY_MS, RUN_LEASE_TTL_MS)).await;
+    resume(&service, "shared", "a", OnBusy::Reject).await;
+    attach(&service, &owner(), "shared", "b").await;
+    append(&service, &owner(), "shared", Some("a"), vec![event("turn/start", json!({"turn": 0}))]).await;
+    append(&service, &owner(), "shared", Some("b"), balanced_turn(0, "b's")).await;
+    detach(&service, "shared", "b").await;
+    assert_eq!(mark(&service, "shared").await, ResumeMark::default(), "a's turn is open");
+    append(&service, &owner(), "shared", Some("a"), vec![event("turn/end", json!({"turn": 0, "reason": "completed"}))])
+        .await;
+    detach(&service, "shared", "a").await;
+    let shared = stored_log(&service, TENANT_A, "shared").await.unwrap();
+    assert_eq!(mark(&service, "shared").await, mark_at(&shared, 8, None));
+    clock.advance_ms(1);
+    let after = resume(&service, "shared", "c", OnBusy::Reject).await;
+    assert!(after.repaired.is_empty() && after.checkpoint.is_none());
+}
