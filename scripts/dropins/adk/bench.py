@@ -55,7 +55,8 @@ from google.adk.sessions.session import Session  # noqa: E402
 from google.adk.sessions.sqlite_session_service import SqliteSessionService  # noqa: E402
 from google.genai import types  # noqa: E402
 
-from berth.integrations.adk import BerthSessionService, _collector_paused  # noqa: E402
+from berth._calls import collector_paused  # noqa: E402
+from berth.integrations.adk import BerthSessionService  # noqa: E402
 
 APP = "bench"
 LONG = "long"
@@ -72,13 +73,13 @@ def event(n: int) -> Event:
 def held_ms(build: Callable[[], list[Any]]) -> float:
     """The time of `build()` making objects that are all alive when it returns, as a
     service's answer holds them, built the cheapest way a service can: with the cyclic
-    collector paused meanwhile (`_collector_paused`, as berth's own read pauses it), then
+    collector paused meanwhile (`berth._calls.collector_paused`, as berth's own read pauses it), then
     its one pass over the new objects (a generation-0 collection, which the first
     allocation after the pause would run anyway), timed too. With the collector running
     throughout, its collections of the growing heap cost more; without the pass, the
     cost is only moved to whatever allocates next."""
     started = time.perf_counter()
-    with _collector_paused():
+    with collector_paused():
         held = build()
     gc.collect(0)
     taken = (time.perf_counter() - started) * 1000
