@@ -91,13 +91,7 @@ impl OpenTurns {
         if !vocab::is_known(event.event_type.as_str()) {
             return;
         }
-        let index = match self.runs.iter().position(|(run, _)| *run == event.run) {
-            Some(index) => index,
-            None => {
-                self.runs.push((event.run.clone(), RunTurnState::default()));
-                self.runs.len() - 1
-            }
-        };
+        let index = run_index(&mut self.runs, &event.run);
         apply(&mut self.runs[index].1, event);
         if self.runs[index].1.open_turn.is_none() {
             // No turn of it is open: nothing it holds can make a closer (a `turn/start`
@@ -140,13 +134,7 @@ pub fn repair<'a>(
         if !vocab::is_known(event.event_type.as_str()) {
             continue; // ignorable unknown type, or an attached run's (not checked)
         }
-        let index = match runs.iter().position(|(run, _)| *run == event.run) {
-            Some(index) => index,
-            None => {
-                runs.push((event.run.clone(), RunTurnState::default()));
-                runs.len() - 1
-            }
-        };
+        let index = run_index(&mut runs, &event.run);
         apply(&mut runs[index].1, event);
     }
     let open_turn_of = |run: &Option<RunId>, state: &RunTurnState| {
@@ -269,6 +257,17 @@ impl Read {
             step: field_u64(data, "step"),
             call_id: field_str(data, "call_id").map(str::to_owned),
             tool_call_ids: calls.iter().filter_map(|call| field_str(call, "call_id")).map(str::to_owned).collect(),
+        }
+    }
+}
+
+/// Where `run`'s state is in `runs` (runs in order of first appearance), added if new.
+fn run_index(runs: &mut Vec<(Option<RunId>, RunTurnState)>, run: &Option<RunId>) -> usize {
+    match runs.iter().position(|(known, _)| known == run) {
+        Some(index) => index,
+        None => {
+            runs.push((run.clone(), RunTurnState::default()));
+            runs.len() - 1
         }
     }
 }

@@ -130,8 +130,15 @@ fn page_size(limit: u64) -> ApiResult<u64> {
 }
 
 pub(crate) fn json<T: Serialize>(status: StatusCode, value: &T) -> Response {
-    match serde_json::to_vec(value) {
-        Ok(body) => {
+    json_sized(status, value, 128)
+}
+
+/// `json` into a buffer of `capacity` bytes to start with (a body whose size is known
+/// roughly is not grown, and copied, from empty).
+fn json_sized<T: Serialize>(status: StatusCode, value: &T, capacity: usize) -> Response {
+    let mut body = Vec::with_capacity(capacity);
+    match serde_json::to_writer(&mut body, value) {
+        Ok(()) => {
             (status, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body).into_response()
         }
         Err(error) => {
@@ -378,15 +385,7 @@ pub async fn read_events(
 /// buffer sized for them up front (a page is up to megabytes; grown from empty it was
 /// copied a dozen times over, each time into new, zero-filled memory).
 fn event_page(page: &wire::EventPageOf<'_>) -> Response {
-    let mut body = Vec::with_capacity(page.size_hint());
-    match serde_json::to_writer(&mut body, page) {
-        Ok(()) => (StatusCode::OK, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body)
-            .into_response(),
-        Err(error) => {
-            tracing::error!(%error, "response encoding failed");
-            ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "internal error").into_response()
-        }
-    }
+    json_sized(StatusCode::OK, page, page.size_hint())
 }
 
 /// The event types of `types=`: 400 when one is not an event type or there are more

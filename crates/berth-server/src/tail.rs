@@ -175,7 +175,7 @@ impl Tail {
                     SseEvent::default()
                         .id(event.seq.to_string())
                         .event("event")
-                        .data(serde_json::to_string(&crate::wire::event(&event)).unwrap_or_default()),
+                        .data(serde_json::to_string(&crate::wire::EventOf(&event)).unwrap_or_default()),
                 );
             }
             if !self.more {

@@ -183,6 +183,8 @@ pub fn close_policy(policy: ClosePolicy) -> wire::ClosePolicy {
 
 // ----- events --------------------------------------------------------------------------
 
+/// An event as its wire body, owned (inside other bodies: a resume's outcome). `EventOf`
+/// writes the same JSON without the copy.
 pub fn event(event: &Event) -> wire::EventBody {
     wire::EventBody {
         seq: event.seq,
@@ -195,14 +197,11 @@ pub fn event(event: &Event) -> wire::EventBody {
     }
 }
 
-pub fn events(events: &[Event]) -> Vec<wire::EventBody> {
-    events.iter().map(event).collect()
-}
-
-/// A `wire::EventPage` of the store's events, written straight from them: the same
-/// JSON, field for field, as the page of `events(…)` (a test holds them equal), without
-/// first copying every event's data into an `EventBody` — a page of a long session is
-/// megabytes of data, read most often whole (a drop-in's first `get_items`).
+/// A `wire::EventPage` of the store's events, written straight from them (`EventOf`
+/// each): the same JSON, field for field, as the `EventPage` of their `EventBody`s (a
+/// test holds them equal), without first copying every event's data — a page of a
+/// long session is megabytes of data, read most often whole (a drop-in's first
+/// `get_items`).
 pub struct EventPageOf<'a> {
     pub events: &'a [Event],
     pub next_seq: u64,
@@ -236,8 +235,9 @@ impl serde::Serialize for EventsOf<'_> {
     }
 }
 
-/// One event as `wire::EventBody` writes it (its field names, order and omissions).
-struct EventOf<'a>(&'a Event);
+/// An event as its wire body, `wire::EventBody`, writes it (its field names, order and
+/// omissions), borrowed: what a page, the live tail and `berth … --json` send.
+pub struct EventOf<'a>(pub &'a Event);
 
 impl serde::Serialize for EventOf<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
@@ -675,7 +675,7 @@ mod tests {
         }
         for slice in [&events[..0], &events[..1], &events[..]] {
             let (first_seq, next_seq) = (slice.first().map_or(5, |e| e.seq.get()), 5 + slice.len() as u64);
-            let owned = wire::EventPage { events: super::events(slice), next_seq, first_seq };
+            let owned = wire::EventPage { events: slice.iter().map(super::event).collect(), next_seq, first_seq };
             let borrowed = EventPageOf { events: slice, next_seq, first_seq };
             let (owned, borrowed) =
                 (serde_json::to_vec(&owned).expect("owned"), serde_json::to_vec(&borrowed).expect("borrowed"));

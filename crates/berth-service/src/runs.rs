@@ -77,14 +77,6 @@ impl SessionService {
         expected_revision: Option<Revision>,
     ) -> Result<SessionRecord> {
         validate_outcome(outcome)?;
-        let detach = |record: &mut SessionRecord, now| {
-            let index = find_own_run(record, principal, run_id)?;
-            let next = lifecycle::transition(record.lifecycle(), LifecycleEvent::Detached, now)?;
-            record.runs.remove(index);
-            record.status = next.status;
-            record.last_activity = now;
-            Ok(())
-        };
         let audit = |record: &SessionRecord, _: &()| {
             let details = serde_json::json!({"run": run_id, "status": "detached", "outcome": outcome});
             vec![self.draft_ok(principal, "detach", record, details)]
@@ -95,7 +87,11 @@ impl SessionService {
             // closed (followed through this process's appends since its last resume).
             let mark = self.mark_at_end(&key).await;
             let detach = |record: &mut SessionRecord, now| {
-                detach(record, now)?;
+                let index = find_own_run(record, principal, run_id)?;
+                let next = lifecycle::transition(record.lifecycle(), LifecycleEvent::Detached, now)?;
+                record.runs.remove(index);
+                record.status = next.status;
+                record.last_activity = now;
                 if let Some(mark) = &mark {
                     // At the log's end: at or past any stored mark the log still holds
                     // (one past the end is replaced too).
@@ -225,9 +221,10 @@ impl SessionService {
         }
         // With no turn left open, this process's appends from here on are followed (for
         // the mark a detach may leave); else not until a resume finds them all closed.
+        // (`before_from` is then the log's last event: the mark is at its end.)
         let turns = scan.oldest_open.is_none().then(|| TrackedTurns {
             open: Default::default(),
-            next_seq: new_next,
+            last: before_from.cloned(),
             checkpoint: next_mark.checkpoint,
         });
         self.track_turns(&key, turns).await;

@@ -39,12 +39,20 @@ pub(crate) struct CachedWriter {
 /// `CachedWriter::turns`.
 pub(crate) struct TrackedTurns {
     pub(crate) open: berth_core::repair::OpenTurns,
-    /// The handle's next seq after the last event taken in. The tracking speaks for the
-    /// log only while this is still the handle's next seq: an event appended any other
-    /// way through the handle ends it.
-    pub(crate) next_seq: u64,
+    /// The log's last event as the following last saw it (none: the log was empty). The
+    /// following speaks for the log only while the handle's next seq is the one after
+    /// it: an event appended any other way through the handle ends it. Also what a
+    /// mark at the end fingerprints (`ResumeMark::last`).
+    pub(crate) last: Option<Event>,
     /// The seq of the log's latest checkpoint.
     pub(crate) checkpoint: Option<u64>,
+}
+
+impl TrackedTurns {
+    /// The seq after the last event the following saw.
+    fn next_seq(&self) -> u64 {
+        self.last.as_ref().map_or(0, |event| event.seq.get() + 1)
+    }
 }
 
 impl WriterCache {
@@ -107,7 +115,8 @@ impl SessionService {
         let mut writers = self.writers.lock().await;
         let Some(cached) = writers.handles.get_mut(key) else { return };
         let Some(turns) = cached.turns.as_mut() else { return };
-        if events.first().is_none_or(|event| event.seq.get() != turns.next_seq) {
+        let Some(appended) = events.last() else { return };
+        if events[0].seq.get() != turns.next_seq() {
             cached.turns = None;
             return;
         }
@@ -117,31 +126,22 @@ impl SessionService {
                 turns.checkpoint = Some(event.seq.get());
             }
         }
-        turns.next_seq += events.len() as u64;
+        turns.last = Some(appended.clone());
     }
 
     /// The mark a detach may leave (the caller holds the append lock): the log's end,
     /// when the turns followed through the cached handle are all closed and the handle
     /// has appended nothing they did not see.
     pub(crate) async fn mark_at_end(&self, key: &SessionKey) -> Option<ResumeMark> {
-        let (handle, next_seq, checkpoint) = {
-            let writers = self.writers.lock().await;
-            let cached = writers.handles.get(key)?;
-            let turns = cached.turns.as_ref()?;
-            if turns.next_seq == 0 || turns.next_seq != cached.handle.next_seq() || turns.open.oldest_open().is_some() {
-                return None;
-            }
-            (cached.handle.clone(), turns.next_seq, turns.checkpoint)
-        };
-        // The event before the mark, to fingerprint (`ResumeMark::last`).
-        let last = match handle.read(next_seq - 1, Some(1)).await {
-            Ok(events) => events.into_iter().next().filter(|event| event.seq.get() == next_seq - 1)?,
-            Err(error) => {
-                tracing::warn!(session = %key, %error, "reading the log's last event for a resume mark failed");
-                return None;
-            }
-        };
-        Some(ResumeMark { from: next_seq, checkpoint, last: Some(ResumeMark::fingerprint(&last)) })
+        let writers = self.writers.lock().await;
+        let cached = writers.handles.get(key)?;
+        let turns = cached.turns.as_ref()?;
+        let last = turns.last.as_ref()?;
+        if turns.next_seq() != cached.handle.next_seq() || turns.open.oldest_open().is_some() {
+            return None;
+        }
+        let last = Some(ResumeMark::fingerprint(last));
+        Some(ResumeMark { from: turns.next_seq(), checkpoint: turns.checkpoint, last })
     }
 
     pub(crate) fn append_lock(&self, key: &SessionKey) -> Arc<tokio::sync::Mutex<()>> {

@@ -34,7 +34,7 @@ const TAIL_POLL_INTERVAL: std::time::Duration = std::time::Duration::from_millis
 pub fn print_events(events: &[Event], json: bool) -> Result<()> {
     events.iter().try_for_each(|event| {
         if json {
-            let body = serde_json::to_string(&berth_server::wire::event(event))
+            let body = serde_json::to_string(&berth_server::wire::EventOf(event))
                 .map_err(|error| berth_core::Error::invalid("output", error.to_string()))?;
             print_line(body)
         } else {
