@@ -355,6 +355,33 @@ def _decode_index_page(answer: Any) -> _IndexPage:
     return _IndexPage.model_validate_json(answer.body)
 
 
+_CURSOR_KEY = b'"next_cursor":'
+
+
+def _page_cursor(body: bytes) -> Optional[str]:
+    """A memory search page's `next_cursor`, read from the page's end when it is there:
+    the store writes it last (`MemoryPageBody`), and outside a string the bytes
+    `"next_cursor":` are a key (inside one, a quote is escaped). The last such key is
+    the page's own when what follows it is a string and the page's closing brace, and
+    nothing more (a key of an item's value would be followed by more closings). Any other
+    shape is parsed whole (`_PageCursor`), as every page was before: a whole parse of a
+    1,000-item page took 0.7 ms, the listing's 10 pages 7 ms."""
+    at = body.rfind(_CURSOR_KEY)
+    if at != -1:
+        try:
+            tail = json.loads(b"{" + body[at:])
+        except ValueError:
+            tail = None
+        if isinstance(tail, dict) and isinstance(tail.get("next_cursor"), str):
+            return tail["next_cursor"]
+    return _PageCursor.model_validate_json(body).next_cursor
+
+
+#: `list_sessions`'s `Session`s, validated in one call: 10,000 took 31 ms this way and
+#: 42 ms as one `Session(...)` each (2026-12-04, `/work/scratch`, the same rows).
+_SESSIONS = pydantic.TypeAdapter(list[Session])
+
+
 # The types of the berth events that present an ADK event (`berth_events_for`) or a
 # repair of one (a `tool/result`): a read asks for these only, so the bookkeeping (turn
 # markers, the carried writes of `session/memory`) never leaves the store.
@@ -371,13 +398,32 @@ def _fetch_page(client: berth.Client, berth_id: str, before: int | None, limit: 
     return client._execute(dataclasses.replace(read, decode=lambda answer: answer))
 
 
+#: How long `_ahead` lets its fetch start before the caller goes on regardless.
+_AHEAD_START_WAIT_S = 0.005
+
+
 def _ahead(prefetch: ThreadPoolExecutor, fetch: Callable[..., Any], *args: Any) -> Callable[[], Any]:
     """`fetch(*args)` started on `prefetch`; its answer (or error) when called. Once the
-    service is closed (its pool shut down), the fetch runs when its answer is wanted."""
+    service is closed (its pool shut down), the fetch runs when its answer is wanted.
+
+    The caller waits until the fetch has begun (up to `_AHEAD_START_WAIT_S`). It goes on
+    to decode a page, one long call into pydantic that holds the GIL throughout, and a
+    fetch that had not yet reached the store (the native call, or the socket) waited for
+    all of it: the two ran one after the other. Waiting on the event gives the worker the
+    GIL, which it keeps until its request lets it go. A listing of 10,000 sessions (11
+    pages, embedded) waited 31 ms for its pages this way; with the fetch let start, 5 ms
+    (2026-12-04, `/work/scratch`)."""
+    started = threading.Event()
+
+    def begun() -> Any:
+        started.set()
+        return fetch(*args)
+
     try:
-        future = prefetch.submit(fetch, *args)
+        future = prefetch.submit(begun)
     except RuntimeError:
         return lambda: fetch(*args)
+    started.wait(_AHEAD_START_WAIT_S)
     return future.result
 
 
@@ -1108,7 +1154,7 @@ class BerthSessionService(BaseSessionService):
         entries: list[_IndexEntry] = []
         answer = fetch(None)
         while True:
-            cursor = _PageCursor.model_validate_json(answer.body).next_cursor
+            cursor = _page_cursor(answer.body)
             upcoming = _ahead(self._prefetch, fetch, cursor) if cursor else None
             page = _decode_index_page(answer)
             entries.extend(item.value for item in page.items if isinstance(item.value, _IndexEntry))
@@ -1129,12 +1175,13 @@ class BerthSessionService(BaseSessionService):
         for uid in sorted({entry.user for entry in entries}):
             shared[uid] = {**app_state, **{State.USER_PREFIX + key: value for key, value in
                                            self._scope_state(user_state_namespace(app_name, uid)).items()}}
-        sessions = []
+        rows = []
         for entry in entries:
             state = entry.state if entry.state is not None else {}  # fresh from this decode: ours
             state.update(shared[entry.user])
-            sessions.append(Session(app_name=app_name, user_id=entry.user, id=entry.id, state=state,
-                                    last_update_time=entry.last_update_time))
+            rows.append({"app_name": app_name, "user_id": entry.user, "id": entry.id, "state": state,
+                         "last_update_time": entry.last_update_time})
+        sessions = _SESSIONS.validate_python(rows)
         sessions.sort(key=_LISTING_ORDER)
         return ListSessionsResponse(sessions=sessions)
 
