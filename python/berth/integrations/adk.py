@@ -92,6 +92,7 @@ from google.genai import types
 
 import berth
 from berth import _calls as berth_calls
+from berth.integrations._ahead import ahead
 
 #: The label of every session this service creates.
 LABEL = "adk"
@@ -398,35 +399,6 @@ def _fetch_page(client: berth.Client, berth_id: str, before: int | None, limit: 
     return client._execute(dataclasses.replace(read, decode=lambda answer: answer))
 
 
-#: How long `_ahead` lets its fetch start before the caller goes on regardless.
-_AHEAD_START_WAIT_S = 0.005
-
-
-def _ahead(prefetch: ThreadPoolExecutor, fetch: Callable[..., Any], *args: Any) -> Callable[[], Any]:
-    """`fetch(*args)` started on `prefetch`; its answer (or error) when called. Once the
-    service is closed (its pool shut down), the fetch runs when its answer is wanted.
-
-    The caller waits until the fetch has begun (up to `_AHEAD_START_WAIT_S`). It goes on
-    to decode a page, one long call into pydantic that holds the GIL throughout, and a
-    fetch that had not yet reached the store (the native call, or the socket) waited for
-    all of it: the two ran one after the other. Waiting on the event gives the worker the
-    GIL, which it keeps until its request lets it go. A listing of 10,000 sessions (11
-    pages, embedded) waited 31 ms for its pages this way; with the fetch let start, 5 ms
-    (2026-12-04, `/work/scratch`)."""
-    started = threading.Event()
-
-    def begun() -> Any:
-        started.set()
-        return fetch(*args)
-
-    try:
-        future = prefetch.submit(begun)
-    except RuntimeError:
-        return lambda: fetch(*args)
-    started.wait(_AHEAD_START_WAIT_S)
-    return future.result
-
-
 def _pages_backwards(client: berth.Client, berth_id: str, first_size: int,
                      prefetch: ThreadPoolExecutor) -> Iterator[tuple[_StoredPage, bytes]]:
     """The log's pages from its end backwards, of the presented types only: first the
@@ -444,7 +416,7 @@ def _pages_backwards(client: berth.Client, berth_id: str, first_size: int,
     while True:
         next_size = min(_PAGE, size * 2)
         start = max(0, first_seq - next_size)
-        upcoming = _ahead(prefetch, _fetch_page, client, berth_id, first_seq, next_size, start) if first_seq > 0 else None
+        upcoming = ahead(prefetch, _fetch_page, client, berth_id, first_seq, next_size, start) if first_seq > 0 else None
         page = _decode_stored_page(answer)
         if predicted is not None and (page.first_seq, page.next_seq) != (predicted, predicted + size):
             raise ReadOutOfStep(f"a backward read of {berth_id} answered seqs [{page.first_seq}, {page.next_seq}), "
@@ -1155,7 +1127,7 @@ class BerthSessionService(BaseSessionService):
         answer = fetch(None)
         while True:
             cursor = _page_cursor(answer.body)
-            upcoming = _ahead(self._prefetch, fetch, cursor) if cursor else None
+            upcoming = ahead(self._prefetch, fetch, cursor) if cursor else None
             page = _decode_index_page(answer)
             entries.extend(item.value for item in page.items if isinstance(item.value, _IndexEntry))
             if upcoming is None:

@@ -49,6 +49,7 @@ import asyncio
 import base64
 import binascii
 import contextvars
+import dataclasses
 import functools
 import hashlib
 import json
@@ -67,6 +68,8 @@ from agents.memory.session_settings import SessionSettings, coerce_session_setti
 
 import berth
 from berth import _calls as calls
+from berth.integrations._ahead import ahead
+from berth.integrations._ahead import pool as read_ahead_pool
 
 #: The label every session made by `BerthSession` carries (listings filter on it).
 LABEL = "openai-agents"
@@ -289,12 +292,15 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
-def _read_before_raw(client: berth.Client, session_id: str, before: int, limit: int) -> tuple[berth.EventPage, bytes]:
-    """`client.read_before`, with the answer's raw bytes too (what `_View` keeps)."""
+def _fetch_before(client: berth.Client, session_id: str, before: int, limit: int) -> calls.Answer:
+    """`client.read_before`'s answer, not decoded yet (`_decode_before`): its raw bytes
+    are what `_View` keeps."""
     call = calls.read(session_id, before=before, limit=limit)
-    decode = call.decode
-    call.decode = lambda answer: (decode(answer), answer.body)  # type: ignore[assignment,return-value]
-    return client._execute(call)  # type: ignore[return-value]
+    return client._execute(dataclasses.replace(call, decode=lambda answer: answer))  # type: ignore[return-value]
+
+
+#: How a backward read's answer is decoded (`calls.read`'s own decoding).
+_decode_before = calls.read("-", before=0).decode
 
 
 class _Binding:
@@ -624,8 +630,22 @@ class BerthSession:
         end: int | None = None
         last_key: str | None = None
         client = binding.client
+        answer = _fetch_before(client, self.berth_id, before, page_size)
         while True:
-            page, body = _read_before_raw(client, self.berth_id, before, page_size)
+            # A whole read fetches the page before this one on a worker thread while this
+            # thread decodes and walks this one. Its end is this page's first seq: known
+            # now after the first page (seqs are contiguous, so a read of `page_size`
+            # before `before` starts at `before - page_size`), once decoded for the first.
+            # A prediction the page does not bear out is dropped and the page read again.
+            next_size = min(1000, page_size * 2)
+            predicted = None if before == berth.SEQ_END else max(0, before - page_size)
+            upcoming = None
+            if limit is None and predicted:
+                upcoming = (predicted, ahead(read_ahead_pool(), _fetch_before, client, self.berth_id, predicted, next_size))
+            page, body = _decode_before(answer), answer.body
+            if limit is None and predicted is None and page.first_seq > 0:
+                upcoming = (page.first_seq,
+                            ahead(read_ahead_pool(), _fetch_before, client, self.berth_id, page.first_seq, next_size))
             if end is None:
                 end = page.next_seq
                 last_key = page.events[-1].idempotency_key if page.events else None
@@ -656,7 +676,11 @@ class BerthSession:
                 kept.reverse()
                 return found, kept, end, last_key, True
             before = page.first_seq
-            page_size = min(1000, page_size * 2)
+            page_size = next_size
+            if upcoming is not None and upcoming[0] == before:
+                answer = upcoming[1]()
+            else:
+                answer = _fetch_before(client, self.berth_id, before, page_size)
 
     def _probe(self) -> calls.Call[berth.EventPage]:
         """The read a kept view is checked with: the log's newest `PROBE_EVENTS` events."""

@@ -125,6 +125,41 @@ def test_get_items_reads_backwards_only_as_far_as_it_needs(oai_place: Place) -> 
         assert run(session.get_items(0)) == []
 
 
+def test_a_whole_read_fetches_ahead_and_rereads_a_page_it_mispredicted(
+    oai_place: Place, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A whole read fetches each page before the one it decodes, its bounds predicted
+    from contiguous seqs; a page that answers other bounds (here: one read answered 7
+    events short) is followed by a read from where it really starts, and the prefetched
+    page, for the predicted bounds, is not used. The items are the same either way."""
+    from berth.integrations import openai_agents
+
+    client = oai_place.connect()
+    items = [{"role": "user", "content": f"m{index}"} for index in range(3200)]
+    with BerthSession("ahead", client) as session:
+        for start in range(0, 3200, 800):
+            run(session.add_items(items[start:start + 800]))
+        run(session.pop_item())
+    fetched: list[tuple[int, int]] = []
+    fetch = openai_agents._fetch_before
+
+    def second_short(client: Any, session_id: str, before: int, limit: int) -> Any:
+        fetched.append((before, limit))
+        if len(fetched) == 2:  # the first page fetched ahead answers 7 events short
+            return fetch(client, session_id, before, limit - 7)
+        return fetch(client, session_id, before, limit)
+
+    monkeypatch.setattr(openai_agents, "_fetch_before", second_short)
+    with BerthSession("ahead", client) as fresh:
+        assert run(fresh.get_items()) == items[:3199]
+    assert fetched[0] == (berth.SEQ_END, 1000)
+    predicted = fetched[1][0] - 1000  # where the short page was predicted to start
+    assert (predicted, 1000) in fetched  # the page before it, fetched ahead: not used
+    assert (predicted + 7, 1000) in fetched  # read again from where the short page starts
+    with BerthSession("ahead", client) as fresh:
+        assert run(fresh.get_items()) == items[:3199]
+
+
 def test_a_whole_read_runs_with_the_collector_paused(oai_place: Place, monkeypatch: pytest.MonkeyPatch) -> None:
     """A read of the whole session makes and holds an object or more per item: the cyclic
     collector is paused for all of it (its collections scanned the items already made
