@@ -307,7 +307,7 @@ def read(
     so a page may hold fewer than `limit` before the end."""
     params = {"from": from_seq, "before": before, "limit": limit, "types": _types_param(types)}
     path = _query(_session(session_id, "/events"), params)
-    return Call("GET", path, _decode_page, resend_safe=True)
+    return Call("GET", path, decode_page, resend_safe=True)
 
 
 def read_at(session_id: str, seqs: Iterable[int]) -> Call[m.EventPage]:
@@ -320,7 +320,7 @@ def read_at(session_id: str, seqs: Iterable[int]) -> Call[m.EventPage]:
     if not wanted:
         raise ValueError("read_at needs at least one seq")
     path = _query(_session(session_id, "/events"), {"seqs": wanted})
-    return Call("GET", path, _decode_page, resend_safe=True)
+    return Call("GET", path, decode_page, resend_safe=True)
 
 
 @contextlib.contextmanager
@@ -343,7 +343,7 @@ def collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _decode_page(answer: Answer) -> m.EventPage:
+def decode_page(answer: Answer) -> m.EventPage:
     with collector_paused():
         return m.EventPage.from_wire(answer.json())
 

@@ -1,5 +1,6 @@
 """Reading ahead: a read's next page fetched on a worker thread while the reading thread
-decodes the current one. Shared by the ADK and OpenAI Agents SDK adapters."""
+decodes the current one; and the per-process thread pools the adapters run such work
+on (`ProcessPool`). Shared by the ADK and OpenAI Agents SDK adapters."""
 
 from __future__ import annotations
 
@@ -39,25 +40,28 @@ def ahead(pool: ThreadPoolExecutor, fetch: Callable[..., Any], *args: Any) -> Ca
     return future.result
 
 
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
+class ProcessPool:
+    """A thread pool made on first use, once per process: a forked child has none of
+    its parent's threads (a pool it inherited would queue work no thread runs), so it
+    makes its own when it needs one."""
+
+    def __init__(self, threads: int, name: str) -> None:
+        self._threads, self._name = threads, name
+        self._pool: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+        os.register_at_fork(after_in_child=self._forget)
+
+    def __call__(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix=self._name)
+            return self._pool
+
+    def _forget(self) -> None:
+        self._pool, self._lock = None, threading.Lock()
 
 
-def pool() -> ThreadPoolExecutor:
-    """The process's threads for reading ahead. Their own pool, not a caller's: a fetch
-    never waits on anything, so readers that wait on their fetches cannot use up the
-    threads those fetches need."""
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(THREADS, thread_name_prefix="berth-read-ahead")
-        return _pool
-
-
-def _forget_pool_in_child() -> None:
-    # A forked child has none of the parent's threads: it makes its own pool when needed.
-    global _pool, _pool_lock
-    _pool, _pool_lock = None, threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forget_pool_in_child)
+#: The process's threads for reading ahead. Their own pool, not a caller's: a fetch
+#: never waits on anything, so readers that wait on their fetches cannot use up the
+#: threads those fetches need.
+pool = ProcessPool(THREADS, "berth-read-ahead")

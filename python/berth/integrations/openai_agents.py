@@ -53,14 +53,12 @@ import dataclasses
 import functools
 import hashlib
 import json
-import os
 import random
 import threading
 import time
 import uuid
 import weakref
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from agents.lifecycle import RunHooks
@@ -68,7 +66,7 @@ from agents.memory.session_settings import SessionSettings, coerce_session_setti
 
 import berth
 from berth import _calls as calls
-from berth.integrations._ahead import ahead
+from berth.integrations._ahead import ProcessPool, ahead
 from berth.integrations._ahead import pool as read_ahead_pool
 
 #: The label every session made by `BerthSession` carries (listings filter on it).
@@ -101,26 +99,8 @@ _REPAIR_CODES = frozenset(["TOOL_OUTCOME_UNKNOWN", "TOOL_NOT_STARTED"])
 #: wait on the store with the GIL released, and concurrent writers each need a thread for
 #: their durable appends to be in flight together.
 WORKER_THREADS_MAX = 64
-_workers: ThreadPoolExecutor | None = None
-_workers_lock = threading.Lock()
+_worker_pool = ProcessPool(WORKER_THREADS_MAX, "berth-openai")
 _T = TypeVar("_T")
-
-
-def _worker_pool() -> ThreadPoolExecutor:
-    global _workers
-    with _workers_lock:
-        if _workers is None:
-            _workers = ThreadPoolExecutor(WORKER_THREADS_MAX, thread_name_prefix="berth-openai")
-        return _workers
-
-
-def _forget_workers_in_child() -> None:
-    # A forked child has none of the parent's threads: it makes its own pool when needed.
-    global _workers, _workers_lock
-    _workers, _workers_lock = None, threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forget_workers_in_child)
 
 
 async def _on_worker(function: Callable[..., _T], *args: Any) -> _T:
@@ -293,14 +273,10 @@ def _dumps(value: Any) -> str:
 
 
 def _fetch_before(client: berth.Client, session_id: str, before: int, limit: int) -> calls.Answer:
-    """`client.read_before`'s answer, not decoded yet (`_decode_before`): its raw bytes
-    are what `_View` keeps."""
+    """`client.read_before`'s answer, not decoded yet (`calls.decode_page`): its raw
+    bytes are what `_View` keeps."""
     call = calls.read(session_id, before=before, limit=limit)
     return client._execute(dataclasses.replace(call, decode=lambda answer: answer))  # type: ignore[return-value]
-
-
-#: How a backward read's answer is decoded (`calls.read`'s own decoding).
-_decode_before = calls.read("-", before=0).decode
 
 
 class _Binding:
@@ -638,14 +614,17 @@ class BerthSession:
             # before `before` starts at `before - page_size`), once decoded for the first.
             # A prediction the page does not bear out is dropped and the page read again.
             next_size = min(1000, page_size * 2)
+
+            def read_ahead(end: int) -> tuple[int, Callable[[], calls.Answer]] | None:
+                if limit is not None or end == 0:
+                    return None
+                return end, ahead(read_ahead_pool(), _fetch_before, client, self.berth_id, end, next_size)
+
             predicted = None if before == berth.SEQ_END else max(0, before - page_size)
-            upcoming = None
-            if limit is None and predicted:
-                upcoming = (predicted, ahead(read_ahead_pool(), _fetch_before, client, self.berth_id, predicted, next_size))
-            page, body = _decode_before(answer), answer.body
-            if limit is None and predicted is None and page.first_seq > 0:
-                upcoming = (page.first_seq,
-                            ahead(read_ahead_pool(), _fetch_before, client, self.berth_id, page.first_seq, next_size))
+            upcoming = None if predicted is None else read_ahead(predicted)
+            page, body = calls.decode_page(answer), answer.body
+            if predicted is None:
+                upcoming = read_ahead(page.first_seq)
             if end is None:
                 end = page.next_seq
                 last_key = page.events[-1].idempotency_key if page.events else None

@@ -63,10 +63,11 @@ def test_a_forked_child_reads_ahead_on_threads_of_its_own() -> None:
     read, write = os.pipe()
     child = os.fork()
     if child == 0:  # pragma: no cover - the child's outcome is its exit status
+        ok = False
         try:
             ok = _ahead.ahead(_ahead.pool(), lambda: 2)() == 2
         finally:
-            os.write(write, b"1" if "ok" in locals() and ok else b"0")
+            os.write(write, b"1" if ok else b"0")
             os._exit(0)
     os.close(write)
     assert os.read(read, 1) == b"1"
