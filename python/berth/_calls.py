@@ -14,7 +14,7 @@ import contextlib
 import gc
 import json
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Generic, Iterable, Iterator, Mapping, TypeVar
 from urllib.parse import quote, urlencode
 
@@ -60,6 +60,15 @@ class Call(Generic[T]):
     resend_safe: bool = False
     #: An append: the embedded transport waits out another process's write handle.
     is_append: bool = False
+
+    def undecoded(self) -> "Call[Answer]":
+        """The same request, answered with its `Answer` as received (the caller decodes
+        it later, or keeps its raw body)."""
+        return replace(self, decode=_answer_itself)  # type: ignore[arg-type,return-value]
+
+
+def _answer_itself(answer: Answer) -> Answer:
+    return answer
 
 
 def dumps(value: Any) -> bytes:

@@ -14,6 +14,7 @@
 //!
 //!     cargo run --release -p berth-bench --example memory_put_btrees -- DIR [ITEMS] [PUTS] [ROUNDS]
 
+use berth_bench::median;
 use berth_bench::workloads::memory::{value, NAMESPACE};
 use std::time::Instant;
 
@@ -102,14 +103,9 @@ fn main() {
             samples[index].push(started.elapsed().as_secs_f64() * 1e6 / puts as f64);
         }
     }
-    let median = |values: &[f64]| {
-        let mut sorted = values.to_vec();
-        sorted.sort_by(f64::total_cmp);
-        sorted[sorted.len() / 2]
-    };
-    let reference = median(&samples[0]);
+    let reference = median(&samples[0]).expect("rounds");
     for (index, btrees) in shapes.iter().enumerate() {
-        let us = median(&samples[index]);
+        let us = median(&samples[index]).expect("rounds");
         println!("{btrees} B-trees a put: median {us:.0} µs ({:.2}× the 2-B-tree put's throughput)", reference / us);
     }
 }

@@ -20,7 +20,7 @@ pub mod workloads;
 
 pub use plots::write_plots;
 pub use progress::{NoProgress, Progress, ProgressBar};
-pub use report::{Curve, Figure, Goal, Measurement, Report, Series, Target};
+pub use report::{median, Curve, Figure, Goal, Measurement, Report, Series, Target};
 pub use run::{profile_resume, run};
 pub use sizes::{Profile, Sizes};
 

@@ -396,7 +396,7 @@ def _fetch_page(client: berth.Client, berth_id: str, before: int | None, limit: 
     range `[from_seq, before)` (at most `limit` seqs long, so every match fits), or
     without `before` the first `limit` matches from `from_seq` on."""
     read = berth_calls.read(berth_id, from_seq=from_seq, before=before, limit=limit, types=_PRESENTED_TYPES)
-    return client._execute(dataclasses.replace(read, decode=lambda answer: answer))
+    return client._execute(read.undecoded())
 
 
 def _pages_backwards(client: berth.Client, berth_id: str, first_size: int,
@@ -1121,7 +1121,7 @@ class BerthSessionService(BaseSessionService):
 
         def fetch(cursor: str | None) -> Any:
             call = berth_calls.memory_search(index_namespace(app_name), filter=filters, cursor=cursor, limit=_PAGE)
-            return self._client._execute(dataclasses.replace(call, decode=lambda answer: answer))
+            return self._client._execute(call.undecoded())
 
         entries: list[_IndexEntry] = []
         answer = fetch(None)

@@ -49,7 +49,6 @@ import asyncio
 import base64
 import binascii
 import contextvars
-import dataclasses
 import functools
 import hashlib
 import json
@@ -276,7 +275,7 @@ def _fetch_before(client: berth.Client, session_id: str, before: int, limit: int
     """`client.read_before`'s answer, not decoded yet (`calls.decode_page`): its raw
     bytes are what `_View` keeps."""
     call = calls.read(session_id, before=before, limit=limit)
-    return client._execute(dataclasses.replace(call, decode=lambda answer: answer))  # type: ignore[return-value]
+    return client._execute(call.undecoded())
 
 
 class _Binding:
@@ -606,25 +605,25 @@ class BerthSession:
         end: int | None = None
         last_key: str | None = None
         client = binding.client
+
+        # A whole read fetches the page before this one on a worker thread while this
+        # thread decodes and walks this one. Its end is this page's first seq: known now
+        # after the first page (seqs are contiguous, so a read of `page_size` before
+        # `before` starts at `before - page_size`), once decoded for the first. A
+        # prediction the page does not bear out is dropped and the page read again.
+        def read_ahead(end: int, size: int) -> tuple[int, Callable[[], calls.Answer]] | None:
+            if limit is not None or end == 0:
+                return None
+            return end, ahead(read_ahead_pool(), _fetch_before, client, self.berth_id, end, size)
+
         answer = _fetch_before(client, self.berth_id, before, page_size)
         while True:
-            # A whole read fetches the page before this one on a worker thread while this
-            # thread decodes and walks this one. Its end is this page's first seq: known
-            # now after the first page (seqs are contiguous, so a read of `page_size`
-            # before `before` starts at `before - page_size`), once decoded for the first.
-            # A prediction the page does not bear out is dropped and the page read again.
             next_size = min(1000, page_size * 2)
-
-            def read_ahead(end: int) -> tuple[int, Callable[[], calls.Answer]] | None:
-                if limit is not None or end == 0:
-                    return None
-                return end, ahead(read_ahead_pool(), _fetch_before, client, self.berth_id, end, next_size)
-
             predicted = None if before == berth.SEQ_END else max(0, before - page_size)
-            upcoming = None if predicted is None else read_ahead(predicted)
+            upcoming = None if predicted is None else read_ahead(predicted, next_size)
             page, body = calls.decode_page(answer), answer.body
             if predicted is None:
-                upcoming = read_ahead(page.first_seq)
+                upcoming = read_ahead(page.first_seq, next_size)
             if end is None:
                 end = page.next_seq
                 last_key = page.events[-1].idempotency_key if page.events else None
