@@ -1,16 +1,20 @@
 //! What a durable put costs by the number of B-trees its transaction writes (issue 11's
 //! put row: berth's put writes five where W8's reference upsert writes two). Plain SQLite,
-//! WAL, `synchronous=FULL`, no berth code: four tables of `ITEMS` seeded rows, each put
+//! WAL, `synchronous=FULL`, no berth code: seven tables of `ITEMS` seeded rows, each put
 //! one `BEGIN IMMEDIATE` … `COMMIT` of a new key with W8's value, in rounds of `PUTS`
-//! interleaved across the four so the disk's moods fall on all of them:
+//! interleaved across the seven so the disk's moods fall on all of them:
 //!
 //! - 2: the reference's shape, a rowid table with a unique `(ns, key)` index;
 //! - 3: and an updated-order index (berth's `memory_items_by_updated`);
 //! - 4: and a per-tenant usage row changed by every put (`memory_usage`);
-//! - 5: and a queue row of the item waiting for its search rows (`memory_unindexed`).
+//! - 5: and a queue row of the item waiting for its search rows (`memory_unindexed`);
 //!
-//! Prints the median µs a put and its ratio to the 2-B-tree put (throughput, as `berth
-//! bench` reports W8's put), over `ROUNDS` rounds.
+//! all in SQLite's default 4,096-byte pages, and then 5 in 2,048- and 1,024-byte pages
+//! and 2 in 1,024-byte pages: a commit's WAL frames are whole pages, so smaller pages
+//! write fewer bytes for the same rows.
+//!
+//! Prints the median µs a put and its ratio to the first (the reference's shape and
+//! page size; throughput, as `berth bench` reports W8's put), over `ROUNDS` rounds.
 //!
 //!     cargo run --release -p berth-bench --example memory_put_btrees -- DIR [ITEMS] [PUTS] [ROUNDS]
 
@@ -18,9 +22,11 @@ use berth_bench::median;
 use berth_bench::workloads::memory::{value, NAMESPACE};
 use std::time::Instant;
 
-fn table(path: &std::path::Path, btrees: usize, items: usize) -> rusqlite::Connection {
+fn table(path: &std::path::Path, btrees: usize, page_size: usize, items: usize) -> rusqlite::Connection {
     let mut connection = rusqlite::Connection::open(path).expect("open");
-    connection.execute_batch("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;").expect("pragmas");
+    connection
+        .execute_batch(&format!("PRAGMA page_size={page_size}; PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"))
+        .expect("pragmas");
     connection
         .execute_batch(
             "CREATE TABLE kv (id INTEGER PRIMARY KEY, ns TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
@@ -86,9 +92,12 @@ fn main() {
     let puts: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(500);
     let rounds: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(8);
     let temp = tempfile::tempdir_in(dir).expect("tempdir");
-    let shapes = [2usize, 3, 4, 5];
-    let connections: Vec<_> =
-        shapes.iter().map(|&btrees| table(&temp.path().join(format!("b{btrees}.sqlite")), btrees, items)).collect();
+    // (B-trees, page size)
+    let shapes = [(2usize, 4096usize), (3, 4096), (4, 4096), (5, 4096), (5, 2048), (5, 1024), (2, 1024)];
+    let connections: Vec<_> = shapes
+        .iter()
+        .map(|&(btrees, page)| table(&temp.path().join(format!("b{btrees}-{page}.sqlite")), btrees, page, items))
+        .collect();
     let mut samples = vec![Vec::new(); shapes.len()];
     let mut next = 0;
     for round in 0..rounds {
@@ -97,15 +106,15 @@ fn main() {
             let index = (round + offset) % shapes.len();
             let started = Instant::now();
             for _ in 0..puts {
-                put(&connections[index], shapes[index], next);
+                put(&connections[index], shapes[index].0, next);
                 next += 1;
             }
             samples[index].push(started.elapsed().as_secs_f64() * 1e6 / puts as f64);
         }
     }
     let reference = median(&samples[0]).expect("rounds");
-    for (index, btrees) in shapes.iter().enumerate() {
+    for (index, (btrees, page)) in shapes.iter().enumerate() {
         let us = median(&samples[index]).expect("rounds");
-        println!("{btrees} B-trees a put: median {us:.0} µs ({:.2}× the 2-B-tree put's throughput)", reference / us);
+        println!("{btrees} B-trees, {page} B pages: median {us:.0} µs ({:.2}× the first)", reference / us);
     }
 }
