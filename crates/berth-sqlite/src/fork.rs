@@ -70,7 +70,13 @@ impl Drop for Working {
     fn drop(&mut self) {
         let mut state = state();
         state.working -= 1;
-        if state.working == 0 {
+        // Only a fork being prepared waits for the work to end (`prepare`, which sets
+        // `forking` under this mutex before it waits). Not notifying otherwise matters:
+        // the standard condvar's `notify_all` is a `futex` wake syscall whether or not
+        // anyone waits, and this runs at the end of every catalog call (in `perf` of
+        // memory point gets: ~2 % of the time, a fifth of what they cost beyond a plain
+        // table's select).
+        if state.working == 0 && state.forking {
             GATE.changed.notify_all();
         }
     }

@@ -915,6 +915,28 @@ async fn a_fork_closes_the_connections_and_the_catalog_reopens_them() {
     }
 }
 
+/// A fork waits for the catalog work in flight (`fork.rs`), and that work's end wakes it:
+/// `prepare` returns once the last `Working` is dropped, and not before. (The drop
+/// notifies only while a fork waits; without that notification `prepare` would wait for
+/// ever, and this test fails at its second timeout.)
+#[test]
+fn a_fork_waits_for_the_work_in_flight_and_its_end_wakes_the_fork() {
+    use std::time::Duration;
+    let working = fork::Working::enter();
+    let (prepared, wait) = std::sync::mpsc::channel();
+    let forker = std::thread::spawn(move || {
+        fork::prepare();
+        prepared.send(()).expect("send");
+    });
+    assert!(wait.recv_timeout(Duration::from_millis(300)).is_err(), "prepare returned while work was in flight");
+    drop(working);
+    wait.recv_timeout(Duration::from_secs(10)).expect("the end of the work did not wake the waiting fork");
+    forker.join().expect("join");
+    fork::resume();
+    // Work goes on after the fork.
+    drop(fork::Working::enter());
+}
+
 /// Closes this process's descriptors of files inside `dir`, as a forked child of an
 /// embedding does with what it inherited (`berth_native`'s `close_inherited_descriptors`).
 fn close_descriptors_inside(dir: &std::path::Path) {
