@@ -915,6 +915,32 @@ async fn a_fork_closes_the_connections_and_the_catalog_reopens_them() {
     }
 }
 
+/// The writer checkpoints at `WAL_AUTOCHECKPOINT_PAGES` and the WAL then starts again at
+/// its beginning: under a steady stream of commits the WAL's file stays at about that many
+/// pages (with no checkpoints it would hold every frame: ~3x the limit here).
+#[test]
+fn the_wal_is_checkpointed_at_its_limit_and_its_file_reused() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join(CATALOG_FILE_NAME);
+    let catalog = SqliteCatalog::open(&path).expect("open");
+    let writer = lock(&catalog.shared.writer);
+    let connection = writer.as_ref().expect("writer");
+    let limit: i64 = connection.pragma_query_value(None, "wal_autocheckpoint", |row| row.get(0)).expect("pragma");
+    assert_eq!(limit, crate::WAL_AUTOCHECKPOINT_PAGES);
+    let page: i64 = connection.pragma_query_value(None, "page_size", |row| row.get(0)).expect("page size");
+    connection.execute_batch("CREATE TABLE scratch (n INTEGER PRIMARY KEY, bytes BLOB NOT NULL)").expect("table");
+    // Each commit a dozen pages (the blob's overflow pages and a leaf), synced: ~3x the limit in all.
+    let commits = 3 * limit / 10;
+    for n in 0..commits {
+        connection.execute("INSERT INTO scratch (n, bytes) VALUES (?1, zeroblob(40000))", [n]).expect("insert");
+    }
+    let frames_max = (limit + 64) as u64;
+    let wal = std::fs::metadata(dir.path().join(format!("{CATALOG_FILE_NAME}-wal"))).expect("wal").len();
+    assert!(wal <= 32 + frames_max * (page as u64 + 24), "the WAL grew to {wal} bytes");
+    let rows: i64 = connection.query_row("SELECT count(*) FROM scratch", [], |row| row.get(0)).expect("count");
+    assert_eq!(rows, commits);
+}
+
 /// A fork waits for the catalog work in flight (`fork.rs`), and that work's end wakes it:
 /// `prepare` returns once the last `Working` is dropped, and not before. (The drop
 /// notifies only while a fork waits; without that notification `prepare` would wait for
