@@ -20,6 +20,7 @@
 
 use berth_bench::median;
 use berth_bench::workloads::memory::{value, NAMESPACE};
+use berth_bench::workloads::rotation;
 use std::time::Instant;
 
 fn table(path: &std::path::Path, btrees: usize, page_size: usize, items: usize) -> rusqlite::Connection {
@@ -101,9 +102,8 @@ fn main() {
     let mut samples = vec![Vec::new(); shapes.len()];
     let mut next = 0;
     for round in 0..rounds {
-        for offset in 0..shapes.len() {
-            // A different shape goes first each round.
-            let index = (round + offset) % shapes.len();
+        // A different shape goes first each round.
+        for index in rotation(shapes.len(), round) {
             let started = Instant::now();
             for _ in 0..puts {
                 put(&connections[index], shapes[index].0, next);
