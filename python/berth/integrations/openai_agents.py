@@ -91,6 +91,15 @@ _MESSAGE_TYPES = {
     "developer": "system/message",
 }
 _ITEM_TYPES = frozenset(["user/message", "assistant/message", "system/message", "tool/call", "tool/result", ITEM_TYPE])
+#: Marks a message or `function_call` stored as its event's data itself: the item's own
+#: fields, in its order, then this key (`True`). The fields berth's vocabulary needs
+#: (`content`; `call_id`, `name`, `arguments`) are the item's, so its text is stored once.
+ITEM_MARK = "openai_item"
+#: Keys that keep an item out of that layout (it is nested as `{..., item}` instead):
+#: the mark itself, the nested layout's and the tool-start record's keys, and fields
+#: berth's vocabulary gives a meaning of its own.
+_NESTED_ONLY_KEYS = frozenset([ITEM_MARK, "item", "in_flight", "tool_calls", "error", "is_error"])
+_MARKED_TYPES = frozenset(["user/message", "assistant/message", "system/message", "tool/call"])
 _REPAIR_CODES = frozenset(["TOOL_OUTCOME_UNKNOWN", "TOOL_NOT_STARTED"])
 
 #: Worker threads for every `BerthSession`'s calls. Not the loop's default executor
@@ -149,19 +158,50 @@ def decode_session_id(berth_id: str) -> str | None:
 
 
 def event_for_item(item: Any) -> dict[str, Any]:
-    """The berth event that stores one SDK item (the item verbatim in `data.item`)."""
+    """The berth event that stores one SDK item. A message or a `function_call` is the
+    event's data itself, marked (`ITEM_MARK`), unless it holds a key of
+    `_NESTED_ONLY_KEYS`; any other item is verbatim in `data.item`, beside the fields
+    berth's vocabulary requires."""
     if type(item) is dict or isinstance(item, Mapping):  # a dict first: the ABC check is slow
         kind = item.get("type")
         call_id = item.get("call_id")
         if kind == "function_call" and _nonempty(call_id) and _nonempty(item.get("name")) and "arguments" in item:
+            if _NESTED_ONLY_KEYS.isdisjoint(item):
+                return {"type": "tool/call", "data": _marked(item)}
             data = {"call_id": call_id, "name": item["name"], "arguments": item["arguments"], "item": item}
             return {"type": "tool/call", "data": data}
         if kind == "function_call_output" and _nonempty(call_id) and "output" in item:
             return {"type": "tool/result", "data": {"call_id": call_id, "content": item["output"], "item": item}}
         message_type = _MESSAGE_TYPES.get(item.get("role"))  # type: ignore[arg-type]
         if kind in (None, "message") and message_type and "content" in item:
+            if _NESTED_ONLY_KEYS.isdisjoint(item):
+                return {"type": message_type, "data": _marked(item)}
             return {"type": message_type, "data": {"content": item["content"], "item": item}}
     return {"type": ITEM_TYPE, "data": {"item": item}, "ignorable": True}
+
+
+def _marked(item: Any) -> dict[str, Any]:
+    data = dict(item)  # a copy: the caller's item is not changed
+    data[ITEM_MARK] = True
+    return data
+
+
+def _stores_item(event_type: str, data: dict[str, Any]) -> bool:
+    """Whether an event of `event_type` with `data` stores an SDK item (either layout),
+    rather than presenting one (a repair closer) or none (a tool-start record)."""
+    if event_type not in _ITEM_TYPES:
+        return False
+    return "item" in data or (event_type in _MARKED_TYPES and data.get(ITEM_MARK) is True)
+
+
+def _stored_item(data: dict[str, Any]) -> Any:
+    """The SDK item that `data` stores (`_stores_item` is true of it). A marked item is
+    made a new dict: `data` is not changed."""
+    if "item" in data:
+        return data["item"]
+    item = dict(data)
+    del item[ITEM_MARK]
+    return item
 
 
 def _nonempty(value: Any) -> bool:
@@ -175,8 +215,8 @@ def _item_of(event: berth.Event, repaired_calls: set[str]) -> Any | None:
     data = event.data
     if not isinstance(data, dict):
         return None
-    if event.type in _ITEM_TYPES and "item" in data:
-        return data["item"]
+    if _stores_item(event.type, data):
+        return _stored_item(data)
     if event.type == "tool/result":
         error = data.get("error")
         if isinstance(error, dict) and error.get("code") in _REPAIR_CODES and _nonempty(data.get("call_id")):
@@ -238,10 +278,10 @@ class _View:
                 if len(kept) == len(self.items) and not self.complete:
                     return False  # a pop of an item older than the view
                 self.items = kept
-            elif event.type == "tool/result" and "item" not in data:
+            elif _stores_item(event.type, data):
+                self.items.append((event.seq, _dumps(_stored_item(data))))
+            elif event.type == "tool/result":
                 return False  # a repair closer: it presents an earlier call too
-            elif event.type in _ITEM_TYPES and "item" in data:
-                self.items.append((event.seq, _dumps(data["item"])))
             # Anything else presents no item (turns, in-flight records, other types).
             self.end = event.seq + 1
             self.last_key = event.idempotency_key
@@ -263,7 +303,7 @@ class _View:
                 events = pages.get(id(body))
                 if events is None:
                     events = pages[id(body)] = json.loads(body)["events"]
-                self.items[index] = (seq, _dumps(events[position]["data"]["item"]))
+                self.items[index] = (seq, _dumps(_stored_item(events[position]["data"])))
         return [text for _, text in self.items[start:]]  # type: ignore[misc]
 
 
@@ -643,7 +683,7 @@ class BerthSession:
                 found.append((event.seq, item))
                 # The stored item itself is made text later, from the raw answer; a
                 # presented one (a repair's call or output) is made here.
-                stored = item is event.data.get("item")  # type: ignore[union-attr]
+                stored = _stores_item(event.type, event.data)  # type: ignore[arg-type]
                 kept.append((event.seq, (body, position) if stored else _dumps(item)))
                 if limit is not None and len(found) >= limit:
                     found.reverse()

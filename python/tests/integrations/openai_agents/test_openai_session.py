@@ -17,6 +17,7 @@ import pytest
 import berth
 from berth.integrations.openai_agents import (
     ACTIVITY_TTL_MS_FOREVER,
+    ITEM_MARK,
     LABEL,
     POP_VIEW_ITEMS,
     PROBE_EVENTS,
@@ -81,8 +82,14 @@ def test_items_map_onto_berths_vocabulary_and_round_trip(oai_place: Place) -> No
         assert [event.type for event in events] == [
             "user/message", "tool/call", "tool/result", "assistant/message", "openai/item", "system/message"
         ]
-        # The SDK's item verbatim inside data, berth's required fields beside it.
-        assert all(event.data["item"] == item for event, item in zip(events, ITEMS))
+        # Messages and calls: the item's own fields are the data, in the item's order,
+        # then the mark. Anything else: the item verbatim in data.item, berth's required
+        # fields beside it.
+        for event, item in zip(events, ITEMS):
+            if event.type == "tool/result" or event.type == "openai/item":
+                assert event.data["item"] == item and ITEM_MARK not in event.data
+            else:
+                assert list(event.data.items()) == [*item.items(), (ITEM_MARK, True)]
         assert events[0].data["content"] == "what is 2+2?"
         assert (events[1].data["call_id"], events[1].data["name"]) == ("call-1", "add")
         assert (events[2].data["call_id"], events[2].data["content"]) == ("call-1", "4")
@@ -95,6 +102,55 @@ def test_items_map_onto_berths_vocabulary_and_round_trip(oai_place: Place) -> No
         assert record.header.policy.concurrency == {"mode": "parallel", "runs_max": 64}
         # Listed back without include_blank: a conversation happened.
         assert [item.id for item in client.list_sessions(label=LABEL).items] == ["chat-1"]
+
+
+def test_items_round_trip_in_order_whatever_their_keys(oai_place: Place) -> None:
+    """An item whose keys collide with the marked layout's (the mark, `item`, the
+    tool-start record's `in_flight`, fields berth gives a meaning) is nested instead;
+    every item comes back with its keys in order and its values exact, from a fresh
+    object (the backward read) and from the writer's view (the fold)."""
+    items: list[Any] = [
+        {"content": "mark first", "role": "user", ITEM_MARK: False},
+        {"role": "user", "content": "has item", "item": {"nested": [1, 2]}},
+        {"role": "assistant", "content": "calls", "tool_calls": None},
+        {"type": "function_call", "call_id": "c-2", "name": "n", "arguments": "{}", "in_flight": True},
+        {"role": "user", "content": "", "id": "m", "type": "message", "big": 18446744073709551617, "f": 0.1},
+        {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "x"}]},
+    ]
+    client = oai_place.connect()
+    with BerthSession("chat-keys", client) as writer:
+        run(writer.add_items(items[:3]))
+        assert run(writer.get_items()) == items[:3]
+        run(writer.add_items(items[3:]))
+        got = run(writer.get_items())  # from the view, folded
+        assert [list(item) for item in got] == [list(item) for item in items] and got == items
+    with BerthSession("chat-keys", oai_place.connect()) as reader:
+        got = run(reader.get_items())  # a backward read
+        assert [list(item) for item in got] == [list(item) for item in items] and got == items
+        assert json.dumps(got) == json.dumps(items)
+    events = client.read("chat-keys").events
+    assert [ITEM_MARK in event.data for event in events] == [False, False, False, False, True, True]
+
+
+def test_items_stored_nested_by_earlier_versions_read_back(oai_place: Place) -> None:
+    """Sessions written before messages and calls were stored as their data (each item
+    nested in `data.item` beside a copy of berth's fields) read back the same."""
+    client = oai_place.connect()
+    with BerthSession("chat-old", client) as session:
+        run(session.add_items(ITEMS[:1]))
+    nested = [
+        ("user/message", {"content": ITEMS[0]["content"], "item": ITEMS[0]}),
+        ("tool/call", {"call_id": "call-1", "name": "add", "arguments": ITEMS[1]["arguments"], "item": ITEMS[1]}),
+        ("tool/result", {"call_id": "call-1", "content": "4", "item": ITEMS[2]}),
+        ("assistant/message", {"content": ITEMS[3]["content"], "item": ITEMS[3]}),
+    ]
+    run_id = client.attach("chat-old").run.run_id
+    client.append("chat-old", nested, run=run_id)
+    client.detach("chat-old", run_id)
+    with BerthSession("chat-old", oai_place.connect()) as reader:
+        assert run(reader.get_items()) == [ITEMS[0], *ITEMS[:4]]
+        assert run(reader.pop_item()) == ITEMS[3]
+        assert run(reader.get_items(2)) == ITEMS[1:3]
 
 
 def test_add_items_is_one_atomic_batch(oai_place: Place) -> None:
