@@ -661,39 +661,58 @@ class BerthSession:
             next_size = min(1000, page_size * 2)
             predicted = None if before == berth.SEQ_END else max(0, before - page_size)
             upcoming = None if predicted is None else read_ahead(predicted, next_size)
-            page, body = calls.decode_page(answer), answer.body
+            # The page's events as decoded JSON, not `berth.Event`s: most are items stored
+            # as their data (marked), taken straight from the dicts; the others are made
+            # `Event`s for `_item_of`.
+            raw, body = answer.json(), answer.body
+            events = raw["events"]
             if predicted is None:
-                upcoming = read_ahead(page.first_seq, next_size)
+                upcoming = read_ahead(raw["first_seq"], next_size)
             if end is None:
-                end = page.next_seq
-                last_key = page.events[-1].idempotency_key if page.events else None
-            for position in range(len(page.events) - 1, -1, -1):
-                event = page.events[position]
-                if event.type == CLEAR_TYPE:
+                end = raw["next_seq"]
+                last_key = events[-1].get("idempotency_key") if events else None
+            for position in range(len(events) - 1, -1, -1):
+                wire = events[position]
+                seq, event_type, data = wire["seq"], wire["type"], wire.get("data")
+                if (
+                    event_type in _MARKED_TYPES
+                    and type(data) is dict
+                    and data.get(ITEM_MARK) is True
+                    and "item" not in data
+                ):
+                    if seq in popped:
+                        continue
+                    item = dict(data)
+                    del item[ITEM_MARK]
+                    found.append((seq, item))
+                    kept.append((seq, (body, position)))
+                elif event_type == CLEAR_TYPE:
                     found.reverse()
                     kept.reverse()
                     return found, kept, end, last_key, True
-                if event.type == POP_TYPE:
-                    if isinstance(event.data, dict) and isinstance(event.data.get("target"), int):
-                        popped.add(event.data["target"])
+                elif event_type == POP_TYPE:
+                    if isinstance(data, dict) and isinstance(data.get("target"), int):
+                        popped.add(data["target"])
                     continue
-                item = _item_of(event, repaired_calls)
-                if item is None or event.seq in popped:
-                    continue
-                found.append((event.seq, item))
-                # The stored item itself is made text later, from the raw answer; a
-                # presented one (a repair's call or output) is made here.
-                stored = _stores_item(event.type, event.data)  # type: ignore[arg-type]
-                kept.append((event.seq, (body, position) if stored else _dumps(item)))
+                else:
+                    event = berth.Event.from_wire(wire)
+                    item = _item_of(event, repaired_calls)
+                    if item is None or seq in popped:
+                        continue
+                    found.append((seq, item))
+                    # The stored item itself is made text later, from the raw answer; a
+                    # presented one (a repair's call or output) is made here.
+                    stored = _stores_item(event_type, data)  # type: ignore[arg-type]
+                    kept.append((seq, (body, position) if stored else _dumps(item)))
                 if limit is not None and len(found) >= limit:
                     found.reverse()
                     kept.reverse()
                     return found, kept, end, last_key, False
-            if page.first_seq == 0 or not page.events:
+            if raw["first_seq"] == 0 or not events:
                 found.reverse()
                 kept.reverse()
                 return found, kept, end, last_key, True
-            before = page.first_seq
+            before = raw["first_seq"]
             page_size = next_size
             if upcoming is not None and upcoming[0] == before:
                 answer = upcoming[1]()
