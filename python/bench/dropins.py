@@ -13,7 +13,9 @@ SDK's `Session` protocol (1 KiB items, as bench.py):
       object's `get_items(10)`, `add_items` of 2 items and `close` (the first request
       after the seeding, which reads the whole log, is not timed)
   floor  the same clients' bare single-item `append` (2,000, interleaved) beside a bare
-         SQLite insert + commit of the same JSON (WAL, synchronous=FULL): what W1 stands on
+         SQLite insert + commit of the same JSON (WAL, synchronous=FULL): what W1 stands on;
+         and no store at all, the item's line written + fdatasynced at a file's end, inline
+         and awaited through asyncio.to_thread (what any durable add_items pays here)
 LangGraph — `BerthSaver` vs `SqliteSaver` (langgraph-checkpoint-sqlite 3.1.2): a graph of
 STEPS one-message steps (a ~200-byte `AIMessage` per step on an `add_messages` channel):
 steps/s, resume (a fresh saver's `get_tuple` of the latest) and bytes on disk.
@@ -269,7 +271,7 @@ def bench_openai(args: argparse.Namespace, sizes: Sizes, work: Path, server: Ser
         print("| floor: one durable single-item write, bare | per second | vs SQLite | W1 through the drop-in |")
         print("|---|---|---|---|")
     for name, seconds_taken in floor.items():
-        through = f"{sizes.w1 / statistics.median(seconds[('W1', name)]):,.0f}/s"
+        through = f"{sizes.w1 / statistics.median(seconds[('W1', name)]):,.0f}/s" if ("W1", name) in seconds else "-"
         print(f"| {name} | {sizes.w1 / seconds_taken:,.0f}/s | {floor['sqlite'] / seconds_taken:.2f}x | {through} |")
         rows.append({"workload": "floor", "variant": name, "seconds_median": seconds_taken,
                      "per_second": sizes.w1 / seconds_taken, "vs_sqlite_speed": floor["sqlite"] / seconds_taken})
@@ -329,7 +331,35 @@ def bench_floor(args: argparse.Namespace, sizes: Sizes, work: Path, embedded: be
                                            policy={"activity_ttl_ms": 10 ** 11, "run_lease_ttl_ms": 30_000}).id
         return lambda: [client.append(session_id, [("user/message", ITEM)]) for _ in range(sizes.w1)]
 
-    variants = {"sqlite": sqlite_writes, "embedded": berth_writes(embedded), "http": berth_writes(http)}
+    line = (text + "\n").encode()
+
+    def os_writes(hop: bool) -> Callable[[], None]:
+        """No store at all: the item's line written and `fdatasync`ed at the end of a
+        file, as a log grows (`hop`: each awaited through `asyncio.to_thread`, the
+        hand-off an async `Session` makes, as `SQLiteSession` does). What one durable
+        `add_items` cannot go below on this disk, whatever the store."""
+        def write(fd: int) -> None:
+            os.write(fd, line)
+            os.fdatasync(fd)
+
+        async def awaited(fd: int) -> None:
+            for _ in range(sizes.w1):
+                await asyncio.to_thread(write, fd)
+
+        def go() -> None:
+            fd = os.open(str(work / f"floor-{uuid.uuid4().hex}.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+            try:
+                if hop:
+                    asyncio.run(awaited(fd))
+                else:
+                    for _ in range(sizes.w1):
+                        write(fd)
+            finally:
+                os.close(fd)
+        return go
+
+    variants = {"sqlite": sqlite_writes, "embedded": berth_writes(embedded), "http": berth_writes(http),
+                "os write+fdatasync": os_writes(False), "os write+fdatasync via to_thread": os_writes(True)}
     names = list(variants)
     seconds: dict[str, list[float]] = {}
     for round_index in range(args.rounds):
