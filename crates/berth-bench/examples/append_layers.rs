@@ -68,9 +68,10 @@ fn main() -> berth_core::Result<()> {
     let keyless_id = create("keyless")?;
     let carried_id = create("carried")?;
     let process_id = create("inprocess")?;
-    let body =
-        serde_json::to_vec(&serde_json::json!({"events": vec![serde_json::json!({"type": "user/message", "data": item()}); batch]}))
-            .expect("json");
+    let body = serde_json::to_vec(
+        &serde_json::json!({"events": vec![serde_json::json!({"type": "user/message", "data": item()}); batch]}),
+    )
+    .expect("json");
 
     let mut wall: std::collections::BTreeMap<&str, Vec<f64>> = Default::default();
     let mut cpu: std::collections::BTreeMap<&str, Vec<f64>> = Default::default();
