@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import random
 import subprocess
 import time
 from typing import Any
@@ -130,6 +131,50 @@ def test_items_round_trip_in_order_whatever_their_keys(oai_place: Place) -> None
         assert json.dumps(got) == json.dumps(items)
     events = client.read("chat-keys").events
     assert [ITEM_MARK in event.data for event in events] == [False, False, False, False, True, True]
+
+
+def test_random_items_round_trip_exactly(oai_place: Place) -> None:
+    """Seeded random items — every known shape, keys in random order, values of every
+    JSON kind, keys that collide with either layout — come back equal, with their keys
+    in order, from the writer's view and from a fresh object, one `add_items` or many."""
+    rng = random.Random(20261205)
+    values: list[Any] = [None, True, False, 0, -1, 2**70, 0.5, -1e-300, "", "é ☃ \u0000", [], {}, [1, {"a": [None]}]]
+    extra_keys = ["id", "status", "name", "x", ITEM_MARK, "item", "in_flight", "tool_calls", "error", "is_error"]
+
+    def item() -> dict[str, Any]:
+        shape = rng.choice(["user", "assistant", "system", "developer", "call", "output", "other"])
+        if shape == "call":
+            fields = {"type": "function_call", "call_id": f"c{rng.randrange(10**6)}", "name": "f", "arguments": "{}"}
+        elif shape == "output":
+            fields = {"type": "function_call_output", "call_id": f"c{rng.randrange(10**6)}", "output": rng.choice(values)}
+        elif shape == "other":
+            fields = {"type": "reasoning", "summary": []}
+        else:
+            fields = {"role": shape, "content": rng.choice(values + ["text"])}
+            if rng.random() < 0.5:
+                fields["type"] = "message"
+        for key in rng.sample(extra_keys, rng.randrange(3)):
+            fields.setdefault(key, rng.choice(values))
+        keys = list(fields)
+        rng.shuffle(keys)
+        return {key: fields[key] for key in keys}
+
+    items = [item() for _ in range(150)]
+    client = oai_place.connect()
+    with BerthSession("chat-random", client) as writer:
+        position = 0
+        while position < len(items):
+            size = rng.randrange(1, 12)
+            run(writer.add_items(items[position : position + size]))
+            position += size
+            if rng.random() < 0.3:
+                run(writer.get_items(rng.randrange(1, 30)))  # keep a view to fold into
+        got = run(writer.get_items())
+        assert json.dumps(got) == json.dumps(items) and got == items
+    with BerthSession("chat-random", oai_place.connect()) as reader:
+        got = run(reader.get_items())
+        assert json.dumps(got) == json.dumps(items) and got == items
+        assert json.dumps(run(reader.get_items(7))) == json.dumps(items[-7:])
 
 
 def test_items_stored_nested_by_earlier_versions_read_back(oai_place: Place) -> None:
