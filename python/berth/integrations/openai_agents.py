@@ -208,22 +208,20 @@ def _nonempty(value: Any) -> bool:
     return isinstance(value, str) and value != ""
 
 
-def _item_of(event: berth.Event, repaired_calls: set[str]) -> Any | None:
-    """The SDK item an event presents, or None (markers, turn bookkeeping). Repair
-    closers become `function_call_output`s; an in-flight call record becomes its
-    `function_call` only when a closer answers it (otherwise the turn was saved whole)."""
-    data = event.data
+def _presented_item(event_type: str, data: Any, repaired_calls: set[str]) -> Any | None:
+    """The SDK item an event that stores none (`_stores_item`) presents, or None
+    (markers, turn bookkeeping). Repair closers become `function_call_output`s; an
+    in-flight call record becomes its `function_call` only when a closer answers it
+    (otherwise the turn was saved whole)."""
     if not isinstance(data, dict):
         return None
-    if _stores_item(event.type, data):
-        return _stored_item(data)
-    if event.type == "tool/result":
+    if event_type == "tool/result":
         error = data.get("error")
         if isinstance(error, dict) and error.get("code") in _REPAIR_CODES and _nonempty(data.get("call_id")):
             repaired_calls.add(data["call_id"])
             return {"type": "function_call_output", "call_id": data["call_id"], "output": data.get("content", "")}
         return None
-    if event.type == "tool/call" and data.get("in_flight") and data.get("call_id") in repaired_calls:
+    if event_type == "tool/call" and data.get("in_flight") and data.get("call_id") in repaired_calls:
         arguments = data.get("arguments")
         return {
             "type": "function_call",
@@ -661,9 +659,8 @@ class BerthSession:
             next_size = min(1000, page_size * 2)
             predicted = None if before == berth.SEQ_END else max(0, before - page_size)
             upcoming = None if predicted is None else read_ahead(predicted, next_size)
-            # The page's events as decoded JSON, not `berth.Event`s: most are items stored
-            # as their data (marked), taken straight from the dicts; the others are made
-            # `Event`s for `_item_of`.
+            # The page's events as decoded JSON, not `berth.Event`s: the walk reads only
+            # their seq, type and data.
             raw, body = answer.json(), answer.body
             events = raw["events"]
             if predicted is None:
@@ -674,36 +671,22 @@ class BerthSession:
             for position in range(len(events) - 1, -1, -1):
                 wire = events[position]
                 seq, event_type, data = wire["seq"], wire["type"], wire.get("data")
-                if (
-                    event_type in _MARKED_TYPES
-                    and type(data) is dict
-                    and data.get(ITEM_MARK) is True
-                    and "item" not in data
-                ):
-                    if seq in popped:
-                        continue
-                    item = dict(data)
-                    del item[ITEM_MARK]
-                    found.append((seq, item))
-                    kept.append((seq, (body, position)))
-                elif event_type == CLEAR_TYPE:
+                if event_type == CLEAR_TYPE:
                     found.reverse()
                     kept.reverse()
                     return found, kept, end, last_key, True
-                elif event_type == POP_TYPE:
+                if event_type == POP_TYPE:
                     if isinstance(data, dict) and isinstance(data.get("target"), int):
                         popped.add(data["target"])
                     continue
-                else:
-                    event = berth.Event.from_wire(wire)
-                    item = _item_of(event, repaired_calls)
-                    if item is None or seq in popped:
-                        continue
-                    found.append((seq, item))
-                    # The stored item itself is made text later, from the raw answer; a
-                    # presented one (a repair's call or output) is made here.
-                    stored = _stores_item(event_type, data)  # type: ignore[arg-type]
-                    kept.append((seq, (body, position) if stored else _dumps(item)))
+                stored = isinstance(data, dict) and _stores_item(event_type, data)
+                item = _stored_item(data) if stored else _presented_item(event_type, data, repaired_calls)
+                if item is None or seq in popped:
+                    continue
+                found.append((seq, item))
+                # A stored item is made text later, from the raw answer; a presented one
+                # (a repair's call or output) is made here.
+                kept.append((seq, (body, position) if stored else _dumps(item)))
                 if limit is not None and len(found) >= limit:
                     found.reverse()
                     kept.reverse()
