@@ -13,10 +13,13 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
+import math
 import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Generic, Iterable, Iterator, Mapping, TypeVar
 from urllib.parse import quote, urlencode
+
+import orjson
 
 from . import _models as m
 
@@ -71,8 +74,41 @@ def _answer_itself(answer: Answer) -> Answer:
     return answer
 
 
+#: orjson's types that `json` refuses go back to `json` (which refuses them, as before).
+_ORJSON_OPTIONS = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
+
+
 def dumps(value: Any) -> bytes:
+    """`value` as compact UTF-8 JSON, what `json.dumps(value, ensure_ascii=False,
+    separators=(",", ":"), allow_nan=False)` encodes, written by orjson (a 100-item
+    append's body: ~11 µs against `json`'s ~307 µs; docs/dropins.md). What orjson would
+    write differently goes through `json` instead: integers past 64 bits, non-string keys,
+    lone surrogates (orjson refuses them), and NaN or infinity (orjson writes `null`,
+    where `json` refuses them: an answer with a `null` in it is checked for them).
+    Floats may be spelled differently (`1e-7`, not `1e-07`); they read back the same."""
+    try:
+        body = orjson.dumps(value, option=_ORJSON_OPTIONS)
+    except TypeError:
+        pass
+    else:
+        if b"null" not in body or _finite(value):
+            return body
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+
+
+def _finite(value: Any) -> bool:
+    """No NaN or infinity anywhere in `value` (dicts, lists and tuples walked)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                return False
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+    return True
 
 
 def _json_body(fields: dict[str, Any]) -> bytes:

@@ -306,7 +306,7 @@ class _View:
 
 
 def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return calls.dumps(value).decode("utf-8")
 
 
 def _fetch_before(client: berth.Client, session_id: str, before: int, limit: int) -> calls.Answer:
