@@ -27,11 +27,19 @@ use berth_bench::workloads::memory::{value, NAMESPACE};
 use berth_bench::workloads::rotation;
 use std::time::Instant;
 
-fn table(path: &std::path::Path, btrees: usize, page_size: usize, items: usize, journaled: bool) -> rusqlite::Connection {
+fn table(
+    path: &std::path::Path,
+    btrees: usize,
+    page_size: usize,
+    items: usize,
+    journaled: bool,
+) -> rusqlite::Connection {
     let mut connection = rusqlite::Connection::open(path).expect("open");
     let synchronous = if journaled { "NORMAL" } else { "FULL" };
     connection
-        .execute_batch(&format!("PRAGMA page_size={page_size}; PRAGMA journal_mode=WAL; PRAGMA synchronous={synchronous};"))
+        .execute_batch(&format!(
+            "PRAGMA page_size={page_size}; PRAGMA journal_mode=WAL; PRAGMA synchronous={synchronous};"
+        ))
         .expect("pragmas");
     if journaled {
         connection
@@ -79,8 +87,8 @@ struct Journal {
 
 impl Journal {
     fn new(path: &std::path::Path) -> Journal {
-        let file = std::fs::OpenOptions::new().read(true).write(true).create(true).open(path).expect("journal");
-        file.set_len(0).expect("empty");
+        let file =
+            std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(path).expect("journal");
         std::io::Write::write_all(&mut &file, &vec![0u8; 8 << 20]).expect("zeros");
         file.sync_all().expect("sync");
         Journal { file, offset: 0 }
@@ -178,7 +186,8 @@ fn main() {
             table(&temp.path().join(format!("b{btrees}-{page}-{journaled}.sqlite")), btrees, page, items, journaled)
         })
         .collect();
-    let mut journals: Vec<_> = (0..shapes.len()).map(|index| Journal::new(&temp.path().join(format!("j{index}")))).collect();
+    let mut journals: Vec<_> =
+        (0..shapes.len()).map(|index| Journal::new(&temp.path().join(format!("j{index}")))).collect();
     let mut samples = vec![Vec::new(); shapes.len()];
     let mut next = 0;
     for round in 0..rounds {
@@ -199,6 +208,9 @@ fn main() {
     let reference = median(&samples[0]).expect("rounds");
     for (index, (btrees, page, journaled)) in shapes.iter().enumerate() {
         let us = median(&samples[index]).expect("rounds");
-        println!("{btrees} B-trees, {page} B pages, journaled {journaled}: median {us:.0} µs ({:.2}× the first)", reference / us);
+        println!(
+            "{btrees} B-trees, {page} B pages, journaled {journaled}: median {us:.0} µs ({:.2}× the first)",
+            reference / us
+        );
     }
 }
