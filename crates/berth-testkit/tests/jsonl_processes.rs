@@ -186,6 +186,24 @@ fn try_open_writer(backend: &JsonlBackend, key: &SessionKey) -> berth_core::Resu
     })
 }
 
+/// Waits (up to 1 s, well inside the `sleep 5` it is used on) until process `pid` has no
+/// open descriptor for a file under `root` (read from `/proc/<pid>/fd`); returns either
+/// way, so the caller's check decides.
+fn wait_until_no_descriptor_under(pid: i32, root: &Path) {
+    let root = std::fs::canonicalize(root).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(1);
+    while Instant::now() < deadline {
+        let Ok(entries) = std::fs::read_dir(format!("/proc/{pid}/fd")) else { return };
+        let holds = entries
+            .filter_map(|entry| std::fs::read_link(entry.ok()?.path()).ok())
+            .any(|target| target.starts_with(&root));
+        if !holds {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 fn assert_already_owned(backend: &JsonlBackend, key: &SessionKey, root: &Path) {
     let error = try_open_writer(backend, key).unwrap_err();
     assert!(matches!(error, Error::AlreadyOwned { .. }), "{error}");
@@ -287,6 +305,13 @@ fn test_21_lock_is_not_inherited_by_the_holders_children() {
     holder.expect("held");
     holder.send("spawn-sleep");
     let sleep_pid: i32 = holder.expect("spawned").parse().unwrap();
+    // The spawner may run again before its child has finished `exec`: the kernel wakes a
+    // `vfork` parent when the child's new memory is in place, and closes the `O_CLOEXEC`
+    // descriptors a moment later. Until then the child shares the lease's open files.
+    // Wait that moment out; a descriptor inherited past `exec` never goes, and the
+    // takeover below then fails (checked: with `O_CLOEXEC` dropped from the backend's
+    // opens, this test fails).
+    wait_until_no_descriptor_under(sleep_pid, root.path());
     holder.kill();
     let acquired = try_open_writer(&backend, &key);
     let sleep_alive = unsafe { libc::kill(sleep_pid, 0) } == 0;
