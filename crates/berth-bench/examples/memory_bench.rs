@@ -134,7 +134,7 @@ async fn main() {
 
     if sqlite {
         let path = dir.join(berth_sqlite::CATALOG_FILE_NAME);
-        for stale in ["", "-wal", "-shm"] {
+        for stale in ["", "-wal", "-shm", "-search", "-search-wal", "-search-shm"] {
             let _ = std::fs::remove_file(format!("{}{stale}", path.display()));
         }
         let _ = std::fs::remove_file(dir.join("plain.sqlite"));

@@ -7,7 +7,8 @@
 //! - 2: the reference's shape, a rowid table with a unique `(ns, key)` index;
 //! - 3: and an updated-order index (berth's `memory_items_by_updated`);
 //! - 4: and a per-tenant usage row changed by every put (`memory_usage`);
-//! - 5: and a queue row of the item waiting for its search rows (`memory_unindexed`);
+//! - 5: and a queue row of the item waiting for its search rows (`memory_unindexed`;
+//!   `memory_changes` from schema V9);
 //!
 //! all in SQLite's default 4,096-byte pages, and then 5 in 2,048- and 1,024-byte pages
 //! and 2 in 1,024-byte pages: a commit's WAL frames are whole pages, so smaller pages

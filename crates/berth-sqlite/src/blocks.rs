@@ -13,8 +13,8 @@
 //! that field and kind. Indexing items widens their blocks' ranges (`Pending`, once per
 //! block per batch); a block that has taken `BLOCK_MAX` items since it was last built is
 //! rebuilt from its items' field rows, cut into blocks of `BLOCK_ITEMS` (`rebuild`).
-//! Every delete rebuilds the blocks that held what it removed (`holding_items`,
-//! `rebuild_held`), so no range keeps a removed value. A replacement only widens: its
+//! Applying a delete (`search.rs`) rebuilds the blocks that held what it removed (the
+//! change records the item's position; `rebuild_held`), so no range keeps a removed value. A replacement only widens: its
 //! block's range may be wider than its items need until the next rebuild, which costs a
 //! walk some rows, never a match.
 
@@ -39,7 +39,12 @@ pub(crate) const HOLDING_SQL: &str =
     "SELECT namespace, key FROM memory_blocks WHERE tenant = ?1 AND (namespace, key) <= (?2, ?3) \
      ORDER BY namespace DESC, key DESC LIMIT 1";
 
-fn holding(connection: &Connection, tenant: &str, namespace: &str, key: &str) -> Result<Option<Position>, Failure> {
+pub(crate) fn holding(
+    connection: &Connection,
+    tenant: &str,
+    namespace: &str,
+    key: &str,
+) -> Result<Option<Position>, Failure> {
     Ok(connection
         .prepare_cached(HOLDING_SQL)?
         .query_row((tenant, namespace, key), |row| Ok((row.get(0)?, row.get(1)?)))
@@ -206,48 +211,13 @@ fn build(
     Ok(())
 }
 
-/// Rebuilds the blocks that held items about to be deleted, once they are: `held` is
-/// what `holding_items` found before the delete. No range then keeps a deleted item's
-/// values, nor a block boundary its key.
+/// Rebuilds the blocks that held deleted items: `held` is the blocks holding their
+/// positions. No range then keeps a deleted item's values, nor a block boundary its key.
 pub(crate) fn rebuild_held(connection: &Connection, held: BTreeSet<(String, Position)>) -> Result<(), Failure> {
     for (tenant, block) in held {
         rebuild(connection, &tenant, &block)?;
     }
     Ok(())
-}
-
-/// The blocks holding the items `condition` (SQL over `memory_items` aliased `m`)
-/// selects. The items come in key order, so blocks are looked up once each (an item
-/// before the current block's end is in it), not once per item.
-pub(crate) fn holding_items(
-    connection: &Connection,
-    condition: &str,
-    params: &Params,
-) -> Result<BTreeSet<(String, Position)>, Failure> {
-    let positions: Vec<(String, String, String)> = connection
-        .prepare_cached(&format!(
-            "SELECT m.tenant, m.namespace, m.key FROM memory_items AS m WHERE {condition} \
-             ORDER BY m.tenant, m.namespace, m.key"
-        ))?
-        .query_map(params_from_iter(params.0.iter()), |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))?
-        .collect::<rusqlite::Result<_>>()?;
-    let mut held = BTreeSet::new();
-    // The tenant of the block last found, and where that block ends (None: at the end).
-    let mut current: Option<(String, Option<Position>)> = None;
-    for (tenant, namespace, key) in positions {
-        let inside = current.as_ref().is_some_and(|(owner, end)| {
-            *owner == tenant && end.as_ref().is_none_or(|end| (namespace.as_str(), key.as_str()) < (&end.0, &end.1))
-        });
-        if inside {
-            continue;
-        }
-        current = None;
-        if let Some(block) = holding(connection, &tenant, &namespace, &key)? {
-            current = Some((tenant.clone(), next_block(connection, &tenant, &block)?));
-            held.insert((tenant, block));
-        }
-    }
-    Ok(held)
 }
 
 /// Builds every tenant's blocks from the items stored (the V7 migration).

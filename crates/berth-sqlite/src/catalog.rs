@@ -264,7 +264,10 @@ impl Catalog for SqliteCatalog {
 
     async fn remove(&self, key: &SessionKey, expected: Revision) -> Result<()> {
         let key = key.clone();
-        self.write("remove session", move |transaction| remove_in(transaction, &key, expected)).await
+        self.write("remove session", move |transaction| remove_in(transaction, &key, expected)).await?;
+        // The memory bound to it left changes for the search file.
+        self.index_soon();
+        Ok(())
     }
 
     async fn update_audited(
@@ -288,11 +291,14 @@ impl Catalog for SqliteCatalog {
         audits: Vec<AuditDraft>,
     ) -> Result<Vec<AuditEntry>> {
         let key = key.clone();
-        self.write("remove session", move |transaction| {
-            remove_in(transaction, &key, expected)?;
-            audits.into_iter().map(|draft| append_audit_in(transaction, draft)).collect()
-        })
-        .await
+        let entries = self
+            .write("remove session", move |transaction| {
+                remove_in(transaction, &key, expected)?;
+                audits.into_iter().map(|draft| append_audit_in(transaction, draft)).collect()
+            })
+            .await?;
+        self.index_soon();
+        Ok(entries)
     }
 
     async fn list(&self, query: &SessionQuery) -> Result<Vec<SessionRecord>> {

@@ -17,8 +17,14 @@
 //! No connection to a catalog file is open across a `fork` (`fork.rs`): they are
 //! closed just before it and reopened when next needed.
 //!
+//! Scoped memory's search rows live in a second file, the search file (`search.rs`),
+//! written by one more connection per process (the index connection) and attached to
+//! every reader; the writer never touches it, so its `BEGIN IMMEDIATE` locks only the
+//! catalog.
+//!
 //! `open_in_memory` keeps everything on the writer connection (a second connection to
-//! `:memory:` would be a different database).
+//! `:memory:` would be a different database), its search rows in an attached in-memory
+//! database.
 
 mod blocks;
 mod catalog;
@@ -27,6 +33,7 @@ mod fork;
 mod listing;
 mod memory;
 pub mod schema;
+mod search;
 
 pub use schema::{CATALOG_FILE_NAME, SCHEMA_VERSION};
 
@@ -34,6 +41,7 @@ use crate::error::Failure;
 use berth_core::{Error, Result};
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -64,6 +72,15 @@ struct Shared {
     writer: Mutex<Option<Connection>>,
     /// `None` for an in-memory database: reads then use the writer connection.
     readers: Option<ReaderPool>,
+    /// The connection that writes the search file (`search.rs`); `None` while closed
+    /// for a fork, and always for an in-memory database (the writer does it).
+    index: Mutex<Option<Connection>>,
+    /// This process's indexing thread (`search::index_soon`).
+    indexer: search::Indexer,
+    /// The search file's `done` as last committed synced by this process, and the `seq` below
+    /// which this process last dropped applied changes (`trim`).
+    search_done: AtomicI64,
+    trimmed: AtomicI64,
     /// The database file's name, for error locations (never the full path).
     artifact: String,
 }
@@ -101,11 +118,25 @@ impl SqliteCatalog {
         // Opened and registered as one piece of catalog work, so a fork meanwhile waits
         // for it and then closes this catalog's connection too.
         let _working = fork::Working::enter();
-        let writer = open_writer(&path, &options).map_err(|failure| failure.into_error("open catalog", &artifact))?;
+        let (writer, index) = open_writer(&path, &options)
+            .and_then(|writer| Ok((writer, search::open_index(&path, &options)?)))
+            .map_err(|failure| failure.into_error("open catalog", &artifact))?;
         let readers = ReaderPool { path, options, idle: Mutex::new(Vec::new()) };
-        let shared = Arc::new(Shared { writer: Mutex::new(Some(writer)), readers: Some(readers), artifact });
+        let shared = Arc::new(Shared {
+            writer: Mutex::new(Some(writer)),
+            readers: Some(readers),
+            index: Mutex::new(Some(index)),
+            indexer: search::Indexer::default(),
+            search_done: AtomicI64::new(0),
+            trimmed: AtomicI64::new(0),
+            artifact,
+        });
         fork::register(&shared);
-        Ok(SqliteCatalog { shared })
+        drop(_working);
+        let catalog = SqliteCatalog { shared };
+        // Changes an earlier process left unapplied.
+        catalog.index_soon();
+        Ok(catalog)
     }
 
     /// A private in-memory catalog (tests, `memory:`-style embedding with SQL semantics).
@@ -115,10 +146,22 @@ impl SqliteCatalog {
             let mut connection = Connection::open_in_memory()?;
             configure(&connection, &SqliteOptions::default())?;
             schema::migrate(&mut connection, ":memory:")?;
+            connection.execute("ATTACH DATABASE ':memory:' AS search", [])?;
+            search::prepare(&connection)?;
             Ok(connection)
         };
         let writer = setup().map_err(|failure| failure.into_error("open catalog", &artifact))?;
-        Ok(SqliteCatalog { shared: Arc::new(Shared { writer: Mutex::new(Some(writer)), readers: None, artifact }) })
+        Ok(SqliteCatalog {
+            shared: Arc::new(Shared {
+                writer: Mutex::new(Some(writer)),
+                readers: None,
+                index: Mutex::new(None),
+                indexer: search::Indexer::default(),
+                search_done: AtomicI64::new(0),
+                trimmed: AtomicI64::new(0),
+                artifact,
+            }),
+        })
     }
 
     /// Test hook: runs raw SQL on the writer connection, so tamper-detection tests can
@@ -139,11 +182,14 @@ impl SqliteCatalog {
         let shared = Arc::clone(&self.shared);
         blocking(move || {
             let _working = fork::Working::enter();
+            let trim = shared.trim_due();
             let outcome = (|| {
                 let mut connection = shared.writer()?;
                 let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+                Shared::trim(&transaction, trim)?;
                 let value = work(&transaction)?;
                 transaction.commit()?;
+                shared.trimmed(trim);
                 Ok(value)
             })();
             outcome.map_err(|failure: Failure| failure.into_error(operation, &shared.artifact))
@@ -167,10 +213,13 @@ impl SqliteCatalog {
             let outcome = (|| {
                 let mut connection = shared.writer()?;
                 connection.pragma_update(None, "synchronous", "NORMAL")?;
+                let trim = shared.trim_due();
                 let committed = (|| -> Result<T, Failure> {
                     let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+                    Shared::trim(&transaction, trim)?;
                     let value = work(&transaction)?;
                     transaction.commit()?;
+                    shared.trimmed(trim);
                     Ok(value)
                 })();
                 // Always back to FULL, whatever happened, before anyone else writes.
@@ -182,6 +231,35 @@ impl SqliteCatalog {
             outcome.map_err(|failure: Failure| failure.into_error(operation, &shared.artifact))
         })
         .await
+    }
+
+    /// Runs `work` on the index connection (`search.rs`), outside any transaction.
+    async fn index_work<T, F>(&self, operation: &'static str, work: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, Failure> + Send + 'static,
+    {
+        let shared = Arc::clone(&self.shared);
+        blocking(move || {
+            let _working = fork::Working::enter();
+            let outcome = shared.index().and_then(|connection| work(&connection));
+            outcome.map_err(|failure: Failure| failure.into_error(operation, &shared.artifact))
+        })
+        .await
+    }
+
+    /// Applies every memory change committed so far to the search file, durably.
+    async fn catch_up(&self, operation: &'static str) -> Result<()> {
+        let caught =
+            self.index_work(operation, |connection| search::catch_up(connection, search::Sync::Always)).await?;
+        self.shared.caught_up(caught);
+        Ok(())
+    }
+
+    /// Has the memory changes just committed applied to the search file soon
+    /// (`search::index_soon`).
+    fn index_soon(&self) {
+        search::index_soon(&self.shared);
     }
 
     /// Runs `work` in one read transaction (one snapshot) on a reader connection.
@@ -255,13 +333,64 @@ impl Shared {
         Ok(Writer(slot))
     }
 
+    /// Notes a catch-up's durable `done` (`search::CaughtUp`).
+    fn caught_up(&self, caught: search::CaughtUp) {
+        if caught.applied > 0 {
+            tracing::trace!(applied = caught.applied, done = caught.done, "memory changes applied to the search file");
+        }
+        if caught.synced {
+            self.search_done.fetch_max(caught.done, Ordering::Relaxed);
+        }
+    }
+
+    /// The search file's `done` as last committed synced by this process.
+    fn synced_done(&self) -> i64 {
+        self.search_done.load(Ordering::Relaxed)
+    }
+
+    /// The `seq` below which applied changes are due to be dropped, once enough have
+    /// piled up since the last drop (`search::TRIM_AT`).
+    fn trim_due(&self) -> Option<i64> {
+        let done = self.search_done.load(Ordering::Relaxed);
+        (done - self.trimmed.load(Ordering::Relaxed) >= search::TRIM_AT).then_some(done)
+    }
+
+    /// Drops the applied changes before `below` inside a write of the catalog (which
+    /// holds its write lock already): the one at `below` stays, so SQLite numbers the
+    /// next change past it.
+    fn trim(transaction: &rusqlite::Transaction<'_>, below: Option<i64>) -> Result<(), Failure> {
+        if let Some(below) = below {
+            transaction.prepare_cached("DELETE FROM memory_changes WHERE seq < ?1")?.execute([below])?;
+        }
+        Ok(())
+    }
+
+    /// Notes a drop committed (`trim`).
+    fn trimmed(&self, below: Option<i64>) {
+        if let Some(below) = below {
+            self.trimmed.fetch_max(below, Ordering::Relaxed);
+        }
+    }
+
+    /// The index connection (`search.rs`), reopened if a fork closed it; the writer for
+    /// an in-memory catalog. Call inside `fork::Working`.
+    fn index(&self) -> Result<Writer<'_>, Failure> {
+        let Some(pool) = &self.readers else { return self.writer() };
+        let mut slot = lock(&self.index);
+        if slot.is_none() {
+            *slot = Some(search::open_index(&pool.path, &pool.options)?);
+        }
+        Ok(Writer(slot))
+    }
+
     /// Closes every connection to the file (`fork.rs`), none of them in use. An
     /// in-memory catalog keeps its one connection: it has no file, and is its data.
     fn close_connections(&self) {
         let Some(pool) = &self.readers else { return };
         let writer = lock(&self.writer).take();
+        let index = lock(&self.index).take();
         let idle = std::mem::take(&mut *lock(&pool.idle));
-        for connection in idle.into_iter().chain(writer) {
+        for connection in idle.into_iter().chain(writer).chain(index) {
             if let Err((_, error)) = connection.close() {
                 tracing::warn!(artifact = %self.artifact, %error, "closing a catalog connection before fork failed");
             }
@@ -277,6 +406,7 @@ impl ReaderPool {
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let connection = Connection::open_with_flags(&self.path, flags)?;
         configure_statements(&connection, &self.options)?;
+        search::attach(&connection, &search::search_path(&self.path))?;
         // Readers never write; this makes an accidental write through one an error.
         connection.pragma_update(None, "query_only", true)?;
         Ok(connection)
@@ -382,9 +512,15 @@ fn configure_statements(connection: &Connection, options: &SqliteOptions) -> Res
 /// report busy without consulting the busy handler while another process opens the
 /// same fresh file, so it is retried until the busy timeout.
 fn enable_wal(connection: &Connection, busy_timeout: Duration) -> Result<(), Failure> {
+    enable_wal_in(connection, "main", busy_timeout)
+}
+
+/// `enable_wal` for the attached database `schema`.
+fn enable_wal_in(connection: &Connection, schema: &str, busy_timeout: Duration) -> Result<(), Failure> {
     let deadline = Instant::now() + busy_timeout;
+    let sql = format!("PRAGMA {schema}.journal_mode = WAL");
     loop {
-        let outcome: rusqlite::Result<String> = connection.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0));
+        let outcome: rusqlite::Result<String> = connection.query_row(&sql, [], |row| row.get(0));
         match outcome {
             Ok(mode) if mode.eq_ignore_ascii_case("wal") => return Ok(()),
             Ok(mode) => {

@@ -12,6 +12,7 @@
 use crate::blocks::{self, Position};
 use crate::catalog::{append_audit_in, time_column};
 use crate::error::{is_unique_violation, Failure};
+use crate::search;
 use crate::SqliteCatalog;
 use async_trait::async_trait;
 use berth_catalog::audit::AuditEntry;
@@ -205,33 +206,14 @@ fn read_item(
     rows.next()?.map(|row| item_from_columns(row, 0, namespace.clone(), key.to_owned())).transpose()
 }
 
-/// When a written item's search rows (`memory_terms`, `memory_fields`,
-/// `memory_term_counts`) are written.
-enum Indexing<'a> {
-    /// In the same transaction (imports: their rows go in bulk); the blocks' ranges
-    /// and the full-text rows when the caller flushes the `IndexBatch`, once for the
-    /// whole import.
-    Now(&'a mut IndexBatch),
-    /// Later, in batches (`index_unindexed`): the item's id goes into `memory_unindexed`
-    /// (schema V5; V8 notes whether the item is new, so has no search rows to delete)
-    /// in the put's transaction, and a search that reads the search rows
-    /// indexes every such item first, in its own snapshot (`SqliteCatalog::memory_search`).
-    /// A put then commits a handful of pages instead of a dozen B-trees' worth.
-    Deferred,
-}
-
-/// How many items may wait for their search rows: the put that finds this many indexes
-/// them in its own transaction, so a search never has more than this to catch up on.
-pub(crate) const UNINDEXED_MAX: i64 = 64;
-
-/// Writes `item` (new, or over the row `replacing`) and, as `indexing` says, its
-/// search rows.
+/// Writes `item` (new, or over the row `replacing`) and records the change in
+/// `memory_changes` (schema V9): its search rows are written later, in the search file
+/// (`search.rs`). The change says whether the item is new (`fresh`: no rows to delete).
 fn write_item(
     transaction: &rusqlite::Transaction<'_>,
     tenant: &TenantId,
     item: &MemoryItem,
     replacing: Option<i64>,
-    indexing: Indexing<'_>,
 ) -> Result<(), Failure> {
     let values = (
         tenant.as_str(),
@@ -277,31 +259,10 @@ fn write_item(
             transaction.last_insert_rowid()
         }
     };
-    match indexing {
-        Indexing::Now(batch) => index_item(
-            transaction,
-            batch,
-            id,
-            tenant.as_str(),
-            item.namespace.as_str(),
-            &item.key,
-            &item.value,
-            replacing.is_some(),
-        ),
-        Indexing::Deferred => {
-            // Queued once: an item put again before it is indexed keeps its first row
-            // (still fresh if it was new then — it has had no search rows since).
-            transaction
-                .prepare_cached("INSERT OR IGNORE INTO memory_unindexed (item, fresh) VALUES (?1, ?2)")?
-                .execute((id, replacing.is_none()))?;
-            let waiting: i64 =
-                transaction.prepare_cached("SELECT count(*) FROM memory_unindexed")?.query_row([], |row| row.get(0))?;
-            if waiting >= UNINDEXED_MAX {
-                index_unindexed(transaction)?;
-            }
-            Ok(())
-        }
-    }
+    transaction
+        .prepare_cached("INSERT INTO memory_changes (item, fresh) VALUES (?1, ?2)")?
+        .execute((id, replacing.is_none()))?;
+    Ok(())
 }
 
 /// What a batch of items being indexed writes at its end (`flush`): their blocks'
@@ -318,6 +279,15 @@ pub(crate) struct IndexBatch {
 }
 
 impl IndexBatch {
+    /// Notes that item `id` is gone: its full-text row is deleted at `flush`, its other
+    /// search rows now.
+    pub(crate) fn forget(&mut self, connection: &Connection, id: i64) -> Result<(), Failure> {
+        connection.prepare_cached("DELETE FROM memory_fields WHERE item = ?1")?.execute([id])?;
+        connection.prepare_cached("DELETE FROM memory_term_counts WHERE item = ?1")?.execute([id])?;
+        self.texts.push((id, String::new(), true));
+        Ok(())
+    }
+
     pub(crate) fn flush(self, connection: &Connection) -> Result<(), Failure> {
         let mut delete = connection.prepare_cached("DELETE FROM memory_terms WHERE rowid = ?1")?;
         let mut insert = connection.prepare_cached("INSERT INTO memory_terms (rowid, terms) VALUES (?1, ?2)")?;
@@ -336,7 +306,7 @@ impl IndexBatch {
 /// Writes item `id`'s search rows (after deleting the ones an earlier value left, if
 /// `replacing`); its full-text row and its block's ranges when `batch` is flushed.
 #[allow(clippy::too_many_arguments)]
-fn index_item(
+pub(crate) fn index_item(
     connection: &Connection,
     batch: &mut IndexBatch,
     id: i64,
@@ -364,43 +334,22 @@ fn index_item(
     Ok(())
 }
 
-/// Does any item wait for its search rows?
-fn any_unindexed(connection: &Connection) -> Result<bool, Failure> {
-    Ok(connection.prepare_cached("SELECT EXISTS (SELECT 1 FROM memory_unindexed)")?.query_row([], |row| row.get(0))?)
-}
-
-/// Writes the search rows of every item in `memory_unindexed` (replacing what an earlier
-/// value of the item left) and empties it. Returns how many items it indexed.
-pub(crate) fn index_unindexed(connection: &Connection) -> Result<usize, Failure> {
-    type Waiting = (i64, String, String, String, String, bool);
-    let waiting: Vec<Waiting> = connection
-        .prepare_cached(
-            "SELECT m.id, m.tenant, m.namespace, m.key, m.value, u.fresh \
-             FROM memory_unindexed AS u CROSS JOIN memory_items AS m ON m.id = u.item",
-        )?
-        .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?, row.get(5)?)))?
-        .collect::<rusqlite::Result<_>>()?;
-    let count = waiting.len();
-    let mut batch = IndexBatch::default();
-    for (id, tenant, namespace, key, value, fresh) in waiting {
-        let raw = serde_json::value::RawValue::from_string(value).map_err(|_| corrupt("value"))?;
-        let value = JsonText::from_trusted_raw(raw);
-        // A fresh item has never had search rows: nothing to delete first.
-        index_item(connection, &mut batch, id, &tenant, &namespace, &key, &value, !fresh)?;
-    }
-    batch.flush(connection)?;
-    connection.prepare_cached("DELETE FROM memory_unindexed")?.execute([])?;
-    Ok(count)
+/// A stored value, parsed again (it was valid when stored).
+pub(crate) fn corrupt_value(value: String) -> Result<JsonText, Failure> {
+    let raw = serde_json::value::RawValue::from_string(value).map_err(|_| corrupt("value"))?;
+    Ok(JsonText::from_trusted_raw(raw))
 }
 
 /// Does this search read the search rows (a full-text query, or a filter condition the
-/// field index answers)? Only those wait for `index_unindexed`.
+/// field index answers)? Only those read the search file.
 fn reads_search_rows(search: &MemorySearch) -> bool {
     search.query.is_some() || !pushed_down(search).is_empty()
 }
 
-/// Deletes the rows `condition` selects from `memory_items` (with their terms),
-/// returning the count and bytes removed, computed in SQL. `condition` is over `m`.
+/// Deletes the rows `condition` selects from `memory_items`, recording each change
+/// with the item's position (its search rows go when the change is applied,
+/// `search.rs`), returning the count and bytes removed, computed in SQL. `condition` is
+/// over `m`.
 fn delete_where(connection: &Connection, condition: &str, params: &Params) -> Result<(u64, u64), Failure> {
     let (items, bytes): (i64, i64) = connection
         .prepare_cached(&format!(
@@ -410,10 +359,10 @@ fn delete_where(connection: &Connection, condition: &str, params: &Params) -> Re
     if items == 0 {
         return Ok((0, 0));
     }
-    let held = blocks::holding_items(connection, condition, params)?;
     connection
         .prepare_cached(&format!(
-            "DELETE FROM memory_terms WHERE rowid IN (SELECT m.id FROM memory_items AS m WHERE {condition})"
+            "INSERT INTO memory_changes (item, fresh, tenant, namespace, key) \
+             SELECT m.id, 0, m.tenant, m.namespace, m.key FROM memory_items AS m WHERE {condition}"
         ))?
         .execute(params_from_iter(params.0.iter()))?;
     connection
@@ -421,7 +370,6 @@ fn delete_where(connection: &Connection, condition: &str, params: &Params) -> Re
             "DELETE FROM memory_items WHERE id IN (SELECT m.id FROM memory_items AS m WHERE {condition})"
         ))?
         .execute(params_from_iter(params.0.iter()))?;
-    blocks::rebuild_held(connection, held)?;
     Ok((items as u64, bytes as u64))
 }
 
@@ -437,24 +385,22 @@ pub(crate) fn remove_bound_in(connection: &Connection, tenant: &TenantId, sessio
     add_usage(connection, tenant.as_str(), -(items as i64), -(bytes as i64))
 }
 
-/// Deletes rows by id (at most a sweep's `limit`), with their terms and usage.
+/// Deletes rows by id (at most a sweep's `limit`), recording each change (as
+/// `delete_where`), with their usage.
 fn delete_ids(connection: &Connection, rows: &[(i64, String, i64)]) -> Result<(), Failure> {
     let mut usage: BTreeMap<&str, (i64, i64)> = BTreeMap::new();
-    let mut held = std::collections::BTreeSet::new();
-    // A few hundred ids per statement, well inside SQLite's parameter limit.
-    for chunk in rows.chunks(500) {
-        let mut params = Params::default();
-        let ids: Vec<String> = chunk.iter().map(|(id, _, _)| params.push(*id)).collect();
-        held.extend(blocks::holding_items(connection, &format!("m.id IN ({})", ids.join(", ")), &params)?);
-    }
     for (id, tenant, bytes) in rows {
-        connection.prepare_cached("DELETE FROM memory_terms WHERE rowid = ?1")?.execute([id])?;
+        connection
+            .prepare_cached(
+                "INSERT INTO memory_changes (item, fresh, tenant, namespace, key) \
+                 SELECT id, 0, tenant, namespace, key FROM memory_items WHERE id = ?1",
+            )?
+            .execute([id])?;
         connection.prepare_cached("DELETE FROM memory_items WHERE id = ?1")?.execute([id])?;
         let entry = usage.entry(tenant.as_str()).or_default();
         entry.0 -= 1;
         entry.1 -= bytes;
     }
-    blocks::rebuild_held(connection, held)?;
     usage.into_iter().try_for_each(|(tenant, (items, bytes))| add_usage(connection, tenant, items, bytes))
 }
 
@@ -939,7 +885,7 @@ fn namespaces_in(
 }
 
 /// One put inside the caller's transaction (`memory_put`, and each of `memory_apply`'s):
-/// nothing is written when its plan is refused. Its search rows come later (`Deferred`).
+/// nothing is written when its plan is refused. Its search rows come later (`search.rs`).
 fn put_in(
     transaction: &rusqlite::Transaction<'_>,
     tenant: &TenantId,
@@ -950,35 +896,34 @@ fn put_in(
     let stored = stored_item(transaction, tenant, &put.namespace, &put.key)?;
     let usage = stored_usage(transaction, tenant)?;
     let plan = put.plan(stored.as_ref().map(|(_, item)| item), &usage, quota, now)?;
-    write_item(transaction, tenant, &plan.item, stored.as_ref().map(|(id, _)| *id), Indexing::Deferred)?;
+    write_item(transaction, tenant, &plan.item, stored.as_ref().map(|(id, _)| *id))?;
     add_usage(transaction, tenant.as_str(), i64::from(plan.new_row), plan.bytes_change)?;
     Ok(plan.item)
 }
 
-/// `memory_import` of each of `items` inside the caller's transaction; their blocks'
-/// ranges are widened once, at the end.
+/// `memory_import` of each of `items` inside the caller's transaction (their search rows
+/// are written by the caller's catch-up, after the commit).
 fn import_in(
     transaction: &rusqlite::Transaction<'_>,
     tenant: &TenantId,
     items: &[MemoryItem],
     quota: &MemoryQuota,
 ) -> Result<(), Failure> {
-    let mut batch = IndexBatch::default();
     for item in items {
         if stored_item(transaction, tenant, &item.namespace, &item.key)?.is_some() {
             let id = format!("{}:{}", item.namespace, item.key);
             return Err(Error::AlreadyExists { what: "memory item", id }.into());
         }
         stored_usage(transaction, tenant)?.check_put(quota, true, 0, item.bytes())?;
-        write_item(transaction, tenant, item, None, Indexing::Now(&mut batch))?;
+        write_item(transaction, tenant, item, None)?;
         add_usage(transaction, tenant.as_str(), 1, item.bytes() as i64)?;
     }
-    batch.flush(transaction)
+    Ok(())
 }
 
 impl SqliteCatalog {
     /// Imports several items (`memory_import` each) in one transaction: all or none.
-    /// For restores and seeding.
+    /// For restores and seeding. Returns once their search rows are written too.
     pub async fn memory_import_many(
         &self,
         tenant: &TenantId,
@@ -986,7 +931,8 @@ impl SqliteCatalog {
         quota: &MemoryQuota,
     ) -> Result<()> {
         let (tenant, quota) = (tenant.clone(), *quota);
-        self.write("import memory items", move |transaction| import_in(transaction, &tenant, &items, &quota)).await
+        self.write("import memory items", move |transaction| import_in(transaction, &tenant, &items, &quota)).await?;
+        self.catch_up("import memory items").await
     }
 }
 
@@ -1001,7 +947,10 @@ impl MemoryStore for SqliteCatalog {
     ) -> Result<MemoryItem> {
         put.check()?;
         let (tenant, put, quota) = (tenant.clone(), put.clone(), *quota);
-        self.write("put memory item", move |transaction| put_in(transaction, &tenant, &put, &quota, now)).await
+        let item =
+            self.write("put memory item", move |transaction| put_in(transaction, &tenant, &put, &quota, now)).await?;
+        self.index_soon();
+        Ok(item)
     }
 
     async fn memory_apply(
@@ -1018,18 +967,21 @@ impl MemoryStore for SqliteCatalog {
         // says which of them may be unapplied is durable too — a commit lost to a power
         // failure takes the marker's advance with it, so the durable marker still covers
         // the lost writes and finishing it applies them (`berth_service::carried`).
-        self.write_relaxed("apply carried memory writes", move |transaction| {
-            let mut applied = 0;
-            for put in &puts {
-                match put_in(transaction, &tenant, put, &quota, now) {
-                    Ok(_) => applied += 1,
-                    Err(Failure::Berth(Error::RevisionConflict { .. })) => {}
-                    Err(failure) => return Err(failure),
+        let applied = self
+            .write_relaxed("apply carried memory writes", move |transaction| {
+                let mut applied = 0;
+                for put in &puts {
+                    match put_in(transaction, &tenant, put, &quota, now) {
+                        Ok(_) => applied += 1,
+                        Err(Failure::Berth(Error::RevisionConflict { .. })) => {}
+                        Err(failure) => return Err(failure),
+                    }
                 }
-            }
-            Ok(applied)
-        })
-        .await
+                Ok(applied)
+            })
+            .await?;
+        self.index_soon();
+        Ok(applied)
     }
 
     async fn memory_get(
@@ -1069,14 +1021,17 @@ impl MemoryStore for SqliteCatalog {
         now: Timestamp,
     ) -> Result<MemoryItem> {
         let (tenant, namespace, key) = (tenant.clone(), namespace.clone(), key.to_owned());
-        self.write("delete memory item", move |transaction| {
-            let stored = stored_item(transaction, &tenant, &namespace, &key)?.filter(|(_, item)| item.is_live(now));
-            scoped::check_delete(&namespace, &key, stored.as_ref().map(|(_, item)| item), expected)?;
-            let (id, item) = stored.expect("checked above");
-            delete_ids(transaction, &[(id, tenant.as_str().to_owned(), item.bytes() as i64)])?;
-            Ok(item)
-        })
-        .await
+        let item = self
+            .write("delete memory item", move |transaction| {
+                let stored = stored_item(transaction, &tenant, &namespace, &key)?.filter(|(_, item)| item.is_live(now));
+                scoped::check_delete(&namespace, &key, stored.as_ref().map(|(_, item)| item), expected)?;
+                let (id, item) = stored.expect("checked above");
+                delete_ids(transaction, &[(id, tenant.as_str().to_owned(), item.bytes() as i64)])?;
+                Ok(item)
+            })
+            .await?;
+        self.index_soon();
+        Ok(item)
     }
 
     async fn memory_search(&self, tenant: &TenantId, search: &MemorySearch, now: Timestamp) -> Result<Vec<MemoryItem>> {
@@ -1086,10 +1041,11 @@ impl MemoryStore for SqliteCatalog {
             return self.read("search memory", move |connection| search_in(connection, &tenant, &search, now)).await;
         }
         let (tenant_again, search_again) = (tenant.clone(), search.clone());
-        // In one snapshot: nothing waits for its search rows, so they are the items'.
+        // When the search file holds every change of the catalog's snapshot, its rows
+        // are exactly the snapshot's items' (`search::current`).
         let page = self
             .read("search memory", move |connection| {
-                if any_unindexed(connection)? {
+                if !search::current(connection)? {
                     return Ok(None);
                 }
                 search_in(connection, &tenant, &search, now).map(Some)
@@ -1098,14 +1054,20 @@ impl MemoryStore for SqliteCatalog {
         if let Some(page) = page {
             return Ok(page);
         }
-        // Else the waiting items are indexed and the page read in one write transaction.
-        // Its commit need not be durable: the items and their `memory_unindexed` rows
-        // are, so a commit a power loss drops is simply redone.
-        self.write_relaxed("search memory", move |transaction| {
-            index_unindexed(transaction)?;
-            search_in(transaction, &tenant_again, &search_again, now)
+        // Else the changes are applied and the page read in one transaction of the
+        // index connection (read-your-writes: every change committed before this call).
+        self.index_work("search memory", move |connection| {
+            // Not synced: a power loss may take it back, and the changes stay until a
+            // synced catch-up passes them (`search::Sync`).
+            search::catch_up_then(connection, false, |transaction| {
+                search_in(transaction, &tenant_again, &search_again, now)
+            })
         })
         .await
+        .map(|(caught, page)| {
+            self.shared.caught_up(caught);
+            page
+        })
     }
 
     async fn memory_namespaces(
@@ -1155,17 +1117,22 @@ impl MemoryStore for SqliteCatalog {
         audit: ForgetAudit,
     ) -> Result<(ForgetOutcome, AuditEntry)> {
         let (tenant, prefix) = (tenant.clone(), prefix.clone());
-        self.write("forget memory", move |transaction| {
-            let mut params = Params::default();
-            let tenant_is = params.push(tenant.as_str().to_owned());
-            let condition = format!("m.tenant = {tenant_is} AND {}", within_prefix(&prefix, &mut params));
-            let (items, bytes) = delete_where(transaction, &condition, &params)?;
-            add_usage(transaction, tenant.as_str(), -(items as i64), -(bytes as i64))?;
-            let outcome = ForgetOutcome { items, bytes };
-            let entry = append_audit_in(transaction, audit(&outcome))?;
-            Ok((outcome, entry))
-        })
-        .await
+        let forgotten = self
+            .write("forget memory", move |transaction| {
+                let mut params = Params::default();
+                let tenant_is = params.push(tenant.as_str().to_owned());
+                let condition = format!("m.tenant = {tenant_is} AND {}", within_prefix(&prefix, &mut params));
+                let (items, bytes) = delete_where(transaction, &condition, &params)?;
+                add_usage(transaction, tenant.as_str(), -(items as i64), -(bytes as i64))?;
+                let outcome = ForgetOutcome { items, bytes };
+                let entry = append_audit_in(transaction, audit(&outcome))?;
+                Ok((outcome, entry))
+            })
+            .await?;
+        // Not before the forgotten items' search rows are gone from the search file,
+        // durably: no term of theirs outlives the call.
+        self.catch_up("forget memory").await?;
+        Ok(forgotten)
     }
 
     async fn memory_import(&self, tenant: &TenantId, item: &MemoryItem, quota: &MemoryQuota) -> Result<()> {
@@ -1173,7 +1140,8 @@ impl MemoryStore for SqliteCatalog {
         self.write("import memory item", move |transaction| {
             import_in(transaction, &tenant, std::slice::from_ref(&item), &quota)
         })
-        .await
+        .await?;
+        self.catch_up("import memory item").await
     }
 
     async fn memory_usage(&self, tenant: &TenantId) -> Result<MemoryUsage> {
@@ -1206,6 +1174,7 @@ impl MemoryStore for SqliteCatalog {
             Ok(rows.len() as u64)
         })
         .await
+        .inspect(|_| self.index_soon())
     }
 
     async fn memory_remove_stale(&self, tenant: &TenantId, updated_before: Timestamp, limit: usize) -> Result<u64> {
@@ -1224,5 +1193,6 @@ impl MemoryStore for SqliteCatalog {
             Ok(rows.len() as u64)
         })
         .await
+        .inspect(|_| self.index_soon())
     }
 }

@@ -35,7 +35,7 @@ pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 /// Forward-only migrations; `MIGRATIONS[n]` takes the schema from version n to n + 1.
 /// Never edit a shipped entry: append a new one.
-const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8];
+const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9];
 
 /// The migrations' SQL, for tests that build an older catalog.
 #[cfg(test)]
@@ -265,6 +265,89 @@ DROP TABLE memory_fields;
 ALTER TABLE memory_fields_v8 RENAME TO memory_fields;
 CREATE INDEX memory_fields_by_value ON memory_fields (tenant, field, kind, sort);
 ALTER TABLE memory_unindexed ADD COLUMN fresh INTEGER NOT NULL DEFAULT 0;
+";
+
+/// Search rows in a file of their own (issue 11's put row: indexing a batch of items
+/// took the writer lock for milliseconds, and every put waited behind it). The derived
+/// tables (`memory_terms`, `memory_fields`, `memory_term_counts`, `memory_blocks`,
+/// `memory_block_ranges`) move to the search file (`SEARCH_SCHEMA`, `search.rs`), which
+/// is rebuilt from `memory_items` when it is missing — so they are dropped here, not
+/// copied. `memory_unindexed` becomes `memory_changes`: one row per change to an item
+/// (put, replace, delete), in `seq` order; a deleted item's row says where it was, so
+/// its block can be rebuilt. `memory_search_token` names this catalog's search file:
+/// a search file holding another token is not this catalog's, and is rebuilt.
+const V9: &str = "
+DROP TABLE memory_unindexed;
+DROP TABLE memory_fields;
+DROP TABLE memory_term_counts;
+DROP TABLE memory_terms;
+DROP TABLE memory_blocks;
+DROP TABLE memory_block_ranges;
+CREATE TABLE memory_changes (
+    seq       INTEGER PRIMARY KEY,
+    item      INTEGER NOT NULL,
+    fresh     INTEGER NOT NULL,
+    tenant    TEXT,
+    namespace TEXT,
+    key       TEXT
+) STRICT;
+CREATE TABLE memory_search_token (
+    one   INTEGER PRIMARY KEY CHECK (one = 1),
+    token TEXT    NOT NULL
+) STRICT;
+INSERT INTO memory_search_token (one, token) VALUES (1, lower(hex(randomblob(16))));
+";
+
+/// The search file's tables (`search.rs`), created in the schema attached as `search`:
+/// the derived rows of schemas V3–V8, as they were there, without references to
+/// `memory_items` (SQLite cannot refer across files: rows go with their item through
+/// `memory_changes`), and `memory_search_state`: the catalog's token, and `done`, the
+/// last `memory_changes.seq` whose change the rows hold.
+pub(crate) const SEARCH_SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS search.memory_search_state (
+    one   INTEGER PRIMARY KEY CHECK (one = 1),
+    token TEXT    NOT NULL,
+    done  INTEGER NOT NULL
+) STRICT;
+CREATE VIRTUAL TABLE IF NOT EXISTS search.memory_terms
+    USING fts5(terms, detail = 'none', columnsize = 0, tokenize = 'ascii');
+CREATE TABLE IF NOT EXISTS search.memory_fields (
+    item   INTEGER NOT NULL,
+    tenant TEXT    NOT NULL,
+    field  TEXT    NOT NULL,
+    kind   TEXT    NOT NULL CHECK (kind = 'n' OR kind = 's' OR kind = 'b' OR kind = 'z'),
+    sort   TEXT    NOT NULL,
+    PRIMARY KEY (item, field)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS search.memory_fields_by_value ON memory_fields (tenant, field, kind, sort);
+CREATE TABLE IF NOT EXISTS search.memory_term_counts (
+    item      INTEGER NOT NULL,
+    tenant    TEXT    NOT NULL,
+    term      TEXT    NOT NULL,
+    count     INTEGER NOT NULL,
+    namespace TEXT    NOT NULL,
+    key       TEXT    NOT NULL,
+    PRIMARY KEY (item, term)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS search.memory_term_counts_by_rank
+    ON memory_term_counts (tenant, term, count DESC, namespace, key);
+CREATE TABLE IF NOT EXISTS search.memory_blocks (
+    tenant    TEXT    NOT NULL,
+    namespace TEXT    NOT NULL,
+    key       TEXT    NOT NULL,
+    items     INTEGER NOT NULL,
+    PRIMARY KEY (tenant, namespace, key)
+) STRICT, WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS search.memory_block_ranges (
+    tenant    TEXT NOT NULL,
+    namespace TEXT NOT NULL,
+    key       TEXT NOT NULL,
+    field     TEXT NOT NULL,
+    kind      TEXT NOT NULL,
+    low       TEXT NOT NULL,
+    high      TEXT NOT NULL,
+    PRIMARY KEY (tenant, namespace, key, field, kind)
+) STRICT, WITHOUT ROWID;
 ";
 
 /// Fills `memory_term_counts` for the items a V3 catalog holds (V4's table starts empty).

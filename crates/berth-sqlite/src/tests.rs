@@ -434,7 +434,7 @@ async fn v4_fills_term_counts_for_items_stored_before_it() {
         .map(|item| item.key)
         .collect();
     assert_eq!(keys, ["twice", "once"], "ordered by how often the term occurs");
-    let connection = catalog.shared.writer().expect("writer");
+    let connection = catalog.shared.index().expect("index connection");
     let plan: Vec<String> = connection
         .prepare(
             "EXPLAIN QUERY PLAN SELECT c.item FROM memory_term_counts AS c INDEXED BY memory_term_counts_by_rank \
@@ -448,41 +448,36 @@ async fn v4_fills_term_counts_for_items_stored_before_it() {
     assert!(plan.iter().all(|step| !step.contains("TEMP B-TREE")), "walked in order, never sorted: {plan:?}");
 }
 
-/// Deferred search rows (schema V5): an item put and not yet indexed when the process
-/// stopped is indexed by the next process's first search, and the backlog never grows
-/// past `UNINDEXED_MAX`; a search that reads search rows leaves none waiting.
+/// The changes (schema V9) of memory items put while nothing indexed them — here the
+/// test holds the index connection, so the indexing thread cannot — survive the process
+/// and are applied by the next process (its indexing thread, or its first search), and
+/// with the connection free the thread applies every change without any search.
 #[tokio::test]
-async fn items_waiting_for_search_rows_survive_a_reopen_and_stay_bounded() {
+async fn changes_not_yet_applied_survive_a_reopen_and_the_thread_applies_them() {
     use berth_catalog::scoped::{MemoryPut, MemoryQuota, MemorySearch, Namespace, TextQuery};
     use berth_catalog::MemoryStore;
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join(CATALOG_FILE_NAME);
     let tenant = TenantId::parse("t").expect("tenant");
     let namespace = Namespace::parse("user/alice").expect("namespace");
-    let waiting = |catalog: &SqliteCatalog| -> i64 {
-        catalog
-            .shared
-            .writer()
-            .expect("writer")
-            .query_row("SELECT count(*) FROM memory_unindexed", [], |row| row.get(0))
-            .expect("count")
+    let put = |i: usize| MemoryPut {
+        namespace: namespace.clone(),
+        key: format!("k{i:03}"),
+        value: berth_core::JsonText::parse(&format!(r#"{{"text":"tea number{i}"}}"#)).expect("value"),
+        expected_revision: None,
+        ttl_ms: None,
+        bound_to: None,
     };
-    let total = crate::memory::UNINDEXED_MAX as usize * 2 + 10;
+    let total = 150;
     {
         let catalog = SqliteCatalog::open(&path).expect("open");
+        let held = catalog.shared.index().expect("index connection");
         for i in 0..total {
-            let put = MemoryPut {
-                namespace: namespace.clone(),
-                key: format!("k{i:03}"),
-                value: berth_core::JsonText::parse(&format!(r#"{{"text":"tea number{i}"}}"#)).expect("value"),
-                expected_revision: None,
-                ttl_ms: None,
-                bound_to: None,
-            };
-            catalog.memory_put(&tenant, &put, Timestamp(10), &MemoryQuota::default()).await.expect("put");
-            assert!(waiting(&catalog) < crate::memory::UNINDEXED_MAX, "bounded backlog after put {i}");
+            catalog.memory_put(&tenant, &put(i), Timestamp(10), &MemoryQuota::default()).await.expect("put");
         }
-        assert!(waiting(&catalog) > 0, "the last puts wait for their search rows");
+        assert_eq!(behind(&held), total as i64, "every put waits for its search rows");
+        drop(held);
+        // The thread may start on them as the connection is let go; the process "stops".
     }
     let catalog = SqliteCatalog::open(&path).expect("reopen");
     let search = MemorySearch {
@@ -492,10 +487,30 @@ async fn items_waiting_for_search_rows_survive_a_reopen_and_stay_bounded() {
     };
     let found = catalog.memory_search(&tenant, &search, Timestamp(11)).await.expect("search");
     assert_eq!(found.len(), total, "every item, the waiting ones too");
-    assert_eq!(waiting(&catalog), 0, "the search indexed them");
+    assert_eq!(behind(&catalog.shared.index().expect("index connection")), 0, "applied");
     let last =
         MemorySearch { query: Some(TextQuery::parse(&format!("number{}", total - 1)).expect("query")), ..search };
     assert_eq!(catalog.memory_search(&tenant, &last, Timestamp(11)).await.expect("search").len(), 1);
+    // More puts, no search: the thread applies them.
+    for i in total..total + 50 {
+        catalog.memory_put(&tenant, &put(i), Timestamp(12), &MemoryQuota::default()).await.expect("put");
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while behind(&catalog.shared.index().expect("index connection")) > 0 {
+        assert!(std::time::Instant::now() < deadline, "the thread applied the changes");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
+/// How many changes the search file does not hold yet (on the index connection).
+fn behind(connection: &Connection) -> i64 {
+    connection
+        .query_row(
+            "SELECT count(*) FROM main.memory_changes WHERE seq > (SELECT done FROM search.memory_search_state)",
+            [],
+            |row| row.get(0),
+        )
+        .expect("behind")
 }
 
 /// Schema V6 keeps term counts only where a term repeats: a V5 catalog's count-1 rows go,
@@ -525,8 +540,8 @@ async fn v6_counts_only_repeated_terms_and_relevance_still_ranks_every_match() {
     let catalog = SqliteCatalog::open(&path).expect("migrate to V6");
     let counts: Vec<(i64, i64)> = catalog
         .shared
-        .writer()
-        .expect("writer")
+        .index()
+        .expect("index connection")
         .prepare("SELECT item, count FROM memory_term_counts ORDER BY item")
         .expect("select")
         .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
@@ -563,8 +578,8 @@ async fn v6_counts_only_repeated_terms_and_relevance_still_ranks_every_match() {
     );
     let rows: i64 = catalog
         .shared
-        .writer()
-        .expect("writer")
+        .index()
+        .expect("index connection")
         .query_row("SELECT count(*) FROM memory_term_counts WHERE count < 2", [], |row| row.get(0))
         .expect("count");
     assert_eq!(rows, 0, "no count-1 rows are written either");
@@ -672,14 +687,14 @@ async fn blocks_cover_every_field_row_and_filtered_walks_match_the_reference() {
         };
         model.insert(id, catalog.memory_put(tenant, &put, now, &MemoryQuota::default()).await.expect("put"));
         if step % 500 == 499 {
-            let connection = catalog.shared.writer().expect("writer");
-            crate::memory::index_unindexed(&connection).expect("index");
+            let connection = catalog.shared.index().expect("index connection");
+            crate::search::catch_up(&connection, crate::search::Sync::Always).expect("index");
             assert_eq!(uncovered_field_rows(&connection), 0, "after step {step}");
         }
     }
     {
-        let connection = catalog.shared.writer().expect("writer");
-        crate::memory::index_unindexed(&connection).expect("index");
+        let connection = catalog.shared.index().expect("index connection");
+        crate::search::catch_up(&connection, crate::search::Sync::Always).expect("index");
         assert_eq!(uncovered_field_rows(&connection), 0, "at the end");
         let blocks: i64 = connection.query_row("SELECT count(*) FROM memory_blocks", [], |row| row.get(0)).unwrap();
         assert!(blocks > 20, "blocks were rebuilt and cut: {blocks}");
@@ -786,7 +801,7 @@ async fn v7_builds_blocks_for_items_stored_before_it() {
     });
     let catalog = SqliteCatalog::open(&path).expect("migrate to V7");
     {
-        let connection = catalog.shared.writer().expect("writer");
+        let connection = catalog.shared.index().expect("index connection");
         assert_eq!(uncovered_field_rows(&connection), 0);
         let blocks: i64 = connection.query_row("SELECT count(*) FROM memory_blocks", [], |row| row.get(0)).unwrap();
         assert_eq!(blocks, 3000_usize.div_ceil(crate::blocks::BLOCK_ITEMS) as i64);
@@ -832,7 +847,8 @@ async fn forget_and_delete_leave_no_trace_in_the_block_ranges() {
     items.sort_by(|a, b| (a.namespace.as_str(), &a.key).cmp(&(b.namespace.as_str(), &b.key)));
     catalog.memory_import_many(&tenant, items, &MemoryQuota::default()).await.expect("import");
     let traces = |catalog: &SqliteCatalog| -> (i64, i64, i64) {
-        let connection = catalog.shared.writer().expect("writer");
+        let connection = catalog.shared.index().expect("index connection");
+        crate::search::catch_up(&connection, crate::search::Sync::Always).expect("index");
         let ranges: i64 = connection
             .query_row(
                 "SELECT count(*) FROM memory_block_ranges WHERE low LIKE '%alice%' OR high LIKE '%alice%' \
@@ -1063,22 +1079,23 @@ async fn an_indexed_batch_reuses_its_statements_and_makes_one_text_segment() {
     let namespace = Namespace::parse("user/alice/notes").expect("namespace");
     // FTS5 merges segments as they pile up; without merging (this test's catalog only),
     // every flush leaves a segment of its own, at least one row of the data table past
-    // its two fixed rows (the averages and the structure).
-    catalog
-        .shared
-        .writer()
-        .expect("writer")
+    // its two fixed rows (the averages and the structure). The test holds the index
+    // connection throughout, so the indexing thread applies nothing meanwhile.
+    let index = catalog.shared.index().expect("index connection");
+    index
         .execute_batch(
             "INSERT INTO memory_terms (memory_terms, rank) VALUES ('automerge', 0);
              INSERT INTO memory_terms (memory_terms, rank) VALUES ('crisismerge', 100000);",
         )
         .expect("no merging");
-    let segment_rows = |catalog: &SqliteCatalog| -> i64 {
-        let writer = catalog.shared.writer().expect("writer");
-        writer.query_row("SELECT count(*) FROM memory_terms_data WHERE id > 10", [], |row| row.get(0)).expect("count")
+    let segment_rows = |connection: &Connection| -> i64 {
+        connection
+            .query_row("SELECT count(*) FROM memory_terms_data WHERE id > 10", [], |row| row.get(0))
+            .expect("count")
     };
-    assert_eq!(segment_rows(&catalog), 0);
-    for i in 0..crate::memory::UNINDEXED_MAX {
+    assert_eq!(segment_rows(&index), 0);
+    let batch = 64;
+    for i in 0..batch {
         let put = MemoryPut {
             namespace: namespace.clone(),
             key: format!("k{i:03}"),
@@ -1089,17 +1106,18 @@ async fn an_indexed_batch_reuses_its_statements_and_makes_one_text_segment() {
         };
         catalog.memory_put(&tenant, &put, Timestamp(10), &MemoryQuota::default()).await.expect("put");
     }
-    let writer = catalog.shared.writer().expect("writer");
-    let waiting: i64 = writer.query_row("SELECT count(*) FROM memory_unindexed", [], |row| row.get(0)).expect("count");
-    assert_eq!(waiting, 0, "the last put indexed the batch");
-    let reprepared = writer
+    assert_eq!(
+        crate::search::catch_up(&index, crate::search::Sync::Always).expect("index").applied,
+        batch,
+        "one catch-up applies the batch"
+    );
+    let reprepared = index
         .prepare_cached(crate::blocks::HOLDING_SQL)
         .expect("cached")
         .get_status(rusqlite::StatementStatus::RePrepare);
     assert_eq!(reprepared, 0, "the block lookup ran once per item without being planned again");
-    drop(writer);
-    let rows = segment_rows(&catalog);
-    assert!((1..=2).contains(&rows), "{rows} segment rows for one batch of {}", crate::memory::UNINDEXED_MAX);
+    let rows = segment_rows(&index);
+    assert!((1..=2).contains(&rows), "{rows} segment rows for one batch of {batch}");
 }
 
 /// A carried append's apply commits without an fsync of its own (`write_relaxed`: the
@@ -1136,10 +1154,11 @@ async fn a_carried_apply_is_relaxed_and_leaves_the_connection_full() {
     assert_eq!(synchronous, 2, "every other write is FULL again");
 }
 
-/// Schema V8: a V7 catalog's field rows and waiting items survive the rebuilt
-/// `memory_fields` (and are found by a filter and a full-text search); the kind is
-/// still checked; a field row's insert builds no ephemeral table (the `IN` check did,
-/// at every row); a new item is queued fresh and one over an indexed item is not.
+/// Schema V8 (and V9, which moves the search rows to the search file and builds them
+/// there): a V7 catalog's indexed and waiting items are found by a filter and a
+/// full-text search; the kind is still checked; a field row's insert builds no
+/// ephemeral table (the `IN` check did, at every row); a new item's change is fresh and
+/// one over an indexed item's is not.
 #[tokio::test]
 async fn v8_keeps_field_rows_checks_kinds_without_a_temporary_table_and_queues_new_items_fresh() {
     use berth_catalog::scoped::TextQuery;
@@ -1172,13 +1191,12 @@ async fn v8_keeps_field_rows_checks_kinds_without_a_temporary_table_and_queues_n
         }
         transaction.execute("INSERT INTO memory_unindexed (item) VALUES (3)", []).expect("V7 waiting item");
     });
-    let catalog = SqliteCatalog::open(&path).expect("migrate to V8");
+    let catalog = SqliteCatalog::open(&path).expect("migrate to V9");
+    let index = catalog.shared.index().expect("index connection");
     {
-        let connection = catalog.shared.writer().expect("writer");
+        let connection = &index;
         let rows: i64 = connection.query_row("SELECT count(*) FROM memory_fields", [], |row| row.get(0)).unwrap();
-        assert_eq!(rows, 4, "both indexed items' two field rows");
-        let fresh: i64 = connection.query_row("SELECT fresh FROM memory_unindexed", [], |row| row.get(0)).unwrap();
-        assert_eq!(fresh, 0, "a row queued before V8 is not known to be fresh: its item is indexed as replaced");
+        assert_eq!(rows, 6, "every item's two field rows, the waiting one's too (built from the items)");
         let refused = connection
             .execute("INSERT INTO memory_fields (item, tenant, field, kind, sort) VALUES (1, 't', 'x', 'q', 'a')", []);
         assert!(refused.is_err(), "a kind berth never writes is still refused");
@@ -1212,16 +1230,19 @@ async fn v8_keeps_field_rows_checks_kinds_without_a_temporary_table_and_queues_n
         .await
         .unwrap();
     {
-        let connection = catalog.shared.writer().expect("writer");
-        let queued: Vec<(String, bool)> = connection
-            .prepare("SELECT m.key, u.fresh FROM memory_unindexed AS u JOIN memory_items AS m ON m.id = u.item ORDER BY m.key")
+        let queued: Vec<(String, bool)> = index
+            .prepare(
+                "SELECT m.key, c.fresh FROM main.memory_changes AS c JOIN main.memory_items AS m ON m.id = c.item \
+                 ORDER BY m.key",
+            )
             .unwrap()
             .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
             .unwrap()
             .collect::<rusqlite::Result<_>>()
             .unwrap();
-        assert_eq!(queued, [("k1".into(), false), ("k3".into(), false), ("k4".into(), true)]);
+        assert_eq!(queued, [("k1".into(), false), ("k4".into(), true)]);
     }
+    drop(index);
     let keys =
         |items: Vec<berth_catalog::scoped::MemoryItem>| items.into_iter().map(|item| item.key).collect::<Vec<_>>();
     let tea = MemorySearch { query: Some(TextQuery::parse("tea").unwrap()), ..MemorySearch::new(alice.clone()) };
@@ -1229,7 +1250,7 @@ async fn v8_keeps_field_rows_checks_kinds_without_a_temporary_table_and_queues_n
     let condition = Condition { field: "n".into(), op: FilterOp::Gte, operand: memory_value("3") };
     let filtered = MemorySearch { filter: Filter::new(vec![condition]).unwrap(), ..MemorySearch::new(alice.clone()) };
     assert_eq!(keys(catalog.memory_search(&tenant, &filtered, Timestamp(3)).await.unwrap()), ["k1", "k3", "k4"]);
-    let connection = catalog.shared.writer().expect("writer");
+    let connection = catalog.shared.index().expect("index connection");
     let rows: i64 =
         connection.query_row("SELECT count(*) FROM memory_fields WHERE item = 1", [], |row| row.get(0)).unwrap();
     assert_eq!(rows, 2, "k1's old field rows replaced, not added to");

@@ -332,7 +332,7 @@ impl Memory {
 }
 
 /// The reference: the same items in a plain WAL table, `synchronous=FULL`.
-fn plain_table(path: &Path, items: &[MemoryItem]) -> Result<rusqlite::Connection> {
+pub fn plain_table(path: &Path, items: &[MemoryItem]) -> Result<rusqlite::Connection> {
     let mut connection = crate::fixtures::sqlite_open(path)?;
     connection
         .execute_batch(

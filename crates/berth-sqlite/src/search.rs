@@ -1,0 +1,392 @@
+//! The search file: scoped memory's derived rows (`memory_terms`, `memory_fields`,
+//! `memory_term_counts`, `memory_blocks`, `memory_block_ranges`) in a database file of
+//! their own beside the catalog (`<catalog>-search`), so writing them never holds the
+//! catalog's write lock (issue 11's put row: a put that indexed a batch of items held
+//! it, and every other put waited, for milliseconds).
+//!
+//! - **What is indexed is stated beside the rows.** Every change to an item (a put, a
+//!   replacement, a delete, an expiry, a `forget`) appends a row to the catalog's
+//!   `memory_changes` in the change's own transaction. The search file's
+//!   `memory_search_state.done` is the last change its rows hold, committed with them.
+//!   A catch-up (`catch_up`) takes the search file's write lock, then one snapshot of
+//!   the catalog, applies every change past `done` from it, and commits.
+//! - **Dropped only below a synced `done`.** A catch-up's commit is synced
+//!   (`synchronous=FULL`) for a `forget`, an import, and for the thread's pass once
+//!   `TRIM_AT` changes have been applied since the last synced one (`Sync`); otherwise
+//!   `NORMAL` (a power loss may take it back, `done` with its rows, and the changes are
+//!   then applied again). The catalog's next write drops the changes before the last
+//!   synced `done` (`Shared::trim`, inside the write's own transaction: a write from
+//!   here would wait for the catalog's writers, and a busy handler's sleeps lose that
+//!   race to a stream of puts — seconds, measured). The change at `done` stays, so
+//!   SQLite numbers the next one past it.
+//! - **Who catches up.** A thread per process (`index_soon`, woken by the catalog's
+//!   memory writes, gathering a few milliseconds of them), a search that finds the file
+//!   behind (in the same transaction as its page: read-your-writes), an import and a
+//!   `forget` before they return (so a forgotten item's terms are gone from the file
+//!   when `forget` returns).
+//! - **Rebuilt, never trusted blindly.** The file is created, or emptied and rebuilt
+//!   from `memory_items`, when it is missing, unreadable, belongs to another catalog
+//!   (its token is not the catalog's `memory_search_token`), or is ahead of the catalog
+//!   (`done` past the catalog's last change: a catalog restored from a copy, or relaxed
+//!   commits a power loss took). Every row there can be rebuilt; none is a fact of its
+//!   own.
+//! - SQLite cannot refer across files, so nothing here cascades: a deleted item's rows
+//!   go when its change is applied. A search never returns a row whose item is gone:
+//!   it reads the file only when it holds every change of the catalog snapshot it
+//!   joins with (`current`), or inside a catch-up's transaction.
+
+use crate::blocks;
+use crate::error::Failure;
+use crate::memory::{corrupt_value, index_item, IndexBatch};
+use crate::{fork, lock, Shared, SqliteOptions};
+use rusqlite::{Connection, OpenFlags, OptionalExtension};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::{mpsc, Arc, Weak};
+use std::time::Duration;
+
+/// The search file of the catalog at `catalog`.
+pub(crate) fn search_path(catalog: &Path) -> PathBuf {
+    let mut name = catalog.file_name().map(|name| name.to_os_string()).unwrap_or_default();
+    name.push("-search");
+    catalog.with_file_name(name)
+}
+
+/// Attaches the search file at `path` to `connection` as `search`.
+pub(crate) fn attach(connection: &Connection, path: &Path) -> Result<(), Failure> {
+    let path = path.to_str().ok_or_else(|| Failure::Corrupt("the catalog's path is not UTF-8".into()))?;
+    connection.execute("ATTACH DATABASE ?1 AS search", [path])?;
+    Ok(())
+}
+
+/// The connection that writes the search file: the catalog's file, with the search file
+/// attached (created, checked, and rebuilt if it is not current; `prepare`). Its own
+/// writes to the catalog only drop applied changes, so they are not synced
+/// (`synchronous=NORMAL` on `main`); the search file's commits are (`FULL`).
+pub(crate) fn open_index(path: &Path, options: &SqliteOptions) -> Result<Connection, Failure> {
+    match open_index_once(path, options) {
+        Err(Failure::Sql(error)) if unreadable(&error) => {
+            // Rows that can all be rebuilt: a file SQLite cannot read is started afresh.
+            tracing::warn!(%error, "the memory search file is unreadable; rebuilding it");
+            let file = search_path(path);
+            for suffix in ["", "-wal", "-shm"] {
+                let mut name = file.clone().into_os_string();
+                name.push(suffix);
+                match std::fs::remove_file(&name) {
+                    Err(error) if error.kind() != std::io::ErrorKind::NotFound => {
+                        return Err(Failure::Berth(berth_core::Error::io("remove the memory search file", &error)))
+                    }
+                    _ => {}
+                }
+            }
+            open_index_once(path, options)
+        }
+        outcome => outcome,
+    }
+}
+
+fn unreadable(error: &rusqlite::Error) -> bool {
+    matches!(error.sqlite_error_code(), Some(rusqlite::ErrorCode::NotADatabase | rusqlite::ErrorCode::DatabaseCorrupt))
+}
+
+fn open_index_once(path: &Path, options: &SqliteOptions) -> Result<Connection, Failure> {
+    // CREATE: an attached file is opened with the connection's flags (the catalog's own
+    // file exists already: the writer made it).
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let connection = Connection::open_with_flags(path, flags)?;
+    crate::configure(&connection, options)?;
+    connection.pragma_update(Some("main"), "synchronous", "NORMAL")?;
+    attach(&connection, &search_path(path))?;
+    crate::enable_wal_in(&connection, "search", options.busy_timeout)?;
+    connection.pragma_update(Some("search"), "synchronous", "FULL")?;
+    prepare(&connection)?;
+    Ok(connection)
+}
+
+/// Creates the search tables if they are missing, and rebuilds the rows unless they are
+/// this catalog's and not ahead of it. On any connection with `search` attached.
+pub(crate) fn prepare(connection: &Connection) -> Result<(), Failure> {
+    connection.execute_batch(crate::schema::SEARCH_SCHEMA)?;
+    let transaction = connection.unchecked_transaction()?;
+    // The search file's write lock first, then the catalog's snapshot.
+    transaction.execute("UPDATE search.memory_search_state SET done = done", [])?;
+    let state: Option<(String, i64)> = transaction
+        .query_row("SELECT token, done FROM search.memory_search_state", [], |row| Ok((row.get(0)?, row.get(1)?)))
+        .optional()?;
+    let token: String = transaction.query_row("SELECT token FROM main.memory_search_token", [], |row| row.get(0))?;
+    let last = last_change(&transaction)?;
+    if state.is_some_and(|(held, done)| held == token && done <= last) {
+        return Ok(());
+    }
+    tracing::info!("building the memory search file from the catalog's items");
+    rebuild(&transaction)?;
+    transaction.execute(
+        "INSERT INTO search.memory_search_state (one, token, done) VALUES (1, ?1, ?2) \
+         ON CONFLICT (one) DO UPDATE SET token = excluded.token, done = excluded.done",
+        (&token, last),
+    )?;
+    transaction.commit()?;
+    Ok(())
+}
+
+/// The catalog's last change (0 for none).
+fn last_change(connection: &Connection) -> Result<i64, Failure> {
+    Ok(connection.query_row("SELECT coalesce(max(seq), 0) FROM main.memory_changes", [], |row| row.get(0))?)
+}
+
+/// The last change the search file holds.
+fn done(connection: &Connection) -> Result<i64, Failure> {
+    Ok(connection.prepare_cached("SELECT done FROM search.memory_search_state")?.query_row([], |row| row.get(0))?)
+}
+
+/// Items indexed per flush of a rebuild (bounds the terms held in memory).
+const REBUILD_CHUNK: usize = 10_000;
+
+/// Empties the search tables and indexes every item of the catalog's snapshot.
+fn rebuild(connection: &Connection) -> Result<(), Failure> {
+    for table in ["memory_fields", "memory_term_counts", "memory_terms", "memory_blocks", "memory_block_ranges"] {
+        connection.execute(&format!("DELETE FROM search.{table}"), [])?;
+    }
+    let mut select =
+        connection.prepare("SELECT id, tenant, namespace, key, value FROM main.memory_items ORDER BY id")?;
+    let mut rows = select.query([])?;
+    let mut batch = IndexBatch::default();
+    let mut in_batch = 0;
+    while let Some(row) = rows.next()? {
+        let value = corrupt_value(row.get(4)?)?;
+        let (id, tenant, namespace, key): (i64, String, String, String) =
+            (row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?);
+        index_item(connection, &mut batch, id, &tenant, &namespace, &key, &value, false)?;
+        in_batch += 1;
+        if in_batch == REBUILD_CHUNK {
+            std::mem::take(&mut batch).flush(connection)?;
+            in_batch = 0;
+        }
+    }
+    batch.flush(connection)
+}
+
+/// Does the search file hold every change of the catalog's snapshot? Inside a read
+/// transaction on a connection with `search` attached, before it has read anything:
+/// the search file's snapshot is taken first, so it can never be ahead of the
+/// catalog's, and equal `done` means the rows are exactly the snapshot's items'.
+pub(crate) fn current(connection: &Connection) -> Result<bool, Failure> {
+    let done = done(connection)?;
+    let last: i64 = connection
+        .prepare_cached("SELECT coalesce(max(seq), 0) FROM main.memory_changes")?
+        .query_row([], |row| row.get(0))?;
+    Ok(last <= done)
+}
+
+/// What a catch-up did: how many changes it applied, and the search file's `done`
+/// after it; `synced` when that commit was synced (`synchronous=FULL`): the changes
+/// before `done` may then be dropped (`Shared::trim`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CaughtUp {
+    pub(crate) applied: usize,
+    pub(crate) done: i64,
+    pub(crate) synced: bool,
+}
+
+/// When a catch-up's commit is synced.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Sync {
+    /// Always (`forget`: the forgotten rows must be gone for good when it returns).
+    Always,
+    /// Once `TRIM_AT` changes have been applied since `done` was last synced (the
+    /// value given): the indexing thread's passes. A commit left unsynced is one a
+    /// power loss may take back, with its `done`; the changes stay in the catalog until
+    /// a synced `done` passes them, and are applied again.
+    After(i64),
+}
+
+/// Applies every change past `done` (on the index connection).
+pub(crate) fn catch_up(connection: &Connection, sync: Sync) -> Result<CaughtUp, Failure> {
+    // One read snapshot of both files first (the search file's first): nothing to do
+    // costs no write lock.
+    let transaction = connection.unchecked_transaction()?;
+    let done = done(&transaction)?;
+    let last = last_change(&transaction)?;
+    transaction.finish()?;
+    let due = |done: i64| match sync {
+        Sync::Always => true,
+        Sync::After(synced) => done - synced >= TRIM_AT,
+    };
+    if last > done {
+        return catch_up_then(connection, due(last), |_| Ok(())).map(|(caught_up, ())| caught_up);
+    }
+    if !due(done) {
+        return Ok(CaughtUp { applied: 0, done, synced: false });
+    }
+    // Nothing to apply, but what is applied may not be synced (a search applies
+    // without): a synced commit syncs the WAL's earlier commits with it.
+    connection.pragma_update(Some("search"), "synchronous", "FULL")?;
+    let transaction = connection.unchecked_transaction()?;
+    let done: i64 = transaction
+        .prepare_cached("UPDATE search.memory_search_state SET done = done RETURNING done")?
+        .query_row([], |row| row.get(0))?;
+    transaction.commit()?;
+    Ok(CaughtUp { applied: 0, done, synced: true })
+}
+
+/// Applies every change past `done`, then runs `then` in the same transaction (a
+/// search: it sees exactly the snapshot's items and their rows), and commits (synced
+/// if `synced`).
+/// The applied changes stay in the catalog until one of its writes drops them
+/// (`Shared::trim`): a write of the catalog from here would wait for the catalog's
+/// writers, and a busy handler's sleeps lose that race to a stream of puts for seconds.
+pub(crate) fn catch_up_then<T>(
+    connection: &Connection,
+    synced: bool,
+    then: impl FnOnce(&Connection) -> Result<T, Failure>,
+) -> Result<(CaughtUp, T), Failure> {
+    // (SQLite refuses to change it inside a transaction.)
+    connection.pragma_update(Some("search"), "synchronous", if synced { "FULL" } else { "NORMAL" })?;
+    let transaction = connection.unchecked_transaction()?;
+    // The search file's write lock first, then the catalog's snapshot.
+    transaction.prepare_cached("UPDATE search.memory_search_state SET done = done")?.execute([])?;
+    let done = done(&transaction)?;
+    type Change = (i64, i64, bool, Option<String>, Option<String>, Option<String>);
+    let changes: Vec<Change> = transaction
+        .prepare_cached(
+            "SELECT seq, item, fresh, tenant, namespace, key FROM main.memory_changes WHERE seq > ?1 ORDER BY seq",
+        )?
+        .query_map([done], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?, row.get(5)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    let last = changes.last().map(|change| change.0);
+    // Per item: fresh only if every change says so (it never had rows to delete).
+    let mut items: BTreeMap<i64, bool> = BTreeMap::new();
+    let mut removed: BTreeSet<(String, String, String)> = BTreeSet::new();
+    for (_, item, fresh, tenant, namespace, key) in &changes {
+        let entry = items.entry(*item).or_insert(true);
+        *entry &= *fresh;
+        if let (Some(tenant), Some(namespace), Some(key)) = (tenant, namespace, key) {
+            removed.insert((tenant.clone(), namespace.clone(), key.clone()));
+        }
+    }
+    apply(&transaction, &items, removed)?;
+    if let Some(last) = last {
+        transaction.prepare_cached("UPDATE search.memory_search_state SET done = ?1")?.execute([last])?;
+    }
+    let value = then(&transaction)?;
+    transaction.commit()?;
+    Ok((CaughtUp { applied: changes.len(), done: last.unwrap_or(done), synced }, value))
+}
+
+/// Rewrites the rows of `items` from their stored values (none for an item gone), and
+/// rebuilds the blocks that held the `removed` positions.
+fn apply(
+    connection: &Connection,
+    items: &BTreeMap<i64, bool>,
+    removed: BTreeSet<(String, String, String)>,
+) -> Result<(), Failure> {
+    let mut batch = IndexBatch::default();
+    let mut select =
+        connection.prepare_cached("SELECT tenant, namespace, key, value FROM main.memory_items WHERE id = ?1")?;
+    for (&id, &fresh) in items {
+        let stored: Option<(String, String, String, String)> =
+            select.query_row([id], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))).optional()?;
+        match stored {
+            Some((tenant, namespace, key, value)) => {
+                let value = corrupt_value(value)?;
+                index_item(connection, &mut batch, id, &tenant, &namespace, &key, &value, !fresh)?;
+            }
+            None if !fresh => batch.forget(connection, id)?,
+            None => {}
+        }
+    }
+    batch.flush(connection)?;
+    let mut held = BTreeSet::new();
+    for (tenant, namespace, key) in removed {
+        if let Some(block) = blocks::holding(connection, &tenant, &namespace, &key)? {
+            held.insert((tenant, block));
+        }
+    }
+    blocks::rebuild_held(connection, held)
+}
+
+/// Applied changes are dropped from the catalog (`Shared::trim`) once this many have
+/// piled up (in this crate's tests at once, so they see the drop).
+pub(crate) const TRIM_AT: i64 = if cfg!(test) { 1 } else { 256 };
+
+/// How long the indexing thread lets changes gather after it is woken, so a burst of
+/// puts is indexed in a few transactions rather than one each.
+const GATHER: Duration = Duration::from_millis(5);
+
+/// The indexing thread of a catalog in this process, and how to wake it.
+#[derive(Default)]
+pub(crate) struct Indexer {
+    /// The process that started the thread (a forked child starts its own), and its
+    /// wake-up channel.
+    thread: std::sync::Mutex<Option<(u32, mpsc::Sender<()>)>>,
+    /// Tests: no thread is woken, so only searches, imports and `forget` apply changes.
+    #[cfg(test)]
+    pub(crate) paused: std::sync::atomic::AtomicBool,
+}
+
+/// Has the changes just committed indexed soon: by this process's indexing thread for
+/// a catalog file, at once for an in-memory one.
+pub(crate) fn index_soon(shared: &Arc<Shared>) {
+    // Inside the fork gate: no fork finds the thread's slot locked.
+    let _working = fork::Working::enter();
+    if shared.readers.is_none() {
+        let outcome = shared
+            .index()
+            .and_then(|connection| catch_up(&connection, Sync::Always))
+            .map(|caught| shared.caught_up(caught));
+        if let Err(failure) = outcome {
+            tracing::warn!(?failure, "indexing memory items failed; the next search retries");
+        }
+        return;
+    }
+    #[cfg(test)]
+    if shared.indexer.paused.load(std::sync::atomic::Ordering::SeqCst) {
+        return;
+    }
+    let mut thread = lock(&shared.indexer.thread);
+    let pid = std::process::id();
+    if let Some((owner, sender)) = thread.as_ref() {
+        if *owner == pid && sender.send(()).is_ok() {
+            return;
+        }
+    }
+    let (sender, receiver) = mpsc::channel();
+    let weak = Arc::downgrade(shared);
+    let spawned =
+        std::thread::Builder::new().name("berth-memory-index".into()).spawn(move || index_thread(weak, receiver));
+    match spawned {
+        Ok(_) => {
+            let _ = sender.send(());
+            *thread = Some((pid, sender));
+        }
+        Err(error) => tracing::warn!(%error, "starting the memory indexing thread failed; searches index instead"),
+    }
+}
+
+fn index_thread(catalog: Weak<Shared>, wake: mpsc::Receiver<()>) {
+    loop {
+        match wake.recv_timeout(Duration::from_secs(1)) {
+            Ok(()) => {}
+            Err(mpsc::RecvTimeoutError::Timeout) if catalog.strong_count() > 0 => continue,
+            Err(_) => return,
+        }
+        std::thread::sleep(GATHER);
+        while wake.try_recv().is_ok() {}
+        let Some(shared) = catalog.upgrade() else { return };
+        let outcome = {
+            let _working = fork::Working::enter();
+            let synced = shared.synced_done();
+            shared
+                .index()
+                .and_then(|connection| catch_up(&connection, Sync::After(synced)))
+                .map(|caught| shared.caught_up(caught))
+        };
+        if let Err(failure) = outcome {
+            tracing::warn!(?failure, "indexing memory items failed; the next search retries");
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "search_tests.rs"]
+mod tests;

@@ -1,0 +1,291 @@
+//! The search file's crash, rebuild and privacy cases (`search.rs`).
+
+use crate::{SqliteCatalog, CATALOG_FILE_NAME};
+use berth_catalog::scoped::{Condition, Filter, FilterOp, ForgetOutcome, MemoryItem, MemoryPut, MemoryQuota};
+use berth_catalog::scoped::{MemorySearch, Namespace, TextQuery};
+use berth_catalog::{AuditDraft, MemoryStore};
+use berth_core::{JsonText, TenantId, Timestamp};
+use rusqlite::Connection;
+use std::path::Path;
+use std::sync::atomic::Ordering;
+
+fn tenant() -> TenantId {
+    TenantId::parse("t").expect("tenant")
+}
+
+fn alice() -> Namespace {
+    Namespace::parse("user/alice").expect("namespace")
+}
+
+fn put(key: &str, value: &str) -> MemoryPut {
+    MemoryPut {
+        namespace: alice(),
+        key: key.into(),
+        value: JsonText::parse(value).expect("value"),
+        expected_revision: None,
+        ttl_ms: None,
+        bound_to: None,
+    }
+}
+
+fn item(key: String, value: &str) -> MemoryItem {
+    MemoryItem {
+        namespace: alice(),
+        key,
+        value: JsonText::parse(value).expect("value"),
+        revision: 1,
+        created_at: Timestamp(1),
+        updated_at: Timestamp(1),
+        expires_at: None,
+        ttl_ms: None,
+        bound_to: None,
+    }
+}
+
+/// The keys a full-text search for `term` finds in alice's scope.
+async fn with_term(catalog: &SqliteCatalog, term: &str) -> Vec<String> {
+    let search =
+        MemorySearch { query: Some(TextQuery::parse(term).expect("query")), limit: 1000, ..MemorySearch::new(alice()) };
+    keys(catalog.memory_search(&tenant(), &search, Timestamp(50)).await.expect("search"))
+}
+
+/// The keys a filter `n = value` finds (the field index drives a selective one).
+async fn with_n(catalog: &SqliteCatalog, value: &str) -> Vec<String> {
+    let condition = Condition { field: "n".into(), op: FilterOp::Eq, operand: JsonText::parse(value).expect("n") };
+    let search = MemorySearch {
+        filter: Filter::new(vec![condition]).expect("filter"),
+        limit: 1000,
+        ..MemorySearch::new(alice())
+    };
+    keys(catalog.memory_search(&tenant(), &search, Timestamp(50)).await.expect("search"))
+}
+
+fn keys(items: Vec<MemoryItem>) -> Vec<String> {
+    items.into_iter().map(|item| item.key).collect()
+}
+
+fn pause(catalog: &SqliteCatalog) {
+    catalog.shared.indexer.paused.store(true, Ordering::SeqCst);
+}
+
+/// A catalog at `path` holding items k000… with the term `word` and `n` = their number.
+async fn seeded(path: &Path, word: &str, count: usize) {
+    let catalog = SqliteCatalog::open(path).expect("open");
+    let items = (0..count).map(|i| item(format!("k{i:03}"), &format!(r#"{{"n":{i},"text":"{word} w{i}"}}"#))).collect();
+    catalog.memory_import_many(&tenant(), items, &MemoryQuota::default()).await.expect("import");
+}
+
+fn remove_search_file(catalog: &Path) {
+    for suffix in ["", "-wal", "-shm"] {
+        let mut name = crate::search::search_path(catalog).into_os_string();
+        name.push(suffix);
+        let _ = std::fs::remove_file(name);
+    }
+}
+
+/// (token, done) of the search file at `catalog`, read with a plain connection.
+fn search_state(catalog: &Path) -> (String, i64) {
+    let connection = Connection::open(crate::search::search_path(catalog)).expect("search file");
+    connection
+        .query_row("SELECT token, done FROM memory_search_state", [], |row| Ok((row.get(0)?, row.get(1)?)))
+        .expect("state")
+}
+
+/// A search file that is gone, or that SQLite cannot read, is built again from the
+/// catalog's items when the catalog opens: searches find every item (fails if `open`
+/// trusted the file, or gave up on it).
+#[tokio::test]
+async fn a_missing_or_unreadable_search_file_is_rebuilt_from_the_items() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join(CATALOG_FILE_NAME);
+    seeded(&path, "apple", 300).await;
+    remove_search_file(&path);
+    {
+        let catalog = SqliteCatalog::open(&path).expect("reopen without a search file");
+        assert_eq!(with_term(&catalog, "apple").await.len(), 300);
+        assert_eq!(with_n(&catalog, "7").await, ["k007"]);
+    }
+    remove_search_file(&path);
+    std::fs::write(crate::search::search_path(&path), vec![0x5a; 8192]).expect("garbage");
+    let catalog = SqliteCatalog::open(&path).expect("reopen over an unreadable search file");
+    assert_eq!(with_term(&catalog, "apple").await.len(), 300);
+    assert_eq!(with_n(&catalog, "299").await, ["k299"]);
+}
+
+/// Another catalog's search file (another token) is not trusted: its rows name items
+/// by ids this catalog also uses. Rebuilt, it holds only this catalog's terms (fails
+/// without the token check: "banana" would find this catalog's items by id).
+#[tokio::test]
+async fn another_catalogs_search_file_is_rebuilt() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (mine, theirs) = (dir.path().join("mine.sqlite"), dir.path().join("theirs.sqlite"));
+    seeded(&mine, "apple", 50).await;
+    seeded(&theirs, "banana", 50).await;
+    let token = search_state(&mine).0;
+    assert_ne!(token, search_state(&theirs).0, "each catalog has its own token");
+    remove_search_file(&mine);
+    std::fs::copy(crate::search::search_path(&theirs), crate::search::search_path(&mine)).expect("copy");
+    let catalog = SqliteCatalog::open(&mine).expect("reopen");
+    assert_eq!(with_term(&catalog, "banana").await, Vec::<String>::new());
+    assert_eq!(with_term(&catalog, "apple").await.len(), 50);
+    drop(catalog);
+    assert_eq!(search_state(&mine).0, token, "the rebuilt file carries this catalog's token");
+}
+
+/// A search file ahead of its catalog (`done` past the catalog's last change: the
+/// catalog restored from a copy, or relaxed commits a power loss took) is rebuilt, so
+/// the changes after it are applied rather than taken for applied (fails without the
+/// check: a new item's change is numbered at or below `done`, and searches miss it).
+#[tokio::test]
+async fn a_search_file_ahead_of_its_catalog_is_rebuilt() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join(CATALOG_FILE_NAME);
+    seeded(&path, "apple", 20).await;
+    {
+        let connection = Connection::open(crate::search::search_path(&path)).expect("search file");
+        connection.execute("UPDATE memory_search_state SET done = done + 1000", []).expect("ahead");
+    }
+    let catalog = SqliteCatalog::open(&path).expect("reopen");
+    pause(&catalog);
+    catalog
+        .memory_put(&tenant(), &put("new", r#"{"n":-1,"text":"cherry"}"#), Timestamp(5), &MemoryQuota::default())
+        .await
+        .expect("put");
+    assert_eq!(with_term(&catalog, "cherry").await, ["new"]);
+    assert_eq!(with_n(&catalog, "-1").await, ["new"]);
+    assert_eq!(with_term(&catalog, "apple").await.len(), 20);
+}
+
+/// An item deleted, and a new item stored under its row id before the delete was
+/// applied (SQLite reuses the largest id once its row is gone), gets only its own search
+/// rows: the deleted item's terms and fields never match it (fails if the new item's
+/// change alone — fresh — decided that there were no rows to delete).
+#[tokio::test]
+async fn a_reused_item_id_never_inherits_the_deleted_items_rows() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let catalog = SqliteCatalog::open(dir.path().join(CATALOG_FILE_NAME)).expect("open");
+    pause(&catalog);
+    let quota = MemoryQuota::default();
+    catalog.memory_put(&tenant(), &put("a", r#"{"n":1,"text":"first"}"#), Timestamp(1), &quota).await.expect("put");
+    catalog.memory_put(&tenant(), &put("b", r#"{"n":2,"text":"secret"}"#), Timestamp(1), &quota).await.expect("put");
+    assert_eq!(with_term(&catalog, "secret").await, ["b"], "b indexed");
+    let id_of = |key: &str| -> i64 {
+        catalog
+            .shared
+            .index()
+            .expect("index connection")
+            .query_row("SELECT id FROM main.memory_items WHERE key = ?1", [key], |row| row.get(0))
+            .expect("id")
+    };
+    let old = id_of("b");
+    catalog.memory_delete(&tenant(), &alice(), "b", None, Timestamp(2)).await.expect("delete");
+    catalog.memory_put(&tenant(), &put("c", r#"{"text":"plain"}"#), Timestamp(3), &quota).await.expect("put");
+    assert_eq!(id_of("c"), old, "c took b's id");
+    assert_eq!(with_term(&catalog, "secret").await, Vec::<String>::new());
+    assert_eq!(with_n(&catalog, "2").await, Vec::<String>::new());
+    assert_eq!(with_term(&catalog, "plain").await, ["c"]);
+}
+
+/// Applied changes are dropped from the catalog by its next write once a synced
+/// catch-up has passed them, all but the last: the next change is numbered past it, so
+/// it is never taken for applied (fails if every applied change were dropped: SQLite
+/// would number the next one 1 again, at or below `done`, and the search would miss it).
+#[tokio::test]
+async fn the_last_applied_change_is_kept_so_the_next_is_numbered_past_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let catalog = SqliteCatalog::open(dir.path().join(CATALOG_FILE_NAME)).expect("open");
+    pause(&catalog);
+    let quota = MemoryQuota::default();
+    let changes = |catalog: &SqliteCatalog| -> (i64, i64) {
+        catalog
+            .shared
+            .index()
+            .expect("index connection")
+            .query_row(
+                "SELECT count(*), (SELECT done FROM search.memory_search_state) FROM main.memory_changes",
+                [],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )
+            .expect("changes")
+    };
+    for (key, word) in [("a", "one"), ("b", "two"), ("c", "three"), ("d", "four")] {
+        let value = format!(r#"{{"text":"{word}"}}"#);
+        // The put drops what the last synced catch-up applied, and adds its own change.
+        catalog.memory_put(&tenant(), &put(key, &value), Timestamp(1), &quota).await.expect("put");
+        let (kept, done) = changes(&catalog);
+        assert!(kept <= 2, "{kept} changes kept after {key}'s put");
+        assert_eq!(with_term(&catalog, word).await, [key], "read-your-writes with no thread");
+        catalog.catch_up("test").await.expect("synced catch-up");
+        assert!(changes(&catalog).1 > done || kept == 0);
+    }
+}
+
+/// A search that finds the search file behind applies the changes without syncing, so
+/// nothing is dropped on its account: after a power loss the file may lose that commit.
+#[tokio::test]
+async fn changes_a_search_applied_unsynced_are_kept() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let catalog = SqliteCatalog::open(dir.path().join(CATALOG_FILE_NAME)).expect("open");
+    pause(&catalog);
+    let quota = MemoryQuota::default();
+    for (key, word) in [("a", "one"), ("b", "two"), ("c", "three")] {
+        let value = format!(r#"{{"text":"{word}"}}"#);
+        catalog.memory_put(&tenant(), &put(key, &value), Timestamp(1), &quota).await.expect("put");
+        assert_eq!(with_term(&catalog, word).await, [key]);
+    }
+    let kept: i64 = catalog
+        .shared
+        .index()
+        .expect("index connection")
+        .query_row("SELECT count(*) FROM main.memory_changes", [], |row| row.get(0))
+        .expect("count");
+    assert_eq!(kept, 3, "no synced catch-up: every change stays");
+}
+
+/// `forget` returns only once the forgotten items' search rows are gone from the search
+/// file: read straight from the file (no search, no catch-up), nothing of theirs is
+/// left, and the neighbouring scope's rows are all there (fails without `forget`'s
+/// catch-up: with the thread paused, the rows would stay until the next search).
+#[tokio::test]
+async fn forget_returns_with_the_forgotten_rows_gone_from_the_search_file() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join(CATALOG_FILE_NAME);
+    let catalog = SqliteCatalog::open(&path).expect("open");
+    pause(&catalog);
+    let quota = MemoryQuota::default();
+    let bob = Namespace::parse("user/bob").expect("namespace");
+    for i in 0..40 {
+        let secret = format!(r#"{{"n":{i},"mail":"x{i}","text":"secretterm alice{i} alice{i}"}}"#);
+        catalog.memory_put(&tenant(), &put(&format!("a{i:02}"), &secret), Timestamp(1), &quota).await.expect("put");
+        let kept = MemoryPut { namespace: bob.clone(), ..put(&format!("b{i:02}"), r#"{"n":1,"text":"keep keep"}"#) };
+        catalog.memory_put(&tenant(), &kept, Timestamp(1), &quota).await.expect("put");
+    }
+    assert_eq!(with_term(&catalog, "secretterm").await.len(), 40, "indexed (the search caught up)");
+    for i in 40..50 {
+        // Put after the last catch-up: their changes are not applied when forget runs.
+        let secret = format!(r#"{{"n":{i},"text":"secretterm alice{i}"}}"#);
+        catalog.memory_put(&tenant(), &put(&format!("a{i:02}"), &secret), Timestamp(1), &quota).await.expect("put");
+    }
+    let audit = Box::new(|outcome: &ForgetOutcome| AuditDraft {
+        tenant: tenant(),
+        time: Timestamp(2),
+        actor: "admin:test".into(),
+        action: "memory.forget".into(),
+        session: None,
+        revision: None,
+        outcome: "ok".into(),
+        details: serde_json::json!({"items": outcome.items}),
+    });
+    let (outcome, _) = catalog.memory_forget(&tenant(), &alice(), audit).await.expect("forget");
+    assert_eq!(outcome.items, 50);
+    let file = Connection::open(crate::search::search_path(&path)).expect("search file");
+    let count = |sql: &str| -> i64 { file.query_row(sql, [], |row| row.get(0)).expect(sql) };
+    assert_eq!(count("SELECT count(*) FROM memory_terms WHERE memory_terms MATCH 'secretterm'"), 0);
+    assert_eq!(count("SELECT count(*) FROM memory_term_counts WHERE term LIKE 'alice%'"), 0);
+    assert_eq!(count("SELECT count(*) FROM memory_fields WHERE field = 'mail'"), 0);
+    assert_eq!(count("SELECT count(*) FROM memory_block_ranges WHERE low LIKE 'x%' OR high LIKE 'x%'"), 0);
+    assert_eq!(count("SELECT count(*) FROM memory_blocks WHERE namespace = 'user/alice'"), 0);
+    assert_eq!(count("SELECT count(*) FROM memory_terms WHERE memory_terms MATCH 'keep'"), 40);
+    assert_eq!(count("SELECT count(*) FROM memory_term_counts WHERE term = 'keep'"), 40);
+    assert_eq!(count("SELECT count(*) FROM memory_fields WHERE field = 'n'"), 40);
+}
