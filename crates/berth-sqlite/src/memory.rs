@@ -922,6 +922,16 @@ fn import_in(
 }
 
 impl SqliteCatalog {
+    /// After an import: its search rows are written now (a bulk import's indexing is
+    /// part of its cost, not left to the puts after it). The items are stored already,
+    /// so a failure here is not the import's: searches apply the changes themselves.
+    async fn imported(&self) {
+        if let Err(error) = self.catch_up("import memory items").await {
+            tracing::warn!(%error, "writing imported items' search rows failed; searches will");
+            self.index_soon();
+        }
+    }
+
     /// Imports several items (`memory_import` each) in one transaction: all or none.
     /// For restores and seeding. Returns once their search rows are written too.
     pub async fn memory_import_many(
@@ -932,7 +942,8 @@ impl SqliteCatalog {
     ) -> Result<()> {
         let (tenant, quota) = (tenant.clone(), *quota);
         self.write("import memory items", move |transaction| import_in(transaction, &tenant, &items, &quota)).await?;
-        self.catch_up("import memory items").await
+        self.imported().await;
+        Ok(())
     }
 }
 
@@ -1141,7 +1152,8 @@ impl MemoryStore for SqliteCatalog {
             import_in(transaction, &tenant, std::slice::from_ref(&item), &quota)
         })
         .await?;
-        self.catch_up("import memory item").await
+        self.imported().await;
+        Ok(())
     }
 
     async fn memory_usage(&self, tenant: &TenantId) -> Result<MemoryUsage> {

@@ -59,10 +59,9 @@ pub(crate) fn attach(connection: &Connection, path: &Path) -> Result<(), Failure
     Ok(())
 }
 
-/// The connection that writes the search file: the catalog's file, with the search file
-/// attached (created, checked, and rebuilt if it is not current; `prepare`). Its own
-/// writes to the catalog only drop applied changes, so they are not synced
-/// (`synchronous=NORMAL` on `main`); the search file's commits are (`FULL`).
+/// The connection that writes the search file: the catalog's file, which it only
+/// reads, with the search file attached (created, checked, and rebuilt if it is not
+/// current; `prepare`). Each catch-up sets how its commit is synced (`Sync`).
 pub(crate) fn open_index(path: &Path, options: &SqliteOptions) -> Result<Connection, Failure> {
     match open_index_once(path, options) {
         Err(Failure::Sql(error)) if unreadable(&error) => {
@@ -95,7 +94,6 @@ fn open_index_once(path: &Path, options: &SqliteOptions) -> Result<Connection, F
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let connection = Connection::open_with_flags(path, flags)?;
     crate::configure(&connection, options)?;
-    connection.pragma_update(Some("main"), "synchronous", "NORMAL")?;
     attach(&connection, &search_path(path))?;
     crate::enable_wal_in(&connection, "search", options.busy_timeout)?;
     connection.pragma_update(Some("search"), "synchronous", "FULL")?;
