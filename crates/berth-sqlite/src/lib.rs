@@ -118,8 +118,12 @@ impl SqliteCatalog {
         // Opened and registered as one piece of catalog work, so a fork meanwhile waits
         // for it and then closes this catalog's connection too.
         let _working = fork::Working::enter();
-        let (writer, index) = open_writer(&path, &options)
-            .and_then(|writer| Ok((writer, search::open_index(&path, &options)?)))
+        let (writer, index, behind) = open_writer(&path, &options)
+            .and_then(|writer| {
+                let index = search::open_index(&path, &options)?;
+                let behind = search::behind(&index)?;
+                Ok((writer, index, behind))
+            })
             .map_err(|failure| failure.into_error("open catalog", &artifact))?;
         let readers = ReaderPool { path, options, idle: Mutex::new(Vec::new()) };
         let shared = Arc::new(Shared {
@@ -134,8 +138,10 @@ impl SqliteCatalog {
         fork::register(&shared);
         drop(_working);
         let catalog = SqliteCatalog { shared };
-        // Changes an earlier process left unapplied.
-        catalog.index_soon();
+        if behind {
+            // Changes an earlier process left unapplied.
+            catalog.index_soon();
+        }
         Ok(catalog)
     }
 

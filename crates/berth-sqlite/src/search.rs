@@ -127,6 +127,15 @@ pub(crate) fn prepare(connection: &Connection) -> Result<(), Failure> {
     Ok(())
 }
 
+/// Does the search file lack changes of the catalog (one snapshot of each, the search
+/// file's first)?
+pub(crate) fn behind(connection: &Connection) -> Result<bool, Failure> {
+    let transaction = connection.unchecked_transaction()?;
+    let behind = !current(&transaction)?;
+    transaction.finish()?;
+    Ok(behind)
+}
+
 /// The catalog's last change (0 for none).
 fn last_change(connection: &Connection) -> Result<i64, Failure> {
     Ok(connection.query_row("SELECT coalesce(max(seq), 0) FROM main.memory_changes", [], |row| row.get(0))?)
