@@ -41,7 +41,6 @@ use crate::error::Failure;
 use berth_core::{Error, Result};
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -75,12 +74,9 @@ struct Shared {
     /// The connection that writes the search file (`search.rs`); `None` while closed
     /// for a fork, and always for an in-memory database (the writer does it).
     index: Mutex<Option<Connection>>,
-    /// This process's indexing thread (`search::index_soon`).
+    /// This process's indexing thread and what it knows of the search file
+    /// (`search::Indexer`).
     indexer: search::Indexer,
-    /// The search file's `done` as last committed synced by this process, and the `seq` below
-    /// which this process last dropped applied changes (`trim`).
-    search_done: AtomicI64,
-    trimmed: AtomicI64,
     /// The database file's name, for error locations (never the full path).
     artifact: String,
 }
@@ -131,8 +127,6 @@ impl SqliteCatalog {
             readers: Some(readers),
             index: Mutex::new(Some(index)),
             indexer: search::Indexer::default(),
-            search_done: AtomicI64::new(0),
-            trimmed: AtomicI64::new(0),
             artifact,
         });
         fork::register(&shared);
@@ -163,8 +157,6 @@ impl SqliteCatalog {
                 readers: None,
                 index: Mutex::new(None),
                 indexer: search::Indexer::default(),
-                search_done: AtomicI64::new(0),
-                trimmed: AtomicI64::new(0),
                 artifact,
             }),
         })
@@ -188,16 +180,7 @@ impl SqliteCatalog {
         let shared = Arc::clone(&self.shared);
         blocking(move || {
             let _working = fork::Working::enter();
-            let trim = shared.trim_due();
-            let outcome = (|| {
-                let mut connection = shared.writer()?;
-                let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
-                Shared::trim(&transaction, trim)?;
-                let value = work(&transaction)?;
-                transaction.commit()?;
-                shared.trimmed(trim);
-                Ok(value)
-            })();
+            let outcome = shared.writer().and_then(|mut connection| shared.transact(&mut connection, work));
             outcome.map_err(|failure: Failure| failure.into_error(operation, &shared.artifact))
         })
         .await
@@ -219,15 +202,7 @@ impl SqliteCatalog {
             let outcome = (|| {
                 let mut connection = shared.writer()?;
                 connection.pragma_update(None, "synchronous", "NORMAL")?;
-                let trim = shared.trim_due();
-                let committed = (|| -> Result<T, Failure> {
-                    let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
-                    Shared::trim(&transaction, trim)?;
-                    let value = work(&transaction)?;
-                    transaction.commit()?;
-                    shared.trimmed(trim);
-                    Ok(value)
-                })();
+                let committed = shared.transact(&mut connection, work);
                 // Always back to FULL, whatever happened, before anyone else writes.
                 let restored = connection.pragma_update(None, "synchronous", "FULL");
                 let value = committed?;
@@ -256,10 +231,12 @@ impl SqliteCatalog {
 
     /// Applies every memory change committed so far to the search file, durably.
     async fn catch_up(&self, operation: &'static str) -> Result<()> {
-        let caught =
-            self.index_work(operation, |connection| search::catch_up(connection, search::Sync::Always)).await?;
-        self.shared.caught_up(caught);
-        Ok(())
+        let shared = Arc::clone(&self.shared);
+        blocking(move || {
+            let _working = fork::Working::enter();
+            shared.catch_up(search::Sync::Always).map_err(|failure| failure.into_error(operation, &shared.artifact))
+        })
+        .await
     }
 
     /// Has the memory changes just committed applied to the search file soon
@@ -339,43 +316,35 @@ impl Shared {
         Ok(Writer(slot))
     }
 
-    /// Notes a catch-up's durable `done` (`search::CaughtUp`).
-    fn caught_up(&self, caught: search::CaughtUp) {
-        if caught.applied > 0 {
-            tracing::trace!(applied = caught.applied, done = caught.done, "memory changes applied to the search file");
-        }
-        if caught.synced {
-            self.search_done.fetch_max(caught.done, Ordering::Relaxed);
-        }
-    }
-
-    /// The search file's `done` as last committed synced by this process.
-    fn synced_done(&self) -> i64 {
-        self.search_done.load(Ordering::Relaxed)
-    }
-
-    /// The `seq` below which applied changes are due to be dropped, once enough have
-    /// piled up since the last drop (`search::TRIM_AT`).
-    fn trim_due(&self) -> Option<i64> {
-        let done = self.search_done.load(Ordering::Relaxed);
-        (done - self.trimmed.load(Ordering::Relaxed) >= search::TRIM_AT).then_some(done)
-    }
-
-    /// Drops the applied changes before `below` inside a write of the catalog (which
-    /// holds its write lock already): the one at `below` stays, so SQLite numbers the
-    /// next change past it.
-    fn trim(transaction: &rusqlite::Transaction<'_>, below: Option<i64>) -> Result<(), Failure> {
-        if let Some(below) = below {
+    /// One `BEGIN IMMEDIATE` transaction of `work` on the writer `connection`, committed
+    /// iff `work` succeeds. It first drops the memory changes the search file has
+    /// applied, when enough have piled up (`search::Indexer::trim_due`): this write holds
+    /// the catalog's lock already.
+    fn transact<T>(
+        &self,
+        connection: &mut Connection,
+        work: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<T, Failure>,
+    ) -> Result<T, Failure> {
+        let trim = self.indexer.trim_due();
+        let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        if let Some(below) = trim {
+            // The change at `below` stays, so SQLite numbers the next one past it.
             transaction.prepare_cached("DELETE FROM memory_changes WHERE seq < ?1")?.execute([below])?;
         }
-        Ok(())
+        let value = work(&transaction)?;
+        transaction.commit()?;
+        if let Some(below) = trim {
+            self.indexer.trimmed(below);
+        }
+        Ok(value)
     }
 
-    /// Notes a drop committed (`trim`).
-    fn trimmed(&self, below: Option<i64>) {
-        if let Some(below) = below {
-            self.trimmed.fetch_max(below, Ordering::Relaxed);
-        }
+    /// Applies the memory changes waiting for the search file (`search::catch_up`) on
+    /// the index connection, and notes what it synced. Call inside `fork::Working`.
+    fn catch_up(&self, sync: search::Sync) -> Result<(), Failure> {
+        let caught = search::catch_up(&*self.index()?, sync)?;
+        self.indexer.caught_up(caught);
+        Ok(())
     }
 
     /// The index connection (`search.rs`), reopened if a fork closed it; the writer for

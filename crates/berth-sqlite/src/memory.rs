@@ -65,8 +65,7 @@ fn item_from_row_in(row: &Row<'_>, known: Option<&Namespace>) -> Result<(i64, Me
 /// The columns an item's `value` through `bound_to` (in `ITEM_COLUMNS` order) that start
 /// at `first`, as the item at `namespace` and `key`.
 fn item_from_columns(row: &Row<'_>, first: usize, namespace: Namespace, key: String) -> Result<MemoryItem, Failure> {
-    let value: String = row.get(first)?;
-    let raw = serde_json::value::RawValue::from_string(value).map_err(|_| corrupt("value"))?;
+    let value = stored_value(row.get(first)?)?;
     let bound_to = match row.get_ref(first + 6)?.as_str_or_null()? {
         Some(text) => Some(SessionId::parse(text).map_err(|_| corrupt("session id"))?),
         None => None,
@@ -77,7 +76,7 @@ fn item_from_columns(row: &Row<'_>, first: usize, namespace: Namespace, key: Str
     Ok(MemoryItem {
         namespace,
         key,
-        value: JsonText::from_trusted_raw(raw),
+        value,
         revision: row.get::<_, i64>(first + 1)? as u64,
         created_at: time_from_column(row.get(first + 2)?)?,
         updated_at: time_from_column(row.get(first + 3)?)?,
@@ -335,7 +334,7 @@ pub(crate) fn index_item(
 }
 
 /// A stored value, parsed again (it was valid when stored).
-pub(crate) fn corrupt_value(value: String) -> Result<JsonText, Failure> {
+pub(crate) fn stored_value(value: String) -> Result<JsonText, Failure> {
     let raw = serde_json::value::RawValue::from_string(value).map_err(|_| corrupt("value"))?;
     Ok(JsonText::from_trusted_raw(raw))
 }
@@ -1076,7 +1075,7 @@ impl MemoryStore for SqliteCatalog {
         })
         .await
         .map(|(caught, page)| {
-            self.shared.caught_up(caught);
+            self.shared.indexer.caught_up(caught);
             page
         })
     }

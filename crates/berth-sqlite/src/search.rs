@@ -37,11 +37,12 @@
 
 use crate::blocks;
 use crate::error::Failure;
-use crate::memory::{corrupt_value, index_item, IndexBatch};
+use crate::memory::{index_item, stored_value, IndexBatch};
 use crate::{fork, lock, Shared, SqliteOptions};
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{mpsc, Arc, Weak};
 use std::time::Duration;
 
@@ -102,20 +103,24 @@ fn open_index_once(path: &Path, options: &SqliteOptions) -> Result<Connection, F
 }
 
 /// Creates the search tables if they are missing, and rebuilds the rows unless they are
-/// this catalog's and not ahead of it. On any connection with `search` attached.
+/// this catalog's and not ahead of it. On any connection with `search` attached. A file
+/// found usable is only read: opening a catalog takes no lock of the search file.
 pub(crate) fn prepare(connection: &Connection) -> Result<(), Failure> {
-    connection.execute_batch(crate::schema::SEARCH_SCHEMA)?;
-    let transaction = connection.unchecked_transaction()?;
-    // The search file's write lock first, then the catalog's snapshot.
-    transaction.execute("UPDATE search.memory_search_state SET done = done", [])?;
-    let state: Option<(String, i64)> = transaction
-        .query_row("SELECT token, done FROM search.memory_search_state", [], |row| Ok((row.get(0)?, row.get(1)?)))
-        .optional()?;
-    let token: String = transaction.query_row("SELECT token FROM main.memory_search_token", [], |row| row.get(0))?;
-    let last = last_change(&transaction)?;
-    if state.is_some_and(|(held, done)| held == token && done <= last) {
+    let read = connection.unchecked_transaction()?;
+    let found_usable = usable(&read)?;
+    read.finish()?;
+    if found_usable {
         return Ok(());
     }
+    connection.execute_batch(crate::schema::SEARCH_SCHEMA)?;
+    let transaction = connection.unchecked_transaction()?;
+    lock_search(&transaction)?;
+    // Again under the lock: another process may have built it meanwhile.
+    if usable(&transaction)? {
+        return Ok(());
+    }
+    let token: String = transaction.query_row("SELECT token FROM main.memory_search_token", [], |row| row.get(0))?;
+    let last = last_change(&transaction)?;
     tracing::info!("building the memory search file from the catalog's items");
     rebuild(&transaction)?;
     transaction.execute(
@@ -127,18 +132,53 @@ pub(crate) fn prepare(connection: &Connection) -> Result<(), Failure> {
     Ok(())
 }
 
-/// Does the search file lack changes of the catalog (one snapshot of each, the search
-/// file's first)?
-pub(crate) fn behind(connection: &Connection) -> Result<bool, Failure> {
+/// Are the search file's rows this catalog's (its token) and not ahead of it? False
+/// when the file has no state yet.
+fn usable(connection: &Connection) -> Result<bool, Failure> {
+    let exists: bool = connection.query_row(
+        "SELECT EXISTS (SELECT 1 FROM search.sqlite_schema WHERE name = 'memory_search_state')",
+        [],
+        |row| row.get(0),
+    )?;
+    if !exists {
+        return Ok(false);
+    }
+    let state: Option<(String, i64)> = connection
+        .query_row("SELECT token, done FROM search.memory_search_state", [], |row| Ok((row.get(0)?, row.get(1)?)))
+        .optional()?;
+    let token: String = connection.query_row("SELECT token FROM main.memory_search_token", [], |row| row.get(0))?;
+    let last = last_change(connection)?;
+    Ok(state.is_some_and(|(held, done)| held == token && done <= last))
+}
+
+/// Takes the search file's write lock (before anything reads the catalog, so its
+/// snapshot is taken under the lock). SQLite has no `BEGIN IMMEDIATE` for one attached
+/// file: a write to it, inside a deferred transaction, does that.
+fn lock_search(transaction: &Connection) -> Result<(), Failure> {
+    transaction.prepare_cached("UPDATE search.memory_search_state SET done = done")?.execute([])?;
+    Ok(())
+}
+
+/// The search file's `done` and the catalog's last change, one snapshot of each (the
+/// search file's first), outside a transaction.
+fn positions(connection: &Connection) -> Result<(i64, i64), Failure> {
     let transaction = connection.unchecked_transaction()?;
-    let behind = !current(&transaction)?;
+    let positions = (done(&transaction)?, last_change(&transaction)?);
     transaction.finish()?;
-    Ok(behind)
+    Ok(positions)
+}
+
+/// Does the search file lack changes of the catalog?
+pub(crate) fn behind(connection: &Connection) -> Result<bool, Failure> {
+    let (done, last) = positions(connection)?;
+    Ok(last > done)
 }
 
 /// The catalog's last change (0 for none).
 fn last_change(connection: &Connection) -> Result<i64, Failure> {
-    Ok(connection.query_row("SELECT coalesce(max(seq), 0) FROM main.memory_changes", [], |row| row.get(0))?)
+    Ok(connection
+        .prepare_cached("SELECT coalesce(max(seq), 0) FROM main.memory_changes")?
+        .query_row([], |row| row.get(0))?)
 }
 
 /// The last change the search file holds.
@@ -160,7 +200,7 @@ fn rebuild(connection: &Connection) -> Result<(), Failure> {
     let mut batch = IndexBatch::default();
     let mut in_batch = 0;
     while let Some(row) = rows.next()? {
-        let value = corrupt_value(row.get(4)?)?;
+        let value = stored_value(row.get(4)?)?;
         let (id, tenant, namespace, key): (i64, String, String, String) =
             (row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?);
         index_item(connection, &mut batch, id, &tenant, &namespace, &key, &value, false)?;
@@ -179,10 +219,7 @@ fn rebuild(connection: &Connection) -> Result<(), Failure> {
 /// catalog's, and equal `done` means the rows are exactly the snapshot's items'.
 pub(crate) fn current(connection: &Connection) -> Result<bool, Failure> {
     let done = done(connection)?;
-    let last: i64 = connection
-        .prepare_cached("SELECT coalesce(max(seq), 0) FROM main.memory_changes")?
-        .query_row([], |row| row.get(0))?;
-    Ok(last <= done)
+    Ok(last_change(connection)? <= done)
 }
 
 /// What a catch-up did: how many changes it applied, and the search file's `done`
@@ -209,12 +246,8 @@ pub(crate) enum Sync {
 
 /// Applies every change past `done` (on the index connection).
 pub(crate) fn catch_up(connection: &Connection, sync: Sync) -> Result<CaughtUp, Failure> {
-    // One read snapshot of both files first (the search file's first): nothing to do
-    // costs no write lock.
-    let transaction = connection.unchecked_transaction()?;
-    let done = done(&transaction)?;
-    let last = last_change(&transaction)?;
-    transaction.finish()?;
+    // Read first: nothing to do costs no write lock.
+    let (done, last) = positions(connection)?;
     let due = |done: i64| match sync {
         Sync::Always => true,
         Sync::After(synced) => done - synced >= TRIM_AT,
@@ -250,8 +283,7 @@ pub(crate) fn catch_up_then<T>(
     // (SQLite refuses to change it inside a transaction.)
     connection.pragma_update(Some("search"), "synchronous", if synced { "FULL" } else { "NORMAL" })?;
     let transaction = connection.unchecked_transaction()?;
-    // The search file's write lock first, then the catalog's snapshot.
-    transaction.prepare_cached("UPDATE search.memory_search_state SET done = done")?.execute([])?;
+    lock_search(&transaction)?;
     let done = done(&transaction)?;
     type Change = (i64, i64, bool, Option<String>, Option<String>, Option<String>);
     let changes: Vec<Change> = transaction
@@ -295,7 +327,7 @@ fn apply(
             select.query_row([id], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))).optional()?;
         match stored {
             Some((tenant, namespace, key, value)) => {
-                let value = corrupt_value(value)?;
+                let value = stored_value(value)?;
                 index_item(connection, &mut batch, id, &tenant, &namespace, &key, &value, !fresh)?;
             }
             None if !fresh => batch.forget(connection, id)?,
@@ -320,9 +352,14 @@ pub(crate) const TRIM_AT: i64 = if cfg!(test) { 1 } else { 256 };
 /// puts is indexed in a few transactions rather than one each.
 const GATHER: Duration = Duration::from_millis(5);
 
-/// The indexing thread of a catalog in this process, and how to wake it.
+/// The indexing thread of a catalog in this process, how to wake it, and what the
+/// process knows of the search file's progress.
 #[derive(Default)]
 pub(crate) struct Indexer {
+    /// The search file's `done` as last committed synced by this process.
+    synced: AtomicI64,
+    /// The `seq` below which this process last dropped applied changes.
+    trimmed: AtomicI64,
     /// The process that started the thread (a forked child starts its own), and its
     /// wake-up channel.
     thread: std::sync::Mutex<Option<(u32, mpsc::Sender<()>)>>,
@@ -331,17 +368,37 @@ pub(crate) struct Indexer {
     pub(crate) paused: std::sync::atomic::AtomicBool,
 }
 
+impl Indexer {
+    /// Notes a catch-up (`CaughtUp`): a synced `done` lets changes before it be dropped.
+    pub(crate) fn caught_up(&self, caught: CaughtUp) {
+        if caught.applied > 0 {
+            tracing::trace!(applied = caught.applied, done = caught.done, "memory changes applied to the search file");
+        }
+        if caught.synced {
+            self.synced.fetch_max(caught.done, Ordering::Relaxed);
+        }
+    }
+
+    /// The `seq` below which applied changes are due to be dropped, once `TRIM_AT` have
+    /// piled up since the last drop (`Shared::transact`).
+    pub(crate) fn trim_due(&self) -> Option<i64> {
+        let synced = self.synced.load(Ordering::Relaxed);
+        (synced - self.trimmed.load(Ordering::Relaxed) >= TRIM_AT).then_some(synced)
+    }
+
+    /// Notes a drop committed.
+    pub(crate) fn trimmed(&self, below: i64) {
+        self.trimmed.fetch_max(below, Ordering::Relaxed);
+    }
+}
+
 /// Has the changes just committed indexed soon: by this process's indexing thread for
 /// a catalog file, at once for an in-memory one.
 pub(crate) fn index_soon(shared: &Arc<Shared>) {
     // Inside the fork gate: no fork finds the thread's slot locked.
     let _working = fork::Working::enter();
     if shared.readers.is_none() {
-        let outcome = shared
-            .index()
-            .and_then(|connection| catch_up(&connection, Sync::Always))
-            .map(|caught| shared.caught_up(caught));
-        if let Err(failure) = outcome {
+        if let Err(failure) = shared.catch_up(Sync::Always) {
             tracing::warn!(?failure, "indexing memory items failed; the next search retries");
         }
         return;
@@ -382,11 +439,7 @@ fn index_thread(catalog: Weak<Shared>, wake: mpsc::Receiver<()>) {
         let Some(shared) = catalog.upgrade() else { return };
         let outcome = {
             let _working = fork::Working::enter();
-            let synced = shared.synced_done();
-            shared
-                .index()
-                .and_then(|connection| catch_up(&connection, Sync::After(synced)))
-                .map(|caught| shared.caught_up(caught))
+            shared.catch_up(Sync::After(shared.indexer.synced.load(Ordering::Relaxed)))
         };
         if let Err(failure) = outcome {
             tracing::warn!(?failure, "indexing memory items failed; the next search retries");
@@ -396,4 +449,4 @@ fn index_thread(catalog: Weak<Shared>, wake: mpsc::Receiver<()>) {
 
 #[cfg(test)]
 #[path = "search_tests.rs"]
-mod tests;
+pub(crate) mod tests;

@@ -64,6 +64,15 @@ fn keys(items: Vec<MemoryItem>) -> Vec<String> {
     items.into_iter().map(|item| item.key).collect()
 }
 
+/// One value `sql` selects on the catalog's index connection (both files attached).
+pub(crate) fn index_value<T: rusqlite::types::FromSql>(
+    catalog: &SqliteCatalog,
+    sql: &str,
+    params: impl rusqlite::Params,
+) -> T {
+    catalog.shared.index().expect("index connection").query_row(sql, params, |row| row.get(0)).expect(sql)
+}
+
 fn pause(catalog: &SqliteCatalog) {
     catalog.shared.indexer.paused.store(true, Ordering::SeqCst);
 }
@@ -169,14 +178,7 @@ async fn a_reused_item_id_never_inherits_the_deleted_items_rows() {
     catalog.memory_put(&tenant(), &put("a", r#"{"n":1,"text":"first"}"#), Timestamp(1), &quota).await.expect("put");
     catalog.memory_put(&tenant(), &put("b", r#"{"n":2,"text":"secret"}"#), Timestamp(1), &quota).await.expect("put");
     assert_eq!(with_term(&catalog, "secret").await, ["b"], "b indexed");
-    let id_of = |key: &str| -> i64 {
-        catalog
-            .shared
-            .index()
-            .expect("index connection")
-            .query_row("SELECT id FROM main.memory_items WHERE key = ?1", [key], |row| row.get(0))
-            .expect("id")
-    };
+    let id_of = |key: &str| -> i64 { index_value(&catalog, "SELECT id FROM main.memory_items WHERE key = ?1", [key]) };
     let old = id_of("b");
     catalog.memory_delete(&tenant(), &alice(), "b", None, Timestamp(2)).await.expect("delete");
     catalog.memory_put(&tenant(), &put("c", r#"{"text":"plain"}"#), Timestamp(3), &quota).await.expect("put");
@@ -216,12 +218,7 @@ async fn the_last_applied_change_is_kept_so_the_next_is_numbered_past_it() {
         assert!(kept <= 2, "{kept} changes kept after {key}'s put");
         assert_eq!(with_term(&catalog, word).await, [key], "read-your-writes with no thread");
         catalog.catch_up("test").await.expect("synced catch-up");
-        let last: i64 = catalog
-            .shared
-            .index()
-            .expect("index connection")
-            .query_row("SELECT max(seq) FROM main.memory_changes", [], |row| row.get(0))
-            .expect("last change");
+        let last: i64 = index_value(&catalog, "SELECT max(seq) FROM main.memory_changes", []);
         assert_eq!(changes(&catalog).1, last, "every change applied (done was {done})");
     }
 }
@@ -239,12 +236,7 @@ async fn changes_a_search_applied_unsynced_are_kept() {
         catalog.memory_put(&tenant(), &put(key, &value), Timestamp(1), &quota).await.expect("put");
         assert_eq!(with_term(&catalog, word).await, [key]);
     }
-    let kept: i64 = catalog
-        .shared
-        .index()
-        .expect("index connection")
-        .query_row("SELECT count(*) FROM main.memory_changes", [], |row| row.get(0))
-        .expect("count");
+    let kept: i64 = index_value(&catalog, "SELECT count(*) FROM main.memory_changes", []);
     assert_eq!(kept, 3, "no synced catch-up: every change stays");
 }
 

@@ -576,12 +576,8 @@ async fn v6_counts_only_repeated_terms_and_relevance_still_ranks_every_match() {
             .into_iter()
             .filter(|item| item.key.len() == 1),
     );
-    let rows: i64 = catalog
-        .shared
-        .index()
-        .expect("index connection")
-        .query_row("SELECT count(*) FROM memory_term_counts WHERE count < 2", [], |row| row.get(0))
-        .expect("count");
+    let rows: i64 =
+        crate::search::tests::index_value(&catalog, "SELECT count(*) FROM memory_term_counts WHERE count < 2", []);
     assert_eq!(rows, 0, "no count-1 rows are written either");
     let search = MemorySearch {
         query: Some(TextQuery::parse("tea").expect("query")),
