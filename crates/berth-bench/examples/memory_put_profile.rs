@@ -79,6 +79,7 @@ fn plain_puts(dir: &std::path::Path, items: usize, puts: usize) {
     let connection = plain_table(&dir.join("plain.sqlite"), &seeded).expect("plain table");
     let mut samples = Vec::with_capacity(puts);
     let started = Instant::now();
+    let cpu_started = cpu_time();
     for i in 0..puts {
         let one = Instant::now();
         connection
@@ -92,7 +93,12 @@ fn plain_puts(dir: &std::path::Path, items: usize, puts: usize) {
         samples.push(one.elapsed().as_secs_f64() * 1e6);
     }
     let total = started.elapsed().as_secs_f64() * 1e6 / puts as f64;
+    let cpu = (cpu_time() - cpu_started).as_secs_f64() * 1e6 / puts as f64;
     samples.sort_by(f64::total_cmp);
     let at = |q: f64| samples[((samples.len() - 1) as f64 * q) as usize];
-    println!("plain puts {puts}: mean {total:.0} µs, p50 {:.0} µs, p99 {:.0} µs", at(0.5), at(0.99));
+    println!(
+        "plain puts {puts}: mean {total:.0} µs, p50 {:.0} µs, p99 {:.0} µs, CPU {cpu:.0} µs a put",
+        at(0.5),
+        at(0.99)
+    );
 }
