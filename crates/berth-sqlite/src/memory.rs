@@ -205,9 +205,10 @@ fn read_item(
     rows.next()?.map(|row| item_from_columns(row, 0, namespace.clone(), key.to_owned())).transpose()
 }
 
-/// Writes `item` (new, or over the row `replacing`) and records the change in
-/// `memory_changes` (schema V9): its search rows are written later, in the search file
-/// (`search.rs`). The change says whether the item is new (`fresh`: no rows to delete).
+/// Writes `item` (new, or over the row `replacing`); its search rows are written later,
+/// in the search file (`search.rs`). A replacement records its change in
+/// `memory_changes` (schema V9); a new item records none (V10): it takes an id past
+/// every id given before, so the search file finds it past its mark.
 fn write_item(
     transaction: &rusqlite::Transaction<'_>,
     tenant: &TenantId,
@@ -239,10 +240,12 @@ fn write_item(
             id
         }
         None => {
+            // The id past every id ever given (schema V10: never a deleted item's).
             let inserted = transaction
                 .prepare_cached(
-                    "INSERT INTO memory_items (tenant, namespace, key, value, revision, created_at, updated_at, \
-                     expires_at, ttl_ms, bound_to, bytes) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                    "INSERT INTO memory_items (id, tenant, namespace, key, value, revision, created_at, updated_at, \
+                     expires_at, ttl_ms, bound_to, bytes) VALUES ((SELECT max(coalesce((SELECT max(id) FROM \
+                     memory_items), 0), floor) + 1 FROM memory_id_floor), ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
                 )?
                 .execute(values);
             match inserted {
@@ -255,12 +258,25 @@ fn write_item(
                 }
                 outcome => outcome?,
             };
-            transaction.last_insert_rowid()
+            // No change row: the search file finds it past its mark (`search.rs`).
+            return Ok(());
         }
     };
-    transaction
-        .prepare_cached("INSERT INTO memory_changes (item, fresh) VALUES (?1, ?2)")?
-        .execute((id, replacing.is_none()))?;
+    transaction.prepare_cached("INSERT INTO memory_changes (item, fresh) VALUES (?1, 0)")?.execute([id])?;
+    Ok(())
+}
+
+/// The largest item id held (0 for none).
+fn largest_id(connection: &Connection) -> Result<i64, Failure> {
+    Ok(connection.prepare_cached("SELECT coalesce(max(id), 0) FROM memory_items")?.query_row([], |row| row.get(0))?)
+}
+
+/// After a delete: if it removed the largest id (`before`, read before it), that id
+/// becomes the floor no new item's id may be at or below (schema V10).
+fn keep_floor(connection: &Connection, before: i64) -> Result<(), Failure> {
+    if largest_id(connection)? < before {
+        connection.prepare_cached("UPDATE memory_id_floor SET floor = max(floor, ?1)")?.execute([before])?;
+    }
     Ok(())
 }
 
@@ -364,11 +380,13 @@ fn delete_where(connection: &Connection, condition: &str, params: &Params) -> Re
              SELECT m.id, 0, m.tenant, m.namespace, m.key FROM memory_items AS m WHERE {condition}"
         ))?
         .execute(params_from_iter(params.0.iter()))?;
+    let before = largest_id(connection)?;
     connection
         .prepare_cached(&format!(
             "DELETE FROM memory_items WHERE id IN (SELECT m.id FROM memory_items AS m WHERE {condition})"
         ))?
         .execute(params_from_iter(params.0.iter()))?;
+    keep_floor(connection, before)?;
     Ok((items as u64, bytes as u64))
 }
 
@@ -388,6 +406,7 @@ pub(crate) fn remove_bound_in(connection: &Connection, tenant: &TenantId, sessio
 /// `delete_where`), with their usage.
 fn delete_ids(connection: &Connection, rows: &[(i64, String, i64)]) -> Result<(), Failure> {
     let mut usage: BTreeMap<&str, (i64, i64)> = BTreeMap::new();
+    let before = largest_id(connection)?;
     for (id, tenant, bytes) in rows {
         connection
             .prepare_cached(
@@ -400,6 +419,7 @@ fn delete_ids(connection: &Connection, rows: &[(i64, String, i64)]) -> Result<()
         entry.0 -= 1;
         entry.1 -= bytes;
     }
+    keep_floor(connection, before)?;
     usage.into_iter().try_for_each(|(tenant, (items, bytes))| add_usage(connection, tenant, items, bytes))
 }
 

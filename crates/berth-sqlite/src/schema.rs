@@ -35,7 +35,7 @@ pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 /// Forward-only migrations; `MIGRATIONS[n]` takes the schema from version n to n + 1.
 /// Never edit a shipped entry: append a new one.
-const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9];
+const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10];
 
 /// The migrations' SQL, for tests that build an older catalog.
 #[cfg(test)]
@@ -298,16 +298,39 @@ CREATE TABLE memory_search_token (
 INSERT INTO memory_search_token (one, token) VALUES (1, lower(hex(randomblob(16))));
 ";
 
+/// A new item without a change row (issue 11's put row: the change row was one of the
+/// pages every put wrote). From V10 a new item's id is never one an item had before:
+/// `memory_id_floor.floor` is at least every id given and no longer held above the
+/// largest held (a delete that removes the largest id raises it, `memory.rs`,
+/// `keep_floor`), and a new item takes the id past the larger of the two. So the search
+/// file finds the items it has not indexed as the ids past its mark
+/// (`memory_search_items`, `search.rs`); only replacements and deletes write a change.
+/// (SQLite alone gives `max(id) + 1`: a new item could take a deleted item's id at or
+/// below the mark, and never be indexed.) A V9 search file has no mark, and is rebuilt.
+const V10: &str = "
+CREATE TABLE memory_id_floor (
+    one   INTEGER PRIMARY KEY CHECK (one = 1),
+    floor INTEGER NOT NULL
+) STRICT;
+INSERT INTO memory_id_floor (one, floor) VALUES (1, (SELECT coalesce(max(id), 0) FROM memory_items));
+";
+
 /// The search file's tables (`search.rs`), created in the schema attached as `search`:
 /// the derived rows of schemas V3–V8, as they were there, without references to
 /// `memory_items` (SQLite cannot refer across files: rows go with their item through
-/// `memory_changes`), and `memory_search_state`: the catalog's token, and `done`, the
-/// last `memory_changes.seq` whose change the rows hold.
+/// `memory_changes`), `memory_search_state`: the catalog's token, and `done`, the
+/// last `memory_changes.seq` whose change the rows hold, and (V10)
+/// `memory_search_items.items`: the largest item id the rows hold (new items, which
+/// write no change, are the ids past it).
 pub(crate) const SEARCH_SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS search.memory_search_state (
     one   INTEGER PRIMARY KEY CHECK (one = 1),
     token TEXT    NOT NULL,
     done  INTEGER NOT NULL
+) STRICT;
+CREATE TABLE IF NOT EXISTS search.memory_search_items (
+    one   INTEGER PRIMARY KEY CHECK (one = 1),
+    items INTEGER NOT NULL
 ) STRICT;
 CREATE VIRTUAL TABLE IF NOT EXISTS search.memory_terms
     USING fts5(terms, detail = 'none', columnsize = 0, tokenize = 'ascii');

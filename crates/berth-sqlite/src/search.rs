@@ -4,12 +4,16 @@
 //! catalog's write lock (issue 11's put row: a put that indexed a batch of items held
 //! it, and every other put waited, for milliseconds).
 //!
-//! - **What is indexed is stated beside the rows.** Every change to an item (a put, a
+//! - **What is indexed is stated beside the rows.** Every change to an existing item (a
 //!   replacement, a delete, an expiry, a `forget`) appends a row to the catalog's
-//!   `memory_changes` in the change's own transaction. The search file's
-//!   `memory_search_state.done` is the last change its rows hold, committed with them.
-//!   A catch-up (`catch_up`) takes the search file's write lock, then one snapshot of
-//!   the catalog, applies every change past `done` from it, and commits.
+//!   `memory_changes` in the change's own transaction; a new item appends none (schema
+//!   V10): its id is past every id the catalog gave before (`memory_id_floor`), so the
+//!   items not yet indexed are the ids past a mark. The search file's
+//!   `memory_search_state.done` is the last change its rows hold and
+//!   `memory_search_items.items` the largest id, committed with them. A catch-up
+//!   (`catch_up`) takes the search file's write lock, then one snapshot of the catalog,
+//!   applies every change past `done` and indexes every item past `items` from it, and
+//!   commits.
 //! - **Dropped only below a synced `done`.** A catch-up's commit is synced
 //!   (`synchronous=FULL`) for a `forget`, an import, and for the thread's pass once
 //!   `TRIM_AT` changes have been applied since the last synced one (`Sync`); otherwise
@@ -27,9 +31,9 @@
 //! - **Rebuilt, never trusted blindly.** The file is created, or emptied and rebuilt
 //!   from `memory_items`, when it is missing, unreadable, belongs to another catalog
 //!   (its token is not the catalog's `memory_search_token`), or is ahead of the catalog
-//!   (`done` past the catalog's last change: a catalog restored from a copy, or relaxed
-//!   commits a power loss took). Every row there can be rebuilt; none is a fact of its
-//!   own.
+//!   (`done` past the catalog's last change, or `items` past every id it has given: a
+//!   catalog restored from a copy, or relaxed commits a power loss took). Every row
+//!   there can be rebuilt; none is a fact of its own.
 //! - SQLite cannot refer across files, so nothing here cascades: a deleted item's rows
 //!   go when its change is applied. A search never returns a row whose item is gone:
 //!   it reads the file only when it holds every change of the catalog snapshot it
@@ -120,35 +124,49 @@ pub(crate) fn prepare(connection: &Connection) -> Result<(), Failure> {
         return Ok(());
     }
     let token: String = transaction.query_row("SELECT token FROM main.memory_search_token", [], |row| row.get(0))?;
-    let last = last_change(&transaction)?;
+    let latest = latest(&transaction)?;
     tracing::info!("building the memory search file from the catalog's items");
     rebuild(&transaction)?;
     transaction.execute(
         "INSERT INTO search.memory_search_state (one, token, done) VALUES (1, ?1, ?2) \
          ON CONFLICT (one) DO UPDATE SET token = excluded.token, done = excluded.done",
-        (&token, last),
+        (&token, latest.last),
+    )?;
+    transaction.execute(
+        "INSERT INTO search.memory_search_items (one, items) VALUES (1, ?1) \
+         ON CONFLICT (one) DO UPDATE SET items = excluded.items",
+        [latest.largest],
     )?;
     transaction.commit()?;
     Ok(())
 }
 
-/// Are the search file's rows this catalog's (its token) and not ahead of it? False
-/// when the file has no state yet.
+/// Are the search file's rows this catalog's (its token) and not ahead of it — neither
+/// past its last change nor holding an id past every id it has given (a catalog
+/// restored from a copy, or relaxed commits a power loss took: the ids past the mark
+/// would be given again, and taken for indexed)? False when the file has no state yet,
+/// or no item mark (written before schema V10).
 fn usable(connection: &Connection) -> Result<bool, Failure> {
-    let exists: bool = connection.query_row(
-        "SELECT EXISTS (SELECT 1 FROM search.sqlite_schema WHERE name = 'memory_search_state')",
+    let tables: i64 = connection.query_row(
+        "SELECT count(*) FROM search.sqlite_schema WHERE name IN ('memory_search_state', 'memory_search_items')",
         [],
         |row| row.get(0),
     )?;
-    if !exists {
+    if tables < 2 {
         return Ok(false);
     }
-    let state: Option<(String, i64)> = connection
-        .query_row("SELECT token, done FROM search.memory_search_state", [], |row| Ok((row.get(0)?, row.get(1)?)))
+    let state: Option<(String, i64, i64)> = connection
+        .query_row(
+            "SELECT token, done, (SELECT items FROM search.memory_search_items) FROM search.memory_search_state",
+            [],
+            |row| Ok((row.get(0)?, row.get(1)?, row.get::<_, Option<i64>>(2)?.unwrap_or(i64::MAX))),
+        )
         .optional()?;
     let token: String = connection.query_row("SELECT token FROM main.memory_search_token", [], |row| row.get(0))?;
-    let last = last_change(connection)?;
-    Ok(state.is_some_and(|(held, done)| held == token && done <= last))
+    let latest = latest(connection)?;
+    let floor: i64 = connection.query_row("SELECT floor FROM main.memory_id_floor", [], |row| row.get(0))?;
+    Ok(state
+        .is_some_and(|(held, done, items)| held == token && done <= latest.last && items <= latest.largest.max(floor)))
 }
 
 /// Takes the search file's write lock (before anything reads the catalog, so its
@@ -159,31 +177,58 @@ fn lock_search(transaction: &Connection) -> Result<(), Failure> {
     Ok(())
 }
 
-/// The search file's `done` and the catalog's last change, one snapshot of each (the
+/// What the search file holds: the last change applied, and the largest item id
+/// indexed (new items write no change: they are the ids past it, schema V10).
+#[derive(Clone, Copy, Debug)]
+struct Held {
+    done: i64,
+    items: i64,
+}
+
+/// Where the catalog is: its last change, and its largest item id (0 for none).
+#[derive(Clone, Copy, Debug)]
+struct Latest {
+    last: i64,
+    largest: i64,
+}
+
+impl Held {
+    /// Does the search file hold everything the catalog has?
+    fn holds(self, latest: Latest) -> bool {
+        latest.last <= self.done && latest.largest <= self.items
+    }
+}
+
+/// What the search file holds and where the catalog is, one snapshot of each (the
 /// search file's first), outside a transaction.
-fn positions(connection: &Connection) -> Result<(i64, i64), Failure> {
+fn positions(connection: &Connection) -> Result<(Held, Latest), Failure> {
     let transaction = connection.unchecked_transaction()?;
-    let positions = (done(&transaction)?, last_change(&transaction)?);
+    let positions = (held(&transaction)?, latest(&transaction)?);
     transaction.finish()?;
     Ok(positions)
 }
 
-/// Does the search file lack changes of the catalog?
+/// Does the search file lack changes or items of the catalog?
 pub(crate) fn behind(connection: &Connection) -> Result<bool, Failure> {
-    let (done, last) = positions(connection)?;
-    Ok(last > done)
+    let (held, latest) = positions(connection)?;
+    Ok(!held.holds(latest))
 }
 
-/// The catalog's last change (0 for none).
-fn last_change(connection: &Connection) -> Result<i64, Failure> {
+/// The catalog's last change and largest item id.
+fn latest(connection: &Connection) -> Result<Latest, Failure> {
     Ok(connection
-        .prepare_cached("SELECT coalesce(max(seq), 0) FROM main.memory_changes")?
-        .query_row([], |row| row.get(0))?)
+        .prepare_cached(
+            "SELECT (SELECT coalesce(max(seq), 0) FROM main.memory_changes), \
+             (SELECT coalesce(max(id), 0) FROM main.memory_items)",
+        )?
+        .query_row([], |row| Ok(Latest { last: row.get(0)?, largest: row.get(1)? }))?)
 }
 
-/// The last change the search file holds.
-fn done(connection: &Connection) -> Result<i64, Failure> {
-    Ok(connection.prepare_cached("SELECT done FROM search.memory_search_state")?.query_row([], |row| row.get(0))?)
+/// What the search file holds.
+fn held(connection: &Connection) -> Result<Held, Failure> {
+    Ok(connection
+        .prepare_cached("SELECT done, (SELECT items FROM search.memory_search_items) FROM search.memory_search_state")?
+        .query_row([], |row| Ok(Held { done: row.get(0)?, items: row.get(1)? }))?)
 }
 
 /// Items indexed per flush of a rebuild (bounds the terms held in memory).
@@ -213,16 +258,16 @@ fn rebuild(connection: &Connection) -> Result<(), Failure> {
     batch.flush(connection)
 }
 
-/// Does the search file hold every change of the catalog's snapshot? Inside a read
-/// transaction on a connection with `search` attached, before it has read anything:
-/// the search file's snapshot is taken first, so it can never be ahead of the
-/// catalog's, and equal `done` means the rows are exactly the snapshot's items'.
+/// Does the search file hold every change and every item of the catalog's snapshot?
+/// Inside a read transaction on a connection with `search` attached, before it has read
+/// anything: the search file's snapshot is taken first, so it can never be ahead of the
+/// catalog's, and equal positions mean the rows are exactly the snapshot's items'.
 pub(crate) fn current(connection: &Connection) -> Result<bool, Failure> {
-    let done = done(connection)?;
-    Ok(last_change(connection)? <= done)
+    let held = held(connection)?;
+    Ok(held.holds(latest(connection)?))
 }
 
-/// What a catch-up did: how many changes it applied, and the search file's `done`
+/// What a catch-up did: how many changes and new items it applied, and the search file's `done`
 /// after it; `synced` when that commit was synced (`synchronous=FULL`): the changes
 /// before `done` may then be dropped (`Shared::trim`).
 #[derive(Clone, Copy, Debug)]
@@ -244,16 +289,18 @@ pub(crate) enum Sync {
     After(i64),
 }
 
-/// Applies every change past `done` (on the index connection).
+/// Applies every change past `done`, and indexes every item past `items` (on the index
+/// connection).
 pub(crate) fn catch_up(connection: &Connection, sync: Sync) -> Result<CaughtUp, Failure> {
     // Read first: nothing to do costs no write lock.
-    let (done, last) = positions(connection)?;
+    let (held, latest) = positions(connection)?;
+    let done = held.done;
     let due = |done: i64| match sync {
         Sync::Always => true,
         Sync::After(synced) => done - synced >= TRIM_AT,
     };
-    if last > done {
-        return catch_up_then(connection, due(last), |_| Ok(())).map(|(caught_up, ())| caught_up);
+    if !held.holds(latest) {
+        return catch_up_then(connection, due(latest.last), |_| Ok(())).map(|(caught_up, ())| caught_up);
     }
     if !due(done) {
         return Ok(CaughtUp { applied: 0, done, synced: false });
@@ -269,7 +316,8 @@ pub(crate) fn catch_up(connection: &Connection, sync: Sync) -> Result<CaughtUp, 
     Ok(CaughtUp { applied: 0, done, synced: true })
 }
 
-/// Applies every change past `done`, then runs `then` in the same transaction (a
+/// Applies every change past `done` and indexes every item past `items`, then runs
+/// `then` in the same transaction (a
 /// search: it sees exactly the snapshot's items and their rows), and commits (synced
 /// if `synced`).
 /// The applied changes stay in the catalog until one of its writes drops them
@@ -284,7 +332,7 @@ pub(crate) fn catch_up_then<T>(
     connection.pragma_update(Some("search"), "synchronous", if synced { "FULL" } else { "NORMAL" })?;
     let transaction = connection.unchecked_transaction()?;
     lock_search(&transaction)?;
-    let done = done(&transaction)?;
+    let Held { done, items: mark } = held(&transaction)?;
     type Change = (i64, i64, bool, Option<String>, Option<String>, Option<String>);
     let changes: Vec<Change> = transaction
         .prepare_cached(
@@ -293,23 +341,33 @@ pub(crate) fn catch_up_then<T>(
         .query_map([done], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?, row.get(5)?)))?
         .collect::<rusqlite::Result<_>>()?;
     let last = changes.last().map(|change| change.0);
-    // Per item: fresh only if every change says so (it never had rows to delete).
+    // The items past the mark are new (schema V10): no change row, never indexed.
+    let new: Vec<i64> = transaction
+        .prepare_cached("SELECT id FROM main.memory_items WHERE id > ?1 ORDER BY id")?
+        .query_map([mark], |row| row.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    // Per item: fresh only if every change says so (it never had rows to delete), or if
+    // it is past the mark (its id was never given before, so nothing was indexed for it).
     let mut items: BTreeMap<i64, bool> = BTreeMap::new();
     let mut removed: BTreeSet<(String, String, String)> = BTreeSet::new();
     for (_, item, fresh, tenant, namespace, key) in &changes {
         let entry = items.entry(*item).or_insert(true);
-        *entry &= *fresh;
+        *entry &= *fresh || *item > mark;
         if let (Some(tenant), Some(namespace), Some(key)) = (tenant, namespace, key) {
             removed.insert((tenant.clone(), namespace.clone(), key.clone()));
         }
     }
+    items.extend(new.iter().map(|&id| (id, true)));
     apply(&transaction, &items, removed)?;
     if let Some(last) = last {
         transaction.prepare_cached("UPDATE search.memory_search_state SET done = ?1")?.execute([last])?;
     }
+    if let Some(&largest) = new.last() {
+        transaction.prepare_cached("UPDATE search.memory_search_items SET items = ?1")?.execute([largest])?;
+    }
     let value = then(&transaction)?;
     transaction.commit()?;
-    Ok((CaughtUp { applied: changes.len(), done: last.unwrap_or(done), synced }, value))
+    Ok((CaughtUp { applied: changes.len() + new.len(), done: last.unwrap_or(done), synced }, value))
 }
 
 /// Rewrites the rows of `items` from their stored values (none for an item gone), and

@@ -73,6 +73,20 @@ pub(crate) fn index_value<T: rusqlite::types::FromSql>(
     catalog.shared.index().expect("index connection").query_row(sql, params, |row| row.get(0)).expect(sql)
 }
 
+/// The audit record of a test's `forget` (tenant `t`).
+pub(crate) fn forget_audit() -> berth_catalog::scoped::ForgetAudit {
+    Box::new(|outcome: &ForgetOutcome| AuditDraft {
+        tenant: tenant(),
+        time: Timestamp(2),
+        actor: "admin:test".into(),
+        action: "memory.forget".into(),
+        session: None,
+        revision: None,
+        outcome: "ok".into(),
+        details: serde_json::json!({"items": outcome.items}),
+    })
+}
+
 fn pause(catalog: &SqliteCatalog) {
     catalog.shared.indexer.paused.store(true, Ordering::SeqCst);
 }
@@ -141,51 +155,90 @@ async fn another_catalogs_search_file_is_rebuilt() {
     assert_eq!(search_state(&mine).0, token, "the rebuilt file carries this catalog's token");
 }
 
-/// A search file ahead of its catalog (`done` past the catalog's last change: the
-/// catalog restored from a copy, or relaxed commits a power loss took) is rebuilt, so
-/// the changes after it are applied rather than taken for applied (fails without the
-/// check: a new item's change is numbered at or below `done`, and searches miss it).
-#[tokio::test]
-async fn a_search_file_ahead_of_its_catalog_is_rebuilt() {
+/// A catalog of 20 seeded items whose search file `ahead` (SQL run on the file alone)
+/// changed, reopened with its thread paused; then a replacement of k003 and a new item
+/// are put, and searches must find them both, and every seeded item.
+async fn reopened_after(ahead: &str) {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join(CATALOG_FILE_NAME);
     seeded(&path, "apple", 20).await;
     {
         let connection = Connection::open(crate::search::search_path(&path)).expect("search file");
-        connection.execute("UPDATE memory_search_state SET done = done + 1000", []).expect("ahead");
+        connection.execute(ahead, []).expect("ahead");
     }
     let catalog = SqliteCatalog::open(&path).expect("reopen");
     pause(&catalog);
+    let quota = MemoryQuota::default();
+    catalog.memory_put(&tenant(), &put("new", r#"{"n":-1,"text":"cherry"}"#), Timestamp(5), &quota).await.expect("put");
     catalog
-        .memory_put(&tenant(), &put("new", r#"{"n":-1,"text":"cherry"}"#), Timestamp(5), &MemoryQuota::default())
+        .memory_put(&tenant(), &put("k003", r#"{"n":-3,"text":"apple date"}"#), Timestamp(5), &quota)
         .await
         .expect("put");
     assert_eq!(with_term(&catalog, "cherry").await, ["new"]);
     assert_eq!(with_n(&catalog, "-1").await, ["new"]);
+    assert_eq!(with_term(&catalog, "date").await, ["k003"]);
+    assert_eq!(with_n(&catalog, "3").await, Vec::<String>::new());
     assert_eq!(with_term(&catalog, "apple").await.len(), 20);
 }
 
-/// An item deleted, and a new item stored under its row id before the delete was
-/// applied (SQLite reuses the largest id once its row is gone), gets only its own search
-/// rows: the deleted item's terms and fields never match it (fails if the new item's
-/// change alone — fresh — decided that there were no rows to delete).
+/// A search file ahead of its catalog (`done` past the catalog's last change: the
+/// catalog restored from a copy, or relaxed commits a power loss took) is rebuilt, so
+/// the changes after it are applied rather than taken for applied (fails without the
+/// check: a replacement's change is numbered at or below `done`, and searches miss it).
 #[tokio::test]
-async fn a_reused_item_id_never_inherits_the_deleted_items_rows() {
+async fn a_search_file_ahead_of_its_catalog_is_rebuilt() {
+    reopened_after("UPDATE memory_search_state SET done = done + 1000").await;
+}
+
+/// A search file whose item mark is past every id the catalog has given (as above: a
+/// catalog restored from a copy, or relaxed commits lost) is rebuilt, so the new items
+/// the catalog numbers at or below the mark are indexed rather than taken for indexed
+/// (fails without the mark's check at open: the new item is never found).
+#[tokio::test]
+async fn a_search_file_whose_item_mark_is_ahead_is_rebuilt() {
+    reopened_after("UPDATE memory_search_items SET items = items + 1000").await;
+}
+
+/// The id of the item at `key` (in any namespace of alice's scope).
+fn id_of(catalog: &SqliteCatalog, key: &str) -> i64 {
+    index_value(catalog, "SELECT id FROM main.memory_items WHERE key = ?1", [key])
+}
+
+/// A deleted item's id is never given to a new item (schema V10), whether the delete
+/// was applied to the search file before the new item's put or not, and whether it was
+/// a delete or a `forget`: the new item is found, with only its own rows — the deleted
+/// item's terms and fields never match it (fails without the floor: SQLite gives the
+/// largest id again once its row is gone, at or below the search file's mark, and the
+/// new item is never indexed).
+#[tokio::test]
+async fn a_deleted_items_id_is_never_given_again() {
     let dir = tempfile::tempdir().expect("temp dir");
     let catalog = SqliteCatalog::open(dir.path().join(CATALOG_FILE_NAME)).expect("open");
     pause(&catalog);
     let quota = MemoryQuota::default();
+    let notes = Namespace::parse("user/alice/notes").expect("namespace");
     catalog.memory_put(&tenant(), &put("a", r#"{"n":1,"text":"first"}"#), Timestamp(1), &quota).await.expect("put");
-    catalog.memory_put(&tenant(), &put("b", r#"{"n":2,"text":"secret"}"#), Timestamp(1), &quota).await.expect("put");
-    assert_eq!(with_term(&catalog, "secret").await, ["b"], "b indexed");
-    let id_of = |key: &str| -> i64 { index_value(&catalog, "SELECT id FROM main.memory_items WHERE key = ?1", [key]) };
-    let old = id_of("b");
-    catalog.memory_delete(&tenant(), &alice(), "b", None, Timestamp(2)).await.expect("delete");
-    catalog.memory_put(&tenant(), &put("c", r#"{"text":"plain"}"#), Timestamp(3), &quota).await.expect("put");
-    assert_eq!(id_of("c"), old, "c took b's id");
-    assert_eq!(with_term(&catalog, "secret").await, Vec::<String>::new());
-    assert_eq!(with_n(&catalog, "2").await, Vec::<String>::new());
-    assert_eq!(with_term(&catalog, "plain").await, ["c"]);
+    for (round, applied_first) in [(0, true), (1, false), (2, true), (3, false)] {
+        let secret = MemoryPut { namespace: notes.clone(), ..put("b", r#"{"n":2,"text":"secret"}"#) };
+        catalog.memory_put(&tenant(), &secret, Timestamp(1), &quota).await.expect("put");
+        assert_eq!(with_term(&catalog, "secret").await, ["b"], "round {round}: b indexed");
+        let old = id_of(&catalog, "b");
+        if round < 2 {
+            catalog.memory_delete(&tenant(), &notes, "b", None, Timestamp(2)).await.expect("delete");
+        } else {
+            let scope = Namespace::parse("user/alice/notes").expect("namespace");
+            catalog.memory_forget(&tenant(), &scope, forget_audit()).await.expect("forget");
+        }
+        if applied_first {
+            assert_eq!(with_term(&catalog, "secret").await, Vec::<String>::new(), "round {round}: the delete applied");
+        }
+        let key = format!("c{round}");
+        catalog.memory_put(&tenant(), &put(&key, r#"{"text":"plain"}"#), Timestamp(3), &quota).await.expect("put");
+        assert!(id_of(&catalog, &key) > old, "round {round}: {key} took an id past b's");
+        assert_eq!(with_term(&catalog, "secret").await, Vec::<String>::new());
+        assert_eq!(with_n(&catalog, "2").await, Vec::<String>::new());
+        assert_eq!(with_term(&catalog, "plain").await.len(), round + 1, "round {round}");
+    }
 }
 
 /// Applied changes are dropped from the catalog by its next write once a synced
@@ -210,9 +263,13 @@ async fn the_last_applied_change_is_kept_so_the_next_is_numbered_past_it() {
             )
             .expect("changes")
     };
+    for key in ["a", "b", "c", "d"] {
+        catalog.memory_put(&tenant(), &put(key, r#"{"text":"new"}"#), Timestamp(1), &quota).await.expect("put");
+    }
     for (key, word) in [("a", "one"), ("b", "two"), ("c", "three"), ("d", "four")] {
         let value = format!(r#"{{"text":"{word}"}}"#);
-        // The put drops what the last synced catch-up applied, and adds its own change.
+        // The put (a replacement: a change row) drops what the last synced catch-up
+        // applied, and adds its own change.
         catalog.memory_put(&tenant(), &put(key, &value), Timestamp(1), &quota).await.expect("put");
         let (kept, done) = changes(&catalog);
         assert!(kept <= 2, "{kept} changes kept after {key}'s put");
@@ -232,6 +289,8 @@ async fn changes_a_search_applied_unsynced_are_kept() {
     pause(&catalog);
     let quota = MemoryQuota::default();
     for (key, word) in [("a", "one"), ("b", "two"), ("c", "three")] {
+        catalog.memory_put(&tenant(), &put(key, r#"{"text":"new"}"#), Timestamp(1), &quota).await.expect("put");
+        // A replacement: it records a change (a new item records none).
         let value = format!(r#"{{"text":"{word}"}}"#);
         catalog.memory_put(&tenant(), &put(key, &value), Timestamp(1), &quota).await.expect("put");
         assert_eq!(with_term(&catalog, word).await, [key]);
@@ -264,17 +323,7 @@ async fn forget_returns_with_the_forgotten_rows_gone_from_the_search_file() {
         let secret = format!(r#"{{"n":{i},"text":"secretterm alice{i}"}}"#);
         catalog.memory_put(&tenant(), &put(&format!("a{i:02}"), &secret), Timestamp(1), &quota).await.expect("put");
     }
-    let audit = Box::new(|outcome: &ForgetOutcome| AuditDraft {
-        tenant: tenant(),
-        time: Timestamp(2),
-        actor: "admin:test".into(),
-        action: "memory.forget".into(),
-        session: None,
-        revision: None,
-        outcome: "ok".into(),
-        details: serde_json::json!({"items": outcome.items}),
-    });
-    let (outcome, _) = catalog.memory_forget(&tenant(), &alice(), audit).await.expect("forget");
+    let (outcome, _) = catalog.memory_forget(&tenant(), &alice(), forget_audit()).await.expect("forget");
     assert_eq!(outcome.items, 50);
     let file = Connection::open(crate::search::search_path(&path)).expect("search file");
     let count = |sql: &str| -> i64 { file.query_row(sql, [], |row| row.get(0)).expect(sql) };

@@ -502,11 +502,13 @@ async fn changes_not_yet_applied_survive_a_reopen_and_the_thread_applies_them() 
     }
 }
 
-/// How many changes the search file does not hold yet (on the index connection).
+/// How many changes and new items the search file does not hold yet (on the index
+/// connection).
 fn behind(connection: &Connection) -> i64 {
     connection
         .query_row(
-            "SELECT count(*) FROM main.memory_changes WHERE seq > (SELECT done FROM search.memory_search_state)",
+            "SELECT (SELECT count(*) FROM main.memory_changes WHERE seq > (SELECT done FROM search.memory_search_state)) \
+             + (SELECT count(*) FROM main.memory_items WHERE id > (SELECT items FROM search.memory_search_items))",
             [],
             |row| row.get(0),
         )
@@ -822,8 +824,8 @@ async fn v7_builds_blocks_for_items_stored_before_it() {
 /// key, and the blocks still cover every remaining field row.
 #[tokio::test]
 async fn forget_and_delete_leave_no_trace_in_the_block_ranges() {
-    use berth_catalog::scoped::{ForgetOutcome, MemoryQuota, Namespace};
-    use berth_catalog::{AuditDraft, MemoryStore};
+    use berth_catalog::scoped::{MemoryQuota, Namespace};
+    use berth_catalog::MemoryStore;
     let dir = tempfile::tempdir().expect("temp dir");
     let catalog = SqliteCatalog::open(dir.path().join(CATALOG_FILE_NAME)).expect("open");
     let tenant = TenantId::parse("t").expect("tenant");
@@ -863,16 +865,7 @@ async fn forget_and_delete_leave_no_trace_in_the_block_ranges() {
     let (ranges, starts, uncovered) = traces(&catalog);
     assert!(ranges > 0 && starts > 0, "alice's and dave's values and keys are in the blocks before");
     assert_eq!(uncovered, 0);
-    let audit = Box::new(|outcome: &ForgetOutcome| AuditDraft {
-        tenant: TenantId::parse("t").expect("tenant"),
-        time: Timestamp(2),
-        actor: "admin:test".into(),
-        action: "memory.forget".into(),
-        session: None,
-        revision: None,
-        outcome: "ok".into(),
-        details: serde_json::json!({"items": outcome.items}),
-    });
+    let audit = crate::search::tests::forget_audit();
     let (outcome, _) =
         catalog.memory_forget(&tenant, &Namespace::parse("user/alice").expect("scope"), audit).await.expect("forget");
     assert_eq!(outcome.items, 700);
@@ -1153,10 +1146,11 @@ async fn a_carried_apply_is_relaxed_and_leaves_the_connection_full() {
 /// Schema V8 (and V9, which moves the search rows to the search file and builds them
 /// there): a V7 catalog's indexed and waiting items are found by a filter and a
 /// full-text search; the kind is still checked; a field row's insert builds no
-/// ephemeral table (the `IN` check did, at every row); a new item's change is fresh and
-/// one over an indexed item's is not.
+/// ephemeral table (the `IN` check did, at every row); a put over an indexed item
+/// records a change (not fresh), and a new item none (V10: it is past the search
+/// file's mark).
 #[tokio::test]
-async fn v8_keeps_field_rows_checks_kinds_without_a_temporary_table_and_queues_new_items_fresh() {
+async fn v8_keeps_field_rows_checks_kinds_without_a_temporary_table_and_queues_only_replacements() {
     use berth_catalog::scoped::TextQuery;
     use berth_catalog::scoped::{Condition, Filter, FilterOp, MemoryPut, MemoryQuota, MemorySearch, Namespace};
     use berth_catalog::MemoryStore;
@@ -1216,7 +1210,7 @@ async fn v8_keeps_field_rows_checks_kinds_without_a_temporary_table_and_queues_n
         bound_to: None,
     };
     // k1 is indexed: put over it queues it not fresh (its old rows go when indexed);
-    // k4 is new: fresh.
+    // k4 is new: no change row.
     catalog
         .memory_put(&tenant, &put("k1", r#"{"n":10,"t":"coffee"}"#), Timestamp(2), &MemoryQuota::default())
         .await
@@ -1236,7 +1230,7 @@ async fn v8_keeps_field_rows_checks_kinds_without_a_temporary_table_and_queues_n
             .unwrap()
             .collect::<rusqlite::Result<_>>()
             .unwrap();
-        assert_eq!(queued, [("k1".into(), false), ("k4".into(), true)]);
+        assert_eq!(queued, [("k1".into(), false)]);
     }
     drop(index);
     let keys =
