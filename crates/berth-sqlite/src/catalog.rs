@@ -224,6 +224,7 @@ const TENANTS: &str = "WITH RECURSIVE \
      UNION SELECT tenant FROM audit_heads \
      UNION SELECT tenant FROM retention \
      UNION SELECT tenant FROM memory_usage WHERE items > 0 \
+     UNION SELECT tenant FROM memory_items WHERE id > (SELECT counted FROM memory_ids) \
      ORDER BY 1";
 
 #[async_trait]

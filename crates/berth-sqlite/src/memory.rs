@@ -150,14 +150,63 @@ fn match_expression(query: &TextQuery) -> String {
     query.terms().iter().map(|term| format!("\"{term}\"")).collect::<Vec<_>>().join(" ")
 }
 
-fn stored_usage(connection: &Connection, tenant: &TenantId) -> Result<MemoryUsage, Failure> {
-    let usage: Option<(i64, i64)> = connection
+/// A tenant's usage, and where the usage rows stand (schema V10).
+struct Usage {
+    /// The tenant's items and bytes: its `memory_usage` row plus its items past `counted`.
+    usage: MemoryUsage,
+    /// `memory_ids.counted`: the rows count the items with ids up to it.
+    counted: i64,
+    /// Items of any tenant past `counted` (a put folds them in at `FOLD_AT`).
+    past: i64,
+}
+
+/// Items past `memory_ids.counted` at which a put adds them to the usage rows (`fold`):
+/// every read of usage reads them (`usage_in`), so they are kept few.
+const FOLD_AT: i64 = 16;
+
+/// `memory_ids.counted`, how many items are past it, and how many of them and their
+/// bytes are tenant `?1`'s (a range of ids: the rowid's own order).
+pub(crate) const PAST_COUNTED: &str = "SELECT i.counted, count(m.id), coalesce(sum(m.tenant = ?1), 0), \
+     coalesce(sum(CASE WHEN m.tenant = ?1 THEN m.bytes END), 0) \
+     FROM memory_ids AS i LEFT JOIN memory_items AS m ON m.id > i.counted";
+
+fn usage_in(connection: &Connection, tenant: &TenantId) -> Result<Usage, Failure> {
+    let row: Option<(i64, i64)> = connection
         .prepare_cached("SELECT items, bytes FROM memory_usage WHERE tenant = ?1")?
         .query_row([tenant.as_str()], |row| Ok((row.get(0)?, row.get(1)?)))
         .optional()?;
-    let (items, bytes) = usage.unwrap_or((0, 0));
+    let (items, bytes) = row.unwrap_or((0, 0));
+    let (counted, past, past_items, past_bytes): (i64, i64, i64, i64) = connection
+        .prepare_cached(PAST_COUNTED)?
+        .query_row([tenant.as_str()], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)))?;
     let count = |n: i64| u64::try_from(n).map_err(|_| Failure::Corrupt("memory usage is negative".into()));
-    Ok(MemoryUsage { items: count(items)?, bytes: count(bytes)? })
+    let usage = MemoryUsage { items: count(items + past_items)?, bytes: count(bytes + past_bytes)? };
+    Ok(Usage { usage, counted, past })
+}
+
+fn stored_usage(connection: &Connection, tenant: &TenantId) -> Result<MemoryUsage, Failure> {
+    Ok(usage_in(connection, tenant)?.usage)
+}
+
+/// Adds the items past `memory_ids.counted` to their tenants' usage rows, and moves
+/// `counted` to the largest id (schema V10). Before any write that changes usage other
+/// than by a new item (a delete, a replacement of a counted item), so that it changes
+/// only rows that count it.
+fn fold(connection: &Connection) -> Result<(), Failure> {
+    let counted: i64 = connection.prepare_cached("SELECT counted FROM memory_ids")?.query_row([], |row| row.get(0))?;
+    let largest = largest_id(connection)?;
+    if largest <= counted {
+        return Ok(());
+    }
+    connection
+        .prepare_cached(
+            "INSERT INTO memory_usage (tenant, items, bytes) \
+             SELECT tenant, count(*), sum(bytes) FROM memory_items WHERE id > ?1 GROUP BY tenant \
+             ON CONFLICT (tenant) DO UPDATE SET items = items + excluded.items, bytes = bytes + excluded.bytes",
+        )?
+        .execute([counted])?;
+    connection.prepare_cached("UPDATE memory_ids SET counted = ?1")?.execute([largest])?;
+    Ok(())
 }
 
 /// Adds `items` and `bytes` (either may be negative) to the tenant's usage row.
@@ -245,7 +294,7 @@ fn write_item(
                 .prepare_cached(
                     "INSERT INTO memory_items (id, tenant, namespace, key, value, revision, created_at, updated_at, \
                      expires_at, ttl_ms, bound_to, bytes) VALUES ((SELECT max(coalesce((SELECT max(id) FROM \
-                     memory_items), 0), floor) + 1 FROM memory_id_floor), ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                     memory_items), 0), floor) + 1 FROM memory_ids), ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
                 )?
                 .execute(values);
             match inserted {
@@ -275,7 +324,7 @@ fn largest_id(connection: &Connection) -> Result<i64, Failure> {
 /// becomes the floor no new item's id may be at or below (schema V10).
 fn keep_floor(connection: &Connection, before: i64) -> Result<(), Failure> {
     if largest_id(connection)? < before {
-        connection.prepare_cached("UPDATE memory_id_floor SET floor = max(floor, ?1)")?.execute([before])?;
+        connection.prepare_cached("UPDATE memory_ids SET floor = max(floor, ?1)")?.execute([before])?;
     }
     Ok(())
 }
@@ -380,6 +429,7 @@ fn delete_where(connection: &Connection, condition: &str, params: &Params) -> Re
              SELECT m.id, 0, m.tenant, m.namespace, m.key FROM memory_items AS m WHERE {condition}"
         ))?
         .execute(params_from_iter(params.0.iter()))?;
+    fold(connection)?;
     let before = largest_id(connection)?;
     connection
         .prepare_cached(&format!(
@@ -406,6 +456,7 @@ pub(crate) fn remove_bound_in(connection: &Connection, tenant: &TenantId, sessio
 /// `delete_where`), with their usage.
 fn delete_ids(connection: &Connection, rows: &[(i64, String, i64)]) -> Result<(), Failure> {
     let mut usage: BTreeMap<&str, (i64, i64)> = BTreeMap::new();
+    fold(connection)?;
     let before = largest_id(connection)?;
     for (id, tenant, bytes) in rows {
         connection
@@ -913,10 +964,19 @@ fn put_in(
     now: Timestamp,
 ) -> Result<MemoryItem, Failure> {
     let stored = stored_item(transaction, tenant, &put.namespace, &put.key)?;
-    let usage = stored_usage(transaction, tenant)?;
+    let Usage { usage, counted, past } = usage_in(transaction, tenant)?;
     let plan = put.plan(stored.as_ref().map(|(_, item)| item), &usage, quota, now)?;
-    write_item(transaction, tenant, &plan.item, stored.as_ref().map(|(id, _)| *id))?;
-    add_usage(transaction, tenant.as_str(), i64::from(plan.new_row), plan.bytes_change)?;
+    let replacing = stored.as_ref().map(|(id, _)| *id);
+    write_item(transaction, tenant, &plan.item, replacing)?;
+    match replacing {
+        // A counted item's bytes changed: its row says so.
+        Some(id) if id <= counted => add_usage(transaction, tenant.as_str(), 0, plan.bytes_change)?,
+        // Past `counted`: usage reads the item itself.
+        Some(_) => {}
+        // New: past `counted` (its id is past every id given), so it writes no usage.
+        None if past + 1 >= FOLD_AT => fold(transaction)?,
+        None => {}
+    }
     Ok(plan.item)
 }
 
@@ -928,16 +988,20 @@ fn import_in(
     items: &[MemoryItem],
     quota: &MemoryQuota,
 ) -> Result<(), Failure> {
+    // The usage once, then kept here: the new items write none (schema V10), and are
+    // added to the rows at the end.
+    let mut usage = stored_usage(transaction, tenant)?;
     for item in items {
         if stored_item(transaction, tenant, &item.namespace, &item.key)?.is_some() {
             let id = format!("{}:{}", item.namespace, item.key);
             return Err(Error::AlreadyExists { what: "memory item", id }.into());
         }
-        stored_usage(transaction, tenant)?.check_put(quota, true, 0, item.bytes())?;
+        usage.check_put(quota, true, 0, item.bytes())?;
         write_item(transaction, tenant, item, None)?;
-        add_usage(transaction, tenant.as_str(), 1, item.bytes() as i64)?;
+        usage.items += 1;
+        usage.bytes += item.bytes();
     }
-    Ok(())
+    fold(transaction)
 }
 
 impl SqliteCatalog {

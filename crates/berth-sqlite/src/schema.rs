@@ -298,21 +298,28 @@ CREATE TABLE memory_search_token (
 INSERT INTO memory_search_token (one, token) VALUES (1, lower(hex(randomblob(16))));
 ";
 
-/// A new item without a change row (issue 11's put row: the change row was one of the
-/// pages every put wrote). From V10 a new item's id is never one an item had before:
-/// `memory_id_floor.floor` is at least every id given and no longer held above the
-/// largest held (a delete that removes the largest id raises it, `memory.rs`,
-/// `keep_floor`), and a new item takes the id past the larger of the two. So the search
-/// file finds the items it has not indexed as the ids past its mark
-/// (`memory_search_items`, `search.rs`); only replacements and deletes write a change.
-/// (SQLite alone gives `max(id) + 1`: a new item could take a deleted item's id at or
-/// below the mark, and never be indexed.) A V9 search file has no mark, and is rebuilt.
+/// A new item without a change row or a usage write (issue 11's put row: each was a
+/// page every put wrote). `memory_ids`, one row:
+/// - `floor`: from V10 a new item's id is never one an item had before. `floor` is at
+///   least every id given and no longer held above the largest held (a delete that
+///   removes the largest id raises it, `memory.rs`, `keep_floor`), and a new item takes
+///   the id past the larger of the two. So the search file finds the items it has not
+///   indexed as the ids past its mark (`memory_search_items`, `search.rs`); only
+///   replacements and deletes write a change. (SQLite alone gives `max(id) + 1`: a new
+///   item could take a deleted item's id at or below the mark, and never be indexed.)
+///   A V9 search file has no mark, and is rebuilt.
+/// - `counted`: `memory_usage` counts the items with ids up to `counted`; a tenant's
+///   usage is its row plus its items past `counted` (`memory.rs`, `usage_in`). A new
+///   item writes no usage; every few puts, and before any other change to usage, the
+///   items past it are added to the rows and `counted` moves to the largest id (`fold`).
 const V10: &str = "
-CREATE TABLE memory_id_floor (
-    one   INTEGER PRIMARY KEY CHECK (one = 1),
-    floor INTEGER NOT NULL
+CREATE TABLE memory_ids (
+    one     INTEGER PRIMARY KEY CHECK (one = 1),
+    floor   INTEGER NOT NULL,
+    counted INTEGER NOT NULL
 ) STRICT;
-INSERT INTO memory_id_floor (one, floor) VALUES (1, (SELECT coalesce(max(id), 0) FROM memory_items));
+INSERT INTO memory_ids (one, floor, counted)
+    SELECT 1, coalesce(max(id), 0), coalesce(max(id), 0) FROM memory_items;
 ";
 
 /// The search file's tables (`search.rs`), created in the schema attached as `search`:

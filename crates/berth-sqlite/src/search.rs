@@ -7,7 +7,7 @@
 //! - **What is indexed is stated beside the rows.** Every change to an existing item (a
 //!   replacement, a delete, an expiry, a `forget`) appends a row to the catalog's
 //!   `memory_changes` in the change's own transaction; a new item appends none (schema
-//!   V10): its id is past every id the catalog gave before (`memory_id_floor`), so the
+//!   V10): its id is past every id the catalog gave before (`memory_ids.floor`), so the
 //!   items not yet indexed are the ids past a mark. The search file's
 //!   `memory_search_state.done` is the last change its rows hold and
 //!   `memory_search_items.items` the largest id, committed with them. A catch-up
@@ -164,7 +164,7 @@ fn usable(connection: &Connection) -> Result<bool, Failure> {
         .optional()?;
     let token: String = connection.query_row("SELECT token FROM main.memory_search_token", [], |row| row.get(0))?;
     let latest = latest(connection)?;
-    let floor: i64 = connection.query_row("SELECT floor FROM main.memory_id_floor", [], |row| row.get(0))?;
+    let floor: i64 = connection.query_row("SELECT floor FROM main.memory_ids", [], |row| row.get(0))?;
     Ok(state
         .is_some_and(|(held, done, items)| held == token && done <= latest.last && items <= latest.largest.max(floor)))
 }

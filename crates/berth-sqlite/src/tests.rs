@@ -1245,3 +1245,122 @@ async fn v8_keeps_field_rows_checks_kinds_without_a_temporary_table_and_queues_o
         connection.query_row("SELECT count(*) FROM memory_fields WHERE item = 1", [], |row| row.get(0)).unwrap();
     assert_eq!(rows, 2, "k1's old field rows replaced, not added to");
 }
+
+/// Usage (schema V10: a tenant's row plus its items past `memory_ids.counted`) is the
+/// exact count and bytes of its stored items after every kind of write — new items
+/// past and across a fold, replacements of counted and uncounted items, deletes,
+/// `forget`, the expiry sweep, imports — over two tenants and a reopen; the quota
+/// counts the uncounted items; and reading it walks only the ids past `counted`
+/// (fails if a delete or a replacement changed a row that does not count its item, or
+/// if usage ignored the items past `counted`).
+#[tokio::test]
+async fn usage_is_exact_across_folds_deletes_sweeps_and_reopens() {
+    use berth_catalog::scoped::{MemoryItem, MemoryPut, MemoryQuota, Namespace};
+    use berth_catalog::MemoryStore;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join(CATALOG_FILE_NAME);
+    let tenants = [TenantId::parse("t").expect("tenant"), TenantId::parse("u").expect("tenant")];
+    let notes = Namespace::parse("user/alice/notes").expect("namespace");
+    let other = Namespace::parse("user/alice/other").expect("namespace");
+    let quota = MemoryQuota::default();
+    let mut state: u64 = 7;
+    let mut next = |bound: u64| {
+        state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        (state >> 33) % bound
+    };
+    let truth = |catalog: &SqliteCatalog, tenant: &TenantId| -> (u64, u64) {
+        let (items, bytes): (i64, i64) = catalog
+            .shared
+            .writer()
+            .expect("writer")
+            .query_row(
+                "SELECT count(*), coalesce(sum(bytes), 0) FROM memory_items WHERE tenant = ?1",
+                [tenant.as_str()],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )
+            .expect("truth");
+        (items as u64, bytes as u64)
+    };
+    let mut catalog = SqliteCatalog::open(&path).expect("open");
+    for step in 0..400u64 {
+        if step == 200 {
+            drop(catalog);
+            catalog = SqliteCatalog::open(&path).expect("reopen");
+        }
+        let tenant = &tenants[next(2) as usize];
+        let namespace = if next(4) == 0 { &other } else { &notes };
+        let key = format!("k{}", next(40));
+        let padding = "x".repeat(next(60) as usize);
+        let now = Timestamp(1_000 + step);
+        match next(10) {
+            0..=5 => {
+                let ttl_ms = (next(3) == 0).then_some(5);
+                let put = MemoryPut {
+                    namespace: namespace.clone(),
+                    key,
+                    value: memory_value(&format!(r#"{{"p":"{padding}"}}"#)),
+                    expected_revision: None,
+                    ttl_ms,
+                    bound_to: None,
+                };
+                catalog.memory_put(tenant, &put, now, &quota).await.expect("put");
+            }
+            6 => {
+                let _ = catalog.memory_delete(tenant, namespace, &key, None, now).await;
+            }
+            7 => {
+                catalog.memory_remove_expired(now, 3).await.expect("sweep");
+            }
+            8 if next(3) == 0 => {
+                let audit = crate::search::tests::forget_audit();
+                let forgotten = catalog.memory_forget(&tenants[0], &other, audit).await.expect("forget");
+                assert_eq!(forgotten.0.items > 0, forgotten.0.bytes > 0);
+            }
+            _ => {
+                let items = (0..next(4))
+                    .map(|i| MemoryItem {
+                        namespace: Namespace::parse(&format!("project/p{step}")).expect("namespace"),
+                        key: format!("i{i}"),
+                        value: memory_value(&format!(r#"{{"p":"{padding}"}}"#)),
+                        revision: 1,
+                        created_at: now,
+                        updated_at: now,
+                        expires_at: None,
+                        ttl_ms: None,
+                        bound_to: None,
+                    })
+                    .collect();
+                catalog.memory_import_many(tenant, items, &quota).await.expect("import");
+            }
+        }
+        for tenant in &tenants {
+            let usage = catalog.memory_usage(tenant).await.expect("usage");
+            assert_eq!((usage.items, usage.bytes), truth(&catalog, tenant), "step {step}, tenant {tenant}");
+        }
+    }
+    // The quota counts the items past `counted`: at exactly its item limit, a new key is
+    // refused and a replacement is not.
+    let tenant = &tenants[0];
+    let put = |key: &str| MemoryPut {
+        namespace: notes.clone(),
+        key: key.into(),
+        value: memory_value(r#"{"p":"y"}"#),
+        expected_revision: None,
+        ttl_ms: None,
+        bound_to: None,
+    };
+    catalog.memory_put(tenant, &put("fresh-1"), Timestamp(9_000), &quota).await.expect("put");
+    let full = MemoryQuota { items: truth(&catalog, tenant).0, ..quota };
+    let refused = catalog.memory_put(tenant, &put("fresh-2"), Timestamp(9_000), &full).await;
+    assert!(matches!(refused, Err(berth_core::Error::LimitExceeded { .. })), "{refused:?}");
+    catalog.memory_put(tenant, &put("fresh-1"), Timestamp(9_001), &full).await.expect("a replacement fits");
+    let connection = catalog.shared.writer().expect("writer");
+    let plan: Vec<String> = connection
+        .prepare(&format!("EXPLAIN QUERY PLAN {}", crate::memory::PAST_COUNTED))
+        .expect("explain")
+        .query_map(["t"], |row| row.get::<_, String>(3))
+        .expect("plan")
+        .collect::<rusqlite::Result<_>>()
+        .expect("plan rows");
+    assert!(plan.iter().any(|line| line.contains("INTEGER PRIMARY KEY (rowid>?)")), "{plan:?}");
+}
