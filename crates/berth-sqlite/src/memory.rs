@@ -188,6 +188,13 @@ fn stored_usage(connection: &Connection, tenant: &TenantId) -> Result<MemoryUsag
     Ok(usage_in(connection, tenant)?.usage)
 }
 
+/// Adds the items past `?1` to their tenants' usage rows. `+tenant`: grouped in a
+/// temporary tree, so the rows are read as a range of ids (grouped by the column, SQLite
+/// walks a whole index that starts with the tenant — every item, measured 2026-12-06).
+pub(crate) const FOLD: &str = "INSERT INTO memory_usage (tenant, items, bytes) \
+     SELECT tenant, count(*), sum(bytes) FROM memory_items WHERE id > ?1 GROUP BY +tenant \
+     ON CONFLICT (tenant) DO UPDATE SET items = items + excluded.items, bytes = bytes + excluded.bytes";
+
 /// Adds the items past `memory_ids.counted` to their tenants' usage rows, and moves
 /// `counted` to the largest id (schema V10). Before any write that changes usage other
 /// than by a new item (a delete, a replacement of a counted item), so that it changes
@@ -198,13 +205,7 @@ fn fold(connection: &Connection) -> Result<(), Failure> {
     if largest <= counted {
         return Ok(());
     }
-    connection
-        .prepare_cached(
-            "INSERT INTO memory_usage (tenant, items, bytes) \
-             SELECT tenant, count(*), sum(bytes) FROM memory_items WHERE id > ?1 GROUP BY tenant \
-             ON CONFLICT (tenant) DO UPDATE SET items = items + excluded.items, bytes = bytes + excluded.bytes",
-        )?
-        .execute([counted])?;
+    connection.prepare_cached(FOLD)?.execute([counted])?;
     connection.prepare_cached("UPDATE memory_ids SET counted = ?1")?.execute([largest])?;
     Ok(())
 }

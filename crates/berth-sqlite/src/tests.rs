@@ -1354,13 +1354,17 @@ async fn usage_is_exact_across_folds_deletes_sweeps_and_reopens() {
     let refused = catalog.memory_put(tenant, &put("fresh-2"), Timestamp(9_000), &full).await;
     assert!(matches!(refused, Err(berth_core::Error::LimitExceeded { .. })), "{refused:?}");
     catalog.memory_put(tenant, &put("fresh-1"), Timestamp(9_001), &full).await.expect("a replacement fits");
+    // Both reads of the items past `counted` are ranges of ids, never a walk of every item.
     let connection = catalog.shared.writer().expect("writer");
-    let plan: Vec<String> = connection
-        .prepare(&format!("EXPLAIN QUERY PLAN {}", crate::memory::PAST_COUNTED))
-        .expect("explain")
-        .query_map(["t"], |row| row.get::<_, String>(3))
-        .expect("plan")
-        .collect::<rusqlite::Result<_>>()
-        .expect("plan rows");
-    assert!(plan.iter().any(|line| line.contains("INTEGER PRIMARY KEY (rowid>?)")), "{plan:?}");
+    for sql in [crate::memory::PAST_COUNTED, crate::memory::FOLD] {
+        let plan: Vec<String> = connection
+            .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+            .expect("explain")
+            .query_map([1], |row| row.get::<_, String>(3))
+            .expect("plan")
+            .collect::<rusqlite::Result<_>>()
+            .expect("plan rows");
+        assert!(plan.iter().any(|line| line.contains("INTEGER PRIMARY KEY (rowid>?)")), "{sql}: {plan:?}");
+        assert!(!plan.iter().any(|line| line.starts_with("SCAN memory_items")), "{sql}: {plan:?}");
+    }
 }
