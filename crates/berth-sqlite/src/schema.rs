@@ -328,7 +328,9 @@ INSERT INTO memory_ids (one, floor, counted)
 /// `memory_changes`), `memory_search_state`: the catalog's token, and `done`, the
 /// last `memory_changes.seq` whose change the rows hold, and (V10)
 /// `memory_search_items.items`: the largest item id the rows hold (new items, which
-/// write no change, are the ids past it).
+/// write no change, are the ids past it), and `boot`: the system boot its commits are
+/// written unsynced in ("" where the system names none, and they are not), so a file
+/// from an earlier boot is rebuilt (`search.rs`, `this_boot`).
 pub(crate) const SEARCH_SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS search.memory_search_state (
     one   INTEGER PRIMARY KEY CHECK (one = 1),
@@ -337,7 +339,8 @@ CREATE TABLE IF NOT EXISTS search.memory_search_state (
 ) STRICT;
 CREATE TABLE IF NOT EXISTS search.memory_search_items (
     one   INTEGER PRIMARY KEY CHECK (one = 1),
-    items INTEGER NOT NULL
+    items INTEGER NOT NULL,
+    boot  TEXT    NOT NULL
 ) STRICT;
 CREATE VIRTUAL TABLE IF NOT EXISTS search.memory_terms
     USING fts5(terms, detail = 'none', columnsize = 0, tokenize = 'ascii');

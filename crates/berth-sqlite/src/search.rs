@@ -68,25 +68,92 @@ pub(crate) fn attach(connection: &Connection, path: &Path) -> Result<(), Failure
 /// reads, with the search file attached (created, checked, and rebuilt if it is not
 /// current; `prepare`). Each catch-up sets how its commit is synced (`Sync`).
 pub(crate) fn open_index(path: &Path, options: &SqliteOptions) -> Result<Connection, Failure> {
+    if let Some(boot) = this_boot() {
+        discard_if_written_in_another_boot(path, options, boot)?;
+    }
     match open_index_once(path, options) {
         Err(Failure::Sql(error)) if unreadable(&error) => {
             // Rows that can all be rebuilt: a file SQLite cannot read is started afresh.
             tracing::warn!(%error, "the memory search file is unreadable; rebuilding it");
-            let file = search_path(path);
-            for suffix in ["", "-wal", "-shm"] {
-                let mut name = file.clone().into_os_string();
-                name.push(suffix);
-                match std::fs::remove_file(&name) {
-                    Err(error) if error.kind() != std::io::ErrorKind::NotFound => {
-                        return Err(Failure::Berth(berth_core::Error::io("remove the memory search file", &error)))
-                    }
-                    _ => {}
-                }
-            }
+            remove_search_file(path)?;
             open_index_once(path, options)
         }
         outcome => outcome,
     }
+}
+
+fn remove_search_file(catalog: &Path) -> Result<(), Failure> {
+    let file = search_path(catalog);
+    for suffix in ["", "-wal", "-shm"] {
+        let mut name = file.clone().into_os_string();
+        name.push(suffix);
+        match std::fs::remove_file(&name) {
+            Err(error) if error.kind() != std::io::ErrorKind::NotFound => {
+                return Err(Failure::Berth(berth_core::Error::io("remove the memory search file", &error)))
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// The boot of the running system, where the kernel names it (Linux:
+/// `/proc/sys/kernel/random/boot_id`). Only then are the search file's commits written
+/// without syncing (`synchronous=OFF`, `catch_up_then`): a file so written is trusted
+/// only in the boot that wrote it, which it records (`memory_search_items.boot`).
+/// Elsewhere its commits are `NORMAL`, which a power loss cannot corrupt.
+pub(crate) fn this_boot() -> Option<&'static str> {
+    static BOOT: std::sync::LazyLock<Option<String>> = std::sync::LazyLock::new(|| {
+        let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+        Some(boot.trim().to_owned()).filter(|boot| !boot.is_empty())
+    });
+    BOOT.as_deref()
+}
+
+/// The boot a search file was last written in without syncing ("" for none), read with
+/// a connection of its own; `None` when it has no record (new, or before schema V10).
+fn written_in(file: &Path) -> Result<Option<String>, rusqlite::Error> {
+    // Read-write (it only reads): a read-only connection cannot always open a file in
+    // WAL mode whose shared-memory file is gone.
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let connection = Connection::open_with_flags(file, flags)?;
+    let exists: bool = connection.query_row(
+        "SELECT EXISTS (SELECT 1 FROM sqlite_schema WHERE name = 'memory_search_items')",
+        [],
+        |row| row.get(0),
+    )?;
+    if !exists {
+        return Ok(None);
+    }
+    connection.query_row("SELECT boot FROM memory_search_items", [], |row| row.get(0)).optional()
+}
+
+/// Removes a search file written without syncing in an earlier boot of the system: its
+/// last commits, and the pages its checkpoints copied, may not have reached the disk
+/// before a power loss, and what is left can be wrong in ways SQLite cannot see. It is
+/// built again from the items (`prepare`). Decided under the catalog's write lock, so
+/// processes opening at once after a restart decide one at a time: the first removes
+/// the file, and the others find the new one (a file a process of this boot uses says
+/// this boot). A file of this boot, or one that says nothing, is left to `prepare`.
+fn discard_if_written_in_another_boot(path: &Path, options: &SqliteOptions, boot: &str) -> Result<(), Failure> {
+    let file = search_path(path);
+    let stale = |file: &Path| match written_in(file) {
+        Ok(written) => written.is_some_and(|written| !written.is_empty() && written != boot),
+        // Unreadable: `open_index` starts it afresh.
+        Err(_) => false,
+    };
+    if !file.exists() || !stale(&file) {
+        return Ok(());
+    }
+    let guard = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
+    guard.busy_timeout(options.busy_timeout)?;
+    guard.execute_batch("BEGIN IMMEDIATE")?;
+    if stale(&file) {
+        tracing::warn!("the memory search file was written unsynced before the system restarted; rebuilding it");
+        remove_search_file(path)?;
+    }
+    guard.execute_batch("COMMIT")?;
+    Ok(())
 }
 
 fn unreadable(error: &rusqlite::Error) -> bool {
@@ -116,6 +183,8 @@ pub(crate) fn prepare(connection: &Connection) -> Result<(), Failure> {
     if found_usable {
         return Ok(());
     }
+    // (Not usable: new, another catalog's, ahead of it, or written unsynced in another
+    // boot — `open_index` removed the last before this, and here it is rebuilt.)
     connection.execute_batch(crate::schema::SEARCH_SCHEMA)?;
     let transaction = connection.unchecked_transaction()?;
     lock_search(&transaction)?;
@@ -133,9 +202,9 @@ pub(crate) fn prepare(connection: &Connection) -> Result<(), Failure> {
         (&token, latest.last),
     )?;
     transaction.execute(
-        "INSERT INTO search.memory_search_items (one, items) VALUES (1, ?1) \
-         ON CONFLICT (one) DO UPDATE SET items = excluded.items",
-        [latest.largest],
+        "INSERT INTO search.memory_search_items (one, items, boot) VALUES (1, ?1, ?2) \
+         ON CONFLICT (one) DO UPDATE SET items = excluded.items, boot = excluded.boot",
+        (latest.largest, this_boot().unwrap_or("")),
     )?;
     transaction.commit()?;
     Ok(())
@@ -144,8 +213,9 @@ pub(crate) fn prepare(connection: &Connection) -> Result<(), Failure> {
 /// Are the search file's rows this catalog's (its token) and not ahead of it — neither
 /// past its last change nor holding an id past every id it has given (a catalog
 /// restored from a copy, or relaxed commits a power loss took: the ids past the mark
-/// would be given again, and taken for indexed)? False when the file has no state yet,
-/// or no item mark (written before schema V10).
+/// would be given again, and taken for indexed), and written unsynced in this boot only
+/// (`this_boot`)? False when the file has no state yet, or no item mark (written before
+/// schema V10).
 fn usable(connection: &Connection) -> Result<bool, Failure> {
     let tables: i64 = connection.query_row(
         "SELECT count(*) FROM search.sqlite_schema WHERE name IN ('memory_search_state', 'memory_search_items')",
@@ -155,18 +225,20 @@ fn usable(connection: &Connection) -> Result<bool, Failure> {
     if tables < 2 {
         return Ok(false);
     }
-    let state: Option<(String, i64, i64)> = connection
+    let state: Option<(String, i64, i64, String)> = connection
         .query_row(
-            "SELECT token, done, (SELECT items FROM search.memory_search_items) FROM search.memory_search_state",
+            "SELECT s.token, s.done, i.items, i.boot FROM search.memory_search_state AS s, search.memory_search_items AS i",
             [],
-            |row| Ok((row.get(0)?, row.get(1)?, row.get::<_, Option<i64>>(2)?.unwrap_or(i64::MAX))),
+            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)),
         )
         .optional()?;
     let token: String = connection.query_row("SELECT token FROM main.memory_search_token", [], |row| row.get(0))?;
     let latest = latest(connection)?;
     let floor: i64 = connection.query_row("SELECT floor FROM main.memory_ids", [], |row| row.get(0))?;
-    Ok(state
-        .is_some_and(|(held, done, items)| held == token && done <= latest.last && items <= latest.largest.max(floor)))
+    let boot = this_boot().unwrap_or("");
+    Ok(state.is_some_and(|(held, done, items, written)| {
+        held == token && done <= latest.last && items <= latest.largest.max(floor) && written == boot
+    }))
 }
 
 /// Takes the search file's write lock (before anything reads the catalog, so its
@@ -329,7 +401,11 @@ pub(crate) fn catch_up_then<T>(
     then: impl FnOnce(&Connection) -> Result<T, Failure>,
 ) -> Result<(CaughtUp, T), Failure> {
     // (SQLite refuses to change it inside a transaction.)
-    connection.pragma_update(Some("search"), "synchronous", if synced { "FULL" } else { "NORMAL" })?;
+    // Unsynced: `OFF` where the file records the boot it is trusted in (`this_boot`): a
+    // checkpoint then copies pages without an `fsync` either, which took the disk from
+    // every durable put beside it (`docs/performance.md`, 2026-12-06).
+    let unsynced = if this_boot().is_some() { "OFF" } else { "NORMAL" };
+    connection.pragma_update(Some("search"), "synchronous", if synced { "FULL" } else { unsynced })?;
     let transaction = connection.unchecked_transaction()?;
     lock_search(&transaction)?;
     let Held { done, items: mark } = held(&transaction)?;
