@@ -1227,6 +1227,12 @@ impl MemoryStore for SqliteCatalog {
         // Not before the forgotten items' search rows are gone from the search file,
         // durably: no term of theirs outlives the call.
         self.catch_up("forget memory").await?;
+        // And its changes, one an item, dropped now that they are applied (a write
+        // drops them when due, `Shared::transact`): otherwise the next put would drop
+        // them all inside its own transaction, milliseconds for a large scope.
+        if self.shared.indexer.trim_due().is_some() {
+            self.write("drop forgotten memory changes", |_| Ok(())).await?;
+        }
         Ok(forgotten)
     }
 
