@@ -229,14 +229,21 @@ impl SqliteCatalog {
         .await
     }
 
-    /// Applies every memory change committed so far to the search file, durably.
+    /// Applies every memory change committed so far to the search file, durably; then
+    /// drops the changes that made droppable, with a write of its own (`Shared::transact`)
+    /// — left to the next write, a `forget`'s thousands would be dropped inside some
+    /// put's transaction.
     async fn catch_up(&self, operation: &'static str) -> Result<()> {
         let shared = Arc::clone(&self.shared);
         blocking(move || {
             let _working = fork::Working::enter();
             shared.catch_up(search::Sync::Always).map_err(|failure| failure.into_error(operation, &shared.artifact))
         })
-        .await
+        .await?;
+        if self.shared.indexer.trim_due().is_some() {
+            self.write(operation, |_| Ok(())).await?;
+        }
+        Ok(())
     }
 
     /// Has the memory changes just committed applied to the search file soon

@@ -321,13 +321,18 @@ fn largest_id(connection: &Connection) -> Result<i64, Failure> {
     Ok(connection.prepare_cached("SELECT coalesce(max(id), 0) FROM memory_items")?.query_row([], |row| row.get(0))?)
 }
 
-/// After a delete: if it removed the largest id (`before`, read before it), that id
-/// becomes the floor no new item's id may be at or below (schema V10).
-fn keep_floor(connection: &Connection, before: i64) -> Result<(), Failure> {
+/// Runs `delete`, which removes rows from `memory_items`, as schema V10 needs every
+/// removal done: the usage rows folded first (`fold`: the removal then subtracts only
+/// from rows that count its items), and, if it removed the largest id, that id made the
+/// floor no new item's id may be at or below.
+fn deleting<T>(connection: &Connection, delete: impl FnOnce() -> Result<T, Failure>) -> Result<T, Failure> {
+    fold(connection)?;
+    let before = largest_id(connection)?;
+    let value = delete()?;
     if largest_id(connection)? < before {
         connection.prepare_cached("UPDATE memory_ids SET floor = max(floor, ?1)")?.execute([before])?;
     }
-    Ok(())
+    Ok(value)
 }
 
 /// What a batch of items being indexed writes at its end (`flush`): their blocks'
@@ -430,14 +435,11 @@ fn delete_where(connection: &Connection, condition: &str, params: &Params) -> Re
              SELECT m.id, 0, m.tenant, m.namespace, m.key FROM memory_items AS m WHERE {condition}"
         ))?
         .execute(params_from_iter(params.0.iter()))?;
-    fold(connection)?;
-    let before = largest_id(connection)?;
-    connection
-        .prepare_cached(&format!(
-            "DELETE FROM memory_items WHERE id IN (SELECT m.id FROM memory_items AS m WHERE {condition})"
-        ))?
-        .execute(params_from_iter(params.0.iter()))?;
-    keep_floor(connection, before)?;
+    deleting(connection, || {
+        let delete =
+            format!("DELETE FROM memory_items WHERE id IN (SELECT m.id FROM memory_items AS m WHERE {condition})");
+        Ok(connection.prepare_cached(&delete)?.execute(params_from_iter(params.0.iter()))?)
+    })?;
     Ok((items as u64, bytes as u64))
 }
 
@@ -457,21 +459,21 @@ pub(crate) fn remove_bound_in(connection: &Connection, tenant: &TenantId, sessio
 /// `delete_where`), with their usage.
 fn delete_ids(connection: &Connection, rows: &[(i64, String, i64)]) -> Result<(), Failure> {
     let mut usage: BTreeMap<&str, (i64, i64)> = BTreeMap::new();
-    fold(connection)?;
-    let before = largest_id(connection)?;
-    for (id, tenant, bytes) in rows {
-        connection
-            .prepare_cached(
-                "INSERT INTO memory_changes (item, fresh, tenant, namespace, key) \
-                 SELECT id, 0, tenant, namespace, key FROM memory_items WHERE id = ?1",
-            )?
-            .execute([id])?;
-        connection.prepare_cached("DELETE FROM memory_items WHERE id = ?1")?.execute([id])?;
-        let entry = usage.entry(tenant.as_str()).or_default();
-        entry.0 -= 1;
-        entry.1 -= bytes;
-    }
-    keep_floor(connection, before)?;
+    deleting(connection, || {
+        for (id, tenant, bytes) in rows {
+            connection
+                .prepare_cached(
+                    "INSERT INTO memory_changes (item, fresh, tenant, namespace, key) \
+                     SELECT id, 0, tenant, namespace, key FROM memory_items WHERE id = ?1",
+                )?
+                .execute([id])?;
+            connection.prepare_cached("DELETE FROM memory_items WHERE id = ?1")?.execute([id])?;
+            let entry = usage.entry(tenant.as_str()).or_default();
+            entry.0 -= 1;
+            entry.1 -= bytes;
+        }
+        Ok(())
+    })?;
     usage.into_iter().try_for_each(|(tenant, (items, bytes))| add_usage(connection, tenant, items, bytes))
 }
 
@@ -1227,12 +1229,6 @@ impl MemoryStore for SqliteCatalog {
         // Not before the forgotten items' search rows are gone from the search file,
         // durably: no term of theirs outlives the call.
         self.catch_up("forget memory").await?;
-        // And its changes, one an item, dropped now that they are applied (a write
-        // drops them when due, `Shared::transact`): otherwise the next put would drop
-        // them all inside its own transaction, milliseconds for a large scope.
-        if self.shared.indexer.trim_due().is_some() {
-            self.write("drop forgotten memory changes", |_| Ok(())).await?;
-        }
         Ok(forgotten)
     }
 

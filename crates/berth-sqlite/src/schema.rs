@@ -302,7 +302,7 @@ INSERT INTO memory_search_token (one, token) VALUES (1, lower(hex(randomblob(16)
 /// page every put wrote). `memory_ids`, one row:
 /// - `floor`: from V10 a new item's id is never one an item had before. `floor` is at
 ///   least every id given and no longer held above the largest held (a delete that
-///   removes the largest id raises it, `memory.rs`, `keep_floor`), and a new item takes
+///   removes the largest id raises it, `memory.rs`, `deleting`), and a new item takes
 ///   the id past the larger of the two. So the search file finds the items it has not
 ///   indexed as the ids past its mark (`memory_search_items`, `search.rs`); only
 ///   replacements and deletes write a change. (SQLite alone gives `max(id) + 1`: a new

@@ -68,18 +68,33 @@ pub(crate) fn attach(connection: &Connection, path: &Path) -> Result<(), Failure
 /// reads, with the search file attached (created, checked, and rebuilt if it is not
 /// current; `prepare`). Each catch-up sets how its commit is synced (`Sync`).
 pub(crate) fn open_index(path: &Path, options: &SqliteOptions) -> Result<Connection, Failure> {
-    if let Some(boot) = this_boot() {
-        discard_if_written_in_another_boot(path, options, boot)?;
-    }
-    match open_index_once(path, options) {
+    let again = match open_index_once(path, options) {
+        Ok(Opened::Ready(connection)) => return Ok(connection),
+        Ok(Opened::WrittenInAnotherBoot(boot)) => {
+            discard_if_written_in_another_boot(path, options, boot)?;
+            open_index_once(path, options)?
+        }
         Err(Failure::Sql(error)) if unreadable(&error) => {
             // Rows that can all be rebuilt: a file SQLite cannot read is started afresh.
             tracing::warn!(%error, "the memory search file is unreadable; rebuilding it");
             remove_search_file(path)?;
-            open_index_once(path, options)
+            open_index_once(path, options)?
         }
-        outcome => outcome,
+        Err(failure) => return Err(failure),
+    };
+    match again {
+        Opened::Ready(connection) => Ok(connection),
+        Opened::WrittenInAnotherBoot(_) => {
+            Err(Failure::Corrupt("the memory search file is still another boot's after it was removed".into()))
+        }
     }
+}
+
+/// An index connection, or the news that its search file was written unsynced in
+/// another boot of the system than this one (`this_boot`), and so must be removed first.
+enum Opened {
+    Ready(Connection),
+    WrittenInAnotherBoot(&'static str),
 }
 
 fn remove_search_file(catalog: &Path) -> Result<(), Failure> {
@@ -110,45 +125,42 @@ pub(crate) fn this_boot() -> Option<&'static str> {
     BOOT.as_deref()
 }
 
-/// The boot a search file was last written in without syncing ("" for none), read with
-/// a connection of its own; `None` when it has no record (new, or before schema V10).
-fn written_in(file: &Path) -> Result<Option<String>, rusqlite::Error> {
-    // Read-write (it only reads): a read-only connection cannot always open a file in
-    // WAL mode whose shared-memory file is gone.
-    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    let connection = Connection::open_with_flags(file, flags)?;
+/// Was the search file in `schema` of `connection` written unsynced in a boot other
+/// than `boot`? Not when it says none ("", or no record: new, or before schema V10).
+fn written_in_another_boot(connection: &Connection, schema: &str, boot: &str) -> Result<bool, rusqlite::Error> {
     let exists: bool = connection.query_row(
-        "SELECT EXISTS (SELECT 1 FROM sqlite_schema WHERE name = 'memory_search_items')",
+        &format!("SELECT EXISTS (SELECT 1 FROM {schema}.sqlite_schema WHERE name = 'memory_search_items')"),
         [],
         |row| row.get(0),
     )?;
     if !exists {
-        return Ok(None);
+        return Ok(false);
     }
-    connection.query_row("SELECT boot FROM memory_search_items", [], |row| row.get(0)).optional()
+    let written: Option<String> = connection
+        .query_row(&format!("SELECT boot FROM {schema}.memory_search_items"), [], |row| row.get(0))
+        .optional()?;
+    Ok(written.is_some_and(|written| !written.is_empty() && written != boot))
 }
 
 /// Removes a search file written without syncing in an earlier boot of the system: its
 /// last commits, and the pages its checkpoints copied, may not have reached the disk
 /// before a power loss, and what is left can be wrong in ways SQLite cannot see. It is
-/// built again from the items (`prepare`). Decided under the catalog's write lock, so
-/// processes opening at once after a restart decide one at a time: the first removes
-/// the file, and the others find the new one (a file a process of this boot uses says
-/// this boot). A file of this boot, or one that says nothing, is left to `prepare`.
+/// built again from the items (`prepare`). Decided again under the catalog's write
+/// lock, so processes opening at once after a restart decide one at a time: the first
+/// removes the file, and the others find the new one (a file a process of this boot uses
+/// says this boot).
 fn discard_if_written_in_another_boot(path: &Path, options: &SqliteOptions, boot: &str) -> Result<(), Failure> {
-    let file = search_path(path);
-    let stale = |file: &Path| match written_in(file) {
-        Ok(written) => written.is_some_and(|written| !written.is_empty() && written != boot),
-        // Unreadable: `open_index` starts it afresh.
-        Err(_) => false,
-    };
-    if !file.exists() || !stale(&file) {
-        return Ok(());
-    }
     let guard = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
     guard.busy_timeout(options.busy_timeout)?;
     guard.execute_batch("BEGIN IMMEDIATE")?;
-    if stale(&file) {
+    let stale = {
+        // Read-write (it only reads): a read-only connection cannot always open a file
+        // in WAL mode whose shared-memory file is gone.
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let file = Connection::open_with_flags(search_path(path), flags)?;
+        written_in_another_boot(&file, "main", boot)?
+    };
+    if stale {
         tracing::warn!("the memory search file was written unsynced before the system restarted; rebuilding it");
         remove_search_file(path)?;
     }
@@ -160,17 +172,22 @@ fn unreadable(error: &rusqlite::Error) -> bool {
     matches!(error.sqlite_error_code(), Some(rusqlite::ErrorCode::NotADatabase | rusqlite::ErrorCode::DatabaseCorrupt))
 }
 
-fn open_index_once(path: &Path, options: &SqliteOptions) -> Result<Connection, Failure> {
+fn open_index_once(path: &Path, options: &SqliteOptions) -> Result<Opened, Failure> {
     // CREATE: an attached file is opened with the connection's flags (the catalog's own
     // file exists already: the writer made it).
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let connection = Connection::open_with_flags(path, flags)?;
     crate::configure(&connection, options)?;
     attach(&connection, &search_path(path))?;
+    if let Some(boot) = this_boot() {
+        if written_in_another_boot(&connection, "search", boot)? {
+            return Ok(Opened::WrittenInAnotherBoot(boot));
+        }
+    }
     crate::enable_wal_in(&connection, "search", options.busy_timeout)?;
     connection.pragma_update(Some("search"), "synchronous", "FULL")?;
     prepare(&connection)?;
-    Ok(connection)
+    Ok(Opened::Ready(connection))
 }
 
 /// Creates the search tables if they are missing, and rebuilds the rows unless they are

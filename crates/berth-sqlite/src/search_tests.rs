@@ -106,9 +106,15 @@ fn remove_search_file(catalog: &Path) {
     }
 }
 
+/// A plain connection to the search file of the catalog at `catalog` (no catalog, no
+/// catch-up: what is on disk).
+fn search_file(catalog: &Path) -> Connection {
+    Connection::open(crate::search::search_path(catalog)).expect("search file")
+}
+
 /// (token, done) of the search file at `catalog`, read with a plain connection.
 fn search_state(catalog: &Path) -> (String, i64) {
-    let connection = Connection::open(crate::search::search_path(catalog)).expect("search file");
+    let connection = search_file(catalog);
     connection
         .query_row("SELECT token, done FROM memory_search_state", [], |row| Ok((row.get(0)?, row.get(1)?)))
         .expect("state")
@@ -163,7 +169,7 @@ async fn reopened_after(ahead: &str) {
     let path = dir.path().join(CATALOG_FILE_NAME);
     seeded(&path, "apple", 20).await;
     {
-        let connection = Connection::open(crate::search::search_path(&path)).expect("search file");
+        let connection = search_file(&path);
         connection.execute(ahead, []).expect("ahead");
     }
     let catalog = SqliteCatalog::open(&path).expect("reopen");
@@ -329,7 +335,7 @@ async fn forget_returns_with_the_forgotten_rows_gone_from_the_search_file() {
     // put's transaction to drop (all but the last: SQLite numbers the next past it).
     let kept: i64 = index_value(&catalog, "SELECT count(*) FROM main.memory_changes", []);
     assert_eq!(kept, 1, "forget's changes dropped by forget");
-    let file = Connection::open(crate::search::search_path(&path)).expect("search file");
+    let file = search_file(&path);
     let count = |sql: &str| -> i64 { file.query_row(sql, [], |row| row.get(0)).expect(sql) };
     assert_eq!(count("SELECT count(*) FROM memory_terms WHERE memory_terms MATCH 'secretterm'"), 0);
     assert_eq!(count("SELECT count(*) FROM memory_term_counts WHERE term LIKE 'alice%'"), 0);
@@ -353,12 +359,12 @@ async fn a_search_file_written_unsynced_in_an_earlier_boot_is_rebuilt() {
     let path = dir.path().join(CATALOG_FILE_NAME);
     seeded(&path, "apple", 30).await;
     let damage = |boot: &str| {
-        let connection = Connection::open(crate::search::search_path(&path)).expect("search file");
+        let connection = search_file(&path);
         connection.execute("DELETE FROM memory_terms", []).expect("terms lost");
         connection.execute("UPDATE memory_search_items SET boot = ?1", [boot]).expect("boot");
     };
     let written_in = || -> String {
-        let connection = Connection::open(crate::search::search_path(&path)).expect("search file");
+        let connection = search_file(&path);
         connection.query_row("SELECT boot FROM memory_search_items", [], |row| row.get(0)).expect("boot")
     };
     assert_eq!(written_in(), boot, "the file records this boot");
@@ -377,7 +383,7 @@ async fn a_search_file_written_unsynced_in_an_earlier_boot_is_rebuilt() {
     damage("an-earlier-boot");
     {
         // What an in-place rebuild would keep (as it would keep a damaged free list).
-        let connection = Connection::open(crate::search::search_path(&path)).expect("search file");
+        let connection = search_file(&path);
         connection.execute("CREATE TABLE planted (x)", []).expect("planted");
     }
     let catalog = SqliteCatalog::open(&path).expect("reopen after a restart");
@@ -385,7 +391,7 @@ async fn a_search_file_written_unsynced_in_an_earlier_boot_is_rebuilt() {
     assert_eq!(with_n(&catalog, "29").await, ["k029"]);
     drop(catalog);
     assert_eq!(written_in(), boot, "the rebuilt file records this boot");
-    let connection = Connection::open(crate::search::search_path(&path)).expect("search file");
+    let connection = search_file(&path);
     let planted: bool = connection
         .query_row("SELECT EXISTS (SELECT 1 FROM sqlite_schema WHERE name = 'planted')", [], |row| row.get(0))
         .expect("schema");
