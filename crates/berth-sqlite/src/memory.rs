@@ -37,7 +37,7 @@ pub(crate) const FEW_TEXT_MATCHES: i64 = 2_000;
 const FEW_FIELD_MATCHES: i64 = 2_000;
 
 /// A prefix with fewer items is sorted by `updated_at` rather than walked in its order.
-const SMALL_PREFIX: i64 = 2_000;
+pub(crate) const SMALL_PREFIX: i64 = 2_000;
 
 fn corrupt(what: &str) -> Failure {
     Failure::Corrupt(format!("stored memory item has an invalid {what}"))
@@ -354,6 +354,7 @@ impl IndexBatch {
     pub(crate) fn forget(&mut self, connection: &Connection, id: i64) -> Result<(), Failure> {
         connection.prepare_cached("DELETE FROM memory_fields WHERE item = ?1")?.execute([id])?;
         connection.prepare_cached("DELETE FROM memory_term_counts WHERE item = ?1")?.execute([id])?;
+        connection.prepare_cached("DELETE FROM memory_updated WHERE item = ?1")?.execute([id])?;
         self.texts.push((id, String::new(), true));
         Ok(())
     }
@@ -373,23 +374,36 @@ impl IndexBatch {
     }
 }
 
-/// Writes item `id`'s search rows (after deleting the ones an earlier value left, if
-/// `replacing`); its full-text row and its block's ranges when `batch` is flushed.
-#[allow(clippy::too_many_arguments)]
+/// An item as the search file places it: its id, and where it stands in the key order
+/// and the updated order.
+pub(crate) struct Indexed<'a> {
+    pub(crate) id: i64,
+    pub(crate) tenant: &'a str,
+    pub(crate) namespace: &'a str,
+    pub(crate) key: &'a str,
+    pub(crate) updated_at: i64,
+}
+
+/// Writes the search rows of item `at` (after deleting the ones an earlier value left,
+/// if `replacing`); its full-text row and its block's ranges when `batch` is flushed.
 pub(crate) fn index_item(
     connection: &Connection,
     batch: &mut IndexBatch,
-    id: i64,
-    tenant: &str,
-    namespace: &str,
-    key: &str,
+    at: &Indexed<'_>,
     value: &JsonText,
     replacing: bool,
 ) -> Result<(), Failure> {
+    let Indexed { id, tenant, namespace, key, updated_at } = *at;
     if replacing {
         connection.prepare_cached("DELETE FROM memory_fields WHERE item = ?1")?.execute([id])?;
         connection.prepare_cached("DELETE FROM memory_term_counts WHERE item = ?1")?.execute([id])?;
     }
+    connection
+        .prepare_cached(
+            "INSERT OR REPLACE INTO memory_updated (item, tenant, updated_at, namespace, key) \
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+        )?
+        .execute((id, tenant, updated_at, namespace, key))?;
     let mut insert_field = connection.prepare_cached(
         "INSERT OR REPLACE INTO memory_fields (item, tenant, field, kind, sort) VALUES (?1, ?2, ?3, ?4, ?5)",
     )?;
@@ -410,10 +424,11 @@ pub(crate) fn stored_value(value: String) -> Result<JsonText, Failure> {
     Ok(JsonText::from_trusted_raw(raw))
 }
 
-/// Does this search read the search rows (a full-text query, or a filter condition the
-/// field index answers)? Only those read the search file.
+/// Does this search read the search rows (a full-text query, a filter condition the
+/// field index answers, or the updated order, whose index is there from schema V11)?
+/// Only those read the search file.
 fn reads_search_rows(search: &MemorySearch) -> bool {
-    search.query.is_some() || !pushed_down(search).is_empty()
+    search.query.is_some() || !pushed_down(search).is_empty() || search.order == SearchOrder::UpdatedAt
 }
 
 /// Deletes the rows `condition` selects from `memory_items`, recording each change
@@ -811,7 +826,18 @@ fn search_in_order(
     let mut params = Params::default();
     let pushed = pushed_down(search);
     let mut conditions = Vec::new();
+    // A large prefix in the updated order is walked in the search file's updated index
+    // (schema V11), which stops after `limit` items; a small one is read whole and sorted.
+    let walks_updated = matches!(driver, Driver::Order { .. })
+        && search.order == SearchOrder::UpdatedAt
+        && prefix_holds(connection, tenant, &search.prefix, SMALL_PREFIX)?;
+    // The table whose columns give the updated order.
+    let ordered = if walks_updated { "u" } else { "m" };
     let from = match &driver {
+        Driver::Order { .. } if walks_updated => {
+            // `CROSS JOIN` keeps SQLite walking the index, the items looked up by id.
+            "memory_updated AS u CROSS JOIN memory_items AS m ON m.id = u.item".to_owned()
+        }
         Driver::Order { .. } => "memory_items AS m".to_owned(),
         Driver::Text(expression) => {
             conditions.push(format!("memory_terms MATCH {}", params.push(expression.to_string())));
@@ -826,6 +852,9 @@ fn search_in_order(
     };
     let tenant_is = params.push(tenant.as_str().to_owned());
     conditions.push(format!("m.tenant = {tenant_is}"));
+    if walks_updated {
+        conditions.push(format!("u.tenant = {tenant_is}"));
+    }
     // A walk of the key order from a position inside the prefix (a span's first, or the
     // cursor) must start there: SQLite then seeks the (tenant, namespace, key) index to
     // it instead of scanning from the prefix's first item, so the prefix's lower bound
@@ -848,7 +877,8 @@ fn search_in_order(
             SearchOrder::UpdatedAt => {
                 let rank = params.push(i64::try_from(cursor.rank).unwrap_or(i64::MAX));
                 format!(
-                    "m.updated_at <= {rank} AND (m.updated_at < {rank} OR (m.namespace, m.key) > ({namespace}, {key}))"
+                    "{ordered}.updated_at <= {rank} AND ({ordered}.updated_at < {rank} \
+                     OR ({ordered}.namespace, {ordered}.key) > ({namespace}, {key}))"
                 )
             }
             _ => format!("(m.namespace, m.key) > ({namespace}, {key})"),
@@ -883,18 +913,8 @@ fn search_in_order(
         conditions.push(format!("EXISTS (SELECT 1 FROM memory_fields AS g WHERE g.item = m.id AND {condition})"));
     }
     let order = match search.order {
-        SearchOrder::UpdatedAt => "m.updated_at DESC, m.namespace, m.key",
-        _ => "m.namespace, m.key",
-    };
-    // A small prefix is read whole and sorted; in a large one, walking the updated
-    // index stops after `limit` items instead of sorting the prefix.
-    let from = match (&driver, search.order) {
-        (Driver::Order { .. }, SearchOrder::UpdatedAt)
-            if prefix_holds(connection, tenant, &search.prefix, SMALL_PREFIX)? =>
-        {
-            format!("{from} INDEXED BY memory_items_by_updated")
-        }
-        _ => from,
+        SearchOrder::UpdatedAt => format!("{ordered}.updated_at DESC, {ordered}.namespace, {ordered}.key"),
+        _ => "m.namespace, m.key".to_owned(),
     };
     let mut sql = format!("SELECT {ITEM_COLUMNS} FROM {from} WHERE {} ORDER BY {order}", conditions.join(" AND "));
     // Pushed-down conditions are exact: with only those, SQL's count is the page's.
@@ -1280,8 +1300,7 @@ impl MemoryStore for SqliteCatalog {
         self.write("remove stale memory", move |transaction| {
             let mut params = Params::default();
             let sql = format!(
-                "SELECT id, tenant, bytes FROM memory_items WHERE tenant = {} AND updated_at < {} \
-                 ORDER BY updated_at LIMIT {}",
+                "SELECT id, tenant, bytes FROM memory_items WHERE tenant = {} AND updated_at < {} LIMIT {}",
                 params.push(tenant.as_str().to_owned()),
                 params.push(time_column(updated_before)),
                 params.push(limit_column(limit))

@@ -41,7 +41,7 @@
 
 use crate::blocks;
 use crate::error::Failure;
-use crate::memory::{index_item, stored_value, IndexBatch};
+use crate::memory::{index_item, stored_value, IndexBatch, Indexed};
 use crate::{fork, lock, Shared, SqliteOptions};
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 use std::collections::{BTreeMap, BTreeSet};
@@ -223,6 +223,7 @@ pub(crate) fn prepare(connection: &Connection) -> Result<(), Failure> {
          ON CONFLICT (one) DO UPDATE SET items = excluded.items, boot = excluded.boot",
         (latest.largest, this_boot().unwrap_or("")),
     )?;
+    transaction.pragma_update(Some("search"), "user_version", SEARCH_FORMAT)?;
     transaction.commit()?;
     Ok(())
 }
@@ -232,14 +233,15 @@ pub(crate) fn prepare(connection: &Connection) -> Result<(), Failure> {
 /// restored from a copy, or relaxed commits a power loss took: the ids past the mark
 /// would be given again, and taken for indexed), and written unsynced in this boot only
 /// (`this_boot`)? False when the file has no state yet, or no item mark (written before
-/// schema V10).
+/// schema V10), or an earlier format (`SEARCH_FORMAT`).
 fn usable(connection: &Connection) -> Result<bool, Failure> {
     let tables: i64 = connection.query_row(
         "SELECT count(*) FROM search.sqlite_schema WHERE name IN ('memory_search_state', 'memory_search_items')",
         [],
         |row| row.get(0),
     )?;
-    if tables < 2 {
+    let format: i64 = connection.pragma_query_value(Some("search"), "user_version", |row| row.get(0))?;
+    if tables < 2 || format != SEARCH_FORMAT {
         return Ok(false);
     }
     let state: Option<(String, i64, i64, String)> = connection
@@ -257,6 +259,12 @@ fn usable(connection: &Connection) -> Result<bool, Failure> {
         held == token && done <= latest.last && items <= latest.largest.max(floor) && written == boot
     }))
 }
+
+/// The search file's format (its `user_version`): the catalog schema that last changed
+/// its tables (V11: `memory_updated`). A file of another format is rebuilt (one written
+/// before V11 has 0). Set once its rows are built, so a file whose tables are there but
+/// whose rows are not is never taken as built.
+const SEARCH_FORMAT: i64 = 11;
 
 /// Takes the search file's write lock (before anything reads the catalog, so its
 /// snapshot is taken under the lock). SQLite has no `BEGIN IMMEDIATE` for one attached
@@ -325,11 +333,18 @@ const REBUILD_CHUNK: usize = 10_000;
 
 /// Empties the search tables and indexes every item of the catalog's snapshot.
 fn rebuild(connection: &Connection) -> Result<(), Failure> {
-    for table in ["memory_fields", "memory_term_counts", "memory_terms", "memory_blocks", "memory_block_ranges"] {
+    for table in [
+        "memory_updated",
+        "memory_fields",
+        "memory_term_counts",
+        "memory_terms",
+        "memory_blocks",
+        "memory_block_ranges",
+    ] {
         connection.execute(&format!("DELETE FROM search.{table}"), [])?;
     }
-    let mut select =
-        connection.prepare("SELECT id, tenant, namespace, key, value FROM main.memory_items ORDER BY id")?;
+    let mut select = connection
+        .prepare("SELECT id, tenant, namespace, key, value, updated_at FROM main.memory_items ORDER BY id")?;
     let mut rows = select.query([])?;
     let mut batch = IndexBatch::default();
     let mut in_batch = 0;
@@ -337,7 +352,8 @@ fn rebuild(connection: &Connection) -> Result<(), Failure> {
         let value = stored_value(row.get(4)?)?;
         let (id, tenant, namespace, key): (i64, String, String, String) =
             (row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?);
-        index_item(connection, &mut batch, id, &tenant, &namespace, &key, &value, false)?;
+        let at = Indexed { id, tenant: &tenant, namespace: &namespace, key: &key, updated_at: row.get(5)? };
+        index_item(connection, &mut batch, &at, &value, false)?;
         in_batch += 1;
         if in_batch == REBUILD_CHUNK {
             std::mem::take(&mut batch).flush(connection)?;
@@ -471,15 +487,18 @@ fn apply(
     removed: BTreeSet<(String, String, String)>,
 ) -> Result<(), Failure> {
     let mut batch = IndexBatch::default();
-    let mut select =
-        connection.prepare_cached("SELECT tenant, namespace, key, value FROM main.memory_items WHERE id = ?1")?;
+    let mut select = connection
+        .prepare_cached("SELECT tenant, namespace, key, value, updated_at FROM main.memory_items WHERE id = ?1")?;
     for (&id, &fresh) in items {
-        let stored: Option<(String, String, String, String)> =
-            select.query_row([id], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))).optional()?;
+        type Stored = (String, String, String, String, i64);
+        let stored: Option<Stored> = select
+            .query_row([id], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?)))
+            .optional()?;
         match stored {
-            Some((tenant, namespace, key, value)) => {
+            Some((tenant, namespace, key, value, updated_at)) => {
                 let value = stored_value(value)?;
-                index_item(connection, &mut batch, id, &tenant, &namespace, &key, &value, !fresh)?;
+                let at = Indexed { id, tenant: &tenant, namespace: &namespace, key: &key, updated_at };
+                index_item(connection, &mut batch, &at, &value, !fresh)?;
             }
             None if !fresh => batch.forget(connection, id)?,
             None => {}

@@ -2,7 +2,7 @@
 
 use crate::{SqliteCatalog, CATALOG_FILE_NAME};
 use berth_catalog::scoped::{Condition, Filter, FilterOp, ForgetOutcome, MemoryItem, MemoryPut, MemoryQuota};
-use berth_catalog::scoped::{MemorySearch, Namespace, TextQuery};
+use berth_catalog::scoped::{MemorySearch, Namespace, SearchOrder, TextQuery};
 use berth_catalog::{AuditDraft, MemoryStore};
 use berth_core::{JsonText, TenantId, Timestamp};
 use rusqlite::Connection;
@@ -396,4 +396,82 @@ async fn a_search_file_written_unsynced_in_an_earlier_boot_is_rebuilt() {
         .query_row("SELECT EXISTS (SELECT 1 FROM sqlite_schema WHERE name = 'planted')", [], |row| row.get(0))
         .expect("schema");
     assert!(!planted, "the file was replaced, not rebuilt in place");
+}
+
+/// Alice's scope holding `count` items k0000… updated at 1 + their number, in a catalog
+/// at `path` (a large prefix: walked in the search file's updated index, schema V11).
+async fn seeded_in_updated_order(path: &Path, count: u64) -> SqliteCatalog {
+    let catalog = SqliteCatalog::open(path).expect("open");
+    let items = (0..count)
+        .map(|i| MemoryItem { updated_at: Timestamp(1 + i), ..item(format!("k{i:04}"), &format!(r#"{{"n":{i}}}"#)) })
+        .collect();
+    catalog.memory_import_many(&tenant(), items, &MemoryQuota::default()).await.expect("import");
+    catalog
+}
+
+/// The keys of alice's items in the updated order, `limit` a page, every page.
+async fn in_updated_order(catalog: &SqliteCatalog, limit: usize) -> Vec<String> {
+    let mut search = MemorySearch { limit, order: SearchOrder::UpdatedAt, ..MemorySearch::new(alice()) };
+    let mut seen = Vec::new();
+    loop {
+        let page = catalog.memory_search(&tenant(), &search, Timestamp(50_000)).await.expect("search");
+        let next = search.next_cursor(&page);
+        seen.extend(keys(page));
+        match next {
+            Some(cursor) => search.cursor = Some(cursor),
+            None => return seen,
+        }
+    }
+}
+
+/// The updated order of a large prefix is read from the search file (schema V11): a
+/// search right after puts, replacements and deletes the indexing thread has not
+/// applied sees every one of them, in order, across pages (fails if such a search did
+/// not catch up first, or if the updated rows were not written or moved).
+#[tokio::test]
+async fn the_updated_order_of_a_large_prefix_sees_every_write_before_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join(CATALOG_FILE_NAME);
+    let count = crate::memory::SMALL_PREFIX as u64 + 100;
+    let catalog = seeded_in_updated_order(&path, count).await;
+    let index: i64 =
+        index_value(&catalog, "SELECT count(*) FROM main.sqlite_schema WHERE name = 'memory_items_by_updated'", []);
+    assert_eq!(index, 0, "the catalog has no updated-order index");
+    pause(&catalog);
+    catalog
+        .memory_put(&tenant(), &put("new", r#"{"n":-1}"#), Timestamp(30_000), &MemoryQuota::default())
+        .await
+        .expect("new");
+    catalog
+        .memory_put(&tenant(), &put("k0005", r#"{"n":-2}"#), Timestamp(30_001), &MemoryQuota::default())
+        .await
+        .expect("replaced");
+    catalog
+        .memory_delete(&tenant(), &alice(), &format!("k{:04}", count - 1), None, Timestamp(30_002))
+        .await
+        .expect("deleted");
+    let mut expected: Vec<String> =
+        (0..count - 1).rev().map(|i| format!("k{i:04}")).filter(|key| key != "k0005").collect();
+    expected.insert(0, "new".into());
+    expected.insert(0, "k0005".into());
+    assert_eq!(in_updated_order(&catalog, 700).await, expected);
+    // Equal times: the key order breaks the tie, across a page's end.
+    for key in ["tie-b", "tie-a", "tie-c"] {
+        catalog.memory_put(&tenant(), &put(key, "{}"), Timestamp(40_000), &MemoryQuota::default()).await.expect("tie");
+    }
+    assert_eq!(in_updated_order(&catalog, 2).await[..4], ["tie-a", "tie-b", "tie-c", "k0005"]);
+}
+
+/// A search file written before schema V11 (no `memory_updated`) is rebuilt at open,
+/// and the updated order found in it (fails if such a file were taken as usable).
+#[tokio::test]
+async fn a_search_file_without_the_updated_order_is_rebuilt() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join(CATALOG_FILE_NAME);
+    let count = crate::memory::SMALL_PREFIX as u64 + 10;
+    drop(seeded_in_updated_order(&path, count).await);
+    search_file(&path).execute_batch("DROP TABLE memory_updated; PRAGMA user_version = 0").expect("as V10 left it");
+    let catalog = SqliteCatalog::open(&path).expect("reopen");
+    let expected: Vec<String> = (0..count).rev().map(|i| format!("k{i:04}")).collect();
+    assert_eq!(in_updated_order(&catalog, 1_000).await, expected);
 }
