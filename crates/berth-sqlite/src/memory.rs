@@ -1296,16 +1296,33 @@ impl MemoryStore for SqliteCatalog {
     }
 
     async fn memory_remove_stale(&self, tenant: &TenantId, updated_before: Timestamp, limit: usize) -> Result<u64> {
-        let tenant = tenant.clone();
+        // The catalog has no updated-order index (schema V11): the tenant's items are
+        // read in key order until `limit` stale ones are found — on a reader, so the
+        // writers are not held up by the walk; the write then takes each candidate that
+        // is still stale (one replaced meanwhile is not; an id is never given twice).
+        let (tenant, before) = (tenant.clone(), time_column(updated_before));
+        let candidates: Vec<i64> = self
+            .read("find stale memory", move |connection| {
+                let mut statement = connection
+                    .prepare_cached("SELECT id FROM memory_items WHERE tenant = ?1 AND updated_at < ?2 LIMIT ?3")?;
+                let ids = statement.query_map((tenant.as_str(), before, limit_column(limit)), |row| row.get(0))?;
+                Ok(ids.collect::<rusqlite::Result<Vec<i64>>>()?)
+            })
+            .await?;
+        if candidates.is_empty() {
+            return Ok(0);
+        }
         self.write("remove stale memory", move |transaction| {
-            let mut params = Params::default();
-            let sql = format!(
-                "SELECT id, tenant, bytes FROM memory_items WHERE tenant = {} AND updated_at < {} LIMIT {}",
-                params.push(tenant.as_str().to_owned()),
-                params.push(time_column(updated_before)),
-                params.push(limit_column(limit))
-            );
-            let rows = sweep_rows(transaction, &sql, &params)?;
+            let mut rows = Vec::with_capacity(candidates.len());
+            let mut still = transaction
+                .prepare_cached("SELECT tenant, bytes FROM memory_items WHERE id = ?1 AND updated_at < ?2")?;
+            for id in candidates {
+                if let Some((tenant, bytes)) =
+                    still.query_row((id, before), |row| Ok((row.get(0)?, row.get(1)?))).optional()?
+                {
+                    rows.push((id, tenant, bytes));
+                }
+            }
             delete_ids(transaction, &rows)?;
             Ok(rows.len() as u64)
         })
