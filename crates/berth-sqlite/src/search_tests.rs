@@ -460,6 +460,13 @@ async fn the_updated_order_of_a_large_prefix_sees_every_write_before_it() {
         catalog.memory_put(&tenant(), &put(key, "{}"), Timestamp(40_000), &MemoryQuota::default()).await.expect("tie");
     }
     assert_eq!(in_updated_order(&catalog, 2).await[..4], ["tie-a", "tie-b", "tie-c", "k0005"]);
+    // Walked in the index's order, not sorted: a page of 5 reads a few rows, not the
+    // prefix's 2,100 (each row read is several VM steps).
+    let search = MemorySearch { limit: 5, order: SearchOrder::UpdatedAt, ..MemorySearch::new(alice()) };
+    crate::memory::WALK_STEPS.with(|steps| steps.set(0));
+    assert_eq!(catalog.memory_search(&tenant(), &search, Timestamp(50_000)).await.expect("page").len(), 5);
+    let steps = crate::memory::WALK_STEPS.with(|steps| steps.get());
+    assert!(steps < 500, "{steps} VM steps for a page of 5");
 }
 
 /// A search file written before schema V11 (no `memory_updated`) is rebuilt at open,
