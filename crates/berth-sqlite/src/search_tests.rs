@@ -482,3 +482,14 @@ async fn a_search_file_without_the_updated_order_is_rebuilt() {
     let expected: Vec<String> = (0..count).rev().map(|i| format!("k{i:04}")).collect();
     assert_eq!(in_updated_order(&catalog, 1_000).await, expected);
 }
+
+/// The index connection keeps 32 MiB of the search file's pages (`SEARCH_CACHE_KIB`);
+/// the catalog's other connections keep SQLite's default.
+#[tokio::test]
+async fn the_index_connection_caches_more_of_the_search_file() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let catalog = SqliteCatalog::open(dir.path().join(CATALOG_FILE_NAME)).expect("open");
+    let index = catalog.shared.index().expect("index connection");
+    let kib: i64 = index.pragma_query_value(Some("search"), "cache_size", |row| row.get(0)).expect("pragma");
+    assert_eq!(kib, -32 * 1024);
+}
