@@ -352,9 +352,7 @@ impl IndexBatch {
     /// Notes that item `id` is gone: its full-text row is deleted at `flush`, its other
     /// search rows now.
     pub(crate) fn forget(&mut self, connection: &Connection, id: i64) -> Result<(), Failure> {
-        connection.prepare_cached("DELETE FROM memory_fields WHERE item = ?1")?.execute([id])?;
-        connection.prepare_cached("DELETE FROM memory_term_counts WHERE item = ?1")?.execute([id])?;
-        connection.prepare_cached("DELETE FROM memory_updated WHERE item = ?1")?.execute([id])?;
+        delete_item_rows(connection, id)?;
         self.texts.push((id, String::new(), true));
         Ok(())
     }
@@ -372,6 +370,15 @@ impl IndexBatch {
         }
         self.blocks.flush(connection)
     }
+}
+
+/// Deletes item `id`'s search rows but its full-text row (which `IndexBatch::flush`
+/// deletes): the one list of them, for an item gone and an item replaced.
+fn delete_item_rows(connection: &Connection, id: i64) -> Result<(), Failure> {
+    for table in ["memory_fields", "memory_term_counts", "memory_updated"] {
+        connection.prepare_cached(&format!("DELETE FROM {table} WHERE item = ?1"))?.execute([id])?;
+    }
+    Ok(())
 }
 
 /// An item as the search file places it: its id, and where it stands in the key order
@@ -395,8 +402,7 @@ pub(crate) fn index_item(
 ) -> Result<(), Failure> {
     let Indexed { id, tenant, namespace, key, updated_at } = *at;
     if replacing {
-        connection.prepare_cached("DELETE FROM memory_fields WHERE item = ?1")?.execute([id])?;
-        connection.prepare_cached("DELETE FROM memory_term_counts WHERE item = ?1")?.execute([id])?;
+        delete_item_rows(connection, id)?;
     }
     connection
         .prepare_cached(

@@ -343,7 +343,7 @@ DROP INDEX memory_items_by_updated;
 /// written unsynced in ("" where the system names none, and they are not), so a file
 /// from an earlier boot is rebuilt (`search.rs`, `this_boot`). (V11) `memory_updated`:
 /// each item's position in the updated order, for walks of a large prefix in it; a
-/// file without it is rebuilt.
+/// file of an earlier format (its `user_version`, `search.rs`, `SEARCH_FORMAT`) is rebuilt.
 pub(crate) const SEARCH_SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS search.memory_search_state (
     one   INTEGER PRIMARY KEY CHECK (one = 1),

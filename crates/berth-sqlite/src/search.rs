@@ -353,17 +353,12 @@ fn rebuild(connection: &Connection) -> Result<(), Failure> {
     ] {
         connection.execute(&format!("DELETE FROM search.{table}"), [])?;
     }
-    let mut select = connection
-        .prepare("SELECT id, tenant, namespace, key, value, updated_at FROM main.memory_items ORDER BY id")?;
+    let mut select = connection.prepare(&format!("SELECT id, {INDEXED} FROM main.memory_items ORDER BY id"))?;
     let mut rows = select.query([])?;
     let mut batch = IndexBatch::default();
     let mut in_batch = 0;
     while let Some(row) = rows.next()? {
-        let value = stored_value(row.get(4)?)?;
-        let (id, tenant, namespace, key): (i64, String, String, String) =
-            (row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?);
-        let at = Indexed { id, tenant: &tenant, namespace: &namespace, key: &key, updated_at: row.get(5)? };
-        index_item(connection, &mut batch, &at, &value, false)?;
+        index_row(connection, &mut batch, row.get(0)?, row, 1, false)?;
         in_batch += 1;
         if in_batch == REBUILD_CHUNK {
             std::mem::take(&mut batch).flush(connection)?;
@@ -489,6 +484,24 @@ pub(crate) fn catch_up_then<T>(
     Ok((CaughtUp { applied: changes.len() + new.len(), done: last.unwrap_or(done), synced }, value))
 }
 
+/// The columns of `memory_items` an item is indexed from, in `index_row`'s order.
+const INDEXED: &str = "tenant, namespace, key, value, updated_at";
+
+/// Indexes item `id` from a row holding `INDEXED` from column `first` on.
+fn index_row(
+    connection: &Connection,
+    batch: &mut IndexBatch,
+    id: i64,
+    row: &rusqlite::Row<'_>,
+    first: usize,
+    replacing: bool,
+) -> Result<(), Failure> {
+    let text = |index: usize| -> Result<&str, Failure> { Ok(row.get_ref(first + index)?.as_str()?) };
+    let value = stored_value(row.get(first + 3)?)?;
+    let at = Indexed { id, tenant: text(0)?, namespace: text(1)?, key: text(2)?, updated_at: row.get(first + 4)? };
+    index_item(connection, batch, &at, &value, replacing)
+}
+
 /// Rewrites the rows of `items` from their stored values (none for an item gone), and
 /// rebuilds the blocks that held the `removed` positions.
 fn apply(
@@ -497,19 +510,11 @@ fn apply(
     removed: BTreeSet<(String, String, String)>,
 ) -> Result<(), Failure> {
     let mut batch = IndexBatch::default();
-    let mut select = connection
-        .prepare_cached("SELECT tenant, namespace, key, value, updated_at FROM main.memory_items WHERE id = ?1")?;
+    let mut select = connection.prepare_cached(&format!("SELECT {INDEXED} FROM main.memory_items WHERE id = ?1"))?;
     for (&id, &fresh) in items {
-        type Stored = (String, String, String, String, i64);
-        let stored: Option<Stored> = select
-            .query_row([id], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?)))
-            .optional()?;
-        match stored {
-            Some((tenant, namespace, key, value, updated_at)) => {
-                let value = stored_value(value)?;
-                let at = Indexed { id, tenant: &tenant, namespace: &namespace, key: &key, updated_at };
-                index_item(connection, &mut batch, &at, &value, !fresh)?;
-            }
+        let mut rows = select.query([id])?;
+        match rows.next()? {
+            Some(row) => index_row(connection, &mut batch, id, row, 0, !fresh)?,
             None if !fresh => batch.forget(connection, id)?,
             None => {}
         }
