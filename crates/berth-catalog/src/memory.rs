@@ -333,6 +333,7 @@ impl MemoryStore for MemoryCatalog {
     }
 
     async fn memory_import(&self, tenant: &TenantId, item: &MemoryItem, quota: &MemoryQuota) -> Result<()> {
+        item.check()?;
         let mut state = self.state();
         let usage = state.usage(tenant);
         let items = state.items(tenant);

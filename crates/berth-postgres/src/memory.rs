@@ -565,6 +565,7 @@ impl PostgresCatalog {
         items: Vec<MemoryItem>,
         quota: &MemoryQuota,
     ) -> Result<()> {
+        items.iter().try_for_each(MemoryItem::check)?;
         let (tenant_text, quota) = (tenant.to_string(), *quota);
         self.memory_unit("import memory items", tenant, true, move |client| {
             Box::pin(async move {

@@ -13,11 +13,7 @@ use rusqlite::{params_from_iter, Connection, OptionalExtension};
 use serde::de::DeserializeOwned;
 
 /// The compare-and-set update of one session (inside the caller's transaction).
-fn update_in(
-    transaction: &rusqlite::Transaction<'_>,
-    record: &SessionRecord,
-    expected: Revision,
-) -> Result<(), Failure> {
+fn update_in(transaction: &Connection, record: &SessionRecord, expected: Revision) -> Result<(), Failure> {
     let key = record.key();
     let stored = stored_revision(transaction, &key)?.ok_or_else(|| Error::session_not_found(&key.id))?;
     check_cas(stored, expected, record)?;
@@ -28,7 +24,7 @@ fn update_in(
     insert_labels(transaction, record)
 }
 
-fn remove_in(transaction: &rusqlite::Transaction<'_>, key: &SessionKey, expected: Revision) -> Result<(), Failure> {
+fn remove_in(transaction: &Connection, key: &SessionKey, expected: Revision) -> Result<(), Failure> {
     let stored = stored_revision(transaction, key)?.ok_or_else(|| Error::session_not_found(&key.id))?;
     if stored != expected {
         return Err(Error::RevisionConflict { expected: expected.0, actual: stored.0 }.into());
@@ -41,10 +37,7 @@ fn remove_in(transaction: &rusqlite::Transaction<'_>, key: &SessionKey, expected
 }
 
 /// Appends one audit entry inside `transaction`, chained from the tenant's recorded head.
-pub(crate) fn append_audit_in(
-    transaction: &rusqlite::Transaction<'_>,
-    draft: AuditDraft,
-) -> Result<AuditEntry, Failure> {
+pub(crate) fn append_audit_in(transaction: &Connection, draft: AuditDraft) -> Result<AuditEntry, Failure> {
     let tenant = draft.tenant.clone();
     let head: Option<(i64, String)> = transaction
         .prepare_cached("SELECT seq, hash FROM audit_heads WHERE tenant = ?1")?

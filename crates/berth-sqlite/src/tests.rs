@@ -1246,6 +1246,49 @@ async fn v8_keeps_field_rows_checks_kinds_without_a_temporary_table_and_queues_o
     assert_eq!(rows, 2, "k1's old field rows replaced, not added to");
 }
 
+/// A put first checks a bound of the usage that reads none of the items past `counted`
+/// (`usage_bound`: each counts at most `ITEM_BYTES_MAX`). A put over the bound but within
+/// the quota is checked again against the exact usage and stored; one over the quota is
+/// refused with the exact figure. (Without the second check, the first put is refused.)
+#[tokio::test]
+async fn a_put_over_the_usage_bound_is_checked_against_the_exact_usage() {
+    use berth_catalog::scoped::{item_bytes, MemoryPut, MemoryQuota, MemoryStore, Namespace};
+    use berth_core::limits::Limit;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let catalog = SqliteCatalog::open(dir.path().join(CATALOG_FILE_NAME)).expect("open");
+    let tenant = TenantId::parse("t").expect("tenant");
+    let put = |key: &str| MemoryPut {
+        namespace: Namespace::parse("user/alice/notes").expect("namespace"),
+        key: key.into(),
+        value: memory_value(r#"{"p":"y"}"#),
+        expected_revision: None,
+        ttl_ms: None,
+        bound_to: None,
+    };
+    for key in ["a", "b", "c"] {
+        catalog.memory_put(&tenant, &put(key), Timestamp(1_000), &MemoryQuota::default()).await.expect("put");
+    }
+    let past: i64 = catalog
+        .shared
+        .writer()
+        .expect("writer")
+        .query_row("SELECT (SELECT max(id) FROM memory_items) - counted FROM memory_ids", [], |row| row.get(0))
+        .expect("past");
+    assert_eq!(past, 3, "the items are past `counted`: the bound is 3 × ITEM_BYTES_MAX over the usage");
+    let usage = catalog.memory_usage(&tenant).await.expect("usage");
+    let one = item_bytes(&put("d").namespace, "d", &put("d").value);
+    let exact = MemoryQuota { items: usage.items + 1, bytes: usage.bytes + one };
+    catalog.memory_put(&tenant, &put("d"), Timestamp(1_001), &exact).await.expect("fits the exact usage");
+    let short = MemoryQuota { items: usage.items + 2, bytes: usage.bytes + 2 * one - 1 };
+    let refused = catalog.memory_put(&tenant, &put("e"), Timestamp(1_002), &short).await;
+    assert!(
+        matches!(refused, Err(berth_core::Error::LimitExceeded { what: Limit::MemoryBytes, actual, .. })
+            if actual == usage.bytes + 2 * one),
+        "{refused:?}"
+    );
+    assert_eq!(catalog.memory_usage(&tenant).await.expect("usage").items, usage.items + 1, "nothing more stored");
+}
+
 /// Usage (schema V10: a tenant's row plus its items past `memory_ids.counted`) is the
 /// exact count and bytes of its stored items after every kind of write — new items
 /// past and across a fold, replacements of counted and uncounted items, deletes,

@@ -10,6 +10,7 @@ use berth_catalog::audit::AuditDraft;
 use berth_catalog::scoped::{Condition, Filter, FilterOp, ForgetOutcome, MemoryItem, MemoryPut, MemoryQuota};
 use berth_catalog::scoped::{MemorySearch, Namespace, NamespaceQuery, SearchCursor, SearchOrder, TextQuery};
 use berth_catalog::Catalog;
+use berth_core::limits::{Limit, MEMORY_VALUE_BYTES_MAX};
 use berth_core::{Error, JsonText, Revision, TenantId, Timestamp};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -649,6 +650,13 @@ pub async fn import_is_exact_and_refuses_duplicates(catalog: &dyn Catalog) {
     extra.key = "c".into();
     let error = catalog.memory_import(&t, &extra, &tight).await.unwrap_err();
     assert_eq!(error.code(), "limit_exceeded");
+    // Held to a put's limits: no stored item counts more than `ITEM_BYTES_MAX`.
+    let mut oversized = exported[0].clone();
+    oversized.key = "d".into();
+    oversized.value = JsonText::parse(&format!("\"{}\"", "x".repeat(MEMORY_VALUE_BYTES_MAX))).unwrap();
+    let error = catalog.memory_import(&t, &oversized, &quota()).await.unwrap_err();
+    assert!(matches!(error, Error::LimitExceeded { what: Limit::MemoryValueBytes, .. }), "{error:?}");
+    assert_eq!(all_items(catalog, &t, T0.plus_ms(10)).await, exported, "nothing stored");
 }
 
 pub async fn usage_tracks_every_change(catalog: &dyn Catalog) {

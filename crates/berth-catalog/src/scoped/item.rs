@@ -4,6 +4,7 @@ use super::filter::Filter;
 use super::namespace::{check_key, Namespace};
 use super::text::{value_terms, TextQuery};
 use berth_core::limits::{Limit, MEMORY_BYTES_DEFAULT, MEMORY_ITEMS_DEFAULT, MEMORY_VALUE_BYTES_MAX, PAGE_SIZE_MAX};
+use berth_core::limits::{MEMORY_KEY_BYTES_MAX, MEMORY_NAMESPACE_BYTES_MAX};
 use berth_core::{Error, JsonText, Result, SessionId, Timestamp};
 use serde::{Deserialize, Serialize};
 use std::cmp::Ordering;
@@ -36,6 +37,29 @@ impl MemoryItem {
     pub fn is_live(&self, now: Timestamp) -> bool {
         self.expires_at.is_none_or(|at| now < at)
     }
+
+    /// Checks the key and the value's size, as a put's are (`MemoryPut::check`): an
+    /// imported item is held to the same limits, so no stored item counts more than
+    /// `ITEM_BYTES_MAX`.
+    pub fn check(&self) -> Result<()> {
+        check_key_and_value(&self.key, &self.value)
+    }
+}
+
+/// The most an item can count against the byte quota (`item_bytes`: its namespace, key
+/// and value, each at its limit).
+pub const ITEM_BYTES_MAX: u64 = (MEMORY_NAMESPACE_BYTES_MAX + MEMORY_KEY_BYTES_MAX + MEMORY_VALUE_BYTES_MAX) as u64;
+
+fn check_key_and_value(key: &str, value: &JsonText) -> Result<()> {
+    check_key(key)?;
+    if value.len_bytes() > MEMORY_VALUE_BYTES_MAX {
+        return Err(Error::LimitExceeded {
+            what: Limit::MemoryValueBytes,
+            limit: MEMORY_VALUE_BYTES_MAX as u64,
+            actual: value.len_bytes() as u64,
+        });
+    }
+    Ok(())
 }
 
 pub fn item_bytes(namespace: &Namespace, key: &str, value: &JsonText) -> u64 {
@@ -57,14 +81,7 @@ pub struct MemoryPut {
 impl MemoryPut {
     /// Checks the key and the value's size (the namespace is checked when parsed).
     pub fn check(&self) -> Result<()> {
-        check_key(&self.key)?;
-        if self.value.len_bytes() > MEMORY_VALUE_BYTES_MAX {
-            return Err(Error::LimitExceeded {
-                what: Limit::MemoryValueBytes,
-                limit: MEMORY_VALUE_BYTES_MAX as u64,
-                actual: self.value.len_bytes() as u64,
-            });
-        }
+        check_key_and_value(&self.key, &self.value)?;
         if self.ttl_ms == Some(0) {
             return Err(Error::invalid("ttl_ms", "a time to live is at least 1 ms"));
         }

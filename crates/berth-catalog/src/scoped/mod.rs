@@ -124,8 +124,9 @@ pub trait MemoryStore: Send + Sync + 'static {
         audit: ForgetAudit,
     ) -> Result<(ForgetOutcome, AuditEntry)>;
 
-    /// Stores an exported item exactly (revision and times kept), within `quota`.
-    /// `AlreadyExists` if the key holds an item, live or expired.
+    /// Stores an exported item exactly (revision and times kept), within `quota` and
+    /// a put's limits (`MemoryItem::check`). `AlreadyExists` if the key holds an item,
+    /// live or expired.
     async fn memory_import(&self, tenant: &TenantId, item: &MemoryItem, quota: &MemoryQuota) -> Result<()>;
 
     /// The tenant's stored items and bytes (expired items not yet swept included).
