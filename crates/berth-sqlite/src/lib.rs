@@ -180,7 +180,7 @@ impl SqliteCatalog {
         let shared = Arc::clone(&self.shared);
         blocking(move || {
             let _working = fork::Working::enter();
-            let outcome = shared.writer().and_then(|mut connection| shared.transact(&mut connection, work));
+            let outcome = shared.writer().and_then(|connection| shared.transact(&connection, work));
             outcome.map_err(|failure: Failure| failure.into_error(operation, &shared.artifact))
         })
         .await
@@ -200,9 +200,9 @@ impl SqliteCatalog {
         blocking(move || {
             let _working = fork::Working::enter();
             let outcome = (|| {
-                let mut connection = shared.writer()?;
+                let connection = shared.writer()?;
                 connection.pragma_update(None, "synchronous", "NORMAL")?;
-                let committed = shared.transact(&mut connection, work);
+                let committed = shared.transact(&connection, work);
                 // Always back to FULL, whatever happened, before anyone else writes.
                 let restored = connection.pragma_update(None, "synchronous", "FULL");
                 let value = committed?;
@@ -336,12 +336,6 @@ impl std::ops::Deref for Writer<'_> {
     }
 }
 
-impl std::ops::DerefMut for Writer<'_> {
-    fn deref_mut(&mut self) -> &mut Connection {
-        self.0.as_mut().expect("opened by Shared::writer")
-    }
-}
-
 impl Shared {
     /// The writer connection, reopened if a fork closed it. Call inside `fork::Working`.
     fn writer(&self) -> Result<Writer<'_>, Failure> {
@@ -359,7 +353,7 @@ impl Shared {
     /// the catalog's lock already.
     fn transact<T>(
         &self,
-        connection: &mut Connection,
+        connection: &Connection,
         work: impl FnOnce(&Connection) -> Result<T, Failure>,
     ) -> Result<T, Failure> {
         let trim = self.indexer.trim_due();
