@@ -283,15 +283,9 @@ impl SessionService {
         for (index, line) in lines.enumerate() {
             let item: MemoryItem = berth_core::json::from_strict_slice(line.as_bytes())
                 .map_err(|error| Error::invalid("import", format!("item line {}: {error}", index + 1)))?;
-            let checked = MemoryPut {
-                namespace: item.namespace.clone(),
-                key: item.key.clone(),
-                value: JsonText::parse(item.value.as_str())?,
-                expected_revision: None,
-                ttl_ms: None,
-                bound_to: None,
-            };
-            checked.check()?;
+            // Strict and within a put's limits, every line before any is stored.
+            JsonText::parse(item.value.as_str())?;
+            item.check()?;
             items.push(item);
         }
         let mut namespaces: Vec<&Namespace> = items.iter().map(|item| &item.namespace).collect();

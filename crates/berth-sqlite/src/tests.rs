@@ -1287,6 +1287,18 @@ async fn a_put_over_the_usage_bound_is_checked_against_the_exact_usage() {
         "{refused:?}"
     );
     assert_eq!(catalog.memory_usage(&tenant).await.expect("usage").items, usage.items + 1, "nothing more stored");
+    // The bound is two seeks: the largest id, and the tenant's row — no item is read.
+    let connection = catalog.shared.writer().expect("writer");
+    let plan: Vec<String> = connection
+        .prepare(&format!("EXPLAIN QUERY PLAN {}", crate::memory::USAGE_BOUND))
+        .expect("explain")
+        .query_map(["t"], |row| row.get::<_, String>(3))
+        .expect("plan")
+        .collect::<rusqlite::Result<_>>()
+        .expect("plan rows");
+    assert!(plan.iter().any(|line| line == "SEARCH memory_items"), "{plan:?}");
+    assert!(plan.iter().any(|line| line.starts_with("SEARCH u USING")), "{plan:?}");
+    assert!(!plan.iter().any(|line| line.contains("SCAN memory_items") || line.contains("SCAN u")), "{plan:?}");
 }
 
 /// Usage (schema V10: a tenant's row plus its items past `memory_ids.counted`) is the
