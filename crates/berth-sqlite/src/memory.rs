@@ -180,9 +180,13 @@ fn usage_in(connection: &Connection, tenant: &TenantId) -> Result<Usage, Failure
     let (counted, past, past_items, past_bytes): (i64, i64, i64, i64) = connection
         .prepare_cached(PAST_COUNTED)?
         .query_row([tenant.as_str()], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)))?;
-    let count = |n: i64| u64::try_from(n).map_err(|_| Failure::Corrupt("memory usage is negative".into()));
-    let usage = MemoryUsage { items: count(items + past_items)?, bytes: count(bytes + past_bytes)? };
+    let usage = MemoryUsage { items: usage_count(items + past_items)?, bytes: usage_count(bytes + past_bytes)? };
     Ok(Usage { usage, counted, past })
+}
+
+/// A stored count of items or bytes (never negative in a sound catalog).
+fn usage_count(n: i64) -> Result<u64, Failure> {
+    u64::try_from(n).map_err(|_| Failure::Corrupt("memory usage is negative".into()))
 }
 
 /// `counted`, the largest id, and the tenant's usage row, in one read (`usage_bound`).
@@ -200,8 +204,7 @@ fn usage_bound(connection: &Connection, tenant: &TenantId) -> Result<Usage, Fail
         .prepare_cached(USAGE_BOUND)?
         .query_row([tenant.as_str()], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)))?;
     let past = (largest - counted).max(0);
-    let count = |n: i64| u64::try_from(n).map_err(|_| Failure::Corrupt("memory usage is negative".into()));
-    let (items, bytes, unread) = (count(items)?, count(bytes)?, count(past)?);
+    let (items, bytes, unread) = (usage_count(items)?, usage_count(bytes)?, usage_count(past)?);
     let usage = MemoryUsage { items: items + unread, bytes: bytes.saturating_add(unread * scoped::ITEM_BYTES_MAX) };
     Ok(Usage { usage, counted, past })
 }
@@ -1041,7 +1044,8 @@ fn put_in(
 }
 
 /// `memory_import` of each of `items` inside the caller's transaction (their search rows
-/// are written by the caller's catch-up, after the commit).
+/// are written by the caller's catch-up, after the commit). The callers have checked
+/// each item's limits (`MemoryItem::check`) before taking the write lock.
 fn import_in(
     transaction: &Connection,
     tenant: &TenantId,
@@ -1052,7 +1056,6 @@ fn import_in(
     // added to the rows at the end.
     let mut usage = stored_usage(transaction, tenant)?;
     for item in items {
-        item.check()?;
         if stored_item(transaction, tenant, &item.namespace, &item.key)?.is_some() {
             let id = format!("{}:{}", item.namespace, item.key);
             return Err(Error::AlreadyExists { what: "memory item", id }.into());
@@ -1084,6 +1087,7 @@ impl SqliteCatalog {
         items: Vec<MemoryItem>,
         quota: &MemoryQuota,
     ) -> Result<()> {
+        items.iter().try_for_each(MemoryItem::check)?;
         let (tenant, quota) = (tenant.clone(), *quota);
         self.write("import memory items", move |transaction| import_in(transaction, &tenant, &items, &quota)).await?;
         self.imported().await;
@@ -1291,6 +1295,7 @@ impl MemoryStore for SqliteCatalog {
     }
 
     async fn memory_import(&self, tenant: &TenantId, item: &MemoryItem, quota: &MemoryQuota) -> Result<()> {
+        item.check()?;
         let (tenant, item, quota) = (tenant.clone(), item.clone(), *quota);
         self.write("import memory item", move |transaction| {
             import_in(transaction, &tenant, std::slice::from_ref(&item), &quota)

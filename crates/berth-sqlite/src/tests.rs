@@ -16,14 +16,15 @@ fn explain(catalog: &SqliteCatalog, query: &SessionQuery) -> Vec<Vec<String>> {
     let connection = catalog.shared.writer().expect("writer");
     plan(query)
         .iter()
-        .map(|sub_query| {
-            let mut statement = connection.prepare(&format!("EXPLAIN QUERY PLAN {}", sub_query.sql)).expect("prepare");
-            let rows = statement
-                .query_map(rusqlite::params_from_iter(sub_query.params.iter()), |row| row.get::<_, String>(3))
-                .expect("explain");
-            rows.collect::<rusqlite::Result<Vec<String>>>().expect("plan rows")
-        })
+        .map(|sub_query| plan_lines(&connection, &sub_query.sql, rusqlite::params_from_iter(sub_query.params.iter())))
         .collect()
+}
+
+/// `EXPLAIN QUERY PLAN` detail lines of `sql` with `params`.
+fn plan_lines(connection: &rusqlite::Connection, sql: &str, params: impl rusqlite::Params) -> Vec<String> {
+    let mut statement = connection.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).expect("prepare");
+    let rows = statement.query_map(params, |row| row.get::<_, String>(3)).expect("explain");
+    rows.collect::<rusqlite::Result<Vec<String>>>().expect("plan rows")
 }
 
 /// The listing shapes the service uses, with the index each must be answered from.
@@ -1288,14 +1289,7 @@ async fn a_put_over_the_usage_bound_is_checked_against_the_exact_usage() {
     );
     assert_eq!(catalog.memory_usage(&tenant).await.expect("usage").items, usage.items + 1, "nothing more stored");
     // The bound is two seeks: the largest id, and the tenant's row — no item is read.
-    let connection = catalog.shared.writer().expect("writer");
-    let plan: Vec<String> = connection
-        .prepare(&format!("EXPLAIN QUERY PLAN {}", crate::memory::USAGE_BOUND))
-        .expect("explain")
-        .query_map(["t"], |row| row.get::<_, String>(3))
-        .expect("plan")
-        .collect::<rusqlite::Result<_>>()
-        .expect("plan rows");
+    let plan = plan_lines(&catalog.shared.writer().expect("writer"), crate::memory::USAGE_BOUND, ["t"]);
     assert!(plan.iter().any(|line| line == "SEARCH memory_items"), "{plan:?}");
     assert!(plan.iter().any(|line| line.starts_with("SEARCH u USING")), "{plan:?}");
     assert!(!plan.iter().any(|line| line.contains("SCAN memory_items") || line.contains("SCAN u")), "{plan:?}");
@@ -1412,13 +1406,7 @@ async fn usage_is_exact_across_folds_deletes_sweeps_and_reopens() {
     // Both reads of the items past `counted` are ranges of ids, never a walk of every item.
     let connection = catalog.shared.writer().expect("writer");
     for sql in [crate::memory::PAST_COUNTED, crate::memory::FOLD] {
-        let plan: Vec<String> = connection
-            .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
-            .expect("explain")
-            .query_map([1], |row| row.get::<_, String>(3))
-            .expect("plan")
-            .collect::<rusqlite::Result<_>>()
-            .expect("plan rows");
+        let plan = plan_lines(&connection, sql, [1]);
         assert!(plan.iter().any(|line| line.contains("INTEGER PRIMARY KEY (rowid>?)")), "{sql}: {plan:?}");
         assert!(!plan.iter().any(|line| line.starts_with("SCAN memory_items")), "{sql}: {plan:?}");
     }
