@@ -4,7 +4,8 @@
   (pure Python, httpx). `BERTH_URL` and `BERTH_API_KEY` are the defaults.
 - `berth.open(url, tenant=..., user=...)` / `berth.open_async(...)`: the embedded store in
   this process (a data directory, `file:///path`, `postgres://…`, `memory:`), through
-  the native module (`pip install 'berth[native]'`).
+  the native module `berth_native`, built from this repository with maturin
+  (python/README.md, "Install").
 
 Both raise the same typed exceptions (`berth.NotFound`, `berth.SeqConflict`, …) and
 return the same models (`berth.Session`, `berth.Event`, …).
@@ -44,6 +45,7 @@ from ._errors import (
     Unauthenticated,
     Unavailable,
     WriterBusy,
+    WrongType,
 )
 from ._models import (
     AppendOutcome,
@@ -132,7 +134,7 @@ __all__ = [
     "AlreadyExists", "BerthError", "Busy", "ClientClosed", "Damaged", "Fenced", "Forbidden", "FormatUnsupported",
     "IdempotencyKeyReused", "Internal", "Invalid", "InvalidTransition", "LimitExceeded", "NativeMissing",
     "NotFound", "OwnershipLost", "PayloadTooLarge", "RateLimited", "RevisionConflict", "SeqConflict", "Terminal",
-    "Timeout", "TransportError", "Unauthenticated", "Unavailable", "WriterBusy",
+    "Timeout", "TransportError", "Unauthenticated", "Unavailable", "WriterBusy", "WrongType",
     "AppendOutcome", "Attachment", "AuditEntry", "AuditVerification", "Event", "EventPage", "Header", "Imported",
     "Policy", "Principal", "ResumeOutcome", "Run", "Session", "SessionPage", "SessionCounts", "StatusCount",
     "AuditSearchPage",

@@ -22,6 +22,7 @@ from urllib.parse import quote, urlencode
 import orjson
 
 from . import _models as m
+from ._errors import WrongType
 
 T = TypeVar("T")
 
@@ -131,9 +132,33 @@ def _query(path: str, params: dict[str, Any]) -> str:
     return f"{path}?{urlencode(pairs)}" if pairs else path
 
 
+#: One value where a list is expected: each is iterable, so `list()` would quietly take it
+#: apart (`labels="urgent"` → `['u', 'r', 'g', …]`, a mapping → its keys).
+_NOT_LISTS = (str, bytes, bytearray, memoryview, Mapping)
+
+
+def _refuse_one(argument: str, value: Any) -> None:
+    """`WrongType` unless `value` can be a list argument (a list, tuple, set, generator…)."""
+    # A list or tuple first: `isinstance(…, Mapping)` is an ABC check, dearer on a hot path.
+    if type(value) in (list, tuple):
+        return
+    if isinstance(value, _NOT_LISTS):
+        kind = "one mapping" if isinstance(value, Mapping) else f"one {type(value).__name__}"
+        raise WrongType(f"{argument} is a list, not {kind}: pass [{value!r}]"[:300], argument=argument)
+    if not isinstance(value, Iterable):
+        raise WrongType(f"{argument} is a list, not {type(value).__name__}", argument=argument)
+
+
+def listed(argument: str, value: Iterable[T]) -> list[T]:
+    """`value` as a list, or `WrongType` when it is one string, bytes or mapping (or not
+    iterable) where the call takes a list. The drop-ins check their list options with it."""
+    _refuse_one(argument, value)
+    return list(value)
+
+
 def _session(session_id: str, rest: str = "") -> str:
     if not isinstance(session_id, str):
-        raise TypeError(f"session id must be a str, not {type(session_id).__name__}")
+        raise WrongType(f"session id must be a str, not {type(session_id).__name__}", argument="session_id")
     return f"/v1/sessions/{quote(session_id, safe='')}{rest}"
 
 
@@ -159,7 +184,10 @@ def new_event(event: Any) -> dict[str, Any]:
         if "type" not in event:
             raise ValueError("an event needs a \"type\"")
         return {key: value for key, value in event.items() if key in _EVENT_FIELDS}
-    raise TypeError("an event is a mapping with \"type\" (and \"data\") or a (type, data) pair")
+    raise WrongType(
+        f"an event is a mapping with \"type\" (and \"data\") or a (type, data) pair, not {type(event).__name__}",
+        argument="events",
+    )
 
 
 def create_session(
@@ -177,7 +205,7 @@ def create_session(
         {
             "id": id,
             "title": title,
-            "labels": list(labels) if labels is not None else None,
+            "labels": listed("labels", labels) if labels is not None else None,
             "user": user,
             "project": project,
             "policy": dict(policy) if policy is not None else None,
@@ -257,7 +285,7 @@ def update_session(
     if title is not UNSET:
         fields["title"] = title
     if labels is not UNSET:
-        fields["labels"] = list(labels) if labels is not None else None
+        fields["labels"] = listed("labels", labels) if labels is not None else None
     if expected_revision is not None:
         fields["expected_revision"] = expected_revision
     return Call("PATCH", _session(session_id), _decode_session, dumps(fields))
@@ -295,7 +323,8 @@ def append(
     # Every append carries a key, so a resend after a lost answer is answered as a
     # duplicate instead of storing the batch twice.
     key = idempotency_key if idempotency_key is not None else uuid.uuid4().hex
-    writes = [memory_write(**write) for write in memory or ()]
+    _refuse_one("events", events)
+    writes = [_memory_write(write) for write in listed("memory", memory)] if memory is not None else []
     body = _json_body(
         {
             "events": [new_event(event) for event in events],
@@ -313,6 +342,12 @@ def append(
         resend_safe=True,
         is_append=True,
     )
+
+
+def _memory_write(write: Any) -> dict[str, Any]:
+    if not isinstance(write, Mapping):
+        raise WrongType(f"a memory write is a mapping, not {type(write).__name__}", argument="memory")
+    return memory_write(**write)
 
 
 def memory_write(
@@ -334,12 +369,10 @@ def memory_write(
 def _types_param(types: Iterable[str] | None) -> list[str] | None:
     if types is None:
         return None
-    if isinstance(types, str):
-        raise TypeError("types is a list of event types, not one string")
-    listed = list(types)
-    if not listed:
+    wanted = listed("types", types)
+    if not wanted:
         raise ValueError("types needs at least one event type")
-    return listed
+    return wanted
 
 
 def read(
@@ -362,7 +395,7 @@ def read_at(session_id: str, seqs: Iterable[int]) -> Call[m.EventPage]:
     """A point read by position: the events at `seqs`, each once, ascending. At most
     `READ_PAGE_MAX` distinct seqs (`LimitExceeded` above); a seq at or past the log's end
     is `NotFound` whose `body["actual"]` is that seq."""
-    wanted = sorted({int(seq) for seq in seqs})
+    wanted = sorted({int(seq) for seq in listed("seqs", seqs)})
     if any(seq < 0 for seq in wanted):
         raise ValueError(f"seqs are non-negative, not {wanted[0]}")
     if not wanted:
@@ -449,7 +482,7 @@ def export(session_id: str, *, format: str = "jsonl") -> Call[bytes]:
 
 def import_sessions(data: bytes) -> Call[m.Imported]:
     if not isinstance(data, (bytes, bytearray, memoryview)):
-        raise TypeError("import takes the bytes of an export (JSONL or ZIP)")
+        raise WrongType("import takes the bytes of an export (JSONL or ZIP)", argument="data")
     return Call("POST", "/v1/import", lambda answer: m.Imported.from_wire(answer.json()), bytes(data))
 
 
@@ -538,9 +571,21 @@ def memory_delete(namespace: str, key: str, *, expected_revision: int | None = N
     return Call("DELETE", path, _memory_item)
 
 
+def memory_delete_many(items: Iterable[tuple[str, str]]) -> Call[m.MemoryDeleted]:
+    """Deletes the live items named as (namespace, key) — at most 1000, an absent one
+    skipped — in one transaction with one audit record. Safe to resend: a second time
+    deletes nothing more."""
+    body = dumps({"items": [{"namespace": namespace, "key": key} for namespace, key in listed("items", items)]})
+    return Call("POST", "/v1/memory/delete", lambda answer: m.MemoryDeleted.from_wire(answer.json()), body,
+                resend_safe=True)
+
+
 def _condition(condition: Any) -> dict[str, Any]:
     if isinstance(condition, Mapping):
         return {"field": condition["field"], "op": condition["op"], "value": condition["value"]}
+    if not isinstance(condition, (tuple, list)) or len(condition) != 3:
+        raise WrongType(f"a filter condition is (field, op, value) or a mapping, not {condition!r}"[:300],
+                        argument="filter")
     field_name, op, value = condition
     if op not in FILTER_OPS:
         raise ValueError(f"filter operator {op!r}: one of {', '.join(FILTER_OPS)}")
@@ -561,7 +606,7 @@ def memory_search(
     if isinstance(filter, Mapping):
         conditions = [{"field": name, "op": "eq", "value": value} for name, value in filter.items()]
     else:
-        conditions = [_condition(condition) for condition in filter or ()]
+        conditions = [_condition(condition) for condition in listed("filter", filter)] if filter is not None else []
     body = _json_body(
         {"prefix": prefix, "filter": conditions or None, "query": query, "order": order, "cursor": cursor,
          "limit": limit}
@@ -589,13 +634,20 @@ def memory_usage() -> Call[m.MemoryUsage]:
     return Call("GET", "/v1/memory/usage", lambda answer: m.MemoryUsage.from_wire(answer.json()), resend_safe=True)
 
 
+def memory_set_quota(*, items: int | None = None, bytes: int | None = None) -> Call[m.MemoryUsage]:
+    """Sets the tenant's own memory quota (admin keys); a limit not given is the
+    server's default again. Answers with the usage and the quota that now applies."""
+    return Call("PUT", "/v1/memory/quota", lambda answer: m.MemoryUsage.from_wire(answer.json()),
+                dumps({"items": items, "bytes": bytes}), resend_safe=True)
+
+
 def memory_export(prefix: str | None = None) -> Call[bytes]:
     return Call("GET", _query("/v1/memory/export", {"prefix": prefix}), lambda answer: answer.body, resend_safe=True)
 
 
 def memory_import(data: bytes) -> Call[m.MemoryImported]:
     if not isinstance(data, (bytes, bytearray, memoryview)):
-        raise TypeError("memory_import takes the bytes of a memory export (JSONL)")
+        raise WrongType("memory_import takes the bytes of a memory export (JSONL)", argument="data")
     return Call("POST", "/v1/memory/import", lambda answer: m.MemoryImported.from_wire(answer.json()), bytes(data))
 
 

@@ -204,8 +204,17 @@ class _Operations:
     def memory_forget(self, prefix: str) -> m.ForgetReport:
         return self._execute(c.memory_forget(prefix))
 
+    def memory_delete_many(self, items: Iterable[tuple[str, str]]) -> m.MemoryDeleted:
+        """Deletes the items named as (namespace, key) (absent ones skipped) with one
+        audit record."""
+        return self._execute(c.memory_delete_many(items))
+
     def memory_usage(self) -> m.MemoryUsage:
         return self._execute(c.memory_usage())
+
+    def memory_set_quota(self, *, items: int | None = None, bytes: int | None = None) -> m.MemoryUsage:
+        """The tenant's own memory quota (admin); a limit not given is the server's default."""
+        return self._execute(c.memory_set_quota(items=items, bytes=bytes))
 
     def memory_export(self, prefix: str | None = None) -> bytes:
         return self._execute(c.memory_export(prefix))

@@ -141,6 +141,24 @@ class Invalid(BerthError):
     code = "invalid"
 
 
+class WrongType(Invalid, TypeError):
+    """An argument of the wrong type, refused by the client before anything is sent: one
+    string (or bytes, or a mapping) where the call takes a list — `labels="urgent"` would
+    otherwise be taken apart and stored as its letters — or an item of a list that is not
+    what the list holds. An `Invalid` (what the server answers a malformed request, so
+    `status` is 400) and a `TypeError`; `argument` names the parameter."""
+
+    code = "wrong_type"
+
+    def __init__(self, message: str, *, argument: str) -> None:
+        body = {"code": "wrong_type", "message": message, "retryable": False, "argument": argument}
+        super().__init__(message, status=400, body=body)
+
+    @property
+    def argument(self) -> str:
+        return self.body["argument"]
+
+
 class Forbidden(BerthError):
     code = "forbidden"
 
@@ -204,7 +222,8 @@ class ClientClosed(BerthError):
 
 
 class NativeMissing(ImportError):
-    """`berth.open` needs the native module, which is not installed."""
+    """`berth.open` needs the native module, which is not installed; the message says how
+    to build it from the repository (it is on no package index)."""
 
 
 _CLASSES: dict[str, type[BerthError]] = {

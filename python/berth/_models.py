@@ -409,6 +409,18 @@ class MemoryUsage:
 
 
 @dataclass(frozen=True)
+class MemoryDeleted:
+    """What `memory_delete_many` deleted, in the order named (absent items skipped)."""
+
+    WIRE_SCHEMA: ClassVar[str] = "MemoryDeletedBody"
+    deleted: list[MemoryItem]
+
+    @classmethod
+    def from_wire(cls, body: dict[str, Any]) -> MemoryDeleted:
+        return _build(cls, body, {"deleted": lambda items: [MemoryItem.from_wire(item) for item in items]})
+
+
+@dataclass(frozen=True)
 class MemoryImported:
     WIRE_SCHEMA: ClassVar[str] = "MemoryImportedBody"
     imported: int
@@ -444,5 +456,6 @@ MODELS: tuple[type, ...] = (
     NamespacePage,
     ForgetReport,
     MemoryUsage,
+    MemoryDeleted,
     MemoryImported,
 )

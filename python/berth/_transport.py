@@ -474,14 +474,23 @@ class AsyncHttpTransport:
 # ---- embedded ----------------------------------------------------------------------
 
 
+#: How to get the native module: only the local build. berth publishes nothing on PyPI
+#: (`berth` there is an unrelated project), so no hint names a registry package or an
+#: extra that would fetch one.
+NATIVE_MISSING = (
+    "berth.open needs the native module berth_native, which is not installed. Build it from "
+    "a checkout of the berth repository with maturin and install the wheel: pip install "
+    "maturin==1.16.0 && (cd crates/berth-python && maturin build --release -o dist) && pip install "
+    "crates/berth-python/dist/berth_native-*.whl (python/README.md, \"Install\"); "
+    "berth.Client(url) works without it"
+)
+
+
 def _native_module() -> Any:
     try:
         import berth_native  # type: ignore[import-not-found]
     except ImportError as error:
-        raise NativeMissing(
-            "berth.open needs the native module: pip install 'berth[native]' (or build it from "
-            "crates/berth-python with maturin, see python/README.md); berth.Client(url) works without it"
-        ) from error
+        raise NativeMissing(NATIVE_MISSING) from error
     return berth_native
 
 

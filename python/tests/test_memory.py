@@ -78,6 +78,32 @@ def test_bound_items_go_with_their_session(place: Place) -> None:
     assert [i.key for i in client.memory_search("user/agent").items] == ["free"]
 
 
+def test_delete_many_is_one_audit_record_and_an_admin_sets_the_quota(place: Place) -> None:
+    alice = place.connect(role="user", user="alice")
+    for key in ("a", "b", "c"):
+        alice.memory_put("user/alice/batch", key, 1)
+    deleted = alice.memory_delete_many([("user/alice/batch", "a"), ("user/alice/batch", "absent"),
+                                        ("user/alice/batch", "c")])
+    assert [item.key for item in deleted.deleted] == ["a", "c"]
+    admin = place.connect(role="admin")
+    records = [entry for entry in admin.audit(limit=1000) if entry.action == "memory.delete"]
+    assert len(records) == 1 and records[0].details["items"] == 2
+    with pytest.raises(berth.Forbidden):
+        place.connect(role="service").memory_set_quota(items=1)
+    usage = admin.memory_set_quota(items=usage_items(admin) + 1)
+    assert usage.quota_items == usage.items + 1
+    alice.memory_put("user/alice/batch", "d", 1)
+    with pytest.raises(berth.LimitExceeded):
+        alice.memory_put("user/alice/batch", "e", 1)
+    with pytest.raises(berth.NotFound):
+        alice.memory_get("user/alice/batch", "e")
+    assert admin.memory_set_quota().quota_items > usage.quota_items, "the default again"
+
+
+def usage_items(client: berth.Client) -> int:
+    return client.memory_usage().items
+
+
 def test_async_client(place: Place) -> None:
     async def run() -> None:
         client = place.connect_async(role="user", user="alice")

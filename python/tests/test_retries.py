@@ -5,6 +5,7 @@ call's own safety, never from a list of codes; errors map to the same classes.""
 
 from __future__ import annotations
 
+import re
 import socket
 import sys
 import threading
@@ -17,7 +18,7 @@ import berth
 from berth import _calls
 from berth._client import _retry_delay
 from berth._errors import error_from_body
-from conftest import FOREVER, Server
+from conftest import FOREVER, ROOT, Server
 
 
 def _read_message(sock: socket.socket, buffer: bytearray) -> bytes | None:
@@ -179,10 +180,18 @@ def test_error_codes_map_to_classes(code: str, cls: type) -> None:
     assert type(_error(code, False, 400)) is cls
 
 
-def test_open_without_the_native_module_says_what_to_install(monkeypatch) -> None:
+def test_open_without_the_native_module_says_how_to_build_it(monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, "berth_native", None)
-    with pytest.raises(berth.NativeMissing, match=r"pip install 'berth\[native\]'"):
+    with pytest.raises(berth.NativeMissing) as missing:
         berth.open("memory:", tenant="t", user="u")
+    message = str(missing.value)
+    # Only what works: the local build, with the maturin the repository pins.
+    pinned = re.search(r"^maturin==\S+", (ROOT / "python" / "requirements-test.txt").read_text(), re.M)
+    assert pinned is not None
+    assert f"pip install {pinned.group(0)} && (cd crates/berth-python && maturin build" in message
+    assert "pip install crates/berth-python/dist/berth_native-*.whl" in message
+    # Never a registry name: `berth` on PyPI is another project, berth-native is not published.
+    assert not re.search(r"pip install\s+['\"]?berth(\[|-native|['\"\s]|$)", message), message
 
 
 def test_bad_principal_on_open_is_invalid() -> None:

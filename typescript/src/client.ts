@@ -50,6 +50,9 @@ export type NamespacesQuery = NonNullable<operations['list_namespaces']['paramet
 export type ForgetReport = Schemas['ForgetReportBody']
 export type MemoryUsage = Schemas['MemoryUsageBody']
 export type MemoryImported = Schemas['MemoryImportedBody']
+export type MemoryDeleted = Schemas['MemoryDeletedBody']
+export type MemoryKey = Schemas['MemoryKeyBody']
+export type MemoryQuota = Schemas['MemoryQuotaBody']
 
 /** The largest wire integer: `before=` it reads the tail of any log. */
 export const WIRE_INTEGER_MAX = '9223372036854775807'
@@ -340,8 +343,18 @@ export class BerthClient {
     return this.json({ method: 'POST', path: '/v1/memory/forget', body: { prefix }, repeatable: 'safe', signal: options?.signal })
   }
 
+  /** Deletes the live items named (absent ones skipped, at most 1,000) with one audit record. Repeating deletes nothing more: retried. */
+  memoryDeleteMany(items: MemoryKey[], options?: RequestOptions): Promise<MemoryDeleted> {
+    return this.json({ method: 'POST', path: '/v1/memory/delete', body: { items }, repeatable: 'safe', signal: options?.signal })
+  }
+
   memoryUsage(options?: RequestOptions): Promise<MemoryUsage> {
     return this.json({ method: 'GET', path: '/v1/memory/usage', repeatable: 'safe', signal: options?.signal })
+  }
+
+  /** `PUT /v1/memory/quota` (admin): the tenant's own quota; a limit left out is the server's default. */
+  memorySetQuota(body: MemoryQuota, options?: RequestOptions): Promise<MemoryUsage> {
+    return this.json({ method: 'PUT', path: '/v1/memory/quota', body, repeatable: 'safe', signal: options?.signal })
   }
 
   /** A memory export as JSONL text (a header line, then one item per line). */

@@ -28,6 +28,7 @@ pub use admin::{AuditSearchPage, AuditSearchParams, RetentionPolicyBody, Role};
 pub use error::ErrorBody;
 pub use events::{AppendBody, AppendOutcomeBody, EventBody, EventPage, NewEventBody, ReadParams, TailParams};
 pub use memory::{ConditionBody, DeleteMemoryParams, FilterOpBody, ForgetBody, ForgetReportBody, MemoryExportParams};
+pub use memory::{DeleteMemoryBody, MemoryDeletedBody, MemoryKeyBody, MemoryQuotaBody};
 pub use memory::{MemoryImportedBody, MemoryItemBody, MemoryItemParams, MemoryOrder, MemoryPageBody, MemorySearchBody};
 pub use memory::{MemoryUsageBody, NamespacePageBody, NamespaceParams, PutMemoryBody};
 pub use runs::{AttachBody, AttachmentBody, DetachBody, OnBusy, ResumeOutcomeBody, RunBody, RunStatus};

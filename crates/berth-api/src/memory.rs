@@ -274,3 +274,45 @@ pub struct MemoryImportedBody {
     #[schema(value_type = u64)]
     pub imported: u64,
 }
+
+/// `PUT /v1/memory/quota` (admin keys): the tenant's own quota. Each limit given
+/// replaces the server's default for this tenant; each left out (or `null`) is the
+/// default again.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryQuotaBody {
+    /// Items the tenant may store (`memory_items`).
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::int64::option_u64")]
+    #[schema(value_type = Option<u64>)]
+    pub items: Option<u64>,
+    /// Bytes of namespaces, keys and values the tenant may store (`memory_bytes`).
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::int64::option_u64")]
+    #[schema(value_type = Option<u64>)]
+    pub bytes: Option<u64>,
+}
+
+/// One item named by `POST /v1/memory/delete`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryKeyBody {
+    #[schema(value_type = MemoryNamespace)]
+    pub namespace: String,
+    #[schema(value_type = MemoryKey)]
+    pub key: String,
+}
+
+/// `POST /v1/memory/delete`: deletes the live items named (an absent one is skipped),
+/// in one transaction with one audit record.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DeleteMemoryBody {
+    /// At most 1000.
+    #[schema(max_items = 1000)]
+    pub items: Vec<MemoryKeyBody>,
+}
+
+/// What `POST /v1/memory/delete` deleted, in the order named.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct MemoryDeletedBody {
+    pub deleted: Vec<MemoryItemBody>,
+}

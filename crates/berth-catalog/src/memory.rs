@@ -2,8 +2,9 @@
 //! `Arc<MemoryCatalog>` share it like several processes share a database.
 
 use crate::audit::{self, AuditDraft, AuditEntry};
-use crate::scoped::{self, ForgetAudit, ForgetOutcome, MemoryItem, MemoryPut, MemoryQuota, MemorySearch};
-use crate::scoped::{MemoryStore, MemoryUsage, Namespace, NamespaceQuery};
+use crate::scoped::TenantQuota;
+use crate::scoped::{self, DeleteAudit, ForgetAudit, ForgetOutcome, MemoryDelete, MemoryItem, MemoryPut, MemoryQuota};
+use crate::scoped::{MemorySearch, MemoryStore, MemoryUsage, Namespace, NamespaceQuery, Removed, SweepAudit};
 use crate::{Catalog, RetentionPolicy, SessionQuery, SessionRecord};
 use async_trait::async_trait;
 use berth_core::{Error, IdempotencyKey, KeyedBatch, Result, Revision, SessionId, SessionKey, TenantId, Timestamp};
@@ -19,6 +20,8 @@ struct State {
     idempotency: BTreeMap<SessionKey, IdempotencyIndex>,
     /// Per tenant, (namespace, key) → item, in the order of the key-ordered search.
     memory: BTreeMap<TenantId, BTreeMap<(String, String), MemoryItem>>,
+    /// Per tenant, its own memory quota (set by an admin).
+    quotas: BTreeMap<TenantId, TenantQuota>,
 }
 
 impl State {
@@ -27,10 +30,20 @@ impl State {
     }
 
     fn usage(&self, tenant: &TenantId) -> MemoryUsage {
-        let items = self.memory.get(tenant);
-        MemoryUsage {
-            items: items.map_or(0, |items| items.len() as u64),
-            bytes: items.map_or(0, |items| items.values().map(MemoryItem::bytes).sum()),
+        let charged =
+            || self.memory.get(tenant).into_iter().flat_map(|items| items.values()).filter(|i| i.is_charged());
+        MemoryUsage { items: charged().count() as u64, bytes: charged().map(MemoryItem::bytes).sum() }
+    }
+
+    /// The quota that applies to `tenant`: its own over `default`.
+    fn quota(&self, tenant: &TenantId, default: &MemoryQuota) -> MemoryQuota {
+        self.quotas.get(tenant).copied().unwrap_or_default().over(default)
+    }
+
+    /// Appends the audit record of a sweep's batch in each tenant something was removed from.
+    fn audit_removed(&mut self, removed: BTreeMap<TenantId, Removed>, audit: &SweepAudit) {
+        for (tenant, removed) in removed {
+            append_audit_in(self, audit(&tenant, &removed));
         }
     }
 }
@@ -238,10 +251,10 @@ impl MemoryStore for MemoryCatalog {
     ) -> Result<MemoryItem> {
         put.check()?;
         let mut state = self.state();
-        let usage = state.usage(tenant);
+        let (usage, quota) = (state.usage(tenant), state.quota(tenant, quota));
         let items = state.items(tenant);
         let slot = item_key(&put.namespace, &put.key);
-        let plan = put.plan(items.get(&slot), &usage, quota, now)?;
+        let plan = put.plan(items.get(&slot), &usage, &quota, now)?;
         items.insert(slot, plan.item.clone());
         Ok(plan.item)
     }
@@ -277,6 +290,34 @@ impl MemoryStore for MemoryCatalog {
         let slot = item_key(namespace, key);
         scoped::check_delete(namespace, key, items.get(&slot).filter(|item| item.is_live(now)), expected)?;
         Ok(items.remove(&slot).expect("checked above"))
+    }
+
+    async fn memory_delete_audited(
+        &self,
+        tenant: &TenantId,
+        deletes: &[MemoryDelete],
+        skip_absent: bool,
+        now: Timestamp,
+        audit: DeleteAudit,
+    ) -> Result<(Vec<MemoryItem>, Option<AuditEntry>)> {
+        let mut state = self.state();
+        let items = state.items(tenant);
+        let mut slots = Vec::with_capacity(deletes.len());
+        for delete in deletes {
+            let slot = item_key(&delete.namespace, &delete.key);
+            let live = items.get(&slot).filter(|item| item.is_live(now));
+            if live.is_none() && skip_absent {
+                continue;
+            }
+            scoped::check_delete(&delete.namespace, &delete.key, live, delete.expected_revision)?;
+            slots.push(slot);
+        }
+        let deleted: Vec<MemoryItem> = slots.iter().filter_map(|slot| items.remove(slot)).collect();
+        if deleted.is_empty() {
+            return Ok((deleted, None));
+        }
+        let entry = append_audit_in(&mut state, audit(&deleted));
+        Ok((deleted, Some(entry)))
     }
 
     async fn memory_search(&self, tenant: &TenantId, search: &MemorySearch, now: Timestamp) -> Result<Vec<MemoryItem>> {
@@ -335,13 +376,15 @@ impl MemoryStore for MemoryCatalog {
     async fn memory_import(&self, tenant: &TenantId, item: &MemoryItem, quota: &MemoryQuota) -> Result<()> {
         item.check()?;
         let mut state = self.state();
-        let usage = state.usage(tenant);
+        let (usage, quota) = (state.usage(tenant), state.quota(tenant, quota));
         let items = state.items(tenant);
         let slot = item_key(&item.namespace, &item.key);
         if items.contains_key(&slot) {
             return Err(Error::AlreadyExists { what: "memory item", id: format!("{}:{}", item.namespace, item.key) });
         }
-        usage.check_put(quota, true, 0, item.bytes())?;
+        if item.is_charged() {
+            usage.check_put(&quota, true, 0, item.bytes())?;
+        }
         items.insert(slot, item.clone());
         Ok(())
     }
@@ -350,33 +393,59 @@ impl MemoryStore for MemoryCatalog {
         Ok(self.state().usage(tenant))
     }
 
+    async fn memory_quota(&self, tenant: &TenantId) -> Result<TenantQuota> {
+        Ok(self.state().quotas.get(tenant).copied().unwrap_or_default())
+    }
+
+    async fn set_memory_quota(&self, tenant: &TenantId, quota: &TenantQuota) -> Result<()> {
+        self.state().quotas.insert(tenant.clone(), *quota);
+        Ok(())
+    }
+
     async fn memory_bound_count(&self, tenant: &TenantId, session: &SessionId) -> Result<u64> {
         let state = self.state();
         let items = state.memory.get(tenant).into_iter().flat_map(|items| items.values());
-        Ok(items.filter(|item| item.bound_to.as_ref() == Some(session)).count() as u64)
+        Ok(items.filter(|item| item.is_charged() && item.bound_to.as_ref() == Some(session)).count() as u64)
     }
 
-    async fn memory_remove_expired(&self, now: Timestamp, limit: usize) -> Result<u64> {
+    async fn memory_remove_expired(&self, now: Timestamp, limit: usize, audit: SweepAudit) -> Result<u64> {
         let mut state = self.state();
-        let mut removed = 0usize;
-        for items in state.memory.values_mut() {
+        let mut removed: BTreeMap<TenantId, Removed> = BTreeMap::new();
+        let mut count = 0usize;
+        for (tenant, items) in state.memory.iter_mut() {
             items.retain(|_, item| {
-                let remove = removed < limit && !item.is_live(now);
-                removed += usize::from(remove);
+                let remove = count < limit && !item.is_live(now);
+                if remove {
+                    count += 1;
+                    removed.entry(tenant.clone()).or_default().add(item.namespace.as_str(), item.bytes());
+                }
                 !remove
             });
         }
-        Ok(removed as u64)
+        state.audit_removed(removed, &audit);
+        Ok(count as u64)
     }
 
-    async fn memory_remove_stale(&self, tenant: &TenantId, updated_before: Timestamp, limit: usize) -> Result<u64> {
+    async fn memory_remove_stale(
+        &self,
+        tenant: &TenantId,
+        updated_before: Timestamp,
+        limit: usize,
+        audit: SweepAudit,
+    ) -> Result<u64> {
         let mut state = self.state();
-        let mut removed = 0usize;
+        let mut removed = Removed::default();
         state.items(tenant).retain(|_, item| {
-            let remove = removed < limit && item.updated_at < updated_before;
-            removed += usize::from(remove);
+            let remove = (removed.items as usize) < limit && item.is_charged() && item.updated_at < updated_before;
+            if remove {
+                removed.add(item.namespace.as_str(), item.bytes());
+            }
             !remove
         });
-        Ok(removed as u64)
+        let count = removed.items;
+        if count > 0 {
+            state.audit_removed(BTreeMap::from([(tenant.clone(), removed)]), &audit);
+        }
+        Ok(count)
     }
 }

@@ -52,6 +52,7 @@ pub mod testing;
 
 pub use catalog::PostgresCatalog;
 pub use log::{PostgresBackend, PostgresWriter, READ_BEFORE};
+pub use schema::MEMORY_TERMS_REMADE;
 pub use schema::{Migration, MigrationReport, RoleReport, MIGRATIONS, SCHEMA_VERSION, TENANT_POLICY, TENANT_TABLES};
 
 use std::time::Duration;

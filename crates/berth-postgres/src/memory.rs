@@ -10,6 +10,10 @@
 //! - Namespace prefixes, cursors and orders (relevance included: the score is summed in
 //!   SQL from `memory_terms`) are SQL; the filter (`Filter::matches`) is evaluated here, on
 //!   pages of the ordered rows fetched by keyset until `limit` items pass it.
+//! - Full text: `memory_terms` finds the items holding every index term of the query
+//!   (`TextQuery::index_terms`). For a query of ASCII words that is the match; for any
+//!   other, each candidate is checked here (`TextQuery::score`), and a relevance page
+//!   scores every candidate (`search_scored`).
 
 use crate::catalog::{append_audit_locked, lock_audit_head};
 use crate::db::{to_u64, Failure};
@@ -18,8 +22,10 @@ use crate::PostgresCatalog;
 use async_trait::async_trait;
 use berth_catalog::audit::AuditEntry;
 use berth_catalog::scoped::fields;
-use berth_catalog::scoped::{self, ForgetAudit, ForgetOutcome, MemoryItem, MemoryPut, MemoryQuota, MemorySearch};
-use berth_catalog::scoped::{MemoryStore, MemoryUsage, Namespace, NamespaceQuery, SearchOrder};
+use berth_catalog::scoped::TextQuery;
+use berth_catalog::scoped::{self, DeleteAudit, ForgetAudit, ForgetOutcome, MemoryDelete, MemoryItem, MemoryPut};
+use berth_catalog::scoped::{MemoryQuota, MemorySearch, MemoryStore, MemoryUsage, Namespace, NamespaceQuery};
+use berth_catalog::scoped::{Removed, SearchOrder, SweepAudit, TenantQuota};
 use berth_catalog::Catalog;
 use berth_core::{Error, JsonText, Result, SessionId, TenantId, Timestamp};
 use deadpool_postgres::{GenericClient, Object};
@@ -32,9 +38,23 @@ use tokio_postgres::Row;
 const ITEM_COLUMNS: &str =
     "m.namespace, m.key, m.value, m.revision, m.created_at, m.updated_at, m.expires_at, m.ttl_ms, m.bound_to";
 
-/// Locks the tenant's usage row (creating it at zero) and returns it.
+/// Locks the tenant's usage row (creating it at zero) and returns it, with the tenant's
+/// own quota (migration 5: kept in the row every write locks first, so a put reads it in
+/// the same statement).
 const LOCK_USAGE: &str = "INSERT INTO memory_usage (tenant, items, bytes) VALUES ($1, 0, 0) \
-     ON CONFLICT (tenant) DO UPDATE SET tenant = excluded.tenant RETURNING items, bytes";
+     ON CONFLICT (tenant) DO UPDATE SET tenant = excluded.tenant RETURNING items, bytes, items_max, bytes_max";
+
+/// `namespace` outside berth's own bookkeeping (`Namespace::is_charged`; the range of
+/// `SYSTEM_NAMESPACES`, written out so the statements stay constants; a test checks the
+/// two agree): only those items count against usage (migration 5).
+macro_rules! charged {
+    ($column:literal) => {
+        concat!("NOT (", $column, " >= 'berth/' AND ", $column, " < 'berth0')")
+    };
+}
+
+/// `charged!("namespace")`.
+pub(crate) const CHARGED: &str = charged!("namespace");
 
 /// Locks an existing usage row (removals: no row, no items).
 const LOCK_USAGE_IF_ANY: &str = "SELECT items FROM memory_usage WHERE tenant = $1 FOR UPDATE";
@@ -152,9 +172,21 @@ fn usage_of(items: i64, bytes: i64) -> Result<MemoryUsage, Failure> {
     Ok(MemoryUsage { items: to_u64("memory usage", items)?, bytes: to_u64("memory usage", bytes)? })
 }
 
-async fn lock_usage<C: GenericClient>(client: &C, tenant: &str) -> Result<MemoryUsage, Failure> {
+/// Locks the tenant's usage row; returns its usage and the quota that applies to it (its
+/// own over `default`).
+async fn lock_usage<C: GenericClient>(
+    client: &C,
+    tenant: &str,
+    default: &MemoryQuota,
+) -> Result<(MemoryUsage, MemoryQuota), Failure> {
     let row = client.query_one(&client.prepare_cached(LOCK_USAGE).await?, &[&tenant]).await?;
-    usage_of(row.get(0), row.get(1))
+    let own = quota_of(row.get(2), row.get(3))?;
+    Ok((usage_of(row.get(0), row.get(1))?, own.over(default)))
+}
+
+fn quota_of(items_max: Option<i64>, bytes_max: Option<i64>) -> Result<TenantQuota, Failure> {
+    let limit = |value: Option<i64>| value.map(|value| to_u64("memory quota", value)).transpose();
+    Ok(TenantQuota { items: limit(items_max)?, bytes: limit(bytes_max)? })
 }
 
 async fn add_usage<C: GenericClient>(client: &C, tenant: &str, items: i64, bytes: i64) -> Result<(), Failure> {
@@ -214,31 +246,36 @@ async fn write_item<C: GenericClient>(
     let params: [&(dyn ToSql + Sync); 6] =
         [&tenant, &item.namespace.as_str(), &item.key.as_str(), &names, &kinds, &sorts];
     client.execute(&statement, &params).await?;
-    let terms = scoped::value_terms(&item.value);
+    let terms = scoped::index_terms(&item.value);
+    let terms: Vec<&str> = terms.all().collect();
     let statement = client.prepare_cached(WRITE_TERMS).await?;
     client.execute(&statement, &[&tenant, &item.namespace.as_str(), &item.key.as_str(), &terms]).await?;
     Ok(())
 }
 
-/// Deletes the rows `condition` (over `m`) selects, counting them and their bytes in
-/// SQL, and takes them off the usage row (locked first).
+/// Deletes the rows `condition` (over `m`) selects, counting the charged ones and their
+/// bytes per scope in SQL, and takes them off the usage row (locked first).
 async fn delete_where<C: GenericClient>(
     client: &C,
     tenant: &str,
     condition: &str,
     params: &Params,
-) -> Result<(u64, u64), Failure> {
+) -> Result<Removed, Failure> {
     if client.query_opt(&client.prepare_cached(LOCK_USAGE_IF_ANY).await?, &[&tenant]).await?.is_none() {
-        return Ok((0, 0));
+        return Ok(Removed::default());
     }
     let sql = format!(
-        "WITH gone AS (DELETE FROM memory_items AS m WHERE {condition} RETURNING m.bytes) \
-         SELECT count(*), coalesce(sum(bytes), 0)::bigint FROM gone"
+        "WITH gone AS (DELETE FROM memory_items AS m WHERE {condition} RETURNING m.namespace, m.bytes) \
+         SELECT split_part(namespace, '/', 1) || '/' || split_part(namespace, '/', 2) AS scope, count(*), \
+         coalesce(sum(bytes), 0)::bigint FROM gone WHERE {CHARGED} GROUP BY 1 ORDER BY 1"
     );
-    let row = client.query_one(&client.prepare_cached(&sql).await?, &params.refs()).await?;
-    let (items, bytes): (i64, i64) = (row.get(0), row.get(1));
-    add_usage(client, tenant, -items, -bytes).await?;
-    Ok((to_u64("removed items", items)?, to_u64("removed bytes", bytes)?))
+    let mut removed = Removed::default();
+    for row in client.query(&client.prepare_cached(&sql).await?, &params.refs()).await? {
+        let (items, bytes): (i64, i64) = (row.get(1), row.get(2));
+        removed.add_scope(row.get(0), to_u64("removed items", items)?, to_u64("removed bytes", bytes)?);
+    }
+    add_usage(client, tenant, -(removed.items as i64), -(removed.bytes as i64)).await?;
+    Ok(removed)
 }
 
 /// Deletes the items bound to a session being removed, inside the removal's transaction.
@@ -249,20 +286,49 @@ pub(crate) async fn remove_bound<C: GenericClient>(client: &C, tenant: &str, ses
     delete_where(client, tenant, &condition, &params).await.map(|_| ())
 }
 
-/// Deletes up to `limit` rows of the tenant matching `condition` (a sweep).
+/// Deletes `items` (stored, the usage row locked by the caller), and takes the charged
+/// ones off the usage row.
+async fn delete_items<C: GenericClient>(client: &C, tenant: &str, items: &[MemoryItem]) -> Result<(), Failure> {
+    let statement =
+        client.prepare_cached("DELETE FROM memory_items WHERE tenant = $1 AND namespace = $2 AND key = $3").await?;
+    let mut lost = Removed::default();
+    for item in items {
+        client.execute(&statement, &[&tenant, &item.namespace.as_str(), &item.key]).await?;
+        if item.is_charged() {
+            lost.add(item.namespace.as_str(), item.bytes());
+        }
+    }
+    add_usage(client, tenant, -(lost.items as i64), -(lost.bytes as i64)).await
+}
+
+/// Deletes up to `limit` rows of the tenant matching `condition` (over `s`: a sweep),
+/// with the audit record of what it removed. Takes no lock when nothing matches; else
+/// the audit head's first, then the usage row's (the catalog's lock order).
 async fn sweep<C: GenericClient>(
     client: &C,
     tenant: &str,
     condition: &str,
     mut params: Params,
     limit: usize,
+    audit: &SweepAudit,
 ) -> Result<u64, Failure> {
     let (tenant_is, limit) = (params.push(tenant.to_owned()), params.push(limit_column(limit)));
-    let selected = format!(
-        "(m.tenant, m.namespace, m.key) IN (SELECT s.tenant, s.namespace, s.key FROM memory_items AS s \
-         WHERE s.tenant = {tenant_is} AND {condition} LIMIT {limit})"
+    let candidates = format!(
+        "SELECT s.tenant, s.namespace, s.key FROM memory_items AS s \
+         WHERE s.tenant = {tenant_is} AND {condition} LIMIT {limit}"
     );
-    Ok(delete_where(client, tenant, &selected, &params).await?.0)
+    let any = format!("SELECT EXISTS ({candidates})");
+    if !client.query_one(&client.prepare_cached(&any).await?, &params.refs()).await?.get::<_, bool>(0) {
+        return Ok(0);
+    }
+    let head = lock_audit_head(client, tenant).await?;
+    let selected = format!("(m.tenant, m.namespace, m.key) IN ({candidates})");
+    let removed = delete_where(client, tenant, &selected, &params).await?;
+    if removed.items > 0 {
+        let tenant_id = TenantId::parse(tenant).map_err(Failure::Berth)?;
+        append_audit_locked(client, tenant, head, audit(&tenant_id, &removed)).await?;
+    }
+    Ok(removed.items)
 }
 
 /// A pushed-down condition (`fields.rs`) as SQL over `memory_fields` aliased `f`.
@@ -279,7 +345,7 @@ fn field_condition(field: &str, alternatives: &[fields::Alternative], f: &str, p
     format!("{f}.field = {field_is} AND ({any})")
 }
 
-/// The query's rarest term, and whether it is held by fewer than `FEW_TEXT_MATCHES`
+/// The query's rarest index term, and whether it is held by fewer than `FEW_TEXT_MATCHES`
 /// items (then it drives the page). Counted through the `(tenant, term)` index, at most
 /// that many rows per term.
 async fn rarest_term<C: GenericClient>(
@@ -293,7 +359,7 @@ async fn rarest_term<C: GenericClient>(
         )
         .await?;
     let mut rarest: Option<(i64, &String)> = None;
-    for term in query.terms() {
+    for term in query.index_terms() {
         let count: i64 = client.query_one(&statement, &[&tenant, term, &FEW_TEXT_MATCHES]).await?.get(0);
         if rarest.is_none_or(|(fewest, _)| count < fewest) {
             rarest = Some((count, term));
@@ -368,11 +434,16 @@ async fn search_in<C: GenericClient>(
     now: Timestamp,
 ) -> Result<Vec<MemoryItem>, Failure> {
     let pushed = pushed_down(search);
-    let exact = pushed.len() == search.filter.conditions.len();
+    // The index decides a query of ASCII words; any other's candidates are checked here.
+    let text_exact = search.query.as_ref().is_none_or(TextQuery::decided_by_index);
+    let exact = pushed.len() == search.filter.conditions.len() && text_exact;
     let (driver, rarest, text_drives) = match &search.query {
         None => (selective_condition(client, tenant, search).await?, String::new(), false),
         Some(query) => {
             let (rarest, rare) = rarest_term(client, tenant, query).await?;
+            if !text_exact && search.order == SearchOrder::Relevance {
+                return search_scored(client, tenant, search, query, &rarest, now).await;
+            }
             (None, rarest, rare || search.order == SearchOrder::Relevance)
         }
     };
@@ -393,7 +464,8 @@ async fn search_in<C: GenericClient>(
         let mut from = "memory_items AS m".to_owned();
         let (text, score) = match &search.query {
             Some(query) => {
-                let (terms, count) = (params.push(query.terms().to_vec()), params.push(query.terms().len() as i64));
+                let terms = query.index_terms();
+                let (terms, count) = (params.push(terms.to_vec()), params.push(terms.len() as i64));
                 if text_drives {
                     // The items holding the rarest term (in the prefix), then every term,
                     // with their summed occurrences.
@@ -472,8 +544,10 @@ async fn search_in<C: GenericClient>(
             let item = item_from_row(row)?;
             let score: i64 = row.try_get(9)?;
             after = Some((row.try_get(10)?, item.namespace.as_str().to_owned(), item.key.clone()));
+            let text_matches = text_exact || search.query.as_ref().and_then(|q| q.score_value(&item.value)).is_some();
             if page.len() < search.limit
                 && search.filter.matches(&item.value)
+                && text_matches
                 && search.after_cursor(&item, score as u64)
             {
                 page.push(item);
@@ -483,6 +557,36 @@ async fn search_in<C: GenericClient>(
             return Ok(page);
         }
     }
+}
+
+/// A relevance page of a query the index does not decide (`TextQuery::decided_by_index`):
+/// every live item in the prefix holding the query's index terms (driven by the rarest,
+/// `rarest`), scored, filtered and paged by the reference (`MemorySearch::page`).
+async fn search_scored<C: GenericClient>(
+    client: &C,
+    tenant: &str,
+    search: &MemorySearch,
+    query: &TextQuery,
+    rarest: &str,
+    now: Timestamp,
+) -> Result<Vec<MemoryItem>, Failure> {
+    let mut params = Params::default();
+    let tenant_is = params.push(tenant.to_owned());
+    let terms = query.index_terms();
+    let (terms, count) = (params.push(terms.to_vec()), params.push(terms.len() as i64));
+    let hits_within = within_prefix_on("r.namespace", &search.prefix, &mut params);
+    let rarest = params.push(rarest.to_owned());
+    let live = live(now, &mut params);
+    let sql = format!(
+        "SELECT {ITEM_COLUMNS} FROM (SELECT x.namespace, x.key FROM memory_terms AS r JOIN memory_terms AS x \
+         ON x.tenant = r.tenant AND x.namespace = r.namespace AND x.key = r.key AND x.term = ANY({terms}::text[]) \
+         WHERE r.tenant = {tenant_is} AND r.term = {rarest} AND {hits_within} \
+         GROUP BY x.namespace, x.key HAVING count(*) = {count}) AS hit JOIN memory_items AS m \
+         ON m.tenant = {tenant_is} AND m.namespace = hit.namespace AND m.key = hit.key WHERE {live}"
+    );
+    let rows = client.query(&client.prepare_cached(&sql).await?, &params.refs()).await?;
+    let candidates = rows.iter().map(item_from_row).collect::<Result<Vec<_>, _>>()?;
+    Ok(search.page(candidates, now))
 }
 
 /// One namespace page: a skip-scan of the primary key, one seek per namespace listed
@@ -547,11 +651,11 @@ async fn put_in<C: GenericClient>(
     quota: &MemoryQuota,
     now: Timestamp,
 ) -> Result<MemoryItem, Failure> {
-    let usage = lock_usage(client, tenant).await?;
+    let (usage, quota) = lock_usage(client, tenant, quota).await?;
     let stored = stored_item(client, tenant, put.namespace.as_str(), &put.key).await?;
-    let plan = put.plan(stored.as_ref(), &usage, quota, now)?;
+    let plan = put.plan(stored.as_ref(), &usage, &quota, now)?;
     write_item(client, tenant, &plan.item, stored.as_ref().map(|stored| stored.revision)).await?;
-    add_usage(client, tenant, i64::from(plan.new_row), plan.bytes_change).await?;
+    add_usage(client, tenant, plan.items_change, plan.bytes_change).await?;
     Ok(plan.item)
 }
 
@@ -570,7 +674,8 @@ impl PostgresCatalog {
         self.memory_unit("import memory items", tenant, true, move |client| {
             Box::pin(async move {
                 let tenant = tenant_text.as_str();
-                let mut usage = lock_usage(client, tenant).await?;
+                let (mut usage, quota) = lock_usage(client, tenant, &quota).await?;
+                let added = usage;
                 for item in &items {
                     if stored_item(client, tenant, item.namespace.as_str(), &item.key).await?.is_some() {
                         return Err(Failure::Berth(Error::AlreadyExists {
@@ -578,13 +683,15 @@ impl PostgresCatalog {
                             id: format!("{}:{}", item.namespace, item.key),
                         }));
                     }
-                    usage.check_put(&quota, true, 0, item.bytes())?;
                     write_item(client, tenant, item, None).await?;
-                    usage.items += 1;
-                    usage.bytes += item.bytes();
+                    if item.is_charged() {
+                        usage.check_put(&quota, true, 0, item.bytes())?;
+                        usage.items += 1;
+                        usage.bytes += item.bytes();
+                    }
                 }
-                let (added_items, added_bytes) = (items.len() as i64, items.iter().map(MemoryItem::bytes).sum::<u64>());
-                add_usage(client, tenant, added_items, added_bytes as i64).await
+                let (added_items, added_bytes) = (usage.items - added.items, usage.bytes - added.bytes);
+                add_usage(client, tenant, added_items as i64, added_bytes as i64).await
             })
         })
         .await
@@ -695,17 +802,49 @@ impl MemoryStore for PostgresCatalog {
         self.memory_unit("delete memory item", tenant, false, move |client| {
             Box::pin(async move {
                 let tenant = tenant_text.as_str();
-                lock_usage(client, tenant).await?;
+                lock_usage(client, tenant, &MemoryQuota::default()).await?;
                 let stored = stored_item(client, tenant, namespace.as_str(), &key).await?;
                 let live = stored.filter(|item| item.is_live(now));
                 scoped::check_delete(&namespace, &key, live.as_ref(), expected)?;
                 let item = live.expect("checked above");
-                let statement = client
-                    .prepare_cached("DELETE FROM memory_items WHERE tenant = $1 AND namespace = $2 AND key = $3")
-                    .await?;
-                client.execute(&statement, &[&tenant, &namespace.as_str(), &key]).await?;
-                add_usage(client, tenant, -1, -(item.bytes() as i64)).await?;
+                delete_items(client, tenant, std::slice::from_ref(&item)).await?;
                 Ok(item)
+            })
+        })
+        .await
+    }
+
+    async fn memory_delete_audited(
+        &self,
+        tenant: &TenantId,
+        deletes: &[MemoryDelete],
+        skip_absent: bool,
+        now: Timestamp,
+        audit: DeleteAudit,
+    ) -> Result<(Vec<MemoryItem>, Option<AuditEntry>)> {
+        let (tenant_text, deletes) = (tenant.to_string(), deletes.to_vec());
+        self.memory_unit("delete memory items", tenant, false, move |client| {
+            Box::pin(async move {
+                let tenant = tenant_text.as_str();
+                // The catalog's lock order: the audit head before the usage row.
+                let head = lock_audit_head(client, tenant).await?;
+                lock_usage(client, tenant, &MemoryQuota::default()).await?;
+                let mut items = Vec::with_capacity(deletes.len());
+                for delete in &deletes {
+                    let stored = stored_item(client, tenant, delete.namespace.as_str(), &delete.key).await?;
+                    let live = stored.filter(|item| item.is_live(now));
+                    if live.is_none() && skip_absent {
+                        continue;
+                    }
+                    scoped::check_delete(&delete.namespace, &delete.key, live.as_ref(), delete.expected_revision)?;
+                    items.extend(live);
+                }
+                if items.is_empty() {
+                    return Ok((items, None));
+                }
+                delete_items(client, tenant, &items).await?;
+                let entry = append_audit_locked(client, tenant, head, audit(&items)).await?;
+                Ok((items, Some(entry)))
             })
         })
         .await
@@ -776,8 +915,8 @@ impl MemoryStore for PostgresCatalog {
                 let mut params = Params::default();
                 let tenant_is = params.push(tenant.to_owned());
                 let condition = format!("m.tenant = {tenant_is} AND {}", within_prefix(&prefix, &mut params));
-                let (items, bytes) = delete_where(client, tenant, &condition, &params).await?;
-                let outcome = ForgetOutcome { items, bytes };
+                let removed = delete_where(client, tenant, &condition, &params).await?;
+                let outcome = ForgetOutcome { items: removed.items, bytes: removed.bytes };
                 let entry = append_audit_locked(client, tenant, head, audit(&outcome)).await?;
                 Ok((outcome, entry))
             })
@@ -804,12 +943,47 @@ impl MemoryStore for PostgresCatalog {
         .await
     }
 
+    async fn memory_quota(&self, tenant: &TenantId) -> Result<TenantQuota> {
+        let tenant_text = tenant.to_string();
+        self.memory_unit("read memory quota", tenant, false, move |client| {
+            Box::pin(async move {
+                let statement =
+                    client.prepare_cached("SELECT items_max, bytes_max FROM memory_usage WHERE tenant = $1").await?;
+                match client.query_opt(&statement, &[&tenant_text]).await? {
+                    Some(row) => quota_of(row.get(0), row.get(1)),
+                    None => Ok(TenantQuota::default()),
+                }
+            })
+        })
+        .await
+    }
+
+    async fn set_memory_quota(&self, tenant: &TenantId, quota: &TenantQuota) -> Result<()> {
+        let limit = |value: Option<u64>| value.map(|value| i64::try_from(value).unwrap_or(i64::MAX));
+        let (tenant_text, items, bytes) = (tenant.to_string(), limit(quota.items), limit(quota.bytes));
+        self.memory_unit("set memory quota", tenant, true, move |client| {
+            Box::pin(async move {
+                let statement = client
+                    .prepare_cached(
+                        "INSERT INTO memory_usage (tenant, items, bytes, items_max, bytes_max) VALUES ($1, 0, 0, $2, $3) \
+                         ON CONFLICT (tenant) DO UPDATE SET items_max = excluded.items_max, bytes_max = excluded.bytes_max",
+                    )
+                    .await?;
+                client.execute(&statement, &[&tenant_text, &items, &bytes]).await?;
+                Ok(())
+            })
+        })
+        .await
+    }
+
     async fn memory_bound_count(&self, tenant: &TenantId, session: &SessionId) -> Result<u64> {
         let (tenant_text, session) = (tenant.to_string(), session.to_string());
         self.memory_unit("count bound memory", tenant, false, move |client| {
             Box::pin(async move {
                 let statement = client
-                    .prepare_cached("SELECT count(*) FROM memory_items WHERE tenant = $1 AND bound_to = $2")
+                    .prepare_cached(&format!(
+                        "SELECT count(*) FROM memory_items WHERE tenant = $1 AND bound_to = $2 AND {CHARGED}"
+                    ))
                     .await?;
                 let count: i64 = client.query_one(&statement, &[&tenant_text, &session]).await?.get(0);
                 to_u64("bound count", count)
@@ -820,21 +994,21 @@ impl MemoryStore for PostgresCatalog {
 
     /// Row-level security lets no transaction see two tenants: the sweep goes tenant by
     /// tenant through the registry, one short transaction each, until `limit`.
-    async fn memory_remove_expired(&self, now: Timestamp, limit: usize) -> Result<u64> {
+    async fn memory_remove_expired(&self, now: Timestamp, limit: usize, audit: SweepAudit) -> Result<u64> {
         let mut removed = 0u64;
         for tenant in self.tenants().await? {
             let remaining = limit.saturating_sub(removed as usize);
             if remaining == 0 {
                 break;
             }
-            let tenant_text = tenant.to_string();
+            let (tenant_text, audit) = (tenant.to_string(), audit.clone());
             removed += self
                 .memory_unit("remove expired memory", &tenant, false, move |client| {
                     Box::pin(async move {
                         let mut params = Params::default();
                         let condition =
                             format!("s.expires_at IS NOT NULL AND s.expires_at <= {}", params.push(time_column(now)));
-                        sweep(client, &tenant_text, &condition, params, remaining).await
+                        sweep(client, &tenant_text, &condition, params, remaining, &audit).await
                     })
                 })
                 .await?;
@@ -842,13 +1016,24 @@ impl MemoryStore for PostgresCatalog {
         Ok(removed)
     }
 
-    async fn memory_remove_stale(&self, tenant: &TenantId, updated_before: Timestamp, limit: usize) -> Result<u64> {
+    async fn memory_remove_stale(
+        &self,
+        tenant: &TenantId,
+        updated_before: Timestamp,
+        limit: usize,
+        audit: SweepAudit,
+    ) -> Result<u64> {
         let tenant_text = tenant.to_string();
         self.memory_unit("remove stale memory", tenant, false, move |client| {
             Box::pin(async move {
                 let mut params = Params::default();
-                let condition = format!("s.updated_at < {}", params.push(time_column(updated_before)));
-                sweep(client, &tenant_text, &condition, params, limit).await
+                // berth's own bookkeeping is not the tenant's memory to retain.
+                let condition = format!(
+                    "s.updated_at < {} AND {}",
+                    params.push(time_column(updated_before)),
+                    charged!("s.namespace")
+                );
+                sweep(client, &tenant_text, &condition, params, limit, &audit).await
             })
         })
         .await

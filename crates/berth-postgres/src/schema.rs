@@ -34,6 +34,8 @@ pub const MIGRATIONS: &[Migration] = &[
     Migration { version: 2, name: "idempotency index", sql: V2 },
     Migration { version: 3, name: "row-level security per tenant", sql: V3 },
     Migration { version: 4, name: "scoped memory", sql: V4 },
+    Migration { version: 5, name: "memory usage of charged items, per-tenant quotas", sql: V5 },
+    Migration { version: MEMORY_TERMS_REMADE, name: "memory terms of NFC words and characters", sql: V6 },
 ];
 
 /// Every table holding tenant data, in the order V3 (then V4) secured them. A test
@@ -225,8 +227,9 @@ CREATE POLICY tenant_registers_itself ON tenants FOR INSERT
 
 /// Scoped memory (R-M1, R-M2). `memory_items.value` is the item's exact text (never
 /// jsonb, R-C9). `memory_terms` is the full-text index: one row per distinct term of an
-/// item as berth's one tokenizer produced them (`berth_catalog::scoped::value_terms`),
-/// with its number of occurrences (relevance is their sum over the query's terms). Not
+/// item as berth's one tokenizer produces them (`berth_catalog::scoped::index_terms`,
+/// made again by migration 6), with its number of occurrences (relevance is their sum
+/// over the query's terms, for a query the terms decide). Not
 /// a `text[]` column under GIN: `@>` (`arraycontains`) is not leakproof, so under
 /// row-level security PostgreSQL may not use an index for it and reads every row of the
 /// table; text equality is leakproof, so `(tenant, term)` is a B-tree range.
@@ -297,6 +300,100 @@ BEGIN
 END
 $$;
 "#;
+
+/// A tenant is charged for what it stored, and sets its own quota.
+/// - `memory_usage` counts only charged items (`Namespace::is_charged`): berth's own
+///   bookkeeping (`berth/…`: a carried append's marker, its scope index entries) was
+///   counted as the tenant's items and held to its quota until migration 4. Every row
+///   is counted again here. Row-level security is forced on both tables, the migrating
+///   owner included, so each tenant's rows are counted under that tenant's setting (the
+///   `tenants` registry, readable by all, names them; every tenant with memory
+///   registered itself with its first write).
+/// - `items_max`, `bytes_max`: the tenant's own quota (NULL: the service's default), in
+///   the row every memory write locks and reads first (`memory.rs`, `LOCK_USAGE`).
+const V5: &str = r#"
+ALTER TABLE memory_usage ADD COLUMN items_max bigint, ADD COLUMN bytes_max bigint;
+DO $$
+DECLARE
+    name text;
+BEGIN
+    FOR name IN SELECT tenant FROM tenants LOOP
+        PERFORM set_config('berth.tenant', name, true);
+        UPDATE memory_usage AS u SET items = c.items, bytes = c.bytes
+        FROM (SELECT count(m.key) AS items, coalesce(sum(m.bytes), 0)::bigint AS bytes FROM memory_items AS m
+              WHERE m.tenant = name AND NOT (m.namespace >= 'berth/' AND m.namespace < 'berth0')) AS c
+        WHERE u.tenant = name;
+    END LOOP;
+END
+$$;
+"#;
+
+/// The migration after which `memory_terms` holds today's terms
+/// (`berth_catalog::scoped::index_terms`: NFC words, ASCII runs inside words of other
+/// scripts, a term per non-ASCII character, so that Chinese or Japanese substrings and
+/// NFD spellings are found). berth's tokenizer is Rust, not SQL: `migrate` runs
+/// `remake_memory_terms` after this migration's (empty) SQL, in its transaction.
+pub const MEMORY_TERMS_REMADE: i32 = 6;
+
+const V6: &str = "-- memory_terms are made again from the items in Rust: schema.rs, remake_memory_terms";
+
+/// Items read a batch at a time by `remake_memory_terms`.
+const REMAKE_BATCH: i64 = 1_000;
+
+/// Every item's `memory_terms` rows made again from its value, tenant by tenant under
+/// that tenant's setting (row-level security is forced on the migrating owner too; the
+/// `tenants` registry, readable by all, names every tenant with memory), the items read
+/// in key order a batch at a time and their terms written in one statement a batch.
+async fn remake_memory_terms(transaction: &tokio_postgres::Transaction<'_>) -> Result<(), Failure> {
+    let tenants: Vec<String> = transaction
+        .query("SELECT tenant FROM tenants ORDER BY tenant", &[])
+        .await?
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    let select = transaction
+        .prepare(
+            "SELECT namespace, key, value FROM memory_items WHERE tenant = $1 AND (namespace, key) > ($2, $3) \
+             ORDER BY namespace, key LIMIT $4",
+        )
+        .await?;
+    let insert = transaction
+        .prepare(
+            "INSERT INTO memory_terms (tenant, term, namespace, key, occurrences) \
+             SELECT $1, t.term, t.namespace, t.key, count(*) FROM unnest($2::text[], $3::text[], $4::text[]) \
+             AS t (namespace, key, term) GROUP BY t.namespace, t.key, t.term",
+        )
+        .await?;
+    for tenant in &tenants {
+        transaction.execute("SELECT set_config('berth.tenant', $1, true)", &[tenant]).await?;
+        transaction.execute("DELETE FROM memory_terms WHERE tenant = $1", &[tenant]).await?;
+        let mut after = (String::new(), String::new());
+        loop {
+            let rows = transaction.query(&select, &[tenant, &after.0, &after.1, &REMAKE_BATCH]).await?;
+            let (mut namespaces, mut keys, mut terms) = (Vec::new(), Vec::new(), Vec::new());
+            for row in &rows {
+                let (namespace, key, value): (&str, &str, &str) = (row.get(0), row.get(1), row.get(2));
+                let value = berth_core::JsonText::parse(value).map_err(|_| {
+                    Failure::Berth(Error::Corrupt {
+                        reason: format!("stored memory item {namespace}:{key} has an invalid value"),
+                        location: berth_core::Location { artifact: "postgres:memory".into(), offset: None, seq: None },
+                    })
+                })?;
+                for term in berth_catalog::scoped::index_terms(&value).all() {
+                    namespaces.push(namespace.to_owned());
+                    keys.push(key.to_owned());
+                    terms.push(term.to_owned());
+                }
+                after = (namespace.to_owned(), key.to_owned());
+            }
+            transaction.execute(&insert, &[tenant, &namespaces, &keys, &terms]).await?;
+            if (rows.len() as i64) < REMAKE_BATCH {
+                break;
+            }
+        }
+    }
+    Ok(())
+}
 
 /// Grants the serving role what it needs and nothing more: data access to berth's tables
 /// (bounded by the policies), reading the schema version. It owns nothing, so it cannot
@@ -409,6 +506,9 @@ pub(crate) async fn migrate(client: &mut tokio_postgres::Client) -> Result<Migra
     for migration in MIGRATIONS.iter().skip(usize::try_from(from_version).unwrap_or(0)) {
         tracing::info!(version = migration.version, name = migration.name, "applying postgres migration");
         transaction.batch_execute(migration.sql).await?;
+        if migration.version == MEMORY_TERMS_REMADE {
+            remake_memory_terms(&transaction).await?;
+        }
         transaction
             .execute(
                 "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)",

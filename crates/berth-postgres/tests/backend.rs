@@ -289,3 +289,94 @@ async fn read_before_is_a_backward_index_range_scan() {
     assert_eq!(events, batch(12_325, 20));
     assert_eq!(reader.read_before(u64::MAX, 3).await.unwrap(), batch(24_997, 3));
 }
+
+/// Migration 5 counts memory usage again without berth's own bookkeeping (until
+/// migration 4 a carried append's marker and scope index entries counted as the
+/// tenant's items), tenant by tenant under row-level security — migrated by an owner
+/// that is no superuser, so FORCE binds it as in production — and adds the tenant's own
+/// quota to its usage row (fails without the recount: the bookkeeping stays counted).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn migration_5_recounts_usage_without_berths_bookkeeping() {
+    use berth_catalog::scoped::{MemoryStore, TenantQuota};
+    use berth_postgres::testing::tokio_postgres;
+    use berth_postgres::{PostgresCatalog, MIGRATIONS};
+    let database = TestDatabase::create().await;
+    // A scratch owner, named so that the next run's orphan sweep drops it if this one
+    // fails before its own drop (`berth_test_app_<suffix>_<tag>`).
+    let role = format!("berth_test_app_{}_m", database.name().trim_start_matches("berth_test_"));
+    let admin = database.client().await;
+    admin
+        .batch_execute(&format!(
+            "CREATE ROLE {role} LOGIN PASSWORD 'scratch' NOSUPERUSER NOBYPASSRLS; \
+             ALTER DATABASE {} OWNER TO {role}; ALTER SCHEMA public OWNER TO {role}",
+            database.name()
+        ))
+        .await
+        .unwrap();
+    let server = berth_postgres::testing::TestServer {
+        user: role.clone(),
+        password: Some("scratch".into()),
+        ..database.server().clone()
+    };
+    let owner_url = server.url(database.name(), None);
+    let (mut owner, connection) = tokio_postgres::connect(&owner_url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(connection);
+    let transaction = owner.transaction().await.unwrap();
+    transaction
+        .batch_execute(
+            "CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL, \
+             applied_at timestamptz NOT NULL DEFAULT now())",
+        )
+        .await
+        .unwrap();
+    for migration in &MIGRATIONS[..4] {
+        transaction.batch_execute(migration.sql).await.unwrap();
+        let (version, name) = (migration.version, migration.name);
+        transaction
+            .execute("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", &[&version, &name])
+            .await
+            .unwrap();
+    }
+    let items = [
+        ("t", "user/alice", "name", r#""Al""#),
+        ("t", "berth/carried", "s1", r#"{"from_seq":3}"#),
+        ("t", "berth/scopes/user/alice", "s1", "null"),
+        ("u", "app/faq", "q", "1"),
+    ];
+    for tenant in ["t", "u"] {
+        transaction.execute("SELECT set_config('berth.tenant', $1, true)", &[&tenant]).await.unwrap();
+        transaction.execute("INSERT INTO tenants (tenant) VALUES ($1)", &[&tenant]).await.unwrap();
+        let (mut count, mut total) = (0i64, 0i64);
+        for (_, namespace, key, value) in items.iter().filter(|item| item.0 == tenant) {
+            let bytes = (namespace.len() + key.len() + value.len()) as i64;
+            transaction
+                .execute(
+                    "INSERT INTO memory_items (tenant, namespace, key, value, revision, created_at, updated_at, bytes) \
+                     VALUES ($1, $2, $3, $4, 1, 1, 1, $5)",
+                    &[&tenant, namespace, key, value, &bytes],
+                )
+                .await
+                .unwrap();
+            (count, total) = (count + 1, total + bytes);
+        }
+        // As migration 4 counted them: every item, the bookkeeping too.
+        transaction
+            .execute("INSERT INTO memory_usage (tenant, items, bytes) VALUES ($1, $2, $3)", &[&tenant, &count, &total])
+            .await
+            .unwrap();
+    }
+    transaction.commit().await.unwrap();
+    drop(owner);
+    let catalog = PostgresCatalog::connect(&owner_url, PostgresOptions::default()).await.expect("migrate");
+    let (t, u) = (TenantId::parse("t").unwrap(), TenantId::parse("u").unwrap());
+    let usage = catalog.memory_usage(&t).await.unwrap();
+    assert_eq!((usage.items, usage.bytes), (1, ("user/alice".len() + "name".len() + 4) as u64));
+    let theirs = catalog.memory_usage(&u).await.unwrap();
+    assert_eq!((theirs.items, theirs.bytes), (1, ("app/faq".len() + 2) as u64));
+    assert_eq!(catalog.memory_quota(&t).await.unwrap(), TenantQuota::default());
+    drop(catalog);
+    admin.batch_execute(&format!("REASSIGN OWNED BY {role} TO CURRENT_USER; DROP OWNED BY {role}")).await.unwrap();
+    let cluster =
+        berth_postgres::testing::connect(&database.server().url(&database.server().admin_database, None)).await;
+    cluster.batch_execute(&format!("DROP ROLE {role}")).await.unwrap();
+}

@@ -400,6 +400,18 @@ impl Client {
         self.call(Method::POST, "/v1/memory/forget", Some(body), "").await
     }
 
+    pub async fn memory_delete_many(&self, body: &wire::DeleteMemoryBody) -> Result<wire::MemoryDeletedBody> {
+        self.call(Method::POST, "/v1/memory/delete", Some(encode(body)?), "").await
+    }
+
+    pub async fn memory_usage(&self) -> Result<wire::MemoryUsageBody> {
+        self.call(Method::GET, "/v1/memory/usage", None, "").await
+    }
+
+    pub async fn set_memory_quota(&self, body: &wire::MemoryQuotaBody) -> Result<wire::MemoryUsageBody> {
+        self.call(Method::PUT, "/v1/memory/quota", Some(encode(body)?), "").await
+    }
+
     /// A call answered with a session body.
     async fn session_call(
         &self,

@@ -10,11 +10,11 @@ use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use berth_api::{
-    DeleteMemoryParams, ErrorBody, ForgetBody, ForgetReportBody, MemoryExportParams, MemoryImportedBody,
-    MemoryItemBody, MemoryItemParams, MemoryPageBody, MemorySearchBody, MemoryUsageBody, NamespacePageBody,
-    NamespaceParams, PutMemoryBody,
+    DeleteMemoryBody, DeleteMemoryParams, ErrorBody, ForgetBody, ForgetReportBody, MemoryDeletedBody,
+    MemoryExportParams, MemoryImportedBody, MemoryItemBody, MemoryItemParams, MemoryPageBody, MemoryQuotaBody,
+    MemorySearchBody, MemoryUsageBody, NamespacePageBody, NamespaceParams, PutMemoryBody,
 };
-use berth_catalog::scoped::Namespace;
+use berth_catalog::scoped::{MemoryQuota, MemoryUsage, Namespace, TenantQuota};
 
 type ApiResult<T> = Result<T, ApiError>;
 
@@ -70,6 +70,23 @@ pub async fn delete_memory(
     Ok(json(StatusCode::OK, &wire::memory_item(&item)))
 }
 
+/// Deletes the live items named (an absent one is skipped), with one audit record for
+/// them all; answers with what was deleted.
+#[utoipa::path(post, path = "/v1/memory/delete", tag = "memory", request_body = DeleteMemoryBody,
+    responses((status = 200, body = MemoryDeletedBody), (status = 403, body = ErrorBody), (status = 413, body = ErrorBody),
+        (status = 422, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn delete_memory_items(
+    State(state): State<Shared>,
+    Caller(principal): Caller,
+    StrictJson(body): StrictJson<DeleteMemoryBody>,
+) -> ApiResult<Response> {
+    let keys =
+        body.items.into_iter().map(|item| Ok((namespace(&item.namespace)?, item.key))).collect::<ApiResult<_>>()?;
+    let deleted = call(&state, move |s| async move { s.memory_delete_many(&principal, keys).await }).await?;
+    Ok(json(StatusCode::OK, &MemoryDeletedBody { deleted: deleted.iter().map(wire::memory_item).collect() }))
+}
+
 /// Items within a namespace matching a filter and a full-text query, one page.
 #[utoipa::path(post, path = "/v1/memory/search", tag = "memory", request_body = MemorySearchBody,
     responses((status = 200, body = MemoryPageBody), (status = 403, body = ErrorBody), (status = 413, body = ErrorBody), (status = 422, body = ErrorBody)),
@@ -118,9 +135,26 @@ pub async fn forget_memory(
     security(("bearer" = [])))]
 pub async fn memory_usage(State(state): State<Shared>, Caller(principal): Caller) -> ApiResult<Response> {
     let (usage, quota) = call(&state, move |s| async move { s.memory_usage(&principal).await }).await?;
-    let body =
-        MemoryUsageBody { items: usage.items, bytes: usage.bytes, quota_items: quota.items, quota_bytes: quota.bytes };
-    Ok(json(StatusCode::OK, &body))
+    Ok(json(StatusCode::OK, &usage_body(usage, quota)))
+}
+
+fn usage_body(usage: MemoryUsage, quota: MemoryQuota) -> MemoryUsageBody {
+    MemoryUsageBody { items: usage.items, bytes: usage.bytes, quota_items: quota.items, quota_bytes: quota.bytes }
+}
+
+/// Sets the tenant's own memory quota (admin keys); answers with the usage and the
+/// quota that now applies.
+#[utoipa::path(put, path = "/v1/memory/quota", tag = "memory", request_body = MemoryQuotaBody,
+    responses((status = 200, body = MemoryUsageBody), (status = 403, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn set_memory_quota(
+    State(state): State<Shared>,
+    Caller(principal): Caller,
+    StrictJson(body): StrictJson<MemoryQuotaBody>,
+) -> ApiResult<Response> {
+    let quota = TenantQuota { items: body.items, bytes: body.bytes };
+    let (usage, quota) = call(&state, move |s| async move { s.set_memory_quota(&principal, quota).await }).await?;
+    Ok(json(StatusCode::OK, &usage_body(usage, quota)))
 }
 
 /// Exports a namespace (or, for service and admin keys, every namespace) as JSONL.

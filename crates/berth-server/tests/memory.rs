@@ -443,3 +443,107 @@ async fn appends_carry_memory_writes_atomically() {
     let (_, exported) = raw_text(&k.service, Method::GET, "/v1/memory/export", None).await;
     assert!(!String::from_utf8(exported).unwrap().contains("\"berth/"));
 }
+
+/// A tenant's memory quota set over HTTP (issue: quotas were one service-wide setting,
+/// reachable only from the library): admin keys only (a service key is 403, audited),
+/// stored per tenant; a put past it is the documented 422 `limit_exceeded` naming the
+/// limit, with nothing stored; usage reports the quota that applies; another tenant
+/// keeps the server's default; a limit left out is the default again.
+#[tokio::test]
+async fn an_admin_sets_a_tenants_memory_quota_and_a_put_past_it_is_422() {
+    let default = berth_catalog::scoped::MemoryQuota { items: 50, bytes: 1_000_000 };
+    let server = TestServer::start_with_service(common::test_config(), move |s| s.with_memory_quota(default)).await;
+    let k = keys(&server);
+    let (status, usage) = send(&k.service, Method::GET, "/v1/memory/usage", None).await;
+    assert_eq!((status, &usage["quota_items"], &usage["quota_bytes"]), (200, &json!(50), &json!(1_000_000)));
+    let (status, body) = send(&k.service, Method::PUT, "/v1/memory/quota", Some(json!({"items": 2}))).await;
+    assert_eq!((status, body["code"].as_str()), (403, Some("forbidden")));
+    let (status, body) = send(&k.admin, Method::PUT, "/v1/memory/quota", Some(json!({"items": 2, "other": 1}))).await;
+    assert_eq!((status, body["code"].as_str()), (400, Some("invalid")), "unknown fields are refused: {body}");
+    let (status, usage) = send(&k.admin, Method::PUT, "/v1/memory/quota", Some(json!({"items": 2}))).await;
+    assert_eq!(status, 200, "{usage}");
+    assert_eq!(usage, json!({"items": 0, "bytes": 0, "quota_items": 2, "quota_bytes": 1_000_000}));
+    for key in ["a", "b"] {
+        let (status, _) =
+            send(&k.alice, Method::PUT, "/v1/memory/items", Some(put_body("user/alice", key, json!(1)))).await;
+        assert_eq!(status, 200);
+    }
+    let (status, body) =
+        send(&k.alice, Method::PUT, "/v1/memory/items", Some(put_body("user/alice", "c", json!(1)))).await;
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(
+        (body["code"].as_str(), body["limit_name"].as_str(), body["limit"].as_u64(), body["actual"].as_u64()),
+        (Some("limit_exceeded"), Some("memory_items"), Some(2), Some(3))
+    );
+    assert_eq!(send(&k.alice, Method::GET, &item_path("user/alice", "c"), None).await.0, 404, "nothing stored");
+    // Replacing an item is no new item.
+    assert_eq!(
+        send(&k.alice, Method::PUT, "/v1/memory/items", Some(put_body("user/alice", "a", json!(2)))).await.0,
+        200
+    );
+    // Another tenant keeps the server's default.
+    let (_, theirs) = send(&k.other_tenant, Method::GET, "/v1/memory/usage", None).await;
+    assert_eq!(theirs["quota_items"], 50);
+    // The bytes alone: the items are the default again.
+    let (_, usage) = send(&k.admin, Method::PUT, "/v1/memory/quota", Some(json!({"bytes": 30}))).await;
+    assert_eq!((usage["quota_items"].as_u64(), usage["quota_bytes"].as_u64()), (Some(50), Some(30)));
+    let (status, body) =
+        send(&k.alice, Method::PUT, "/v1/memory/items", Some(put_body("user/alice", "c", json!("twenty bytes long"))))
+            .await;
+    assert_eq!((status, body["limit_name"].as_str()), (422, Some("memory_bytes")), "{body}");
+    assert_eq!(send(&k.alice, Method::GET, &item_path("user/alice", "c"), None).await.0, 404);
+    let (_, usage) = send(&k.admin, Method::PUT, "/v1/memory/quota", Some(json!({}))).await;
+    assert_eq!((usage["quota_items"].as_u64(), usage["quota_bytes"].as_u64()), (Some(50), Some(1_000_000)));
+    let (_, log) = send(&k.admin, Method::GET, "/v1/audit?limit=1000", None).await;
+    let quotas: Vec<&Value> = log.as_array().unwrap().iter().filter(|e| e["action"] == "memory.quota").collect();
+    let outcomes: Vec<&str> = quotas.iter().map(|e| e["outcome"].as_str().unwrap()).collect();
+    assert_eq!(outcomes, ["denied", "ok", "ok", "ok"]);
+}
+
+/// A batch delete over HTTP: absent items skipped, one audit record (per scope), a
+/// single delete leaves its record too; and an import bound to another user's session
+/// is the put's 404, with nothing stored.
+#[tokio::test]
+async fn memory_deletes_are_audited_and_imports_keep_the_puts_binding_rule() {
+    let server = TestServer::start().await;
+    let k = keys(&server);
+    for (namespace, key) in [("user/alice", "a"), ("user/alice", "b"), ("user/alice/notes", "c"), ("user/alice", "d")] {
+        assert_eq!(
+            send(&k.alice, Method::PUT, "/v1/memory/items", Some(put_body(namespace, key, json!(1)))).await.0,
+            200
+        );
+    }
+    let batch = json!({"items": [
+        {"namespace": "user/alice", "key": "a"},
+        {"namespace": "user/alice", "key": "absent"},
+        {"namespace": "user/alice/notes", "key": "c"},
+    ]});
+    let (status, body) = send(&k.alice, Method::POST, "/v1/memory/delete", Some(batch.clone())).await;
+    assert_eq!(status, 200, "{body}");
+    let keys_deleted: Vec<&str> =
+        body["deleted"].as_array().unwrap().iter().map(|i| i["key"].as_str().unwrap()).collect();
+    assert_eq!(keys_deleted, ["a", "c"]);
+    let (status, body) = send(&k.bob, Method::POST, "/v1/memory/delete", Some(batch)).await;
+    assert_eq!((status, body["code"].as_str()), (403, Some("forbidden")));
+    assert_eq!(send(&k.alice, Method::DELETE, &item_path("user/alice", "b"), None).await.0, 200);
+    let (_, log) = send(&k.admin, Method::GET, "/v1/audit?limit=1000", None).await;
+    let deletes: Vec<&Value> =
+        log.as_array().unwrap().iter().filter(|e| e["action"] == "memory.delete" && e["outcome"] == "ok").collect();
+    assert_eq!(deletes.len(), 2, "{deletes:#?}");
+    assert_eq!(deletes[0]["details"]["scopes"], json!({"user/alice": {"items": 2, "bytes": 30}}));
+    assert_eq!(deletes[1]["details"]["key"], "b");
+    // An import bound to another user's session answers as the put: 404, nothing stored.
+    k.bob
+        .create(&CreateSession { id: Some(SessionId::parse("bobs").unwrap()), ..CreateSession::default() })
+        .await
+        .unwrap();
+    let export = format!(
+        "{}\n{}\n",
+        json!({"berth_memory_export": 1, "prefix": "user/alice"}),
+        json!({"namespace": "user/alice", "key": "e", "value": 1, "revision": 1, "created_at": 1, "updated_at": 1,
+               "bound_to": "bobs"})
+    );
+    let (status, body) = send_bytes(&k.alice, "/v1/memory/import", export.into_bytes()).await;
+    assert_eq!((status, body["code"].as_str()), (404, Some("not_found")), "{body}");
+    assert_eq!(send(&k.alice, Method::GET, &item_path("user/alice", "e"), None).await.0, 404);
+}

@@ -215,10 +215,11 @@ impl SessionService {
         // The quota too, before anything is written (a concurrent writer can still fill
         // it before the apply: the marker then stays, and the sweeper retries).
         let mut usage = self.catalog.memory_usage(&key.tenant).await?;
+        let quota = self.tenant_memory_quota(&key.tenant).await?;
         for ((put, write), current) in request.memory.iter().zip(&writes).zip(&currents) {
             let new_bytes = berth_catalog::scoped::item_bytes(&put.namespace, &put.key, &put.value);
             let previous = current.as_ref().map_or(0, MemoryItem::bytes);
-            usage.check_put(&self.memory_quota, write.checked_revision == 0, previous, new_bytes)?;
+            usage.check_put(&quota, write.checked_revision == 0, previous, new_bytes)?;
             usage.items += u64::from(write.checked_revision == 0);
             usage.bytes = usage.bytes.saturating_sub(previous) + new_bytes;
         }

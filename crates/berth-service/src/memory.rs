@@ -13,8 +13,8 @@
 //! | `app/…`              | read                                     | everything         |
 
 use super::*;
-use berth_catalog::scoped::{ForgetOutcome, MemoryItem, MemoryPut, MemoryQuota, MemoryScope, MemorySearch};
-use berth_catalog::scoped::{MemoryUsage, Namespace, NamespaceQuery, SearchCursor};
+use berth_catalog::scoped::{ForgetOutcome, MemoryDelete, MemoryItem, MemoryPut, MemoryQuota, MemoryScope};
+use berth_catalog::scoped::{MemorySearch, MemoryUsage, Namespace, NamespaceQuery, Removed, SearchCursor, TenantQuota};
 use berth_core::JsonText;
 use serde::{Deserialize, Serialize};
 
@@ -81,14 +81,22 @@ pub const MEMORY_EXPORT_VERSION: u32 = 1;
 const EXPORT_PAGE: usize = 500;
 
 impl SessionService {
-    /// The per-tenant memory quota (`MemoryQuota::default()`: 1,000,000 items, 1 GiB).
+    /// The default per-tenant memory quota (`MemoryQuota::default()`: 1,000,000 items,
+    /// 1 GiB): what a tenant has where an admin set none of its own
+    /// (`set_memory_quota`). `berth serve --memory-items-max/--memory-bytes-max`.
     pub fn with_memory_quota(mut self, quota: MemoryQuota) -> SessionService {
         self.memory_quota = quota;
         self
     }
 
+    /// The default per-tenant memory quota (`with_memory_quota`).
     pub fn memory_quota(&self) -> MemoryQuota {
         self.memory_quota
+    }
+
+    /// The quota that applies to `tenant`: its own over the default.
+    pub(crate) async fn tenant_memory_quota(&self, tenant: &berth_core::TenantId) -> Result<MemoryQuota> {
+        Ok(self.catalog.memory_quota(tenant).await?.over(&self.memory_quota))
     }
 
     /// Authorizes `access` to `namespace`'s scope, auditing a refusal (403 `forbidden`).
@@ -140,6 +148,9 @@ impl SessionService {
             .ok_or_else(|| Error::NotFound { what: "memory item", id: format!("{namespace}:{key}") })
     }
 
+    /// Deletes one live item (`NotFound` if absent, `RevisionConflict` if
+    /// `expected_revision` differs), with its audit record (`memory.delete`: namespace,
+    /// key, revision, bytes) in the same transaction.
     pub async fn memory_delete(
         &self,
         principal: &Principal,
@@ -149,7 +160,61 @@ impl SessionService {
     ) -> Result<MemoryItem> {
         self.authorize_memory(principal, namespace, MemoryAccess::Write, "memory.delete").await?;
         berth_catalog::scoped::check_key(key)?;
-        self.catalog.memory_delete(&principal.tenant, namespace, key, expected_revision, self.now()).await
+        let delete = MemoryDelete { namespace: namespace.clone(), key: key.to_owned(), expected_revision };
+        let mut draft = self.audit_draft(&principal.tenant, principal.actor(), "memory.delete");
+        let audit = Box::new(move |deleted: &[MemoryItem]| {
+            let item = &deleted[0];
+            draft.details = serde_json::json!({
+                "namespace": item.namespace.as_str(),
+                "key": item.key,
+                "revision": item.revision,
+                "bytes": item.bytes(),
+            });
+            draft
+        });
+        let (mut deleted, _) =
+            self.catalog.memory_delete_audited(&principal.tenant, &[delete], false, self.now(), audit).await?;
+        deleted.pop().ok_or_else(|| Error::NotFound { what: "memory item", id: format!("{namespace}:{key}") })
+    }
+
+    /// Deletes the live items at `keys` (at most `PAGE_SIZE_MAX`; an absent one is skipped)
+    /// in one transaction with one audit record (`memory.delete`: the items and bytes
+    /// deleted, in all and per scope) — none when nothing was there. Every namespace is
+    /// authorized for writing first. A batch's deletes (LangGraph's `BerthStore`).
+    pub async fn memory_delete_many(
+        &self,
+        principal: &Principal,
+        keys: Vec<(Namespace, String)>,
+    ) -> Result<Vec<MemoryItem>> {
+        if keys.len() > PAGE_SIZE_MAX {
+            return Err(Error::LimitExceeded {
+                what: berth_core::limits::Limit::PageSize,
+                limit: PAGE_SIZE_MAX as u64,
+                actual: keys.len() as u64,
+            });
+        }
+        let mut namespaces: Vec<&Namespace> = keys.iter().map(|(namespace, _)| namespace).collect();
+        namespaces.sort();
+        namespaces.dedup();
+        for namespace in namespaces {
+            self.authorize_memory(principal, namespace, MemoryAccess::Write, "memory.delete").await?;
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        let mut deletes = Vec::with_capacity(keys.len());
+        for (namespace, key) in keys {
+            berth_catalog::scoped::check_key(&key)?;
+            if seen.insert((namespace.clone(), key.clone())) {
+                deletes.push(MemoryDelete { namespace, key, expected_revision: None });
+            }
+        }
+        let mut draft = self.audit_draft(&principal.tenant, principal.actor(), "memory.delete");
+        let audit = Box::new(move |deleted: &[MemoryItem]| {
+            draft.details = serde_json::to_value(Removed::of(deleted)).unwrap_or_default();
+            draft
+        });
+        let (deleted, _) =
+            self.catalog.memory_delete_audited(&principal.tenant, &deletes, true, self.now(), audit).await?;
+        Ok(deleted)
     }
 
     pub async fn memory_search(&self, principal: &Principal, search: &MemorySearch) -> Result<MemoryPage> {
@@ -202,13 +267,37 @@ impl SessionService {
         Ok(ForgetReport { prefix: prefix.clone(), outcome, audit_seq: entry.seq, sessions_holding_values: holding })
     }
 
-    /// The tenant's memory usage and quota (service and admin keys only: it is tenant-wide).
+    /// The tenant's memory usage and the quota that applies to it (service and admin keys
+    /// only: it is tenant-wide).
     pub async fn memory_usage(&self, principal: &Principal) -> Result<(MemoryUsage, MemoryQuota)> {
         if !principal.is_privileged() {
             let error = Error::Forbidden { reason: "memory usage is tenant-wide: a service or admin key".into() };
             return Err(self.denied_in_tenant(principal, "memory.usage", None, error).await);
         }
-        Ok((self.catalog.memory_usage(&principal.tenant).await?, self.memory_quota))
+        let quota = self.tenant_memory_quota(&principal.tenant).await?;
+        Ok((self.catalog.memory_usage(&principal.tenant).await?, quota))
+    }
+
+    /// Admin only: sets the tenant's own memory quota (each limit not given goes back to
+    /// the default, `with_memory_quota`), audited (`memory.quota`). Items already stored
+    /// stay, even over it; the writes after are held to it. Returns the usage and the
+    /// quota that now applies.
+    pub async fn set_memory_quota(
+        &self,
+        principal: &Principal,
+        quota: TenantQuota,
+    ) -> Result<(MemoryUsage, MemoryQuota)> {
+        self.require_admin(principal, "memory.quota").await?;
+        for (name, limit) in [("items", quota.items), ("bytes", quota.bytes)] {
+            if limit.is_some_and(|limit| limit > i64::MAX as u64) {
+                return Err(Error::invalid(name, "a quota is at most 2^63 - 1"));
+            }
+        }
+        self.catalog.set_memory_quota(&principal.tenant, &quota).await?;
+        let mut draft = self.audit_draft(&principal.tenant, principal.actor(), "memory.quota");
+        draft.details = serde_json::json!({"items": quota.items, "bytes": quota.bytes});
+        self.audit(draft).await;
+        Ok((self.catalog.memory_usage(&principal.tenant).await?, quota.over(&self.memory_quota)))
     }
 
     /// Exports the items within `prefix` (every namespace of the tenant for `None`:
@@ -263,7 +352,9 @@ impl SessionService {
     /// and times kept), each namespace authorized for writing first; a key that already
     /// holds an item is `AlreadyExists` and nothing after it is imported (items before it
     /// stay: run it again after removing the conflict, or import into an empty scope).
-    /// Bindings to sessions are dropped unless the session exists in this tenant.
+    /// A binding is held to a put's rule (`memory_put`): the session must be one the
+    /// caller may access, else `NotFound` before anything is stored — whether it is
+    /// missing or another user's (so an import tells nothing of other users' sessions).
     pub async fn memory_import(&self, principal: &Principal, bytes: &[u8]) -> Result<u64> {
         let text = std::str::from_utf8(bytes).map_err(|_| Error::invalid("import", "not UTF-8"))?;
         let mut lines = text.lines().filter(|line| !line.trim().is_empty());
@@ -294,14 +385,14 @@ impl SessionService {
         for namespace in namespaces {
             self.authorize_memory(principal, namespace, MemoryAccess::Write, "memory.import").await?;
         }
+        let mut sessions: Vec<&SessionId> = items.iter().filter_map(|item| item.bound_to.as_ref()).collect();
+        sessions.sort();
+        sessions.dedup();
+        for session in sessions {
+            self.load(principal, session, "memory.bind").await?;
+        }
         let mut imported = 0;
-        for mut item in items {
-            if let Some(session) = &item.bound_to {
-                let key = SessionKey::new(principal.tenant.clone(), session.clone());
-                if self.catalog.get(&key).await?.is_none() {
-                    item.bound_to = None;
-                }
-            }
+        for item in items {
             self.catalog.memory_import(&principal.tenant, &item, &self.memory_quota).await?;
             imported += 1;
         }

@@ -3,6 +3,7 @@
 
 use crate::types::SweepReport;
 use crate::{apply_expire, SessionService, ABANDONED_CREATE_MS};
+use berth_catalog::scoped::{Removed, SweepAudit};
 use berth_catalog::{SessionQuery, SessionRecord};
 use berth_core::lifecycle::Status;
 use berth_core::{Error, Result, Timestamp};
@@ -45,10 +46,9 @@ impl SessionService {
             report.carried_finished += self.sweep_carried(&tenant, room).await?;
             if let Some(max_age_ms) = policy.memory_max_age_ms {
                 let room = batch_max.saturating_sub(actions(&report));
-                let removed = self
-                    .catalog
-                    .memory_remove_stale(&tenant, Timestamp(now.0.saturating_sub(max_age_ms)), room)
-                    .await?;
+                let before = Timestamp(now.0.saturating_sub(max_age_ms));
+                let audit = self.memory_sweep_audit("memory.retention", serde_json::json!({"max_age_ms": max_age_ms}));
+                let removed = self.catalog.memory_remove_stale(&tenant, before, room, audit).await?;
                 report.memory_removed += removed;
                 if actions(&report) >= batch_max {
                     report.more = true;
@@ -58,12 +58,35 @@ impl SessionService {
         }
         // Memory items past their TTL (every tenant), in the same bounded batch.
         let room = batch_max.saturating_sub(actions(&report));
-        let removed = self.catalog.memory_remove_expired(now, room).await?;
+        let audit = self.memory_sweep_audit("memory.expire", serde_json::json!({"reason": "ttl"}));
+        let removed = self.catalog.memory_remove_expired(now, room, audit).await?;
         report.memory_removed += removed;
         if removed > 0 && actions(&report) >= batch_max {
             report.more = true;
         }
         Ok(report)
+    }
+
+    /// The audit record of one batch of a memory sweep in a tenant (`action`, by
+    /// `system:memory`): `details` with the items and bytes removed, in all and per scope.
+    fn memory_sweep_audit(&self, action: &'static str, details: serde_json::Value) -> SweepAudit {
+        let clock = std::sync::Arc::clone(&self.clock);
+        std::sync::Arc::new(move |tenant: &berth_core::TenantId, removed: &Removed| {
+            let mut counts = serde_json::to_value(removed).unwrap_or_default();
+            if let (Some(counts), Some(extra)) = (counts.as_object_mut(), details.as_object()) {
+                counts.extend(extra.clone());
+            }
+            berth_catalog::AuditDraft {
+                tenant: tenant.clone(),
+                time: clock.now(),
+                actor: "system:memory".into(),
+                action: action.to_owned(),
+                session: None,
+                revision: None,
+                outcome: "ok".to_owned(),
+                details: counts,
+            }
+        })
     }
 
     async fn expire_by_policy(&self, record: SessionRecord) -> Result<bool> {

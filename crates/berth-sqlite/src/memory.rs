@@ -6,8 +6,10 @@
 //! - Namespace prefixes, cursors and orders are SQL range scans of an index; the filter
 //!   (`Filter::matches`) is evaluated here on the rows the scan passes, which stops
 //!   after `limit` matches, so a page reads no more rows than it must skip.
-//! - Full text: `memory_terms` (FTS5) narrows to the items holding every query term;
-//!   relevance is counted from the stored terms (`TextQuery::score`).
+//! - Full text: `memory_terms` (FTS5) narrows to the items holding every index term of
+//!   the query (`TextQuery::index_terms`). For a query of ASCII words that is the match,
+//!   and relevance is counted from the stored terms (`TextQuery::score_terms`); for any
+//!   other, the candidates are checked and scored by `TextQuery::score` here.
 
 use crate::blocks::{self, Position};
 use crate::catalog::{append_audit_in, time_column};
@@ -17,8 +19,9 @@ use crate::SqliteCatalog;
 use async_trait::async_trait;
 use berth_catalog::audit::AuditEntry;
 use berth_catalog::scoped::fields;
-use berth_catalog::scoped::{self, ForgetAudit, ForgetOutcome, MemoryItem, MemoryPut, MemoryQuota, MemorySearch};
-use berth_catalog::scoped::{MemoryStore, MemoryUsage, Namespace, NamespaceQuery, SearchOrder, TextQuery};
+use berth_catalog::scoped::{self, DeleteAudit, ForgetAudit, ForgetOutcome, MemoryDelete, MemoryItem, MemoryPut};
+use berth_catalog::scoped::{MemoryQuota, MemorySearch, MemoryStore, MemoryUsage, Namespace, NamespaceQuery};
+use berth_catalog::scoped::{Removed, SearchOrder, SweepAudit, TenantQuota, TextQuery};
 use berth_core::limits::Limit;
 use berth_core::{Error, JsonText, Result, SessionId, TenantId, Timestamp};
 use rusqlite::types::Value;
@@ -114,8 +117,10 @@ fn namespace_within(column: &str, prefix: &Namespace, params: &mut Params) -> St
 }
 
 /// Writes the item's rows of `memory_term_counts` (schema V4, V6): each distinct term of
-/// `terms` (the item's `value_terms`) that occurs at least twice, and how often. A term
-/// that occurs once has no row (its count, 1, is implied by its `memory_terms` match).
+/// `terms` (the item's word terms, `IndexTerms::words`) that occurs at least twice, and
+/// how often. A term that occurs once has no row (its count, 1, is implied by its
+/// `memory_terms` match). Character terms have none: only a query of ASCII words is
+/// ranked from the index.
 pub(crate) fn insert_term_counts(
     connection: &Connection,
     item: i64,
@@ -145,16 +150,32 @@ fn live(now: Timestamp, params: &mut Params) -> String {
     format!("(m.expires_at IS NULL OR m.expires_at > {now})")
 }
 
-/// The FTS5 expression of a query: every term quoted (terms are letters and digits
-/// only), ANDed.
+/// The FTS5 expression of a query: every index term quoted (a term is ASCII letters
+/// and digits, or one non-ASCII character), ANDed.
 fn match_expression(query: &TextQuery) -> String {
-    query.terms().iter().map(|term| format!("\"{term}\"")).collect::<Vec<_>>().join(" ")
+    query.index_terms().iter().map(|term| format!("\"{term}\"")).collect::<Vec<_>>().join(" ")
 }
 
-/// A tenant's usage, and where the usage rows stand (schema V10).
+/// `<alias>.namespace` outside berth's own bookkeeping (`Namespace::is_charged`: the
+/// range `SYSTEM_NAMESPACES`..`SYSTEM_NAMESPACES_END`, written out so the statements stay
+/// constants; a test checks the two agree). Usage counts only those items (schema V12).
+macro_rules! charged {
+    ($alias:literal) => {
+        concat!("NOT (", $alias, ".namespace >= 'berth/' AND ", $alias, ".namespace < 'berth0')")
+    };
+}
+
+/// `charged!("m")`: the items' usage counts.
+pub(crate) const CHARGED: &str = charged!("m");
+
+/// A tenant's usage, its own quota, and where the usage rows stand (schema V10, V12).
 struct Usage {
-    /// The tenant's items and bytes: its `memory_usage` row plus its items past `counted`.
+    /// The tenant's items and bytes: its `memory_usage` row plus its charged items past
+    /// `counted`.
     usage: MemoryUsage,
+    /// The tenant's own quota (`memory_usage.items_max`, `bytes_max`, schema V12): read
+    /// with its usage row, so a put's quota costs no read of its own.
+    quota: TenantQuota,
     /// `memory_ids.counted`: the rows count the items with ids up to it.
     counted: i64,
     /// Items of any tenant past `counted` (a put folds them in at `FOLD_AT`).
@@ -166,22 +187,31 @@ struct Usage {
 const FOLD_AT: i64 = 16;
 
 /// `memory_ids.counted`, how many items are past it, and how many of them and their
-/// bytes are tenant `?1`'s (a range of ids: the rowid's own order).
-pub(crate) const PAST_COUNTED: &str = "SELECT i.counted, count(m.id), coalesce(sum(m.tenant = ?1), 0), \
-     coalesce(sum(CASE WHEN m.tenant = ?1 THEN m.bytes END), 0) \
-     FROM memory_ids AS i LEFT JOIN memory_items AS m ON m.id > i.counted";
+/// bytes are tenant `?1`'s charged ones (a range of ids: the rowid's own order).
+pub(crate) const PAST_COUNTED: &str = concat!(
+    "SELECT i.counted, count(m.id), coalesce(sum(m.tenant = ?1 AND ",
+    charged!("m"),
+    "), 0), coalesce(sum(CASE WHEN m.tenant = ?1 AND ",
+    charged!("m"),
+    " THEN m.bytes END), 0) FROM memory_ids AS i LEFT JOIN memory_items AS m ON m.id > i.counted"
+);
 
 fn usage_in(connection: &Connection, tenant: &TenantId) -> Result<Usage, Failure> {
-    let row: Option<(i64, i64)> = connection
-        .prepare_cached("SELECT items, bytes FROM memory_usage WHERE tenant = ?1")?
-        .query_row([tenant.as_str()], |row| Ok((row.get(0)?, row.get(1)?)))
+    let row: Option<(i64, i64, Option<i64>, Option<i64>)> = connection
+        .prepare_cached("SELECT items, bytes, items_max, bytes_max FROM memory_usage WHERE tenant = ?1")?
+        .query_row([tenant.as_str()], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)))
         .optional()?;
-    let (items, bytes) = row.unwrap_or((0, 0));
+    let (items, bytes, items_max, bytes_max) = row.unwrap_or((0, 0, None, None));
     let (counted, past, past_items, past_bytes): (i64, i64, i64, i64) = connection
         .prepare_cached(PAST_COUNTED)?
         .query_row([tenant.as_str()], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)))?;
     let usage = MemoryUsage { items: usage_count(items + past_items)?, bytes: usage_count(bytes + past_bytes)? };
-    Ok(Usage { usage, counted, past })
+    Ok(Usage { usage, quota: stored_quota(items_max, bytes_max)?, counted, past })
+}
+
+/// A tenant's own quota as its usage row stores it (NULL: the default's).
+fn stored_quota(items_max: Option<i64>, bytes_max: Option<i64>) -> Result<TenantQuota, Failure> {
+    Ok(TenantQuota { items: items_max.map(usage_count).transpose()?, bytes: bytes_max.map(usage_count).transpose()? })
 }
 
 /// A stored count of items or bytes (never negative in a sound catalog).
@@ -189,9 +219,11 @@ fn usage_count(n: i64) -> Result<u64, Failure> {
     u64::try_from(n).map_err(|_| Failure::Corrupt("memory usage is negative".into()))
 }
 
-/// `counted`, the largest id, and the tenant's usage row, in one read (`usage_bound`).
+/// `counted`, the largest id, and the tenant's usage row with its own quota, in one read
+/// (`usage_bound`).
 pub(crate) const USAGE_BOUND: &str = "SELECT i.counted, (SELECT coalesce(max(id), 0) FROM memory_items), \
-     coalesce(u.items, 0), coalesce(u.bytes, 0) FROM memory_ids AS i LEFT JOIN memory_usage AS u ON u.tenant = ?1";
+     coalesce(u.items, 0), coalesce(u.bytes, 0), u.items_max, u.bytes_max \
+     FROM memory_ids AS i LEFT JOIN memory_usage AS u ON u.tenant = ?1";
 
 /// An upper bound of the tenant's usage that reads none of the items past `counted`:
 /// there are at most `largest id − counted` of them (ids only grow past `counted`), and
@@ -200,25 +232,27 @@ pub(crate) const USAGE_BOUND: &str = "SELECT i.counted, (SELECT coalesce(max(id)
 /// that fits under the bound fits under the exact usage; one that does not is checked
 /// again against the exact usage (`put_in`). `past` is the bound on the count.
 fn usage_bound(connection: &Connection, tenant: &TenantId) -> Result<Usage, Failure> {
-    let (counted, largest, items, bytes): (i64, i64, i64, i64) = connection
-        .prepare_cached(USAGE_BOUND)?
-        .query_row([tenant.as_str()], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)))?;
+    type Row = (i64, i64, i64, i64, Option<i64>, Option<i64>);
+    let (counted, largest, items, bytes, items_max, bytes_max): Row =
+        connection.prepare_cached(USAGE_BOUND)?.query_row([tenant.as_str()], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?, row.get(5)?))
+        })?;
     let past = (largest - counted).max(0);
     let (items, bytes, unread) = (usage_count(items)?, usage_count(bytes)?, usage_count(past)?);
     let usage = MemoryUsage { items: items + unread, bytes: bytes.saturating_add(unread * scoped::ITEM_BYTES_MAX) };
-    Ok(Usage { usage, counted, past })
+    Ok(Usage { usage, quota: stored_quota(items_max, bytes_max)?, counted, past })
 }
 
-fn stored_usage(connection: &Connection, tenant: &TenantId) -> Result<MemoryUsage, Failure> {
-    Ok(usage_in(connection, tenant)?.usage)
-}
-
-/// Adds the items past `?1` to their tenants' usage rows. `+tenant`: grouped in a
+/// Adds the charged items past `?1` to their tenants' usage rows. `+tenant`: grouped in a
 /// temporary tree, so the rows are read as a range of ids (grouped by the column, SQLite
 /// walks a whole index that starts with the tenant — every item, measured 2026-12-06).
-pub(crate) const FOLD: &str = "INSERT INTO memory_usage (tenant, items, bytes) \
-     SELECT tenant, count(*), sum(bytes) FROM memory_items WHERE id > ?1 GROUP BY +tenant \
-     ON CONFLICT (tenant) DO UPDATE SET items = items + excluded.items, bytes = bytes + excluded.bytes";
+pub(crate) const FOLD: &str = concat!(
+    "INSERT INTO memory_usage (tenant, items, bytes) SELECT m.tenant, count(*), sum(m.bytes) \
+     FROM memory_items AS m WHERE m.id > ?1 AND ",
+    charged!("m"),
+    " GROUP BY +m.tenant \
+     ON CONFLICT (tenant) DO UPDATE SET items = items + excluded.items, bytes = bytes + excluded.bytes"
+);
 
 /// Adds the items past `memory_ids.counted` to their tenants' usage rows, and moves
 /// `counted` to the largest id (schema V10). Before any write that changes usage other
@@ -443,9 +477,9 @@ pub(crate) fn index_item(
         insert_field.execute((id, tenant, field, kind, sort))?;
     }
     batch.blocks.note(connection, tenant, namespace, key, &fields)?;
-    let terms = scoped::value_terms(value);
-    insert_term_counts(connection, id, tenant, namespace, key, &terms)?;
-    batch.texts.push((id, terms.join(" "), replacing));
+    let terms = scoped::index_terms(value);
+    insert_term_counts(connection, id, tenant, namespace, key, &terms.words)?;
+    batch.texts.push((id, terms.all().collect::<Vec<_>>().join(" "), replacing));
     Ok(())
 }
 
@@ -464,15 +498,16 @@ fn reads_search_rows(search: &MemorySearch) -> bool {
 
 /// Deletes the rows `condition` selects from `memory_items`, recording each change
 /// with the item's position (its search rows go when the change is applied,
-/// `search.rs`), returning the count and bytes removed, computed in SQL. `condition` is
-/// over `m`.
+/// `search.rs`), returning the count and bytes of the charged items removed, computed in
+/// SQL. `condition` is over `m`.
 fn delete_where(connection: &Connection, condition: &str, params: &Params) -> Result<(u64, u64), Failure> {
-    let (items, bytes): (i64, i64) = connection
+    let (rows, items, bytes): (i64, i64, i64) = connection
         .prepare_cached(&format!(
-            "SELECT count(*), coalesce(sum(m.bytes), 0) FROM memory_items AS m WHERE {condition}"
+            "SELECT count(*), coalesce(sum({CHARGED}), 0), coalesce(sum(CASE WHEN {CHARGED} THEN m.bytes END), 0) \
+             FROM memory_items AS m WHERE {condition}"
         ))?
-        .query_row(params_from_iter(params.0.iter()), |row| Ok((row.get(0)?, row.get(1)?)))?;
-    if items == 0 {
+        .query_row(params_from_iter(params.0.iter()), |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))?;
+    if rows == 0 {
         return Ok((0, 0));
     }
     connection
@@ -501,33 +536,61 @@ pub(crate) fn remove_bound_in(connection: &Connection, tenant: &TenantId, sessio
     add_usage(connection, tenant.as_str(), -(items as i64), -(bytes as i64))
 }
 
+/// A row a delete by id removes: its id, tenant, namespace and bytes.
+struct Doomed {
+    id: i64,
+    tenant: String,
+    namespace: String,
+    bytes: i64,
+}
+
 /// Deletes rows by id (at most a sweep's `limit`), recording each change (as
-/// `delete_where`), with their usage.
-fn delete_ids(connection: &Connection, rows: &[(i64, String, i64)]) -> Result<(), Failure> {
-    let mut usage: BTreeMap<&str, (i64, i64)> = BTreeMap::new();
+/// `delete_where`), with their usage. Returns what each tenant lost of its charged items
+/// (berth's own bookkeeping goes uncounted, as it was never charged).
+fn delete_ids(connection: &Connection, rows: &[Doomed]) -> Result<BTreeMap<String, Removed>, Failure> {
+    let mut removed: BTreeMap<String, Removed> = BTreeMap::new();
     deleting(connection, || {
-        for (id, tenant, bytes) in rows {
+        for row in rows {
             connection
                 .prepare_cached(
                     "INSERT INTO memory_changes (item, fresh, tenant, namespace, key) \
                      SELECT id, 0, tenant, namespace, key FROM memory_items WHERE id = ?1",
                 )?
-                .execute([id])?;
-            connection.prepare_cached("DELETE FROM memory_items WHERE id = ?1")?.execute([id])?;
-            let entry = usage.entry(tenant.as_str()).or_default();
-            entry.0 -= 1;
-            entry.1 -= bytes;
+                .execute([row.id])?;
+            connection.prepare_cached("DELETE FROM memory_items WHERE id = ?1")?.execute([row.id])?;
+            if !row.namespace.starts_with(scoped::SYSTEM_NAMESPACES) {
+                removed.entry(row.tenant.clone()).or_default().add(&row.namespace, usage_count(row.bytes)?);
+            }
         }
         Ok(())
     })?;
-    usage.into_iter().try_for_each(|(tenant, (items, bytes))| add_usage(connection, tenant, items, bytes))
+    for (tenant, lost) in &removed {
+        add_usage(connection, tenant, -(lost.items as i64), -(lost.bytes as i64))?;
+    }
+    Ok(removed)
 }
 
-fn sweep_rows(connection: &Connection, sql: &str, params: &Params) -> Result<Vec<(i64, String, i64)>, Failure> {
+/// The rows `sql` selects as (id, tenant, namespace, bytes), for `delete_ids`.
+fn doomed_rows(connection: &Connection, sql: &str, params: &Params) -> Result<Vec<Doomed>, Failure> {
     let mut statement = connection.prepare_cached(sql)?;
-    let rows =
-        statement.query_map(params_from_iter(params.0.iter()), |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))?;
+    let rows = statement.query_map(params_from_iter(params.0.iter()), |row| {
+        Ok(Doomed { id: row.get(0)?, tenant: row.get(1)?, namespace: row.get(2)?, bytes: row.get(3)? })
+    })?;
     Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+}
+
+/// Appends the audit record of a sweep's batch for each tenant it removed from.
+fn audit_removed(
+    connection: &Connection,
+    removed: &BTreeMap<String, Removed>,
+    audit: &SweepAudit,
+) -> Result<(), Failure> {
+    for (tenant, lost) in removed {
+        let tenant =
+            TenantId::parse(tenant).map_err(|_| Failure::Corrupt("stored memory item has an invalid tenant".into()))?;
+        append_audit_in(connection, audit(&tenant, lost))?;
+    }
+    Ok(())
 }
 
 fn limit_column(limit: usize) -> i64 {
@@ -564,7 +627,7 @@ fn search_in(
     if let Some(query) = &search.query {
         let expression = match_expression(query);
         if search.order == SearchOrder::Relevance {
-            if let [term] = query.terms() {
+            if let (true, [term]) = (query.decided_by_index(), query.index_terms()) {
                 return search_by_term_rank(connection, tenant, search, term, now);
             }
             return search_by_relevance(connection, tenant, search, query, &expression, now);
@@ -656,8 +719,8 @@ fn prefix_holds(
     Ok(count >= at_least)
 }
 
-/// A one-term query in relevance order (count descending, then namespace and key; a
-/// term's count is the item's score, `TextQuery::score` of one term), in two parts:
+/// A one-word ASCII query in relevance order (count descending, then namespace and key;
+/// a term's count is the item's score, `TextQuery::score` of one word), in two parts:
 /// the items where the term repeats, by a walk of `memory_term_counts_by_rank` from the
 /// cursor; then, while the page has room, those where it occurs once (the matches
 /// without a row, schema V6), in key order.
@@ -715,18 +778,18 @@ fn search_repeats(
     if search.filter.conditions.is_empty() {
         sql.push_str(&format!(" LIMIT {}", params.push(limit_column(search.limit))));
     }
-    page_of_rows(connection, &sql, &params, search, |row, _| Ok(row.get::<_, i64>(10)? as u64))
+    page_of_rows(connection, &sql, &params, search, |row, _| Ok(Some(row.get::<_, i64>(10)? as u64)))
 }
 
 /// Runs a search statement whose rows come in the search's order, keeping the items
 /// that pass the filter and follow the cursor, until `limit`; `score` is a row's
-/// relevance.
+/// relevance, `None` for a candidate of the index that the query does not match.
 fn page_of_rows(
     connection: &Connection,
     sql: &str,
     params: &Params,
     search: &MemorySearch,
-    score: impl Fn(&Row<'_>, &MemoryItem) -> Result<u64, Failure>,
+    score: impl Fn(&Row<'_>, &MemoryItem) -> Result<Option<u64>, Failure>,
 ) -> Result<Vec<MemoryItem>, Failure> {
     let mut statement = connection.prepare_cached(sql)?;
     let mut rows = statement.query(params_from_iter(params.0.iter()))?;
@@ -737,7 +800,8 @@ fn page_of_rows(
         if !search.filter.matches(&item.value) {
             continue;
         }
-        if search.after_cursor(&item, score(row, &item)?) {
+        let Some(score) = score(row, &item)? else { continue };
+        if search.after_cursor(&item, score) {
             page.push(item);
         }
     }
@@ -747,8 +811,10 @@ fn page_of_rows(
     Ok(page)
 }
 
-/// Every live item in the prefix holding the query's terms, read through the full-text
-/// index, scored from the stored terms and paged here.
+/// Every live item in the prefix holding the query's index terms, read through the
+/// full-text index, scored (from the stored terms when they decide, else from the
+/// value: `TextQuery::score`, which also drops the candidates that do not match) and
+/// paged here.
 fn search_by_relevance(
     connection: &Connection,
     tenant: &TenantId,
@@ -770,8 +836,11 @@ fn search_by_relevance(
     let mut scored: Vec<(MemoryItem, u64)> = Vec::new();
     while let Some(row) = rows.next()? {
         let (_, item) = item_from_row(row)?;
-        let terms: Vec<String> = row.get_ref(10)?.as_str()?.split(' ').map(str::to_owned).collect();
-        let Some(score) = query.score(&terms) else { continue };
+        let score = match query.decided_by_index() {
+            true => query.score_terms(row.get_ref(10)?.as_str()?.split(' ')),
+            false => query.score_value(&item.value),
+        };
+        let Some(score) = score else { continue };
         if search.filter.matches(&item.value) && search.after_cursor(&item, score) {
             scored.push((item, score));
         }
@@ -948,15 +1017,17 @@ fn search_in_order(
         _ => "m.namespace, m.key".to_owned(),
     };
     let mut sql = format!("SELECT {ITEM_COLUMNS} FROM {from} WHERE {} ORDER BY {order}", conditions.join(" AND "));
-    // Pushed-down conditions are exact: with only those, SQL's count is the page's.
-    if pushed.len() == search.filter.conditions.len() {
+    // Pushed-down conditions are exact, and so is the full-text index for a query of
+    // ASCII words: with only those, SQL's count is the page's.
+    let text_exact = search.query.as_ref().is_none_or(TextQuery::decided_by_index);
+    if pushed.len() == search.filter.conditions.len() && text_exact {
         sql.push_str(&format!(" LIMIT {}", params.push(limit_column(search.limit))));
     }
     page_of_rows(connection, &sql, &params, search, |_, item| {
         Ok(match &search.query {
-            // The index matched every term; the tokenizer agrees (see schema V3).
-            Some(query) => query.score(&scoped::value_terms(&item.value)).unwrap_or(0),
-            None => 0,
+            // The exact check of the index's candidates (`TextQuery::score`).
+            Some(query) => query.score_value(&item.value),
+            None => Some(0),
         })
     })
 }
@@ -1020,12 +1091,13 @@ fn put_in(
     let stored = stored_item(transaction, tenant, &put.namespace, &put.key)?;
     let previous = stored.as_ref().map(|(_, item)| item);
     let bound = usage_bound(transaction, tenant)?;
-    let (plan, counted, past) = match put.plan(previous, &bound.usage, quota, now) {
+    let quota = bound.quota.over(quota);
+    let (plan, counted, past) = match put.plan(previous, &bound.usage, &quota, now) {
         Ok(plan) => (plan, bound.counted, bound.past),
         // Over the bound proves nothing: the exact usage decides (and names the figure).
         Err(Error::LimitExceeded { what: Limit::MemoryItems | Limit::MemoryBytes, .. }) => {
-            let Usage { usage, counted, past } = usage_in(transaction, tenant)?;
-            (put.plan(previous, &usage, quota, now)?, counted, past)
+            let Usage { usage, counted, past, .. } = usage_in(transaction, tenant)?;
+            (put.plan(previous, &usage, &quota, now)?, counted, past)
         }
         Err(error) => return Err(error.into()),
     };
@@ -1054,16 +1126,19 @@ fn import_in(
 ) -> Result<(), Failure> {
     // The usage once, then kept here: the new items write none (schema V10), and are
     // added to the rows at the end.
-    let mut usage = stored_usage(transaction, tenant)?;
+    let Usage { mut usage, quota: own, .. } = usage_in(transaction, tenant)?;
+    let quota = own.over(quota);
     for item in items {
         if stored_item(transaction, tenant, &item.namespace, &item.key)?.is_some() {
             let id = format!("{}:{}", item.namespace, item.key);
             return Err(Error::AlreadyExists { what: "memory item", id }.into());
         }
-        usage.check_put(quota, true, 0, item.bytes())?;
+        if item.is_charged() {
+            usage.check_put(&quota, true, 0, item.bytes())?;
+            usage.items += 1;
+            usage.bytes += item.bytes();
+        }
         write_item(transaction, tenant, item, None)?;
-        usage.items += 1;
-        usage.bytes += item.bytes();
     }
     fold(transaction)
 }
@@ -1185,12 +1260,48 @@ impl MemoryStore for SqliteCatalog {
                 let stored = stored_item(transaction, &tenant, &namespace, &key)?.filter(|(_, item)| item.is_live(now));
                 scoped::check_delete(&namespace, &key, stored.as_ref().map(|(_, item)| item), expected)?;
                 let (id, item) = stored.expect("checked above");
-                delete_ids(transaction, &[(id, tenant.as_str().to_owned(), item.bytes() as i64)])?;
+                delete_ids(transaction, &[doomed(id, &tenant, &item)])?;
                 Ok(item)
             })
             .await?;
         self.index_soon();
         Ok(item)
+    }
+
+    async fn memory_delete_audited(
+        &self,
+        tenant: &TenantId,
+        deletes: &[MemoryDelete],
+        skip_absent: bool,
+        now: Timestamp,
+        audit: DeleteAudit,
+    ) -> Result<(Vec<MemoryItem>, Option<AuditEntry>)> {
+        let (tenant, deletes) = (tenant.clone(), deletes.to_vec());
+        let outcome = self
+            .write("delete memory items", move |transaction| {
+                let mut found = Vec::with_capacity(deletes.len());
+                for delete in &deletes {
+                    let stored = stored_item(transaction, &tenant, &delete.namespace, &delete.key)?
+                        .filter(|(_, item)| item.is_live(now));
+                    if stored.is_none() && skip_absent {
+                        continue;
+                    }
+                    let live = stored.as_ref().map(|(_, item)| item);
+                    scoped::check_delete(&delete.namespace, &delete.key, live, delete.expected_revision)?;
+                    found.extend(stored);
+                }
+                if found.is_empty() {
+                    return Ok((Vec::new(), None));
+                }
+                let rows: Vec<Doomed> = found.iter().map(|(id, item)| doomed(*id, &tenant, item)).collect();
+                delete_ids(transaction, &rows)?;
+                let items: Vec<MemoryItem> = found.into_iter().map(|(_, item)| item).collect();
+                let entry = append_audit_in(transaction, audit(&items))?;
+                Ok((items, Some(entry)))
+            })
+            .await?;
+        self.index_soon();
+        Ok(outcome)
     }
 
     async fn memory_search(&self, tenant: &TenantId, search: &MemorySearch, now: Timestamp) -> Result<Vec<MemoryItem>> {
@@ -1307,47 +1418,86 @@ impl MemoryStore for SqliteCatalog {
 
     async fn memory_usage(&self, tenant: &TenantId) -> Result<MemoryUsage> {
         let tenant = tenant.clone();
-        self.read("read memory usage", move |connection| stored_usage(connection, &tenant)).await
+        self.read("read memory usage", move |connection| Ok(usage_in(connection, &tenant)?.usage)).await
+    }
+
+    async fn memory_quota(&self, tenant: &TenantId) -> Result<TenantQuota> {
+        let tenant = tenant.clone();
+        self.read("read memory quota", move |connection| {
+            let row: Option<(Option<i64>, Option<i64>)> = connection
+                .prepare_cached("SELECT items_max, bytes_max FROM memory_usage WHERE tenant = ?1")?
+                .query_row([tenant.as_str()], |row| Ok((row.get(0)?, row.get(1)?)))
+                .optional()?;
+            row.map_or(Ok(TenantQuota::default()), |(items, bytes)| stored_quota(items, bytes))
+        })
+        .await
+    }
+
+    async fn set_memory_quota(&self, tenant: &TenantId, quota: &TenantQuota) -> Result<()> {
+        let limit = |value: Option<u64>| value.map(|value| i64::try_from(value).unwrap_or(i64::MAX));
+        let (tenant, items, bytes) = (tenant.clone(), limit(quota.items), limit(quota.bytes));
+        self.write("set memory quota", move |transaction| {
+            // A new row counts nothing: the tenant's items are all past `counted` then.
+            transaction
+                .prepare_cached(
+                    "INSERT INTO memory_usage (tenant, items, bytes, items_max, bytes_max) VALUES (?1, 0, 0, ?2, ?3) \
+                     ON CONFLICT (tenant) DO UPDATE SET items_max = excluded.items_max, bytes_max = excluded.bytes_max",
+                )?
+                .execute((tenant.as_str(), items, bytes))?;
+            Ok(())
+        })
+        .await
     }
 
     async fn memory_bound_count(&self, tenant: &TenantId, session: &SessionId) -> Result<u64> {
         let (tenant, session) = (tenant.clone(), session.clone());
         self.read("count bound memory", move |connection| {
             let count: i64 = connection
-                .prepare_cached("SELECT count(*) FROM memory_items WHERE tenant = ?1 AND bound_to = ?2")?
+                .prepare_cached(&format!(
+                    "SELECT count(*) FROM memory_items AS m WHERE m.tenant = ?1 AND m.bound_to = ?2 AND {CHARGED}"
+                ))?
                 .query_row((tenant.as_str(), session.as_str()), |row| row.get(0))?;
             Ok(count as u64)
         })
         .await
     }
 
-    async fn memory_remove_expired(&self, now: Timestamp, limit: usize) -> Result<u64> {
+    async fn memory_remove_expired(&self, now: Timestamp, limit: usize, audit: SweepAudit) -> Result<u64> {
         self.write("remove expired memory", move |transaction| {
             let mut params = Params::default();
             let sql = format!(
-                "SELECT id, tenant, bytes FROM memory_items WHERE expires_at IS NOT NULL AND expires_at <= {} \
-                 ORDER BY expires_at LIMIT {}",
+                "SELECT id, tenant, namespace, bytes FROM memory_items WHERE expires_at IS NOT NULL \
+                 AND expires_at <= {} ORDER BY expires_at LIMIT {}",
                 params.push(time_column(now)),
                 params.push(limit_column(limit))
             );
-            let rows = sweep_rows(transaction, &sql, &params)?;
-            delete_ids(transaction, &rows)?;
+            let rows = doomed_rows(transaction, &sql, &params)?;
+            let removed = delete_ids(transaction, &rows)?;
+            audit_removed(transaction, &removed, &audit)?;
             Ok(rows.len() as u64)
         })
         .await
         .inspect(|_| self.index_soon())
     }
 
-    async fn memory_remove_stale(&self, tenant: &TenantId, updated_before: Timestamp, limit: usize) -> Result<u64> {
+    async fn memory_remove_stale(
+        &self,
+        tenant: &TenantId,
+        updated_before: Timestamp,
+        limit: usize,
+        audit: SweepAudit,
+    ) -> Result<u64> {
         // The catalog has no updated-order index (schema V11): the tenant's items are
         // read in key order until `limit` stale ones are found — on a reader, so the
         // writers are not held up by the walk; the write then takes each candidate that
         // is still stale (one replaced meanwhile is not; an id is never given twice).
+        // berth's own bookkeeping is not the tenant's memory to retain.
         let (tenant, before) = (tenant.clone(), time_column(updated_before));
         let candidates: Vec<i64> = self
             .read("find stale memory", move |connection| {
-                let mut statement = connection
-                    .prepare_cached("SELECT id FROM memory_items WHERE tenant = ?1 AND updated_at < ?2 LIMIT ?3")?;
+                let mut statement = connection.prepare_cached(&format!(
+                    "SELECT m.id FROM memory_items AS m WHERE m.tenant = ?1 AND m.updated_at < ?2 AND {CHARGED} LIMIT ?3"
+                ))?;
                 let ids = statement.query_map((tenant.as_str(), before, limit_column(limit)), |row| row.get(0))?;
                 Ok(ids.collect::<rusqlite::Result<Vec<i64>>>()?)
             })
@@ -1357,19 +1507,30 @@ impl MemoryStore for SqliteCatalog {
         }
         self.write("remove stale memory", move |transaction| {
             let mut rows = Vec::with_capacity(candidates.len());
-            let mut still = transaction
-                .prepare_cached("SELECT tenant, bytes FROM memory_items WHERE id = ?1 AND updated_at < ?2")?;
+            let mut still = transaction.prepare_cached(
+                "SELECT id, tenant, namespace, bytes FROM memory_items WHERE id = ?1 AND updated_at < ?2",
+            )?;
             for id in candidates {
-                if let Some((tenant, bytes)) =
-                    still.query_row((id, before), |row| Ok((row.get(0)?, row.get(1)?))).optional()?
-                {
-                    rows.push((id, tenant, bytes));
-                }
+                let row = still.query_row((id, before), |row| {
+                    Ok(Doomed { id: row.get(0)?, tenant: row.get(1)?, namespace: row.get(2)?, bytes: row.get(3)? })
+                });
+                rows.extend(row.optional()?);
             }
-            delete_ids(transaction, &rows)?;
+            let removed = delete_ids(transaction, &rows)?;
+            audit_removed(transaction, &removed, &audit)?;
             Ok(rows.len() as u64)
         })
         .await
         .inspect(|_| self.index_soon())
+    }
+}
+
+/// The `Doomed` row of a stored item.
+fn doomed(id: i64, tenant: &TenantId, item: &MemoryItem) -> Doomed {
+    Doomed {
+        id,
+        tenant: tenant.as_str().to_owned(),
+        namespace: item.namespace.as_str().to_owned(),
+        bytes: item.bytes() as i64,
     }
 }

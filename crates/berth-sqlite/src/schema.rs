@@ -35,7 +35,7 @@ pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 /// Forward-only migrations; `MIGRATIONS[n]` takes the schema from version n to n + 1.
 /// Never edit a shipped entry: append a new one.
-const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11];
+const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12];
 
 /// The migrations' SQL, for tests that build an older catalog.
 #[cfg(test)]
@@ -125,11 +125,11 @@ CREATE TABLE idempotency_keys (
 /// Scoped memory (R-M1, R-M2). `memory_items` holds one row per item, the value as its
 /// exact text (R-C9); `id` is an explicit rowid alias so that VACUUM cannot renumber the
 /// rows `memory_terms` points at. `memory_terms` is an FTS5 index of each item's terms
-/// (`berth_catalog::scoped::value_terms`, space-joined; an item without terms has no
-/// row): the terms are split and lowercased in Rust, and the `ascii` tokenizer keeps
-/// each such term as exactly one token (it splits only at ASCII non-alphanumerics, which
-/// a term never contains), so a match is exactly the reference's "every query term
-/// occurs". `memory_fields` indexes each item's top-level scalar fields for filters
+/// (today `berth_catalog::scoped::index_terms`, space-joined; an item without terms has
+/// no row): the terms are made in Rust, and the `ascii` tokenizer keeps each such term
+/// as exactly one token (it splits only at ASCII non-alphanumerics, which a term never
+/// contains), so a match is exactly "the item holds every index term of the query".
+/// `memory_fields` indexes each item's top-level scalar fields for filters
 /// (`fields.rs`: numbers by `Decimal::sort_key`, so ranges are exact), and goes with its
 /// item (`ON DELETE CASCADE`). `memory_usage` is the tenant's item count and bytes, changed in the same
 /// transaction as every item (quotas read one row). Indexes: the key order within a
@@ -173,7 +173,7 @@ CREATE INDEX memory_fields_by_value ON memory_fields (tenant, field, kind, sort)
 
 /// Relevance order for single-term queries (issue 11: a common term's relevance page
 /// read every match). One row per distinct term of an item, with how often it occurs
-/// (`berth_catalog::scoped::value_terms`); the index is the relevance order itself —
+/// (today the word terms of `berth_catalog::scoped::index_terms`); the index is the relevance order itself —
 /// count descending, then (namespace, key) — so a one-term relevance page walks it from
 /// the top and stops at the page's end. Goes with its item (`ON DELETE CASCADE`); an
 /// item replaced has its rows rewritten. Rows of items stored before V4 are filled in
@@ -333,6 +333,25 @@ const V11: &str = "
 DROP INDEX memory_items_by_updated;
 ";
 
+/// A tenant is charged for what it stored, and sets its own quota.
+/// - Usage counts only charged items (`Namespace::is_charged`): berth's own bookkeeping
+///   (`berth/…`: a carried append's marker, its scope index entries) was counted as the
+///   tenant's items and held to its quota until V11. The rows are counted again here,
+///   from the items up to `memory_ids.counted` (those past it are read by every usage
+///   read, and from V12 counted only when charged).
+/// - `items_max`, `bytes_max`: the tenant's own quota (NULL: the service's default),
+///   beside its usage in the row a put reads already (`memory.rs`, `USAGE_BOUND`), so
+///   a per-tenant quota costs a put no read of its own.
+const V12: &str = "
+ALTER TABLE memory_usage ADD COLUMN items_max INTEGER;
+ALTER TABLE memory_usage ADD COLUMN bytes_max INTEGER;
+UPDATE memory_usage SET
+    items = (SELECT count(*) FROM memory_items AS m WHERE m.tenant = memory_usage.tenant
+        AND m.id <= (SELECT counted FROM memory_ids) AND NOT (m.namespace >= 'berth/' AND m.namespace < 'berth0')),
+    bytes = (SELECT coalesce(sum(m.bytes), 0) FROM memory_items AS m WHERE m.tenant = memory_usage.tenant
+        AND m.id <= (SELECT counted FROM memory_ids) AND NOT (m.namespace >= 'berth/' AND m.namespace < 'berth0'));
+";
+
 /// The search file's tables (`search.rs`), created in the schema attached as `search`:
 /// the derived rows of schemas V3–V8, as they were there, without references to
 /// `memory_items` (SQLite cannot refer across files: rows go with their item through
@@ -413,8 +432,8 @@ fn fill_term_counts(transaction: &rusqlite::Transaction<'_>) -> Result<(), crate
             .map_err(|_| crate::error::Failure::Corrupt("stored memory item has an invalid value".into()))?;
         let (id, tenant, namespace, key): (i64, String, String, String) =
             (row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?);
-        let terms = berth_catalog::scoped::value_terms(&value);
-        crate::memory::insert_term_counts(transaction, id, &tenant, &namespace, &key, &terms)?;
+        let terms = berth_catalog::scoped::index_terms(&value);
+        crate::memory::insert_term_counts(transaction, id, &tenant, &namespace, &key, &terms.words)?;
     }
     Ok(())
 }

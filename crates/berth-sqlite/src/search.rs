@@ -270,11 +270,14 @@ fn usable(connection: &Connection) -> Result<bool, Failure> {
     }))
 }
 
-/// The search file's format (its `user_version`): the catalog schema that last changed
-/// its tables (V11: `memory_updated`). A file of another format is rebuilt (one written
-/// before V11 has 0). Set once its rows are built, so a file whose tables are there but
-/// whose rows are not is never taken as built.
-const SEARCH_FORMAT: i64 = 11;
+/// The search file's format (its `user_version`): 11 from the catalog schema V11 (its
+/// tables: `memory_updated`); 12 from the terms of 2026-12-06 (words NFC-normalized,
+/// ASCII runs inside words of other scripts, a term per non-ASCII character:
+/// `berth_catalog::scoped::index_terms`), which a file of 11 does not hold. A file of
+/// another format is rebuilt (one written before V11 has 0). Set once its rows are
+/// built, so a file whose tables are there but whose rows are not is never taken as
+/// built. Not a catalog schema version: the terms change without the catalog's tables.
+pub(crate) const SEARCH_FORMAT: i64 = 12;
 
 /// Takes the search file's write lock (before anything reads the catalog, so its
 /// snapshot is taken under the lock). SQLite has no `BEGIN IMMEDIATE` for one attached

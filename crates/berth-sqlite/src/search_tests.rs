@@ -483,6 +483,28 @@ async fn a_search_file_without_the_updated_order_is_rebuilt() {
     assert_eq!(in_updated_order(&catalog, 1_000).await, expected);
 }
 
+/// A search file of format 11 holds the terms from before NFC words and character
+/// terms (a word of Japanese text was one term): it is rebuilt at open, and a substring
+/// of that word found (fails if such a file were taken as usable).
+#[tokio::test]
+async fn a_search_file_of_the_earlier_terms_is_rebuilt() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join(CATALOG_FILE_NAME);
+    let catalog = SqliteCatalog::open(&path).expect("open");
+    let quota = MemoryQuota::default();
+    catalog.memory_put(&tenant(), &put("jp", r#""山田太郎さん""#), Timestamp(1), &quota).await.expect("put");
+    assert_eq!(with_term(&catalog, "太郎").await, ["jp"]);
+    drop(catalog);
+    let old = search_file(&path);
+    old.execute_batch("UPDATE memory_terms SET terms = '山田太郎さん'; PRAGMA user_version = 11")
+        .expect("as format 11");
+    drop(old);
+    let catalog = SqliteCatalog::open(&path).expect("reopen");
+    assert_eq!(with_term(&catalog, "太郎").await, ["jp"]);
+    let format: i64 = index_value(&catalog, "PRAGMA search.user_version", []);
+    assert_eq!(format, crate::search::SEARCH_FORMAT);
+}
+
 /// The index connection keeps 32 MiB of the search file's pages (`SEARCH_CACHE_KIB`);
 /// the catalog's other connections keep SQLite's default.
 #[tokio::test]

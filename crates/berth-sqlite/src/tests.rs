@@ -289,14 +289,16 @@ async fn memory_search_plans_at_scale_match_the_reference() {
     let items: Vec<MemoryItem> = (0..3_000u64)
         .map(|i| {
             let value = format!(
-                r#"{{"kind":"k{}","n":{}{},"s":"{}","b":{},"text":"w{} {}"}}"#,
+                r#"{{"kind":"k{}","n":{}{},"s":"{}","b":{},"text":"w{} {} {}"}}"#,
                 i % 3,
                 i % 7,
                 if i % 2 == 0 { ".0" } else { "" },
                 ["a", "b", "B", "é"][(i % 4) as usize],
                 i % 5 == 0,
                 i % 11,
-                if i % 2 == 0 { "common" } else { "other" }
+                if i % 2 == 0 { "common" } else { "other" },
+                // Every item holds 東 and 京 (candidates of 東京), half of them 東京.
+                if i % 2 == 0 { "東京都" } else { "京都東" }
             );
             MemoryItem {
                 namespace: Namespace::parse(namespaces[(i % 4) as usize]).expect("namespace"),
@@ -331,14 +333,23 @@ async fn memory_search_plans_at_scale_match_the_reference() {
         condition("kind", FilterOp::In, r#"["k0", "k1", "k9"]"#),
     ];
     for prefix in ["user/a", "user/a/x"] {
-        for filter in &filters {
+        for (f, filter) in filters.iter().enumerate() {
             for (query, order) in [
                 (None, SearchOrder::Key),
                 (None, SearchOrder::UpdatedAt),
                 (Some("common"), SearchOrder::Key),
                 (Some("w3"), SearchOrder::UpdatedAt),
                 (Some("common w4"), SearchOrder::Relevance),
+                // Candidates of the index that are not matches, past the full-text
+                // threshold: walked, each checked.
+                (Some("東京"), SearchOrder::Key),
+                (Some("東京 w4"), SearchOrder::UpdatedAt),
+                (Some("京都"), SearchOrder::Relevance),
             ] {
+                // Those read every candidate: with a third of the filters only.
+                if query.is_some_and(|text| !text.is_ascii()) && f % 3 != 0 {
+                    continue;
+                }
                 let mut search = MemorySearch {
                     filter: filter.clone(),
                     query: query.map(|text| TextQuery::parse(text).expect("query")),
@@ -1358,7 +1369,18 @@ async fn usage_is_exact_across_folds_deletes_sweeps_and_reopens() {
                 let _ = catalog.memory_delete(tenant, namespace, &key, None, now).await;
             }
             7 => {
-                catalog.memory_remove_expired(now, 3).await.expect("sweep");
+                let audit: berth_catalog::scoped::SweepAudit =
+                    std::sync::Arc::new(|tenant, removed| berth_catalog::AuditDraft {
+                        tenant: tenant.clone(),
+                        time: Timestamp(2),
+                        actor: "system:memory".into(),
+                        action: "memory.expire".into(),
+                        session: None,
+                        revision: None,
+                        outcome: "ok".into(),
+                        details: serde_json::json!({"items": removed.items}),
+                    });
+                catalog.memory_remove_expired(now, 3, audit).await.expect("sweep");
             }
             8 if next(3) == 0 => {
                 let audit = crate::search::tests::forget_audit();
@@ -1410,4 +1432,80 @@ async fn usage_is_exact_across_folds_deletes_sweeps_and_reopens() {
         assert!(plan.iter().any(|line| line.contains("INTEGER PRIMARY KEY (rowid>?)")), "{sql}: {plan:?}");
         assert!(!plan.iter().any(|line| line.starts_with("SCAN memory_items")), "{sql}: {plan:?}");
     }
+}
+
+/// Schema V12 counts usage again without berth's own bookkeeping (a V11 catalog counted
+/// a carried append's marker and scope index entries as the tenant's items), and keeps
+/// the tenant's own quota beside it (fails without V12's recount: the marker and the
+/// index entry, counted rows, stay in the usage).
+#[tokio::test]
+async fn v12_recounts_usage_without_berths_bookkeeping() {
+    use berth_catalog::scoped::{MemoryQuota, MemoryStore, TenantQuota};
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join(CATALOG_FILE_NAME);
+    let rows = [
+        (1, "t", "user/alice", "name", r#""Al""#),
+        (2, "t", "berth/carried", "s1", r#"{"from_seq":3}"#),
+        (3, "t", "berth/scopes/user/alice", "s1", "null"),
+        (4, "u", "app/faq", "q", "1"),
+        // Past `counted`: usage reads it, and from V12 only when charged.
+        (5, "t", "berth/carried", "s2", r#"{"from_seq":1}"#),
+        (6, "t", "user/alice", "past", "2"),
+    ];
+    catalog_at_version(&path, 11, |transaction| {
+        for (id, tenant, namespace, key, value) in rows {
+            let bytes = (namespace.len() + key.len() + value.len()) as i64;
+            transaction
+                .execute(
+                    "INSERT INTO memory_items (id, tenant, namespace, key, value, revision, created_at, updated_at, \
+                     bytes) VALUES (?1, ?2, ?3, ?4, ?5, 1, 1, 1, ?6)",
+                    (id, tenant, namespace, key, value, bytes),
+                )
+                .expect("V11 item");
+        }
+        // As V11 counted them: every item up to `counted`, the bookkeeping too.
+        transaction
+            .execute_batch(
+                "UPDATE memory_ids SET counted = 4, floor = 6; \
+                 INSERT INTO memory_usage (tenant, items, bytes) SELECT tenant, count(*), sum(bytes) \
+                 FROM memory_items WHERE id <= 4 GROUP BY tenant",
+            )
+            .expect("V11 usage");
+    });
+    let catalog = SqliteCatalog::open(&path).expect("open and migrate");
+    let (t, u) = (TenantId::parse("t").expect("tenant"), TenantId::parse("u").expect("tenant"));
+    let usage = catalog.memory_usage(&t).await.expect("usage");
+    let expected =
+        |keys: &[(&str, &str, &str)]| keys.iter().map(|(n, k, v)| (n.len() + k.len() + v.len()) as u64).sum();
+    let mine: u64 = expected(&[("user/alice", "name", r#""Al""#), ("user/alice", "past", "2")]);
+    assert_eq!((usage.items, usage.bytes), (2, mine), "the tenant's two items, not its bookkeeping");
+    let theirs = catalog.memory_usage(&u).await.expect("usage");
+    assert_eq!((theirs.items, theirs.bytes), (1, expected(&[("app/faq", "q", "1")])));
+    assert_eq!(catalog.memory_quota(&t).await.expect("quota"), TenantQuota::default());
+    catalog.set_memory_quota(&t, &TenantQuota { items: Some(2), bytes: None }).await.expect("set");
+    let refused = catalog
+        .memory_put(
+            &t,
+            &berth_catalog::scoped::MemoryPut {
+                namespace: berth_catalog::scoped::Namespace::parse("user/alice").expect("namespace"),
+                key: "third".into(),
+                value: memory_value("3"),
+                expected_revision: None,
+                ttl_ms: None,
+                bound_to: None,
+            },
+            Timestamp(2),
+            &MemoryQuota::default(),
+        )
+        .await;
+    assert!(matches!(refused, Err(berth_core::Error::LimitExceeded { limit: 2, actual: 3, .. })), "{refused:?}");
+}
+
+/// The statements' written-out range of berth's own namespaces is the catalog crate's.
+#[test]
+fn the_charged_range_is_the_system_namespaces() {
+    use berth_catalog::scoped::{SYSTEM_NAMESPACES, SYSTEM_NAMESPACES_END};
+    let written = format!("NOT (m.namespace >= '{SYSTEM_NAMESPACES}' AND m.namespace < '{SYSTEM_NAMESPACES_END}')");
+    assert_eq!(crate::memory::CHARGED, written);
+    assert!(crate::memory::FOLD.contains(&written) && crate::memory::PAST_COUNTED.contains(&written));
 }

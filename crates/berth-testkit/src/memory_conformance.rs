@@ -7,8 +7,11 @@
 
 use crate::catalog_conformance::{sample_record, session_id, tenant};
 use berth_catalog::audit::AuditDraft;
-use berth_catalog::scoped::{Condition, Filter, FilterOp, ForgetOutcome, MemoryItem, MemoryPut, MemoryQuota};
+use berth_catalog::scoped::{
+    Condition, Filter, FilterOp, ForgetOutcome, MemoryDelete, MemoryItem, MemoryPut, MemoryQuota,
+};
 use berth_catalog::scoped::{MemorySearch, Namespace, NamespaceQuery, SearchCursor, SearchOrder, TextQuery};
+use berth_catalog::scoped::{Removed, ScopeRemoved, SweepAudit, TenantQuota};
 use berth_catalog::Catalog;
 use berth_core::limits::{Limit, MEMORY_VALUE_BYTES_MAX};
 use berth_core::{Error, JsonText, Revision, TenantId, Timestamp};
@@ -83,6 +86,43 @@ fn forget_audit(tenant: &TenantId) -> berth_catalog::scoped::ForgetAudit {
         outcome: "ok".into(),
         details: serde_json::json!({"items": outcome.items, "bytes": outcome.bytes}),
     })
+}
+
+/// A sweep's audit records as the service drafts them (the counts as details).
+fn sweep_audit(action: &'static str) -> SweepAudit {
+    Arc::new(move |tenant: &TenantId, removed: &Removed| AuditDraft {
+        tenant: tenant.clone(),
+        time: T0,
+        actor: "system:memory".into(),
+        action: action.into(),
+        session: None,
+        revision: None,
+        outcome: "ok".into(),
+        details: serde_json::to_value(removed).expect("counts"),
+    })
+}
+
+/// A delete's audit record naming the keys it deleted.
+fn delete_audit(tenant: &TenantId) -> berth_catalog::scoped::DeleteAudit {
+    let tenant = tenant.clone();
+    Box::new(move |deleted: &[MemoryItem]| AuditDraft {
+        tenant,
+        time: T0,
+        actor: "user:alice".into(),
+        action: "memory.delete".into(),
+        session: None,
+        revision: None,
+        outcome: "ok".into(),
+        details: serde_json::json!({"keys": deleted.iter().map(|item| item.key.as_str()).collect::<Vec<_>>()}),
+    })
+}
+
+fn delete(namespace: &str, key: &str, expected_revision: Option<u64>) -> MemoryDelete {
+    MemoryDelete { namespace: ns(namespace), key: key.into(), expected_revision }
+}
+
+async fn audit_log(catalog: &dyn Catalog, tenant: &TenantId) -> Vec<berth_catalog::AuditEntry> {
+    catalog.read_audit(tenant, 0, 1_000).await.expect("audit log")
 }
 
 // ---------------------------------------------------------------------------------
@@ -212,10 +252,11 @@ pub async fn ttl_expiry_and_refresh(catalog: &dyn Catalog) {
     }
     let sweep_at = later.plus_ms(10);
     let before = catalog.memory_usage(&t).await.unwrap().items;
-    assert_eq!(catalog.memory_remove_expired(sweep_at, 2).await.unwrap(), 2);
-    assert!(catalog.memory_remove_expired(sweep_at, 100).await.unwrap() >= 1);
+    let expire = || sweep_audit("memory.expire");
+    assert_eq!(catalog.memory_remove_expired(sweep_at, 2, expire()).await.unwrap(), 2);
+    assert!(catalog.memory_remove_expired(sweep_at, 100, expire()).await.unwrap() >= 1);
     assert_eq!(catalog.memory_usage(&t).await.unwrap().items, before - 4, "e1..e3 and `refreshed` removed");
-    assert_eq!(catalog.memory_remove_expired(sweep_at, 100).await.unwrap(), 0);
+    assert_eq!(catalog.memory_remove_expired(sweep_at, 100, expire()).await.unwrap(), 0);
 }
 
 pub async fn retention_removes_stale_items(catalog: &dyn Catalog) {
@@ -223,11 +264,12 @@ pub async fn retention_removes_stale_items(catalog: &dyn Catalog) {
     for i in 0..5u64 {
         store(catalog, &t, put("project/p", &format!("k{i}"), "1"), T0.plus_ms(i * 10)).await;
     }
-    assert_eq!(catalog.memory_remove_stale(&t, T0.plus_ms(30), 2).await.unwrap(), 2);
-    assert_eq!(catalog.memory_remove_stale(&t, T0.plus_ms(30), 10).await.unwrap(), 1);
+    let retain = || sweep_audit("memory.retention");
+    assert_eq!(catalog.memory_remove_stale(&t, T0.plus_ms(30), 2, retain()).await.unwrap(), 2);
+    assert_eq!(catalog.memory_remove_stale(&t, T0.plus_ms(30), 10, retain()).await.unwrap(), 1);
     let keys: Vec<String> = all_items(catalog, &t, T0).await.into_iter().map(|item| item.key).collect();
     assert_eq!(keys, ["k3", "k4"]);
-    assert_eq!(catalog.memory_remove_stale(&tenant("other"), T0.plus_ms(99), 10).await.unwrap(), 0);
+    assert_eq!(catalog.memory_remove_stale(&tenant("other"), T0.plus_ms(99), 10, retain()).await.unwrap(), 0);
 }
 
 pub async fn quotas_refuse_with_nothing_stored(catalog: &dyn Catalog) {
@@ -417,6 +459,89 @@ pub async fn full_text_search_and_relevance(catalog: &dyn Catalog) {
     // Relevance without a query is refused.
     let bad = MemorySearch { order: SearchOrder::Relevance, ..MemorySearch::new(ns("user/alice")) };
     assert_eq!(catalog.memory_search(&t, &bad, T0).await.unwrap_err().code(), "invalid");
+}
+
+/// Text in scripts written without spaces, and spellings that differ only in Unicode
+/// normalization, as Google ADK's `InMemoryMemoryService` matches them
+/// (`berth_catalog::scoped::text`): a non-ASCII query word is a substring of a word
+/// (`太郎` in `山田太郎さん`, not in `次郎と太田`, which holds both characters), an ASCII
+/// word a word or an ASCII run between other scripts (`python` in `私はPythonを`, not in
+/// `pythonéque`), NFC at both ends (`Café` written with a combining accent, katakana
+/// with combining voiced marks, hangul as jamo). Each query's keys are stated, and every
+/// order and page compared with the reference.
+pub async fn full_text_finds_words_in_every_script(catalog: &dyn Catalog) {
+    let t = tenant("t1");
+    let texts = [
+        ("jp1", "山田太郎さんはPythonを使っています"),
+        ("jp2", "太郎と花子"),
+        ("jp3", "プログラミングが好き"),
+        ("jp4", "\u{30d5}\u{309a}\u{30ed}\u{30af}\u{3099}\u{30e9}\u{30df}\u{30f3}\u{30af}\u{3099}の本"),
+        ("jp5", "次郎と太田"),
+        ("ko1", "서울에서 만나요"),
+        ("ko2", "\u{1109}\u{1165}\u{110b}\u{116e}\u{11af}특별시"),
+        ("ko3", "부산"),
+        ("fr1", "Un café crème"),
+        ("fr2", "CAFE\u{301} noir"),
+        ("fr3", "cafés"),
+        ("fr4", "cafe latte"),
+        ("mix", "pythonéque"),
+        ("en1", "python is fun, python"),
+        ("en2", "marathon"),
+        ("zh1", "我喜欢机器学习和深度学习"),
+        ("zh2", "机器人"),
+        ("zh3", "学习"),
+    ];
+    let mut model = Vec::new();
+    for (i, (key, text)) in texts.iter().enumerate() {
+        let value = format!(r#"{{"text":"{text}","n":{i}}}"#);
+        model.push(store(catalog, &t, put("user/alice/notes", key, &value), T0.plus_ms(i as u64 % 4)).await);
+    }
+    // Neighbours outside the prefix: never found.
+    store(catalog, &t, put("user/bob", "jp1", r#""山田太郎""#), T0).await;
+    store(catalog, &t, put("user/alicex", "jp1", r#""太郎""#), T0).await;
+    let nfd_katakana = "\u{30d5}\u{309a}\u{30ed}\u{30af}\u{3099}\u{30e9}\u{30df}\u{30f3}\u{30af}\u{3099}";
+    let expected: &[(&str, &[&str])] = &[
+        ("太郎", &["jp1", "jp2"]),
+        ("机器学习", &["zh1"]),
+        ("机器", &["zh1", "zh2"]),
+        ("学习", &["zh1", "zh3"]),
+        ("使って", &["jp1"]),
+        ("プログラミング", &["jp3", "jp4"]),
+        (nfd_katakana, &["jp3", "jp4"]),
+        ("Python", &["en1", "jp1"]),
+        ("서울", &["ko1", "ko2"]),
+        ("\u{1109}\u{1165}\u{110b}\u{116e}\u{11af}", &["ko1", "ko2"]),
+        ("café", &["fr1", "fr2", "fr3"]),
+        ("CAFE\u{301}", &["fr1", "fr2", "fr3"]),
+        ("cafe", &["fr4"]),
+        ("太郎 python", &["jp1"]),
+        ("太郎 java", &[]),
+        ("thon", &[]),
+        ("郎と", &["jp2", "jp5"]),
+    ];
+    let prefix = ns("user/alice");
+    for (query, keys) in expected {
+        let search = MemorySearch {
+            query: Some(TextQuery::parse(query).unwrap()),
+            limit: 1000,
+            ..MemorySearch::new(prefix.clone())
+        };
+        let found = catalog.memory_search(&t, &search, T0).await.unwrap_or_else(|e| panic!("{query}: {e}"));
+        let found: Vec<&str> = found.iter().map(|item| item.key.as_str()).collect();
+        assert_eq!(found, *keys, "{query}");
+        for order in [SearchOrder::Key, SearchOrder::UpdatedAt, SearchOrder::Relevance] {
+            let search = MemorySearch { order, limit: 50, ..search.clone() };
+            assert_searches_like_reference(catalog, &t, &model, &search, T0).await;
+        }
+    }
+    // Relevance counts each occurrence: 学习 twice in zh1, once in zh3.
+    let search = MemorySearch {
+        query: Some(TextQuery::parse("学习").unwrap()),
+        order: SearchOrder::Relevance,
+        ..MemorySearch::new(prefix.clone())
+    };
+    let ranked = catalog.memory_search(&t, &search, T0).await.unwrap();
+    assert_eq!(ranked.iter().map(|item| item.key.as_str()).collect::<Vec<_>>(), ["zh1", "zh3"]);
 }
 
 /// Every write is visible to the next search at once, whatever a backend defers (SQLite
@@ -680,6 +805,185 @@ pub async fn usage_tracks_every_change(catalog: &dyn Catalog) {
     }
 }
 
+/// berth's own bookkeeping (`berth/…`: a carried append's marker and scope index, bound
+/// to the session) is not the tenant's: usage neither counts nor charges it, a put of
+/// it is not held to the quota, a session's bound count leaves it out, removing the
+/// session takes it along with usage unchanged, and the retention sweep leaves it alone.
+/// (Until schema V12 / migration 5 every backend counted it: a carried write showed as
+/// three items, and a delete's audit record counted two bound items where none were.)
+pub async fn usage_counts_only_what_the_tenant_stored(catalog: &dyn Catalog) {
+    let t = tenant("t1");
+    let record = sample_record("t1", "s-carried", "alice", 5_000);
+    catalog.insert(&record).await.unwrap();
+    let bound = |namespace: &str, key: &str| MemoryPut {
+        bound_to: Some(session_id("s-carried")),
+        ..put(namespace, key, r#"{"from_seq":3}"#)
+    };
+    store(catalog, &t, put("user/alice", "mine", "1"), T0).await;
+    let mine = get(catalog, &t, "user/alice", "mine", T0).await.unwrap().bytes();
+    // At exactly the quota, berth's bookkeeping is still written.
+    let full = MemoryQuota { items: 1, bytes: mine };
+    for (namespace, key) in [("berth/carried", "s-carried"), ("berth/scopes/user/alice", "s-carried")] {
+        catalog.memory_put(&t, &bound(namespace, key), T0, &full).await.expect("bookkeeping is not charged");
+    }
+    catalog.memory_apply(&t, &[bound("berth/carried", "s-carried")], T0, &full).await.expect("apply");
+    let usage = catalog.memory_usage(&t).await.unwrap();
+    assert_eq!((usage.items, usage.bytes), (1, mine), "only the tenant's own item");
+    let refused = catalog.memory_put(&t, &put("user/alice", "more", "1"), T0, &full).await.unwrap_err();
+    assert!(matches!(refused, Error::LimitExceeded { what: Limit::MemoryItems, actual: 2, .. }), "{refused:?}");
+    assert_eq!(catalog.memory_bound_count(&t, &session_id("s-carried")).await.unwrap(), 0, "nothing of the tenant's");
+    store(catalog, &t, MemoryPut { bound_to: Some(session_id("s-carried")), ..put("user/alice", "b", "2") }, T0).await;
+    assert_eq!(catalog.memory_bound_count(&t, &session_id("s-carried")).await.unwrap(), 1);
+    // Retention is of the tenant's memory: the old bookkeeping stays.
+    let removed = catalog.memory_remove_stale(&t, T0.plus_ms(1), 10, sweep_audit("memory.retention")).await.unwrap();
+    assert_eq!(removed, 2, "mine and b");
+    assert!(get(catalog, &t, "berth/carried", "s-carried", T0).await.is_some());
+    let usage = catalog.memory_usage(&t).await.unwrap();
+    assert_eq!((usage.items, usage.bytes), (0, 0));
+    store(catalog, &t, MemoryPut { bound_to: Some(session_id("s-carried")), ..put("user/alice", "c", "3") }, T0).await;
+    // The session's removal takes its bookkeeping, and usage loses only its item.
+    catalog.remove_audited(&record.key(), Revision(0), Vec::new()).await.unwrap();
+    assert!(all_items(catalog, &t, T0).await.is_empty(), "everything bound went");
+    let usage = catalog.memory_usage(&t).await.unwrap();
+    assert_eq!((usage.items, usage.bytes), (0, 0));
+    // Deleting bookkeeping (a finished marker) leaves usage alone too.
+    catalog.memory_put(&t, &put("berth/carried", "s-other", "1"), T0, &full).await.unwrap();
+    store(catalog, &t, put("user/alice", "d", "4"), T0).await;
+    catalog.memory_delete(&t, &ns("berth/carried"), "s-other", None, T0).await.unwrap();
+    assert_eq!(catalog.memory_usage(&t).await.unwrap().items, 1);
+}
+
+/// A caller's delete commits with its audit record; a refused one deletes nothing and
+/// records nothing; a batch skips absent items and leaves one record (none when it
+/// deleted nothing); each sweep's batch leaves one record per tenant, with the items
+/// and bytes removed per scope.
+pub async fn deletes_and_sweeps_are_audited(catalog: &dyn Catalog) {
+    let (t, other) = (tenant("t1"), tenant("t2"));
+    for key in ["a", "b", "c"] {
+        store(catalog, &t, put("user/alice", key, "1"), T0).await;
+    }
+    store(catalog, &t, put("project/p", "a", "22"), T0).await;
+    let refused = catalog
+        .memory_delete_audited(&t, &[delete("user/alice", "a", Some(9))], false, T0, delete_audit(&t))
+        .await
+        .unwrap_err();
+    assert!(matches!(refused, Error::RevisionConflict { expected: 9, actual: 1 }), "{refused:?}");
+    let absent = catalog
+        .memory_delete_audited(
+            &t,
+            &[delete("user/alice", "a", None), delete("user/alice", "x", None)],
+            false,
+            T0,
+            delete_audit(&t),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(absent.code(), "not_found");
+    assert!(get(catalog, &t, "user/alice", "a", T0).await.is_some(), "a refusal deletes nothing");
+    assert!(audit_log(catalog, &t).await.is_empty(), "and records nothing");
+    let (deleted, entry) = catalog
+        .memory_delete_audited(&t, &[delete("user/alice", "a", Some(1))], false, T0, delete_audit(&t))
+        .await
+        .unwrap();
+    assert_eq!(deleted.iter().map(|item| item.key.as_str()).collect::<Vec<_>>(), ["a"]);
+    let entry = entry.expect("an audit record");
+    assert_eq!(
+        (entry.draft.action.as_str(), &entry.draft.details),
+        ("memory.delete", &serde_json::json!({"keys": ["a"]}))
+    );
+    // A batch: absent items skipped, one record.
+    let batch = [delete("user/alice", "b", None), delete("user/alice", "gone", None), delete("project/p", "a", None)];
+    let (deleted, entry) = catalog.memory_delete_audited(&t, &batch, true, T0, delete_audit(&t)).await.unwrap();
+    assert_eq!(deleted.len(), 2);
+    assert_eq!(entry.expect("a record").draft.details, serde_json::json!({"keys": ["b", "a"]}));
+    let (deleted, entry) = catalog.memory_delete_audited(&t, &batch, true, T0, delete_audit(&t)).await.unwrap();
+    assert!(deleted.is_empty() && entry.is_none(), "nothing deleted, nothing recorded");
+    assert_eq!(audit_log(catalog, &t).await.len(), 2, "one record per delete call");
+    assert_eq!(catalog.memory_usage(&t).await.unwrap().items, 1, "c is left");
+    // Sweeps: one record per tenant and batch, counted per scope.
+    let short = |namespace: &str, key: &str| MemoryPut { ttl_ms: Some(1), ..put(namespace, key, "1") };
+    for (tenant, namespace, key) in
+        [(&t, "user/alice", "e1"), (&t, "user/alice/x", "e2"), (&t, "app/faq", "e3"), (&other, "user/bob", "e1")]
+    {
+        store(catalog, tenant, short(namespace, key), T0).await;
+    }
+    let removed = catalog.memory_remove_expired(T0.plus_ms(5), 100, sweep_audit("memory.expire")).await.unwrap();
+    assert_eq!(removed, 4);
+    let record = audit_log(catalog, &t).await.pop().expect("the sweep's record");
+    assert_eq!((record.draft.action.as_str(), record.draft.actor.as_str()), ("memory.expire", "system:memory"));
+    let e = |key: &str, namespace: &str| (namespace.len() + key.len() + 1) as u64;
+    let expected = Removed {
+        items: 3,
+        bytes: e("e1", "user/alice") + e("e2", "user/alice/x") + e("e3", "app/faq"),
+        scopes: BTreeMap::from([
+            ("app/faq".to_owned(), ScopeRemoved { items: 1, bytes: e("e3", "app/faq") }),
+            (
+                "user/alice".to_owned(),
+                ScopeRemoved { items: 2, bytes: e("e1", "user/alice") + e("e2", "user/alice/x") },
+            ),
+        ]),
+    };
+    assert_eq!(record.draft.details, serde_json::to_value(&expected).unwrap());
+    let theirs = audit_log(catalog, &other).await;
+    assert_eq!(theirs.len(), 1, "the other tenant's removal is in its own log");
+    assert_eq!(theirs[0].draft.details["items"], 1);
+    assert_eq!(catalog.memory_remove_expired(T0.plus_ms(5), 100, sweep_audit("memory.expire")).await.unwrap(), 0);
+    assert_eq!(audit_log(catalog, &t).await.len(), 3, "an empty sweep records nothing");
+    let removed = catalog.memory_remove_stale(&t, T0.plus_ms(1), 10, sweep_audit("memory.retention")).await.unwrap();
+    assert_eq!(removed, 1);
+    let record = audit_log(catalog, &t).await.pop().expect("the retention sweep's record");
+    assert_eq!(record.draft.action, "memory.retention");
+    assert_eq!(record.draft.details["scopes"]["user/alice"]["items"], 1);
+    for tenant in [&t, &other] {
+        let verdict =
+            berth_catalog::audit::verify(&audit_log(catalog, tenant).await, catalog.audit_head(tenant).await.unwrap());
+        assert_eq!(verdict.broken_at, None, "the chain holds");
+    }
+}
+
+/// A tenant's own quota replaces the default a write is given, per limit, for puts,
+/// carried applies and imports; another tenant keeps the default; it reads back, and
+/// setting it again replaces it (unset limits: the default). Items over a lowered quota
+/// stay.
+pub async fn a_tenants_own_quota_replaces_the_default(catalog: &dyn Catalog) {
+    let (t, other) = (tenant("t1"), tenant("t2"));
+    assert_eq!(catalog.memory_quota(&t).await.unwrap(), TenantQuota::default());
+    let own = TenantQuota { items: Some(2), bytes: None };
+    catalog.set_memory_quota(&t, &own).await.unwrap();
+    assert_eq!(catalog.memory_quota(&t).await.unwrap(), own);
+    store(catalog, &t, put("user/u", "a", "1"), T0).await;
+    store(catalog, &t, put("user/u", "b", "1"), T0).await;
+    let refused = catalog.memory_put(&t, &put("user/u", "c", "1"), T0, &quota()).await.unwrap_err();
+    assert!(matches!(refused, Error::LimitExceeded { what: Limit::MemoryItems, limit: 2, actual: 3 }), "{refused:?}");
+    let applied = catalog.memory_apply(&t, &[put("user/u", "c", "1")], T0, &quota()).await;
+    assert!(matches!(applied, Err(Error::LimitExceeded { what: Limit::MemoryItems, .. })), "{applied:?}");
+    let mut imported = get(catalog, &t, "user/u", "a", T0).await.unwrap();
+    imported.key = "imported".into();
+    let refused = catalog.memory_import(&t, &imported, &quota()).await.unwrap_err();
+    assert_eq!(refused.code(), "limit_exceeded");
+    assert!(get(catalog, &t, "user/u", "c", T0).await.is_none(), "nothing stored");
+    store(catalog, &other, put("user/u", "c", "1"), T0).await;
+    store(catalog, &other, put("user/u", "d", "1"), T0).await;
+    store(catalog, &other, put("user/u", "e", "1"), T0).await;
+    // The bytes limit alone, the items back to the default.
+    let used = catalog.memory_usage(&t).await.unwrap().bytes;
+    let one = ("user/u".len() + "c".len() + "1".len()) as u64;
+    catalog.set_memory_quota(&t, &TenantQuota { items: None, bytes: Some(used + one) }).await.unwrap();
+    let error = catalog.memory_put(&t, &put("user/u", "c", "1234"), T0, &quota()).await.unwrap_err();
+    assert!(matches!(error, Error::LimitExceeded { what: Limit::MemoryBytes, .. }), "{error:?}");
+    store(catalog, &t, put("user/u", "c", "1"), T0).await;
+    // Lowered below what is stored: the items stay, a new one is refused, a delete is not.
+    catalog.set_memory_quota(&t, &TenantQuota { items: Some(1), bytes: None }).await.unwrap();
+    assert_eq!(all_items(catalog, &t, T0).await.len(), 3);
+    assert!(catalog.memory_put(&t, &put("user/u", "d", "1"), T0, &quota()).await.is_err());
+    catalog.memory_delete(&t, &ns("user/u"), "a", None, T0).await.unwrap();
+    assert_eq!(catalog.memory_quota(&other).await.unwrap(), TenantQuota::default());
+    catalog.set_memory_quota(&t, &TenantQuota::default()).await.unwrap();
+    store(catalog, &t, put("user/u", "d", "1"), T0).await;
+    let usage = catalog.memory_usage(&t).await.unwrap();
+    assert_eq!(usage.items, 3, "the quota's row keeps the usage exact");
+}
+
 /// Expands to one test per clause for a fixture implementing `CatalogFixture`.
 #[macro_export]
 macro_rules! memory_conformance {
@@ -695,6 +999,7 @@ macro_rules! memory_conformance {
             tenants_are_isolated,
             search_filters_match_the_reference,
             full_text_search_and_relevance,
+            full_text_finds_words_in_every_script,
             searches_see_each_write_at_once,
             apply_applies_each_write_once,
             search_prefix_is_precise,
@@ -703,6 +1008,9 @@ macro_rules! memory_conformance {
             bound_items_go_with_their_session,
             import_is_exact_and_refuses_duplicates,
             usage_tracks_every_change,
+            usage_counts_only_what_the_tenant_stored,
+            deletes_and_sweeps_are_audited,
+            a_tenants_own_quota_replaces_the_default,
         );
     };
     (@clauses $make:expr; $($clause:ident),* $(,)?) => {

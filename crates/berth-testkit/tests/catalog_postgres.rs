@@ -120,14 +120,16 @@ async fn memory_search_plans_at_scale_match_the_reference() {
     let items: Vec<MemoryItem> = (0..2_600u64)
         .map(|i| {
             let value = format!(
-                r#"{{"kind":"k{}","n":{}{},"s":"{}","b":{},"text":"w{} {}","nul\u0000":1}}"#,
+                r#"{{"kind":"k{}","n":{}{},"s":"{}","b":{},"text":"w{} {} {}","nul\u0000":1}}"#,
                 i % 3,
                 i % 7,
                 if i % 2 == 0 { ".0" } else { "" },
                 ["a", "b", "B", "a\\u0000", "é"][(i % 5) as usize],
                 i % 5 == 0,
                 i % 11,
-                if i % 2 == 0 { "common" } else { "other" }
+                if i % 2 == 0 { "common" } else { "other" },
+                // Every item holds 東 and 京 (candidates of 東京), half of them 東京.
+                if i % 2 == 0 { "東京都" } else { "京都東" }
             );
             MemoryItem {
                 namespace: Namespace::parse(namespaces[(i % 4) as usize]).expect("namespace"),
@@ -165,13 +167,22 @@ async fn memory_search_plans_at_scale_match_the_reference() {
             .expect("filter"),
     ];
     for prefix in ["user/a", "user/a/x"] {
-        for filter in &filters {
+        for (f, filter) in filters.iter().enumerate() {
             for (query, order) in [
                 (None, SearchOrder::Key),
                 (None, SearchOrder::UpdatedAt),
                 (Some("common"), SearchOrder::Key),
                 (Some("common w4"), SearchOrder::Relevance),
+                // Candidates of the index that are not matches, past the full-text
+                // threshold: walked, each checked.
+                (Some("東京"), SearchOrder::Key),
+                (Some("東京 w4"), SearchOrder::UpdatedAt),
+                (Some("京都"), SearchOrder::Relevance),
             ] {
+                // Those read every candidate: with a third of the filters only.
+                if query.is_some_and(|text| !text.is_ascii()) && f % 3 != 0 {
+                    continue;
+                }
                 let mut search = MemorySearch {
                     filter: filter.clone(),
                     query: query.map(|text| TextQuery::parse(text).expect("query")),
@@ -190,5 +201,61 @@ async fn memory_search_plans_at_scale_match_the_reference() {
                 }
             }
         }
+    }
+}
+
+/// Migration 6 makes every item's `memory_terms` again with today's terms
+/// (`berth_catalog::scoped::index_terms`): rows as an earlier berth wrote them (a
+/// Japanese text one term, an NFD spelling as written) find nothing by substring or by
+/// its NFC spelling until `migrate` runs it, and then do, in every tenant (fails without
+/// the migration's step).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_terms_are_made_again_by_their_migration() {
+    use berth_catalog::scoped::{MemoryQuota, MemorySearch, MemoryStore, Namespace, TextQuery};
+    use berth_core::Timestamp;
+    use berth_postgres::MEMORY_TERMS_REMADE;
+    use berth_testkit::memory_conformance::put;
+    let fixture = postgres().await;
+    let tenants =
+        [berth_testkit::catalog_conformance::tenant("t-a"), berth_testkit::catalog_conformance::tenant("t-b")];
+    for t in &tenants {
+        for (key, value) in [("jp", "\"山田太郎さん\""), ("fr", "\"Cafe\u{301} noir\"")] {
+            let write = put("user/u", key, value);
+            fixture.catalog.memory_put(t, &write, Timestamp(1), &MemoryQuota::default()).await.expect("put");
+        }
+    }
+    let found = |t: TenantId, query: &'static str| {
+        let catalog = fixture.catalog.clone();
+        async move {
+            let search = MemorySearch {
+                query: Some(TextQuery::parse(query).expect("query")),
+                ..MemorySearch::new(Namespace::parse("user/u").expect("namespace"))
+            };
+            let items = catalog.memory_search(&t, &search, Timestamp(2)).await.expect("search");
+            items.into_iter().map(|item| item.key).collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(found(tenants[0].clone(), "太郎").await, ["jp"]);
+    let admin = fixture.database.client().await;
+    admin
+        .batch_execute(&format!(
+            "DELETE FROM memory_terms; \
+             INSERT INTO memory_terms (tenant, term, namespace, key, occurrences) \
+             SELECT t.tenant, w.term, 'user/u', w.key, 1 FROM (VALUES ('t-a'), ('t-b')) AS t (tenant), \
+             (VALUES ('山田太郎さん', 'jp'), ('cafe\u{301}', 'fr'), ('noir', 'fr')) AS w (term, key); \
+             DELETE FROM schema_migrations WHERE version = {MEMORY_TERMS_REMADE}"
+        ))
+        .await
+        .expect("terms as an earlier berth wrote them");
+    assert!(found(tenants[0].clone(), "太郎").await.is_empty());
+    assert!(found(tenants[1].clone(), "café").await.is_empty());
+    let manual = PostgresOptions { migrate: false, ..PostgresOptions::default() };
+    let owner = PostgresBackend::connect_unchecked(&fixture.database.url(), manual).expect("owner");
+    let report = owner.migrate().await.expect("migrate");
+    assert_eq!(report.from_version, MEMORY_TERMS_REMADE - 1);
+    for t in &tenants {
+        assert_eq!(found(t.clone(), "太郎").await, ["jp"], "{t}");
+        assert_eq!(found(t.clone(), "café").await, ["fr"], "{t}");
+        assert_eq!(found(t.clone(), "noir").await, ["fr"], "{t}");
     }
 }

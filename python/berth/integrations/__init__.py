@@ -3,5 +3,7 @@
 `berth.integrations.openai_agents` (Agents SDK sessions), `berth.integrations.adk`
 (Google ADK session and memory services) and `berth.integrations.smolagents` (a
 durable log of a smolagents agent's steps). Each module imports its framework, so
-install the matching extra (`pip install 'berth[langgraph]'`, `'berth[openai-agents]'`,
-`'berth[adk]'`, `'berth[smolagents]'`)."""
+install the framework too: the extras of python/pyproject.toml pin the tested versions
+(`pip install './python[langgraph]'`, `'./python[openai-agents]'`, `'./python[adk]'`,
+`'./python[smolagents]'`, from a checkout of the repository; `berth` on PyPI is
+another project)."""

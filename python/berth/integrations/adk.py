@@ -656,6 +656,23 @@ def _release(client: berth.Client, holds: OrderedDict[str, _Hold], lock: threadi
                 pass
 
 
+class _Closed:
+    """What `BerthSessionService.close()` returns: the close is done, and awaiting this
+    finishes at once, so code written for ADK's async `close()` works unchanged. Not a
+    coroutine: a sync caller that drops it gets no "never awaited" warning."""
+
+    __slots__ = ()
+
+    def __await__(self) -> Iterator[None]:
+        return iter(())
+
+    def __repr__(self) -> str:
+        return "<BerthSessionService closed>"
+
+
+_CLOSED = _Closed()
+
+
 # ----- the session service --------------------------------------------------------------
 
 
@@ -775,18 +792,28 @@ class BerthSessionService(BaseSessionService):
             self._delivered[key] = delivered
         return delivered
 
-    def close(self) -> None:
-        """Detaches this object's runs (idempotent)."""
+    def close(self) -> _Closed:
+        """Detaches this object's runs (idempotent), at once, and returns an awaitable
+        that is already done: `service.close()` and ADK's `await service.close()` (as
+        for `DatabaseSessionService`) both work. On a running loop, `await
+        service.aclose()` (or `async with`) detaches on a worker thread instead."""
         self._finalizer()
+        return _CLOSED
 
     async def aclose(self) -> None:
-        await asyncio.to_thread(self.close)
+        await asyncio.to_thread(self._finalizer)
 
     def __enter__(self) -> BerthSessionService:
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+    async def __aenter__(self) -> BerthSessionService:
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
 
     # -- internals (worker threads) --------------------------------------------------
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import copy
 import hashlib
 import json
 import operator
@@ -357,7 +358,11 @@ class _Ungroupable(Exception):
 
 class _Core:
     """The saver's logic, written once as generators of berth calls (`yield call` sends
-    it and answers the result, or raises the berth error into the generator)."""
+    it and answers the result, or raises the berth error into the generator).
+
+    Shared, all but `serde`, by a saver and the copies `with_allowlist` makes of it
+    (`with_serde`): they hold one run. So no attribute is rebound after `__init__`, only
+    mutated, or a copy would go on with the old value."""
 
     def __init__(
         self,
@@ -390,6 +395,13 @@ class _Core:
         #: (ns, channel, version) -> (items, snapshots) of the list blobs the batch being
         #: built stores; remembered in the thread's `lists` once the batch is folded.
         self.pending_lists: dict[tuple[str, str, Any], tuple[list[Any], list[Any]]] = {}
+
+    def with_serde(self, serde: Any) -> _Core:
+        """This core for a saver that (de)serializes with `serde`: the same run, threads,
+        caches and lock — every other attribute is the same object — and its own serde."""
+        shared = copy.copy(self)
+        shared.serde = serde
+        return shared
 
     # ids
     def session_id(self, thread_id: str) -> str:
@@ -718,7 +730,7 @@ class _Core:
             state = self.threads.get(session_id)
             if state is None:
                 state = yield from self.refresh(thread_id)
-            self.pending_lists = {}
+            self.pending_lists.clear()
             start = state.next_seq if state is not None else 0
             events = build(state)
             if not events:
@@ -728,7 +740,7 @@ class _Core:
                 # Attaching found a different log than the cache describes (deleted and
                 # re-created meanwhile): build again from a fresh read.
                 state = yield from self.refresh(thread_id)
-                self.pending_lists = {}
+                self.pending_lists.clear()
                 start = state.next_seq if state is not None else 0
                 events = build(state)
                 if not events:
@@ -761,7 +773,7 @@ class _Core:
                     found = folded.blobs.get((ns, channel, version))
                     if found is not None and found[0] >= outcome.first_seq:
                         folded.lists[(ns, channel)] = (version, found[0], objects, snapshots)
-            self.pending_lists = {}
+            self.pending_lists.clear()
             return outcome
         raise AssertionError("unreachable")
 
@@ -1081,7 +1093,38 @@ class _Waiting:
         self.written: asyncio.Event | None = None
 
 
-class BerthSaver(BaseCheckpointSaver[str]):
+class _Attachment:
+    """What a saver shares with the copies `with_allowlist` makes of it, beside the core:
+    the heartbeat of their one run and, for `AsyncBerthSaver`, the lock its calls take
+    turns on (and the loop that lock belongs to)."""
+
+    __slots__ = ("beat", "stop", "lock", "lock_loop")
+
+    def __init__(self) -> None:
+        self.beat: Any = None
+        self.stop = threading.Event()
+        self.lock: asyncio.Lock | None = None
+        self.lock_loop: asyncio.AbstractEventLoop | None = None
+
+
+class _SharedRun:
+    """`with_allowlist` for berth's savers. LangGraph's (a shallow copy with a serde that
+    also loads the graph's own types, what `StateGraph.compile` asks for under
+    `LANGGRAPH_STRICT_MSGPACK`) would leave the copy (de)serializing through the core's,
+    the original serde. Here the copy gets a core with its own serde, sharing everything
+    else: the run (a second run would find the first holding an exclusive thread), the
+    threads' state, the heartbeat and the group commit's queue."""
+
+    _core: _Core
+
+    def with_allowlist(self, extra_allowlist: Any) -> Any:
+        clone = super().with_allowlist(extra_allowlist)  # type: ignore[misc]
+        if clone is not self:
+            clone._core = self._core.with_serde(clone.serde)
+        return clone
+
+
+class BerthSaver(_SharedRun, BaseCheckpointSaver[str]):
     """A LangGraph checkpointer on berth, blocking (`graph.invoke`, `graph.stream`).
 
     `client`: a `berth.Client` (HTTP) or `berth.open(...)` (embedded). One berth run per
@@ -1108,8 +1151,7 @@ class BerthSaver(BaseCheckpointSaver[str]):
         self.client = client
         self._core = _Core(self.serde, prefix=prefix, exclusive=exclusive, run_lease_ttl_ms=run_lease_ttl_ms,
                            activity_ttl_ms=activity_ttl_ms, runs_max=runs_max)
-        self._stop = threading.Event()
-        self._beat: threading.Thread | None = None
+        self._attachment = _Attachment()
         #: thread id -> the `put` / `put_writes` batches waiting for the lock (`_write`).
         self._waiting: dict[str, list[_Waiting]] = {}
         #: Notified when batches have been written (a waiting `put_writes` may be done).
@@ -1157,13 +1199,15 @@ class BerthSaver(BaseCheckpointSaver[str]):
             raise waiting.error
 
     def _start_heartbeats(self) -> None:
-        if self._core.attached and self._beat is None:
-            self._beat = threading.Thread(target=self._heartbeats, name="berth-langgraph-heartbeat", daemon=True)
-            self._beat.start()
+        attachment = self._attachment
+        if self._core.attached and attachment.beat is None:
+            attachment.beat = threading.Thread(target=self._heartbeats, args=(attachment.stop,),
+                                               name="berth-langgraph-heartbeat", daemon=True)
+            attachment.beat.start()
 
-    def _heartbeats(self) -> None:
+    def _heartbeats(self, stop: threading.Event) -> None:
         period = max(self._core.run_lease_ttl_ms / 3000, 0.05)
-        while not self._stop.wait(period):
+        while not stop.wait(period):
             with self._core.lock:
                 try:
                     _drive_sync(self.client, self._core.heartbeat_all())
@@ -1171,14 +1215,16 @@ class BerthSaver(BaseCheckpointSaver[str]):
                     pass
 
     def close(self) -> None:
-        """Releases this saver's run on every thread it wrote (the client stays open)."""
-        self._stop.set()
-        if self._beat is not None:
-            self._beat.join()
-            self._beat = None
+        """Releases this saver's run on every thread it wrote (the client stays open); the
+        copies `with_allowlist` made share the run, so it is theirs too."""
+        attachment = self._attachment
+        attachment.stop.set()
+        if attachment.beat is not None:
+            attachment.beat.join()
+            attachment.beat = None
         with self._core.lock:
             _drive_sync(self.client, self._core.detach_all())
-        self._stop = threading.Event()
+        attachment.stop = threading.Event()
 
     def __enter__(self) -> BerthSaver:
         return self
@@ -1254,7 +1300,7 @@ class BerthSaver(BaseCheckpointSaver[str]):
         await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
 
 
-class AsyncBerthSaver(BaseCheckpointSaver[str]):
+class AsyncBerthSaver(_SharedRun, BaseCheckpointSaver[str]):
     """A LangGraph checkpointer on berth for asyncio (`graph.ainvoke`, `astream`), over
     a `berth.AsyncClient` or `berth.open_async(...)`. Same storage, options and run
     lifecycle as `BerthSaver` (the heartbeat is a task on the loop of the first write;
@@ -1276,8 +1322,7 @@ class AsyncBerthSaver(BaseCheckpointSaver[str]):
         self.client = client
         self._core = _Core(self.serde, prefix=prefix, exclusive=exclusive, run_lease_ttl_ms=run_lease_ttl_ms,
                            activity_ttl_ms=activity_ttl_ms, runs_max=runs_max)
-        self._alock: asyncio.Lock | None = None
-        self._beat: asyncio.Task[None] | None = None
+        self._attachment = _Attachment()
         #: thread id -> the `aput` / `aput_writes` batches waiting for the lock (`_write`).
         self._waiting: dict[str, list[_Waiting]] = {}
 
@@ -1287,10 +1332,11 @@ class AsyncBerthSaver(BaseCheckpointSaver[str]):
 
     def _lock(self) -> asyncio.Lock:
         loop = asyncio.get_running_loop()
-        if self._alock is None or getattr(self, "_lock_loop", None) is not loop:
-            self._alock = asyncio.Lock()
-            self._lock_loop = loop
-        return self._alock
+        attachment = self._attachment
+        if attachment.lock is None or attachment.lock_loop is not loop:
+            attachment.lock = asyncio.Lock()
+            attachment.lock_loop = loop
+        return attachment.lock
 
     async def _do(self, io: Io) -> Any:
         async with self._lock():
@@ -1299,8 +1345,9 @@ class AsyncBerthSaver(BaseCheckpointSaver[str]):
             return result
 
     def _start_heartbeats(self) -> None:
-        if self._core.attached and (self._beat is None or self._beat.done()):
-            self._beat = asyncio.get_running_loop().create_task(self._heartbeats())
+        attachment = self._attachment
+        if self._core.attached and (attachment.beat is None or attachment.beat.done()):
+            attachment.beat = asyncio.get_running_loop().create_task(self._heartbeats())
 
     async def _write(self, thread_id: str, build: Build, checkpoint: bool) -> None:
         """`BerthSaver._write` on the event loop: batches waiting while another is being
@@ -1339,14 +1386,16 @@ class AsyncBerthSaver(BaseCheckpointSaver[str]):
                     pass
 
     async def aclose(self) -> None:
-        """Releases this saver's run on every thread it wrote (the client stays open)."""
-        if self._beat is not None:
-            self._beat.cancel()
+        """Releases this saver's run on every thread it wrote (the client stays open); the
+        copies `with_allowlist` made share the run, so it is theirs too."""
+        attachment = self._attachment
+        if attachment.beat is not None:
+            attachment.beat.cancel()
             try:
-                await self._beat
+                await attachment.beat
             except (asyncio.CancelledError, Exception):  # noqa: BLE001
                 pass
-            self._beat = None
+            attachment.beat = None
         async with self._lock():
             await _drive_async(self.client, self._core.detach_all())
 

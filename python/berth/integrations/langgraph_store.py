@@ -67,6 +67,8 @@ SEGMENT_CHARS_MAX = 128
 FREE_SEGMENTS_MAX = 14
 NAMESPACE_BYTES_MAX = 512
 PAGE_MAX = 1000
+#: Most items one delete call names (the server's bound on `POST /v1/memory/delete`).
+DELETE_MAX = 1000
 
 _ID = re.compile(r"[A-Za-z0-9._~-]{1,128}")
 _SCOPES = ("user", "project", "app")
@@ -191,8 +193,23 @@ class _Core:
                 puts[(op.namespace, op.key)] = op
                 results.append(None)
         for op in puts.values():
-            yield from self.put(op)
+            if op.value is not None:
+                yield from self.put(op)
+        # The batch's deletes as one call: one transaction and one audit record.
+        yield from self.delete_all([op for op in puts.values() if op.value is None])
         return results
+
+    def delete_all(self, ops: list[PutOp]) -> Io:
+        """Deletes the keys of `ops` (PutOps of value None) in calls of at most
+        `DELETE_MAX` items, each one audit record; an absent item is skipped."""
+        items = []
+        for op in ops:
+            namespace = self.readable(op.namespace)
+            if namespace is not None:
+                items.append((namespace, str(op.key)))
+        for start in range(0, len(items), DELETE_MAX):
+            yield calls.memory_delete_many(items[start : start + DELETE_MAX])
+        return None
 
     def readable(self, namespace: tuple[str, ...]) -> str | None:
         """The berth namespace, or None for a tuple berth cannot hold (so nothing is
@@ -214,13 +231,7 @@ class _Core:
 
     def put(self, op: PutOp) -> Io:
         if op.value is None:
-            namespace = self.readable(op.namespace)
-            if namespace is None:
-                return None
-            try:
-                yield calls.memory_delete(namespace, str(op.key))
-            except NotFound:
-                pass
+            yield from self.delete_all([op])
             return None
         if not op.namespace:  # `put` refuses it; a PutOp given to `batch` is checked here
             raise InvalidNamespaceError("Namespace cannot be empty.")

@@ -128,6 +128,15 @@ class SessionModeMismatch(berth.BerthError):
         super().__init__(message, status=409)
 
 
+class SessionClosed(berth.ClientClosed, RuntimeError):
+    """A call on a `BerthSession` after its `close()`. A `RuntimeError`, as `SQLiteSession`
+    raises after its own `close()` ("SQLiteSession is closed"), and a `berth.ClientClosed`:
+    a closed object attaches no run again (its `close()` released it); make a new one."""
+
+    def __init__(self) -> None:
+        super().__init__("BerthSession is closed")
+
+
 def encode_session_id(session_id: str) -> str:
     """The berth id of an SDK session id: the id itself when berth's grammar
     (`[A-Za-z0-9._~-]{1,128}`) allows it and it does not start with `~`; otherwise `~`
@@ -364,8 +373,11 @@ def _beat(client: berth.Client, berth_id: str, binding: _Binding, interval_s: fl
 
 def _release(bindings: dict[int, _Binding], berth_id: str) -> None:
     for binding in list(bindings.values()):
-        binding.stop.set()
-        run_id, binding.run_id = binding.run_id, None
+        # After an attach in flight (`_join` holds the lock through it), so its run is
+        # released too.
+        with binding.lock:
+            binding.stop.set()
+            run_id, binding.run_id = binding.run_id, None
         if run_id is not None and binding.lost is None:
             try:
                 binding.client.detach(berth_id, run_id, outcome="completed")
@@ -429,17 +441,19 @@ class BerthSession:
             "activity_ttl_ms": activity_ttl_ms,
             "run_lease_ttl_ms": run_lease_ttl_ms,
         }
-        self._labels = [LABEL, *(labels or [])]
+        self._labels = [LABEL, *(calls.listed("labels", labels) if labels is not None else [])]
         self._heartbeat_s = max(0.05, run_lease_ttl_ms / 3000)
         self._client_for_context = client_for_context
         self._bindings: dict[int, _Binding] = {}
         self._bindings_lock = threading.Lock()
         self._finalizer = weakref.finalize(self, _release, self._bindings, self.berth_id)
+        self._closed = False
 
     # -- the protocol ---------------------------------------------------------------
 
     async def get_items(self, limit: int | None = None, *, wrapper: Any = None) -> list[Any]:
         """The latest `limit` live items (all when None), oldest first."""
+        self._check_open()
         limit = resolve_session_limit(limit, self.session_settings)
         if limit is not None and limit <= 0:
             return []
@@ -457,6 +471,7 @@ class BerthSession:
 
     async def add_items(self, items: list[Any], *, wrapper: Any = None) -> None:
         """Appends `items` as one atomic, durable batch."""
+        self._check_open()  # before the empty batch's shortcut, as `SQLiteSession` checks
         if not items:
             return
         binding = self._binding(wrapper)
@@ -511,7 +526,9 @@ class BerthSession:
         return ids
 
     def close(self) -> None:
-        """Detaches this object's runs and stops their heartbeats (idempotent)."""
+        """Detaches this object's runs and stops their heartbeats (idempotent). Every
+        later call raises `SessionClosed`, as `SQLiteSession`'s do after its `close()`."""
+        self._closed = True
         self._finalizer()
         if self._owns_client:
             self._client.close()
@@ -533,7 +550,12 @@ class BerthSession:
 
     # -- internals (run on worker threads) ------------------------------------------
 
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SessionClosed()
+
     def _binding(self, wrapper: Any) -> _Binding:
+        self._check_open()
         client = self._client
         if wrapper is not None and self._client_for_context is not None:
             client = self._client_for_context(wrapper)
@@ -548,6 +570,7 @@ class BerthSession:
         session does not exist and was not created. Attaching is a `resume`: turns left
         open by runs that are gone are closed before this object reads or writes."""
         with binding.lock:
+            self._check_open()  # closed while this call waited: attach nothing
             if binding.lost is not None:
                 raise binding.lost
             if binding.run_id is not None:
@@ -602,16 +625,25 @@ class BerthSession:
                 time.sleep(delay * (0.5 + random.random()))
                 delay = min(0.5, delay * 2)
 
+    def _run_id(self, binding: _Binding) -> str | None:
+        """The binding's run for a write; `SessionClosed` when `close()` released it after
+        this call attached (the write would go out with no run)."""
+        run_id = binding.run_id
+        if run_id is None:
+            self._check_open()
+        return run_id
+
     def _append(self, binding: _Binding, events: list[dict[str, Any]], **options: Any) -> berth.AppendOutcome:
         try:
-            return binding.client.append(self.berth_id, events, run=binding.run_id, **options)
+            return binding.client.append(self.berth_id, events, run=self._run_id(binding), **options)
         except berth.OwnershipLost as error:
             binding.lost = error
             raise
 
     async def _aappend(self, binding: _Binding, events: list[dict[str, Any]], **options: Any) -> berth.AppendOutcome:
         try:
-            return await binding.client._aexecute(calls.append(self.berth_id, events, run=binding.run_id, **options))
+            call = calls.append(self.berth_id, events, run=self._run_id(binding), **options)
+            return await binding.client._aexecute(call)
         except berth.OwnershipLost as error:
             binding.lost = error
             raise
@@ -845,5 +877,5 @@ class BerthRunHooks(RunHooks[Any]):
 
 __all__ = [
     "ACTIVITY_TTL_MS_FOREVER", "BerthRunHooks", "BerthSession", "CLEAR_TYPE", "ITEM_TYPE", "LABEL", "POP_TYPE",
-    "RUN_LEASE_TTL_MS_DEFAULT", "SessionModeMismatch", "decode_session_id", "encode_session_id", "event_for_item",
+    "RUN_LEASE_TTL_MS_DEFAULT", "SessionClosed", "SessionModeMismatch", "decode_session_id", "encode_session_id", "event_for_item",
 ]

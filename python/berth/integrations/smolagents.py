@@ -42,6 +42,7 @@ from smolagents.monitoring import Timing, TokenUsage
 from smolagents.utils import make_json_serializable
 
 import berth
+from berth import _calls as calls
 
 __all__ = ["ACTIVITY_TTL_MS_FOREVER", "BerthAgentLog", "LABEL", "STEP_TYPE", "steps_from_events"]
 
@@ -200,7 +201,7 @@ class BerthAgentLog:
             "activity_ttl_ms": activity_ttl_ms,
             "run_lease_ttl_ms": run_lease_ttl_ms,
         }
-        self._labels = [LABEL, *(labels or [])]
+        self._labels = [LABEL, *(calls.listed("labels", labels) if labels is not None else [])]
         self._heartbeat_s = max(0.05, run_lease_ttl_ms / 3000)
         self._hold = _Hold(client, session_id)
         self._finalizer = weakref.finalize(self, self._hold.release)

@@ -1,11 +1,13 @@
 """The memory service's differential contract: every case against ADK's
 InMemoryMemoryService (the reference) and BerthMemoryService on both transports; the
 answers of `search_memory` must be equal, in order. Divergences are strict expected
-failures with their reasons.
+failures with their reasons. The cases in scripts without spaces (Japanese, Chinese),
+Korean, Latin words inside them and NFD spellings are hardening issue 14's.
 """
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Any, Awaitable, Callable
 
 import pytest
@@ -22,8 +24,6 @@ CASES: dict[str, Case] = {}
 DIVERGENCES = {
     "underscore_words": "berth's tokenizer splits on '_' (a term is a run of letters and digits), ADK's \\w+ "
                         "does not: berth finds 'foo bar' for the query foo_bar",
-    "mixed_scripts": "ADK also matches the Latin runs inside a CJK token (私はPythonを使う for Python); berth's "
-                     "terms are whole runs of letters and digits",
 }
 
 
@@ -114,6 +114,48 @@ async def case_underscore_words(svc: Any) -> Any:
 async def case_mixed_scripts(svc: Any) -> Any:
     await svc.add_session_to_memory(session("s1", ["私はPythonを使う"]))
     return await search(svc, "Python")
+
+
+def nfd(text: str) -> str:
+    return unicodedata.normalize("NFD", text)
+
+
+@case
+async def case_cjk_substrings(svc: Any) -> Any:
+    await svc.add_session_to_memory(session("s1", ["山田太郎さんは東京に住んでいます", "太郎と花子", "次郎と太田",
+                                                   "Pythonを使って書いた"]))
+    await svc.add_session_to_memory(session("s2", ["我喜欢机器学习和深度学习", "机器人很有趣", "学习中文"], start=10))
+    return [await search(svc, q) for q in ["太郎", "郎太", "机器学习", "学习", "机器 学习", "使って", "東京 太郎 花子",
+                                           "深度学习 python"]]
+
+
+@case
+async def case_latin_words_inside_cjk(svc: Any) -> Any:
+    await svc.add_session_to_memory(session("s1", ["私はPythonを使う", "学习Python很容易", "pythonéque",
+                                                   "python is fun", "Python3を学ぶ"]))
+    return [await search(svc, q) for q in ["Python", "thon", "python3", "Pythonを", "学ぶ python"]]
+
+
+@case
+async def case_nfd_and_nfc(svc: Any) -> Any:
+    await svc.add_session_to_memory(session("s1", [nfd("Café au lait"), "un café crème", "cafe latte",
+                                                   nfd("プログラミングが好き"), "プログラミングの本", "cafés"]))
+    return [await search(svc, q) for q in ["Café", nfd("CAFÉ"), "cafe", "プログラミング", nfd("プログラミング"),
+                                           "crème café"]]
+
+
+@case
+async def case_korean(svc: Any) -> Any:
+    await svc.add_session_to_memory(session("s1", ["서울에서 만났어요", nfd("서울특별시는 크다"), "부산 바다",
+                                                   "바다가 보이는 서울"]))
+    return [await search(svc, q) for q in ["서울", nfd("서울"), "바다", "서울 바다", "대구"]]
+
+
+@case
+async def case_ties_in_insertion_order(svc: Any) -> Any:
+    await svc.add_session_to_memory(session("s1", [f"猫の話 {i}" + (" 犬" if i % 4 == 0 else "") for i in range(8)]))
+    await svc.add_session_to_memory(session("s2", [f"我的猫 {i}" for i in range(8)], start=20))
+    return [await search(svc, "猫"), await search(svc, "犬 猫")]
 
 
 @pytest.mark.parametrize("name", list(CASES))

@@ -1,10 +1,13 @@
 """BerthSaver and AsyncBerthSaver beyond the conformance package, on both transports:
 a real `StateGraph` interrupted in one process and resumed in another; storage that grows
 with the new messages only; blobs over the event and batch limits; one run per saver
-(heartbeated, released on close); single-writer mode; ids berth's grammar refuses."""
+(heartbeated, released on close); single-writer mode; ids berth's grammar refuses; the
+copy `StateGraph.compile` makes under `LANGGRAPH_STRICT_MSGPACK` (`with_allowlist`)
+loading the state's types as `InMemorySaver` does, on the saver's one run."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -607,3 +610,71 @@ async def test_async_saver_groups_concurrent_calls(lg_place: Any) -> None:
         assert sorted(found.pending_writes) == sorted((f"task-{i}", f"c{i}", i) for i in range(6))
         latest = await fresh.aget_tuple({"configurable": {"thread_id": "agrouped"}})
         assert latest.checkpoint["channel_values"]["items"] == [1, 2]
+
+
+def test_strict_msgpack_allowlist_as_in_memory_saver(lg_place: Any) -> None:
+    """Under `LANGGRAPH_STRICT_MSGPACK=true` a state holding a Pydantic model comes back as
+    the model from `get_state`, as `InMemorySaver` gives it: `StateGraph.compile`'s
+    `with_allowlist` copy loads with its own serde (which allows the state's types),
+    while the saver it was made from still loads strictly (a `dict`)."""
+    child = subprocess.run([sys.executable, str(HERE / "lg_strict.py"), *lg_place.child_args(), "strict"],
+                           capture_output=True, text=True, timeout=120,
+                           env={**os.environ, "LANGGRAPH_STRICT_MSGPACK": "true"})
+    assert child.returncode == 0, child.stderr[-3000:]
+    found = json.loads(child.stdout.strip().splitlines()[-1])
+    expected = {"graph": "Item", "graph_value": {"name": "x", "count": 2}, "saver": "dict", "copied": True}
+    assert found["memory"] == expected  # the reference: strict mode and the copy are in effect
+    assert found["berth-sync"] == expected
+    assert found["berth-async"] == expected
+
+
+def _strict_serde() -> Any:
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    return JsonPlusSerializer(allowed_msgpack_modules=None)  # what LANGGRAPH_STRICT_MSGPACK=true makes
+
+
+def test_allowlist_copy_has_its_own_serde_and_shares_the_run(lg_place: Any) -> None:
+    """The copy `with_allowlist` makes writes through the same run as its saver — an
+    exclusive thread takes no second attachment, which would be `Busy` — and `close()` on
+    the saver releases it; the copy attaches (and heartbeats) again on its next write."""
+    client = lg_place.sync_client()
+    saver = BerthSaver(client, serde=_strict_serde(), exclusive=True, run_lease_ttl_ms=1_000)
+    copy = saver.with_allowlist([("lg_strict", "Item")])
+    assert copy is not saver and copy.serde is not saver.serde
+    assert copy._core.serde is copy.serde and saver._core.serde is saver.serde
+    assert copy.run_id == saver.run_id
+    _put_value(copy, "shared-run", "by the copy")
+    _put_value(saver, "shared-run", "by the saver")  # no Busy: one run
+    time.sleep(2.5)  # past the lease: one heartbeat keeps the one run
+    _put_value(copy, "shared-run", "again")
+    assert [run.run_id for run in client.get_session("shared-run").runs] == [saver.run_id]
+    assert {event.run for event in _events(client, "shared-run")} == {saver.run_id}
+    saver.close()
+    assert client.get_session("shared-run").runs == []
+    assert copy._attachment.beat is None
+    _put_value(copy, "shared-run", "after close")
+    assert [run.run_id for run in client.get_session("shared-run").runs] == [saver.run_id]
+    assert copy._attachment.beat is not None and saver._attachment.beat is copy._attachment.beat
+    copy.close()
+    assert client.get_session("shared-run").runs == []
+
+
+async def test_async_allowlist_copy_has_its_own_serde_and_shares_the_run(lg_place: Any) -> None:
+    client = lg_place.async_client()
+    saver = AsyncBerthSaver(client, serde=_strict_serde(), exclusive=True)
+    copy = saver.with_allowlist([("lg_strict", "Item")])
+    assert copy is not saver and copy._core.serde is copy.serde and saver._core.serde is saver.serde
+    for writer, value in ((copy, "by the copy"), (saver, "by the saver")):
+        checkpoint = empty_checkpoint()
+        version = writer.get_next_version(None, None)
+        checkpoint["channel_values"] = {"v": value}
+        checkpoint["channel_versions"] = {"v": version}
+        await writer.aput({"configurable": {"thread_id": "ashared", "checkpoint_ns": ""}}, checkpoint,
+                          {"step": 1}, {"v": version})  # no Busy: one run
+    sync_client = lg_place.sync_client()
+    assert [run.run_id for run in sync_client.get_session("ashared").runs] == [saver.run_id]
+    await saver.aclose()
+    assert sync_client.get_session("ashared").runs == []
+    assert copy._attachment.beat is None
+    await client.close()

@@ -43,6 +43,22 @@ def test_items_are_berth_memory(place: Any) -> None:
     assert BerthStore(place.sync_client(), root=root()).search(()) == []
 
 
+def test_a_batch_of_deletes_is_one_audit_record(place: Any) -> None:
+    """A batch's deletes are memory deletes: one call, one audit record for the batch
+    (`memory.delete`, counted per scope), an absent key skipped; a lone delete is one."""
+    store = BerthStore(place.sync_client(), root=(where := root()))
+    for key in ("a", "b", "c"):
+        store.put(("docs",), key, {"v": key})
+    store.batch([PutOp(("docs",), "a", None), PutOp(("docs",), "b", None), PutOp(("docs",), "never", None),
+                 PutOp(("docs",), "d", {"v": "d"})])
+    store.delete(("docs",), "c")
+    assert [item.key for item in store.search(("docs",))] == ["d"]
+    admin = place.sync_client(role="admin")
+    deletes = [entry for entry in admin.audit(limit=1000) if entry.action == "memory.delete"]
+    assert [entry.details["items"] for entry in deletes] == [2, 1], deletes
+    assert deletes[0].details["scopes"] == {where: {"items": 2, "bytes": deletes[0].details["bytes"]}}
+
+
 def test_ttl_expires_and_refresh_on_read(place: Any) -> None:
     client = place.sync_client()
     store = BerthStore(client, root=root())

@@ -1,7 +1,7 @@
 """berth.integrations.smolagents on both transports: a CodeAgent with a scripted model is
 SIGKILLed mid-run in a child process and continued by another process from berth
 (`run(task, reset=False)`), the task is durable before any model call, one writer at a
-time, `reset=True` is recorded, and the steps round-trip."""
+time, `reset=True` is recorded, the steps round-trip, and `labels=` is a list."""
 
 from __future__ import annotations
 
@@ -145,3 +145,14 @@ def test_user_key_and_a_displaced_holder(place: Any) -> None:
     stale.close()
     assert [event.type for event in user_client.iter_events(session_id)
             if not event.type.startswith(("session/", "run/", "turn/"))] == []
+
+
+def test_labels_are_a_list(place: Any) -> None:
+    client = place.sync_client()
+    session_id = f"job-{uuid.uuid4().hex[:8]}"
+    with pytest.raises(berth.WrongType) as wrong:
+        BerthAgentLog(client, session_id, labels="urgent")  # was stored as its letters
+    assert wrong.value.argument == "labels" and isinstance(wrong.value, TypeError)
+    with BerthAgentLog(client, session_id, labels=["urgent"]) as log:
+        log.attach(make_agent(ScriptedModel(SCRIPT)))
+    assert client.get_session(session_id).labels == sorted([LABEL, "urgent"])

@@ -78,6 +78,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/memory/delete": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Deletes the live items named (an absent one is skipped), with one audit record for
+         *     them all; answers with what was deleted.
+         */
+        post: operations["delete_memory_items"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/memory/export": {
         parameters: {
             query?: never;
@@ -158,6 +178,26 @@ export interface paths {
         /** The namespaces of live items within a prefix, cut to a depth, one page. */
         get: operations["list_namespaces"];
         put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/memory/quota": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Sets the tenant's own memory quota (admin keys); answers with the usage and the
+         *     quota that now applies.
+         */
+        put: operations["set_memory_quota"];
         post?: never;
         delete?: never;
         options?: never;
@@ -628,6 +668,14 @@ export interface components {
             title?: string | null;
             user?: null | components["schemas"]["Id"];
         };
+        /**
+         * @description `POST /v1/memory/delete`: deletes the live items named (an absent one is skipped),
+         *     in one transaction with one audit record.
+         */
+        DeleteMemoryBody: {
+            /** @description At most 1000. */
+            items: components["schemas"]["MemoryKeyBody"][];
+        };
         /** @description `POST /v1/sessions/{id}/runs/{run}/detach`. */
         DetachBody: {
             /** Format: int64 */
@@ -772,6 +820,10 @@ export interface components {
             sessions: components["schemas"]["SessionBody"][];
         };
         Label: string;
+        /** @description What `POST /v1/memory/delete` deleted, in the order named. */
+        MemoryDeletedBody: {
+            deleted: components["schemas"]["MemoryItemBody"][];
+        };
         /** @description `POST /v1/memory/import`. */
         MemoryImportedBody: {
             /** Format: int64 */
@@ -805,6 +857,11 @@ export interface components {
             value: components["schemas"]["AnyJson"];
         };
         MemoryKey: string;
+        /** @description One item named by `POST /v1/memory/delete`. */
+        MemoryKeyBody: {
+            key: components["schemas"]["MemoryKey"];
+            namespace: components["schemas"]["MemoryNamespace"];
+        };
         /** @example user/alice/preferences */
         MemoryNamespace: string;
         /** @enum {string} */
@@ -813,6 +870,23 @@ export interface components {
             items: components["schemas"]["MemoryItemBody"][];
             /** @description Present when the page was full: pass it as `cursor` for the next. */
             next_cursor?: string | null;
+        };
+        /**
+         * @description `PUT /v1/memory/quota` (admin keys): the tenant's own quota. Each limit given
+         *     replaces the server's default for this tenant; each left out (or `null`) is the
+         *     default again.
+         */
+        MemoryQuotaBody: {
+            /**
+             * Format: int64
+             * @description Bytes of namespaces, keys and values the tenant may store (`memory_bytes`).
+             */
+            bytes?: number | null;
+            /**
+             * Format: int64
+             * @description Items the tenant may store (`memory_items`).
+             */
+            items?: number | null;
         };
         /** @description `POST /v1/memory/search`. */
         MemorySearchBody: {
@@ -1351,6 +1425,98 @@ export interface operations {
                 };
             };
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description over the tenant's rate (`rate_limited`; see Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description internal failure or damaged stored data (`internal`, `corrupt`) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description store unavailable or request timed out (`unavailable`, `timeout`; see Retry-After) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_memory_items: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DeleteMemoryBody"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MemoryDeletedBody"];
+                };
+            };
+            /** @description malformed request: path id, query parameter or body (`invalid`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no valid bearer key or token (`unauthenticated`) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2065,6 +2231,82 @@ export interface operations {
                 };
             };
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description over the tenant's rate (`rate_limited`; see Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description internal failure or damaged stored data (`internal`, `corrupt`) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description store unavailable or request timed out (`unavailable`, `timeout`; see Retry-After) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    set_memory_quota: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["MemoryQuotaBody"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MemoryUsageBody"];
+                };
+            };
+            /** @description malformed request: path id, query parameter or body (`invalid`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no valid bearer key or token (`unauthenticated`) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };

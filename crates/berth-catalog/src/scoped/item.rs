@@ -2,12 +2,13 @@
 
 use super::filter::Filter;
 use super::namespace::{check_key, Namespace};
-use super::text::{value_terms, TextQuery};
+use super::text::TextQuery;
 use berth_core::limits::{Limit, MEMORY_BYTES_DEFAULT, MEMORY_ITEMS_DEFAULT, MEMORY_VALUE_BYTES_MAX, PAGE_SIZE_MAX};
 use berth_core::limits::{MEMORY_KEY_BYTES_MAX, MEMORY_NAMESPACE_BYTES_MAX};
 use berth_core::{Error, JsonText, Result, SessionId, Timestamp};
 use serde::{Deserialize, Serialize};
 use std::cmp::Ordering;
+use std::collections::BTreeMap;
 
 /// A stored memory item: `(tenant, namespace, key) → value`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -29,9 +30,14 @@ pub struct MemoryItem {
 }
 
 impl MemoryItem {
-    /// What the item counts against the tenant's byte quota.
+    /// What the item counts against the tenant's byte quota (when it is charged).
     pub fn bytes(&self) -> u64 {
         item_bytes(&self.namespace, &self.key, &self.value)
+    }
+
+    /// Does the item count against its tenant's usage and quota (`Namespace::is_charged`)?
+    pub fn is_charged(&self) -> bool {
+        self.namespace.is_charged()
     }
 
     pub fn is_live(&self, now: Timestamp) -> bool {
@@ -115,9 +121,10 @@ impl MemoryPut {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PutPlan {
     pub item: MemoryItem,
-    /// No row held the key (live or expired): one more item.
-    pub new_row: bool,
-    /// The change to the tenant's stored bytes.
+    /// The change to the tenant's item count: 1 when no row held the key (live or
+    /// expired) and the item is charged, else 0.
+    pub items_change: i64,
+    /// The change to the tenant's stored bytes (0 for an item that is not charged).
     pub bytes_change: i64,
 }
 
@@ -125,6 +132,8 @@ impl MemoryPut {
     /// The one write rule every backend applies inside its transaction: `apply` over the
     /// live part of `stored` (the row the key holds, expired or not), then the quota
     /// against `usage`. `RevisionConflict` or `LimitExceeded` with nothing to store.
+    /// berth's own bookkeeping is neither charged nor held to the quota
+    /// (`Namespace::is_charged`).
     pub fn plan(
         &self,
         stored: Option<&MemoryItem>,
@@ -133,11 +142,23 @@ impl MemoryPut {
         now: Timestamp,
     ) -> Result<PutPlan> {
         let item = self.apply(stored.filter(|item| item.is_live(now)), now)?;
+        if !item.is_charged() {
+            return Ok(PutPlan { item, items_change: 0, bytes_change: 0 });
+        }
         let previous_bytes = stored.map_or(0, MemoryItem::bytes);
         usage.check_put(quota, stored.is_none(), previous_bytes, item.bytes())?;
         let bytes_change = item.bytes() as i64 - previous_bytes as i64;
-        Ok(PutPlan { item, new_row: stored.is_none(), bytes_change })
+        Ok(PutPlan { item, items_change: i64::from(stored.is_none()), bytes_change })
     }
+}
+
+/// One item a delete names: the live item at (`namespace`, `key`), if at
+/// `expected_revision` when one is given.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemoryDelete {
+    pub namespace: Namespace,
+    pub key: String,
+    pub expected_revision: Option<u64>,
 }
 
 /// Checks a delete's expected revision against the live item (`NotFound` if absent).
@@ -164,7 +185,65 @@ impl Default for MemoryQuota {
     }
 }
 
-/// A tenant's stored memory (expired items not yet swept included).
+/// A tenant's own quota, set by an admin: each limit it gives replaces the service's
+/// default (`None`: the default applies). Kept per tenant by every backend
+/// (`MemoryStore::set_memory_quota`), and read by a put in the transaction that checks it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TenantQuota {
+    pub items: Option<u64>,
+    pub bytes: Option<u64>,
+}
+
+impl TenantQuota {
+    /// The quota that applies: this tenant's limits where set, `default`'s elsewhere.
+    pub fn over(&self, default: &MemoryQuota) -> MemoryQuota {
+        MemoryQuota { items: self.items.unwrap_or(default.items), bytes: self.bytes.unwrap_or(default.bytes) }
+    }
+}
+
+/// What a removal of several items took (a batch delete, one sweep's batch of a tenant):
+/// in all and per scope (`user/alice` → its items and bytes), as its audit record holds it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Removed {
+    pub items: u64,
+    pub bytes: u64,
+    pub scopes: BTreeMap<String, ScopeRemoved>,
+}
+
+/// One scope's part of a `Removed`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScopeRemoved {
+    pub items: u64,
+    pub bytes: u64,
+}
+
+impl Removed {
+    /// Counts one removed item of `namespace` (its text) that counted `bytes`.
+    pub fn add(&mut self, namespace: &str, bytes: u64) {
+        self.add_scope(super::namespace::scope_of(namespace), 1, bytes);
+    }
+
+    /// Counts `items` removed items of `scope` that counted `bytes` in all.
+    pub fn add_scope(&mut self, scope: &str, items: u64, bytes: u64) {
+        self.items += items;
+        self.bytes += bytes;
+        let part = self.scopes.entry(scope.to_owned()).or_default();
+        part.items += items;
+        part.bytes += bytes;
+    }
+
+    /// The counts of `items`.
+    pub fn of<'a>(items: impl IntoIterator<Item = &'a MemoryItem>) -> Removed {
+        let mut removed = Removed::default();
+        for item in items {
+            removed.add(item.namespace.as_str(), item.bytes());
+        }
+        removed
+    }
+}
+
+/// A tenant's stored memory (expired items not yet swept included; berth's own
+/// bookkeeping never: `Namespace::is_charged`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MemoryUsage {
     pub items: u64,
@@ -195,7 +274,7 @@ pub enum SearchOrder {
     Key,
     /// Most recently updated first; ties by namespace, then key, ascending.
     UpdatedAt,
-    /// Most occurrences of the query's terms first; ties by namespace, then key. Needs a query.
+    /// Most occurrences of the query's words first; ties by namespace, then key. Needs a query.
     Relevance,
 }
 
@@ -312,7 +391,7 @@ impl MemorySearch {
         }
         match &self.query {
             None => Some(0),
-            Some(query) => query.score(&value_terms(&item.value)),
+            Some(query) => query.score_value(&item.value),
         }
     }
 
@@ -357,7 +436,7 @@ impl MemorySearch {
             return None;
         }
         let last = items.last()?;
-        let score = self.query.as_ref().and_then(|query| query.score(&value_terms(&last.value))).unwrap_or(0);
+        let score = self.query.as_ref().and_then(|query| query.score_value(&last.value)).unwrap_or(0);
         Some(SearchCursor::of(self.order, last, score))
     }
 }

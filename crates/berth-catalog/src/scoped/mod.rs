@@ -15,8 +15,8 @@ mod text;
 
 pub use filter::{Condition, Decimal, Filter, FilterOp};
 pub use item::*;
-pub use namespace::{check_key, is_within, MemoryScope, Namespace};
-pub use text::{terms, value_terms, TextQuery};
+pub use namespace::{check_key, is_within, scope_of, MemoryScope, Namespace, SYSTEM_NAMESPACES, SYSTEM_NAMESPACES_END};
+pub use text::{index_terms, value_words, words, IndexTerms, TextQuery};
 
 use crate::audit::{AuditDraft, AuditEntry};
 use async_trait::async_trait;
@@ -25,6 +25,14 @@ use berth_core::{Result, SessionId, TenantId, Timestamp};
 /// Builds the audit record of a `forget` once its counts are known (inside the
 /// backend's transaction).
 pub type ForgetAudit = Box<dyn FnOnce(&ForgetOutcome) -> AuditDraft + Send>;
+
+/// Builds the audit record of a delete from the items it deleted (inside the backend's
+/// transaction; never called when nothing was deleted).
+pub type DeleteAudit = Box<dyn FnOnce(&[MemoryItem]) -> AuditDraft + Send>;
+
+/// Builds the audit record of one sweep's batch in one tenant from its counts (inside
+/// the backend's transaction; never called for a tenant nothing was removed from).
+pub type SweepAudit = std::sync::Arc<dyn Fn(&TenantId, &Removed) -> AuditDraft + Send + Sync>;
 
 /// The memory seam. Every method is scoped to one tenant (the key's tenant; another
 /// tenant is unreachable by construction). Expired items (`expires_at <= now`) are
@@ -83,7 +91,9 @@ pub trait MemoryStore: Send + Sync + 'static {
     ) -> Result<Option<MemoryItem>>;
 
     /// Deletes the live item (`check_delete`: `NotFound` if absent, `RevisionConflict`
-    /// if `expected` is given and differs). Returns what was deleted.
+    /// if `expected` is given and differs). Returns what was deleted. Not audited: for
+    /// berth's own bookkeeping (a carried append's marker) and tools; a caller's delete
+    /// is `memory_delete_audited`.
     async fn memory_delete(
         &self,
         tenant: &TenantId,
@@ -92,6 +102,21 @@ pub trait MemoryStore: Send + Sync + 'static {
         expected: Option<u64>,
         now: Timestamp,
     ) -> Result<MemoryItem>;
+
+    /// Deletes the live items `deletes` name and appends the audit record `audit` builds
+    /// from them, in one transaction (no record when nothing was deleted). Every delete
+    /// is checked before any item goes (`check_delete`): an absent item is `NotFound` —
+    /// skipped instead when `skip_absent` — and a differing expected revision
+    /// `RevisionConflict`; a refusal deletes nothing. Returns the items deleted, in the
+    /// order named, and the audit entry. The caller names each item once.
+    async fn memory_delete_audited(
+        &self,
+        tenant: &TenantId,
+        deletes: &[MemoryDelete],
+        skip_absent: bool,
+        now: Timestamp,
+        audit: DeleteAudit,
+    ) -> Result<(Vec<MemoryItem>, Option<AuditEntry>)>;
 
     /// One page of `search` (exactly `MemorySearch::page` over the tenant's items).
     async fn memory_search(&self, tenant: &TenantId, search: &MemorySearch, now: Timestamp) -> Result<Vec<MemoryItem>>;
@@ -129,17 +154,36 @@ pub trait MemoryStore: Send + Sync + 'static {
     /// live or expired.
     async fn memory_import(&self, tenant: &TenantId, item: &MemoryItem, quota: &MemoryQuota) -> Result<()>;
 
-    /// The tenant's stored items and bytes (expired items not yet swept included).
+    /// The tenant's charged items and bytes (expired items not yet swept included;
+    /// berth's own bookkeeping never: `Namespace::is_charged`).
     async fn memory_usage(&self, tenant: &TenantId) -> Result<MemoryUsage>;
 
-    /// How many items are bound to `session` (they go with its record: `Catalog::remove`).
+    /// The tenant's own quota (`TenantQuota::default()` when none was set). Every write
+    /// that takes a `quota` applies this one over it (`TenantQuota::over`), read in its
+    /// own transaction.
+    async fn memory_quota(&self, tenant: &TenantId) -> Result<TenantQuota>;
+
+    /// Sets the tenant's own quota (replacing the one set before; the items stored stay,
+    /// even over it: it refuses the writes after).
+    async fn set_memory_quota(&self, tenant: &TenantId, quota: &TenantQuota) -> Result<()>;
+
+    /// How many charged items are bound to `session` (they go with its record:
+    /// `Catalog::remove`; so does berth's own bookkeeping of it, not counted).
     async fn memory_bound_count(&self, tenant: &TenantId, session: &SessionId) -> Result<u64>;
 
-    /// Removes up to `limit` items of any tenant that expired at or before `now`;
-    /// returns how many.
-    async fn memory_remove_expired(&self, now: Timestamp, limit: usize) -> Result<u64>;
+    /// Removes up to `limit` items of any tenant that expired at or before `now`, with
+    /// one audit record per tenant (`audit`) in the same transaction; returns how many.
+    async fn memory_remove_expired(&self, now: Timestamp, limit: usize, audit: SweepAudit) -> Result<u64>;
 
-    /// Removes up to `limit` of the tenant's items last updated before `updated_before`
-    /// (the tenant's memory retention); returns how many.
-    async fn memory_remove_stale(&self, tenant: &TenantId, updated_before: Timestamp, limit: usize) -> Result<u64>;
+    /// Removes up to `limit` of the tenant's charged items last updated before
+    /// `updated_before` (the tenant's memory retention; berth's own bookkeeping is not the
+    /// tenant's to retain), with one audit record (`audit`) in the same transaction;
+    /// returns how many.
+    async fn memory_remove_stale(
+        &self,
+        tenant: &TenantId,
+        updated_before: Timestamp,
+        limit: usize,
+        audit: SweepAudit,
+    ) -> Result<u64>;
 }

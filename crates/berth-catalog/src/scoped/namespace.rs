@@ -126,6 +126,12 @@ impl Namespace {
         is_within(&self.text, &prefix.text)
     }
 
+    /// Does an item here count against its tenant's usage and quota? Everything but
+    /// berth's own bookkeeping (`berth/…`): a tenant is charged for what it stored.
+    pub fn is_charged(&self) -> bool {
+        !matches!(self.scope, MemoryScope::System(_))
+    }
+
     /// The first `depth` segments (the namespace itself if it has no more; never fewer
     /// than the scope's two).
     pub fn truncated(&self, depth: usize) -> Namespace {
@@ -134,6 +140,24 @@ impl Namespace {
             Some((cut, _)) => Namespace { text: self.text[..cut].to_owned(), scope: self.scope.clone() },
             None => self.clone(),
         }
+    }
+}
+
+/// Where berth's own bookkeeping lives: every namespace of `MemoryScope::System` starts
+/// so (and no other), and none of it is charged (`Namespace::is_charged`). SQL backends
+/// test it as the range [`SYSTEM_NAMESPACES`, `SYSTEM_NAMESPACES_END`).
+pub const SYSTEM_NAMESPACES: &str = "berth/";
+
+/// The least text past every namespace that starts with `SYSTEM_NAMESPACES` (`0` is the
+/// byte after `/`).
+pub const SYSTEM_NAMESPACES_END: &str = "berth0";
+
+/// The scope part of a namespace held as text (its first two segments: `user/alice` of
+/// `user/alice/notes`), for backends counting per scope.
+pub fn scope_of(namespace: &str) -> &str {
+    match namespace.match_indices('/').nth(1) {
+        Some((cut, _)) => &namespace[..cut],
+        None => namespace,
     }
 }
 
@@ -245,5 +269,18 @@ mod tests {
         assert_eq!(ns.truncated(1).as_str(), "user/a");
         assert_eq!(ns.truncated(9).as_str(), "user/a/b/c");
         assert_eq!(ns.scope(), &MemoryScope::User(UserId::parse("a").unwrap()));
+        assert_eq!((scope_of("user/a/b/c"), scope_of("user/a")), ("user/a", "user/a"));
+    }
+
+    #[test]
+    fn only_berths_own_namespaces_are_uncharged() {
+        for (text, charged) in
+            [("user/berth", true), ("app/berth/x", true), ("berth/carried", false), ("berth/scopes/user/a", false)]
+        {
+            let namespace = Namespace::parse(text).unwrap();
+            assert_eq!(namespace.is_charged(), charged, "{text}");
+            let in_range = (SYSTEM_NAMESPACES..SYSTEM_NAMESPACES_END).contains(&text);
+            assert_eq!(in_range, !charged, "{text}: the SQL range agrees");
+        }
     }
 }

@@ -24,6 +24,9 @@
 //!   exports import unchanged (R-C9, R-C2).
 //! - [`activity`]: the activity of busy sessions' appends is written coalesced, always
 //!   lands, and never lets a stored lease run short.
+//! - [`memory`]: scoped memory through the service — an import's bindings held to a
+//!   put's rule, what a session's delete counts of its memory, the audit records of every
+//!   deletion of memory, a tenant's own quota.
 //!
 //! A backend's test file is one macro call:
 //!
@@ -66,6 +69,7 @@ pub mod export;
 pub mod fixtures;
 pub mod idempotency;
 pub mod lifecycle;
+pub mod memory;
 pub mod resume;
 pub mod retention;
 pub mod runs;
@@ -395,6 +399,12 @@ macro_rules! service_conformance {
             export: [
                 export_import_export_is_byte_identical,
                 export_zip_holds_the_session_and_its_forks,
+            ],
+            memory: [
+                an_imported_binding_is_held_to_the_puts_rule,
+                a_session_delete_counts_the_items_bound_to_it,
+                every_deletion_of_memory_is_audited,
+                an_admin_sets_the_tenants_memory_quota,
             ],
         });
     };

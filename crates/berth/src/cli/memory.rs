@@ -1,4 +1,4 @@
-//! `berth memory put|get|rm|search|ls|forget`: scoped memory, on a data directory (as
+//! `berth memory put|get|rm|search|ls|forget|usage|quota`: scoped memory, on a data directory (as
 //! the `--tenant`/`--user`/`--role` principal) or through a server (as the key's).
 //! `--json` prints the `/v1/memory` wire bodies.
 
@@ -82,6 +82,23 @@ pub enum MemoryCommand {
         principal: PrincipalArgs,
         prefix: String,
     },
+    /// The tenant's memory usage and the quota that applies (service and admin).
+    Usage {
+        #[command(flatten)]
+        principal: PrincipalArgs,
+    },
+    /// Admin: set the tenant's own memory quota; a limit not given is the server's
+    /// default again (`berth serve --memory-items-max/--memory-bytes-max`).
+    Quota {
+        #[command(flatten)]
+        principal: PrincipalArgs,
+        /// Items the tenant may store.
+        #[arg(long)]
+        items: Option<u64>,
+        /// Bytes of namespaces, keys and values the tenant may store.
+        #[arg(long)]
+        bytes: Option<u64>,
+    },
 }
 
 fn condition(text: &str) -> Result<wire::ConditionBody> {
@@ -110,6 +127,10 @@ fn order(text: &str) -> Result<wire::MemoryOrder> {
         "relevance" => Ok(wire::MemoryOrder::Relevance),
         other => Err(Error::invalid("--order", format!("{other:?}: key, updated_at or relevance"))),
     }
+}
+
+fn usage_line(usage: &wire::MemoryUsageBody) -> String {
+    format!("{} items of {}, {} bytes of {}", usage.items, usage.quota_items, usage.bytes, usage.quota_bytes)
 }
 
 fn item_line(item: &wire::MemoryItemBody) -> String {
@@ -180,6 +201,23 @@ pub async fn memory(targets: &Targets<'_>, command: MemoryCommand, json: bool) -
                     "forgot {}: {} items, {} bytes (audit entry {})",
                     report.prefix, report.items, report.bytes, report.audit_seq
                 ))?;
+            }
+        }
+        MemoryCommand::Usage { principal } => {
+            let usage = targets.acting_as(&principal)?.memory_usage().await?;
+            if json {
+                print_json(&usage)?
+            } else {
+                print_line(usage_line(&usage))?
+            }
+        }
+        MemoryCommand::Quota { principal, items, bytes } => {
+            let body = wire::MemoryQuotaBody { items, bytes };
+            let usage = targets.acting_as(&principal)?.set_memory_quota(body).await?;
+            if json {
+                print_json(&usage)?
+            } else {
+                print_line(usage_line(&usage))?
             }
         }
     }

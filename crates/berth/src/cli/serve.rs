@@ -72,6 +72,14 @@ pub struct ServeArgs {
     /// Interval of the background retention sweeper, in seconds (0: off).
     #[arg(long, default_value_t = 60)]
     sweep_interval_s: u64,
+    /// Memory items a tenant may store, where an admin set it no quota of its own
+    /// (`berth memory quota`).
+    #[arg(long, default_value_t = berth_core::limits::MEMORY_ITEMS_DEFAULT)]
+    memory_items_max: u64,
+    /// Bytes of memory (namespaces, keys and values) a tenant may store, where an admin
+    /// set it no quota of its own.
+    #[arg(long, default_value_t = berth_core::limits::MEMORY_BYTES_DEFAULT)]
+    memory_bytes_max: u64,
     /// Verify JWTs signed with this HS256 secret (a file holding it).
     #[arg(long)]
     jwt_hs256_secret_file: Option<PathBuf>,
@@ -306,7 +314,8 @@ async fn serve(data: &str, args: ServeArgs) -> Result<ExitCode> {
         (explicit, _) => KeyStore::open(&keys_path(data, explicit.clone())?)?,
     };
     let (service, feed) = open_service(data, &metrics, args.dev_allow_db_owner).await?;
-    let service = Arc::new(service);
+    let quota = berth_catalog::scoped::MemoryQuota { items: args.memory_items_max, bytes: args.memory_bytes_max };
+    let service = Arc::new(service.with_memory_quota(quota));
     let first_key = if keys.is_empty()? {
         let admin = Principal {
             tenant: TenantId::parse("default")?,

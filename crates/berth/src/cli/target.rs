@@ -88,6 +88,9 @@ pub trait SessionTarget: Send + Sync {
     async fn memory_search(&self, body: wire::MemorySearchBody) -> Result<wire::MemoryPageBody>;
     async fn memory_namespaces(&self, params: wire::NamespaceParams) -> Result<wire::NamespacePageBody>;
     async fn memory_forget(&self, prefix: &str) -> Result<wire::ForgetReportBody>;
+    async fn memory_usage(&self) -> Result<wire::MemoryUsageBody>;
+    /// Admin: the tenant's own memory quota (each limit not given: the default).
+    async fn set_memory_quota(&self, body: wire::MemoryQuotaBody) -> Result<wire::MemoryUsageBody>;
 }
 
 /// Where the commands run: the data directory's service or a server's client.
@@ -105,6 +108,13 @@ impl Targets<'_> {
             Targets::Remote(client) => Ok(Box::new(client.clone())),
         }
     }
+}
+
+fn usage_body(
+    usage: berth_catalog::scoped::MemoryUsage,
+    quota: berth_catalog::scoped::MemoryQuota,
+) -> wire::MemoryUsageBody {
+    wire::MemoryUsageBody { items: usage.items, bytes: usage.bytes, quota_items: quota.items, quota_bytes: quota.bytes }
 }
 
 /// The service over a data directory, acting as one principal.
@@ -138,6 +148,15 @@ impl SessionTarget for Local<'_> {
     async fn memory_forget(&self, prefix: &str) -> Result<wire::ForgetReportBody> {
         let report = self.service.memory_forget(&self.principal, &Namespace::parse(prefix)?).await?;
         Ok(convert::forget_report(&report))
+    }
+    async fn memory_usage(&self) -> Result<wire::MemoryUsageBody> {
+        let (usage, quota) = self.service.memory_usage(&self.principal).await?;
+        Ok(usage_body(usage, quota))
+    }
+    async fn set_memory_quota(&self, body: wire::MemoryQuotaBody) -> Result<wire::MemoryUsageBody> {
+        let quota = berth_catalog::scoped::TenantQuota { items: body.items, bytes: body.bytes };
+        let (usage, quota) = self.service.set_memory_quota(&self.principal, quota).await?;
+        Ok(usage_body(usage, quota))
     }
     async fn create(&self, request: CreateSession) -> Result<SessionRecord> {
         self.service.create(&self.principal, request).await
@@ -257,6 +276,12 @@ impl SessionTarget for Client {
     }
     async fn memory_forget(&self, prefix: &str) -> Result<wire::ForgetReportBody> {
         Client::memory_forget(self, prefix).await
+    }
+    async fn memory_usage(&self) -> Result<wire::MemoryUsageBody> {
+        Client::memory_usage(self).await
+    }
+    async fn set_memory_quota(&self, body: wire::MemoryQuotaBody) -> Result<wire::MemoryUsageBody> {
+        Client::set_memory_quota(self, &body).await
     }
     async fn create(&self, request: CreateSession) -> Result<SessionRecord> {
         Client::create(self, &request).await

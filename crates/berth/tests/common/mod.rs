@@ -32,8 +32,14 @@ impl Drop for Server {
 /// Starts `berth serve` on a fresh data directory and a free port; returns it, its URL
 /// and the admin key its first start printed.
 pub fn start_server(data: &Path) -> (Server, String, String) {
+    start_server_with(data, &[])
+}
+
+/// `start_server` with more `berth serve` arguments.
+pub fn start_server_with(data: &Path, extra: &[&str]) -> (Server, String, String) {
     let mut child = berth(data)
         .args(["serve", "--listen", "127.0.0.1:0", "--sweep-interval-s", "0"])
+        .args(extra)
         .env("BERTH_LOG", "warn")
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

@@ -1,6 +1,6 @@
 """BerthSession beyond the SDK's own tests: the vocabulary it writes, reads backwards,
-claims that race across processes, single-writer mode, runs, ids, roles — on a real
-`berth serve` and on the embedded store."""
+claims that race across processes, single-writer mode, runs, ids, roles, calls after
+`close()` (as `SQLiteSession`'s) — on a real `berth serve` and on the embedded store."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from berth.integrations.openai_agents import (
     POP_VIEW_ITEMS,
     PROBE_EVENTS,
     BerthSession,
+    SessionClosed,
     SessionModeMismatch,
     decode_session_id,
     encode_session_id,
@@ -507,3 +508,45 @@ def test_wrapper_picks_the_client(oai_place: Place) -> None:
     from agents.memory.session import _session_accepts_wrapper
 
     assert _session_accepts_wrapper(session)
+
+
+def test_a_closed_session_raises_as_sqlite_session_does(oai_place: Place, tmp_path: Any) -> None:
+    """After `close()` every call raises the `RuntimeError` `SQLiteSession` raises after its
+    own (an empty `add_items` and `get_items(0)` included), and no run is attached again."""
+    from types import SimpleNamespace
+
+    from agents import SQLiteSession
+
+    reference = SQLiteSession("closed", tmp_path / "reference.db")
+    client = oai_place.connect()
+    session = BerthSession("closed", client)
+    for each in (reference, session):
+        run(each.add_items([{"role": "user", "content": "kept"}]))
+        each.close()
+    assert client.get_session(session.berth_id).runs == []
+    for each, text in ((reference, "SQLiteSession is closed"), (session, "BerthSession is closed")):
+        for call in (lambda: each.get_items(), lambda: each.get_items(0), lambda: each.add_items([]),
+                     lambda: each.add_items([{"role": "user", "content": "late"}]), lambda: each.pop_item(),
+                     lambda: each.clear_session()):
+            with pytest.raises(RuntimeError, match=text):
+                run(call())
+        each.close()  # idempotent
+    with pytest.raises(SessionClosed):
+        run(session.delete())
+    context = SimpleNamespace(tool_call_id="call-1", tool_name="add", tool_arguments="{}")
+    with pytest.raises(SessionClosed):
+        run(session.run_hooks().on_tool_start(context, None, None))
+    assert isinstance(SessionClosed(), berth.ClientClosed)
+    # Nothing was attached or written after the close.
+    assert client.get_session(session.berth_id).runs == []
+    assert [item["content"] for item in run(BerthSession("closed", client).get_items())] == ["kept"]
+
+
+def test_labels_are_a_list(oai_place: Place) -> None:
+    client = oai_place.connect()
+    with pytest.raises(berth.WrongType) as wrong:
+        BerthSession("labelled", client, labels="urgent")
+    assert wrong.value.argument == "labels" and isinstance(wrong.value, TypeError)
+    with BerthSession("labelled", client, labels=("urgent",)) as session:
+        run(session.add_items([{"role": "user", "content": "x"}]))
+    assert client.get_session(session.berth_id).labels == ["openai-agents", "urgent"]
