@@ -10,7 +10,7 @@ use berth_catalog::audit::AuditDraft;
 use berth_catalog::scoped::{Condition, Filter, FilterOp, ForgetOutcome, MemoryItem, MemoryPut, MemoryQuota};
 use berth_catalog::scoped::{MemorySearch, Namespace, NamespaceQuery, SearchCursor, SearchOrder, TextQuery};
 use berth_catalog::Catalog;
-use berth_core::limits::{Limit, MEMORY_VALUE_BYTES_MAX};
+use berth_core::limits::{Limit, MEMORY_FILTER_CONDITIONS_MAX, MEMORY_FILTER_IN_VALUES_MAX, MEMORY_VALUE_BYTES_MAX};
 use berth_core::{Error, JsonText, Revision, TenantId, Timestamp};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -330,6 +330,14 @@ fn filters() -> Vec<Filter> {
     out.push(one(c("n", FilterOp::In, "[1, \"2\", 1000]")));
     out.push(one(c("nobody", FilterOp::Ne, "1")));
     out.push(Filter::new(vec![c("n", FilterOp::Gte, "0"), c("s", FilterOp::Lt, "\"b\"")]).unwrap());
+    // The largest filter there is: every backend answers it as the reference does (an
+    // `in` of 991 operands once passed SQLite's expression depth: a 500).
+    let widest = |offset: usize| {
+        let operands: Vec<String> = (0..MEMORY_FILTER_IN_VALUES_MAX).map(|n| (n + offset).to_string()).collect();
+        format!("[{}]", operands.join(","))
+    };
+    let conditions = (0..MEMORY_FILTER_CONDITIONS_MAX).map(|i| c("n", FilterOp::In, &widest(i % 3))).collect();
+    out.push(Filter::new(conditions).unwrap());
     out
 }
 
