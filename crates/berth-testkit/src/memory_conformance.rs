@@ -330,6 +330,11 @@ fn filters() -> Vec<Filter> {
     out.push(one(c("n", FilterOp::In, "[1, \"2\", 1000]")));
     out.push(one(c("nobody", FilterOp::Ne, "1")));
     out.push(Filter::new(vec![c("n", FilterOp::Gte, "0"), c("s", FilterOp::Lt, "\"b\"")]).unwrap());
+    // Several conditions on one field: a selective one drives the search, and each of
+    // the others is still tested (they were once skipped by field name).
+    out.push(Filter::new(vec![c("n", FilterOp::Lt, "2"), c("n", FilterOp::Gte, "0")]).unwrap());
+    out.push(Filter::new(vec![c("n", FilterOp::Gte, "0"), c("n", FilterOp::Lt, "2")]).unwrap());
+    out.push(Filter::new(vec![c("n", FilterOp::In, "[1, 2, 3]"), c("n", FilterOp::Ne, "2")]).unwrap());
     // The largest filter there is: every backend answers it as the reference does (an
     // `in` of 991 operands once passed SQLite's expression depth: a 500).
     let widest = |offset: usize| {
