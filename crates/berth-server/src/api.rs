@@ -505,7 +505,8 @@ fn count_takeovers(state: &Shared, displaced: &[berth_catalog::RunRecord]) {
 
 /// Attaches a run (`expected_revision`, `on_busy`: `reject` → 409 busy, or `interrupt`).
 #[utoipa::path(post, path = "/v1/sessions/{id}/runs", tag = "runs",
-    params(("id" = berth_api::sessions::Id, Path, description = "session id")), request_body = Option<AttachBody>,
+    params(("id" = berth_api::sessions::Id, Path, description = "session id")),
+    request_body(content = Option<AttachBody>, example = json!({"run_id": "chat-1", "on_busy": "interrupt"})),
     responses((status = 201, body = AttachmentBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody),
         (status = 412, body = ErrorBody)),
     security(("bearer" = [])))]
@@ -557,7 +558,8 @@ pub async fn detach_run(
 /// Resumes after a crash: attaches a new run, appends closers for interrupted turns,
 /// returns what was repaired and the latest checkpoint.
 #[utoipa::path(post, path = "/v1/sessions/{id}/resume", tag = "runs",
-    params(("id" = berth_api::sessions::Id, Path, description = "session id")), request_body = Option<AttachBody>,
+    params(("id" = berth_api::sessions::Id, Path, description = "session id")),
+    request_body(content = Option<AttachBody>, example = json!({"on_busy": "interrupt"})),
     responses((status = 200, body = ResumeOutcomeBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody),
         (status = 412, body = ErrorBody), (status = 422, body = ErrorBody)),
     security(("bearer" = [])))]

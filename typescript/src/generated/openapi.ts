@@ -628,7 +628,12 @@ export interface components {
             title?: string | null;
             user?: null | components["schemas"]["Id"];
         };
-        /** @description `POST /v1/sessions/{id}/runs/{run}/detach`. */
+        /**
+         * @description `POST /v1/sessions/{id}/runs/{run}/detach`.
+         * @example {
+         *       "outcome": "completed"
+         *     }
+         */
         DetachBody: {
             /** Format: int64 */
             expected_revision?: number | null;
@@ -3621,6 +3626,11 @@ export interface operations {
         };
         requestBody?: {
             content: {
+                /**
+                 * @example {
+                 *       "on_busy": "interrupt"
+                 *     }
+                 */
                 "application/json": null | components["schemas"]["AttachBody"];
             };
         };
@@ -3724,6 +3734,12 @@ export interface operations {
         };
         requestBody?: {
             content: {
+                /**
+                 * @example {
+                 *       "run_id": "chat-1",
+                 *       "on_busy": "interrupt"
+                 *     }
+                 */
                 "application/json": null | components["schemas"]["AttachBody"];
             };
         };
