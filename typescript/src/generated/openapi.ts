@@ -2730,7 +2730,10 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description session id */
+                /**
+                 * @description session id
+                 * @example chat-0
+                 */
                 id: components["schemas"]["Id"];
             };
             cookie?: never;
@@ -2939,7 +2942,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description session id */
+                /**
+                 * @description session id
+                 * @example chat-0
+                 */
                 id: components["schemas"]["Id"];
             };
             cookie?: never;
@@ -3619,7 +3625,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description session id */
+                /**
+                 * @description session id
+                 * @example runs-1
+                 */
                 id: components["schemas"]["Id"];
             };
             cookie?: never;
@@ -3727,7 +3736,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description session id */
+                /**
+                 * @description session id
+                 * @example runs-1
+                 */
                 id: components["schemas"]["Id"];
             };
             cookie?: never;
@@ -3828,9 +3840,15 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description session id */
+                /**
+                 * @description session id
+                 * @example runs-1
+                 */
                 id: components["schemas"]["Id"];
-                /** @description run id */
+                /**
+                 * @description run id
+                 * @example chat-1
+                 */
                 run: components["schemas"]["Id"];
             };
             cookie?: never;
@@ -3941,9 +3959,15 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description session id */
+                /**
+                 * @description session id
+                 * @example runs-1
+                 */
                 id: components["schemas"]["Id"];
-                /** @description run id */
+                /**
+                 * @description run id
+                 * @example chat-1
+                 */
                 run: components["schemas"]["Id"];
             };
             cookie?: never;
