@@ -70,6 +70,7 @@ pub struct AttachmentBody {
 /// `POST /v1/sessions/{id}/runs/{run}/detach`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"outcome": "completed"}))]
 pub struct DetachBody {
     /// `completed` (default), `failed`, …: 1–512 bytes without control characters, kept
     /// in the audit log.

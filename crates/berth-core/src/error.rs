@@ -28,6 +28,29 @@ impl fmt::Display for Location {
     }
 }
 
+/// Who holds the write handle that a write open was refused for (`AlreadyOwned`,
+/// `WriterBusy`): said in the message, because waiting helps only when the holder is
+/// someone else, and a holder in this very process is usually the caller's own bug.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriteHolder {
+    /// Another handle of this process (the in-process single-writer registry).
+    ThisProcess,
+    /// Another process's lease on the same storage (a flock, a lease row).
+    AnotherProcess,
+    /// Not known here: a server answered `writer_busy` without saying.
+    Unknown,
+}
+
+impl std::fmt::Display for WriteHolder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            WriteHolder::ThisProcess => "this process",
+            WriteHolder::AnotherProcess => "another process",
+            WriteHolder::Unknown => "another writer",
+        })
+    }
+}
+
 /// Every failure berth reports. `#[non_exhaustive]`: match with a wildcard arm.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -38,8 +61,8 @@ pub enum Error {
     NotFound { what: &'static str, id: String },
     #[error("{what} \"{id}\" already exists")]
     AlreadyExists { what: &'static str, id: String },
-    #[error("session \"{id}\" is already owned by an active write handle")]
-    AlreadyOwned { id: String },
+    #[error("session \"{id}\" is already owned by an active write handle of {holder}")]
+    AlreadyOwned { id: String, holder: WriteHolder },
     #[error("session \"{id}\": {operation} is not available on a read handle")]
     ReadOnly { id: String, operation: &'static str },
     #[error("session \"{id}\": {operation} on a closed handle")]
@@ -63,8 +86,8 @@ pub enum Error {
     Busy { id: String, reason: String },
     /// The session's log is open for writing elsewhere (another process's write handle
     /// on a shared data directory): waiting it out works, unlike a policy's `Busy`.
-    #[error("session \"{id}\" is busy: its log is open for writing by another process")]
-    WriterBusy { id: String },
+    #[error("session \"{id}\" is busy: its log is open for writing by {holder}")]
+    WriterBusy { id: String, holder: WriteHolder },
     #[error("limit exceeded: {what} is {actual}, limit {limit}")]
     LimitExceeded { what: Limit, limit: u64, actual: u64 },
     /// The run named by an append, heartbeat or detach is not attached to the session

@@ -19,7 +19,7 @@ pub mod repair;
 pub mod vocabulary;
 
 pub use clock::{Clock, SystemClock, Timestamp};
-pub use error::{ClassRow, Error, ErrorClass, Location, Result};
+pub use error::{ClassRow, Error, ErrorClass, Location, Result, WriteHolder};
 pub use event::{Epoch, Event, EventType, Revision, Seq};
 pub use header::{Concurrency, ParentRef, Scope, SessionHeader, SessionPolicy, SESSION_FORMAT_VERSION};
 pub use idempotency::{IdempotencyKey, IdempotencyMark, KeyedBatch};

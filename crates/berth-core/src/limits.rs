@@ -58,6 +58,10 @@ pub const MEMORY_KEY_BYTES_MAX: usize = 512;
 pub const MEMORY_VALUE_BYTES_MAX: usize = 256 * 1024;
 /// Conditions of one memory search filter.
 pub const MEMORY_FILTER_CONDITIONS_MAX: usize = 32;
+/// Operands of one `in` condition of a memory search filter. Every backend answers the
+/// same up to here (SQLite's expression depth, 1,000, and its 32,766 bound parameters
+/// are reached only far past it: 32 conditions of 256 operands are 16,384 parameters).
+pub const MEMORY_FILTER_IN_VALUES_MAX: usize = 256;
 /// Terms of one memory full-text query.
 pub const MEMORY_QUERY_TERMS_MAX: usize = 32;
 /// Default per-tenant quota: memory items.
@@ -93,6 +97,8 @@ pub enum Limit {
     MemoryKeyBytes,
     MemoryValueBytes,
     MemoryFilterConditions,
+    /// Operands of one `in` condition.
+    MemoryFilterInValues,
     MemoryQueryTerms,
     /// The tenant's quota of memory items.
     MemoryItems,
@@ -125,6 +131,7 @@ impl Limit {
         Limit::MemoryKeyBytes,
         Limit::MemoryValueBytes,
         Limit::MemoryFilterConditions,
+        Limit::MemoryFilterInValues,
         Limit::MemoryQueryTerms,
         Limit::MemoryItems,
         Limit::MemoryBytes,
@@ -155,6 +162,7 @@ impl Limit {
             Limit::MemoryKeyBytes => "memory_key_bytes",
             Limit::MemoryValueBytes => "memory_value_bytes",
             Limit::MemoryFilterConditions => "memory_filter_conditions",
+            Limit::MemoryFilterInValues => "memory_filter_in_values",
             Limit::MemoryQueryTerms => "memory_query_terms",
             Limit::MemoryItems => "memory_items",
             Limit::MemoryBytes => "memory_bytes",

@@ -15,7 +15,7 @@
 
 use crate::format::{self, EPOCH_FILE, EPOCH_TEMP_FILE, LOCK_FILE};
 use crate::fs::{read_full_at, write_all_at, Fs, FsFile, OpenOptions};
-use berth_core::{Epoch, Error, Location, Result};
+use berth_core::{Epoch, Error, Location, Result, WriteHolder};
 use std::io;
 use std::path::Path;
 
@@ -37,7 +37,7 @@ impl std::fmt::Debug for Lease {
 }
 
 fn already_owned(id: &str) -> Error {
-    Error::AlreadyOwned { id: id.to_owned() }
+    Error::AlreadyOwned { id: id.to_owned(), holder: WriteHolder::AnotherProcess }
 }
 
 /// Takes the writer lease of the session in `session_dir` without waiting:

@@ -10,7 +10,7 @@
 //! epoch check of every append is what keeps data safe.
 
 use crate::db::{millis, to_i64, to_u64, Database, Failure};
-use berth_core::{Error, Result, SessionHeader, SessionKey};
+use berth_core::{Error, Result, SessionHeader, SessionKey, WriteHolder};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -76,14 +76,17 @@ pub(crate) async fn acquire(db: &Database, key: &SessionKey, holder: &str) -> Re
         let session = key.id.as_str();
         let row = match transaction.query_opt(ACQUIRE, &[&tenant, &session, &holder, &ttl]).await {
             Err(error) if error.code() == Some(&tokio_postgres::error::SqlState::LOCK_NOT_AVAILABLE) => {
-                return Err(Failure::Berth(Error::AlreadyOwned { id: key.id.to_string() }))
+                return Err(Failure::Berth(Error::AlreadyOwned {
+                    id: key.id.to_string(),
+                    holder: WriteHolder::AnotherProcess,
+                }))
             }
             outcome => outcome?,
         };
         let Some(row) = row else {
             let exists = transaction.query_opt(CURRENT_EPOCH, &[&tenant, &session]).await?.is_some();
             return Err(Failure::Berth(if exists {
-                Error::AlreadyOwned { id: key.id.to_string() }
+                Error::AlreadyOwned { id: key.id.to_string(), holder: WriteHolder::AnotherProcess }
             } else {
                 Error::session_not_found(&key.id)
             }));

@@ -8,7 +8,7 @@ use crate::notify::Hub;
 use crate::schema::{self, MigrationReport, RoleReport};
 use crate::PostgresOptions;
 use async_trait::async_trait;
-use berth_core::{Epoch, Error, Event, Location, Result, SessionHeader, SessionKey};
+use berth_core::{Epoch, Error, Event, Location, Result, SessionHeader, SessionKey, WriteHolder};
 use berth_store::{ChangeToken, ListQuery, LogBackend, LogReader, LogStat, LogWriter, TailRecovery};
 use std::sync::Arc;
 use std::time::Instant;
@@ -547,7 +547,10 @@ impl LogBackend for PostgresBackend {
                 let (heads, still_there): (i64, bool) = (row.get(0), row.get(2));
                 match (heads, still_there) {
                     (1, _) => Ok(true),
-                    (_, true) => Err(Failure::Berth(Error::AlreadyOwned { id: key.id.to_string() })),
+                    (_, true) => Err(Failure::Berth(Error::AlreadyOwned {
+                        id: key.id.to_string(),
+                        holder: WriteHolder::AnotherProcess,
+                    })),
                     _ => Ok(false),
                 }
             })

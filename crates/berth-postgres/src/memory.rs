@@ -398,15 +398,17 @@ fn pushed_down(search: &MemorySearch) -> Vec<(&str, Vec<fields::Alternative>)> {
     conditions.filter_map(|c| fields::pushdown(c).map(|alternatives| (c.field.as_str(), alternatives))).collect()
 }
 
-/// The pushed-down condition matching the fewest items, if fewer than
-/// `FEW_FIELD_MATCHES` (counted through the index, at most that many entries each).
+/// The position (among `pushed_down`'s) of the pushed-down condition matching the
+/// fewest items, if fewer than `FEW_FIELD_MATCHES` (counted through the index, at most
+/// that many entries each). By position, not field name: a filter may hold several
+/// conditions on one field, and each of the others must still be tested.
 async fn selective_condition<C: GenericClient>(
     client: &C,
     tenant: &str,
     search: &MemorySearch,
-) -> Result<Option<String>, Failure> {
-    let mut best: Option<(i64, String)> = None;
-    for (field, alternatives) in pushed_down(search) {
+) -> Result<Option<usize>, Failure> {
+    let mut best: Option<(i64, usize)> = None;
+    for (position, (field, alternatives)) in pushed_down(search).into_iter().enumerate() {
         let mut params = Params::default();
         let tenant_is = params.push(tenant.to_owned());
         let condition = field_condition(field, &alternatives, "f", &mut params);
@@ -417,10 +419,10 @@ async fn selective_condition<C: GenericClient>(
         );
         let count: i64 = client.query_one(&client.prepare_cached(&sql).await?, &params.refs()).await?.get(0);
         if count < FEW_FIELD_MATCHES && best.as_ref().is_none_or(|(fewest, _)| count < *fewest) {
-            best = Some((count, field.to_owned()));
+            best = Some((count, position));
         }
     }
-    Ok(best.map(|(_, field)| field))
+    Ok(best.map(|(_, position)| position))
 }
 
 /// Walks the search's order from its cursor in keyset pages, keeping the rows that
@@ -494,8 +496,8 @@ async fn search_in<C: GenericClient>(
             None => (String::new(), "0::bigint".to_owned()),
         };
         let mut tested = String::new();
-        for (field, alternatives) in &pushed {
-            if driver.as_deref() == Some(*field) {
+        for (position, (field, alternatives)) in pushed.iter().enumerate() {
+            if driver == Some(position) {
                 let condition = field_condition(field, alternatives, "f", &mut params);
                 let matches_within = within_prefix_on("f.namespace", &search.prefix, &mut params);
                 within = Some("true".to_owned());

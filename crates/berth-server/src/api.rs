@@ -266,7 +266,7 @@ pub async fn update_session(
 
 /// Erases the log and metadata; the audit log keeps a record.
 #[utoipa::path(delete, path = "/v1/sessions/{id}", tag = "sessions",
-    params(("id" = berth_api::sessions::Id, Path, description = "session id"), RevisionParams),
+    params(("id" = berth_api::sessions::Id, Path, description = "session id", example = "chat-0"), RevisionParams),
     responses((status = 204, description = "deleted"), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 409, body = ErrorBody), (status = 412, body = ErrorBody)),
     security(("bearer" = [])))]
@@ -285,7 +285,7 @@ pub async fn delete_session(
 
 /// Closes a session: terminal; refuses new attach and append.
 #[utoipa::path(post, path = "/v1/sessions/{id}/close", tag = "sessions",
-    params(("id" = berth_api::sessions::Id, Path, description = "session id")), request_body = Option<CloseBody>,
+    params(("id" = berth_api::sessions::Id, Path, description = "session id", example = "chat-0")), request_body = Option<CloseBody>,
     responses((status = 200, body = SessionBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody),
         (status = 412, body = ErrorBody)),
     security(("bearer" = [])))]
@@ -505,7 +505,8 @@ fn count_takeovers(state: &Shared, displaced: &[berth_catalog::RunRecord]) {
 
 /// Attaches a run (`expected_revision`, `on_busy`: `reject` → 409 busy, or `interrupt`).
 #[utoipa::path(post, path = "/v1/sessions/{id}/runs", tag = "runs",
-    params(("id" = berth_api::sessions::Id, Path, description = "session id")), request_body = Option<AttachBody>,
+    params(("id" = berth_api::sessions::Id, Path, description = "session id", example = "runs-1")),
+    request_body(content = Option<AttachBody>, example = json!({"run_id": "chat-1", "on_busy": "interrupt"})),
     responses((status = 201, body = AttachmentBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody),
         (status = 412, body = ErrorBody)),
     security(("bearer" = [])))]
@@ -523,7 +524,8 @@ pub async fn attach_run(
 
 /// Extends a run's attachment lease (and the session's activity lease).
 #[utoipa::path(post, path = "/v1/sessions/{id}/runs/{run}/heartbeat", tag = "runs",
-    params(("id" = berth_api::sessions::Id, Path, description = "session id"), ("run" = berth_api::sessions::Id, Path, description = "run id")),
+    params(("id" = berth_api::sessions::Id, Path, description = "session id", example = "runs-1"),
+        ("run" = berth_api::sessions::Id, Path, description = "run id", example = "chat-1")),
     responses((status = 200, body = RunBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn heartbeat_run(
@@ -537,7 +539,8 @@ pub async fn heartbeat_run(
 
 /// Detaches a run with an outcome (same run, same user or a service/admin key).
 #[utoipa::path(post, path = "/v1/sessions/{id}/runs/{run}/detach", tag = "runs",
-    params(("id" = berth_api::sessions::Id, Path, description = "session id"), ("run" = berth_api::sessions::Id, Path, description = "run id")),
+    params(("id" = berth_api::sessions::Id, Path, description = "session id", example = "runs-1"),
+        ("run" = berth_api::sessions::Id, Path, description = "run id", example = "chat-1")),
     request_body = Option<DetachBody>,
     responses((status = 200, body = SessionBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody),
         (status = 412, body = ErrorBody), (status = 413, body = ErrorBody), (status = 422, body = ErrorBody)),
@@ -557,7 +560,8 @@ pub async fn detach_run(
 /// Resumes after a crash: attaches a new run, appends closers for interrupted turns,
 /// returns what was repaired and the latest checkpoint.
 #[utoipa::path(post, path = "/v1/sessions/{id}/resume", tag = "runs",
-    params(("id" = berth_api::sessions::Id, Path, description = "session id")), request_body = Option<AttachBody>,
+    params(("id" = berth_api::sessions::Id, Path, description = "session id", example = "runs-1")),
+    request_body(content = Option<AttachBody>, example = json!({"on_busy": "interrupt"})),
     responses((status = 200, body = ResumeOutcomeBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody),
         (status = 412, body = ErrorBody), (status = 422, body = ErrorBody)),
     security(("bearer" = [])))]

@@ -347,7 +347,14 @@ impl JwtVerifier {
             ),
         };
         let mut validation = Validation::new(algorithm);
-        validation.set_required_spec_claims(&["exp", "sub"]);
+        // A configured issuer or audience is required, not merely checked when present: a
+        // token the identity provider minted for another audience, with `aud` left out,
+        // must not pass. `nbf` is checked with the same leeway as `exp`.
+        let mut required = vec!["exp", "sub"];
+        required.extend(config.issuer.as_ref().map(|_| "iss"));
+        required.extend(config.audience.as_ref().map(|_| "aud"));
+        validation.set_required_spec_claims(&required);
+        validation.validate_nbf = true;
         match &config.issuer {
             Some(issuer) => validation.set_issuer(&[issuer]),
             None => validation.iss = None,

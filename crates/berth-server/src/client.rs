@@ -11,7 +11,7 @@ use crate::wire as convert;
 use berth_api as wire;
 use berth_catalog::{AuditEntry, AuditVerification, RetentionPolicy, RunRecord, SessionRecord};
 use berth_core::limits::Limit;
-use berth_core::{Error, ErrorClass, Event, Result, Revision, RunId, SessionId};
+use berth_core::{Error, ErrorClass, Event, Result, Revision, RunId, SessionId, WriteHolder};
 use berth_service::{
     AppendOutcome, AppendRequest, AttachRequest, Attachment, ClosePolicy, CreateSession, ListRequest, MetadataUpdate,
     Principal, ResumeOutcome, SessionPage,
@@ -578,7 +578,7 @@ pub fn error_of(response: &RawResponse, context: &str) -> Error {
         ErrorClass::Busy => {
             Error::Busy { id, reason: message.strip_prefix("session is busy: ").unwrap_or(&message).to_owned() }
         }
-        ErrorClass::WriterBusy => Error::WriterBusy { id },
+        ErrorClass::WriterBusy => Error::WriterBusy { id, holder: WriteHolder::Unknown },
         ErrorClass::RunNotAttached => {
             Error::RunNotAttached { id, run: body.as_ref().and_then(|b| b.run.clone()).unwrap_or(message) }
         }

@@ -121,6 +121,9 @@ fn public_message(error: &Error, class: ErrorClass) -> String {
         (ErrorClass::AlreadyExists, Error::AlreadyExists { what, .. }) => format!("{what} already exists"),
         (ErrorClass::Busy, Error::Busy { reason, .. }) => format!("session is busy: {reason}"),
         (ErrorClass::Busy, _) => "session is being written by another process".to_owned(),
+        (ErrorClass::WriterBusy, Error::WriterBusy { holder: berth_core::WriteHolder::ThisProcess, .. }) => {
+            "session is busy: its log is open for writing by another handle in this server".to_owned()
+        }
         (ErrorClass::WriterBusy, _) => "session is busy: its log is open for writing by another process".to_owned(),
         (ErrorClass::Fenced, _) => "another writer took over this session's log; retry".to_owned(),
         (ErrorClass::Unavailable, _) => "the store is temporarily unavailable; retry".to_owned(),
@@ -195,7 +198,8 @@ mod tests {
         assert_eq!(ApiError::from_core(&limit).status, StatusCode::PAYLOAD_TOO_LARGE);
         let busy = Error::Busy { id: "x".into(), reason: "r".into() };
         assert_eq!(ApiError::from_core(&busy).status, StatusCode::CONFLICT);
-        let writer = ApiError::from_core(&Error::WriterBusy { id: "x".into() });
+        let writer =
+            ApiError::from_core(&Error::WriterBusy { id: "x".into(), holder: berth_core::WriteHolder::AnotherProcess });
         assert_eq!((writer.status, writer.body.code.as_str()), (StatusCode::CONFLICT, "writer_busy"));
     }
 }

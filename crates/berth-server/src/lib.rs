@@ -364,6 +364,7 @@ pub fn router(state: Shared) -> Router {
         .method_not_allowed_fallback(|| async {
             ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "method not allowed on this endpoint")
         })
+        .layer(middleware::from_fn(limits::refuse_undecodable_query))
         .layer(middleware::from_fn_with_state(state.clone(), observe))
         .with_state(state)
 }

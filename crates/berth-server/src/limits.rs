@@ -13,6 +13,8 @@ use crate::error::ApiError;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::StatusCode;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 use berth_core::TenantId;
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
@@ -102,6 +104,24 @@ pub async fn body_bytes<S: Send + Sync>(request: Request, state: &S) -> Result<b
 #[derive(Clone, Copy, Debug)]
 pub struct BodyLimit(pub usize);
 
+/// Refuses, on every route, a query string whose escapes decode to bytes that are not
+/// UTF-8 (400): the query parsers would read them as U+FFFD, so `key=%FE` would name the
+/// item whose key is "\u{fffd}".
+pub(crate) async fn refuse_undecodable_query(request: Request, next: Next) -> Response {
+    match request.uri().query() {
+        Some(query) if !query_is_utf8(query) => {
+            ApiError::bad_request("the query string's escapes do not decode to UTF-8").into_response()
+        }
+        _ => next.run(request).await,
+    }
+}
+
+/// Whether every `%XX` escape of `query` decodes, with the rest, to UTF-8. The whole
+/// string at once is enough: `&` and `=` are ASCII, never inside a multi-byte sequence.
+fn query_is_utf8(query: &str) -> bool {
+    std::str::from_utf8(&percent_encoding::percent_decode_str(query).collect::<Vec<u8>>()).is_ok()
+}
+
 /// Query parameters; unknown parameters are refused (400), never ignored.
 pub struct StrictQuery<T>(pub T);
 
@@ -125,6 +145,16 @@ fn serde_urlencoded_from_str<T: DeserializeOwned>(query: &str) -> Result<T, ApiE
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_query_must_decode_to_utf8() {
+        for good in ["", "a=b", "key=%C3%A9", "key=é", "a=%25FE", "a=%2", "a=%zz", "a=+"] {
+            assert!(query_is_utf8(good), "{good}");
+        }
+        for bad in ["key=%FE", "label=%FF", "a=%E2&b=%82%AC", "a=%C3"] {
+            assert!(!query_is_utf8(bad), "{bad}");
+        }
+    }
 
     #[test]
     fn deep_json_is_refused_without_overflowing_the_stack() {

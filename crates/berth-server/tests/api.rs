@@ -478,9 +478,24 @@ async fn jwt_bearer_tokens_authenticate_with_the_tenant_from_their_claims() {
     );
     let wrong_issuer =
         sign(json!({"sub": "carol", "tenant": "acme", "iss": "other", "aud": "berth", "exp": exp}), b"shared-secret");
-    for token in [forged, expired, wrong_issuer] {
+    // A configured issuer and audience are required claims, and `nbf` is checked (an hour
+    // ahead is past the leeway; a minute behind is not).
+    let no_issuer = sign(json!({"sub": "carol", "tenant": "acme", "aud": "berth", "exp": exp}), b"shared-secret");
+    let no_audience =
+        sign(json!({"sub": "carol", "tenant": "acme", "iss": "https://idp.example", "exp": exp}), b"shared-secret");
+    let now = exp - 600;
+    let not_yet = sign(
+        json!({"sub": "carol", "tenant": "acme", "iss": "https://idp.example", "aud": "berth", "exp": exp, "nbf": now + 3600}),
+        b"shared-secret",
+    );
+    for token in [forged, expired, wrong_issuer, no_issuer, no_audience, not_yet] {
         assert_eq!(server.client(&token).whoami().await.unwrap_err().code(), "unauthenticated");
     }
+    let valid_from_a_minute_ago = sign(
+        json!({"sub": "carol", "tenant": "acme", "iss": "https://idp.example", "aud": "berth", "exp": exp, "nbf": now - 60}),
+        b"shared-secret",
+    );
+    assert_eq!(server.client(&valid_from_a_minute_ago).whoami().await.unwrap().user.as_str(), "carol");
 }
 
 #[tokio::test]

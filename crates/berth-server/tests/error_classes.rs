@@ -33,7 +33,7 @@ fn representative(class: ErrorClass) -> Error {
         ErrorClass::NotFound => Error::session_not_found("chat-1"),
         ErrorClass::AlreadyExists => Error::AlreadyExists { what: "session", id: id() },
         ErrorClass::Busy => Error::Busy { id: id(), reason: "run \"run-1\" is attached".into() },
-        ErrorClass::WriterBusy => Error::WriterBusy { id: id() },
+        ErrorClass::WriterBusy => Error::WriterBusy { id: id(), holder: berth_core::WriteHolder::Unknown },
         ErrorClass::RunNotAttached => Error::RunNotAttached { id: id(), run: "run-1".into() },
         ErrorClass::Fenced => Error::Fenced { id: id(), epoch: 1, current: 2 },
         ErrorClass::RevisionConflict => Error::RevisionConflict { expected: 3, actual: 4 },

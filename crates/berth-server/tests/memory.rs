@@ -196,6 +196,19 @@ async fn bad_input_is_typed_and_stores_nothing() {
     )
     .await;
     assert_eq!((status, page["items"].as_array().map(Vec::len)), (200, Some(0)));
+    // An `in` up to its limit is answered (991 operands once were a 500 on SQLite); past
+    // it, a 422 naming the limit.
+    let widest = berth_core::limits::MEMORY_FILTER_IN_VALUES_MAX;
+    for (count, expected) in [
+        (widest, (200, None)),
+        (widest + 1, (422, Some("memory_filter_in_values"))),
+        (991, (422, Some("memory_filter_in_values"))),
+    ] {
+        let operands: Vec<usize> = (0..count).collect();
+        let search = json!({"prefix": "user/alice", "filter": [{"field": "a", "op": "in", "value": operands}]});
+        let (status, body) = send(&k.alice, Method::POST, "/v1/memory/search", Some(search)).await;
+        assert_eq!((status, body["limit_name"].as_str()), expected, "{count} operands: {body}");
+    }
     let (status, usage) = send(&k.service, Method::GET, "/v1/memory/usage", None).await;
     assert_eq!((status, usage["items"].as_u64()), (200, Some(0)), "nothing stored");
 }
@@ -546,4 +559,30 @@ async fn memory_deletes_are_audited_and_imports_keep_the_puts_binding_rule() {
     let (status, body) = send_bytes(&k.alice, "/v1/memory/import", export.into_bytes()).await;
     assert_eq!((status, body["code"].as_str()), (404, Some("not_found")), "{body}");
     assert_eq!(send(&k.alice, Method::GET, &item_path("user/alice", "e"), None).await.0, 404);
+}
+
+/// A query string whose escapes are not UTF-8 is a 400 on every endpoint, never read as
+/// U+FFFD: `key=%FE` once deleted the item whose key is "\u{fffd}".
+#[tokio::test]
+async fn a_query_string_that_is_not_utf8_is_refused_everywhere() {
+    let server = TestServer::start().await;
+    let k = keys(&server);
+    let (status, _) =
+        send(&k.alice, Method::PUT, "/v1/memory/items", Some(put_body("user/alice", "\u{fffd}", json!(1)))).await;
+    assert_eq!(status, 200);
+    for (method, path) in [
+        (Method::DELETE, "/v1/memory/items?namespace=user%2Falice&key=%FE"),
+        (Method::GET, "/v1/memory/items?namespace=user%2Falice&key=%FE"),
+        (Method::GET, "/v1/sessions?label=%FF"),
+        (Method::GET, "/v1/audit?action=%FF"),
+        (Method::GET, "/v1/audit/search?action=%FF"),
+        (Method::GET, "/v1/memory/namespaces?prefix=user%2F%C3"),
+        (Method::POST, "/v1/sessions?x=%FF"),
+        (Method::GET, "/v1/whoami?%FF"),
+    ] {
+        let (status, body) = send(&k.admin, method.clone(), path, None).await;
+        assert_eq!((status, body["code"].as_str()), (400, Some("invalid")), "{method} {path}: {body}");
+    }
+    let (status, item) = send(&k.alice, Method::GET, &item_path("user/alice", "\u{fffd}"), None).await;
+    assert_eq!((status, item["value"].as_u64()), (200, Some(1)), "the U+FFFD item is still there");
 }

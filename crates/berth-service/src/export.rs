@@ -98,7 +98,36 @@ impl SessionService {
                 actual: bytes.len() as u64,
             });
         }
-        let (record, events) = parse_export(bytes)?;
+        let owned = bytes.to_vec();
+        let (record, events) = self.decode_import(move || parse_export(&owned)).await?;
+        self.import_parsed(principal, record, events).await
+    }
+
+    /// Imports every session of a ZIP made by `export_zip`, in order. Every entry is
+    /// inflated first, as a stream capped at `import_inflated_bytes_max` in total (the
+    /// sizes the ZIP declares are not trusted), and parsed, so an archive over the cap
+    /// or with an unreadable entry stores nothing.
+    pub async fn import_zip(&self, principal: &Principal, bytes: &[u8]) -> Result<Vec<SessionRecord>> {
+        let (owned, inflated_max) = (bytes.to_vec(), self.import_inflated_bytes_max);
+        let sessions = self
+            .decode_import(move || {
+                let entries = inflate_zip_entries(&owned, inflated_max)?;
+                entries.iter().map(|content| parse_export(content)).collect::<Result<Vec<_>>>()
+            })
+            .await?;
+        let mut imported = Vec::with_capacity(sessions.len());
+        for (record, events) in sessions {
+            imported.push(self.import_parsed(principal, record, events).await?);
+        }
+        Ok(imported)
+    }
+
+    async fn import_parsed(
+        &self,
+        principal: &Principal,
+        record: SessionRecord,
+        events: Vec<Event>,
+    ) -> Result<SessionRecord> {
         let refusal = if record.header.scope.tenant != principal.tenant {
             Some("the export belongs to another tenant")
         } else if !principal.can_access(&record.header.scope) {
@@ -114,17 +143,25 @@ impl SessionService {
         self.create_from_record(principal, record, &events, "import", |_| Vec::new()).await
     }
 
-    /// Imports every session of a ZIP made by `export_zip`, in order. Every entry is
-    /// inflated first, as a stream capped at `import_inflated_bytes_max` in total (the
-    /// sizes the ZIP declares are not trusted), so an archive over the cap stores nothing.
-    pub async fn import_zip(&self, principal: &Principal, bytes: &[u8]) -> Result<Vec<SessionRecord>> {
-        let entries = inflate_zip_entries(bytes, self.import_inflated_bytes_max)?;
-        let mut imported = Vec::new();
-        for content in entries {
-            imported.push(self.import(principal, &content).await?);
-        }
-        Ok(imported)
+    /// Runs an import's decoding — inflating, parsing, validating: CPU work of up to
+    /// `import_inflated_bytes_max` bytes — on the blocking pool, at most
+    /// `IMPORT_DECODES_CONCURRENT_MAX` at once in this process, so that imports never hold
+    /// the async runtime's workers (two ZIP bombs once held every other tenant's requests
+    /// for seconds on a 2-core machine).
+    pub(crate) async fn decode_import<T: Send + 'static>(
+        &self,
+        decode: impl FnOnce() -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let _permit = self.import_decodes.acquire().await.map_err(|_| closed_pool())?;
+        tokio::task::spawn_blocking(decode).await.map_err(|_| closed_pool())?
     }
+}
+
+/// Imports decoded at once in one process (each may inflate `import_inflated_bytes_max`).
+pub const IMPORT_DECODES_CONCURRENT_MAX: usize = 2;
+
+fn closed_pool() -> Error {
+    Error::io("import decoding", &std::io::Error::other("the blocking pool stopped"))
 }
 
 /// The `what` of an import whose inflated bytes exceed the cap.

@@ -94,6 +94,8 @@ pub struct SessionService {
     activity: activity::ActivityHold,
     /// Most bytes one import may inflate (`IMPORT_INFLATED_BYTES_MAX`).
     import_inflated_bytes_max: u64,
+    /// Imports decoding on the blocking pool now (`export::decode_import`).
+    import_decodes: tokio::sync::Semaphore,
     /// The per-tenant scoped-memory quota.
     memory_quota: berth_catalog::scoped::MemoryQuota,
     /// This process's lock per memory scope (carried writes and `forget`).
@@ -117,6 +119,7 @@ impl SessionService {
             writers_cached_max: WRITERS_CACHED_MAX_DEFAULT,
             append_locks: std::sync::Mutex::new(HashMap::new()),
             import_inflated_bytes_max: berth_core::limits::IMPORT_INFLATED_BYTES_MAX as u64,
+            import_decodes: tokio::sync::Semaphore::new(export::IMPORT_DECODES_CONCURRENT_MAX),
             memory_quota: berth_catalog::scoped::MemoryQuota::default(),
             scope_locks: std::sync::Mutex::new(HashMap::new()),
         }

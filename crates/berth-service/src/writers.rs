@@ -326,7 +326,7 @@ impl SessionService {
 /// as the service reports it: `WriterBusy`, which callers wait out.
 pub(crate) fn held_elsewhere(error: Error) -> Error {
     match error {
-        Error::AlreadyOwned { id } => Error::WriterBusy { id },
+        Error::AlreadyOwned { id, holder } => Error::WriterBusy { id, holder },
         other => other,
     }
 }

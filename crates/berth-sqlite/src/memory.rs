@@ -605,8 +605,10 @@ enum Driver<'a> {
     Order { text: Option<&'a str> },
     /// The few items holding the query's terms (`memory_terms`), sorted by SQLite.
     Text(&'a str),
-    /// The few items a pushed-down condition on this field matches (`memory_fields`).
-    Field(&'a str),
+    /// The few items a pushed-down condition matches (`memory_fields`): its position
+    /// among `pushed_down`'s (by position, not field name: a filter may hold several
+    /// conditions on one field, each of which must still be tested).
+    Field(usize),
 }
 
 #[cfg(test)]
@@ -636,7 +638,7 @@ fn search_in(
         return walk_in_order(connection, tenant, search, driver, None, now);
     }
     match selective_condition(connection, tenant, search)? {
-        Some(field) => search_in_order(connection, tenant, search, Driver::Field(&field), None, None, now),
+        Some(driving) => search_in_order(connection, tenant, search, Driver::Field(driving), None, None, now),
         None => walk_in_order(connection, tenant, search, Driver::Order { text: None }, None, now),
     }
 }
@@ -676,15 +678,16 @@ fn pushed_down(search: &MemorySearch) -> Vec<(&str, Vec<fields::Alternative>)> {
     conditions.filter_map(|c| fields::pushdown(c).map(|alternatives| (c.field.as_str(), alternatives))).collect()
 }
 
-/// The pushed-down condition matching the fewest items, if fewer than
-/// `FEW_FIELD_MATCHES` (counted through the index, at most that many entries each).
+/// The position (among `pushed_down`'s) of the pushed-down condition matching the
+/// fewest items, if fewer than `FEW_FIELD_MATCHES` (counted through the index, at most
+/// that many entries each).
 fn selective_condition(
     connection: &Connection,
     tenant: &TenantId,
     search: &MemorySearch,
-) -> Result<Option<String>, Failure> {
-    let mut best: Option<(i64, String)> = None;
-    for (field, alternatives) in pushed_down(search) {
+) -> Result<Option<usize>, Failure> {
+    let mut best: Option<(i64, usize)> = None;
+    for (position, (field, alternatives)) in pushed_down(search).into_iter().enumerate() {
         let mut params = Params::default();
         let condition = field_condition(tenant, field, &alternatives, "f", &mut params);
         let sql = format!(
@@ -694,10 +697,10 @@ fn selective_condition(
         let count: i64 =
             connection.prepare_cached(&sql)?.query_row(params_from_iter(params.0.iter()), |row| row.get(0))?;
         if count < FEW_FIELD_MATCHES && best.as_ref().is_none_or(|(fewest, _)| count < *fewest) {
-            best = Some((count, field.to_owned()));
+            best = Some((count, position));
         }
     }
-    Ok(best.map(|(_, field)| field))
+    Ok(best.map(|(_, position)| position))
 }
 
 /// Does the prefix hold at least `at_least` items (live or not)? Counted through the
@@ -943,8 +946,8 @@ fn search_in_order(
             conditions.push(format!("memory_terms MATCH {}", params.push(expression.to_string())));
             "memory_terms AS x CROSS JOIN memory_items AS m ON m.id = x.rowid".to_owned()
         }
-        Driver::Field(field) => {
-            let (_, alternatives) = pushed.iter().find(|(name, _)| name == field).expect("a pushed-down field");
+        Driver::Field(driving) => {
+            let (field, alternatives) = &pushed[*driving];
             conditions.push(field_condition(tenant, field, alternatives, "f", &mut params));
             // `CROSS JOIN` keeps SQLite from walking the whole prefix instead.
             "memory_fields AS f CROSS JOIN memory_items AS m ON m.id = f.item".to_owned()
@@ -1004,8 +1007,8 @@ fn search_in_order(
              AND c.tenant = {tenant_is})"
         ));
     }
-    for (field, alternatives) in &pushed {
-        if matches!(driver, Driver::Field(driving) if driving == *field) {
+    for (position, (field, alternatives)) in pushed.iter().enumerate() {
+        if matches!(driver, Driver::Field(driving) if driving == position) {
             continue;
         }
         // Tested per row through the field index's key: cheaper than reading the value.

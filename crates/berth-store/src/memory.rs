@@ -6,7 +6,7 @@
 
 use crate::backend::{ChangeToken, ListQuery, LogBackend, LogReader, LogStat, LogWriter, TailRecovery};
 use async_trait::async_trait;
-use berth_core::{Epoch, Error, Event, Result, SessionHeader, SessionKey};
+use berth_core::{Epoch, Error, Event, Result, SessionHeader, SessionKey, WriteHolder};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -120,7 +120,7 @@ impl LogBackend for MemoryBackend {
         let mut sessions = self.storage.sessions();
         let session = sessions.get_mut(key).ok_or_else(|| Error::session_not_found(&key.id))?;
         if session.writer_held {
-            return Err(Error::AlreadyOwned { id: key.id.to_string() });
+            return Err(Error::AlreadyOwned { id: key.id.to_string(), holder: WriteHolder::AnotherProcess });
         }
         session.events.iter().try_for_each(berth_core::vocabulary::check_stored)?;
         session.writer_held = true;
@@ -139,7 +139,9 @@ impl LogBackend for MemoryBackend {
         let mut sessions = self.storage.sessions();
         match sessions.get(key) {
             None => Ok(false),
-            Some(session) if session.writer_held => Err(Error::AlreadyOwned { id: key.id.to_string() }),
+            Some(session) if session.writer_held => {
+                Err(Error::AlreadyOwned { id: key.id.to_string(), holder: WriteHolder::AnotherProcess })
+            }
             Some(_) => Ok(sessions.remove(key).is_some()),
         }
     }

@@ -5,7 +5,7 @@ use crate::backend::{ChangeToken, ListPage, ListQuery, LogBackend, LogStat};
 use crate::handle::{Access, HandleShared, SessionHandle};
 use crate::registry::{OwnerRef, Registry, Slot};
 use berth_core::limits::PAGE_SIZE_MAX;
-use berth_core::{Error, Result, SessionHeader, SessionKey};
+use berth_core::{Error, Result, SessionHeader, SessionKey, WriteHolder};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
@@ -270,5 +270,5 @@ fn already_exists(key: &SessionKey) -> Error {
 }
 
 fn already_owned(key: &SessionKey) -> Error {
-    Error::AlreadyOwned { id: key.id.to_string() }
+    Error::AlreadyOwned { id: key.id.to_string(), holder: WriteHolder::ThisProcess }
 }

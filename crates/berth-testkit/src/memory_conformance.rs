@@ -13,7 +13,7 @@ use berth_catalog::scoped::{
 use berth_catalog::scoped::{MemorySearch, Namespace, NamespaceQuery, SearchCursor, SearchOrder, TextQuery};
 use berth_catalog::scoped::{Removed, ScopeRemoved, SweepAudit, TenantQuota};
 use berth_catalog::Catalog;
-use berth_core::limits::{Limit, MEMORY_VALUE_BYTES_MAX};
+use berth_core::limits::{Limit, MEMORY_FILTER_CONDITIONS_MAX, MEMORY_FILTER_IN_VALUES_MAX, MEMORY_VALUE_BYTES_MAX};
 use berth_core::{Error, JsonText, Revision, TenantId, Timestamp};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -372,6 +372,19 @@ fn filters() -> Vec<Filter> {
     out.push(one(c("n", FilterOp::In, "[1, \"2\", 1000]")));
     out.push(one(c("nobody", FilterOp::Ne, "1")));
     out.push(Filter::new(vec![c("n", FilterOp::Gte, "0"), c("s", FilterOp::Lt, "\"b\"")]).unwrap());
+    // Several conditions on one field: a selective one drives the search, and each of
+    // the others is still tested (they were once skipped by field name).
+    out.push(Filter::new(vec![c("n", FilterOp::Lt, "2"), c("n", FilterOp::Gte, "0")]).unwrap());
+    out.push(Filter::new(vec![c("n", FilterOp::Gte, "0"), c("n", FilterOp::Lt, "2")]).unwrap());
+    out.push(Filter::new(vec![c("n", FilterOp::In, "[1, 2, 3]"), c("n", FilterOp::Ne, "2")]).unwrap());
+    // The largest filter there is: every backend answers it as the reference does (an
+    // `in` of 991 operands once passed SQLite's expression depth: a 500).
+    let widest = |offset: usize| {
+        let operands: Vec<String> = (0..MEMORY_FILTER_IN_VALUES_MAX).map(|n| (n + offset).to_string()).collect();
+        format!("[{}]", operands.join(","))
+    };
+    let conditions = (0..MEMORY_FILTER_CONDITIONS_MAX).map(|i| c("n", FilterOp::In, &widest(i % 3))).collect();
+    out.push(Filter::new(conditions).unwrap());
     out
 }
 

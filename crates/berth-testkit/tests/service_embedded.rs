@@ -201,7 +201,7 @@ async fn a_log_open_for_writing_elsewhere_is_writer_busy_not_busy() {
 
     let refused = second.append(&principal, &sid("shared"), append("second")).await;
     match &refused {
-        Err(error @ Error::WriterBusy { id }) => {
+        Err(error @ Error::WriterBusy { id, .. }) => {
             assert_eq!(id, "shared");
             assert_eq!((error.class(), error.class().code()), (ErrorClass::WriterBusy, "writer_busy"));
         }

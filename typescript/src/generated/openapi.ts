@@ -676,7 +676,12 @@ export interface components {
             /** @description At most 1000. */
             items: components["schemas"]["MemoryKeyBody"][];
         };
-        /** @description `POST /v1/sessions/{id}/runs/{run}/detach`. */
+        /**
+         * @description `POST /v1/sessions/{id}/runs/{run}/detach`.
+         * @example {
+         *       "outcome": "completed"
+         *     }
+         */
         DetachBody: {
             /** Format: int64 */
             expected_revision?: number | null;
@@ -2967,7 +2972,10 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description session id */
+                /**
+                 * @description session id
+                 * @example chat-0
+                 */
                 id: components["schemas"]["Id"];
             };
             cookie?: never;
@@ -3176,7 +3184,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description session id */
+                /**
+                 * @description session id
+                 * @example chat-0
+                 */
                 id: components["schemas"]["Id"];
             };
             cookie?: never;
@@ -3856,13 +3867,21 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description session id */
+                /**
+                 * @description session id
+                 * @example runs-1
+                 */
                 id: components["schemas"]["Id"];
             };
             cookie?: never;
         };
         requestBody?: {
             content: {
+                /**
+                 * @example {
+                 *       "on_busy": "interrupt"
+                 *     }
+                 */
                 "application/json": null | components["schemas"]["AttachBody"];
             };
         };
@@ -3959,13 +3978,22 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description session id */
+                /**
+                 * @description session id
+                 * @example runs-1
+                 */
                 id: components["schemas"]["Id"];
             };
             cookie?: never;
         };
         requestBody?: {
             content: {
+                /**
+                 * @example {
+                 *       "run_id": "chat-1",
+                 *       "on_busy": "interrupt"
+                 *     }
+                 */
                 "application/json": null | components["schemas"]["AttachBody"];
             };
         };
@@ -4054,9 +4082,15 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description session id */
+                /**
+                 * @description session id
+                 * @example runs-1
+                 */
                 id: components["schemas"]["Id"];
-                /** @description run id */
+                /**
+                 * @description run id
+                 * @example chat-1
+                 */
                 run: components["schemas"]["Id"];
             };
             cookie?: never;
@@ -4167,9 +4201,15 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description session id */
+                /**
+                 * @description session id
+                 * @example runs-1
+                 */
                 id: components["schemas"]["Id"];
-                /** @description run id */
+                /**
+                 * @description run id
+                 * @example chat-1
+                 */
                 run: components["schemas"]["Id"];
             };
             cookie?: never;

@@ -16,7 +16,7 @@
 //!   returns an empty page, not an error.
 //! - Conditions are ANDed.
 
-use berth_core::limits::{Limit, MEMORY_FILTER_CONDITIONS_MAX};
+use berth_core::limits::{Limit, MEMORY_FILTER_CONDITIONS_MAX, MEMORY_FILTER_IN_VALUES_MAX};
 use berth_core::{Error, JsonText, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -89,9 +89,22 @@ impl Filter {
             }
             let operand = Scalar::of(condition.operand.as_raw());
             match condition.op {
-                FilterOp::In if !matches!(operand, Scalar::Array(_)) => {
-                    return Err(Error::invalid("filter", format!("{}: `in` needs an array of values", condition.field)))
-                }
+                FilterOp::In => match &operand {
+                    Scalar::Array(values) if values.len() > MEMORY_FILTER_IN_VALUES_MAX => {
+                        return Err(Error::LimitExceeded {
+                            what: Limit::MemoryFilterInValues,
+                            limit: MEMORY_FILTER_IN_VALUES_MAX as u64,
+                            actual: values.len() as u64,
+                        })
+                    }
+                    Scalar::Array(_) => {}
+                    _ => {
+                        return Err(Error::invalid(
+                            "filter",
+                            format!("{}: `in` needs an array of values", condition.field),
+                        ))
+                    }
+                },
                 FilterOp::Gt | FilterOp::Gte | FilterOp::Lt | FilterOp::Lte
                     if !matches!(operand, Scalar::Number(_) | Scalar::String(_)) =>
                 {
@@ -368,5 +381,21 @@ mod tests {
         assert!(!filter("n", FilterOp::Gt, "1").matches(&value("[1]")), "a non-object has no fields");
         assert!(Filter::new(vec![Condition { field: "a".into(), op: FilterOp::In, operand: value("1") }]).is_err());
         assert!(Filter::new(vec![Condition { field: "a".into(), op: FilterOp::Gt, operand: value("true") }]).is_err());
+    }
+
+    #[test]
+    fn an_in_condition_holds_at_most_its_limit_of_operands() {
+        let operands = |count: usize| {
+            let numbers: Vec<String> = (0..count).map(|n| n.to_string()).collect();
+            value(&format!("[{}]", numbers.join(",")))
+        };
+        let condition = |count| Condition { field: "a".into(), op: FilterOp::In, operand: operands(count) };
+        assert!(Filter::new(vec![condition(MEMORY_FILTER_IN_VALUES_MAX)]).is_ok());
+        let error = Filter::new(vec![condition(MEMORY_FILTER_IN_VALUES_MAX + 1)]).unwrap_err();
+        assert!(
+            matches!(error, Error::LimitExceeded { what: Limit::MemoryFilterInValues, limit, actual }
+                if limit == MEMORY_FILTER_IN_VALUES_MAX as u64 && actual == MEMORY_FILTER_IN_VALUES_MAX as u64 + 1),
+            "{error:?}"
+        );
     }
 }

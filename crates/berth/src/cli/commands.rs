@@ -19,6 +19,7 @@ use std::collections::BTreeSet;
 use std::io::Read;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::{Duration, Instant};
 
 #[derive(Subcommand, Debug)]
 pub enum SessionsCommand {
@@ -204,6 +205,24 @@ pub struct AppendArgs {
     /// outcome; the same key with other events is a conflict (exit 4).
     #[arg(long)]
     idempotency_key: Option<String>,
+    /// Seconds to wait out another process's write handle on the session (`writer_busy`)
+    /// before failing with exit 4: retried with jittered backoff, as the Python client
+    /// does. `0` fails at once.
+    #[arg(long, value_name = "SECONDS", default_value_t = BUSY_WAIT_DEFAULT_S, value_parser = busy_wait_seconds)]
+    busy_wait: f64,
+}
+
+/// `berth append --busy-wait`'s default: the Python client's `busy_wait_s`.
+const BUSY_WAIT_DEFAULT_S: f64 = 10.0;
+/// The first backoff after `writer_busy`, doubled per attempt up to the last.
+const BUSY_BACKOFF_FIRST: Duration = Duration::from_millis(50);
+const BUSY_BACKOFF_LAST: Duration = Duration::from_secs(2);
+
+fn busy_wait_seconds(text: &str) -> std::result::Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(seconds) if seconds.is_finite() && (0.0..=3600.0).contains(&seconds) => Ok(seconds),
+        _ => Err(format!("{text:?}: give seconds from 0 to 3600")),
+    }
 }
 
 #[derive(Args, Debug)]
@@ -619,9 +638,28 @@ pub(super) fn print_append_outcome(outcome: &berth_service::AppendOutcome, json:
 async fn append(targets: &Targets<'_>, args: AppendArgs, json: bool) -> Result<ExitCode> {
     let target = targets.acting_as(&args.principal)?;
     let request = read_append_request(&args)?;
-    let outcome = target.append(&session_id(&args.session)?, request).await?;
+    let id = session_id(&args.session)?;
+    // `writer_busy` is refused before anything is stored, so sending again is safe.
+    let deadline = Instant::now() + Duration::from_secs_f64(args.busy_wait);
+    let mut attempt = 0u32;
+    let outcome = loop {
+        match target.append(&id, request.clone()).await {
+            Err(Error::WriterBusy { .. }) if Instant::now() + busy_backoff(attempt) <= deadline => {
+                tokio::time::sleep(busy_backoff(attempt)).await;
+                attempt += 1;
+            }
+            other => break other?,
+        }
+    };
     print_append_outcome(&outcome, json)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The `attempt`-th wait after `writer_busy`: doubling, capped, with jitter (half to
+/// all of it) so that many waiting processes do not retry in step.
+fn busy_backoff(attempt: u32) -> Duration {
+    let doubled = BUSY_BACKOFF_FIRST.saturating_mul(1u32 << attempt.min(16)).min(BUSY_BACKOFF_LAST);
+    doubled.mul_f64(0.5 + rand::random::<f64>() / 2.0)
 }
 
 async fn export(targets: &Targets<'_>, args: ExportArgs) -> Result<ExitCode> {
