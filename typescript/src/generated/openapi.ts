@@ -691,6 +691,8 @@ export interface components {
              */
             outcome?: string;
         };
+        /** @example chat-0 */
+        EndedId: string;
         ErrorBody: {
             /**
              * Format: int64
@@ -2972,11 +2974,8 @@ export interface operations {
             };
             header?: never;
             path: {
-                /**
-                 * @description session id
-                 * @example chat-0
-                 */
-                id: components["schemas"]["Id"];
+                /** @description session id */
+                id: components["schemas"]["EndedId"];
             };
             cookie?: never;
         };
@@ -3184,11 +3183,8 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /**
-                 * @description session id
-                 * @example chat-0
-                 */
-                id: components["schemas"]["Id"];
+                /** @description session id */
+                id: components["schemas"]["EndedId"];
             };
             cookie?: never;
         };
