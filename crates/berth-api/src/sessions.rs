@@ -12,35 +12,18 @@ pub struct Id;
 
 impl utoipa::PartialSchema for Id {
     fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
-        id_schema("chat-1")
+        use utoipa::openapi::schema::{ObjectBuilder, Type};
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .pattern(Some(crate::ID_PATTERN))
+            .min_length(Some(1))
+            .max_length(Some(berth_core::limits::ID_BYTES_MAX))
+            .examples(["chat-1"])
+            .into()
     }
 }
 
 impl utoipa::ToSchema for Id {}
-
-/// An id, as `Id`, whose example is another session (`chat-0`): the path of the
-/// operations that end a session (close, delete), so that a tool which tries every
-/// operation on the examples does not end `chat-1`, which the others' examples name.
-pub struct EndedId;
-
-impl utoipa::PartialSchema for EndedId {
-    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
-        id_schema("chat-0")
-    }
-}
-
-impl utoipa::ToSchema for EndedId {}
-
-fn id_schema(example: &str) -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
-    use utoipa::openapi::schema::{ObjectBuilder, Type};
-    ObjectBuilder::new()
-        .schema_type(Type::String)
-        .pattern(Some(crate::ID_PATTERN))
-        .min_length(Some(1))
-        .max_length(Some(berth_core::limits::ID_BYTES_MAX))
-        .examples([example])
-        .into()
-}
 
 /// A label: 1–128 bytes without control characters (schema only).
 pub struct Label;

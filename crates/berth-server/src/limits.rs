@@ -91,7 +91,8 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for StrictJson<T> {
 }
 
 /// A JSON body as `StrictJson` reads it, for the operations whose body is required: no
-/// body at all is a 400 instead of `{}` (a `PUT` of nothing must not reset what it sets).
+/// body at all, or `null`, is a 400 instead of `{}` (a `PUT` of nothing must not reset
+/// what it sets).
 pub struct RequiredJson<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for RequiredJson<T> {
@@ -99,8 +100,8 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for RequiredJson<T> {
 
     async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
         let bytes = body_bytes(request, state).await?;
-        if bytes.is_empty() {
-            return Err(ApiError::bad_request("this operation needs a JSON body"));
+        if matches!(bytes.trim_ascii(), b"" | b"null") {
+            return Err(ApiError::bad_request("this operation needs a JSON object body"));
         }
         decode_json(&bytes).map(RequiredJson)
     }

@@ -96,7 +96,7 @@ impl Modify for CommonErrors {
         memory_api::memory_usage, memory_api::set_memory_quota,
         memory_api::export_memory, memory_api::import_memory,
     ),
-    components(schemas(ErrorBody, berth_api::sessions::EndedId)),
+    components(schemas(ErrorBody)),
     modifiers(&BearerAuth, &CommonErrors),
     tags(
         (name = "sessions", description = "Create, list, read metadata, close, fork, reopen, delete"),

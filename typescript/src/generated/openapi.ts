@@ -691,8 +691,6 @@ export interface components {
              */
             outcome?: string;
         };
-        /** @example chat-0 */
-        EndedId: string;
         ErrorBody: {
             /**
              * Format: int64
@@ -2975,7 +2973,7 @@ export interface operations {
             header?: never;
             path: {
                 /** @description session id */
-                id: components["schemas"]["EndedId"];
+                id: components["schemas"]["Id"];
             };
             cookie?: never;
         };
@@ -3184,7 +3182,7 @@ export interface operations {
             header?: never;
             path: {
                 /** @description session id */
-                id: components["schemas"]["EndedId"];
+                id: components["schemas"]["Id"];
             };
             cookie?: never;
         };
