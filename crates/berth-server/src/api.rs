@@ -266,7 +266,7 @@ pub async fn update_session(
 
 /// Erases the log and metadata; the audit log keeps a record.
 #[utoipa::path(delete, path = "/v1/sessions/{id}", tag = "sessions",
-    params(("id" = berth_api::sessions::Id, Path, description = "session id", example = "chat-0"), RevisionParams),
+    params(("id" = berth_api::sessions::Id, Path, description = "session id"), RevisionParams),
     responses((status = 204, description = "deleted"), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 409, body = ErrorBody), (status = 412, body = ErrorBody)),
     security(("bearer" = [])))]
@@ -285,7 +285,7 @@ pub async fn delete_session(
 
 /// Closes a session: terminal; refuses new attach and append.
 #[utoipa::path(post, path = "/v1/sessions/{id}/close", tag = "sessions",
-    params(("id" = berth_api::sessions::Id, Path, description = "session id", example = "chat-0")), request_body = Option<CloseBody>,
+    params(("id" = berth_api::sessions::Id, Path, description = "session id")), request_body = Option<CloseBody>,
     responses((status = 200, body = SessionBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody),
         (status = 412, body = ErrorBody)),
     security(("bearer" = [])))]

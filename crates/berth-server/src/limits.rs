@@ -64,7 +64,9 @@ impl TenantLimiter {
 /// optional bodies), anything else that is not an object is refused (serde would
 /// otherwise read a struct from an array).
 pub fn decode_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
-    let bytes = if bytes.iter().all(u8::is_ascii_whitespace) { &b"{}"[..] } else { bytes };
+    // No body at all is `{}`; a body of white space alone is not JSON (400), like any
+    // other text that is not.
+    let bytes = if bytes.is_empty() { &b"{}"[..] } else { bytes };
     let minimal = berth_core::json::minify_strict(bytes)
         .map_err(|error| ApiError::bad_request(format!("malformed JSON body: {error}")))?;
     let bytes = match minimal.as_bytes().first() {
@@ -85,6 +87,23 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for StrictJson<T> {
     async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
         let bytes = body_bytes(request, state).await?;
         decode_json(&bytes).map(StrictJson)
+    }
+}
+
+/// A JSON body as `StrictJson` reads it, for the operations whose body is required: no
+/// body at all, or `null`, is a 400 instead of `{}` (a `PUT` of nothing must not reset
+/// what it sets).
+pub struct RequiredJson<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for RequiredJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let bytes = body_bytes(request, state).await?;
+        if matches!(bytes.trim_ascii(), b"" | b"null") {
+            return Err(ApiError::bad_request("this operation needs a JSON object body"));
+        }
+        decode_json(&bytes).map(RequiredJson)
     }
 }
 
@@ -145,6 +164,16 @@ fn serde_urlencoded_from_str<T: DeserializeOwned>(query: &str) -> Result<T, ApiE
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn no_body_reads_as_an_empty_object_and_white_space_alone_is_refused() {
+        let empty: serde_json::Map<String, serde_json::Value> = decode_json(b"").unwrap();
+        assert!(empty.is_empty());
+        for blank in [&b"\r"[..], b" ", b"\n\t "] {
+            let error = decode_json::<serde_json::Value>(blank).unwrap_err();
+            assert_eq!(error.status, StatusCode::BAD_REQUEST, "{blank:?}");
+        }
+    }
 
     #[test]
     fn a_query_must_decode_to_utf8() {

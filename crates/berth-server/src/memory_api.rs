@@ -4,7 +4,7 @@
 
 use crate::api::{call, json, Caller, Shared};
 use crate::error::ApiError;
-use crate::limits::{body_bytes, StrictJson, StrictQuery};
+use crate::limits::{body_bytes, RequiredJson, StrictJson, StrictQuery};
 use crate::wire;
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
@@ -150,7 +150,7 @@ fn usage_body(usage: MemoryUsage, quota: MemoryQuota) -> MemoryUsageBody {
 pub async fn set_memory_quota(
     State(state): State<Shared>,
     Caller(principal): Caller,
-    StrictJson(body): StrictJson<MemoryQuotaBody>,
+    RequiredJson(body): RequiredJson<MemoryQuotaBody>,
 ) -> ApiResult<Response> {
     let quota = TenantQuota { items: body.items, bytes: body.bytes };
     let (usage, quota) = call(&state, move |s| async move { s.set_memory_quota(&principal, quota).await }).await?;

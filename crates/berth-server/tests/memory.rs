@@ -473,6 +473,10 @@ async fn an_admin_sets_a_tenants_memory_quota_and_a_put_past_it_is_422() {
     assert_eq!((status, body["code"].as_str()), (403, Some("forbidden")));
     let (status, body) = send(&k.admin, Method::PUT, "/v1/memory/quota", Some(json!({"items": 2, "other": 1}))).await;
     assert_eq!((status, body["code"].as_str()), (400, Some("invalid")), "unknown fields are refused: {body}");
+    for no_body in [None, Some(Value::Null)] {
+        let (status, body) = send(&k.admin, Method::PUT, "/v1/memory/quota", no_body).await;
+        assert_eq!((status, body["code"].as_str()), (400, Some("invalid")), "a body is required: {body}");
+    }
     let (status, usage) = send(&k.admin, Method::PUT, "/v1/memory/quota", Some(json!({"items": 2}))).await;
     assert_eq!(status, 200, "{usage}");
     assert_eq!(usage, json!({"items": 0, "bytes": 0, "quota_items": 2, "quota_bytes": 1_000_000}));

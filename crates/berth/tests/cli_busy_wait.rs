@@ -3,6 +3,8 @@
 //! 4): many concurrent single-event appends on one session all land, and a held lease is
 //! waited for until released, or reported (naming another process) when the wait is 0.
 
+mod common;
+
 use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::path::Path;
@@ -11,15 +13,10 @@ use std::time::{Duration, Instant};
 
 const TENANT: &str = "acme";
 
+/// `berth --data DATA` acting in tenant `acme` (hermetic otherwise: `common::berth`).
 fn berth(data: &Path) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_berth"));
-    command
-        .arg("--data")
-        .arg(data)
-        .env("BERTH_TENANT", TENANT)
-        .env_remove("BERTH_SERVER")
-        .env_remove("BERTH_API_KEY")
-        .env_remove("BERTH_DATA");
+    let mut command = common::berth(data);
+    command.env("BERTH_TENANT", TENANT);
     command
 }
 

@@ -2972,10 +2972,7 @@ export interface operations {
             };
             header?: never;
             path: {
-                /**
-                 * @description session id
-                 * @example chat-0
-                 */
+                /** @description session id */
                 id: components["schemas"]["Id"];
             };
             cookie?: never;
@@ -3184,10 +3181,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /**
-                 * @description session id
-                 * @example chat-0
-                 */
+                /** @description session id */
                 id: components["schemas"]["Id"];
             };
             cookie?: never;
