@@ -107,6 +107,7 @@ pub struct AuditVerificationBody {
 /// `PUT /v1/retention`: the tenant's retention policy (absent fields: no such rule).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"idle_ttl_ms": 2592000000_u64, "delete_terminal_after_ms": 7776000000_u64}))]
 pub struct RetentionPolicyBody {
     /// Expire live sessions with no activity for this long (ms).
     #[serde(default, deserialize_with = "crate::int64::option_u64")]

@@ -280,6 +280,7 @@ pub struct MemoryImportedBody {
 /// default again.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"items": 100000, "bytes": 104857600}))]
 pub struct MemoryQuotaBody {
     /// Items the tenant may store (`memory_items`).
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::int64::option_u64")]

@@ -355,6 +355,7 @@ pub struct ListParams {
 pub struct RevisionParams {
     /// Compare-and-set: 412 unless the session is at this revision.
     #[serde(default, deserialize_with = "crate::int64::query_u64")]
+    #[param(example = 2)]
     pub expected_revision: Option<u64>,
 }
 

@@ -880,6 +880,10 @@ export interface components {
          * @description `PUT /v1/memory/quota` (admin keys): the tenant's own quota. Each limit given
          *     replaces the server's default for this tenant; each left out (or `null`) is the
          *     default again.
+         * @example {
+         *       "items": 100000,
+         *       "bytes": 104857600
+         *     }
          */
         MemoryQuotaBody: {
             /**
@@ -995,7 +999,13 @@ export interface components {
             /** @description The closers appended to repair interrupted turns (empty if none were open). */
             repaired: components["schemas"]["EventBody"][];
         };
-        /** @description `PUT /v1/retention`: the tenant's retention policy (absent fields: no such rule). */
+        /**
+         * @description `PUT /v1/retention`: the tenant's retention policy (absent fields: no such rule).
+         * @example {
+         *       "idle_ttl_ms": 2592000000,
+         *       "delete_terminal_after_ms": 7776000000
+         *     }
+         */
         RetentionPolicyBody: {
             /**
              * Format: int64
@@ -2967,7 +2977,10 @@ export interface operations {
     delete_session: {
         parameters: {
             query?: {
-                /** @description Compare-and-set: 412 unless the session is at this revision. */
+                /**
+                 * @description Compare-and-set: 412 unless the session is at this revision.
+                 * @example 2
+                 */
                 expected_revision?: number;
             };
             header?: never;
