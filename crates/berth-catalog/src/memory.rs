@@ -305,12 +305,9 @@ impl MemoryStore for MemoryCatalog {
         let mut slots = Vec::with_capacity(deletes.len());
         for delete in deletes {
             let slot = item_key(&delete.namespace, &delete.key);
-            let live = items.get(&slot).filter(|item| item.is_live(now));
-            if live.is_none() && skip_absent {
-                continue;
+            if delete.takes(items.get(&slot).filter(|item| item.is_live(now)), skip_absent)? {
+                slots.push(slot);
             }
-            scoped::check_delete(&delete.namespace, &delete.key, live, delete.expected_revision)?;
-            slots.push(slot);
         }
         let deleted: Vec<MemoryItem> = slots.iter().filter_map(|slot| items.remove(slot)).collect();
         if deleted.is_empty() {

@@ -835,11 +835,9 @@ impl MemoryStore for PostgresCatalog {
                 for delete in &deletes {
                     let stored = stored_item(client, tenant, delete.namespace.as_str(), &delete.key).await?;
                     let live = stored.filter(|item| item.is_live(now));
-                    if live.is_none() && skip_absent {
-                        continue;
+                    if delete.takes(live.as_ref(), skip_absent)? {
+                        items.extend(live);
                     }
-                    scoped::check_delete(&delete.namespace, &delete.key, live.as_ref(), delete.expected_revision)?;
-                    items.extend(live);
                 }
                 if items.is_empty() {
                     return Ok((items, None));

@@ -1286,12 +1286,9 @@ impl MemoryStore for SqliteCatalog {
                 for delete in &deletes {
                     let stored = stored_item(transaction, &tenant, &delete.namespace, &delete.key)?
                         .filter(|(_, item)| item.is_live(now));
-                    if stored.is_none() && skip_absent {
-                        continue;
+                    if delete.takes(stored.as_ref().map(|(_, item)| item), skip_absent)? {
+                        found.extend(stored);
                     }
-                    let live = stored.as_ref().map(|(_, item)| item);
-                    scoped::check_delete(&delete.namespace, &delete.key, live, delete.expected_revision)?;
-                    found.extend(stored);
                 }
                 if found.is_empty() {
                     return Ok((Vec::new(), None));

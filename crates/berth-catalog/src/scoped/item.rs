@@ -161,6 +161,18 @@ pub struct MemoryDelete {
     pub expected_revision: Option<u64>,
 }
 
+impl MemoryDelete {
+    /// Whether this delete takes `live`, the item it names as stored now: `false` for an
+    /// absent item when absent items are skipped; else the refusals of `check_delete`.
+    /// The one rule of every backend's `memory_delete_audited`.
+    pub fn takes(&self, live: Option<&MemoryItem>, skip_absent: bool) -> Result<bool> {
+        if live.is_none() && skip_absent {
+            return Ok(false);
+        }
+        check_delete(&self.namespace, &self.key, live, self.expected_revision).map(|()| true)
+    }
+}
+
 /// Checks a delete's expected revision against the live item (`NotFound` if absent).
 pub fn check_delete(namespace: &Namespace, key: &str, live: Option<&MemoryItem>, expected: Option<u64>) -> Result<()> {
     let Some(item) = live else {
