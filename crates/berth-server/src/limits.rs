@@ -138,7 +138,8 @@ pub(crate) async fn refuse_undecodable_query(request: Request, next: Next) -> Re
 /// Whether every `%XX` escape of `query` decodes, with the rest, to UTF-8. The whole
 /// string at once is enough: `&` and `=` are ASCII, never inside a multi-byte sequence.
 fn query_is_utf8(query: &str) -> bool {
-    std::str::from_utf8(&percent_encoding::percent_decode_str(query).collect::<Vec<u8>>()).is_ok()
+    // Borrows the query when it has no escapes: no copy on the common path.
+    percent_encoding::percent_decode_str(query).decode_utf8().is_ok()
 }
 
 /// Query parameters; unknown parameters are refused (400), never ignored.
