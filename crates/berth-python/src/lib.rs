@@ -1,4 +1,4 @@
-//! `berth_native`: the embedded transport of berth's Python package. It opens a store
+//! `berth._native`: the embedded transport of berth's Python package (`berth-store`). It opens a store
 //! from a URL (a data directory, `postgres://…`, `memory:`) with the Rust library, in
 //! the Python process, and answers the `/v1` routes through the server's own router
 //! without a socket (`berth_server::in_process`): the request and response bodies, the
@@ -109,7 +109,7 @@ impl Drop for Pending {
 
 /// An event loop's mailbox, as Python holds it: `fd` to watch for reading, `drain()` when
 /// it is readable.
-#[pyclass(frozen, module = "berth_native")]
+#[pyclass(frozen, module = "berth._native")]
 struct Completions {
     mailbox: Arc<Mailbox>,
 }
@@ -176,7 +176,7 @@ struct Opened {
 const SUBMITTED_ON_BLOCKING_THREADS_MAX: usize = 64;
 
 /// A validated principal, made once per client and passed with each request.
-#[pyclass(frozen, module = "berth_native", name = "Principal")]
+#[pyclass(frozen, module = "berth._native", name = "Principal")]
 struct PyPrincipal(Principal);
 
 #[pymethods]
@@ -189,7 +189,7 @@ impl PyPrincipal {
 }
 
 /// One open store; every request says which principal makes it.
-#[pyclass(frozen, module = "berth_native")]
+#[pyclass(frozen, module = "berth._native")]
 struct Embedded {
     pid: u32,
     root: Option<String>,
@@ -438,7 +438,7 @@ impl Drop for Embedded {
 }
 
 /// The body of a streamed answer.
-#[pyclass(frozen, module = "berth_native")]
+#[pyclass(frozen, module = "berth._native")]
 struct Stream {
     pid: u32,
     #[pyo3(get)]
@@ -535,6 +535,7 @@ fn log_to_stderr_if_asked() {
 }
 
 #[pymodule]
+#[pyo3(name = "_native")]
 fn berth_native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     log_to_stderr_if_asked();
     module.add_class::<Embedded>()?;
