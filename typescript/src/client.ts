@@ -90,7 +90,7 @@ export interface AppendOptions extends RequestOptions {
    * makes one (a UUID), so a retry after a timeout or a broken connection is answered
    * `duplicate: true` instead of storing the batch twice. `false`: send no key and never
    * retry after an unknown outcome (a keyless append with `expected_seq` is still safe to
-   * retry by content, see docs/server.md; pass a key for that).
+   * retry by content, see docs/reference/http.md; pass a key for that).
    */
   readonly idempotencyKey?: string | false
 }
@@ -132,7 +132,7 @@ export class BerthClient {
 
   /**
    * `POST /v1/sessions`. Repeated after a 429 only: a create's unknown outcome is
-   * settled by reading the id (docs/server.md "Retrying safely"), which only the
+   * settled by reading the id (docs/reference/http.md "Retrying safely"), which only the
    * caller can judge.
    */
   createSession(body: CreateSessionBody = {}, options?: RequestOptions): Promise<SessionRecord> {
@@ -314,7 +314,7 @@ export class BerthClient {
     return this.json({ method: 'GET', path: '/v1/audit/verify', repeatable: 'safe', signal: options?.signal })
   }
 
-  // ---- scoped memory (docs/memory.md) ----
+  // ---- scoped memory (docs/reference/memory.md) ----
 
   /** Creates or replaces an item. Retried only as a compare-and-set (`expected_revision`). */
   memoryPut(body: PutMemoryBody, options?: RequestOptions): Promise<MemoryItem> {
@@ -443,7 +443,7 @@ export class BerthClient {
     const mayRepeat = failure.code === 'rate_limited' || (failure.retryable && repeatable === 'safe')
     if (!mayRepeat) return undefined
     if (failure.retryAfterMs !== undefined) return Math.min(this.retryPolicy.maxDelayMs, failure.retryAfterMs)
-    // `fenced` may be retried at once (docs/server.md "Errors").
+    // `fenced` may be retried at once (docs/reference/http.md "Errors").
     return failure.code === 'fenced' ? 0 : jittered
   }
 }

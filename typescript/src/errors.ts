@@ -1,6 +1,6 @@
 /**
  * Typed errors for berth's `/v1` error bodies (`{code, message, retryable, …}`), one class
- * per error class of `docs/server.md` "Errors". A code this client does not know is
+ * per error class of `docs/reference/http.md` "Errors". A code this client does not know is
  * mapped to its HTTP status's class, as the `/v1` compatibility rule asks.
  */
 import type { components } from './generated/openapi.js'

@@ -1,7 +1,7 @@
 /**
- * `@berth/client`: a typed client for berth's `/v1` HTTP API (`BerthClient`), its typed
- * errors, and the live tail. DeepSeek Harness persistence on berth is in `@berth/client/dsh`
- * (the handle seam) and `@berth/client/dsh-coordinator` (the published rc.8 seam, Node ≥ 22).
+ * `berth-store`: a typed client for berth's `/v1` HTTP API (`BerthClient`), its typed
+ * errors, and the live tail. DeepSeek Harness persistence on berth is in `berth-store/dsh`
+ * (the handle seam) and `berth-store/dsh-coordinator` (the published rc.8 seam, Node ≥ 22).
  */
 export * from './client.js'
 export * from './errors.js'

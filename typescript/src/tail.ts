@@ -1,6 +1,6 @@
 /**
  * The live tail (`GET /v1/sessions/{id}/events/stream`) as an async iterator. It parses
- * Server-Sent Events itself (the framing docs/server.md "Live tail" fixes: `id`, `event`,
+ * Server-Sent Events itself (the framing docs/reference/http.md "Live tail" fixes: `id`, `event`,
  * `data`, `:` comments), and when the connection breaks it reconnects from the seq after
  * the last event it delivered, so no event is lost or delivered twice.
  */

@@ -18,9 +18,9 @@ function snippets(): string[] {
 
 async function run(index: number, code: string): Promise<void> {
   const source = code
-    .replaceAll("'@berth/client/dsh-coordinator'", `'${resolve(packageRoot, 'src/dsh-coordinator/index.ts')}'`)
-    .replaceAll("'@berth/client/dsh'", `'${resolve(packageRoot, 'src/dsh/index.ts')}'`)
-    .replaceAll("'@berth/client'", `'${resolve(packageRoot, 'src/index.ts')}'`)
+    .replaceAll("'berth-store/dsh-coordinator'", `'${resolve(packageRoot, 'src/dsh-coordinator/index.ts')}'`)
+    .replaceAll("'berth-store/dsh'", `'${resolve(packageRoot, 'src/dsh/index.ts')}'`)
+    .replaceAll("'berth-store'", `'${resolve(packageRoot, 'src/index.ts')}'`)
   const file = join(scratch, `snippet-${index}.ts`)
   writeFileSync(file, `${source}\nexport {}\n`)
   await import(pathToFileURL(file).href)
@@ -33,7 +33,7 @@ describe('README quickstarts', () => {
     vi.stubEnv('BERTH_URL', inject('berthUrl'))
     vi.stubEnv('BERTH_API_KEY', inject('berthServiceKey'))
     const log = vi.spyOn(console, 'log').mockImplementation(() => undefined)
-    await run(0, (blocks[0] as string).replaceAll("'chat-1'", `'readme-${Date.now()}'`))
+    await run(0, blocks[0] as string) // it makes a new session id on every run
     expect(log.mock.calls.some((call) => call[0] === 'the log is at' && call[1] === 2)).toBe(true)
     await run(1, (blocks[1] as string).replaceAll("'session-1'", `'readme-${Date.now()}'`))
     log.mockRestore()

@@ -105,7 +105,7 @@ pub struct AppendBody {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(min_length = 1, max_length = 128, pattern = r"^[A-Za-z0-9._:+/=-]+$")]
     pub idempotency_key: Option<String>,
-    /// Scoped-memory writes carried by this append (docs/memory.md): authorized and
+    /// Scoped-memory writes carried by this append (docs/reference/memory.md): authorized and
     /// compare-and-set checked before the log append, applied before the answer, and
     /// finished after a crash — atomic with the events. Needs an idempotency key.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -1,4 +1,4 @@
-//! Scoped memory on the wire (`/v1/memory/...`; `docs/memory.md`).
+//! Scoped memory on the wire (`/v1/memory/...`; `docs/reference/memory.md`).
 //!
 //! A namespace is `user/<id>`, `project/<id>` or `app/<name>` followed by free
 //! segments; values are any JSON, kept exactly as sent (numbers are never converted).
@@ -169,7 +169,7 @@ pub struct MemorySearchBody {
     /// The namespace searched, with everything inside it.
     #[schema(value_type = MemoryNamespace)]
     pub prefix: String,
-    /// Conditions ANDed (docs/memory.md: exact numbers, mixed types, missing fields).
+    /// Conditions ANDed (docs/reference/memory.md: exact numbers, mixed types, missing fields).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub filter: Vec<ConditionBody>,
     /// Full text: terms ANDed, case-insensitive, no stemming.

@@ -270,7 +270,7 @@ pub struct ClassRow {
     /// The wire code (`code` of HTTP error bodies and CLI `--json` errors).
     pub code: &'static str,
     pub http_status: u16,
-    /// The documented exit code of the `berth` CLI (`docs/cli.md`).
+    /// The documented exit code of the `berth` CLI (`docs/reference/cli.md`).
     pub exit_code: u8,
     /// Sending the same request again, unchanged, may succeed and is safe (appends with
     /// an idempotency key or `expected_seq`); clients retry these with backoff.

@@ -44,7 +44,7 @@ pub const LIVE_WINDOW_BYTES_MAX: usize = 1024 * 1024;
 /// Live write path: buffered bytes beyond which `publish` refuses (back-pressure).
 pub const LIVE_BUFFER_BYTES_MAX: usize = 16 * 1024 * 1024;
 
-// ----- scoped memory (docs/memory.md) -------------------------------------------------
+// ----- scoped memory (docs/reference/memory.md) -------------------------------------------------
 /// A memory namespace's length in bytes (`user/alice/preferences`).
 pub const MEMORY_NAMESPACE_BYTES_MAX: usize = 512;
 /// Segments of a memory namespace, the scope's two included.

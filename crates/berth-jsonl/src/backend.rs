@@ -73,8 +73,8 @@ pub(crate) async fn blocking<T: Send + 'static>(work: impl FnOnce() -> Result<T>
 /// range) on the calling thread. On a multi-thread runtime, `block_in_place` first hands
 /// this worker's other tasks to another thread, so they keep running while it waits on
 /// the disk. Handing the work to the blocking pool instead costs two thread hops per
-/// operation, which on a fast disk is as long as the `fdatasync` itself (W1 profile in
-/// `docs/performance.md`).
+/// operation, which on a fast disk is as long as the `fdatasync` itself (a W1 profile of
+/// `berth bench`, 2026-11-30).
 pub(crate) fn in_place<T>(work: impl FnOnce() -> T) -> T {
     match tokio::runtime::Handle::try_current() {
         Ok(runtime) if runtime.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
@@ -428,7 +428,7 @@ impl JsonlBackend {
         }
         remove_leftover_temp_logs(fs, &session_dir);
         // Not written to `session.epoch`: the published header carries it, and every
-        // later writer takes the larger of the two (§5 of docs/storage-format.md). An
+        // later writer takes the larger of the two (§5 of docs/reference/storage-format.md). An
         // unpublished attempt's epoch was never seen, so reusing it after a crash is safe.
         let epoch = Epoch(lease::read_epoch(fs, &session_dir, &self.relative(&session_dir))?.0 + 1);
         let mut bytes = format::encode_header_line(header, epoch);

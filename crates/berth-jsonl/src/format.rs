@@ -5,7 +5,7 @@
 //! A log is JSON Lines. Line 1 is the header record, each later line one event record.
 //! Every record ends with `,"crc":"<8 lowercase hex>"}` and `\n`; the CRC32C covers every
 //! byte of the line before `,"crc":"`, and the `\n` is the commit marker. See
-//! `docs/storage-format.md` for the byte-level description and the recovery rules.
+//! `docs/reference/storage-format.md` for the byte-level description and the recovery rules.
 
 use berth_core::vocabulary;
 use berth_core::{Epoch, Error, Event, EventType, Location, RunId, SessionHeader, Timestamp, SESSION_FORMAT_VERSION};

@@ -123,7 +123,7 @@ pub trait Fs: Send + Sync + 'static {
 /// The network file systems whose `statfs` magic numbers berth knows. Their `fsync`,
 /// `flock` and `link` do not give the guarantees the JSONL backend relies on (locks may
 /// be advisory or lost on reconnect, a sync may only reach the server's cache), so
-/// berth warns when its data root is on one (`docs/storage-format.md`, *Assumptions*).
+/// berth warns when its data root is on one (`docs/reference/storage-format.md`, *Assumptions*).
 pub fn network_filesystem_name(f_type: u32) -> Option<&'static str> {
     Some(match f_type {
         0x0000_6969 => "NFS",

@@ -11,7 +11,7 @@
 //! - `fsck`: verify a whole data root; repair torn tails only.
 //!
 //! The on-disk format and the write/fsync/publish protocol are described byte by byte
-//! in `docs/storage-format.md`.
+//! in `docs/reference/storage-format.md`.
 
 pub mod backend;
 pub mod counting_fs;

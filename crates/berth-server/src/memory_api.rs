@@ -1,4 +1,4 @@
-//! The `/v1/memory/...` handlers (scoped memory; `docs/memory.md`): one per
+//! The `/v1/memory/...` handlers (scoped memory; `docs/reference/memory.md`): one per
 //! `SessionService` memory operation, parsing namespaces, keys, filters and queries
 //! strictly before any storage call (a typed 400/422 with nothing stored).
 

@@ -82,7 +82,7 @@ impl Modify for CommonErrors {
 #[openapi(
     info(
         title = "berth",
-        description = "A durable, multi-tenant session store for AI-agent runtimes. The tenant of every request comes from its bearer key or token. Errors are JSON {code, message, retryable, ...} with a stable code (see docs/server.md for the compatibility rule of /v1)."
+        description = "A durable, multi-tenant session store for AI-agent runtimes. The tenant of every request comes from its bearer key or token. Errors are JSON {code, message, retryable, ...} with a stable code (see docs/reference/http.md for the compatibility rule of /v1)."
     ),
     paths(
         api::create_session, api::list_sessions, api::count_sessions, api::get_session, api::update_session,

@@ -274,7 +274,7 @@ async fn another_tenants_session_is_not_found_even_with_the_right_id() {
     assert_eq!(status, 404);
 }
 
-/// Within a tenant, session ids are one namespace (docs/server.md, "Session ids"): a
+/// Within a tenant, session ids are one namespace (docs/reference/http.md, "Session ids"): a
 /// create, a fork to, or an import of an id another user owns is 409 `already_exists` —
 /// the id is taken — with a body byte-identical to the 409 for an id the caller owns
 /// itself, so it says nothing about whose it is or what is in it; reading it stays 404,
@@ -322,10 +322,11 @@ async fn another_users_id_conflicts_exactly_like_ones_own_and_reads_as_missing()
     let alice_after = alice.send(Method::GET, "/v1/sessions/alice-secret", None, &[]).await.unwrap().body;
     assert_eq!(alice_after, alice_before, "the owner's session is untouched");
     // The documented contract is this one: the doc says conflicts reveal a taken id.
-    let doc = include_str!("../../../docs/server.md");
-    let section = doc.split("## Session ids within a tenant").nth(1).expect("docs/server.md explains session ids");
+    let doc = include_str!("../../../docs/reference/http.md");
+    let section =
+        doc.split("## Session ids within a tenant").nth(1).expect("docs/reference/http.md explains session ids");
     let section = section.split("\n## ").next().unwrap();
     for promise in ["namespace", "409 already_exists", "byte-identical", "an id is taken"] {
-        assert!(section.replace("**", "").replace('`', "").contains(promise), "docs/server.md: {promise:?}");
+        assert!(section.replace("**", "").replace('`', "").contains(promise), "docs/reference/http.md: {promise:?}");
     }
 }

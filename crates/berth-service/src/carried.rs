@@ -1,4 +1,4 @@
-//! Memory writes carried by an append (scoped memory, `docs/memory.md`): atomic with
+//! Memory writes carried by an append (scoped memory, `docs/reference/memory.md`): atomic with
 //! the log, read-your-writes, finished after a crash, cancelled by `forget`.
 //!
 //! The protocol, under the session's append lock and this process's lock of every

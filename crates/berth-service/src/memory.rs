@@ -1,4 +1,4 @@
-//! Scoped memory through the service (R-M1, R-M2; `docs/memory.md`): authorization of
+//! Scoped memory through the service (R-M1, R-M2; `docs/reference/memory.md`): authorization of
 //! every operation against the namespace's scope, denials audited, binding to a session
 //! the caller may access, `forget` audited with its counts, and export/import as JSONL.
 //!

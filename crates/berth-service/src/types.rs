@@ -65,7 +65,7 @@ pub struct AppendRequest {
     /// `IdempotencyKeyReused`. Keys are per session, honoured for its life.
     #[serde(default)]
     pub idempotency_key: Option<String>,
-    /// Scoped-memory writes carried by the append (`docs/memory.md`): applied atomically
+    /// Scoped-memory writes carried by the append (`docs/reference/memory.md`): applied atomically
     /// with the events. Needs an idempotency key.
     #[serde(skip)]
     pub memory: Vec<berth_catalog::scoped::MemoryPut>,

@@ -444,7 +444,7 @@ pub(crate) fn catch_up_then<T>(
     // (SQLite refuses to change it inside a transaction.)
     // Unsynced: `OFF` where the file records the boot it is trusted in (`this_boot`): a
     // checkpoint then copies pages without an `fsync` either, which took the disk from
-    // every durable put beside it (`docs/performance.md`, 2026-12-06).
+    // every durable put beside it (measured with `berth bench --only W8`, 2026-12-06).
     let unsynced = if this_boot().is_some() { "OFF" } else { "NORMAL" };
     connection.pragma_update(Some("search"), "synchronous", if synced { "FULL" } else { unsynced })?;
     let transaction = connection.unchecked_transaction()?;

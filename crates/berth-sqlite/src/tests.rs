@@ -981,7 +981,7 @@ fn a_fork_waits_for_the_work_in_flight_and_its_end_wakes_the_fork() {
 }
 
 /// Closes this process's descriptors of files inside `dir`, as a forked child of an
-/// embedding does with what it inherited (`berth_native`'s `close_inherited_descriptors`).
+/// embedding does with what it inherited (`berth._native`'s `close_inherited_descriptors`).
 fn close_descriptors_inside(dir: &std::path::Path) {
     let entries = std::fs::read_dir("/proc/self/fd").expect("fd list");
     let inside: Vec<libc::c_int> = entries

@@ -274,7 +274,7 @@ fn test_04_bit_flips_mid_log_are_corruption_never_truncated() {
         }
     }
     // The last record has nothing valid after it: a flip there is indistinguishable from
-    // a torn write, and is treated as one (documented in docs/storage-format.md).
+    // a torn write, and is treated as one (documented in docs/reference/storage-format.md).
     let mut flipped = bytes.clone();
     flipped[(ends[n - 1] + ends[n]) / 2] ^= 0x04;
     assert!(matches!(format::scan(&flipped).status, ScanStatus::TornTail { .. }));

@@ -345,7 +345,7 @@ async fn check_image(image: &SimFs, workload: &Workload, acked: &[Acked]) -> Res
 }
 
 /// The epoch a new writer must exceed: the larger of `session.epoch` and the largest
-/// epoch on a whole line of the log (§5 of docs/storage-format.md), 0 if neither exists.
+/// epoch on a whole line of the log (§5 of docs/reference/storage-format.md), 0 if neither exists.
 fn durable_epoch(image: &SimFs, backend: &JsonlBackend, key: &SessionKey) -> Result<Epoch, String> {
     let stored = stored_epoch(image, backend, key)?;
     let log = match image.read_file(backend.session_dir(key).join(LOG_FILE)) {

@@ -62,7 +62,7 @@ fn concurrent_appends_on_one_session_all_land() {
 }
 
 /// Holds the session's writer lease as another process would (the `flock` on
-/// `session.lock`, docs/storage-format.md).
+/// `session.lock`, docs/reference/storage-format.md).
 fn hold_lease(data: &Path) -> std::fs::File {
     let lock = data.join("tenants").join(TENANT).join("sessions").join("s").join("session.lock");
     let file = std::fs::OpenOptions::new().read(true).write(true).open(&lock).unwrap();

@@ -1,6 +1,6 @@
 //! The `berth` binary as one process in a pipeline: a stdout whose reader has gone
 //! (`berth … | true`) ends the command quietly, never with a panic (exit 101) — and for
-//! `append`, after the events are stored exactly once, with exit 0 (docs/cli.md); bytes
+//! `append`, after the events are stored exactly once, with exit 0 (docs/reference/cli.md); bytes
 //! on stdin that are not UTF-8 are invalid input (exit 5).
 
 use std::io::Write;

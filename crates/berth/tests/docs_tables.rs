@@ -1,6 +1,6 @@
 //! The error tables of the docs are derived from `berth_core::ErrorClass::TABLE`: the
-//! "Errors" table of `docs/server.md` (code, status, retryable) and the exit-code table
-//! of `docs/cli.md` (which codes exit with which code, which are retryable) must say
+//! "Errors" table of `docs/reference/http.md` (code, status, retryable) and the exit-code table
+//! of `docs/reference/cli.md` (which codes exit with which code, which are retryable) must say
 //! what the table says. A class added, a status or an exit code changed without the docs
 //! fails here.
 
@@ -43,7 +43,7 @@ fn yes_no(cell: &str) -> bool {
 
 #[test]
 fn the_server_error_table_is_the_class_table() {
-    let rows = table_after(&read_doc("server.md"), "## Errors");
+    let rows = table_after(&read_doc("reference/http.md"), "## Errors");
     let mut documented = BTreeMap::new();
     for row in &rows {
         let code = codes_in(&row[0]).into_iter().next().unwrap_or_else(|| panic!("no code in {row:?}"));
@@ -54,16 +54,16 @@ fn the_server_error_table_is_the_class_table() {
         ErrorClass::TABLE.iter().map(|row| (row.code.to_owned(), (row.http_status, row.retryable))).collect();
     assert_eq!(
         documented, table,
-        "docs/server.md \"Errors\" (code → status, retryable) differs from ErrorClass::TABLE"
+        "docs/reference/http.md \"Errors\" (code → status, retryable) differs from ErrorClass::TABLE"
     );
     let order: Vec<&str> = ErrorClass::TABLE.iter().map(|row| row.code).collect();
     let documented_order: Vec<String> = rows.iter().flat_map(|row| codes_in(&row[0])).collect();
-    assert_eq!(documented_order, order, "docs/server.md lists the classes in the table's order");
+    assert_eq!(documented_order, order, "docs/reference/http.md lists the classes in the table's order");
 }
 
 #[test]
 fn the_cli_exit_code_table_is_the_class_table() {
-    let rows = table_after(&read_doc("cli.md"), "## Exit codes");
+    let rows = table_after(&read_doc("reference/cli.md"), "## Exit codes");
     let mut documented: BTreeMap<String, (u8, bool)> = BTreeMap::new();
     for row in &rows {
         let exit_code: u8 = row[0].parse().unwrap_or_else(|_| panic!("exit code {:?}", row[0]));
@@ -81,7 +81,10 @@ fn the_cli_exit_code_table_is_the_class_table() {
     }
     let table: BTreeMap<String, (u8, bool)> =
         ErrorClass::TABLE.iter().map(|row| (row.code.to_owned(), (row.exit_code, row.retryable))).collect();
-    assert_eq!(documented, table, "docs/cli.md exit codes (code → exit, retryable) differ from ErrorClass::TABLE");
+    assert_eq!(
+        documented, table,
+        "docs/reference/cli.md exit codes (code → exit, retryable) differ from ErrorClass::TABLE"
+    );
     // Exit code 7 is exactly the retryable classes other than `fenced` (a conflict).
     for row in ErrorClass::TABLE {
         assert_eq!(row.exit_code == 7, row.retryable && row.class != ErrorClass::Fenced, "{row:?}");

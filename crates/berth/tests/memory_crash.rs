@@ -1,5 +1,5 @@
 //! Memory writes carried by an append, through a SIGKILL of a real `berth serve`
-//! between the log append and the apply (issue 11, `docs/memory.md`): after a restart
+//! between the log append and the apply (issue 11, `docs/reference/memory.md`): after a restart
 //! the writes are in the log but not yet applied; finishing them (a retry of the keyed
 //! append, or a resume) applies each exactly once, and again changes nothing; a `forget`
 //! of a scope before the finish cancels that scope's writes, so nothing forgotten comes

@@ -11,12 +11,7 @@ const README: &str = include_str!("../../../README.md");
 fn quickstart_lines() -> Vec<String> {
     let begin = README.find("<!-- quickstart:begin -->").expect("quickstart:begin marker");
     let end = README.find("<!-- quickstart:end -->").expect("quickstart:end marker");
-    README[begin..end]
-        .lines()
-        .skip(1)
-        .filter(|line| !line.starts_with("```"))
-        .map(str::to_owned)
-        .collect()
+    README[begin..end].lines().skip(1).filter(|line| !line.starts_with("```")).map(str::to_owned).collect()
 }
 
 fn free_port() -> u16 {

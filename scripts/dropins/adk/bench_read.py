@@ -2,11 +2,12 @@
 the suite): the floor (`Event.model_validate_json` of each event's JSON, all held, as
 `bench.floor_ms` builds them) and a whole
 `get_session` on the embedded store, interleaved round by round, medians. With
-`--compare PATH`, the `BerthSessionService` of another copy of `adk.py` (e.g. the main
-branch's) is timed in the same rounds and must return equal events.
+`--compare PATH`, the `BerthSessionService` of another copy of the adapter (e.g. the main
+branch's: its `adk/` package directory, or `adk.py` from before the package) is timed in the
+same rounds and must return equal events.
 
     target/adk-dropin/venv/bin/python scripts/dropins/adk/bench_read.py [--events 10000]
-        [--rounds 7] [--compare /path/to/python/berth/integrations/adk.py]
+        [--rounds 7] [--compare /path/to/python/berth/integrations/adk]
 """
 
 from __future__ import annotations
@@ -30,8 +31,14 @@ from berth.integrations.adk import BerthSessionService  # noqa: E402
 
 
 def other_service_class(path: str) -> Any:
-    """`BerthSessionService` of another copy of the module, loaded under another name."""
-    spec = importlib.util.spec_from_file_location("adk_compared", path)
+    """`BerthSessionService` of another copy of the adapter (a package directory, its
+    `__init__.py`, or a single module), loaded under another name."""
+    location = Path(path)
+    if location.is_dir():
+        location = location / "__init__.py"
+    # A package's submodules are found beside its `__init__.py` (`adk_compared._pages`, …).
+    search = [str(location.parent)] if location.name == "__init__.py" else None
+    spec = importlib.util.spec_from_file_location("adk_compared", location, submodule_search_locations=search)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     # Registered first: pydantic resolves the module's forward references through it.
@@ -56,7 +63,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--events", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--compare", help="another adk.py whose BerthSessionService is timed too")
+    parser.add_argument("--compare", help="another adk package (or adk.py) whose BerthSessionService is timed too")
     args = parser.parse_args()
     texts = event_texts(args.events)
     with tempfile.TemporaryDirectory() as directory:

@@ -1,5 +1,5 @@
 """The events a `BerthSessionService` keeps for `get_session` (`_Events` in
-`berth.integrations.adk`): an object answers a session it wrote or read before from
+`berth.integrations.adk._kept`): an object answers a session it wrote or read before from
 what it keeps plus one forward read from the newest keyed event it kept — and never
 answers otherwise than the log. Each case compares the keeping object's answer with a
 twin that keeps nothing (`events_cache_bytes=0`, the whole log read every time), on both
@@ -92,7 +92,7 @@ async def test_an_append_from_another_objects_copy_leaves_nothing_out(adk_place:
 
 async def test_more_than_a_page_appended_elsewhere_is_read_whole(adk_place: Any,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(adk, "_PAGE", 4)
+    monkeypatch.setattr(adk._pages, "_PAGE", 4)
     client = adk_place.client()
     with BerthSessionService(client) as one, BerthSessionService(adk_place.client()) as two:
         session = await one.create_session(app_name=APP, user_id="u1", session_id="s1")

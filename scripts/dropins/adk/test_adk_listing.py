@@ -51,7 +51,7 @@ async def test_a_listing_over_many_pages_is_every_session_once(adk_place: Any, m
     """Pages of 3 index items, sessions whose state holds a `next_cursor` key (so some
     pages end with an item's own key), listed whole and per user, against one
     `Session(...)` per session built from `get_session`'s answers."""
-    monkeypatch.setattr(adk, "_PAGE", 3)
+    monkeypatch.setattr(adk._pages, "_PAGE", 3)
     with BerthSessionService(adk_place.client()) as svc:
         for n in range(11):
             state = {"n": n, "next_cursor": f"mine-{n}" if n % 2 else None, "user:seen": n, "app:x": 1}

@@ -1,8 +1,9 @@
-"""`append_event`'s re-delivery check (`_Delivered` in `berth.integrations.adk`): the ids
-of a `Session` object's events are indexed as its list grows, so a long session's append
-does not compare every event — and the index never answers for a list it did not see
-grow. Each case changes the caller's `session.events` the way a caller might, then
-re-delivers, on both transports; the differential suite covers the plain cases."""
+"""`append_event`'s re-delivery check (`_Delivered` in
+`berth.integrations.adk._redelivery`): the ids of a `Session` object's events are indexed
+as its list grows, so a long session's append does not compare every event — and the index
+never answers for a list it did not see grow. Each case changes the caller's
+`session.events` the way a caller might, then re-delivers, on both transports; the
+differential suite covers the plain cases."""
 
 from __future__ import annotations
 
@@ -121,13 +122,13 @@ async def test_each_session_object_has_its_own_index(adk_place: Any) -> None:
 
 
 async def test_a_session_without_weak_references_is_checked_event_by_event(adk_place: Any, monkeypatch: Any) -> None:
-    class Refused(adk._Delivered):
+    class Refused(adk._redelivery._Delivered):
         """What `weakref.ref` of a `Session` subclass with no weak reference slot does."""
 
         def __init__(self, *_: Any) -> None:
             raise TypeError("cannot create weak reference to 'Session' object")
 
-    monkeypatch.setattr(adk, "_Delivered", Refused)
+    monkeypatch.setattr(adk._redelivery, "_Delivered", Refused)
     with BerthSessionService(adk_place.client()) as svc:
         session = await with_events(svc, 5)
         await svc.append_event(session, ev(2, text="m2"))  # delivered

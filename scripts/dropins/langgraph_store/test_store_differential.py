@@ -7,7 +7,7 @@ list_namespaces exactly (both sort). An exception is compared by its class.
 
 A case where berth differs on purpose is in `DIVERGENT`, with its reason, and runs as a
 strict expected failure: it must differ, so the list stays the truth
-(docs/langgraph-store.md, "Divergences").
+(docs/guides/langgraph.md, "Divergences from `InMemoryStore`").
 """
 
 from __future__ import annotations
@@ -466,7 +466,7 @@ async def ttl_on_put(s: Facade) -> Any:
     return await s.get(("t",), "k")
 
 
-# What berth does differently on purpose (docs/langgraph-store.md).
+# What berth does differently on purpose (docs/guides/langgraph.md).
 DIVERGENT = {
     "filter_ne_on_missing_field": "berth: a field the item does not have matches no condition, $ne included "
     "(InMemoryStore compares None != operand: true)",

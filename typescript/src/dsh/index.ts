@@ -1,5 +1,5 @@
 /**
- * `@berth/client/dsh`: DeepSeek Harness's handle seam (seed 004) on berth — the seam's
+ * `berth-store/dsh`: DeepSeek Harness's handle seam (seed 004) on berth — the seam's
  * types and errors, its storage-contract checks, and `BerthHandlePersistence`.
  */
 export * from './types.js'

@@ -539,7 +539,7 @@ export interface components {
              */
             idempotency_key?: string | null;
             /**
-             * @description Scoped-memory writes carried by this append (docs/memory.md): authorized and
+             * @description Scoped-memory writes carried by this append (docs/reference/memory.md): authorized and
              *     compare-and-set checked before the log append, applied before the answer, and
              *     finished after a crash — atomic with the events. Needs an idempotency key.
              */
@@ -901,7 +901,7 @@ export interface components {
         MemorySearchBody: {
             /** @description The `next_cursor` of the previous page (same search). */
             cursor?: string | null;
-            /** @description Conditions ANDed (docs/memory.md: exact numbers, mixed types, missing fields). */
+            /** @description Conditions ANDed (docs/reference/memory.md: exact numbers, mixed types, missing fields). */
             filter?: components["schemas"]["ConditionBody"][];
             /**
              * Format: int64

@@ -11,7 +11,7 @@ afterAll(() => rmSync(scratch, { recursive: true, force: true }))
 it('README: the rc.8 quickstart mounts BerthCoordinatorBackend as ctx.sessionPersistence', async () => {
   const block = [...readFileSync(join(packageRoot, 'README.md'), 'utf8').matchAll(/```ts\n([\s\S]*?)```/g)][2]?.[1]
   expect(block).toContain('BerthCoordinatorBackend')
-  const source = (block as string).replaceAll("'@berth/client/dsh-coordinator'", `'${resolve(packageRoot, 'src/dsh-coordinator/index.ts')}'`)
+  const source = (block as string).replaceAll("'berth-store/dsh-coordinator'", `'${resolve(packageRoot, 'src/dsh-coordinator/index.ts')}'`)
   const file = join(scratch, 'coordinator.ts')
   writeFileSync(file, `${source}\nexport { ctx }\n`)
   vi.stubEnv('BERTH_URL', inject('berthUrl'))

@@ -5,7 +5,7 @@
 //! `forget` commits with its audit record. The semantics are defined once here
 //! (`MemorySearch::page`, `Filter::matches`, `TextQuery`, `MemoryPut::apply`) and every
 //! backend must return exactly what they return (`berth_testkit::memory_conformance`).
-//! See `docs/memory.md`.
+//! See `docs/reference/memory.md`.
 
 pub mod fields;
 mod filter;

@@ -2,7 +2,7 @@
 //! scan from the end of the file, and the line of an arbitrary seq found by bisecting
 //! over byte offsets, so neither reads the log from its header. Every record such a read
 //! returns or steps on is checked (checksum, seq, content); records it skips over unread
-//! are not. `docs/storage-format.md` (*Partial reads*) says what this does and does not
+//! are not. `docs/reference/storage-format.md` (*Partial reads*) says what this does and does not
 //! verify, and why bisection was chosen over a persisted index.
 
 use super::lines::{line_after, PreviousLine, Probe, ReverseLines};

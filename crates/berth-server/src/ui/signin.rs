@@ -6,7 +6,7 @@
 //!
 //! Sessions live in this process's memory: a restart signs everyone out, and behind a
 //! load balancer with several replicas the inspector needs sticky sessions (documented
-//! in `docs/inspector.md`).
+//! in `docs/reference/inspector.md`).
 
 use super::layout::{self, html};
 use super::security::{csrf_matches, random_token};

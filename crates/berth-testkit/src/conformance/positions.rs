@@ -4,7 +4,7 @@
 //! suite (re-exported there), so every backend runs them.
 //!
 //! What a partial read verifies is backend-specific and documented in
-//! `docs/storage-format.md` (*Partial reads*): damage inside the range read is
+//! `docs/reference/storage-format.md` (*Partial reads*): damage inside the range read is
 //! `Corrupt`; damage outside it is not looked at (a full read or `fsck` finds it).
 
 use super::fixtures::*;

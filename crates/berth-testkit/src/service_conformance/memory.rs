@@ -1,7 +1,7 @@
 //! Scoped memory through the service: an import's bindings held to a put's rule, what a
 //! session's delete counts of its memory, the audit records of every deletion of
 //! memory (one item, a batch, the sweeps), and a tenant's own quota set by an admin
-//! (`docs/memory.md`).
+//! (`docs/reference/memory.md`).
 
 use super::fixtures::*;
 use super::ServiceBackend;

@@ -126,7 +126,7 @@ pub fn main() -> ExitCode {
     });
     match outcome {
         Ok(code) => code,
-        // The work is done; only its report had no reader (docs/cli.md).
+        // The work is done; only its report had no reader (docs/reference/cli.md).
         Err(error) if output::is_closed_stdout(&error) => ExitCode::SUCCESS,
         Err(error) => {
             output::print_error(&error, json);
@@ -135,7 +135,7 @@ pub fn main() -> ExitCode {
     }
 }
 
-/// The documented exit code of an error kind (`docs/cli.md`), from its class.
+/// The documented exit code of an error kind (`docs/reference/cli.md`), from its class.
 pub fn exit_code(error: &Error) -> u8 {
     error.class().exit_code()
 }

@@ -4,7 +4,7 @@
 //! panic when stdout is closed; `clippy::print_stdout` is denied in the CLI). A write to
 //! a closed stdout (`berth … | head -1`) is an `Error::Io` that [`is_closed_stdout`]
 //! recognizes, and `main` ends the command quietly with the status of the work already
-//! done (docs/cli.md: 0 — an append that was stored stays stored and is reported as
+//! done (docs/reference/cli.md: 0 — an append that was stored stays stored and is reported as
 //! success, so a caller trusting the exit status does not retry and duplicate it).
 
 use berth_catalog::{AuditEntry, AuditVerification, RunRecord, SessionRecord};
