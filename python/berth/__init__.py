@@ -4,19 +4,33 @@
   (pure Python, httpx). `BERTH_URL` and `BERTH_API_KEY` are the defaults.
 - `berth.open(url, tenant=..., user=...)` / `berth.open_async(...)`: the embedded store in
   this process (a data directory, `file:///path`, `postgres://…`, `memory:`), through
-  the native module `berth_native`, built from this repository with maturin
+  the native module `berth._native` inside berth-store's platform wheel
   (python/README.md, "Install").
 
 Both raise the same typed exceptions (`berth.NotFound`, `berth.SeqConflict`, …) and
-return the same models (`berth.Session`, `berth.Event`, …).
+return the same models (`berth.Session`, `berth.Event`, …). Every error is a
+`berth.BerthError`; the ones the client raises before sending anything are also the
+built-in exception of their kind (`berth.WrongType` a `TypeError`, `berth.InvalidArgument`
+and `berth.InvalidApiKey` a `ValueError`, `berth.NestingTooDeep` a `RecursionError`).
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Literal
 
-from ._calls import SEQ_END, UNSET
+from ._calls import (
+    SEQ_END,
+    UNSET,
+    ClosePolicy,
+    Condition,
+    ExportFormat,
+    FilterOp,
+    MemoryOrder,
+    NewEvent,
+    OnBusy,
+    SessionStatus,
+)
 from ._client import AsyncClient, AsyncEventStream, Client, EventStream
 from ._errors import (
     AlreadyExists,
@@ -30,9 +44,12 @@ from ._errors import (
     IdempotencyKeyReused,
     Internal,
     Invalid,
+    InvalidApiKey,
+    InvalidArgument,
     InvalidTransition,
     LimitExceeded,
     NativeMissing,
+    NestingTooDeep,
     NotFound,
     OwnershipLost,
     PayloadTooLarge,
@@ -69,9 +86,18 @@ from ._models import (
 
 __version__ = "0.1.0"
 
+#: The role of an embedded client's principal (`Role` in the wire contract).
+Role = Literal["user", "service", "admin"]
 
-def _native_options(url: str, writer_idle_ms: int) -> dict[str, Any]:
+
+def _native_options(url: str | os.PathLike[str], writer_idle_ms: int) -> dict[str, Any]:
+    if not isinstance(url, (str, os.PathLike)):
+        raise WrongType(f"url is a str or a path, not {type(url).__name__}", argument="url")
     url = os.fspath(url)
+    if not isinstance(writer_idle_ms, int) or isinstance(writer_idle_ms, bool):
+        raise WrongType(f"writer_idle_ms is an int, not {type(writer_idle_ms).__name__}", argument="writer_idle_ms")
+    if writer_idle_ms < 0:
+        raise InvalidArgument(f"writer_idle_ms is not negative, not {writer_idle_ms}", argument="writer_idle_ms")
     if "://" not in url and url not in ("memory:",):
         url = os.path.abspath(url)  # one store per directory, however it is spelled
     options: dict[str, Any] = {"url": url, "writer_idle_ms": writer_idle_ms}
@@ -81,16 +107,21 @@ def _native_options(url: str, writer_idle_ms: int) -> dict[str, Any]:
 
 
 def _principal(tenant: str, user: str, project: str | None, role: str) -> dict[str, Any]:
-    return {"tenant": tenant, "user": user, "project": project, "role": role}
+    principal = {"tenant": tenant, "user": user, "project": project, "role": role}
+    for name, value in principal.items():
+        if not isinstance(value, str) and not (name == "project" and value is None):
+            kind = "a str or None" if name == "project" else "a str"
+            raise WrongType(f"{name} is {kind}, not {type(value).__name__}", argument=name)
+    return principal
 
 
 def open(
-    url: str,
+    url: str | os.PathLike[str],
     *,
     tenant: str,
     user: str,
     project: str | None = None,
-    role: str = "user",
+    role: Role = "user",
     writer_idle_ms: int = 250,
     busy_wait_s: float = 10.0,
     retries: int = 4,
@@ -110,12 +141,12 @@ def open(
 
 
 def open_async(
-    url: str,
+    url: str | os.PathLike[str],
     *,
     tenant: str,
     user: str,
     project: str | None = None,
-    role: str = "user",
+    role: Role = "user",
     writer_idle_ms: int = 250,
     busy_wait_s: float = 10.0,
     retries: int = 4,
@@ -131,9 +162,11 @@ def open_async(
 
 __all__ = [
     "SEQ_END", "UNSET", "AsyncClient", "AsyncEventStream", "Client", "EventStream", "open", "open_async",
+    "ClosePolicy", "Condition", "ExportFormat", "FilterOp", "MemoryOrder", "NewEvent", "OnBusy", "Role",
+    "SessionStatus",
     "AlreadyExists", "BerthError", "Busy", "ClientClosed", "Damaged", "Fenced", "Forbidden", "FormatUnsupported",
-    "IdempotencyKeyReused", "Internal", "Invalid", "InvalidTransition", "LimitExceeded", "NativeMissing",
-    "NotFound", "OwnershipLost", "PayloadTooLarge", "RateLimited", "RevisionConflict", "SeqConflict", "Terminal",
+    "IdempotencyKeyReused", "Internal", "Invalid", "InvalidApiKey", "InvalidArgument", "InvalidTransition",
+    "LimitExceeded", "NativeMissing", "NestingTooDeep", "NotFound", "OwnershipLost", "PayloadTooLarge", "RateLimited", "RevisionConflict", "SeqConflict", "Terminal",
     "Timeout", "TransportError", "Unauthenticated", "Unavailable", "WriterBusy", "WrongType",
     "AppendOutcome", "Attachment", "AuditEntry", "AuditVerification", "Event", "EventPage", "Header", "Imported",
     "Policy", "Principal", "ResumeOutcome", "Run", "Session", "SessionPage", "SessionCounts", "StatusCount",

@@ -5,7 +5,7 @@ calls, so an operation is written once. `resend_safe` says whether the request m
 sent again after its answer was lost (a timeout, a dropped connection): reads, heartbeats,
 appends (which always carry an idempotency key) and `PUT /v1/retention`. Creates, forks,
 attaches and the other state changes name what they create or are confirmed by a read
-(docs/server.md, "Retrying safely"), so the client never resends them by itself.
+(docs/reference/http.md, "Retrying safely"), so the client never resends them by itself.
 """
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ import json
 import math
 import uuid
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Generic, Iterable, Iterator, Mapping, TypeVar
+from typing import Any, Callable, Generic, Iterable, Iterator, Literal, Mapping, TypeVar, Union
 from urllib.parse import quote, urlencode
 
 import orjson
 
 from . import _models as m
-from ._errors import WrongType
+from ._errors import JSON_DEPTH_MAX, BerthError, InvalidArgument, NestingTooDeep, Subject, WrongType
 
 T = TypeVar("T")
 
@@ -41,7 +41,27 @@ class _Unset:
 
 
 #: "Leave unchanged" for `update_session` fields, where `None` means "clear".
-UNSET: Any = _Unset()
+UNSET = _Unset()
+
+# The wire's closed vocabularies (their schemas in crates/berth-api/openapi.json), for
+# type checkers and completion; the server refuses any other value.
+#: How `attach` / `resume` treat a session that already has its runs (`OnBusy`).
+OnBusy = Literal["reject", "interrupt"]
+#: How `close_session` treats attached runs (`ClosePolicy`).
+ClosePolicy = Literal["refuse", "cancel_runs"]
+#: A status `list_sessions` filters on (`SessionStatus`, less `creating`).
+SessionStatus = Literal["active", "idle", "closed", "expired"]
+#: The order of `memory_search` (`MemoryOrder`).
+MemoryOrder = Literal["key", "updated_at", "relevance"]
+#: The operator of a `memory_search` condition (`FilterOpBody`).
+FilterOp = Literal["eq", "ne", "gt", "gte", "lt", "lte", "in"]
+#: What `export` writes.
+ExportFormat = Literal["jsonl", "zip"]
+#: An event to append: `(type, data)`, or a mapping with `type` (and `data`, `ignorable`,
+#: `time`).
+NewEvent = Union[tuple[str, Any], Mapping[str, Any]]
+#: A `memory_search` condition: `(field, op, value)` or `{"field", "op", "value"}`.
+Condition = Union[tuple[str, FilterOp, Any], Mapping[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -64,6 +84,10 @@ class Call(Generic[T]):
     resend_safe: bool = False
     #: An append: the embedded transport waits out another process's write handle.
     is_append: bool = False
+    #: The session the call is about, and what else it names: an error answer says
+    #: which (`_errors.name_subject`).
+    session_id: str | None = None
+    subjects: tuple[Subject, ...] = ()
 
     def undecoded(self) -> "Call[Answer]":
         """The same request, answered with its `Answer` as received (the caller decodes
@@ -75,19 +99,59 @@ def _answer_itself(answer: Answer) -> Answer:
     return answer
 
 
+def _in_session(call: Call[T], session_id: str, *more: Subject) -> Call[T]:
+    """`call`, about `session_id` (a missing one is named in its `NotFound`) and `more`."""
+    call.session_id = session_id
+    call.subjects = (Subject("not_found", "session", session_id), *more)
+    return call
+
+
+def _naming(call: Call[T], *subjects: Subject) -> Call[T]:
+    call.subjects = subjects
+    return call
+
+
 #: orjson's types that `json` refuses go back to `json` (which refuses them, as before).
 _ORJSON_OPTIONS = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
 
 
-def dumps(value: Any) -> bytes:
+#: What encoding JSON raises for a value it cannot hold (`TypeError`: not a JSON type;
+#: `ValueError`: NaN, infinity, a circular value, a lone surrogate; `RecursionError`:
+#: nested past Python's recursion limit).
+_UNENCODABLE = (TypeError, ValueError, RecursionError)
+
+
+def dumps(value: Any, *, argument: str = "value") -> bytes:
     """`value` as compact UTF-8 JSON, what `json.dumps(value, ensure_ascii=False,
     separators=(",", ":"), allow_nan=False)` encodes, written by orjson (the bench's
-    100-item append body: ~34 µs with the `null` check below, against `json`'s ~358 µs;
-    docs/dropins.md, "Bodies written by orjson"). What orjson would
+    100-item append body: ~34 µs with the `null` check below, against `json`'s ~358 µs,
+    measured 2026-12-05). What orjson would
     write differently goes through `json` instead: integers past 64 bits, non-string keys,
     lone surrogates (orjson refuses them), and NaN or infinity (orjson writes `null`,
     where `json` refuses them: an answer with a `null` in it is checked for them).
-    Floats may be spelled differently (`1e-7`, not `1e-07`); they read back the same."""
+    Floats may be spelled differently (`1e-7`, not `1e-07`); they read back the same.
+    What `json` refuses is refused as the berth error that is also the exception `json`
+    raises (`WrongType`, `InvalidArgument`, `NestingTooDeep`), naming `argument`."""
+    try:
+        return _encode(value)
+    except _UNENCODABLE as error:
+        raise unencodable(error, argument) from error
+
+
+def unencodable(error: BaseException, argument: str) -> BerthError:
+    """The berth error for `error`, raised encoding `argument` as JSON."""
+    if isinstance(error, RecursionError):
+        return NestingTooDeep(f"{argument} is nested too deep for JSON (berth stores at most {JSON_DEPTH_MAX} levels)",
+                              argument=argument)
+    if isinstance(error, UnicodeError):
+        return InvalidArgument(f"{argument} holds a lone surrogate, which UTF-8 cannot encode ({error})"[:300],
+                               argument=argument)
+    if isinstance(error, TypeError):
+        return WrongType(f"{argument} is not JSON: {error}"[:300], argument=argument)
+    return InvalidArgument(f"{argument} is not JSON: {error}"[:300], argument=argument)
+
+
+def _encode(value: Any) -> bytes:
     try:
         body = orjson.dumps(value, option=_ORJSON_OPTIONS)
     except TypeError:
@@ -116,7 +180,26 @@ def _finite(value: Any) -> bool:
 
 
 def _json_body(fields: dict[str, Any]) -> bytes:
-    return dumps({key: value for key, value in fields.items() if value is not None})
+    """`fields` but the None ones, as a JSON object."""
+    return _object_body({key: value for key, value in fields.items() if value is not None})
+
+
+def _object_body(fields: dict[str, Any]) -> bytes:
+    """`fields` as a JSON object; a value JSON refuses is named by its field."""
+    try:
+        return _encode(fields)
+    except _UNENCODABLE as error:
+        raise unencodable(error, _unencodable_field(fields)) from error
+
+
+def _unencodable_field(fields: dict[str, Any]) -> str:
+    """Which of `fields` JSON refuses (found again only once the body was refused)."""
+    for name, value in fields.items():
+        try:
+            _encode(value)
+        except _UNENCODABLE:
+            return name
+    return "body"
 
 
 def _query(path: str, params: dict[str, Any]) -> str:
@@ -129,7 +212,32 @@ def _query(path: str, params: dict[str, Any]) -> str:
         elif isinstance(value, (list, tuple)):
             value = ",".join(str(item) for item in value)
         pairs.append((key, str(value)))
-    return f"{path}?{urlencode(pairs)}" if pairs else path
+    if not pairs:
+        return path
+    try:
+        return f"{path}?{urlencode(pairs)}"
+    except UnicodeError:
+        culprit = next(key for key, value in pairs if not _encodable(value))
+        raise InvalidArgument(f"{culprit} holds a lone surrogate, which UTF-8 cannot encode", argument=culprit) from None
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeError:
+        return False
+    return True
+
+
+def _segment(argument: str, value: Any) -> str:
+    """`value` (an id) as one path segment."""
+    if not isinstance(value, str):
+        raise WrongType(f"{argument} must be a str, not {type(value).__name__}", argument=argument)
+    try:
+        return quote(value, safe="")
+    except UnicodeError:
+        raise InvalidArgument(f"{argument} holds a lone surrogate, which UTF-8 cannot encode",
+                              argument=argument) from None
 
 
 #: One value where a list is expected: each is iterable, so `list()` would quietly take it
@@ -149,6 +257,15 @@ def _refuse_one(argument: str, value: Any) -> None:
         raise WrongType(f"{argument} is a list, not {type(value).__name__}", argument=argument)
 
 
+def _joined(argument: str, values: Iterable[str]) -> str:
+    """`values` (strings) joined with commas, as a query parameter takes a list."""
+    items = listed(argument, values)
+    for item in items:
+        if not isinstance(item, str):
+            raise WrongType(f"{argument} holds strings, not {type(item).__name__}", argument=argument)
+    return ",".join(items)
+
+
 def listed(argument: str, value: Iterable[T]) -> list[T]:
     """`value` as a list, or `WrongType` when it is one string, bytes or mapping (or not
     iterable) where the call takes a list. The drop-ins check their list options with it."""
@@ -156,10 +273,14 @@ def listed(argument: str, value: Iterable[T]) -> list[T]:
     return list(value)
 
 
+def _mapping(argument: str, value: Mapping[str, Any]) -> dict[str, Any]:
+    if not isinstance(value, Mapping):
+        raise WrongType(f"{argument} is a mapping, not {type(value).__name__}", argument=argument)
+    return dict(value)
+
+
 def _session(session_id: str, rest: str = "") -> str:
-    if not isinstance(session_id, str):
-        raise WrongType(f"session id must be a str, not {type(session_id).__name__}", argument="session_id")
-    return f"/v1/sessions/{quote(session_id, safe='')}{rest}"
+    return f"/v1/sessions/{_segment('session_id', session_id)}{rest}"
 
 
 def _decode_session(answer: Answer) -> m.Session:
@@ -173,7 +294,7 @@ def _nothing(answer: Answer) -> None:
 _EVENT_FIELDS = frozenset(("type", "data", "ignorable", "time"))
 
 
-def new_event(event: Any) -> dict[str, Any]:
+def new_event(event: NewEvent) -> dict[str, Any]:
     """An event to append: a mapping with `type` (and `data`, `ignorable`, `time`), or a
     `(type, data)` pair."""
     if isinstance(event, tuple) and len(event) == 2:
@@ -182,7 +303,7 @@ def new_event(event: Any) -> dict[str, Any]:
     # which a batch of a hundred pays a hundred times.
     if type(event) is dict or isinstance(event, Mapping):
         if "type" not in event:
-            raise ValueError("an event needs a \"type\"")
+            raise InvalidArgument("an event needs a \"type\"", argument="events")
         return {key: value for key, value in event.items() if key in _EVENT_FIELDS}
     raise WrongType(
         f"an event is a mapping with \"type\" (and \"data\") or a (type, data) pair, not {type(event).__name__}",
@@ -208,21 +329,25 @@ def create_session(
             "labels": listed("labels", labels) if labels is not None else None,
             "user": user,
             "project": project,
-            "policy": dict(policy) if policy is not None else None,
+            "policy": _mapping("policy", policy) if policy is not None else None,
             "origin": origin,
             "delegation_depth": delegation_depth,
         }
     )
-    return Call("POST", "/v1/sessions", _decode_session, body)
+    call = Call("POST", "/v1/sessions", _decode_session, body)
+    if id is None:
+        return call
+    call.session_id = id
+    return _naming(call, Subject("already_exists", "session", id))
 
 
 def get_session(session_id: str) -> Call[m.Session]:
-    return Call("GET", _session(session_id), _decode_session, resend_safe=True)
+    return _in_session(Call("GET", _session(session_id), _decode_session, resend_safe=True), session_id)
 
 
 def list_sessions(
     *,
-    status: str | Iterable[str] | None = None,
+    status: SessionStatus | Iterable[SessionStatus] | None = None,
     label: str | None = None,
     user: str | None = None,
     project: str | None = None,
@@ -234,7 +359,7 @@ def list_sessions(
     limit: int | None = None,
 ) -> Call[m.SessionPage]:
     if status is not None and not isinstance(status, str):
-        status = ",".join(status)
+        status = _joined("status", status)  # type: ignore[assignment]
     path = _query(
         "/v1/sessions",
         {
@@ -279,41 +404,50 @@ def count_sessions(
 
 
 def update_session(
-    session_id: str, *, title: Any = UNSET, labels: Any = UNSET, expected_revision: int | None = None
+    session_id: str,
+    *,
+    title: str | None | _Unset = UNSET,
+    labels: Iterable[str] | None | _Unset = UNSET,
+    expected_revision: int | None = None,
 ) -> Call[m.Session]:
     fields: dict[str, Any] = {}
-    if title is not UNSET:
+    if not isinstance(title, _Unset):
         fields["title"] = title
-    if labels is not UNSET:
+    if not isinstance(labels, _Unset):
         fields["labels"] = listed("labels", labels) if labels is not None else None
     if expected_revision is not None:
         fields["expected_revision"] = expected_revision
-    return Call("PATCH", _session(session_id), _decode_session, dumps(fields))
+    path = _session(session_id)
+    return _in_session(Call("PATCH", path, _decode_session, _object_body(fields)), session_id)
 
 
 def delete_session(session_id: str, *, expected_revision: int | None = None) -> Call[None]:
-    return Call("DELETE", _query(_session(session_id), {"expected_revision": expected_revision}), _nothing)
+    path = _query(_session(session_id), {"expected_revision": expected_revision})
+    return _in_session(Call("DELETE", path, _nothing), session_id)
 
 
 def close_session(
-    session_id: str, *, policy: str | None = None, expected_revision: int | None = None
+    session_id: str, *, policy: ClosePolicy | None = None, expected_revision: int | None = None
 ) -> Call[m.Session]:
     body = _json_body({"policy": policy, "expected_revision": expected_revision})
-    return Call("POST", _session(session_id, "/close"), _decode_session, body)
+    return _in_session(Call("POST", _session(session_id, "/close"), _decode_session, body), session_id)
 
 
 def fork_session(session_id: str, *, upto_seq: int | None = None, new_id: str | None = None) -> Call[m.Session]:
     body = _json_body({"upto_seq": upto_seq, "new_id": new_id})
-    return Call("POST", _session(session_id, "/fork"), _decode_session, body)
+    call = Call("POST", _session(session_id, "/fork"), _decode_session, body)
+    if new_id is None:
+        return _in_session(call, session_id)
+    return _in_session(call, session_id, Subject("already_exists", "session", new_id))
 
 
 def reopen_session(session_id: str) -> Call[m.Session]:
-    return Call("POST", _session(session_id, "/reopen"), _decode_session, b"{}")
+    return _in_session(Call("POST", _session(session_id, "/reopen"), _decode_session, b"{}"), session_id)
 
 
 def append(
     session_id: str,
-    events: Iterable[Any],
+    events: Iterable[NewEvent],
     *,
     expected_seq: int | None = None,
     run: str | None = None,
@@ -334,7 +468,7 @@ def append(
             "memory": writes or None,
         }
     )
-    return Call(
+    call = Call(
         "POST",
         _session(session_id, "/events"),
         lambda answer: m.AppendOutcome.from_wire(answer.json()),
@@ -342,11 +476,31 @@ def append(
         resend_safe=True,
         is_append=True,
     )
+    return _in_session(call, session_id, *_write_subjects(writes))
+
+
+def _write_subjects(writes: list[dict[str, Any]]) -> list[Subject]:
+    """What an append's memory writes name: the item of a lone write (one made at once by
+    another writer is `AlreadyExists`; of several writes, the answer does not say which).
+    Their `bound_to` names no other session: the server takes only the appended one."""
+    if len(writes) != 1:
+        return []
+    return [Subject("already_exists", "memory item", writes[0]["key"], namespace=writes[0]["namespace"])]
+
+
+_MEMORY_WRITE_REQUIRED = frozenset(("namespace", "key", "value"))
+_MEMORY_WRITE_FIELDS = _MEMORY_WRITE_REQUIRED | {"expected_revision", "ttl_ms", "bound_to"}
 
 
 def _memory_write(write: Any) -> dict[str, Any]:
     if not isinstance(write, Mapping):
         raise WrongType(f"a memory write is a mapping, not {type(write).__name__}", argument="memory")
+    unknown = sorted(str(name) for name in write if name not in _MEMORY_WRITE_FIELDS)
+    missing = sorted(_MEMORY_WRITE_REQUIRED.difference(write))
+    if unknown or missing:
+        wrong = ", ".join([*(f"unknown {name!r}" for name in unknown), *(f"no {name!r}" for name in missing)])
+        raise WrongType(f"a memory write has namespace, key, value (and expected_revision, ttl_ms, bound_to): "
+                        f"{wrong}"[:300], argument="memory")
     return memory_write(**write)
 
 
@@ -371,7 +525,7 @@ def _types_param(types: Iterable[str] | None) -> list[str] | None:
         return None
     wanted = listed("types", types)
     if not wanted:
-        raise ValueError("types needs at least one event type")
+        raise InvalidArgument("types needs at least one event type", argument="types")
     return wanted
 
 
@@ -388,20 +542,30 @@ def read(
     so a page may hold fewer than `limit` before the end."""
     params = {"from": from_seq, "before": before, "limit": limit, "types": _types_param(types)}
     path = _query(_session(session_id, "/events"), params)
-    return Call("GET", path, decode_page, resend_safe=True)
+    return _in_session(Call("GET", path, decode_page, resend_safe=True), session_id)
 
 
 def read_at(session_id: str, seqs: Iterable[int]) -> Call[m.EventPage]:
     """A point read by position: the events at `seqs`, each once, ascending. At most
     `READ_PAGE_MAX` distinct seqs (`LimitExceeded` above); a seq at or past the log's end
     is `NotFound` whose `body["actual"]` is that seq."""
-    wanted = sorted({int(seq) for seq in listed("seqs", seqs)})
+    wanted = sorted({_seq(seq) for seq in listed("seqs", seqs)})
     if any(seq < 0 for seq in wanted):
-        raise ValueError(f"seqs are non-negative, not {wanted[0]}")
+        raise InvalidArgument(f"seqs are non-negative, not {wanted[0]}", argument="seqs")
     if not wanted:
-        raise ValueError("read_at needs at least one seq")
+        raise InvalidArgument("read_at needs at least one seq", argument="seqs")
     path = _query(_session(session_id, "/events"), {"seqs": wanted})
-    return Call("GET", path, decode_page, resend_safe=True)
+    call = Call("GET", path, decode_page, resend_safe=True)
+    return _in_session(call, session_id, Subject("not_found", "event", None, session_id=session_id))
+
+
+def _seq(seq: Any) -> int:
+    try:
+        return int(seq)
+    except TypeError:
+        raise WrongType(f"a seq is an int, not {type(seq).__name__}", argument="seqs") from None
+    except ValueError:
+        raise InvalidArgument(f"a seq is an int, not {seq!r}"[:300], argument="seqs") from None
 
 
 @contextlib.contextmanager
@@ -438,46 +602,52 @@ def stream_path(
     )
 
 
+def _run_subjects(session_id: str, run_id: str | None) -> tuple[Subject, ...]:
+    return () if run_id is None else (Subject("already_exists", "run", run_id, session_id=session_id),)
+
+
 def attach(
     session_id: str,
     *,
     run_id: str | None = None,
-    on_busy: str | None = None,
+    on_busy: OnBusy | None = None,
     expected_revision: int | None = None,
 ) -> Call[m.Attachment]:
     body = _json_body({"run_id": run_id, "on_busy": on_busy, "expected_revision": expected_revision})
-    return Call("POST", _session(session_id, "/runs"), lambda answer: m.Attachment.from_wire(answer.json()), body)
+    call = Call("POST", _session(session_id, "/runs"), lambda answer: m.Attachment.from_wire(answer.json()), body)
+    return _in_session(call, session_id, *_run_subjects(session_id, run_id))
 
 
 def heartbeat(session_id: str, run_id: str) -> Call[m.Run]:
-    path = _session(session_id, f"/runs/{quote(run_id, safe='')}/heartbeat")
-    return Call("POST", path, lambda answer: m.Run.from_wire(answer.json()), resend_safe=True)
+    path = _session(session_id, f"/runs/{_segment('run_id', run_id)}/heartbeat")
+    return _in_session(Call("POST", path, lambda answer: m.Run.from_wire(answer.json()), resend_safe=True), session_id)
 
 
 def detach(
     session_id: str, run_id: str, *, outcome: str | None = None, expected_revision: int | None = None
 ) -> Call[m.Session]:
-    path = _session(session_id, f"/runs/{quote(run_id, safe='')}/detach")
-    return Call("POST", path, _decode_session, _json_body({"outcome": outcome, "expected_revision": expected_revision}))
+    path = _session(session_id, f"/runs/{_segment('run_id', run_id)}/detach")
+    body = _json_body({"outcome": outcome, "expected_revision": expected_revision})
+    return _in_session(Call("POST", path, _decode_session, body), session_id)
 
 
 def resume(
     session_id: str,
     *,
     run_id: str | None = None,
-    on_busy: str | None = None,
+    on_busy: OnBusy | None = None,
     expected_revision: int | None = None,
 ) -> Call[m.ResumeOutcome]:
     body = _json_body({"run_id": run_id, "on_busy": on_busy, "expected_revision": expected_revision})
-    return Call(
-        "POST", _session(session_id, "/resume"), lambda answer: m.ResumeOutcome.from_wire(answer.json()), body
-    )
+    call = Call("POST", _session(session_id, "/resume"), lambda answer: m.ResumeOutcome.from_wire(answer.json()), body)
+    return _in_session(call, session_id, *_run_subjects(session_id, run_id))
 
 
-def export(session_id: str, *, format: str = "jsonl") -> Call[bytes]:
+def export(session_id: str, *, format: ExportFormat = "jsonl") -> Call[bytes]:
     if format not in ("jsonl", "zip"):
-        raise ValueError("format is \"jsonl\" or \"zip\"")
-    return Call("GET", _query(_session(session_id, "/export"), {"format": format}), lambda a: a.body, resend_safe=True)
+        raise InvalidArgument(f"format is \"jsonl\" or \"zip\", not {format!r}"[:300], argument="format")
+    path = _query(_session(session_id, "/export"), {"format": format})
+    return _in_session(Call("GET", path, lambda answer: answer.body, resend_safe=True), session_id)
 
 
 def import_sessions(data: bytes) -> Call[m.Imported]:
@@ -550,54 +720,74 @@ def memory_put(
     ttl_ms: int | None = None,
     bound_to: str | None = None,
 ) -> Call[m.MemoryItem]:
-    body = _json_body(
-        {"namespace": namespace, "key": key, "value": value, "expected_revision": expected_revision,
-         "ttl_ms": ttl_ms, "bound_to": bound_to}
-    )
-    if value is None:  # `_json_body` drops None fields; null is a value here.
-        body = dumps({**json.loads(body), "value": None})
+    fields = {"namespace": namespace, "key": key, "value": value, "expected_revision": expected_revision,
+              "ttl_ms": ttl_ms, "bound_to": bound_to}
+    # None fields are left out, but for `value`: null is a value here.
+    body = _object_body({name: field for name, field in fields.items() if field is not None or name == "value"})
     # Resending a put is safe only as a compare-and-set (a lost answer then conflicts
     # instead of writing twice over a newer value).
-    return Call("PUT", "/v1/memory/items", _memory_item, body, resend_safe=expected_revision is not None)
+    call = Call("PUT", "/v1/memory/items", _memory_item, body, resend_safe=expected_revision is not None)
+    subjects = [Subject("already_exists", "memory item", key, namespace=namespace)]
+    if bound_to is not None:
+        subjects.append(Subject("not_found", "session", bound_to))
+    return _naming(call, *subjects)
+
+
+def _item_subject(namespace: str, key: str) -> Subject:
+    return Subject("not_found", "memory item", key, namespace=namespace)
 
 
 def memory_get(namespace: str, key: str, *, refresh: bool | None = None) -> Call[m.MemoryItem]:
     path = _query("/v1/memory/items", {"namespace": namespace, "key": key, "refresh": refresh})
-    return Call("GET", path, _memory_item, resend_safe=True)
+    return _naming(Call("GET", path, _memory_item, resend_safe=True), _item_subject(namespace, key))
 
 
 def memory_delete(namespace: str, key: str, *, expected_revision: int | None = None) -> Call[m.MemoryItem]:
     path = _query("/v1/memory/items", {"namespace": namespace, "key": key, "expected_revision": expected_revision})
-    return Call("DELETE", path, _memory_item)
+    return _naming(Call("DELETE", path, _memory_item), _item_subject(namespace, key))
 
 
 def memory_delete_many(items: Iterable[tuple[str, str]]) -> Call[m.MemoryDeleted]:
     """Deletes the live items named as (namespace, key) — at most 1000, an absent one
     skipped — in one transaction with one audit record. Safe to resend: a second time
     deletes nothing more."""
-    body = dumps({"items": [{"namespace": namespace, "key": key} for namespace, key in listed("items", items)]})
+    body = dumps({"items": [_item_name(item) for item in listed("items", items)]}, argument="items")
     return Call("POST", "/v1/memory/delete", lambda answer: m.MemoryDeleted.from_wire(answer.json()), body,
                 resend_safe=True)
 
 
+def _item_name(item: Any) -> dict[str, Any]:
+    if not isinstance(item, (tuple, list)) or len(item) != 2:
+        raise WrongType(f"an item is named as (namespace, key), not {item!r}"[:300], argument="items")
+    return {"namespace": item[0], "key": item[1]}
+
+
+_CONDITION_FIELDS = ("field", "op", "value")
+
+
 def _condition(condition: Any) -> dict[str, Any]:
     if isinstance(condition, Mapping):
-        return {"field": condition["field"], "op": condition["op"], "value": condition["value"]}
-    if not isinstance(condition, (tuple, list)) or len(condition) != 3:
+        missing = [name for name in _CONDITION_FIELDS if name not in condition]
+        if missing:
+            raise InvalidArgument(f"a filter condition has field, op and value: no {', '.join(missing)}",
+                                  argument="filter")
+        field_name, op, value = (condition[name] for name in _CONDITION_FIELDS)
+    elif isinstance(condition, (tuple, list)) and len(condition) == 3:
+        field_name, op, value = condition
+    else:
         raise WrongType(f"a filter condition is (field, op, value) or a mapping, not {condition!r}"[:300],
                         argument="filter")
-    field_name, op, value = condition
     if op not in FILTER_OPS:
-        raise ValueError(f"filter operator {op!r}: one of {', '.join(FILTER_OPS)}")
+        raise InvalidArgument(f"filter operator {op!r}: one of {', '.join(FILTER_OPS)}"[:300], argument="filter")
     return {"field": field_name, "op": op, "value": value}
 
 
 def memory_search(
     prefix: str,
     *,
-    filter: Iterable[Any] | Mapping[str, Any] | None = None,
+    filter: Iterable[Condition] | Mapping[str, Any] | None = None,
     query: str | None = None,
-    order: str | None = None,
+    order: MemoryOrder | None = None,
     cursor: str | None = None,
     limit: int | None = None,
 ) -> Call[m.MemoryPage]:
@@ -638,7 +828,7 @@ def memory_set_quota(*, items: int | None = None, bytes: int | None = None) -> C
     """Sets the tenant's own memory quota (admin keys); a limit not given is the
     server's default again. Answers with the usage and the quota that now applies."""
     return Call("PUT", "/v1/memory/quota", lambda answer: m.MemoryUsage.from_wire(answer.json()),
-                dumps({"items": items, "bytes": bytes}), resend_safe=True)
+                _object_body({"items": items, "bytes": bytes}), resend_safe=True)
 
 
 def memory_export(prefix: str | None = None) -> Call[bytes]:

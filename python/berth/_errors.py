@@ -10,11 +10,14 @@ here. Both transports raise the same classes.
 from __future__ import annotations
 
 import json
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Sequence
 
 
 class BerthError(Exception):
-    """Any error berth reports. `code`, `status` (HTTP status), `retryable`, `body`."""
+    """Any error berth reports. `code`, `status` (HTTP status), `retryable`, `body` (the
+    answer's error body as sent), and `session_id`: the session the failed call was about
+    (None for calls about no session, and for errors raised before anything was sent)."""
 
     code: str = "internal"
 
@@ -25,16 +28,34 @@ class BerthError(Exception):
         self.body: dict[str, Any] = body or {}
         self.code = self.body.get("code", type(self).code)
         self.retryable: bool = bool(self.body.get("retryable", False))
+        self.session_id: str | None = None
+
+    def _reword(self, message: str) -> None:
+        self.message = message
+        self.args = (message,)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(code={self.code!r}, status={self.status}, message={self.message!r})"
 
 
-class NotFound(BerthError):
+class _Named(BerthError):
+    """An error about one thing the call named. The server never echoes an id (a missing
+    session and another tenant's answer byte for byte alike), so the client names it from
+    the call it sent: `what` ("session", "run", "memory item", "event"), `id` (the session
+    or run id, the memory item's key, the event's seq) and, for a memory item,
+    `namespace`; the message says them ("session 'chat-1' not found"). All None when the
+    call named several things the answer could be about."""
+
+    what: str | None = None
+    id: str | None = None
+    namespace: str | None = None
+
+
+class NotFound(_Named):
     code = "not_found"
 
 
-class AlreadyExists(BerthError):
+class AlreadyExists(_Named):
     code = "already_exists"
 
 
@@ -141,22 +162,65 @@ class Invalid(BerthError):
     code = "invalid"
 
 
+def _refused_body(code: str, message: str, argument: str, **more: Any) -> dict[str, Any]:
+    return {"code": code, "message": message, "retryable": False, "argument": argument, **more}
+
+
 class WrongType(Invalid, TypeError):
     """An argument of the wrong type, refused by the client before anything is sent: one
     string (or bytes, or a mapping) where the call takes a list — `labels="urgent"` would
-    otherwise be taken apart and stored as its letters — or an item of a list that is not
-    what the list holds. An `Invalid` (what the server answers a malformed request, so
-    `status` is 400) and a `TypeError`; `argument` names the parameter."""
+    otherwise be taken apart and stored as its letters — an item of a list that is not
+    what the list holds, or a value JSON cannot hold (a `datetime`, a `set`, an object).
+    An `Invalid` (what the server answers a malformed request, so `status` is 400) and a
+    `TypeError`; `argument` names the parameter."""
 
     code = "wrong_type"
 
     def __init__(self, message: str, *, argument: str) -> None:
-        body = {"code": "wrong_type", "message": message, "retryable": False, "argument": argument}
+        super().__init__(message, status=400, body=_refused_body(type(self).code, message, argument))
+
+    @property
+    def argument(self) -> str:
+        return str(self.body["argument"])
+
+
+class InvalidArgument(Invalid, ValueError):
+    """An argument of the right type but a value the client refuses before anything is
+    sent: an event without a `"type"`, an empty `types` list, a negative seq, an unknown
+    filter operator or export format, NaN or infinity in JSON data, a lone surrogate, a
+    circular value, a server URL that is not `http://host:port`. An `Invalid` (`status`
+    400) and a `ValueError`; `argument` names the parameter."""
+
+    code = "invalid_argument"
+
+    def __init__(self, message: str, *, argument: str) -> None:
+        super().__init__(message, status=400, body=_refused_body(type(self).code, message, argument))
+
+    @property
+    def argument(self) -> str:
+        return str(self.body["argument"])
+
+
+#: The deepest JSON berth stores (the server's `berth_core::limits::JSON_DEPTH_MAX`).
+JSON_DEPTH_MAX = 128
+
+
+class NestingTooDeep(Invalid, RecursionError):
+    """JSON data nested too deep for the client to encode (Python's recursion limit, far
+    past the `JSON_DEPTH_MAX` = 128 levels the server takes: data between the two is sent
+    and refused by the server as `Invalid`). An `Invalid` and a `RecursionError`, raised
+    before anything is sent; `argument` names the parameter, `body["limit"]` the depth
+    berth takes."""
+
+    code = "nesting_too_deep"
+
+    def __init__(self, message: str, *, argument: str) -> None:
+        body = _refused_body(type(self).code, message, argument, limit_name="json_depth", limit=JSON_DEPTH_MAX)
         super().__init__(message, status=400, body=body)
 
     @property
     def argument(self) -> str:
-        return self.body["argument"]
+        return str(self.body["argument"])
 
 
 class Forbidden(BerthError):
@@ -165,6 +229,26 @@ class Forbidden(BerthError):
 
 class Unauthenticated(BerthError):
     code = "unauthenticated"
+
+
+class InvalidApiKey(Unauthenticated, ValueError):
+    """No usable API key, found by `Client(url)` / `AsyncClient(url)` when it is made,
+    before any request: none given (no `api_key=`, no `BERTH_API_KEY`), an empty one, or
+    one with a character no key has (keys are printable ASCII, as `berth keys create`
+    prints them; surrounding whitespace is ignored). Every `/v1` route needs a key, so
+    such a client could only ever be refused. An `Unauthenticated` (`status` 401) and a
+    `ValueError`; `reason` is "missing", "empty" or "not_ascii". The message never shows
+    the key."""
+
+    code = "invalid_api_key"
+
+    def __init__(self, message: str, *, reason: str) -> None:
+        body = {"code": type(self).code, "message": message, "retryable": False, "reason": reason}
+        super().__init__(message, status=401, body=body)
+
+    @property
+    def reason(self) -> str:
+        return str(self.body["reason"])
 
 
 class Unavailable(BerthError):
@@ -237,6 +321,58 @@ _CLASSES: dict[str, type[BerthError]] = {
 }
 # Codes that are finer names of one class: a 400 (`bad_request`), a wrong route or method.
 _CLASSES.update({"bad_request": Invalid, "method_not_allowed": Invalid})
+
+
+@dataclass(frozen=True)
+class Subject:
+    """Something a call names that an error answer of class `code` ("not_found",
+    "already_exists") may be about: `what` as the server says it ("session", "run",
+    "memory item", "event"), its `id` (None: the answer's `actual`, an event's seq), and
+    where it lives (`session_id` of a run or event, `namespace` of a memory item)."""
+
+    code: str
+    what: str
+    id: str | None
+    session_id: str | None = None
+    namespace: str | None = None
+
+    def phrase(self, id: str) -> str:
+        if self.what == "memory item":
+            return f"memory item {id!r} in namespace {self.namespace!r}"
+        if self.what == "event":
+            return f"event {id} of session {self.session_id!r}"
+        if self.session_id is not None:
+            return f"{self.what} {id!r} of session {self.session_id!r}"
+        return f"{self.what} {id!r}"
+
+
+_VERBS = {"not_found": "not found", "already_exists": "already exists"}
+
+
+def name_subject(error: BerthError, session_id: str | None, subjects: Sequence[Subject]) -> BerthError:
+    """`error` with what it is about: `session_id` (the session the call was about), and
+    for a `NotFound` or `AlreadyExists` the one of `subjects` it names. The server's
+    message for these is exactly "{what} not found" / "{what} already exists" (it never
+    echoes the id), which tells a missing session from a missing event of one call; a
+    message of any other shape, or several subjects it could be, leaves it unnamed rather
+    than named wrongly."""
+    error.session_id = session_id
+    verb = _VERBS.get(error.code)
+    if not isinstance(error, _Named) or verb is None:
+        return error
+    matching = {subject for subject in subjects
+                if subject.code == error.code and error.message == f"{subject.what} {verb}"}
+    if len(matching) != 1:
+        return error
+    (subject,) = matching
+    name = subject.id if subject.id is not None else error.body.get("actual")
+    if name is None:
+        return error
+    error.what, error.id, error.namespace = subject.what, str(name), subject.namespace
+    if subject.what == "session":
+        error.session_id = str(name)
+    error._reword(f"{subject.phrase(str(name))} {verb}")
+    return error
 
 
 def error_from_body(status: int, raw: bytes, retry_after: str | None = None) -> BerthError:

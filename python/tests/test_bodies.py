@@ -1,7 +1,8 @@
 """Request bodies (`berth._calls.dumps`): written by orjson where it writes what `json`
 would, by `json` where it would not. Every value reads back equal to what
 `json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)` encodes,
-and every value `json` refuses is refused with the same exception."""
+and every value `json` refuses is refused with a `berth.BerthError` that is also the
+built-in exception `json` raises (`TypeError`, `ValueError`, `RecursionError`)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import uuid
 
 import pytest
 
+import berth
 from berth._calls import dumps
 
 
@@ -75,15 +77,32 @@ class Point:
 def test_what_json_refuses_is_refused_the_same_way(value: object) -> None:
     with pytest.raises(Exception) as expected:
         reference(value)
-    with pytest.raises(type(expected.value)):
+    builtin = next(kind for kind in BUILTINS if isinstance(expected.value, kind))
+    with pytest.raises(builtin) as refused:
         dumps(value)
+    assert isinstance(refused.value, berth.BerthError) and refused.value.argument == "value"
+
+
+#: The built-in exceptions `json` raises for a value it refuses, narrowest first.
+BUILTINS = (RecursionError, TypeError, ValueError)
 
 
 def test_a_circular_value_is_refused() -> None:
     value: list = []
     value.append(value)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError) as refused:
         dumps(value)
+    assert isinstance(refused.value, berth.InvalidArgument)
+
+
+def test_a_value_nested_past_the_recursion_limit_is_refused() -> None:
+    value: list = []
+    for _ in range(50_000):
+        value = [value]
+    with pytest.raises(RecursionError) as refused:
+        dumps({"data": value}, argument="events")
+    assert isinstance(refused.value, berth.NestingTooDeep) and isinstance(refused.value, berth.Invalid)
+    assert refused.value.argument == "events" and refused.value.body["limit"] == 128
 
 
 def test_random_values_read_back_as_json_writes_them() -> None:
