@@ -116,6 +116,24 @@ def seed(server):
         ("acme/opaque", {"html": "<script>alert(3)</script>", "nested": {"list": [1, 2, {"k": "v"}]}}),
         ("acme/huge", {"blob": HUGE}),
     ])
+    # An untitled conversation stored as the OpenAI Agents drop-in stores Responses
+    # items: content as typed parts (issue 52). Named by its first user message.
+    alice.create("alice-parts")
+    alice.attach("alice-parts", "w")
+    alice.append("alice-parts", run="w", events=[
+        ("turn/start", {"turn": 0}),
+        ("user/message", {"content": [
+            {"type": "input_text", "text": "What is in this picture?"},
+            {"type": "input_image", "image_url": "data:image/png;base64,iVBORw0KGgo=", "detail": "auto"},
+            {"type": "input_file", "filename": "notes.pdf", "file_data": "data:application/pdf;base64,JVBERi0="},
+        ], "role": "user", "type": "message", "openai_item": True}),
+        ("assistant/message", {"id": "msg_1", "content": [
+            {"type": "output_text", "text": "A cat asleep on a mat.", "annotations": []},
+        ], "role": "assistant", "status": "completed", "type": "message", "openai_item": True}),
+        ("user/message", {"content": [{"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}}]}),
+        ("assistant/message", {"content": [{"type": "refusal", "refusal": "I can't transcribe that recording."}]}),
+        ("turn/end", {"turn": 0, "reason": "completed"}),
+    ])
     # A session to watch live, a closed one, and other owners' sessions.
     for api, session_id, content in [
         (alice, "alice-live", "first"), (alice, "alice-closed", "bye"),

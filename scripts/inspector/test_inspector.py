@@ -101,6 +101,34 @@ def test_an_admin_filters_by_user_and_pages_with_the_cursor(context, server):
     expect(page.get_by_role("link", name="Next page")).to_have_count(0)
 
 
+def test_an_untitled_conversation_is_named_by_its_first_user_message(context, server):
+    page = sign_in(context.new_page(), server, "alice")
+    row = page.locator("tr").filter(has=page.locator('a.session-link:text-is("alice-parts")'))
+    preview = "What is in this picture? [image] [file: notes.pdf]"
+    expect(row.locator("td.title .preview")).to_have_text("First user message: " + preview)
+    expect(page.locator("tr").filter(has=page.locator('a.session-link:text-is("alice-chat")')).locator("td.title")) \
+        .to_have_text("Support chat")
+    screenshot(page, "sessions-previews")
+
+
+# ----- the timeline: content parts, pairing and repair marks --------------------------------
+
+def test_content_parts_read_as_text_with_placeholders(context, server):
+    page = sign_in(context.new_page(), server, "alice")
+    page.goto(server.url + "/ui/sessions/alice-parts")
+    expect(page.locator(".session-header .session-title")).to_contain_text("What is in this picture? [image]")
+    expect(page).to_have_title(re.compile(r"^What is in this picture\? \[image\] \[file: notes.pdf\] · alice-parts"))
+    expect(page.locator("#event-1 .content")).to_have_text("What is in this picture?\n[image]\n[file: notes.pdf]")
+    expect(page.locator("#event-2 .content")).to_have_text("A cat asleep on a mat.")
+    expect(page.locator("#event-3 .content")).to_have_text("[audio]")
+    expect(page.locator("#event-4 .content")).to_have_text("[refusal] I can't transcribe that recording.")
+    # The parts' JSON is one click away, folded.
+    json = page.locator("#event-1 details.raw-json")
+    expect(json.locator("pre")).not_to_be_visible()
+    json.locator("summary").click()
+    expect(json.locator("pre")).to_contain_text('"type": "input_image"')
+    screenshot(page, "session-content-parts")
+
 # ----- the timeline: pairing and repair marks ----------------------------------------------
 
 def test_a_crashed_and_repaired_turn_shows_the_pairing_and_the_repair_marks(context, server):

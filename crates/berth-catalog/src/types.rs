@@ -107,6 +107,13 @@ impl SessionRecord {
         self.header.key()
     }
 
+    /// Whether a listing shows a preview of this session in place of its title: it has
+    /// no title (or a blank one) and a conversation happened (it is not `blank`), so the
+    /// first user message of its log is what a reader recognizes it by (issue 52).
+    pub fn wants_preview(&self) -> bool {
+        self.title.as_deref().is_none_or(|title| title.trim().is_empty()) && !self.blank
+    }
+
     pub fn lifecycle(&self) -> Lifecycle {
         Lifecycle { status: self.status, lease_until: self.lease_until, runs_attached: self.runs.len() as u32 }
     }

@@ -7,6 +7,7 @@
 //! which all time enters the system.
 
 pub mod clock;
+pub mod content;
 pub mod error;
 pub mod event;
 pub mod header;

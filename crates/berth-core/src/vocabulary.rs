@@ -55,7 +55,9 @@ pub fn is_reserved(event_type: &str) -> bool {
         || RESERVED_NAMESPACES.iter().any(|namespace| event_type.starts_with(namespace))
 }
 
-/// Does this event make a session non-blank (a conversation happened)?
+/// Does this event make a session non-blank (a conversation happened)? Decided by the
+/// type alone: a message counts whatever its `content` holds (a string or typed parts),
+/// so the listing never has to read an event's data to know.
 pub fn is_conversation_event(event_type: &str) -> bool {
     matches!(event_type, USER_MESSAGE | ASSISTANT_MESSAGE | SYSTEM_MESSAGE | TOOL_RESULT | TOOL_CALL)
 }
@@ -220,6 +222,13 @@ mod tests {
             (TURN_END, json!({"turn": 0, "reason": "plugin/custom"})),
             (STEP_START, json!({"turn": 0, "step": 1})),
             (USER_MESSAGE, json!({"content": "hi"})),
+            // Content as typed parts (OpenAI Responses, Gemini): any JSON is content.
+            (
+                USER_MESSAGE,
+                json!({"content": [{"type": "input_text", "text": "q"}, {"type": "input_image", "image_url": "x"}]}),
+            ),
+            (ASSISTANT_MESSAGE, json!({"content": [{"type": "output_text", "text": "hi", "annotations": []}]})),
+            (SYSTEM_MESSAGE, json!({"content": {"role": "system", "parts": [{"text": "be brief"}]}})),
             (ASSISTANT_MESSAGE, json!({"content": [], "tool_calls": [{"call_id": "c", "name": "n", "arguments": {}}]})),
             (TOOL_CALL, json!({"call_id": "c", "name": "n", "arguments": "{}"})),
             (

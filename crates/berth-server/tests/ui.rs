@@ -283,3 +283,107 @@ async fn counts_audit_search_and_the_parent_filter_answer_as_documented() {
     let headers = [host(&server), ("Authorization", format!("Bearer {user}"))];
     assert_eq!(request(&server, "GET", "/v1/audit/search", &headers, "").await.status, 403);
 }
+
+/// The `<tr>` of session `id` on a list page.
+fn list_row<'a>(page: &'a str, id: &str) -> &'a str {
+    let start = page.find(&format!("href=\"/ui/sessions/{id}\"")).unwrap_or_else(|| panic!("{id} listed: {page}"));
+    let row = &page[start..];
+    &row[..row.find("</tr>").unwrap()]
+}
+
+fn fixture(name: &str) -> Vec<u8> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../berth-testkit/fixtures/content").join(name);
+    std::fs::read(path).unwrap()
+}
+
+/// Issue 52 (R-A7): sessions stored with `content` as a string and as OpenAI-style typed
+/// parts (the fixtures, imported as they are: no migration) read as text on the session
+/// page, and an untitled conversation is named by its first user message in the list and
+/// the page header — escaped, and read from the log's first events only.
+#[tokio::test(flavor = "multi_thread")]
+async fn content_parts_read_as_text_and_untitled_conversations_show_their_first_user_message() {
+    use berth_service::{AppendRequest, CreateSession, NewEvent};
+    use serde_json::json;
+    let server = TestServer::start().await;
+    // An admin of the fixtures' tenant: it imports alice's sessions and appends without a run.
+    let key = server.key("acme", "ops", None, Role::Admin);
+    let alice = server.client(&key);
+    for name in ["chat-strings.jsonl", "chat-parts.jsonl"] {
+        alice.import(fixture(name)).await.unwrap();
+    }
+    let append = |id: &'static str, events: Vec<NewEvent>| {
+        let alice = &alice;
+        async move {
+            let request =
+                AppendRequest { memory: Vec::new(), run: None, expected_seq: None, events, idempotency_key: None };
+            alice.append(&id.parse().unwrap(), &request).await.unwrap();
+        }
+    };
+    let create = |id: &str, title: Option<&str>| CreateSession {
+        id: Some(id.parse().unwrap()),
+        title: title.map(str::to_owned),
+        ..Default::default()
+    };
+    let parts_message =
+        |text: &str| NewEvent::new("user/message", json!({"content": [{"type": "input_text", "text": text}]}));
+    alice.create(&create("titled", Some("Named by hand"))).await.unwrap();
+    append("titled", vec![parts_message("not the title")]).await;
+    alice.create(&create("hostile", None)).await.unwrap();
+    append("hostile", vec![parts_message("<img src=x onerror=alert(1)> hi")]).await;
+    // A user message past the events a preview reads: no preview (the listing never
+    // reads further into a log), though the session is listed.
+    alice.create(&create("late", None)).await.unwrap();
+    let mut late = vec![NewEvent::new("assistant/message", json!({"content": "before"}))];
+    late.extend((0..berth_core::content::PREVIEW_SCAN_EVENTS).map(|i| NewEvent::new("acme/note", json!({"i": i}))));
+    late.push(parts_message("too late to preview"));
+    append("late", late).await;
+    alice.create(&create("empty", None)).await.unwrap();
+
+    let cookie = session_cookie(&sign_in(&server, &key).await);
+    let get = |path: String| {
+        let (server, cookie) = (&server, cookie.clone());
+        async move {
+            let answer = request(server, "GET", &path, &[host(server), cookie], "").await;
+            assert_eq!(answer.status, 200, "{path}: {}", answer.body);
+            answer.body
+        }
+    };
+    let list = get("/ui/sessions".into()).await;
+    let preview = |text: &str| format!("<span class=\"visually-hidden\">First user message: </span>{text}</span>");
+    assert!(
+        list_row(&list, "chat-parts").contains(&preview("What is in this picture? [image] [file: notes.pdf]")),
+        "{list}"
+    );
+    assert!(list_row(&list, "chat-strings").contains(&preview("What is in the repo? Short answer, please.")), "{list}");
+    assert!(list_row(&list, "titled").contains("Named by hand") && !list.contains("not the title"), "{list}");
+    assert!(list_row(&list, "hostile").contains(&preview("&lt;img src=x onerror=alert(1)&gt; hi")), "{list}");
+    assert!(!list_row(&list, "late").contains("class=\"preview\""), "{list}");
+    assert!(!list.contains("/ui/sessions/empty\""), "a blank session stays hidden: {list}");
+
+    let parts = get("/ui/sessions/chat-parts".into()).await;
+    let header = &parts[parts.find("<header class=\"session-header\">").unwrap()..];
+    assert!(header.contains(&preview("What is in this picture? [image] [file: notes.pdf]")), "{header}");
+    assert!(parts
+        .contains("<title>What is in this picture? [image] [file: notes.pdf] · chat-parts · berth inspector</title>"));
+    for text in [
+        "What is in this picture?\n[image]\n[file: notes.pdf]",
+        "hi",
+        "Sunny, 21 °C\n[image]",
+        "[audio]",
+        "[refusal] I can't transcribe that recording.",
+    ] {
+        let shown = format!("<div class=\"content parts\">{text}</div>");
+        assert!(parts.contains(&shown), "{shown} in {parts}");
+    }
+    assert!(parts.contains("<details class=\"raw-json\"><summary>JSON</summary>"), "the parts' JSON one click away");
+    assert!(!parts.contains("iVBORw0KGgo") || parts.matches("iVBORw0KGgo").count() == 1, "the image only in the JSON");
+
+    let strings = get("/ui/sessions/chat-strings".into()).await;
+    assert!(strings.contains("<div class=\"content\">What is in the repo?\nShort answer, please.</div>"), "{strings}");
+    assert!(strings.contains("<div class=\"content\">You are a helpful assistant.</div>"));
+    assert!(!strings.contains("raw-json"), "string content reads as before");
+    let titled = get("/ui/sessions/titled".into()).await;
+    assert!(titled.contains("<p class=\"session-title\">Named by hand</p>"), "{titled}");
+    let late = get("/ui/sessions/late".into()).await;
+    assert!(late.contains("too late to preview") && !late.contains("class=\"session-title\""), "{late}");
+}

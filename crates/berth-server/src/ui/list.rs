@@ -1,6 +1,7 @@
 //! The session list: the listing's filters as a GET form, per-status counts (capped, as
 //! `GET /v1/sessions/counts` answers them), status badges, and keyset paging by the
-//! listing's cursor (so the hundredth page costs what the first does).
+//! listing's cursor (so the hundredth page costs what the first does), and for an
+//! untitled conversation the preview of its first user message (`preview`).
 
 use super::layout::{self, filled, html, status_badge, time_element};
 use super::signin::Viewer;
@@ -115,6 +116,7 @@ pub async fn sessions_page(State(state): State<Shared>, viewer: Viewer, Query(qu
         (Ok(page), Ok(counts)) => (page, counts),
         (Err(error), _) | (_, Err(error)) => return layout::fail(&viewer, error),
     };
+    let previews = super::preview::previews(&state, &viewer, &page.items).await;
     let body = markup! {
         h1 { "Sessions" }
         (filter_form(&query))
@@ -122,7 +124,7 @@ pub async fn sessions_page(State(state): State<Shared>, viewer: Viewer, Query(qu
         @if page.items.is_empty() {
             p.empty { "No sessions match." }
         } @else {
-            (sessions_table(&page.items))
+            (sessions_table(&page.items, &previews))
         }
         nav.paging aria-label="Pages" {
             @if filled(&query.cursor).is_some() {
@@ -198,7 +200,20 @@ fn counts_bar(query: &ListQuery, counts: &[StatusCount]) -> Markup {
     }
 }
 
-fn sessions_table(items: &[SessionRecord]) -> Markup {
+/// A session's title, or (untitled) the preview of its first user message, marked as one.
+pub(super) fn title_or_preview(record: &SessionRecord, preview: Option<&str>) -> Markup {
+    match (record.title.as_deref().filter(|title| !title.trim().is_empty()), preview) {
+        (Some(title), _) => markup! { (title) },
+        (None, Some(preview)) => markup! {
+            span.preview title="The first user message (the session has no title)" {
+                span.visually-hidden { "First user message: " } (preview)
+            }
+        },
+        (None, None) => markup! {},
+    }
+}
+
+fn sessions_table(items: &[SessionRecord], previews: &[Option<String>]) -> Markup {
     markup! {
         table.sessions {
             caption.visually-hidden { "Sessions, most recent activity first" }
@@ -208,10 +223,10 @@ fn sessions_table(items: &[SessionRecord]) -> Markup {
                 th scope="col" { "Last activity" } th scope="col" { "Forked from" }
             } }
             tbody {
-                @for record in items {
+                @for (record, preview) in items.iter().zip(previews) {
                     tr {
                         td { a.session-link href={"/ui/sessions/" (record.header.id)} { (record.header.id) } }
-                        td { (record.title.as_deref().unwrap_or("")) }
+                        td.title { (title_or_preview(record, preview.as_deref())) }
                         td { (status_badge(record.status)) }
                         td {
                             (record.header.scope.user)

@@ -5,7 +5,7 @@
 //! Layout: `signin` (an API key exchanged for a server-side inspector session; the
 //! `Viewer` extractor every page takes), `security` (the Host allowlist, CSRF checks and
 //! the headers every response carries), `layout` (the page shell, formatting helpers),
-//! `list`, `session_page` (header, metadata, runs, timeline, export, fork), `timeline`
+//! `list`, `preview` (an untitled session's first user message, read on demand), `session_page` (header, metadata, runs, timeline, export, fork), `timeline`
 //! (the pure grouping the session page renders), `live` (the SSE feed of rendered
 //! events), `audit_page`, and `assets` (the stylesheet and the one script, compiled in).
 //!
@@ -18,6 +18,7 @@ mod audit_page;
 mod layout;
 mod list;
 mod live;
+mod preview;
 mod security;
 mod session_page;
 mod signin;

@@ -1,10 +1,13 @@
-//! The session page: header (scope, policy, parent, origin, forks), metadata (editable
+//! The session page: header (title, or the first user message of an untitled
+//! conversation; scope, policy, parent, origin, forks), metadata (editable
 //! with the revision check), runs (attached now; attached, detached, abandoned and
 //! repaired from the session's audit entries), the timeline (the latest turns first,
 //! read from the tail; older pages by `before`, never the whole log), live mode, export
 //! and fork-at-this-event. Also the single-event page ("show all" of a cut event).
 
-use super::layout::{self, cut_text, duration_text, html, pretty_json, status_badge, time_element};
+use super::layout::{
+    self, cut_text, duration_text, html, pretty_json, status_badge, time_element, JSON_SHOWN_BYTES_MAX,
+};
 use super::security::csrf_matches;
 use super::signin::Viewer;
 use super::timeline::{self, Item, Timeline, ToolPairing, Turn};
@@ -16,6 +19,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::Form;
 use berth_api::int64::WIRE_INT_MAX;
 use berth_catalog::{AuditEntry, SessionRecord};
+use berth_core::content::content_text;
 use berth_core::vocabulary as vocab;
 use berth_core::{Event, Revision, SessionId};
 use berth_service::{ListRequest, MetadataUpdate};
@@ -88,10 +92,11 @@ async fn render_session(state: &Shared, viewer: &Viewer, id: &str, before: Optio
     };
     let forks = call(state, |s| async move { s.list(&principal, &forks_request).await }).await?.items;
     let page = timeline_page(state, viewer, &id, before.unwrap_or(WIRE_INT_MAX)).await?;
+    let preview = super::preview::preview(state, viewer, &record, Some(&page.events)).await;
     let built = timeline::build(&page.events);
     let live_from = page.events.last().map_or(0, |event| event.seq.get() + 1);
     let body = markup! {
-        (session_header(&record, &forks))
+        (session_header(&record, preview.as_deref(), &forks))
         div.columns {
             (metadata_form(viewer, &record))
             (runs_section(&record, &history))
@@ -122,14 +127,21 @@ async fn render_session(state: &Shared, viewer: &Viewer, id: &str, before: Optio
             }
         }
     };
-    Ok(html(StatusCode::OK, layout::page(record.header.id.as_str(), Some(viewer), body)))
+    let named = record.title.as_deref().filter(|title| !title.trim().is_empty()).or(preview.as_deref());
+    let page_title = match named {
+        Some(name) => format!("{name} · {}", record.header.id),
+        None => record.header.id.to_string(),
+    };
+    Ok(html(StatusCode::OK, layout::page(&page_title, Some(viewer), body)))
 }
 
-fn session_header(record: &SessionRecord, forks: &[SessionRecord]) -> Markup {
+fn session_header(record: &SessionRecord, preview: Option<&str>, forks: &[SessionRecord]) -> Markup {
     let header = &record.header;
+    let named = record.title.as_deref().is_some_and(|title| !title.trim().is_empty()) || preview.is_some();
     markup! {
         header.session-header {
             h1 { "Session " code { (header.id) } " " (status_badge(record.status)) }
+            @if named { p.session-title { (super::list::title_or_preview(record, preview)) } }
             dl.facts {
                 dt { "Scope" } dd { (header.scope.tenant) " / " (header.scope.user)
                     @if let Some(project) = &header.scope.project { " / " (project) } }
@@ -314,14 +326,7 @@ pub(super) fn event_view(viewer: &Viewer, id: &SessionId, event: &Event, repaire
             (event_head(viewer, id, event, repaired))
             @match kind {
                 vocab::USER_MESSAGE | vocab::ASSISTANT_MESSAGE | vocab::SYSTEM_MESSAGE => {
-                    @match data.get("content").and_then(Value::as_str) {
-                        Some(content) => {
-                            @let (shown, cut) = cut_text(content);
-                            div.content { (shown) }
-                            @if cut { a.show-all href={"/ui/sessions/" (id) "/events/" (event.seq.get())} { "Show all (" (content.len()) " bytes)" } }
-                        }
-                        None => (json_block(id, event.seq.get(), event.data.as_str())),
-                    }
+                    (content_view(id, event, data.get("content")))
                 }
                 vocab::TURN_START | vocab::TURN_END | vocab::STEP_START | vocab::STEP_END => {
                     @if let Some(reason) = data.get("reason").and_then(Value::as_str) { span.reason { (reason) } }
@@ -335,6 +340,33 @@ pub(super) fn event_view(viewer: &Viewer, id: &SessionId, event: &Event, repaire
                 _ => (json_block(id, event.seq.get(), event.data.as_str())),
             }
         }
+    }
+}
+
+/// A message's (or a tool result's) `content`: a string as it is; typed parts as their
+/// text with placeholders (`berth_core::content`), the event's JSON one click away;
+/// anything else (no content, `null`) as the event's JSON.
+fn content_view(id: &SessionId, event: &Event, content: Option<&Value>) -> Markup {
+    let seq = event.seq.get();
+    let show_all = |bytes: usize| {
+        markup! {
+            a.show-all href={"/ui/sessions/" (id) "/events/" (seq)} { "Show all (" (bytes) " bytes)" }
+        }
+    };
+    match content {
+        Some(Value::String(text)) => {
+            let (shown, cut) = cut_text(text);
+            markup! { div.content { (shown) } @if cut { (show_all(text.len())) } }
+        }
+        Some(content) if !content.is_null() => {
+            let shown = content_text(content, JSON_SHOWN_BYTES_MAX);
+            markup! {
+                @if !shown.text.is_empty() { div.content.parts { (shown.text) } }
+                @if shown.cut { (show_all(event.data.len_bytes())) }
+                details.raw-json { summary { "JSON" } (json_block(id, seq, event.data.as_str())) }
+            }
+        }
+        _ => json_block(id, seq, event.data.as_str()),
     }
 }
 
@@ -381,7 +413,11 @@ fn tool_view(viewer: &Viewer, id: &SessionId, events: &[Event], tool: &ToolPairi
             @if let Some(event) = result {
                 div.result {
                     (event_head(viewer, id, event, tool.repaired))
-                    (json_block(id, event.seq.get(), event.data.as_str()))
+                    @match event.data.to_value().get("content") {
+                        // A plain string result reads well in the event's JSON already.
+                        Some(content @ (Value::Array(_) | Value::Object(_))) => (content_view(id, event, Some(content))),
+                        _ => (json_block(id, event.seq.get(), event.data.as_str())),
+                    }
                 }
             }
         }

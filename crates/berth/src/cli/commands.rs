@@ -3,9 +3,11 @@
 //! service, or a running server with `--server`.
 
 use super::output::{
-    print_json, print_line, print_value, session_detail, session_line, unless_closed_stdout, write_stdout, WireBody,
+    print_json, print_line, print_value, session_detail, session_line, session_line_with_preview, unless_closed_stdout,
+    write_stdout, WireBody,
 };
 use super::target::{print_events, Targets};
+use super::transcript::{previews, transcript_entry};
 use super::{data_root, Cli, Command, PrincipalArgs};
 use berth_catalog::RetentionPolicy;
 use berth_core::{Concurrency, Error, Result, Revision, RunId, SessionId, SessionKey, SessionPolicy, TenantId};
@@ -73,7 +75,7 @@ pub enum SessionsCommand {
         principal: PrincipalArgs,
         id: String,
     },
-    /// Print a session's events as JSON lines.
+    /// Print a session's events as JSON lines, or with --transcript as people read them.
     Cat {
         #[command(flatten)]
         principal: PrincipalArgs,
@@ -82,6 +84,11 @@ pub enum SessionsCommand {
         from: u64,
         #[arg(long)]
         limit: Option<u64>,
+        /// A readable transcript instead of JSON: messages as their text (content given
+        /// as a string or as typed parts; images, files and audio as placeholders), tool
+        /// calls and results, other events as their type and cut JSON. Not with --json.
+        #[arg(long)]
+        transcript: bool,
     },
     /// Follow a session's events as they are appended (one canonical JSON line each),
     /// from --from on; ends after --until (exclusive), or never. With --server it
@@ -479,8 +486,9 @@ async fn sessions(targets: &Targets<'_>, command: SessionsCommand, json: bool) -
             if json {
                 print_json(&page.wire_body())?;
             } else {
-                for record in &page.items {
-                    print_line(session_line(record))?;
+                let previews = previews(target.as_ref(), &page.items).await;
+                for (record, preview) in page.items.iter().zip(previews) {
+                    print_line(session_line_with_preview(record, preview.as_deref()))?;
                 }
                 if let Some(cursor) = &page.next_cursor {
                     print_line(format_args!("next: --cursor {cursor}"))?;
@@ -499,9 +507,16 @@ async fn sessions(targets: &Targets<'_>, command: SessionsCommand, json: bool) -
                 None => print_value(&record, json, session_detail)?,
             }
         }
-        SessionsCommand::Cat { principal, id, from, limit } => {
+        SessionsCommand::Cat { principal, id, from, limit, transcript } => {
+            if transcript && json {
+                return Err(Error::invalid("--transcript", "prints text; leave out --json"));
+            }
             let events = targets.acting_as(&principal)?.read(&session_id(&id)?, from, limit).await?;
-            print_events(&events, json)?;
+            if transcript {
+                events.iter().try_for_each(|event| write_stdout(transcript_entry(event).as_bytes()))?;
+            } else {
+                print_events(&events, json)?;
+            }
         }
         SessionsCommand::Tail { principal, id, from, until } => {
             targets.acting_as(&principal)?.follow(&session_id(&id)?, from, until, json).await?;

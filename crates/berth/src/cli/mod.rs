@@ -10,6 +10,7 @@ mod migrate;
 mod output;
 mod serve;
 mod target;
+mod transcript;
 
 use berth_core::{Error, ProjectId, TenantId, UserId};
 use berth_service::{Principal, Role};

@@ -119,15 +119,25 @@ pub fn print_value<T: WireBody>(value: &T, json: bool, text: impl FnOnce(&T) -> 
 }
 
 pub fn session_line(record: &SessionRecord) -> String {
+    session_line_with_preview(record, None)
+}
+
+/// A session on one line; its title quoted, or for an untitled conversation the preview
+/// of its first user message as `user: "…"` (quoted and escaped like a title).
+pub fn session_line_with_preview(record: &SessionRecord, preview: Option<&str>) -> String {
+    let name = match (record.title.as_deref().filter(|title| !title.trim().is_empty()), preview) {
+        (Some(title), _) => format!("  {title:?}"),
+        (None, Some(preview)) => format!("  user: {preview:?}"),
+        (None, None) => record.title.as_deref().map(|title| format!("  {title:?}")).unwrap_or_default(),
+    };
     format!(
-        "{:<40} {:<8} rev {:<4} events {:<6} runs {} last_activity {}{}",
+        "{:<40} {:<8} rev {:<4} events {:<6} runs {} last_activity {}{name}",
         record.header.id.as_str(),
         record.status.as_str(),
         record.revision.0,
         record.event_count,
         record.runs.len(),
         record.last_activity.0,
-        record.title.as_deref().map(|title| format!("  {title:?}")).unwrap_or_default()
     )
 }
 
