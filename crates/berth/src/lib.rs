@@ -14,6 +14,7 @@ pub use berth_postgres as postgres;
 pub use berth_service as service;
 pub use berth_store as store;
 
+pub mod exit;
 mod feed;
 pub use feed::PostgresFeed;
 

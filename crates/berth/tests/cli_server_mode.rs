@@ -74,15 +74,18 @@ fn the_cli_works_against_a_running_server() {
     assert!(resumed.contains("\n  + {"), "{resumed}");
     let stat = ok(&remote(&data, &url, &alice, &["sessions", "stat", "chat-1"], None));
     assert!(stat.contains("chat-1"), "{stat}");
-    assert!(remote(&data, &url, &alice, &["gc"], None).status.code() == Some(5), "gc through a server needs a policy");
+    let gc = remote(&data, &url, &alice, &["gc"], None);
+    assert_eq!(gc.status.code(), Some(2), "gc through a server needs a policy: a usage error");
+    assert!(String::from_utf8_lossy(&gc.stderr).contains("--idle-ttl-ms"));
     let export = ok(&remote(&data, &url, &alice, &["export", "chat-1"], None));
     assert_eq!(export.lines().count(), 4);
 
-    // Exit codes match the local mode: 3 not found, 4 conflict, 5 refused.
+    // Exit codes match the local mode: 3 not found, 4 conflict, 5 refused; 2 for a
+    // command that needs a data directory.
     assert_eq!(remote(&data, &url, &alice, &["sessions", "show", "nope"], None).status.code(), Some(3));
     assert_eq!(remote(&data, &url, &alice, &["runs", "attach", "chat-1"], None).status.code(), Some(4));
     assert_eq!(remote(&data, &url, &alice, &["audit", "verify"], None).status.code(), Some(5));
-    assert_eq!(remote(&data, &url, &alice, &["fsck"], None).status.code(), Some(5));
+    assert_eq!(remote(&data, &url, &alice, &["fsck"], None).status.code(), Some(2));
     let verify = ok(&remote(&data, &url, &admin_key, &["audit", "verify"], None));
     assert!(verify.contains("intact"), "{verify}");
 

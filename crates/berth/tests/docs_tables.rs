@@ -2,14 +2,25 @@
 //! "Errors" table of `docs/reference/http.md` (code, status, retryable) and the exit-code table
 //! of `docs/reference/cli.md` (which codes exit with which code, which are retryable) must say
 //! what the table says. A class added, a status or an exit code changed without the docs
-//! fails here.
+//! fails here. The exit-code tables of `docs/reference/cli.md` and `README.md` list exactly the
+//! codes the CLI can exit with (`berth::exit::all`).
 
 use berth_core::ErrorClass;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 fn read_doc(name: &str) -> String {
-    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs").join(name)).unwrap()
+    read_file(&Path::new("docs").join(name))
+}
+
+/// A file of the repository, by its path from the root.
+fn read_file(path: &Path) -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(path)).unwrap()
+}
+
+/// The exit codes of a table's first column, in order.
+fn exit_codes_of(rows: &[Vec<String>]) -> Vec<u8> {
+    rows.iter().map(|row| row[0].parse().unwrap_or_else(|_| panic!("exit code {:?}", row[0]))).collect()
 }
 
 /// The rows (cells, trimmed) of the first Markdown table after `heading`, without its
@@ -79,14 +90,26 @@ fn the_cli_exit_code_table_is_the_class_table() {
             assert!(documented.insert(code.clone(), (exit_code, is_retryable)).is_none(), "{code} twice");
         }
     }
-    let table: BTreeMap<String, (u8, bool)> =
+    let mut table: BTreeMap<String, (u8, bool)> =
         ErrorClass::TABLE.iter().map(|row| (row.code.to_owned(), (row.exit_code, row.retryable))).collect();
+    // The CLI's own: a usage error has no HTTP counterpart.
+    table.insert(berth::exit::USAGE_CODE.to_owned(), (berth::exit::USAGE, false));
     assert_eq!(
         documented, table,
         "docs/reference/cli.md exit codes (code → exit, retryable) differ from ErrorClass::TABLE"
     );
+    assert_eq!(exit_codes_of(&rows), berth::exit::all(), "docs/reference/cli.md lists every exit code, in order");
     // Exit code 7 is exactly the retryable classes other than `fenced` (a conflict).
     for row in ErrorClass::TABLE {
         assert_eq!(row.exit_code == 7, row.retryable && row.class != ErrorClass::Fenced, "{row:?}");
+    }
+}
+
+#[test]
+fn the_readme_exit_code_table_lists_every_exit_code() {
+    let rows = table_after(&read_file(Path::new("README.md")), "## Exit codes");
+    assert_eq!(exit_codes_of(&rows), berth::exit::all(), "README.md \"Exit codes\" lists every exit code, in order");
+    for row in &rows {
+        assert!(row.len() == 2 && !row[1].is_empty(), "README.md: exit {} needs its meaning: {row:?}", row[0]);
     }
 }

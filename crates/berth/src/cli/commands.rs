@@ -3,14 +3,15 @@
 //! service, or a running server with `--server`.
 
 use super::output::{
-    print_json, print_line, print_value, session_detail, session_line, session_line_with_preview, unless_closed_stdout,
-    write_stdout, WireBody,
+    event_line, pretty_with_times, print_json, print_line, print_value, session_detail, session_line,
+    session_line_with_preview, time_text, unless_closed_stdout, write_stdout, WireBody,
 };
 use super::target::{print_events, Targets};
 use super::transcript::{previews, transcript_entry};
-use super::{data_root, Cli, Command, PrincipalArgs};
+use super::usage::{Arg, Result, Usage};
+use super::{store_url, Cli, Command, PrincipalArgs};
 use berth_catalog::RetentionPolicy;
-use berth_core::{Concurrency, Error, Result, Revision, RunId, SessionId, SessionKey, SessionPolicy, TenantId};
+use berth_core::{Concurrency, Error, Revision, RunId, SessionId, SessionKey, SessionPolicy, TenantId, UserId};
 use berth_server::client::Client;
 use berth_service::{
     AppendRequest, AttachRequest, ClosePolicy, CreateSession, ListRequest, MetadataUpdate, NewEvent, OnBusy,
@@ -292,16 +293,6 @@ pub enum AuditCommand {
     },
 }
 
-#[derive(Args, Debug)]
-pub struct FsckArgs {
-    /// Data directory (default: --data).
-    dir: Option<PathBuf>,
-    /// Truncate torn tails (keeping a copy of the discarded bytes). Never touches
-    /// corrupt logs.
-    #[arg(long)]
-    repair: bool,
-}
-
 #[derive(Subcommand, Debug)]
 pub enum LogCommand {
     /// List the event logs of a tenant.
@@ -378,10 +369,11 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
     let json = cli.json;
     match cli.command {
         Command::Bench(args) => bench(args, json).await,
-        Command::Fsck(args) => fsck(&cli.data, args, json).await,
+        Command::Fsck(args) => super::fsck::fsck(&cli.data, args, json).await,
         Command::Log(command) => log_command(&cli.data, command, json).await,
         command => {
-            let service = berth::open_service(&cli.data, berth::system_clock()).await?;
+            let url = store_url(&cli.data)?;
+            let service = berth::open_service_with(&url, Default::default(), berth::system_clock()).await?;
             let outcome = session_command(&Targets::Local(&service), command, json).await;
             let shutdown = service.shutdown().await;
             let code = outcome?;
@@ -394,26 +386,41 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
 /// `berth --server URL …`: the same session, run, append, export/import, audit and
 /// retention commands against a running `berth serve`, through its HTTP API.
 pub async fn run_remote(cli: Cli) -> Result<ExitCode> {
-    let client = Client::new(&cli.server.clone().unwrap_or_default(), cli.api_key.clone())?;
-    match cli.command {
-        Command::Fsck(_)
-        | Command::Log(_)
-        | Command::Bench(_)
-        | Command::Serve(_)
-        | Command::Keys(_)
-        | Command::Migrate(_) => {
-            Err(Error::invalid("--server", "this command works on a data directory only (drop --server)"))
-        }
-        command => session_command(&Targets::Remote(client), command, cli.json).await,
+    let server = cli.server.clone().unwrap_or_default();
+    let client =
+        Arg::with_env("--server", "BERTH_SERVER").parse(&server, |url| Client::new(url, cli.api_key.clone()))?;
+    let local_only = match &cli.command {
+        Command::Fsck(_) => Some("fsck"),
+        Command::Log(_) => Some("log"),
+        Command::Bench(_) => Some("bench"),
+        Command::Serve(_) => Some("serve"),
+        Command::Keys(_) => Some("keys"),
+        Command::Migrate(_) => Some("migrate"),
+        _ => None,
+    };
+    if let Some(command) = local_only {
+        let message = format!("{command} works on a data directory only: drop --server (or unset BERTH_SERVER)");
+        return Err(Usage::new(message).into());
     }
+    session_command(&Targets::Remote(client), cli.command, cli.json).await
 }
 
-fn session_id(text: &str) -> Result<SessionId> {
-    SessionId::parse(text)
+/// The arguments that name a session or a run.
+const ID: Arg = Arg::named("<ID>");
+const SESSION: Arg = Arg::named("<SESSION>");
+const RUN: Arg = Arg::named("<RUN>");
+const RUN_FLAG: Arg = Arg::named("--run");
+const OWNER: Arg = Arg::named("--owner");
+const LOG_TENANT: Arg = Arg::named("--tenant");
+
+/// A session id given as `arg`.
+fn session_id(arg: Arg, text: &str) -> Result<SessionId, Usage> {
+    arg.parse(text, SessionId::parse)
 }
 
-fn run_id(text: &str) -> Result<RunId> {
-    RunId::parse(text)
+/// A run id given as `arg`.
+fn run_id(arg: Arg, text: &str) -> Result<RunId, Usage> {
+    arg.parse(text, RunId::parse)
 }
 
 /// The one dispatch of the session commands, over a data directory or a server.
@@ -457,8 +464,8 @@ async fn sessions(targets: &Targets<'_>, command: SessionsCommand, json: bool) -
                 policy.activity_ttl_ms = ttl_ms;
             }
             let request = CreateSession {
-                id: id.as_deref().map(session_id).transpose()?,
-                user: owner.as_deref().map(berth_core::UserId::parse).transpose()?,
+                id: id.as_deref().map(|id| session_id(Arg::named("--id"), id)).transpose()?,
+                user: owner.as_deref().map(|owner| OWNER.parse(owner, UserId::parse)).transpose()?,
                 policy: Some(policy),
                 title,
                 labels: labels.into_iter().collect(),
@@ -471,10 +478,10 @@ async fn sessions(targets: &Targets<'_>, command: SessionsCommand, json: bool) -
             let target = targets.acting_as(&principal)?;
             let statuses = statuses
                 .iter()
-                .map(|status| berth_service::parse_listable_status(status))
-                .collect::<Result<Vec<_>>>()?;
+                .map(|status| Arg::named("--status").parse(status, berth_service::parse_listable_status))
+                .collect::<Result<Vec<_>, Usage>>()?;
             let request = ListRequest {
-                user: owner.as_deref().map(berth_core::UserId::parse).transpose()?,
+                user: owner.as_deref().map(|owner| OWNER.parse(owner, UserId::parse)).transpose()?,
                 statuses,
                 label,
                 include_blank: all,
@@ -496,22 +503,29 @@ async fn sessions(targets: &Targets<'_>, command: SessionsCommand, json: bool) -
             }
         }
         SessionsCommand::Show { principal, id } => {
-            let record = targets.acting_as(&principal)?.get(&session_id(&id)?).await?;
+            let record = targets.acting_as(&principal)?.get(&session_id(ID, &id)?).await?;
             print_value(&record, json, session_detail)?;
         }
         SessionsCommand::Stat { principal, id } => {
             let target = targets.acting_as(&principal)?;
-            let record = target.get(&session_id(&id)?).await?;
+            let record = target.get(&session_id(ID, &id)?).await?;
             match target.log_stat(&record).await? {
-                Some(log) => print_json(&serde_json::json!({"session": record.wire_body(), "log": log}))?,
+                Some(log) => {
+                    let body = serde_json::json!({"session": record.wire_body(), "log": log});
+                    if json {
+                        print_json(&body)?;
+                    } else {
+                        print_line(pretty_with_times(body))?;
+                    }
+                }
                 None => print_value(&record, json, session_detail)?,
             }
         }
         SessionsCommand::Cat { principal, id, from, limit, transcript } => {
             if transcript && json {
-                return Err(Error::invalid("--transcript", "prints text; leave out --json"));
+                return Err(Usage::new("--transcript prints text for people: leave out --json").into());
             }
-            let events = targets.acting_as(&principal)?.read(&session_id(&id)?, from, limit).await?;
+            let events = targets.acting_as(&principal)?.read(&session_id(ID, &id)?, from, limit).await?;
             if transcript {
                 events.iter().try_for_each(|event| write_stdout(transcript_entry(event).as_bytes()))?;
             } else {
@@ -519,21 +533,21 @@ async fn sessions(targets: &Targets<'_>, command: SessionsCommand, json: bool) -
             }
         }
         SessionsCommand::Tail { principal, id, from, until } => {
-            targets.acting_as(&principal)?.follow(&session_id(&id)?, from, until, json).await?;
+            targets.acting_as(&principal)?.follow(&session_id(ID, &id)?, from, until, json).await?;
         }
         SessionsCommand::Close { principal, id, cancel_runs, expected_revision } => {
             let policy = if cancel_runs { ClosePolicy::CancelRuns } else { ClosePolicy::Refuse };
             let target = targets.acting_as(&principal)?;
-            let record = target.close(&session_id(&id)?, policy, expected_revision.map(Revision)).await?;
+            let record = target.close(&session_id(ID, &id)?, policy, expected_revision.map(Revision)).await?;
             print_value(&record, json, session_line)?;
         }
         SessionsCommand::Fork { principal, id, upto, new_id } => {
-            let new_id = new_id.as_deref().map(session_id).transpose()?;
-            let record = targets.acting_as(&principal)?.fork(&session_id(&id)?, upto, new_id).await?;
+            let new_id = new_id.as_deref().map(|id| session_id(Arg::named("--new-id"), id)).transpose()?;
+            let record = targets.acting_as(&principal)?.fork(&session_id(ID, &id)?, upto, new_id).await?;
             print_value(&record, json, |record| record.header.id.to_string())?;
         }
         SessionsCommand::Reopen { principal, id } => {
-            let record = targets.acting_as(&principal)?.reopen(&session_id(&id)?).await?;
+            let record = targets.acting_as(&principal)?.reopen(&session_id(ID, &id)?).await?;
             print_value(&record, json, session_line)?;
         }
         SessionsCommand::Update { principal, id, title, labels, expected_revision } => {
@@ -542,11 +556,11 @@ async fn sessions(targets: &Targets<'_>, command: SessionsCommand, json: bool) -
                 labels: labels.map(|labels| labels.into_iter().collect::<BTreeSet<_>>()),
                 expected_revision: expected_revision.map(Revision),
             };
-            let record = targets.acting_as(&principal)?.update_metadata(&session_id(&id)?, update).await?;
+            let record = targets.acting_as(&principal)?.update_metadata(&session_id(ID, &id)?, update).await?;
             print_value(&record, json, session_line)?;
         }
         SessionsCommand::Delete { principal, id, expected_revision } => {
-            targets.acting_as(&principal)?.delete(&session_id(&id)?, expected_revision.map(Revision)).await?;
+            targets.acting_as(&principal)?.delete(&session_id(ID, &id)?, expected_revision.map(Revision)).await?;
             print_value(&serde_json::json!({"deleted": id}), json, |_| format!("deleted {id}"))?;
         }
     }
@@ -557,33 +571,34 @@ async fn runs(targets: &Targets<'_>, command: RunsCommand, json: bool) -> Result
     match command {
         RunsCommand::Attach { principal, session, run, interrupt, expected_revision } => {
             let request = AttachRequest {
-                run_id: run.as_deref().map(run_id).transpose()?,
+                run_id: run.as_deref().map(|run| run_id(RUN_FLAG, run)).transpose()?,
                 expected_revision: expected_revision.map(Revision),
                 on_busy: if interrupt { OnBusy::Interrupt } else { OnBusy::Reject },
             };
-            let attachment = targets.acting_as(&principal)?.attach(&session_id(&session)?, request).await?;
+            let attachment = targets.acting_as(&principal)?.attach(&session_id(SESSION, &session)?, request).await?;
             print_value(&attachment, json, |a| {
-                format!("{} lease_until {} revision {}", a.run.run_id, a.run.lease_until.0, a.revision.0)
+                format!("{} lease_until {} revision {}", a.run.run_id, time_text(a.run.lease_until), a.revision.0)
             })?;
         }
         RunsCommand::Heartbeat { principal, session, run } => {
-            let run = targets.acting_as(&principal)?.heartbeat(&session_id(&session)?, &run_id(&run)?).await?;
-            print_value(&run, json, |run| format!("{} lease_until {}", run.run_id, run.lease_until.0))?;
+            let run =
+                targets.acting_as(&principal)?.heartbeat(&session_id(SESSION, &session)?, &run_id(RUN, &run)?).await?;
+            print_value(&run, json, |run| format!("{} lease_until {}", run.run_id, time_text(run.lease_until)))?;
         }
         RunsCommand::Detach { principal, session, run, outcome, expected_revision } => {
             let target = targets.acting_as(&principal)?;
             let record = target
-                .detach(&session_id(&session)?, &run_id(&run)?, &outcome, expected_revision.map(Revision))
+                .detach(&session_id(SESSION, &session)?, &run_id(RUN, &run)?, &outcome, expected_revision.map(Revision))
                 .await?;
             print_value(&record, json, session_line)?;
         }
         RunsCommand::Resume { principal, session, run, interrupt } => {
             let request = AttachRequest {
-                run_id: run.as_deref().map(run_id).transpose()?,
+                run_id: run.as_deref().map(|run| run_id(RUN_FLAG, run)).transpose()?,
                 expected_revision: None,
                 on_busy: if interrupt { OnBusy::Interrupt } else { OnBusy::Reject },
             };
-            let outcome = targets.acting_as(&principal)?.resume(&session_id(&session)?, request).await?;
+            let outcome = targets.acting_as(&principal)?.resume(&session_id(SESSION, &session)?, request).await?;
             print_value(&outcome, json, |outcome| {
                 let mut text = format!(
                     "run {} attached; repaired {} event(s); next seq {}",
@@ -592,7 +607,7 @@ async fn runs(targets: &Targets<'_>, command: RunsCommand, json: bool) -> Result
                     outcome.next_seq
                 );
                 for event in &outcome.repaired {
-                    text.push_str(&format!("\n  + {}", event.to_canonical_json()));
+                    text.push_str(&format!("\n  + {}", event_line(event)));
                 }
                 if let Some(checkpoint) = &outcome.checkpoint {
                     text.push_str(&format!("\ncheckpoint at seq {}: {}", checkpoint.seq, checkpoint.data));
@@ -606,7 +621,7 @@ async fn runs(targets: &Targets<'_>, command: RunsCommand, json: bool) -> Result
 
 /// The append request of `berth append`: events as JSON lines from the file (or stdin).
 /// Shared by the local and the `--server` paths.
-pub(super) fn read_append_request(args: &AppendArgs) -> Result<AppendRequest> {
+fn read_append_request(args: &AppendArgs) -> Result<AppendRequest> {
     let mut bytes = Vec::new();
     match &args.file {
         Some(path) if path.as_os_str() != "-" => {
@@ -625,7 +640,7 @@ pub(super) fn read_append_request(args: &AppendArgs) -> Result<AppendRequest> {
     }
     Ok(AppendRequest {
         memory: Vec::new(),
-        run: args.run.as_deref().map(run_id).transpose()?,
+        run: args.run.as_deref().map(|run| run_id(RUN_FLAG, run)).transpose()?,
         expected_seq: args.expected_seq,
         events,
         idempotency_key: args.idempotency_key.clone(),
@@ -635,7 +650,7 @@ pub(super) fn read_append_request(args: &AppendArgs) -> Result<AppendRequest> {
 /// The events' bytes as text. Bytes that are not UTF-8 are the caller's input, not an
 /// I/O failure: `Invalid` (exit 5, do not retry), naming the line, never `Io` (exit 1,
 /// which the docs call retryable).
-fn events_text(bytes: Vec<u8>) -> Result<String> {
+fn events_text(bytes: Vec<u8>) -> berth_core::Result<String> {
     String::from_utf8(bytes).map_err(|error| {
         let valid = &error.as_bytes()[..error.utf8_error().valid_up_to()];
         let line = valid.iter().filter(|byte| **byte == b'\n').count() + 1;
@@ -644,7 +659,7 @@ fn events_text(bytes: Vec<u8>) -> Result<String> {
 }
 
 /// How `berth append` reports its outcome (local and `--server`).
-pub(super) fn print_append_outcome(outcome: &berth_service::AppendOutcome, json: bool) -> Result<()> {
+fn print_append_outcome(outcome: &berth_service::AppendOutcome, json: bool) -> berth_core::Result<()> {
     print_value(outcome, json, |o| {
         format!("appended seqs {}..{}{}", o.first_seq, o.next_seq, if o.duplicate { " (already stored)" } else { "" })
     })
@@ -653,7 +668,7 @@ pub(super) fn print_append_outcome(outcome: &berth_service::AppendOutcome, json:
 async fn append(targets: &Targets<'_>, args: AppendArgs, json: bool) -> Result<ExitCode> {
     let target = targets.acting_as(&args.principal)?;
     let request = read_append_request(&args)?;
-    let id = session_id(&args.session)?;
+    let id = session_id(SESSION, &args.session)?;
     // `writer_busy` is refused before anything is stored, so sending again is safe.
     let deadline = Instant::now() + Duration::from_secs_f64(args.busy_wait);
     let mut attempt = 0u32;
@@ -678,7 +693,7 @@ fn busy_backoff(attempt: u32) -> Duration {
 }
 
 async fn export(targets: &Targets<'_>, args: ExportArgs) -> Result<ExitCode> {
-    let bytes = targets.acting_as(&args.principal)?.export(&session_id(&args.session)?, args.zip).await?;
+    let bytes = targets.acting_as(&args.principal)?.export(&session_id(SESSION, &args.session)?, args.zip).await?;
     match &args.output {
         Some(path) => std::fs::write(path, &bytes).map_err(|e| Error::io("write export", &e))?,
         None => write_stdout(&bytes)?,
@@ -706,10 +721,11 @@ async fn gc(targets: &Targets<'_>, args: GcArgs, json: bool) -> Result<ExitCode>
     }
     let Some(mut total) = target.sweep(args.batch).await? else {
         if !policy_given {
-            return Err(Error::invalid(
-                "--server",
-                "the server sweeps on its own; give --idle-ttl-ms, --max-age-ms or --delete-terminal-after-ms to set the policy",
-            ));
+            return Err(Usage::new(
+                "gc through --server only sets the retention policy (the server sweeps on its own): \
+                 give --idle-ttl-ms, --max-age-ms, --delete-terminal-after-ms or --memory-max-age-ms",
+            )
+            .into());
         }
         print_line(format_args!("retention policy set; the server's sweeper applies it"))?;
         return Ok(ExitCode::SUCCESS);
@@ -742,7 +758,11 @@ async fn audit(targets: &Targets<'_>, command: AuditCommand, json: bool) -> Resu
                 Some(seq) => format!("audit log BROKEN at entry {seq}: {}", v.reason.as_deref().unwrap_or("")),
             });
             unless_closed_stdout(printed)?;
-            Ok(if verdict.broken_at.is_some() { ExitCode::from(6) } else { ExitCode::SUCCESS })
+            Ok(if verdict.broken_at.is_some() {
+                ExitCode::from(berth::exit::audit_broken())
+            } else {
+                ExitCode::SUCCESS
+            })
         }
         AuditCommand::Log { principal, from, limit } => {
             let entries = targets.acting_as(&principal)?.audit_log(from, limit).await?;
@@ -754,7 +774,7 @@ async fn audit(targets: &Targets<'_>, command: AuditCommand, json: bool) -> Resu
                     print_line(format_args!(
                         "{:>6} {} {:<20} {:<10} {:<8} {}",
                         entry.seq,
-                        entry.draft.time.0,
+                        time_text(entry.draft.time),
                         entry.draft.actor,
                         entry.draft.action,
                         entry.draft.outcome,
@@ -767,82 +787,12 @@ async fn audit(targets: &Targets<'_>, command: AuditCommand, json: bool) -> Resu
     }
 }
 
-async fn fsck(data: &str, args: FsckArgs, json: bool) -> Result<ExitCode> {
-    let root = match args.dir {
-        Some(dir) => dir,
-        None => data_root(data)?,
-    };
-    let reports = berth_jsonl::fsck::check_root(&root)?;
-    let backend =
-        if args.repair { Some(berth_jsonl::JsonlBackend::open(root.clone(), Default::default())?) } else { None };
-    let (mut torn_left, mut damaged) = (0, 0);
-    let mut rows = Vec::new();
-    for report in reports {
-        let mut repaired = None;
-        let status = match &report.status {
-            berth_jsonl::fsck::SessionStatus::Ok { .. } => "ok",
-            berth_jsonl::fsck::SessionStatus::TornTail { .. } => {
-                if let Some(backend) = &backend {
-                    repaired = Some(berth_jsonl::fsck::repair_torn_tail(backend, &report.key).await?);
-                    "repaired"
-                } else {
-                    torn_left += 1;
-                    "torn_tail"
-                }
-            }
-            berth_jsonl::fsck::SessionStatus::Corrupt { .. } => {
-                damaged += 1;
-                "corrupt"
-            }
-            _ => {
-                damaged += 1;
-                "unsupported"
-            }
-        };
-        rows.push(serde_json::json!({
-            "tenant": report.key.tenant,
-            "session": report.key.id,
-            "artifact": report.artifact,
-            "status": status,
-            "detail": format!("{:?}", report.status),
-            "repaired": repaired.flatten(),
-        }));
-    }
-    // The status reports what was found, so a closed stdout must not turn it into 0.
-    unless_closed_stdout(print_fsck(&rows, torn_left, damaged, json))?;
-    Ok(if damaged > 0 {
-        ExitCode::from(11)
-    } else if torn_left > 0 {
-        ExitCode::from(10)
-    } else {
-        ExitCode::SUCCESS
-    })
-}
-
-fn print_fsck(rows: &[serde_json::Value], torn_left: usize, damaged: usize, json: bool) -> Result<()> {
-    if json {
-        print_json(&serde_json::json!({"sessions": rows, "torn_tails": torn_left, "damaged": damaged}))?;
-    } else {
-        for row in rows {
-            print_line(format_args!(
-                "{:<12} {}/{}  {}",
-                row["status"].as_str().unwrap_or(""),
-                row["tenant"].as_str().unwrap_or(""),
-                row["session"].as_str().unwrap_or(""),
-                row["detail"].as_str().unwrap_or("")
-            ))?;
-        }
-        print_line(format_args!("{} session(s); {} torn tail(s) left; {} damaged", rows.len(), torn_left, damaged))?;
-    }
-    Ok(())
-}
-
 async fn log_command(data: &str, command: LogCommand, json: bool) -> Result<ExitCode> {
-    let backends = berth::open_backends(&berth::StoreUrl::parse(data)?).await?;
+    let backends = berth::open_backends(&store_url(data)?).await?;
     let store = backends.store;
     match command {
         LogCommand::Ls { tenant, limit } => {
-            let mut query = ListQuery::tenant(TenantId::parse(&tenant)?);
+            let mut query = ListQuery::tenant(LOG_TENANT.parse(&tenant, TenantId::parse)?);
             query.limit = limit.min(berth_core::limits::PAGE_SIZE_MAX);
             let page = store.list(&query).await?;
             for stat in &page.items {
@@ -862,18 +812,21 @@ async fn log_command(data: &str, command: LogCommand, json: bool) -> Result<Exit
             }
         }
         LogCommand::Stat { tenant, id } => {
-            let key = SessionKey::new(TenantId::parse(&tenant)?, session_id(&id)?);
+            let key = SessionKey::new(LOG_TENANT.parse(&tenant, TenantId::parse)?, session_id(ID, &id)?);
             let stat = store.stat(&key).await?.ok_or_else(|| Error::session_not_found(&id))?;
-            print_json(
-                &serde_json::json!({"header": stat.header, "change_token": stat.change_token, "event_count": stat.event_count, "size_bytes": stat.size_bytes}),
-            )?;
+            let body = serde_json::json!({"header": stat.header, "change_token": stat.change_token, "event_count": stat.event_count, "size_bytes": stat.size_bytes});
+            if json {
+                print_json(&body)?;
+            } else {
+                print_line(pretty_with_times(body))?;
+            }
         }
         LogCommand::Cat { tenant, id, from, limit } => {
-            let key = SessionKey::new(TenantId::parse(&tenant)?, session_id(&id)?);
+            let key = SessionKey::new(LOG_TENANT.parse(&tenant, TenantId::parse)?, session_id(ID, &id)?);
             let handle = store.open(&key, Access::Read).await?;
             let events = handle.read(from, limit).await;
             let _ = handle.close().await;
-            print_events(&events?, false)?;
+            print_events(&events?, json)?;
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -4,9 +4,10 @@
 
 use super::output::{print_json, print_line};
 use super::target::Targets;
+use super::usage::{Arg, Result, Usage};
 use super::PrincipalArgs;
 use berth_api as wire;
-use berth_core::{Error, JsonText, Result, SessionId};
+use berth_core::{JsonText, SessionId};
 use clap::Subcommand;
 use std::process::ExitCode;
 
@@ -101,8 +102,10 @@ pub enum MemoryCommand {
     },
 }
 
-fn condition(text: &str) -> Result<wire::ConditionBody> {
-    let invalid = || Error::invalid("--where", format!("{text:?}: expected FIELD OP JSON, e.g. 'n gte 3'"));
+const WHERE: Arg = Arg::named("--where");
+
+fn condition(text: &str) -> Result<wire::ConditionBody, Usage> {
+    let invalid = || WHERE.invalid(text, "expected FIELD OP JSON, e.g. 'n gte 3'");
     let mut parts = text.trim().splitn(3, ' ');
     let (Some(field), Some(op), Some(value)) = (parts.next(), parts.next(), parts.next()) else {
         return Err(invalid());
@@ -117,15 +120,16 @@ fn condition(text: &str) -> Result<wire::ConditionBody> {
         "in" => wire::FilterOpBody::In,
         _ => return Err(invalid()),
     };
-    Ok(wire::ConditionBody { field: field.to_owned(), op, value: JsonText::parse(value.trim())? })
+    let value = WHERE.parse(text, |_| JsonText::parse(value.trim()))?;
+    Ok(wire::ConditionBody { field: field.to_owned(), op, value })
 }
 
-fn order(text: &str) -> Result<wire::MemoryOrder> {
+fn order(text: &str) -> Result<wire::MemoryOrder, Usage> {
     match text {
         "key" => Ok(wire::MemoryOrder::Key),
         "updated_at" => Ok(wire::MemoryOrder::UpdatedAt),
         "relevance" => Ok(wire::MemoryOrder::Relevance),
-        other => Err(Error::invalid("--order", format!("{other:?}: key, updated_at or relevance"))),
+        other => Err(Arg::named("--order").invalid(other, "give key, updated_at or relevance")),
     }
 }
 
@@ -144,10 +148,13 @@ pub async fn memory(targets: &Targets<'_>, command: MemoryCommand, json: bool) -
             let body = wire::PutMemoryBody {
                 namespace,
                 key,
-                value: JsonText::parse(&value)?,
+                value: Arg::named("<VALUE>").parse(&value, JsonText::parse)?,
                 expected_revision,
                 ttl_ms,
-                bound_to: bound_to.as_deref().map(SessionId::parse).transpose()?,
+                bound_to: bound_to
+                    .as_deref()
+                    .map(|id| Arg::named("--bound-to").parse(id, SessionId::parse))
+                    .transpose()?,
             };
             print_item(&targets.acting_as(&principal)?.memory_put(body).await?)?;
         }
@@ -160,7 +167,7 @@ pub async fn memory(targets: &Targets<'_>, command: MemoryCommand, json: bool) -
         MemoryCommand::Search { principal, prefix, conditions, query, order: sort, limit, cursor } => {
             let body = wire::MemorySearchBody {
                 prefix,
-                filter: conditions.iter().map(|text| condition(text)).collect::<Result<_>>()?,
+                filter: conditions.iter().map(|text| condition(text)).collect::<Result<_, Usage>>()?,
                 query,
                 order: order(&sort)?,
                 cursor,

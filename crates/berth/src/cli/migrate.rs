@@ -3,7 +3,8 @@
 //! start up and migrate at the same time).
 
 use super::output::print_line;
-use berth_core::Result;
+use super::store_url;
+use super::usage::{Result, Usage};
 use clap::Args;
 use std::process::ExitCode;
 
@@ -17,12 +18,17 @@ pub struct MigrateArgs {
 }
 
 pub async fn migrate(data: &str, args: MigrateArgs, json: bool) -> Result<ExitCode> {
-    let url = berth::StoreUrl::parse(data)?;
+    let url = store_url(data)?;
+    let app_role = match (&args.app_role, &url) {
+        (None, _) => None,
+        (Some(role), berth::StoreUrl::Postgres(postgres_url)) => Some((role, postgres_url)),
+        (Some(_), _) => {
+            let message = format!("--app-role needs a PostgreSQL store (--data postgres://…), not {data:?}");
+            return Err(Usage::new(message).into());
+        }
+    };
     let report = berth::migrate(&url).await?;
-    if let Some(role) = &args.app_role {
-        let berth::StoreUrl::Postgres(postgres_url) = &url else {
-            return Err(berth_core::Error::invalid("--app-role", "only PostgreSQL stores have database roles"));
-        };
+    if let Some((role, postgres_url)) = app_role {
         let options = berth::postgres::PostgresOptions { migrate: false, pool_size: 1, ..Default::default() };
         berth::postgres::PostgresBackend::connect_unchecked(postgres_url, options)?.grant_app_role(role).await?;
     }

@@ -5,18 +5,21 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 mod commands;
+mod fsck;
 mod memory;
 mod migrate;
 mod output;
 mod serve;
 mod target;
 mod transcript;
+mod usage;
 
 use berth_core::{Error, ProjectId, TenantId, UserId};
 use berth_service::{Principal, Role};
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use usage::{Arg, Failure, Result, Usage};
 
 #[derive(Parser, Debug)]
 #[command(name = "berth", version, about = "A durable, multi-tenant session store for AI-agent runtimes")]
@@ -54,13 +57,18 @@ pub struct PrincipalArgs {
 }
 
 impl PrincipalArgs {
-    pub fn principal(&self) -> Result<Principal, Error> {
-        let tenant = self.tenant.as_deref().ok_or_else(|| Error::invalid("arguments", "--tenant is required"))?;
+    /// The principal the flags name; a usage error names the flag (and its environment
+    /// variable) to set.
+    pub fn principal(&self) -> Result<Principal, Usage> {
+        const TENANT: Arg = Arg::with_env("--tenant", "BERTH_TENANT");
+        let tenant = self.tenant.as_deref().ok_or_else(|| TENANT.missing("TENANT"))?;
         Ok(Principal {
-            tenant: TenantId::parse(tenant)?,
-            user: UserId::parse(&self.user)?,
-            project: self.project.as_deref().map(ProjectId::parse).transpose()?,
-            role: Role::parse(&self.role)?,
+            tenant: TENANT.parse(tenant, TenantId::parse)?,
+            user: Arg::with_env("--user", "BERTH_USER").parse(&self.user, UserId::parse)?,
+            project: (self.project.as_deref())
+                .map(|project| Arg::with_env("--project", "BERTH_PROJECT").parse(project, ProjectId::parse))
+                .transpose()?,
+            role: Arg::with_env("--role", "BERTH_ROLE").parse(&self.role, Role::parse)?,
         })
     }
 }
@@ -88,7 +96,7 @@ pub enum Command {
     #[command(subcommand)]
     Memory(memory::MemoryCommand),
     /// Verify every log under a data directory; `--repair` truncates torn tails only.
-    Fsck(commands::FsckArgs),
+    Fsck(fsck::FsckArgs),
     /// Storage-level inspection of the event logs (no catalog, no authorization).
     #[command(subcommand)]
     Log(commands::LogCommand),
@@ -113,10 +121,7 @@ pub fn main() -> ExitCode {
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
-        Err(error) => {
-            output::print_error(&Error::io("start the runtime", &error), false);
-            return ExitCode::from(1);
-        }
+        Err(error) => return fail(&Error::io("start the runtime", &error).into(), false),
     };
     let json = cli.json;
     let outcome = runtime.block_on(async move {
@@ -128,24 +133,28 @@ pub fn main() -> ExitCode {
     match outcome {
         Ok(code) => code,
         // The work is done; only its report had no reader (docs/reference/cli.md).
-        Err(error) if output::is_closed_stdout(&error) => ExitCode::SUCCESS,
-        Err(error) => {
-            output::print_error(&error, json);
-            ExitCode::from(exit_code(&error))
-        }
+        Err(Failure::Error(error)) if output::is_closed_stdout(&error) => ExitCode::SUCCESS,
+        Err(failure) => fail(&failure, json),
     }
 }
 
-/// The documented exit code of an error kind (`docs/reference/cli.md`), from its class.
-pub fn exit_code(error: &Error) -> u8 {
-    error.class().exit_code()
+/// Reports `failure` on stderr; its documented exit code (`berth::exit`).
+fn fail(failure: &Failure, json: bool) -> ExitCode {
+    output::print_failure(failure, json);
+    ExitCode::from(failure.exit_code())
 }
 
-pub fn data_root(data: &str) -> Result<PathBuf, Error> {
-    match berth::StoreUrl::parse(data)? {
-        berth::StoreUrl::Embedded(root) => Ok(root),
-        berth::StoreUrl::Memory | berth::StoreUrl::Postgres(_) => {
-            Err(Error::invalid("--data", "this command needs a data directory"))
-        }
-    }
+/// `--data` (or `BERTH_DATA`) as a store URL.
+pub fn store_url(data: &str) -> Result<berth::StoreUrl, Usage> {
+    Arg::with_env("--data", "BERTH_DATA").parse(data, berth::StoreUrl::parse)
+}
+
+/// The data directory a storage-level command (`fsck`, `log`) works on.
+pub fn data_root(data: &str, command: &str) -> Result<PathBuf, Usage> {
+    let store = match store_url(data)? {
+        berth::StoreUrl::Embedded(root) => return Ok(root),
+        berth::StoreUrl::Memory => "an in-memory store",
+        berth::StoreUrl::Postgres(_) => "a PostgreSQL store",
+    };
+    Err(Usage::new(format!("{command} needs a data directory: give --data DIR (or set BERTH_DATA), not {store}")))
 }

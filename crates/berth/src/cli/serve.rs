@@ -5,8 +5,10 @@
 //! 127.0.0.1:7420, and on the first start (no key at all yet) prints an admin key for
 //! the tenant `default`.
 
-use super::{Cli, Command};
-use berth_core::{Error, ProjectId, Result, TenantId, UserId};
+use super::output::time_text;
+use super::usage::{Arg, Result, Usage};
+use super::{store_url, Cli, Command};
+use berth_core::{Error, ProjectId, TenantId, Timestamp, UserId};
 use berth_jsonl::CountingFs;
 use berth_server::auth::{Authenticator, JwtConfig, JwtVerifier, KeyStore, KEYS_FILE};
 use berth_server::feed::ChangeFeed;
@@ -81,7 +83,7 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = berth_core::limits::MEMORY_BYTES_DEFAULT)]
     memory_bytes_max: u64,
     /// Verify JWTs signed with this HS256 secret (a file holding it).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "jwt_rs256_public_key_file")]
     jwt_hs256_secret_file: Option<PathBuf>,
     /// Verify JWTs signed by this RS256 key (a PEM public key file).
     #[arg(long)]
@@ -176,12 +178,14 @@ fn keys_path(data: &str, explicit: Option<PathBuf>) -> Result<PathBuf> {
     if let Some(path) = explicit {
         return Ok(path);
     }
-    match berth::StoreUrl::parse(data)? {
+    match store_url(data)? {
         berth::StoreUrl::Embedded(root) => {
             std::fs::create_dir_all(&root).map_err(|e| Error::io("create data directory", &e))?;
             Ok(root.join(KEYS_FILE))
         }
-        _ => Err(Error::invalid("--keys-file", "this store is not a data directory: give --keys-file PATH")),
+        _ => {
+            Err(Usage::new("--keys-file is required when --data is not a data directory: give --keys-file PATH").into())
+        }
     }
 }
 
@@ -190,10 +194,10 @@ fn keys(data: &str, command: KeysCommand, json: bool) -> Result<ExitCode> {
         KeysCommand::Create { tenant, user, project, role, label, keys_file } => {
             let store = KeyStore::open(&keys_path(data, keys_file)?)?;
             let principal = Principal {
-                tenant: TenantId::parse(&tenant)?,
-                user: UserId::parse(&user)?,
-                project: project.as_deref().map(ProjectId::parse).transpose()?,
-                role: Role::parse(&role)?,
+                tenant: Arg::named("--tenant").parse(&tenant, TenantId::parse)?,
+                user: Arg::named("--user").parse(&user, UserId::parse)?,
+                project: project.as_deref().map(|p| Arg::named("--project").parse(p, ProjectId::parse)).transpose()?,
+                role: Arg::named("--role").parse(&role, Role::parse)?,
             };
             let (info, token) = store.create(&principal, label.as_deref())?;
             if json {
@@ -204,21 +208,24 @@ fn keys(data: &str, command: KeysCommand, json: bool) -> Result<ExitCode> {
         }
         KeysCommand::List { tenant, keys_file } => {
             let store = KeyStore::open(&keys_path(data, keys_file)?)?;
-            let tenant = tenant.as_deref().map(TenantId::parse).transpose()?;
+            let tenant = tenant.as_deref().map(|t| Arg::named("--tenant").parse(t, TenantId::parse)).transpose()?;
             let keys = store.list(tenant.as_ref())?;
             if json {
                 super::output::print_json(&keys)?;
             } else {
                 for key in keys {
                     super::output::print_line(format_args!(
-                        "{}  {:<8} {}/{}{}  {}{}",
+                        "{}  {:<8} {}/{}{}  created {}{}{}",
                         key.key_id,
                         key.principal.role.as_str(),
                         key.principal.tenant,
                         key.principal.user,
                         key.principal.project.as_ref().map(|p| format!(" project {p}")).unwrap_or_default(),
-                        if key.revoked_at_ms.is_some() { "REVOKED " } else { "" },
-                        key.label.unwrap_or_default()
+                        time_text(Timestamp(key.created_at_ms)),
+                        key.revoked_at_ms
+                            .map(|ms| format!("  REVOKED {}", time_text(Timestamp(ms))))
+                            .unwrap_or_default(),
+                        key.label.map(|label| format!("  {label}")).unwrap_or_default()
                     ))?;
                 }
             }
@@ -226,7 +233,7 @@ fn keys(data: &str, command: KeysCommand, json: bool) -> Result<ExitCode> {
         KeysCommand::Revoke { key_id, keys_file } => {
             let store = KeyStore::open(&keys_path(data, keys_file)?)?;
             if !store.revoke(&key_id)? {
-                return Err(Error::NotFound { what: "key", id: key_id });
+                return Err(Error::NotFound { what: "key", id: key_id }.into());
             }
             super::output::print_line(format_args!("revoked {key_id}"))?;
         }
@@ -280,6 +287,8 @@ async fn open_service(
     Ok((berth::service_over(backends, berth::system_clock()), feed))
 }
 
+/// The JWT verifier the flags configure; a key file that holds no key is a usage error
+/// naming its flag.
 fn jwt(args: &ServeArgs) -> Result<Option<JwtVerifier>> {
     let read = |path: &PathBuf| std::fs::read(path).map_err(|e| Error::io("read jwt key", &e));
     let config = JwtConfig {
@@ -293,7 +302,10 @@ fn jwt(args: &ServeArgs) -> Result<Option<JwtVerifier>> {
         issuer: args.jwt_issuer.clone(),
         audience: args.jwt_audience.clone(),
     };
-    JwtVerifier::new(&config)
+    JwtVerifier::new(&config).map_err(|error| match error {
+        Error::Invalid { reason, .. } => Usage::new(format!("invalid --jwt-rs256-public-key-file: {reason}")).into(),
+        other => other.into(),
+    })
 }
 
 /// The inspector's settings: on loopback by default, elsewhere only with `--ui on`.
@@ -308,8 +320,9 @@ fn ui_config(args: &ServeArgs) -> Option<UiConfig> {
 }
 
 async fn serve(data: &str, args: ServeArgs) -> Result<ExitCode> {
+    let jwt = jwt(&args)?;
     let metrics = Arc::new(Metrics::new());
-    let keys = match (&args.keys_file, berth::StoreUrl::parse(data)?) {
+    let keys = match (&args.keys_file, store_url(data)?) {
         (None, berth::StoreUrl::Memory) => KeyStore::in_memory()?,
         (explicit, _) => KeyStore::open(&keys_path(data, explicit.clone())?)?,
     };
@@ -340,7 +353,7 @@ async fn serve(data: &str, args: ServeArgs) -> Result<ExitCode> {
         ui: ui_config(&args),
         ..ServerConfig::default()
     };
-    let parts = ServerParts { service, auth: Authenticator::new(keys, jwt(&args)?), metrics, feed };
+    let parts = ServerParts { service, auth: Authenticator::new(keys, jwt), metrics, feed };
     let server = berth_server::start(config, parts).await.map_err(|e| Error::io("listen", &e))?;
     let mut stdout = std::io::stdout().lock();
     let _ = writeln!(stdout, "berth serve: listening on {} (data: {data})", server.url());

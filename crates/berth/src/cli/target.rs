@@ -10,7 +10,8 @@
 //! import file is split into session or ZIP locally and sent as is to a server, and a
 //! server sweeps on its own (`sweep` is `None`).
 
-use super::output::print_line;
+use super::output::{event_line, print_line};
+use super::usage::Usage;
 use super::PrincipalArgs;
 use async_trait::async_trait;
 use berth_api as wire;
@@ -28,9 +29,9 @@ use berth_service::{
 /// appends; there is no notification across processes on local files).
 const TAIL_POLL_INTERVAL: std::time::Duration = std::time::Duration::from_millis(200);
 
-/// Events one per line, flushed (a tail's reader sees each at once): canonical JSON (the
-/// export's event lines), or with `--json` the `/v1` event body (`GET …/events`), the
-/// same in both modes.
+/// Events one per line, flushed (a tail's reader sees each at once): the canonical
+/// envelope with its time in RFC 3339 (`output::event_line`), or with `--json` the `/v1`
+/// event body (`GET …/events`), the same in both modes.
 pub fn print_events(events: &[Event], json: bool) -> Result<()> {
     events.iter().try_for_each(|event| {
         if json {
@@ -38,7 +39,7 @@ pub fn print_events(events: &[Event], json: bool) -> Result<()> {
                 .map_err(|error| berth_core::Error::invalid("output", error.to_string()))?;
             print_line(body)
         } else {
-            print_line(event.to_canonical_json())
+            print_line(event_line(event))
         }
     })
 }
@@ -102,7 +103,7 @@ pub enum Targets<'a> {
 impl Targets<'_> {
     /// The target as the principal `principal` names (locally), or as the API key's
     /// principal (through a server, which takes the principal from the key alone).
-    pub fn acting_as(&self, principal: &PrincipalArgs) -> Result<Box<dyn SessionTarget + '_>> {
+    pub fn acting_as(&self, principal: &PrincipalArgs) -> std::result::Result<Box<dyn SessionTarget + '_>, Usage> {
         match self {
             Targets::Local(service) => Ok(Box::new(Local { service, principal: principal.principal()? })),
             Targets::Remote(client) => Ok(Box::new(client.clone())),
