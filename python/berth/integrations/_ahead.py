@@ -25,7 +25,7 @@ def ahead(pool: ThreadPoolExecutor, fetch: Callable[..., Any], *args: Any) -> Ca
     waited for all of it: the two ran one after the other. Waiting on the event gives
     the worker the GIL, which it keeps until its request lets it go. A listing of 10,000
     ADK sessions (11 pages, embedded) waited 31 ms for its pages this way; with the fetch
-    let start, 5-10 ms (2026-12-04, `docs/adk.md`)."""
+    let start, 5-10 ms (2026-12-04, `docs/guides/adk.md`)."""
     started = threading.Event()
 
     def begun() -> Any:

@@ -234,7 +234,7 @@ def test_a_whole_read_fetches_ahead_and_rereads_a_page_it_mispredicted(
     from contiguous seqs; a page that answers other bounds (here: one read answered 7
     events short) is followed by a read from where it really starts, and the prefetched
     page, for the predicted bounds, is not used. The items are the same either way."""
-    from berth.integrations import openai_agents
+    from berth.integrations.openai_agents import _reads
 
     client = oai_place.connect()
     items = [{"role": "user", "content": f"m{index}"} for index in range(3200)]
@@ -243,7 +243,7 @@ def test_a_whole_read_fetches_ahead_and_rereads_a_page_it_mispredicted(
             run(session.add_items(items[start:start + 800]))
         run(session.pop_item())
     fetched: list[tuple[int, int]] = []
-    fetch = openai_agents._fetch_before
+    fetch = _reads._fetch_before
 
     def second_short(client: Any, session_id: str, before: int, limit: int) -> Any:
         fetched.append((before, limit))
@@ -251,7 +251,7 @@ def test_a_whole_read_fetches_ahead_and_rereads_a_page_it_mispredicted(
             return fetch(client, session_id, before, limit - 7)
         return fetch(client, session_id, before, limit)
 
-    monkeypatch.setattr(openai_agents, "_fetch_before", second_short)
+    monkeypatch.setattr(_reads, "_fetch_before", second_short)
     with BerthSession("ahead", client) as fresh:
         assert run(fresh.get_items()) == items[:3199]
     assert fetched[0] == (berth.SEQ_END, 1000)

@@ -1,0 +1,173 @@
+"""The batches a `put` and a `put_writes` append (`_Builds`, mixed into `_Core`):
+channel values as `lg/blob`s (a list that extends its previous version as only the
+suffix, with the seqs of its chain; a large value in parts), the `lg/checkpoint`
+record with its `at` and `top`, and `lg/writes`. Serialized outside the saver's lock."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    get_checkpoint_metadata,
+)
+
+from ._appends import Build
+from ._fold import _Thread
+from ._records import ANCHOR_EVERY, PART_CHARS, VERSIONS_KEPT, _b64, _list_blob_fits
+from ._snapshots import _prefix_unchanged, _snapshot
+
+
+class _Builds:
+    """Building batches, for `_Core`, which makes every attribute named here
+    (`_channel_versions` is `_Reads`')."""
+
+    serde: Any
+    versions: dict[str, dict[str, Any]]
+    pending_lists: dict[tuple[str, str, Any], tuple[list[Any], list[Any]]]
+
+    def _remember_versions(self, text: str, versions: dict[str, Any]) -> None:
+        self.versions[text] = versions
+        while len(self.versions) > VERSIONS_KEPT:
+            del self.versions[next(iter(self.versions))]
+
+    def _blob_events(self, state: _Thread | None, ns: str, channel: str, version: Any, present: bool, value: Any,
+                     base: tuple[Any, int] | None) -> list[tuple[str, Any]]:
+        if not present:
+            return [("lg/blob", {"ns": ns, "c": channel, "v": version, "t": "empty"})]
+        if type(value) is list:
+            data: dict[str, Any] = {"ns": ns, "c": channel, "v": version}
+            items: list[tuple[str, str]] | None = None
+            objects, snapshots = list(value), None
+            if base is not None and state is not None:
+                remembered = state.lists.get((ns, channel))
+                stored = None
+                if remembered is not None and remembered[0] == base[0] and remembered[1] == base[1]:
+                    # This saver stored the base: a prefix of the same, unchanged objects
+                    # is that list, so only the new items are serialized.
+                    old_objects, old_snapshots = remembered[2], remembered[3]
+                    count = len(old_objects)
+                    if count <= len(value) and _prefix_unchanged(value, old_objects, old_snapshots):
+                        stored = count
+                        snapshots = old_snapshots + [_snapshot(item) for item in value[count:]]
+                if stored is None:
+                    items = [(t, _b64(b)) for t, b in (self.serde.dumps_typed(item) for item in value)]
+                    previous = state.resolve((ns, channel, base[0]))
+                    if previous is not None and previous[0] == "items":
+                        old = previous[1]
+                        if len(old) <= len(items) and items[: len(old)] == old:
+                            stored = len(old)
+                if stored is not None:
+                    data["base"] = [base[0], base[1]]
+                    items = (items[stored:] if items is not None else
+                             [(t, _b64(b)) for t, b in (self.serde.dumps_typed(item) for item in value[stored:])])
+                    # Where the rest of the chain is, so a reader needs no walk.
+                    depth, link = state._link((ns, channel, base[0]))
+                    if depth % ANCHOR_EVERY == 0:
+                        data["full"] = state.ancestors((ns, channel, base[0])) + [base[1]]
+                    else:
+                        data["chain"] = list(link)
+            if items is None:
+                items = [(t, _b64(b)) for t, b in (self.serde.dumps_typed(item) for item in value)]
+            data["items"] = [[t, b] for t, b in items]
+            if _list_blob_fits(data):
+                if snapshots is None:
+                    snapshots = [_snapshot(item) for item in value]
+                if None not in snapshots:
+                    self.pending_lists[(ns, channel, version)] = (objects, snapshots)
+                return [("lg/blob", data)]
+        t, b = self.serde.dumps_typed(value)
+        text = _b64(b)
+        if len(text) <= PART_CHARS:
+            return [("lg/blob", {"ns": ns, "c": channel, "v": version, "t": t, "b": text})]
+        chunks = [text[start:start + PART_CHARS] for start in range(0, len(text), PART_CHARS)]
+        return [
+            ("lg/blob", {"ns": ns, "c": channel, "v": version, "t": t, "b": chunk, "part": index, "of": len(chunks)})
+            for index, chunk in enumerate(chunks)
+        ]
+
+    def put_build(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
+                  new_versions: ChannelVersions) -> tuple[str, Build, RunnableConfig]:
+        """A `put`'s batch, for the saver to append (`BerthSaver._write`): (thread id, the
+        batch's build, the config to return). The serializing happens here, outside the
+        saver's lock."""
+        configurable = config["configurable"]
+        thread_id = str(configurable["thread_id"])
+        ns = configurable.get("checkpoint_ns", "")
+        parent_id = configurable.get("checkpoint_id")
+        copy = dict(checkpoint)
+        values: dict[str, Any] = copy.pop("channel_values", {})  # type: ignore[assignment]
+        metadata_full = get_checkpoint_metadata(config, metadata)
+        cp_t, cp_b = self.serde.dumps_typed(copy)
+        cp_text = _b64(cp_b)
+        self._remember_versions(cp_text, dict(checkpoint["channel_versions"]))
+        md_t, md_b = self.serde.dumps_typed(metadata_full)
+        run_id = metadata_full.get("run_id")
+
+        def build(state: _Thread | None) -> list[tuple[str, Any]]:
+            parent_versions: dict[str, Any] = {}
+            if state is not None and parent_id and parent_id in state.checkpoints.get(ns, {}):
+                parent_versions = self._channel_versions(state.checkpoints[ns][parent_id]["cp"])
+            events: list[tuple[str, Any]] = []
+            for channel, version in new_versions.items():
+                base = None
+                if channel in parent_versions and state is not None:
+                    found = state.blobs.get((ns, channel, parent_versions[channel]))
+                    if found is not None:
+                        base = (parent_versions[channel], found[0])
+                events.extend(
+                    self._blob_events(state, ns, channel, version, channel in values, values.get(channel), base)
+                )
+            at = {}
+            for channel, version in checkpoint["channel_versions"].items():
+                if channel in new_versions or state is None:
+                    continue
+                found = state.blobs.get((ns, channel, version))
+                if found is not None:
+                    at[channel] = found[0]
+            record = {"ns": ns, "id": checkpoint["id"], "parent": parent_id, "cp": [cp_t, cp_text],
+                      "md": [md_t, _b64(md_b)], "run_id": str(run_id) if run_id is not None else None, "at": at}
+            # `top: [first, seq]`: as of the fold this was built from (the log up to seq
+            # `first`), this is the newest checkpoint of its namespace and it has no writes
+            # yet. Stored at exactly `seq`, the fold was the whole log before it, so a reader
+            # finding it in the tail may answer the latest checkpoint from the tail and point
+            # reads (`get_tuple`); stored elsewhere (another writer appended meanwhile), the
+            # claim is void.
+            newest = state.newest(ns) if state is not None else None
+            if ((newest is None or newest < checkpoint["id"])
+                    and (state is None or (ns, checkpoint["id"]) not in state.writes)):
+                first = state.next_seq if state is not None else 0
+                record["top"] = [first, first + len(events)]
+            events.append(("lg/checkpoint", record))
+            return events
+
+        return thread_id, build, {"configurable": {"thread_id": configurable["thread_id"], "checkpoint_ns": ns,
+                                                   "checkpoint_id": checkpoint["id"]}}
+
+    def put_writes_build(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
+                         task_path: str) -> tuple[str, Build]:
+        """A `put_writes`'s batch, for the saver to append: (thread id, the batch's build)."""
+        configurable = config["configurable"]
+        thread_id = str(configurable["thread_id"])
+        ns = configurable.get("checkpoint_ns", "")
+        checkpoint_id = configurable["checkpoint_id"]
+        encoded = []
+        for index, (channel, value) in enumerate(writes):
+            t, b = self.serde.dumps_typed(value)
+            encoded.append([WRITES_IDX_MAP.get(channel, index), channel, t, _b64(b)])
+
+        def build(state: _Thread | None) -> list[tuple[str, Any]]:
+            stored = state.writes.get((ns, checkpoint_id), {}) if state is not None else {}
+            # Idempotent: the first write of (task, idx) stays (the fold keeps it too, so
+            # a write another saver made meanwhile is harmless).
+            rows = [row for row in encoded if row[0] < 0 or (task_id, row[0]) not in stored]
+            if not rows:
+                return []
+            return [("lg/writes", {"ns": ns, "cp": checkpoint_id, "task": task_id, "path": task_path, "w": rows})]
+
+        return thread_id, build

@@ -1,0 +1,215 @@
+"""A `BerthSession`'s reads and pops (`_Reads`, mixed into `BerthSession`): the latest
+items read backwards page by page (the page before fetched ahead on a worker thread),
+or answered from the kept view (`_view`) once a probe of the log's end shows it still
+holds; and a pop's claim."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import berth
+from berth import _calls as calls
+from berth.integrations._ahead import ahead
+from berth.integrations._ahead import pool as read_ahead_pool
+
+from ._binding import _Binding
+from ._records import CLEAR_TYPE, POP_TYPE, _stored_item, _stores_item
+from ._repair import _presented_item
+from ._view import POP_VIEW_ITEMS, PROBE_EVENTS, _dumps, _Unmade, _View
+
+
+def _fetch_before(client: berth.Client, session_id: str, before: int, limit: int) -> calls.Answer:
+    """`client.read_before`'s answer, not decoded yet (`calls.decode_page`): its raw
+    bytes are what `_View` keeps."""
+    call = calls.read(session_id, before=before, limit=limit)
+    return client._execute(call.undecoded())
+
+
+class _Reads:
+    """Reading and popping, for `BerthSession` (`berth_id`, `_join`, `_append`)."""
+
+    berth_id: str
+
+    def _collect(self, binding: _Binding, limit: int | None) -> tuple[list[tuple[int, Any]], int]:
+        """The latest `limit` live items as (seq, item), oldest first, and the log's end,
+        read backwards page by page (pops are markers after their targets, so reading
+        backwards meets a pop before the item it removes). Leaves what it read as the
+        binding's view, for the next `get_items`. The collector is paused meanwhile: a
+        whole session's items are made and held at once (`calls.collector_paused`)."""
+        with calls.collector_paused():
+            found, kept, end, last_key, complete = self._read_back(binding, limit)
+        binding.keep_view(_View(end, last_key, kept, complete))
+        return found, end
+
+    def _read_back(
+        self, binding: _Binding, limit: int | None
+    ) -> tuple[list[tuple[int, Any]], list[tuple[int, str | _Unmade]], int, str | None, bool]:
+        """The items as `_collect` says, what the view keeps of each (its text, or where
+        it is in its page's raw answer), the log's end, its last key, and `complete`."""
+        popped: set[int] = set()
+        repaired_calls: set[str] = set()
+        found: list[tuple[int, Any]] = []
+        kept: list[tuple[int, str | _Unmade]] = []
+        # Markers are rare: the first page is the items asked for and a little slack;
+        # each further page doubles (berth's read cost grows with the events returned).
+        page_size = 1000 if limit is None else min(1000, limit + 8)
+        before = berth.SEQ_END
+        end: int | None = None
+        last_key: str | None = None
+        client = binding.client
+
+        # A whole read fetches the page before this one on a worker thread while this
+        # thread decodes and walks this one. Its end is this page's first seq: known now
+        # after the first page (seqs are contiguous, so a read of `page_size` before
+        # `before` starts at `before - page_size`), once decoded for the first. A
+        # prediction the page does not bear out is dropped and the page read again.
+        def read_ahead(end: int, size: int) -> tuple[int, Callable[[], calls.Answer]] | None:
+            if limit is not None or end == 0:
+                return None
+            return end, ahead(read_ahead_pool(), _fetch_before, client, self.berth_id, end, size)
+
+        answer = _fetch_before(client, self.berth_id, before, page_size)
+        while True:
+            next_size = min(1000, page_size * 2)
+            predicted = None if before == berth.SEQ_END else max(0, before - page_size)
+            upcoming = None if predicted is None else read_ahead(predicted, next_size)
+            # The page's events as decoded JSON, not `berth.Event`s: the walk reads only
+            # their seq, type and data.
+            raw, body = answer.json(), answer.body
+            events = raw["events"]
+            if predicted is None:
+                upcoming = read_ahead(raw["first_seq"], next_size)
+            if end is None:
+                end = raw["next_seq"]
+                last_key = events[-1].get("idempotency_key") if events else None
+            for position in range(len(events) - 1, -1, -1):
+                wire = events[position]
+                seq, event_type, data = wire["seq"], wire["type"], wire.get("data")
+                if event_type == CLEAR_TYPE:
+                    found.reverse()
+                    kept.reverse()
+                    return found, kept, end, last_key, True
+                if event_type == POP_TYPE:
+                    if isinstance(data, dict) and isinstance(data.get("target"), int):
+                        popped.add(data["target"])
+                    continue
+                stored = isinstance(data, dict) and _stores_item(event_type, data)
+                item = _stored_item(data) if stored else _presented_item(event_type, data, repaired_calls)
+                if item is None or seq in popped:
+                    continue
+                found.append((seq, item))
+                # A stored item is made text later, from the raw answer; a presented one
+                # (a repair's call or output) is made here.
+                kept.append((seq, (body, position) if stored else _dumps(item)))
+                if limit is not None and len(found) >= limit:
+                    found.reverse()
+                    kept.reverse()
+                    return found, kept, end, last_key, False
+            if raw["first_seq"] == 0 or not events:
+                found.reverse()
+                kept.reverse()
+                return found, kept, end, last_key, True
+            before = raw["first_seq"]
+            page_size = next_size
+            if upcoming is not None and upcoming[0] == before:
+                answer = upcoming[1]()
+            else:
+                answer = _fetch_before(client, self.berth_id, before, page_size)
+
+    def _probe(self) -> calls.Call[berth.EventPage]:
+        """The read a kept view is checked with: the log's newest `PROBE_EVENTS` events."""
+        return calls.read(self.berth_id, before=berth.SEQ_END, limit=PROBE_EVENTS)
+
+    @staticmethod
+    def _answer_from_view(binding: _Binding, view: _View, probe: berth.EventPage, limit: int | None) -> list[Any] | None:
+        """The latest `limit` items from `view`, kept again, if the probe shows it still
+        describes the log; None when it does not (the view is dropped)."""
+        if _Reads._view_matches(view, probe) and view.covers(limit):
+            with calls.collector_paused():
+                texts = view.texts(limit)
+                binding.keep_view(view)
+                return [json.loads(text) for text in texts]
+        return None
+
+    @staticmethod
+    def _view_matches(view: _View, page: berth.EventPage) -> bool:
+        """True when the view still describes the log whose newest events are `page`: it
+        ends with the event the view saw last, or with at most a few events after it,
+        folded in now."""
+        if page.next_seq < view.end:
+            return False  # shorter: deleted and made again
+        if view.end > 0:
+            seen = [event for event in page.events if event.seq == view.end - 1]
+            if not seen or seen[0].idempotency_key is None or seen[0].idempotency_key != view.last_key:
+                return False  # more new events than the probe holds, or another log
+        elif page.next_seq > len(page.events):
+            return False
+        return view.fold([event for event in page.events if event.seq >= view.end])
+
+    def _get_items(self, binding: _Binding, limit: int | None) -> list[Any]:
+        if not self._join(binding, create=False):
+            return []
+        view = binding.take_view()
+        # A view too short for the answer is not checked: a backward read is needed anyway.
+        if view is not None and view.covers(limit):
+            answer = self._answer_from_view(binding, view, binding.client._execute(self._probe()), limit)
+            if answer is not None:
+                return answer
+        items, _ = self._collect(binding, limit)
+        return [item for _, item in items]
+
+    def _pop_item(self, binding: _Binding) -> Any | None:
+        if not self._join(binding, create=False):
+            return None
+        while True:
+            taken = self._pop_from_view(binding)
+            if taken is not None:
+                return taken[0]
+            # A backward read, which leaves up to `POP_VIEW_ITEMS` items as the view: the
+            # pops after this one claim from it, each after the probe, instead of reading
+            # back past every pop before them (their markers and the items they took).
+            items, end = self._collect(binding, POP_VIEW_ITEMS)
+            if not items:
+                return None
+            target, item = items[-1]
+            if self._claim(binding, target, end):
+                # The view `_collect` left ends before the claim: the next read folds it in.
+                return item
+            binding.take_view()  # someone appended (perhaps popped) first: read again
+
+    def _pop_from_view(self, binding: _Binding) -> tuple[Any | None] | None:
+        """Pops from the view this object kept, if the probe shows it still describes the
+        log: `(item,)`, or `(None,)` when the view holds every item and there are none;
+        None when a backward read must decide (no view, one too short, a claim lost)."""
+        view = binding.take_view()
+        if view is None or not view.covers(1):
+            return None
+        if not self._view_matches(view, binding.client._execute(self._probe())) or not view.covers(1):
+            return None
+        if not view.items:
+            binding.keep_view(view)
+            return (None,)
+        target = view.items[-1][0]
+        # The newest items made text together: each page they are in parsed once for all
+        # of them, not once a pop.
+        text = view.texts(POP_VIEW_ITEMS)[-1]
+        if not self._claim(binding, target, view.end):
+            return None
+        binding.keep_view(view)  # ends before the claim: the next read folds it in
+        return (json.loads(text),)
+
+    def _claim(self, binding: _Binding, target: int, end: int) -> bool:
+        """Appends the pop of the item at seq `target` if the log still ends at `end`;
+        False when someone appended first."""
+        # The nonce makes the claim this caller's own: berth answers an identical batch
+        # at the same seq as a duplicate, whoever sent it.
+        claim = uuid.uuid4().hex
+        marker = {"type": POP_TYPE, "data": {"target": target, "claim": claim}, "ignorable": True}
+        try:
+            self._append(binding, [marker], expected_seq=end, idempotency_key=f"openai-pop-{claim}")
+        except berth.SeqConflict:
+            return False
+        return True
