@@ -1,11 +1,13 @@
 """`BerthAgentLog`: one smolagents agent job in one berth session.
 
 - **One berth session per agent job**, labelled `smolagents`, created `serial` and held
-  by one berth run (attached with `on_busy="reject"`, heartbeated in the background):
-  a second process gets `berth.Busy`; a crashed holder's run is ended when its lease
-  lapses (`run_lease_ttl_ms`), and the next `attach` takes over.
-- `attach` rebuilds the agent's memory from the session (`load`) and makes the agent
-  record its task and steps there (the records: `_records`).
+  by one berth run (attached with `on_busy="reject"` by a resume, which also closes the
+  turns a crashed holder left open; heartbeated in the background: `_hold`).
+- `attach` rebuilds the agent's memory from the session (`_fold`) and hooks the agent:
+  its `run` (the task, and the turn's end on an error), its step callbacks (each finished
+  step, the final answer) and its `_step_stream` (what a step requested and observed,
+  noted without writing). What each moment appends is `_turns`'; durable tools
+  (`_tools`) call `_before_tool` / `_after_tool`.
 """
 
 from __future__ import annotations
@@ -15,54 +17,25 @@ import random
 import threading
 import time
 import weakref
+from collections.abc import Generator
 from typing import Any
 
-from smolagents.memory import ActionStep, FinalAnswerStep, PlanningStep
+from smolagents.agents import ActionOutput, ToolOutput
+from smolagents.memory import ActionStep, FinalAnswerStep, PlanningStep, ToolCall
 
 import berth
 from berth import _calls as calls
 
-from ._records import (
-    ACTIVITY_TTL_MS_FOREVER,
-    FINAL_TYPE,
-    LABEL,
-    STEP_TYPE,
-    TASK_TYPE,
-    _jsonable,
-    _step_data,
-    steps_from_events,
-)
+from ._fold import fold
+from ._hold import Hold
+from ._records import ACTIVITY_TTL_MS_FOREVER, LABEL
+from ._turns import Turns
+from ._vocabulary import Call, Event
 
-
-class _Hold:
-    """The run this log holds and its heartbeat (referenced by the finalizer, never the log)."""
-
-    def __init__(self, client: berth.Client, session_id: str) -> None:
-        self.client = client
-        self.session_id = session_id
-        self.run_id: str | None = None
-        self.lost: BaseException | None = None
-        self.stop = threading.Event()
-
-    def beat(self, interval_s: float) -> None:
-        run_id = self.run_id
-        while not self.stop.wait(interval_s):
-            try:
-                self.client.heartbeat(self.session_id, run_id)  # type: ignore[arg-type]
-            except (berth.OwnershipLost, berth.NotFound, berth.Terminal) as error:
-                self.lost = error
-                return
-            except (berth.BerthError, OSError):
-                continue  # transient: the next beat tries again
-
-    def release(self) -> None:
-        self.stop.set()
-        run_id, self.run_id = self.run_id, None
-        if run_id is not None and self.lost is None:
-            try:
-                self.client.detach(self.session_id, run_id, outcome="completed")
-            except (berth.BerthError, OSError):
-                pass  # gone already: the lease lapses on its own
+#: The sentence smolagents 1.26.0's `run()` adds to the task for `additional_args`.
+_ADDITIONAL_ARGS = """
+You have been provided with these additional arguments, that you can access directly using the keys as variables:
+{}."""
 
 
 class BerthAgentLog:
@@ -91,9 +64,13 @@ class BerthAgentLog:
         }
         self._labels = [LABEL, *(calls.listed("labels", labels) if labels is not None else [])]
         self._heartbeat_s = max(0.05, run_lease_ttl_ms / 3000)
-        self._hold = _Hold(client, session_id)
+        self._hold = Hold(client, session_id)
         self._finalizer = weakref.finalize(self, self._hold.release)
         self._agent: Any = None
+        self._turns = Turns()
+        self._closed = False
+        # Durable tools may run in parallel threads (a ToolCallingAgent's calls).
+        self._lock = threading.Lock()
 
     @property
     def run_id(self) -> str | None:
@@ -125,19 +102,36 @@ class BerthAgentLog:
         threading.Thread(target=self._hold.beat, args=(self._heartbeat_s,), daemon=True,
                          name=f"berth-smolagents-{self.session_id}").start()
 
-    def _append(self, events: list[dict[str, Any]]) -> None:
+    def _append(self, events: list[Event]) -> None:
         if self._hold.lost is not None:
             raise self._hold.lost
         if self._hold.run_id is None:
             raise RuntimeError("BerthAgentLog: attach(agent) first (or the log was closed)")
         self.client.append(self.session_id, events, run=self._hold.run_id)
 
+    def _write(self, moment: Any, *args: Any) -> Any:
+        """`moment(*args)` of the turns, its events appended durably; the turns' state is
+        put back when the append fails (nothing of it was stored)."""
+        with self._lock:
+            before = self._turns.snapshot()
+            try:
+                answer = moment(*args)
+                events = answer[1] if isinstance(answer, tuple) else answer
+                if events:
+                    self._append(events)
+            except BaseException:
+                self._turns.restore(before)
+                raise
+            return answer
+
     # ----- the agent -----------------------------------------------------------------
     def load(self, agent: Any) -> int:
         """Rebuilds `agent.memory.steps` from the session; returns how many steps."""
-        steps = steps_from_events(self.client.iter_events(self.session_id))
-        agent.memory.steps = steps
-        return len(steps)
+        folded = fold(self.client.iter_events(self.session_id))
+        agent.memory.steps = folded.steps
+        with self._lock:
+            self._turns.next_turn = max(self._turns.next_turn, folded.next_turn)
+        return len(folded.steps)
 
     def attach(self, agent: Any) -> Any:
         """Holds the session, rebuilds the agent's memory from it, and makes the agent
@@ -148,7 +142,12 @@ class BerthAgentLog:
         self.load(agent)
         for kind in (ActionStep, PlanningStep, FinalAnswerStep):
             agent.step_callbacks.register(kind, self._on_step)
-        original = agent.run
+        agent.run = self._hook_run(agent.run)
+        agent._step_stream = self._hook_step_stream(agent._step_stream)
+        self._agent = agent
+        return agent
+
+    def _hook_run(self, original: Any) -> Any:
         signature = inspect.signature(original)
 
         def run(*args: Any, **kwargs: Any) -> Any:
@@ -157,27 +156,83 @@ class BerthAgentLog:
             task = bound.arguments["task"]
             extra = bound.arguments.get("additional_args")
             if extra:  # the text smolagents 1.26.0's run() gives the TaskStep
-                task += f"""
-You have been provided with these additional arguments, that you can access directly using the keys as variables:
-{str(extra)}."""
-            self._append([{"type": TASK_TYPE, "data": {"content": task, "smolagents": {
-                "reset": bool(bound.arguments.get("reset", True)),
-                "images_dropped": len(bound.arguments.get("images") or [])}}}])
-            return original(*args, **kwargs)
+                task += _ADDITIONAL_ARGS.format(str(extra))
+            self._write(self._turns.begin, task, bool(bound.arguments.get("reset", True)),
+                        len(bound.arguments.get("images") or []))
+            try:
+                result = original(*args, **kwargs)
+            except BaseException as error:
+                self._failed(error)
+                raise
+            return self._watch(result) if inspect.isgenerator(result) else result
 
-        agent.run = run
-        self._agent = agent
-        return agent
+        return run
+
+    def _watch(self, stream: Generator[Any, Any, Any]) -> Generator[Any, Any, Any]:
+        """`run(stream=True)`'s steps, the turn ended if they raise."""
+        try:
+            yield from stream
+        except GeneratorExit:
+            raise  # left open: the next run(), close() or berth's repair ends it
+        except BaseException as error:
+            self._failed(error)
+            raise
+
+    def _failed(self, error: BaseException) -> None:
+        if isinstance(error, (berth.BerthError, OSError)) or self._hold.lost is not None:
+            return  # berth refused or could not be reached: nothing more is written
+        try:
+            self._write(self._turns.failed, error)
+        except (berth.BerthError, OSError, RuntimeError):
+            pass  # the run's own error is the one raised
+
+    def _hook_step_stream(self, original: Any) -> Any:
+        turns = self._turns
+
+        def step_stream(memory_step: ActionStep) -> Generator[Any, Any, Any]:
+            with self._lock:
+                turns.step_begins(memory_step)
+            for output in original(memory_step):
+                # Noted before smolagents goes on: a ToolCall comes before its tool runs.
+                with self._lock:
+                    if isinstance(output, ToolCall):
+                        turns.requested(output)
+                    elif isinstance(output, ToolOutput):
+                        turns.observed(output.id, output.observation)
+                    elif isinstance(output, ActionOutput) and output.is_final_answer:
+                        turns.answered_with(output.output)
+                yield output
+
+        return step_stream
 
     def _on_step(self, step: Any, agent: Any = None) -> None:
+        if self._closed:
+            return  # a stream's step smolagents finalizes when the abandoned stream is collected
         if isinstance(step, FinalAnswerStep):
-            output = _jsonable(step.output)
-            self._append([{"type": FINAL_TYPE, "data": {"content": str(step.output), "smolagents": {"output": output}}}])
+            self._write(self._turns.final, step.output)
+        elif isinstance(step, ActionStep):
+            self._write(self._turns.step_finished, step)
         else:
-            self._append([{"type": STEP_TYPE, "data": _step_data(step), "ignorable": True}])
+            self._write(self._turns.planned, step)
+
+    # ----- durable tools (`_tools`) ----------------------------------------------------
+    def _before_tool(self, name: str, arguments: Any) -> Call:
+        call, _ = self._write(self._turns.before_tool, name, arguments)
+        return call  # type: ignore[no-any-return]
+
+    def _after_tool(self, call: Call, content: str, is_error: bool) -> None:
+        with self._lock:
+            self._turns.tool_ended(call, content, is_error)
 
     def close(self) -> None:
-        """Detaches the run (idempotent). The agent keeps its in-memory steps."""
+        """Ends a turn this process left open (`reason: aborted`), then detaches the run
+        (idempotent). The agent keeps its in-memory steps."""
+        if self._hold.run_id is not None and self._hold.lost is None and self._turns.turn is not None:
+            try:
+                self._write(self._turns.abort)
+            except (berth.BerthError, OSError):
+                pass  # berth's repair ends it at the next attach
+        self._closed = self._agent is not None
         self._finalizer()
 
     def __enter__(self) -> BerthAgentLog:

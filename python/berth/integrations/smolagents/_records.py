@@ -1,15 +1,15 @@
-"""What a smolagents job's berth session holds, and the loader that folds it back:
+"""The records that restore a smolagents agent's memory, and how each is read back:
 
-- **The task is recorded when `run()` starts** (before any model call), as
-  `user/message {content: task, smolagents: {reset}}`; every step is appended durably by
-  a step callback when smolagents finalizes it: `smol/step {kind: "action" | "planning",
-  step}` (the step's `dict()`, without `model_input_messages` — smolagents rebuilds
-  those from memory each step — and without images); the final answer as
-  `assistant/message {content: str(output), smolagents: {output}}`.
-- **The loader** (`steps_from_events`, called by `BerthAgentLog.load`) folds those
-  events back into `TaskStep`, `ActionStep` and `PlanningStep` objects, so
-  `run(task, reset=False)` continues with the same memory the crashed process had
-  after its last finished step.
+- **the task**, `user/message {content: task, smolagents: {reset, images_dropped}}`,
+  becomes a `TaskStep` (one with `reset` starts the memory over, as `run()` does);
+- **each finished step**, `smol/step {kind: "action" | "planning", step}` (ignorable):
+  the step's `dict()` without `model_input_messages` (smolagents rebuilds those from
+  memory each step) and without images, read back by `action` / `planning` into the same
+  `ActionStep` / `PlanningStep`.
+
+These are the records the package has written since its first version; the
+conversation vocabulary beside them (`_vocabulary`) is for berth's readers. The fold of
+a whole session is `_fold`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import json
 from typing import Any
 
 from smolagents import utils as smol_utils
-from smolagents.memory import ActionStep, PlanningStep, TaskStep, ToolCall
+from smolagents.memory import ActionStep, PlanningStep, ToolCall
 from smolagents.models import ChatMessage
 from smolagents.monitoring import Timing, TokenUsage
 from smolagents.utils import make_json_serializable
@@ -38,12 +38,24 @@ def _jsonable(value: Any) -> Any:
 
 
 def _step_data(step: ActionStep | PlanningStep) -> dict[str, Any]:
-    data = step.dict()
+    """The `smol/step` data of a step. Its `dict()` is taken with the model inputs and
+    images set aside (they are dropped from the record anyway, and serializing the whole
+    conversation for every step cost more than the rest of the record)."""
+    inputs = step.model_input_messages
+    images = step.observations_images if isinstance(step, ActionStep) else None
+    step.model_input_messages = [] if isinstance(step, PlanningStep) else None
+    if isinstance(step, ActionStep):
+        step.observations_images = None
+    try:
+        data = step.dict()
+    finally:
+        step.model_input_messages = inputs
+        if isinstance(step, ActionStep):
+            step.observations_images = images
     data.pop("model_input_messages", None)
     if isinstance(step, ActionStep):
-        images = step.observations_images or []
         data["observations_images"] = None
-        data["observations_images_dropped"] = len(images)
+        data["observations_images_dropped"] = len(images or [])
     data.get("timing", {}).pop("duration", None)
     return {"kind": "action" if isinstance(step, ActionStep) else "planning", "step": _jsonable(data)}
 
@@ -60,10 +72,12 @@ def _usage(data: dict[str, Any] | None) -> TokenUsage | None:
 
 
 def _message(data: dict[str, Any] | None) -> ChatMessage | None:
-    return ChatMessage.from_dict(data) if data else None
+    # A copy: `from_dict` replaces the dict's tool calls with objects (a second read of
+    # the same event data would fail).
+    return ChatMessage.from_dict({**data}) if data else None
 
 
-def _error(data: dict[str, Any] | None) -> Exception | None:
+def error_of(data: dict[str, Any] | None) -> Exception | None:
     """The step's `AgentError` again, of the same class, without logging it a second time
     (`AgentError.__init__` logs)."""
     if not data:
@@ -77,7 +91,7 @@ def _error(data: dict[str, Any] | None) -> Exception | None:
     return error
 
 
-def _action(data: dict[str, Any]) -> ActionStep:
+def action(data: dict[str, Any]) -> ActionStep:
     return ActionStep(
         step_number=data["step_number"],
         timing=_timing(data.get("timing")),
@@ -87,7 +101,7 @@ def _action(data: dict[str, Any]) -> ActionStep:
             for call in data.get("tool_calls") or []
         ]
         or None,
-        error=_error(data.get("error")),  # type: ignore[arg-type]
+        error=error_of(data.get("error")),  # type: ignore[arg-type]
         model_output_message=_message(data.get("model_output_message")),
         model_output=data.get("model_output"),
         code_action=data.get("code_action"),
@@ -99,7 +113,7 @@ def _action(data: dict[str, Any]) -> ActionStep:
     )
 
 
-def _planning(data: dict[str, Any]) -> PlanningStep:
+def planning(data: dict[str, Any]) -> PlanningStep:
     return PlanningStep(
         model_input_messages=[],
         model_output_message=_message(data.get("model_output_message")),  # type: ignore[arg-type]
@@ -107,18 +121,3 @@ def _planning(data: dict[str, Any]) -> PlanningStep:
         timing=_timing(data.get("timing")),
         token_usage=_usage(data.get("token_usage")),
     )
-
-
-def steps_from_events(events: Any) -> list[TaskStep | ActionStep | PlanningStep]:
-    """Folds a session's events into `agent.memory.steps`: a task with `reset` starts
-    the list over, as `run(reset=True)` does."""
-    steps: list[TaskStep | ActionStep | PlanningStep] = []
-    for event in events:
-        data = event.data if isinstance(event.data, dict) else {}
-        if event.type == TASK_TYPE and "smolagents" in data:
-            if data["smolagents"].get("reset"):
-                steps = []
-            steps.append(TaskStep(task=data["content"]))
-        elif event.type == STEP_TYPE:
-            steps.append(_action(data["step"]) if data.get("kind") == "action" else _planning(data["step"]))
-    return steps
