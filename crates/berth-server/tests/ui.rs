@@ -338,6 +338,11 @@ async fn content_parts_read_as_text_and_untitled_conversations_show_their_first_
     late.push(parts_message("too late to preview"));
     append("late", late).await;
     alice.create(&create("empty", None)).await.unwrap();
+    // A framework's own record beside its conversation: folded on the page.
+    alice.create(&create("framework", None)).await.unwrap();
+    let mut record = NewEvent::new("smol/step", json!({"step_number": 1, "model_output": "kept verbatim"}));
+    record.ignorable = true;
+    append("framework", vec![parts_message("what is the weather?"), record]).await;
 
     let cookie = session_cookie(&sign_in(&server, &key).await);
     let get = |path: String| {
@@ -376,6 +381,12 @@ async fn content_parts_read_as_text_and_untitled_conversations_show_their_first_
         assert!(parts.contains(&shown), "{shown} in {parts}");
     }
     assert!(parts.contains("<details class=\"raw-json\"><summary>JSON</summary>"), "the parts' JSON one click away");
+    let framework = get("/ui/sessions/framework".into()).await;
+    assert!(
+        framework.contains("<details class=\"record\"><summary>Record kept for smol (")
+            && framework.contains("kept verbatim"),
+        "a framework's record is folded, its JSON one click away: {framework}"
+    );
     assert!(!parts.contains("iVBORw0KGgo") || parts.matches("iVBORw0KGgo").count() == 1, "the image only in the JSON");
 
     let strings = get("/ui/sessions/chat-strings".into()).await;

@@ -337,10 +337,24 @@ pub(super) fn event_view(viewer: &Viewer, id: &SessionId, event: &Event, repaire
                         (json_block(id, event.seq.get(), event.data.as_str()))
                     }
                 }
+                // A framework's own record (an ignorable event: `smol/step`, `lg/writes`,
+                // `openai/pop`…) is what the framework reads back, not what people read:
+                // folded, one click away.
+                _ if event.ignorable => {
+                    details.record {
+                        summary { "Record kept for " (namespace(kind)) " (" (event.data.len_bytes()) " bytes)" }
+                        (json_block(id, event.seq.get(), event.data.as_str()))
+                    }
+                }
                 _ => (json_block(id, event.seq.get(), event.data.as_str())),
             }
         }
     }
+}
+
+/// The namespace of an event type (`smol` of `smol/step`), or the type itself.
+fn namespace(kind: &str) -> &str {
+    kind.split_once('/').map_or(kind, |(namespace, _)| namespace)
 }
 
 /// A message's (or a tool result's) `content`: a string as it is; typed parts as their
