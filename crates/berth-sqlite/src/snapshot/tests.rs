@@ -90,10 +90,8 @@ fn the_copy_is_a_self_contained_catalog() {
     assert_eq!(snapshot.bytes, std::fs::metadata(&copy).expect("stat").len());
     let names: Vec<_> = std::fs::read_dir(&out).expect("list").map(|entry| entry.expect("entry").file_name()).collect();
     assert_eq!(names, vec![std::ffi::OsString::from(CATALOG_FILE_NAME)], "one file");
-    let mode: String = Connection::open(&copy)
-        .expect("open")
-        .query_row("PRAGMA journal_mode", [], |row| row.get(0))
-        .expect("mode");
+    let mode: String =
+        Connection::open(&copy).expect("open").query_row("PRAGMA journal_mode", [], |row| row.get(0)).expect("mode");
     assert_eq!(mode, "delete");
     let reopened = SqliteCatalog::open(&copy).expect("a catalog opens the copy");
     let key = record("one").key();
