@@ -151,9 +151,7 @@ fn copy_in_snapshot(
     pages_per_step: i32,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<u64, Failure> {
-    if dest.exists() {
-        return Err(Error::AlreadyExists { what: "file", id: dest.display().to_string() }.into());
-    }
+    create_owner_only(dest)?;
     let page_bytes: i64 = source.query_row("PRAGMA page_size", [], |row| row.get(0))?;
     let page_bytes = u64::try_from(page_bytes).unwrap_or(4096);
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
@@ -192,6 +190,21 @@ fn copy_in_snapshot(
         .and_then(|file| file.sync_all())
         .map_err(|error| Failure::Berth(Error::io("sync the database copy", &error)))?;
     Ok(u64::try_from(pages).unwrap_or(0) * page_bytes)
+}
+
+/// Creates `dest` empty (an empty file is an empty database to SQLite), owner-only
+/// (SQLite would create it readable by all; its journal takes its mode from it), and
+/// never over an existing file.
+fn create_owner_only(dest: &Path) -> Result<(), Failure> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let created = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(dest);
+    match created {
+        Ok(_) => Ok(()),
+        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {
+            Err(Error::AlreadyExists { what: "file", id: dest.display().to_string() }.into())
+        }
+        Err(error) => Err(Error::io("create the database copy", &error).into()),
+    }
 }
 
 /// The sessions, audit heads and identity of the snapshot `connection` is reading.

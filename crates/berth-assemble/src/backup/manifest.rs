@@ -255,7 +255,8 @@ impl Manifest {
         let text = serde_json::to_vec_pretty(self).map_err(|error| Error::invalid("manifest", error.to_string()))?;
         let temp = dir.join(MANIFEST_TEMP_FILE);
         let written = (|| {
-            let mut file = std::fs::File::create(&temp)?;
+            let _ = std::fs::remove_file(&temp);
+            let mut file = super::pace::create_new(&temp)?;
             file.write_all(&text)?;
             file.write_all(b"\n")?;
             file.sync_all()?;

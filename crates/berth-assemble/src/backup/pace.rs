@@ -190,7 +190,7 @@ pub fn create_new(path: &Path) -> io::Result<File> {
 /// parent can be synced before the backup or restore is declared done.
 pub fn create_dirs(path: &Path, made: &mut std::collections::BTreeSet<std::path::PathBuf>) -> io::Result<()> {
     use std::os::unix::fs::DirBuilderExt;
-    if path.is_dir() {
+    if path.as_os_str().is_empty() || path.is_dir() {
         return Ok(());
     }
     if let Some(parent) = path.parent() {

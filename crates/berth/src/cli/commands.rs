@@ -373,6 +373,8 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Bench(args) => bench(args, json).await,
         Command::Fsck(args) => fsck(&cli.data, args, json).await,
         Command::Log(command) => log_command(&cli.data, command, json).await,
+        Command::Backup(args) => super::backup::backup_command(&cli.data, args, json).await,
+        Command::Restore(args) => super::backup::restore_command(args, json).await,
         command => {
             let service = berth::open_service(&cli.data, berth::system_clock()).await?;
             let outcome = session_command(&Targets::Local(&service), command, json).await;
@@ -394,7 +396,9 @@ pub async fn run_remote(cli: Cli) -> Result<ExitCode> {
         | Command::Bench(_)
         | Command::Serve(_)
         | Command::Keys(_)
-        | Command::Migrate(_) => {
+        | Command::Migrate(_)
+        | Command::Backup(_)
+        | Command::Restore(_) => {
             Err(Error::invalid("--server", "this command works on a data directory only (drop --server)"))
         }
         command => session_command(&Targets::Remote(client), command, cli.json).await,
@@ -432,7 +436,9 @@ async fn session_command(targets: &Targets<'_>, command: Command, json: bool) ->
         | Command::Bench(_)
         | Command::Serve(_)
         | Command::Keys(_)
-        | Command::Migrate(_) => {
+        | Command::Migrate(_)
+        | Command::Backup(_)
+        | Command::Restore(_) => {
             unreachable!("dispatched before choosing a target")
         }
     }
