@@ -8,7 +8,7 @@
 //! answers when the backup is done (a client that gives up does not stop it; the
 //! backup's manifest, written last, says whether it finished).
 
-use crate::api::{json, Caller, Shared};
+use crate::api::{call, json, Caller, Shared};
 use crate::error::ApiError;
 use crate::limits::StrictJson;
 use axum::extract::State;
@@ -96,18 +96,24 @@ pub async fn take_backup(
     }
     let running = Running(Arc::clone(&backups.running));
     let runner = Arc::clone(&backups.runner);
-    let (name, since) = (body.name.clone(), body.since.clone());
-    let taken = tokio::task::spawn_blocking(move || {
-        let _running = running;
-        runner.backup(&name, since.as_deref())
+    // As every handler's service call: on a task of its own, so a client that leaves
+    // neither stops the backup nor loses its audit record.
+    let taken = call(&state, move |service| async move {
+        let (name, since) = (body.name.clone(), body.since.clone());
+        let taken = tokio::task::spawn_blocking(move || {
+            let _running = running;
+            runner.backup(&name, since.as_deref())
+        })
+        .await
+        .unwrap_or_else(|error| Err(Error::Unavailable { reason: format!("the backup stopped: {error}") }));
+        let details = match &taken {
+            Ok(backup) => serde_json::json!({"name": backup.name, "id": backup.id, "kind": backup.kind,
+                "sessions": backup.sessions, "bytes": backup.bytes}),
+            Err(error) => serde_json::json!({"name": body.name, "error": error.code()}),
+        };
+        service.audit_operator_action(&principal, "backup", details).await;
+        taken
     })
-    .await
-    .map_err(|error| Error::Unavailable { reason: format!("the backup stopped: {error}") })?;
-    let details = match &taken {
-        Ok(backup) => serde_json::json!({"name": backup.name, "id": backup.id, "kind": backup.kind,
-            "sessions": backup.sessions, "bytes": backup.bytes}),
-        Err(error) => serde_json::json!({"name": body.name, "error": error.code()}),
-    };
-    state.service.audit_operator_action(&principal, "backup", details).await;
-    Ok(json(StatusCode::CREATED, &taken?))
+    .await?;
+    Ok(json(StatusCode::CREATED, &taken))
 }

@@ -88,7 +88,12 @@ async fn a_pg_dump_of_a_live_store_restores_into_a_new_database_that_serves() {
     let before = acked.load(Ordering::Acquire);
     let (source_url, dump_path) = (source.url(), dump.clone());
     tokio::task::spawn_blocking(move || {
-        ok(Command::new("pg_dump").args(["--format=custom", "--file"]).arg(&dump_path).arg(&source_url).output().unwrap())
+        ok(Command::new("pg_dump")
+            .args(["--format=custom", "--file"])
+            .arg(&dump_path)
+            .arg(&source_url)
+            .output()
+            .unwrap())
     })
     .await
     .unwrap();

@@ -75,39 +75,20 @@ pub fn backup(root: &Path, to: &Path, options: &BackupOptions, progress: &mut dy
     }
     let since = options.since.as_deref().map(read_previous).transpose()?;
     let to = prepare_target(&root, to)?;
-    let mut made = BTreeSet::new();
     let started_at = options.clock.now().0;
     let mut pace = Pace::new(options.rate_bytes_per_s);
-    let catalog_estimate = file_len(&catalog_path) + file_len(&with_suffix(&catalog_path, "-wal"));
-    progress.plan(catalog_estimate);
+    progress.plan(file_len(&catalog_path) + file_len(&with_suffix(&catalog_path, "-wal")));
     let snapshot_at = options.clock.now().0;
     let snapshot = snapshot(&catalog_path, &to, &mut pace, progress)?;
     check_chain(since.as_ref(), &snapshot)?;
-    let catalog_sha = pace::hash_file(&to.join(crate::CATALOG_FILE))
-        .map_err(|error| Error::io("hash the catalog copy", &error))?
-        .sha256;
+    let catalog = catalog_copy(&to, &snapshot)?;
     let mut files = Vec::new();
     for name in &options.extra_files {
-        if let Some(copied) = copy_sqlite_file(&root, &to, name)? {
-            files.push(copied);
-        }
+        files.extend(copy_sqlite_file(&root, &to, name)?);
     }
     let earlier: Earlier = since.as_ref().map(|(_, manifest)| earlier_copies(manifest)).unwrap_or_default();
-    let plan = plan_logs(&root, &snapshot.sessions);
-    progress.plan(snapshot.bytes + plan.values().sum::<u64>());
-    let mut logs = Vec::new();
-    let mut vanished = Vec::new();
-    let mut copy = LogCopier { root: &root, to: &to, made: &mut made, pace: &mut pace, progress };
-    for session in &snapshot.sessions {
-        match copy.session(session, earlier.get(&session.key))? {
-            Outcome::Copied(log) => logs.push(*log),
-            Outcome::NoLog => {}
-            Outcome::Vanished => {
-                vanished.push(SessionName { tenant: session.key.tenant.clone(), session: session.key.id.clone() })
-            }
-        }
-    }
-    pace::sync_dirs(&made).map_err(|error| Error::io("sync the backup's directories", &error))?;
+    let mut copier = LogCopier { root: &root, to: &to, made: &mut BTreeSet::new(), pace: &mut pace, progress };
+    let (logs, vanished) = copier.every_session(&snapshot, &earlier)?;
     let (kind, previous) = match &since {
         None => (BackupKind::Full, None),
         Some((dir, manifest)) => {
@@ -125,18 +106,7 @@ pub fn backup(root: &Path, to: &Path, options: &BackupOptions, progress: &mut dy
         started_at,
         snapshot_at,
         finished_at: options.clock.now().0,
-        catalog: CatalogCopy {
-            file: crate::CATALOG_FILE.to_owned(),
-            bytes: snapshot.bytes,
-            sha256: catalog_sha,
-            schema_version: snapshot.schema_version,
-            sessions: snapshot.sessions.len() as u64,
-            position: snapshot
-                .audit_heads
-                .iter()
-                .map(|head| AuditPosition { tenant: head.tenant.clone(), seq: head.seq, hash: head.hash.clone() })
-                .collect(),
-        },
+        catalog,
         files,
         logs,
         vanished,
@@ -144,6 +114,24 @@ pub fn backup(root: &Path, to: &Path, options: &BackupOptions, progress: &mut dy
     manifest.write(&to)?;
     progress.finish();
     Ok(summary(&manifest, &to, &pace))
+}
+
+/// The catalog copy's entry: its checksum, and the snapshot's position.
+fn catalog_copy(to: &Path, snapshot: &CatalogSnapshot) -> Result<CatalogCopy> {
+    let copied =
+        pace::hash_file(&to.join(crate::CATALOG_FILE)).map_err(|error| Error::io("hash the catalog copy", &error))?;
+    Ok(CatalogCopy {
+        file: crate::CATALOG_FILE.to_owned(),
+        bytes: copied.bytes,
+        sha256: copied.sha256,
+        schema_version: snapshot.schema_version,
+        sessions: snapshot.sessions.len() as u64,
+        position: snapshot
+            .audit_heads
+            .iter()
+            .map(|head| AuditPosition { tenant: head.tenant.clone(), seq: head.seq, hash: head.hash.clone() })
+            .collect(),
+    })
 }
 
 fn summary(manifest: &Manifest, to: &Path, pace: &Pace) -> BackupSummary {
@@ -168,7 +156,9 @@ fn summary(manifest: &Manifest, to: &Path, pace: &Pace) -> BackupSummary {
 /// empty directory. Never inside the data directory (nor the data directory inside it).
 fn prepare_target(root: &Path, to: &Path) -> Result<PathBuf> {
     let mut made = BTreeSet::new();
-    pace::create_dirs(to, &mut made).map_err(|error| Error::io("create the backup directory", &error))?;
+    pace::create_dirs(to, &mut made)
+        .and_then(|()| pace::sync_dirs(&made))
+        .map_err(|error| Error::io("create the backup directory", &error))?;
     let to = to.canonicalize().map_err(|error| Error::io("open the backup directory", &error))?;
     if to.starts_with(root) || root.starts_with(&to) {
         return Err(Error::invalid(
@@ -285,6 +275,29 @@ struct LogCopier<'a> {
 }
 
 impl LogCopier<'_> {
+    /// Every session of the snapshot, in its order: the logs copied (or left in an
+    /// earlier backup), and the sessions deleted meanwhile. Syncs what it made.
+    fn every_session(
+        &mut self,
+        snapshot: &CatalogSnapshot,
+        earlier: &Earlier,
+    ) -> Result<(Vec<LogCopy>, Vec<SessionName>)> {
+        let plan = plan_logs(self.root, &snapshot.sessions);
+        self.progress.plan(snapshot.bytes + plan.values().sum::<u64>());
+        let (mut logs, mut vanished) = (Vec::new(), Vec::new());
+        for session in &snapshot.sessions {
+            match self.session(session, earlier.get(&session.key))? {
+                Outcome::Copied(log) => logs.push(*log),
+                Outcome::NoLog => {}
+                Outcome::Vanished => {
+                    vanished.push(SessionName { tenant: session.key.tenant.clone(), session: session.key.id.clone() })
+                }
+            }
+        }
+        pace::sync_dirs(self.made).map_err(|error| Error::io("sync the backup's directories", &error))?;
+        Ok((logs, vanished))
+    }
+
     fn session(&mut self, session: &SnapshotSession, earlier: Option<&LogCopy>) -> Result<Outcome> {
         let live = match open_read_only(&self.root.join(manifest::log_file(&session.key))) {
             Ok(file) => file,
