@@ -72,8 +72,12 @@ impl Drop for Running {
 /// Operator only: takes a backup of the whole store into a new directory under the
 /// server's backup directory (`berth serve --backup-dir`), on the server's machine.
 #[utoipa::path(post, path = "/v1/admin/backup", tag = "admin", request_body = BackupRequestBody,
-    responses((status = 201, body = BackupBody), (status = 403, body = ErrorBody), (status = 409, body = ErrorBody),
-        (status = 422, body = ErrorBody)),
+    responses((status = 201, body = BackupBody), (status = 403, body = ErrorBody),
+        (status = 404, description = "no earlier backup named `since` (`not_found`)", body = ErrorBody),
+        (status = 409, description = "the name is taken (`already_exists`), or a backup is running (`busy`)",
+            body = ErrorBody),
+        (status = 422, description = "not a directory name, `since` not a backup of this store, or no --backup-dir (`invalid`)",
+            body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn take_backup(
     State(state): State<Shared>,

@@ -218,3 +218,11 @@ async fn a_backup_runs_on_the_blocking_pool_one_at_a_time() {
     let (status, body) = first.await.unwrap();
     assert_eq!(status, 201, "{body}");
 }
+
+/// An incremental backup on top of a backup that does not exist is 404, not a failure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn since_a_backup_that_does_not_exist_is_not_found() {
+    let fixture = Fixture::start(directory_runner).await;
+    let (status, body) = post_backup(&fixture.client("ops", Role::Admin), json!({"name": "b", "since": "none"})).await;
+    assert_eq!((status, body["code"].as_str()), (404, Some("not_found")), "{body}");
+}

@@ -1268,6 +1268,16 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description no earlier backup named `since` (`not_found`) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the name is taken (`already_exists`), or a backup is running (`busy`) */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -1276,6 +1286,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description not a directory name, `since` not a backup of this store, or no --backup-dir (`invalid`) */
             422: {
                 headers: {
                     [name: string]: unknown;

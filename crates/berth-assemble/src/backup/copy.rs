@@ -174,7 +174,10 @@ fn prepare_target(root: &Path, to: &Path) -> Result<PathBuf> {
 }
 
 fn read_previous(dir: &Path) -> Result<(PathBuf, Manifest)> {
-    let dir = dir.canonicalize().map_err(|error| Error::io("open the --since backup", &error))?;
+    let dir = dir.canonicalize().map_err(|error| match error.kind() {
+        io::ErrorKind::NotFound => Error::NotFound { what: "backup", id: dir.display().to_string() },
+        _ => Error::io("open the --since backup", &error),
+    })?;
     let manifest = Manifest::read(&dir)?;
     Ok((dir, manifest))
 }
