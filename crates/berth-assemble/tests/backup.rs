@@ -546,3 +546,58 @@ async fn an_incremental_backup_copies_a_log_whose_session_was_created_again() {
     restore(&dir.path().join("inc"), &restored).await.unwrap();
     assert_eq!(std::fs::read(restored.join("tenants/acme/sessions/a/session.jsonl")).unwrap(), new);
 }
+
+/// The manifest is an on-disk format: its bytes are pinned by a golden file
+/// (`tests/golden/manifest.json`; `BERTH_BLESS=1` rewrites it), and what is written reads
+/// back as the same manifest.
+#[test]
+fn the_manifest_format_is_pinned() {
+    use berth_assemble::backup::manifest::*;
+    let acme = TenantId::parse("acme").unwrap();
+    let manifest = Manifest {
+        format: MANIFEST_FORMAT.to_owned(),
+        version: MANIFEST_VERSION,
+        id: "01940000-0000-7000-8000-000000000002".into(),
+        kind: BackupKind::Incremental,
+        previous: Some(PreviousBackup { id: "01940000-0000-7000-8000-000000000001".into(), dir: "../monday".into() }),
+        store: Some("fd77e564b314bd8e906c7d4b243bbd5a".into()),
+        berth_version: "0.1.0".into(),
+        started_at: 1_767_225_600_000,
+        snapshot_at: 1_767_225_600_003,
+        finished_at: 1_767_225_601_250,
+        catalog: CatalogCopy {
+            file: "catalog.sqlite".into(),
+            bytes: 159_744,
+            sha256: "4c".repeat(32),
+            schema_version: 12,
+            sessions: 2,
+            position: vec![AuditPosition { tenant: acme.clone(), seq: 7, hash: "1a".repeat(32) }],
+        },
+        files: vec![FileCopy { file: "keys.sqlite".into(), bytes: 20_480, sha256: "9e".repeat(32) }],
+        logs: vec![LogCopy {
+            tenant: acme.clone(),
+            session: sid("chat-1"),
+            file: log_file(&berth_core::SessionKey::new(acme.clone(), sid("chat-1"))),
+            bytes: 459,
+            sha256: "b0".repeat(32),
+            committed_bytes: 431,
+            events: 2,
+            catalog_events: 2,
+            header_bytes: 253,
+            header_sha256: "3e".repeat(32),
+            epoch: Some(FileCopy {
+                file: epoch_file(&berth_core::SessionKey::new(acme.clone(), sid("chat-1"))),
+                bytes: 45,
+                sha256: "ea".repeat(32),
+            }),
+            stored_in: Some("01940000-0000-7000-8000-000000000001".into()),
+        }],
+        vanished: vec![SessionName { tenant: acme, session: sid("chat-2") }],
+    };
+    let dir = tempfile::tempdir().unwrap();
+    manifest.write(dir.path()).unwrap();
+    let bytes = std::fs::read(dir.path().join(MANIFEST_FILE)).unwrap();
+    let golden = berth_golden::golden_path(env!("CARGO_MANIFEST_DIR"), "manifest.json");
+    berth_golden::assert_golden(&golden, "the backup manifest", &bytes);
+    assert_eq!(Manifest::read(dir.path()).unwrap(), manifest);
+}
