@@ -6,6 +6,9 @@
 // runs, the model answers. Every event goes through the write handle, in the harness's own
 // vocabulary (@deepseek-ai/dsh-session). Run it again with the same id: the handle is
 // reopened, the earlier turns are read back from berth, and the new turn follows them.
+// berth stores each harness event as its own conversation vocabulary (turns, steps,
+// messages, tool calls and results), the harness's exact event kept with it: see it with
+// `berth sessions cat dsh.dsh-demo --transcript`, or on the inspector's page of the session.
 //
 //   BERTH_URL=http://127.0.0.1:7420 BERTH_API_KEY=… node dsh.mjs [SESSION_ID]   (a service key)
 import { BerthHandlePersistence, SessionPersistenceNotFoundError } from 'berth-store/dsh'

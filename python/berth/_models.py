@@ -270,6 +270,28 @@ class AuditVerification:
 
 
 @dataclass(frozen=True)
+class Backup:
+    """A backup `POST /v1/admin/backup` took, on the server's machine (docs/backup.md)."""
+
+    WIRE_SCHEMA: ClassVar[str] = "BackupBody"
+    id: str
+    name: str
+    kind: str
+    snapshot_at: int
+    sessions: int
+    logs_copied: int
+    logs_unchanged: int
+    vanished: int
+    bytes: int
+    duration_ms: int
+    previous: str | None = None
+
+    @classmethod
+    def from_wire(cls, body: dict[str, Any]) -> Backup:
+        return _build(cls, body)
+
+
+@dataclass(frozen=True)
 class Principal:
     WIRE_SCHEMA: ClassVar[str] = "PrincipalBody"
     tenant: str
@@ -446,6 +468,7 @@ MODELS: tuple[type, ...] = (
     ResumeOutcome,
     AuditEntry,
     AuditVerification,
+    Backup,
     Principal,
     Imported,
     StatusCount,

@@ -33,6 +33,8 @@ export type AuditVerification = Schemas['AuditVerificationBody']
 export type RetentionPolicy = Schemas['RetentionPolicyBody']
 export type Imported = Schemas['ImportedBody']
 export type Principal = Schemas['PrincipalBody']
+export type BackupRequest = Schemas['BackupRequestBody']
+export type Backup = Schemas['BackupBody']
 export type PolicyBody = Schemas['PolicyBody']
 export type ListSessionsQuery = NonNullable<operations['list_sessions']['parameters']['query']>
 export type ReadEventsQuery = NonNullable<operations['read_events']['parameters']['query']>
@@ -312,6 +314,15 @@ export class BerthClient {
 
   verifyAudit(options?: RequestOptions): Promise<AuditVerification> {
     return this.json({ method: 'GET', path: '/v1/audit/verify', repeatable: 'safe', signal: options?.signal })
+  }
+
+  /**
+   * `POST /v1/admin/backup` (an admin key of the operator tenant): a backup of the whole
+   * store into a new directory on the server's machine; answers when it is done. Never
+   * resent: a second try finds the name taken.
+   */
+  takeBackup(body: BackupRequest, options?: RequestOptions): Promise<Backup> {
+    return this.json({ method: 'POST', path: '/v1/admin/backup', body, repeatable: 'unsafe', signal: options?.signal })
   }
 
   // ---- scoped memory (docs/reference/memory.md) ----

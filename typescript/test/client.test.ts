@@ -72,7 +72,7 @@ describe('generated types', () => {
       put_memory: 'memoryPut', get_memory: 'memoryGet', delete_memory: 'memoryDelete', search_memory: 'memorySearch',
       list_namespaces: 'memoryNamespaces', forget_memory: 'memoryForget', memory_usage: 'memoryUsage',
       export_memory: 'memoryExport', import_memory: 'memoryImport',
-      delete_memory_items: 'memoryDeleteMany', set_memory_quota: 'memorySetQuota',
+      delete_memory_items: 'memoryDeleteMany', set_memory_quota: 'memorySetQuota', take_backup: 'takeBackup',
     }
     expect(operations.sort()).toEqual(Object.keys(covered).sort())
     for (const method of Object.values(covered)) expect(typeof service[method]).toBe('function')

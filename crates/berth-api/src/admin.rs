@@ -142,3 +142,47 @@ pub struct PrincipalBody {
     pub project: Option<ProjectId>,
     pub role: Role,
 }
+
+/// `POST /v1/admin/backup`: a backup of the whole store (every tenant), written on the
+/// server's machine into a new directory under the one `berth serve --backup-dir`
+/// names. An admin key of the operator tenant only.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BackupRequestBody {
+    /// The new backup's directory name under the backup directory: letters, digits,
+    /// `.`, `_` and `-`, not starting with `.`; it must not exist yet.
+    #[schema(pattern = "^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$")]
+    pub name: String,
+    /// Take an incremental backup on top of the earlier backup of this name (only the
+    /// catalog and the logs that changed are copied).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(pattern = "^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$")]
+    pub since: Option<String>,
+}
+
+/// `POST /v1/admin/backup`: the backup taken.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct BackupBody {
+    /// The backup's id (in its `manifest.json`).
+    pub id: String,
+    /// Its directory name under the server's backup directory.
+    pub name: String,
+    /// `full`, or `incremental` (on top of `previous`).
+    #[schema(pattern = "^(full|incremental)$")]
+    pub kind: String,
+    /// The id of the backup an incremental one builds on.
+    pub previous: Option<String>,
+    /// When the catalog's snapshot was taken: every change committed and every event
+    /// appended before it is in the backup.
+    #[schema(value_type = u64)]
+    pub snapshot_at: Timestamp,
+    pub sessions: u64,
+    pub logs_copied: u64,
+    /// Logs unchanged since `previous`, left in the earlier backup that holds them.
+    pub logs_unchanged: u64,
+    /// Sessions deleted while the backup ran (their deletion completes on restore).
+    pub vanished: u64,
+    /// Bytes written.
+    pub bytes: u64,
+    pub duration_ms: u64,
+}

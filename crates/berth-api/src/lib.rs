@@ -24,7 +24,7 @@ pub mod runs;
 pub mod sessions;
 
 pub use admin::{AuditEntryBody, AuditParams, AuditVerificationBody, ExportParams, ImportedBody, PrincipalBody};
-pub use admin::{AuditSearchPage, AuditSearchParams, RetentionPolicyBody, Role};
+pub use admin::{AuditSearchPage, AuditSearchParams, BackupBody, BackupRequestBody, RetentionPolicyBody, Role};
 pub use error::ErrorBody;
 pub use events::{AppendBody, AppendOutcomeBody, EventBody, EventPage, NewEventBody, ReadParams, TailParams};
 pub use memory::{ConditionBody, DeleteMemoryParams, FilterOpBody, ForgetBody, ForgetReportBody, MemoryExportParams};

@@ -370,6 +370,44 @@ fn admin_bodies() {
         ],
     );
     assert_golden(
+        "BackupRequestBody",
+        &[
+            BackupRequestBody { name: "nightly-2026-12-07".into(), since: Some("nightly-2026-12-06".into()) },
+            BackupRequestBody { name: "first".into(), since: None },
+        ],
+    );
+    assert_golden(
+        "BackupBody",
+        &[
+            BackupBody {
+                id: "01940000-0000-7000-8000-000000000002".into(),
+                name: "nightly-2026-12-07".into(),
+                kind: "incremental".into(),
+                previous: Some("01940000-0000-7000-8000-000000000001".into()),
+                snapshot_at: Timestamp(T0 + 7),
+                sessions: 120,
+                logs_copied: 14,
+                logs_unchanged: 106,
+                vanished: 1,
+                bytes: 5_242_880,
+                duration_ms: 1_250,
+            },
+            BackupBody {
+                id: "01940000-0000-7000-8000-000000000001".into(),
+                name: "first".into(),
+                kind: "full".into(),
+                previous: None,
+                snapshot_at: Timestamp(T0),
+                sessions: 0,
+                logs_copied: 0,
+                logs_unchanged: 0,
+                vanished: 0,
+                bytes: 4_096,
+                duration_ms: 3,
+            },
+        ],
+    );
+    assert_golden(
         "PrincipalBody",
         &[
             PrincipalBody {

@@ -8,6 +8,8 @@
 //! itself never names a backend (its caller hands it a service), so it does not depend
 //! on this crate; its tests do.
 
+pub mod backup;
+
 use berth_catalog::memory::MemoryCatalog;
 use berth_catalog::Catalog;
 use berth_core::{Clock, Error, Result, SystemClock};

@@ -91,6 +91,7 @@ pub async fn loopback_server(
         auth: Authenticator::new(keys, None),
         metrics: Arc::new(Metrics::new()),
         feed: None,
+        backups: None,
     };
     let server = berth_server::start(config, parts).await.map_err(|e| berth_core::Error::io("listen", &e))?;
     Ok((server, key))

@@ -208,7 +208,7 @@ impl JsonlBackend {
 
     /// `<root>/tenants/<tenant>/sessions/<id>`.
     pub fn session_dir(&self, key: &SessionKey) -> PathBuf {
-        self.tenant_sessions_dir(&key.tenant).join(format::encode_segment(key.id.as_str()))
+        self.inner.root.join(format::session_dir_in_root(key))
     }
 
     /// `<session dir>/session.jsonl`.

@@ -95,6 +95,12 @@ pub fn decode_segment(name: &str) -> Option<String> {
     (encode_segment(&text) == name).then_some(text)
 }
 
+/// A session's directory relative to the data root: `tenants/<tenant>/sessions/<id>`,
+/// each id one encoded segment.
+pub fn session_dir_in_root(key: &berth_core::SessionKey) -> std::path::PathBuf {
+    [TENANTS_DIR, &encode_segment(key.tenant.as_str()), SESSIONS_DIR, &encode_segment(key.id.as_str())].iter().collect()
+}
+
 // ---------------------------------------------------------------------------------------
 // Encoding
 

@@ -100,13 +100,18 @@ fn sorted_ids<T: Ord>(fs: &dyn Fs, directory: &Path, parse: impl Fn(&str) -> Res
     Ok(ids)
 }
 
+/// Runs the recovery scanner over the log file at `path` as it is now: where its
+/// committed prefix ends, and whether what follows is a torn tail or corruption. What
+/// `check` reports and `repair_torn_tail` truncates to; `berth restore` truncates the
+/// logs it restores with it too.
+pub fn scan_log(fs: &dyn Fs, path: &Path) -> io::Result<format::ScanOutcome> {
+    let file = fs.open(path, OpenOptions::read_only())?;
+    let len = file.len()?;
+    format::scan_source(&FileSource(file.as_ref()), len, &mut |_, _| {})
+}
+
 fn check_session(fs: &dyn Fs, session_dir: &Path, key: &SessionKey, artifact: &str) -> SessionStatus {
-    let file = match fs.open(&session_dir.join(LOG_FILE), OpenOptions::read_only()) {
-        Ok(file) => file,
-        Err(error) => return SessionStatus::Unreadable { reason: format!("open: {error}") },
-    };
-    let scanned = file.len().and_then(|len| format::scan_source(&FileSource(file.as_ref()), len, &mut |_, _| {}));
-    let outcome = match scanned {
+    let outcome = match scan_log(fs, &session_dir.join(LOG_FILE)) {
         Ok(outcome) => outcome,
         Err(error) => return SessionStatus::Unreadable { reason: format!("read: {error}") },
     };

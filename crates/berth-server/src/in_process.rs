@@ -76,6 +76,8 @@ impl InProcessServer {
             draining: AtomicBool::new(false),
             // The inspector needs a browser, hence a socket: never in-process.
             ui: None,
+            // A backup of the store is its host's to take (`berth backup`).
+            backups: None,
         });
         let tasks = spawn_background(&state, &config, &shutdown_rx);
         InProcessServer {

@@ -13,6 +13,7 @@
 
 pub mod api;
 pub mod auth;
+pub mod backup;
 pub mod client;
 pub mod error;
 pub mod feed;
@@ -120,6 +121,8 @@ pub struct AppState {
     pub shutdown: watch::Receiver<bool>,
     /// The inspector's state, when it is enabled.
     pub ui: Option<ui::UiState>,
+    /// Backups through `POST /v1/admin/backup`, when the server takes them.
+    pub backups: Option<backup::Backups>,
     draining: AtomicBool,
 }
 
@@ -137,6 +140,8 @@ pub struct ServerParts {
     pub metrics: Arc<Metrics>,
     /// `None`: the in-process feed (one server per store).
     pub feed: Option<Arc<dyn ChangeFeed>>,
+    /// `None`: `POST /v1/admin/backup` is refused (`berth serve` without `--backup-dir`).
+    pub backups: Option<backup::Backups>,
 }
 
 /// A running server: its address, and the handle to stop it.
@@ -188,6 +193,7 @@ pub async fn start(config: ServerConfig, parts: ServerParts) -> std::io::Result<
         config: config.clone(),
         shutdown: shutdown_rx.clone(),
         ui: config.ui.as_ref().map(|ui| ui::UiState::new(ui, local_addr)),
+        backups: parts.backups,
         draining: AtomicBool::new(false),
     });
     let app = router(state.clone());
@@ -351,6 +357,12 @@ pub fn router(state: Shared) -> Router {
         .layer(DefaultBodyLimit::max(config.import_bytes_max))
         .layer(Extension(BodyLimit(config.import_bytes_max)))
         .layer(middleware::from_fn_with_state(state.clone(), request_timeout));
+    // A backup answers when it is done: no request timeout (it runs on the blocking
+    // pool, and goes on if the client leaves).
+    let admin = Router::new()
+        .route("/v1/admin/backup", post(backup::take_backup))
+        .layer(DefaultBodyLimit::max(config.body_bytes_max))
+        .layer(Extension(BodyLimit(config.body_bytes_max)));
     // Live tails run as long as the client listens: no request timeout.
     let streams =
         Router::new().route("/v1/sessions/{id}/events/stream", get(tail::tail_events)).layer(DefaultBodyLimit::max(0));
@@ -358,6 +370,7 @@ pub fn router(state: Shared) -> Router {
     Router::new()
         .merge(api)
         .merge(import)
+        .merge(admin)
         .merge(streams)
         .merge(inspector)
         .fallback(|| async { ApiError::not_found_route() })

@@ -4,7 +4,7 @@
 //! adds the answers every operation can give. The document is committed as
 //! `crates/berth-api/openapi.json`; `tests/api.rs` fails when the two differ.
 
-use crate::{api, memory_api, tail};
+use crate::{api, backup, memory_api, tail};
 use berth_api::ErrorBody;
 use utoipa::openapi::path::Operation;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
@@ -91,6 +91,7 @@ impl Modify for CommonErrors {
         api::attach_run, api::heartbeat_run, api::detach_run, api::resume_session,
         api::export_session, api::import_sessions,
         api::audit_log, api::search_audit, api::verify_audit, api::set_retention, api::whoami,
+        backup::take_backup,
         memory_api::put_memory, memory_api::get_memory, memory_api::delete_memory, memory_api::search_memory,
         memory_api::delete_memory_items, memory_api::list_namespaces, memory_api::forget_memory,
         memory_api::memory_usage, memory_api::set_memory_quota,
@@ -103,7 +104,7 @@ impl Modify for CommonErrors {
         (name = "events", description = "Read, append, live tail"),
         (name = "runs", description = "Attach, heartbeat, detach, resume"),
         (name = "export", description = "Export and import"),
-        (name = "admin", description = "Audit log, retention, whoami"),
+        (name = "admin", description = "Audit log, retention, whoami, backup"),
         (name = "memory", description = "Scoped memory: items of a user, a project or the app that outlive sessions"),
     )
 )]

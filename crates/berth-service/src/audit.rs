@@ -92,6 +92,33 @@ impl SessionService {
         }
     }
 
+    /// Authorizes a store-wide operator action, such as a backup (it copies every
+    /// tenant's data): an admin of `operator_tenant` only. A refusal is audited as a
+    /// denial in the caller's tenant.
+    pub async fn authorize_operator(
+        &self,
+        principal: &Principal,
+        operator_tenant: &berth_core::TenantId,
+        action: &str,
+    ) -> Result<()> {
+        self.require_admin(principal, action).await?;
+        if principal.tenant != *operator_tenant {
+            let error = Error::Forbidden {
+                reason: format!("{action} reaches every tenant's data: only an admin key of the operator tenant may"),
+            };
+            return Err(self.denied_in_tenant(principal, action, None, error).await);
+        }
+        Ok(())
+    }
+
+    /// Records an operator action that changes nothing stored (a backup taken) in the
+    /// operator's audit log, with `details`.
+    pub async fn audit_operator_action(&self, principal: &Principal, action: &str, details: serde_json::Value) {
+        let mut draft = self.audit_draft(&principal.tenant, principal.actor(), action);
+        draft.details = details;
+        self.audit(draft).await;
+    }
+
     /// Admin only: the tenant's audit log from position `from`.
     pub async fn audit_log(&self, principal: &Principal, from: u64, limit: usize) -> Result<Vec<AuditEntry>> {
         self.require_admin(principal, "read_audit").await?;

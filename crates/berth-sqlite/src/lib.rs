@@ -22,6 +22,9 @@
 //! every reader; the writer never touches it, so its `BEGIN IMMEDIATE` locks only the
 //! catalog.
 //!
+//! `snapshot` copies the catalog file while others write to it (SQLite's online backup
+//! API, inside one read transaction), for `berth backup`.
+//!
 //! `open_in_memory` keeps everything on the writer connection (a second connection to
 //! `:memory:` would be a different database), its search rows in an attached in-memory
 //! database.
@@ -34,6 +37,7 @@ mod listing;
 mod memory;
 pub mod schema;
 mod search;
+pub mod snapshot;
 
 pub use schema::{CATALOG_FILE_NAME, SCHEMA_VERSION};
 

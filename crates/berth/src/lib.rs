@@ -19,7 +19,7 @@ mod feed;
 pub use feed::PostgresFeed;
 
 pub use berth_assemble::{
-    migrate, open_backends, open_backends_with, open_service, open_service_with, service_over, system_clock,
+    backup, migrate, open_backends, open_backends_with, open_service, open_service_with, service_over, system_clock,
     AssembleOptions, Backends, StoreUrl, CATALOG_FILE,
 };
 

@@ -36,6 +36,7 @@ async fn start(url: &str, keys: &KeyStore) -> RunningServer {
         auth: Authenticator::new(keys.clone(), None),
         metrics: Arc::new(Metrics::new()),
         feed,
+        backups: None,
     };
     berth_server::start(config, parts).await.unwrap()
 }

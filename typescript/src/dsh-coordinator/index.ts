@@ -9,11 +9,14 @@
  * Mount it where the JSONL backend was: `ctx.plugin(BerthCoordinatorBackend, { baseUrl, apiKey })`.
  *
  * On berth a harness session is one berth session (id encoded, label `dsh`): seq 0 is
- * `dsh/header` with the header's exact JSON text, harness seq `n` is berth seq `n + 1`, a
- * `dsh/event` with the event's exact JSON text (the coordinator compares stored events by
- * their text, so berth must not see inside them), both marked `ignorable` so berth's own
- * readers (its resume repair among them) skip them. Every append names its expected seq and
- * an idempotency key: berth enforces the coordinator's contiguity, and a retried batch is
+ * `dsh/header` with the header's exact JSON text, harness seq `n` is berth seq `n + 1`,
+ * ONE berth event: the harness's message, tool, turn and step events as berth's
+ * conversation vocabulary with the event's exact JSON text under `dsh`, any other event a
+ * `dsh/event` holding that text (`../dsh/vocabulary.ts`). The coordinator compares stored
+ * events by their text, and reads give it back exactly. The header is not `ignorable`, so
+ * berth's own repair refuses these sessions: the coordinator's crash-repair closers are the
+ * only ones. Every append names its expected seq and an idempotency key (made of the
+ * events' texts): berth enforces the coordinator's contiguity, and a retried batch is
  * stored once. A batch is durable when `appendBatch` resolves (berth syncs every append).
  */
 import type { Context } from '@deepseek-ai/cordis'
@@ -34,7 +37,8 @@ import { BerthClient, type EventRecord, type NewEvent, type SessionRecord } from
 import { AlreadyExistsError, NotFoundError } from '../errors.js'
 import { berthSessionId } from '../dsh/ids.js'
 import { readEventRange } from '../dsh/read-range.js'
-import { DSH_ACTIVITY_TTL_MS, DSH_EVENT_TYPE, DSH_HEADER_TYPE, chunkKey } from '../dsh/persistence.js'
+import { DSH_ACTIVITY_TTL_MS, chunkKey } from '../dsh/persistence.js'
+import { DSH_EVENT_TYPE, DSH_HEADER_TYPE, berthEvent, bodyBytesEstimate, harnessText } from '../dsh/vocabulary.js'
 
 export interface Config {
   readonly baseUrl: string
@@ -117,8 +121,8 @@ export class BerthCoordinatorBackend extends SessionPersistence implements Persi
     const first = records[0]
     // An empty record is a materialization that never stored its first batch: absent.
     if (first === undefined) return undefined
-    const meta = decodeText<SessionHeader>(berthId, first, DSH_HEADER_TYPE)
-    const events = records.slice(1).map((event) => decodeText<SessionEvent>(berthId, event, DSH_EVENT_TYPE))
+    const meta = decodeHeader(berthId, first)
+    const events = records.slice(1).map((event) => decodeEvent(berthId, event))
     return { meta, events, revision: revisionOf(record, records.length) }
   }
 
@@ -137,13 +141,15 @@ export class BerthCoordinatorBackend extends SessionPersistence implements Persi
    */
   async appendBatch(meta: SessionHeader, events: readonly SessionEvent[], isMaterialized: boolean): Promise<void> {
     const berthId = this.berthId(meta.id)
-    const bodies = events.map((event) => eventBody(event))
+    const stored = events.map((event) => storedEvent(event))
     if (!isMaterialized) {
       // Stored as the JSONL backend stores it: `delegationDepth` is explicit on disk (0 = top level).
-      const head: NewEvent = { type: DSH_HEADER_TYPE, data: JSON.stringify({ ...meta, delegationDepth: meta.delegationDepth ?? 0 }), ignorable: true }
-      const firstChunk = bodies.splice(0, BERTH_BATCH_EVENTS_MAX - 1)
-      const first = [head, ...firstChunk]
-      const key = chunkKey(berthId, 0, first.map((body) => String(body.data)))
+      // Not `ignorable`: berth's own repair refuses the session rather than repair it too.
+      const headText = JSON.stringify({ ...meta, delegationDepth: meta.delegationDepth ?? 0 })
+      const head: NewEvent = { type: DSH_HEADER_TYPE, data: headText }
+      const firstChunk = stored.splice(0, BERTH_BATCH_EVENTS_MAX - 1)
+      const first = [head, ...firstChunk.map((item) => item.body)]
+      const key = chunkKey(berthId, 0, [headText, ...firstChunk.map((item) => item.text)])
       try {
         await this.client.createSession({
           id: berthId,
@@ -160,19 +166,19 @@ export class BerthCoordinatorBackend extends SessionPersistence implements Persi
         }
       }
       await this.client.appendEvents(berthId, { events: first, expected_seq: 0 }, { idempotencyKey: key })
-      if (bodies.length > 0) await this.appendChunks(berthId, bodies, 1 + firstChunk.length)
+      if (stored.length > 0) await this.appendChunks(berthId, stored, 1 + firstChunk.length)
       return
     }
     const first = events[0]
     if (first === undefined) return
-    await this.appendChunks(berthId, bodies, first.seq + 1)
+    await this.appendChunks(berthId, stored, first.seq + 1)
   }
 
   /** berth never serves a torn tail, so there is never one to truncate: the closers are appended. */
   async commitRepair(meta: SessionHeader, _tornMarker: never | undefined, closers: readonly SessionEvent[]): Promise<void> {
     const first = closers[0]
     if (first === undefined) return
-    await this.appendChunks(this.berthId(meta.id), closers.map((event) => eventBody(event)), first.seq + 1)
+    await this.appendChunks(this.berthId(meta.id), closers.map((event) => storedEvent(event)), first.seq + 1)
   }
 
   async list(signal?: AbortSignal): Promise<SessionHeader[]> {
@@ -195,7 +201,7 @@ export class BerthCoordinatorBackend extends SessionPersistence implements Persi
         if (page === undefined || first === undefined) return undefined
         const nextSeq = await this.nextSeqOrUndefined(record.header.id, signal)
         if (nextSeq === undefined) return undefined
-        return { header: decodeText<SessionHeader>(record.header.id, first, DSH_HEADER_TYPE), revision: revisionOf(record, nextSeq) }
+        return { header: decodeHeader(record.header.id, first), revision: revisionOf(record, nextSeq) }
       }))
       for (const snapshot of results) if (snapshot !== undefined) snapshots.push(snapshot)
     }
@@ -208,20 +214,21 @@ export class BerthCoordinatorBackend extends SessionPersistence implements Persi
     return berthSessionId(this.namespace, id)
   }
 
-  private async appendChunks(berthId: string, bodies: NewEvent[], firstSeq: number): Promise<void> {
+  private async appendChunks(berthId: string, stored: readonly StoredEvent[], firstSeq: number): Promise<void> {
     let seq = firstSeq
     let start = 0
-    while (start < bodies.length) {
+    while (start < stored.length) {
       let end = start
       let bytes = 0
-      while (end < bodies.length && end - start < BERTH_BATCH_EVENTS_MAX) {
-        const size = String((bodies[end] as NewEvent).data).length + 64
+      while (end < stored.length && end - start < BERTH_BATCH_EVENTS_MAX) {
+        const item = stored[end] as StoredEvent
+        const size = bodyBytesEstimate(item.body, item.text)
         if (end > start && bytes + size > BERTH_BATCH_BYTES_MAX) break
         bytes += size
         end++
       }
-      const chunk = bodies.slice(start, end)
-      await this.client.appendEvents(berthId, { events: chunk, expected_seq: seq }, { idempotencyKey: chunkKey(berthId, seq, chunk.map((body) => String(body.data))) })
+      const chunk = stored.slice(start, end)
+      await this.client.appendEvents(berthId, { events: chunk.map((item) => item.body), expected_seq: seq }, { idempotencyKey: chunkKey(berthId, seq, chunk.map((item) => item.text)) })
       seq += end - start
       start = end
     }
@@ -266,9 +273,16 @@ function signalOption(signal: AbortSignal | undefined): { signal?: AbortSignal }
   return signal === undefined ? {} : { signal }
 }
 
-function eventBody(event: SessionEvent): NewEvent {
-  const time = Number.isSafeInteger(event.time) && event.time >= 0 ? { time: event.time } : {}
-  return { type: DSH_EVENT_TYPE, data: JSON.stringify(event), ignorable: true, ...time }
+/** A harness event with its exact text and the berth event that stores it. */
+interface StoredEvent {
+  readonly text: string
+  readonly body: NewEvent
+}
+
+function storedEvent(event: SessionEvent): StoredEvent {
+  const text = JSON.stringify(event)
+  const time = Number.isSafeInteger(event.time) && event.time >= 0 ? event.time : undefined
+  return { text, body: berthEvent(event, text, time) }
 }
 
 function revisionOf(record: SessionRecord, nextSeq: number): SessionPersistenceRevision {
@@ -276,13 +290,30 @@ function revisionOf(record: SessionRecord, nextSeq: number): SessionPersistenceR
 }
 
 /** Each call parses afresh: the coordinator freezes and publishes what it is given. */
-function decodeText<T>(berthId: string, record: EventRecord, type: string): T {
-  if (record.type !== type || typeof record.data !== 'string') {
-    throw new SessionPersistenceCorruptionError(`berth session "${berthId}": event ${record.seq} is a ${record.type}, not a ${type} with its text`, { cause: undefined })
-  }
+function parseText<T>(berthId: string, record: EventRecord, text: string): T {
   try {
-    return JSON.parse(record.data) as T
+    return JSON.parse(text) as T
   } catch (cause) {
     throw new SessionPersistenceCorruptionError(`berth session "${berthId}": event ${record.seq} does not hold JSON`, { cause })
   }
+}
+
+function decodeHeader(berthId: string, record: EventRecord): SessionHeader {
+  if (record.type !== DSH_HEADER_TYPE || typeof record.data !== 'string') {
+    throw new SessionPersistenceCorruptionError(`berth session "${berthId}": event ${record.seq} is a ${record.type}, not a ${DSH_HEADER_TYPE} with its text`, { cause: undefined })
+  }
+  return parseText<SessionHeader>(berthId, record, record.data)
+}
+
+/** The harness event a berth event stores, from either form (`dsh/event`, or a vocabulary event with its text under `dsh`). */
+function decodeEvent(berthId: string, record: EventRecord): SessionEvent {
+  const text = harnessText(record)
+  if (text === undefined) {
+    throw new SessionPersistenceCorruptionError(`berth session "${berthId}": event ${record.seq} (${record.type}) holds no harness event text: it was not written through this backend`, { cause: undefined })
+  }
+  const event = parseText<SessionEvent>(berthId, record, text)
+  if (record.type !== DSH_EVENT_TYPE && (event as { type?: unknown }).type !== record.type) {
+    throw new SessionPersistenceCorruptionError(`berth session "${berthId}": event ${record.seq} is a ${record.type} holding a harness ${String((event as { type?: unknown }).type)}`, { cause: undefined })
+  }
+  return event
 }

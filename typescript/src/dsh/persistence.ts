@@ -7,11 +7,13 @@
  *   with a serial concurrency policy, a long activity TTL (harness sessions never expire)
  *   and the configured run lease;
  * - berth seq 0 is `dsh/header` carrying the header's exact JSON text; harness seq `n` is
- *   berth seq `n + 1`, a `dsh/event` carrying the event's exact JSON text (berth's own
- *   vocabulary and repair never see inside it: the harness's shapes — `turn/end.reason`
- *   objects, camelCase `callId` — are not berth's reserved types). Both are marked
- *   `ignorable`, so berth's own readers (its resume repair, exports, `sessions cat`) skip
- *   them instead of refusing the session as written by "another application";
+ *   berth seq `n + 1`, ONE berth event: the harness's message, tool, turn and step events
+ *   as berth's conversation vocabulary with the event's exact JSON text under `dsh`, any
+ *   other event a `dsh/event` holding that text, `ignorable` (`vocabulary.ts`). Reads take
+ *   the text back, so the harness gets exactly what it wrote. The header is not
+ *   `ignorable`: berth's own repair (`POST …/resume`), which tracks turns per berth run,
+ *   refuses these sessions instead of adding closers of its own — the harness repairs its
+ *   turns itself (`interruptedTurnClosers`), through the write handle;
  * - a write handle is a berth run attached with `on_busy: reject` and kept alive by
  *   heartbeats, so a second writer in any process gets `SessionAlreadyOwnedError`; every
  *   append names the run and its expected seq, so a displaced writer's append fails
@@ -43,10 +45,12 @@ import {
 } from './errors.js'
 import { assertNamespace, berthSessionId } from './ids.js'
 import { readEventRange } from './read-range.js'
+import { DSH_EVENT_TYPE, DSH_HEADER_TYPE, berthEvent, bodyBytesEstimate, harnessText } from './vocabulary.js'
 import {
   CORE_SESSION_EVENT_TYPES,
   SESSION_FORMAT_VERSION,
   admitAppendBatch,
+  type AdmittedBatch,
   assertContiguousSeqs,
   assertKnownEvent,
   assertReadArgument,
@@ -77,8 +81,7 @@ const BERTH_BATCH_EVENTS_MAX = 1000
 const BERTH_BATCH_BYTES_MAX = 7 << 20
 /** Ten years: harness sessions never expire on their own (berth's default is 24 h). */
 export const DSH_ACTIVITY_TTL_MS = 10 * 365 * 24 * 3600 * 1000
-export const DSH_HEADER_TYPE = 'dsh/header'
-export const DSH_EVENT_TYPE = 'dsh/event'
+export { DSH_EVENT_TYPE, DSH_HEADER_TYPE } from './vocabulary.js'
 const TITLE_BYTES_MAX = 512
 const LIST_CONCURRENCY = 8
 
@@ -112,8 +115,16 @@ interface PendingSession {
 
 /** One persisted chunk of a batch: at most one berth append. */
 interface PersistChunk {
+  /** The events' exact texts: what the log keeps and the idempotency key is made of. */
   readonly texts: readonly string[]
-  readonly times: readonly (number | undefined)[]
+  /** The berth events that store them (`vocabulary.ts`). */
+  readonly bodies: readonly NewEvent[]
+}
+
+/** An admitted event: its exact text and the berth event made of it at admission. */
+interface Admitted {
+  readonly text: string
+  readonly body: NewEvent
 }
 
 export class BerthHandlePersistence implements SessionPersistence {
@@ -370,17 +381,19 @@ export class BerthHandlePersistence implements SessionPersistence {
     return readEventRange(this.client, berthId, from, before)
   }
 
+  /** The harness event a berth event stores (either form, `vocabulary.ts`), validated. */
   decodeEvent(id: SessionId, record: EventRecord): SessionEvent {
-    if (record.type !== DSH_EVENT_TYPE || typeof record.data !== 'string') {
-      throw new SessionPersistenceCorruptionError(`session "${id}": berth event ${record.seq} is a ${record.type}, not a ${DSH_EVENT_TYPE} with its text`)
+    const text = harnessText(record)
+    if (text === undefined) {
+      throw new SessionPersistenceCorruptionError(`session "${id}": berth event ${record.seq} (${record.type}) holds no harness event text: it was not written through this persistence`)
     }
     let event: SessionEvent
     try {
-      event = JSON.parse(record.data) as SessionEvent
+      event = JSON.parse(text) as SessionEvent
     } catch (cause) {
       throw new SessionPersistenceCorruptionError(`session "${id}": berth event ${record.seq} does not hold JSON`, { cause })
     }
-    if (typeof event !== 'object' || event === null || typeof event.type !== 'string' || event.seq !== record.seq - 1) {
+    if (typeof event !== 'object' || event === null || typeof event.type !== 'string' || event.seq !== record.seq - 1 || (record.type !== DSH_EVENT_TYPE && record.type !== event.type)) {
       throw new SessionPersistenceCorruptionError(`session "${id}": berth event ${record.seq} does not hold harness event ${record.seq - 1}`)
     }
     assertKnownEvent(id, event, this.knownEventTypes, this.location(id))
@@ -536,7 +549,7 @@ export class BerthWriteHandle implements SessionHandle {
   /** Serializes every write of this handle. */
   private chain: Promise<void> = Promise.resolve()
   // The write-behind window.
-  private buffered: { text: string; time: number | undefined }[] = []
+  private buffered: Admitted[] = []
   private bufferedBytes = 0
   /** A batch whose drain failed: retried first, in the same chunks (so with the same idempotency keys). */
   private retained: PersistChunk[] = []
@@ -627,10 +640,11 @@ export class BerthWriteHandle implements SessionHandle {
     const batch = admitAppendBatch(events)
     if (batch.texts.length === 0) return
     assertContiguousSeqs(this.id, batch.seqs, this.admittedNext)
+    const admitted = admittedOf(events, batch)
     this.admittedNext += batch.texts.length
     // Published events before it are drained first, in order, through the same chain.
     const drain = this.buffered.length > 0 || this.retained.length > 0 ? this.drainLive() : Promise.resolve()
-    const chunks = chunksOf(batch.texts, batch.times)
+    const chunks = chunksOf(admitted)
     try {
       await drain
       await this.enqueue(() => this.persistChunks(chunks))
@@ -645,10 +659,10 @@ export class BerthWriteHandle implements SessionHandle {
     this.assertOwned()
     const batch = admitAppendBatch([event])
     assertContiguousSeqs(this.id, batch.seqs, this.admittedNext)
+    const admitted = admittedOf([event], batch)[0] as Admitted
     this.admittedNext++
-    const text = batch.texts[0] as string
-    this.buffered.push({ text, time: batch.times[0] })
-    this.bufferedBytes += text.length
+    this.buffered.push(admitted)
+    this.bufferedBytes += admitted.text.length
     if (this.drainPaused) return
     if (this.bufferedBytes >= LIVE_WRITE_BATCH_MAX_BYTES) {
       this.backgroundDrain()
@@ -743,7 +757,7 @@ export class BerthWriteHandle implements SessionHandle {
       if (this.retained.length === 0) {
         const batch = this.buffered.splice(0)
         this.bufferedBytes = 0
-        this.retained = chunksOf(batch.map((item) => item.text), batch.map((item) => item.time))
+        this.retained = chunksOf(batch)
       }
       const chunks = this.retained
       try {
@@ -771,7 +785,7 @@ export class BerthWriteHandle implements SessionHandle {
     while (chunks.length > 0) {
       const chunk = chunks[0] as PersistChunk
       const expectedSeq = this.cursor + 1
-      await this.appendToBerth(chunk.texts.map((text, index) => eventBody(text, chunk.times[index])), expectedSeq, chunkKey(this.berthId, expectedSeq, chunk.texts))
+      await this.appendToBerth([...chunk.bodies], expectedSeq, chunkKey(this.berthId, expectedSeq, chunk.texts))
       this.acknowledge(chunk.texts)
       chunks.shift()
     }
@@ -815,10 +829,9 @@ export class BerthWriteHandle implements SessionHandle {
       }
     }
     const first = chunks[0]
-    const events: NewEvent[] = [{ type: DSH_HEADER_TYPE, data: headerText, ignorable: true }]
-    if (first !== undefined && first.texts.length < BERTH_BATCH_EVENTS_MAX) {
-      events.push(...first.texts.map((text, index) => eventBody(text, first.times[index])))
-    }
+    // Not `ignorable`: berth's own repair refuses the session rather than repair it too.
+    const events: NewEvent[] = [{ type: DSH_HEADER_TYPE, data: headerText }]
+    if (first !== undefined && first.texts.length < BERTH_BATCH_EVENTS_MAX) events.push(...first.bodies)
     try {
       await this.appendToBerth(events, 0, this.materializeKey)
     } catch (error) {
@@ -890,24 +903,27 @@ export class BerthWriteHandle implements SessionHandle {
   }
 }
 
-function eventBody(text: string, time: number | undefined): NewEvent {
-  return { type: DSH_EVENT_TYPE, data: text, ignorable: true, ...(time === undefined ? {} : { time }) }
+/** The admitted events of a batch: each one's text, and the berth event that stores it (content copied from a caller's mutable objects). */
+function admittedOf(events: readonly SessionEvent[], batch: AdmittedBatch): Admitted[] {
+  return batch.texts.map((text, index) => ({ text, body: berthEvent(events[index] as SessionEvent, text, batch.times[index], true) }))
 }
 
 /** Splits a batch into chunks berth takes in one append each (≤ 999 events, ≤ 7 MiB). */
-function chunksOf(texts: readonly string[], times: readonly (number | undefined)[]): PersistChunk[] {
+function chunksOf(items: readonly Admitted[]): PersistChunk[] {
   const chunks: PersistChunk[] = []
   let start = 0
-  while (start < texts.length) {
+  while (start < items.length) {
     let end = start
     let bytes = 0
-    while (end < texts.length && end - start < BERTH_BATCH_EVENTS_MAX - 1) {
-      const size = (texts[end] as string).length + 64
+    while (end < items.length && end - start < BERTH_BATCH_EVENTS_MAX - 1) {
+      const item = items[end] as Admitted
+      const size = bodyBytesEstimate(item.body, item.text)
       if (end > start && bytes + size > BERTH_BATCH_BYTES_MAX) break
       bytes += size
       end++
     }
-    chunks.push({ texts: texts.slice(start, end), times: times.slice(start, end) })
+    const chunk = items.slice(start, end)
+    chunks.push({ texts: chunk.map((item) => item.text), bodies: chunk.map((item) => item.body) })
     start = end
   }
   return chunks

@@ -4,6 +4,26 @@
  */
 
 export interface paths {
+    "/v1/admin/backup": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Operator only: takes a backup of the whole store into a new directory under the
+         *     server's backup directory (`berth serve --backup-dir`), on the server's machine.
+         */
+        post: operations["take_backup"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/audit": {
         parameters: {
             query?: never;
@@ -622,6 +642,61 @@ export interface components {
             entries: number;
             reason?: string | null;
         };
+        /** @description `POST /v1/admin/backup`: the backup taken. */
+        BackupBody: {
+            /**
+             * Format: int64
+             * @description Bytes written.
+             */
+            bytes: number;
+            /** Format: int64 */
+            duration_ms: number;
+            /** @description The backup's id (in its `manifest.json`). */
+            id: string;
+            /** @description `full`, or `incremental` (on top of `previous`). */
+            kind: string;
+            /** Format: int64 */
+            logs_copied: number;
+            /**
+             * Format: int64
+             * @description Logs unchanged since `previous`, left in the earlier backup that holds them.
+             */
+            logs_unchanged: number;
+            /** @description Its directory name under the server's backup directory. */
+            name: string;
+            /** @description The id of the backup an incremental one builds on. */
+            previous?: string | null;
+            /** Format: int64 */
+            sessions: number;
+            /**
+             * Format: int64
+             * @description When the catalog's snapshot was taken: every change committed and every event
+             *     appended before it is in the backup.
+             */
+            snapshot_at: number;
+            /**
+             * Format: int64
+             * @description Sessions deleted while the backup ran (their deletion completes on restore).
+             */
+            vanished: number;
+        };
+        /**
+         * @description `POST /v1/admin/backup`: a backup of the whole store (every tenant), written on the
+         *     server's machine into a new directory under the one `berth serve --backup-dir`
+         *     names. An admin key of the operator tenant only.
+         */
+        BackupRequestBody: {
+            /**
+             * @description The new backup's directory name under the backup directory: letters, digits,
+             *     `.`, `_` and `-`, not starting with `.`; it must not exist yet.
+             */
+            name: string;
+            /**
+             * @description Take an incremental backup on top of the earlier backup of this name (only the
+             *     catalog and the logs that changed are copied).
+             */
+            since?: string | null;
+        };
         /** @description `POST /v1/sessions/{id}/close`. */
         CloseBody: {
             /** Format: int64 */
@@ -1146,6 +1221,109 @@ export interface components {
 }
 export type $defs = Record<string, never>;
 export interface operations {
+    take_backup: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BackupRequestBody"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BackupBody"];
+                };
+            };
+            /** @description malformed request: path id, query parameter or body (`invalid`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no valid bearer key or token (`unauthenticated`) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no earlier backup named `since` (`not_found`) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the name is taken (`already_exists`), or a backup is running (`busy`) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description not a directory name, `since` not a backup of this store, or no --backup-dir (`invalid`) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description over the tenant's rate (`rate_limited`; see Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description internal failure or damaged stored data (`internal`, `corrupt`) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description store unavailable or request timed out (`unavailable`, `timeout`; see Retry-After) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     audit_log: {
         parameters: {
             query?: {

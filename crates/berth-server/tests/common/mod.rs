@@ -121,6 +121,7 @@ impl TestServer {
             auth: Authenticator::new(keys.clone(), jwt),
             metrics: metrics.clone(),
             feed: None,
+            backups: None,
         };
         let server = berth_server::start(config, parts).await.unwrap();
         TestServer { dir, server, keys, service, metrics }

@@ -371,6 +371,8 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Bench(args) => bench(args, json).await,
         Command::Fsck(args) => super::fsck::fsck(&cli.data, args, json).await,
         Command::Log(command) => log_command(&cli.data, command, json).await,
+        Command::Backup(args) => Ok(super::backup::backup_command(&cli.data, args, json).await?),
+        Command::Restore(args) => Ok(super::backup::restore_command(args, json).await?),
         command => {
             let url = store_url(&cli.data)?;
             let service = berth::open_service_with(&url, Default::default(), berth::system_clock()).await?;
@@ -396,6 +398,8 @@ pub async fn run_remote(cli: Cli) -> Result<ExitCode> {
         Command::Serve(_) => Some("serve"),
         Command::Keys(_) => Some("keys"),
         Command::Migrate(_) => Some("migrate"),
+        Command::Backup(_) => Some("backup"),
+        Command::Restore(_) => Some("restore"),
         _ => None,
     };
     if let Some(command) = local_only {
@@ -446,7 +450,9 @@ async fn session_command(targets: &Targets<'_>, command: Command, json: bool) ->
         | Command::Bench(_)
         | Command::Serve(_)
         | Command::Keys(_)
-        | Command::Migrate(_) => {
+        | Command::Migrate(_)
+        | Command::Backup(_)
+        | Command::Restore(_) => {
             unreachable!("dispatched before choosing a target")
         }
     }

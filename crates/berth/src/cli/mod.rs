@@ -4,6 +4,7 @@
 // stream is closed (exit 101), for `append` after the events are stored.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+mod backup;
 mod commands;
 mod fsck;
 mod memory;
@@ -109,6 +110,10 @@ pub enum Command {
     Keys(serve::KeysCommand),
     /// Apply pending PostgreSQL schema migrations (`--data postgres://…`).
     Migrate(migrate::MigrateArgs),
+    /// Copy a live data directory consistently (while `berth serve` writes to it).
+    Backup(backup::BackupArgs),
+    /// Restore a backup into a new data directory (checked: fsck clean, audit verified).
+    Restore(backup::RestoreArgs),
 }
 
 pub fn main() -> ExitCode {

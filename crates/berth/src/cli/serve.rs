@@ -11,6 +11,7 @@ use super::{store_url, Cli, Command};
 use berth_core::{Error, ProjectId, TenantId, Timestamp, UserId};
 use berth_jsonl::CountingFs;
 use berth_server::auth::{Authenticator, JwtConfig, JwtVerifier, KeyStore, KEYS_FILE};
+use berth_server::backup::Backups;
 use berth_server::feed::ChangeFeed;
 use berth_server::limits::RateLimit;
 use berth_server::metrics::Metrics;
@@ -108,6 +109,17 @@ pub struct ServeArgs {
     /// forwards as `inspector.example.com`; every other Host is refused (DNS rebinding).
     #[arg(long = "ui-host")]
     ui_hosts: Vec<String>,
+    /// Take backups on `POST /v1/admin/backup`, each into a new directory under this one
+    /// (on this machine). Off without it.
+    #[arg(long, value_name = "DIR")]
+    backup_dir: Option<PathBuf>,
+    /// The tenant whose admin keys may take backups (a backup copies every tenant's
+    /// data); by default the tenant of the key the first start prints.
+    #[arg(long, default_value = "default")]
+    operator_tenant: String,
+    /// The backups' copy rate, in MiB per second (0: no limit).
+    #[arg(long, value_name = "MIB_PER_S", default_value_t = berth::backup::RATE_BYTES_PER_S_DEFAULT / (1024 * 1024))]
+    backup_rate_mib_s: u64,
 }
 
 #[derive(Subcommand, Debug)]
@@ -353,7 +365,14 @@ async fn serve(data: &str, args: ServeArgs) -> Result<ExitCode> {
         ui: ui_config(&args),
         ..ServerConfig::default()
     };
-    let parts = ServerParts { service, auth: Authenticator::new(keys, jwt), metrics, feed };
+    let backups = match &args.backup_dir {
+        Some(dir) => {
+            let runner = super::backup::ServeBackups::new(data, dir, args.backup_rate_mib_s)?;
+            Some(Backups::new(Arc::new(runner), TenantId::parse(&args.operator_tenant)?))
+        }
+        None => None,
+    };
+    let parts = ServerParts { service, auth: Authenticator::new(keys, jwt), metrics, feed, backups };
     let server = berth_server::start(config, parts).await.map_err(|e| Error::io("listen", &e))?;
     let mut stdout = std::io::stdout().lock();
     let _ = writeln!(stdout, "berth serve: listening on {} (data: {data})", server.url());
