@@ -188,6 +188,7 @@ const TIME_FIELDS: &[&str] = &[
     "session_lease_until",
     "last_activity",
     "status_changed_at",
+    "snapshot_at",
 ];
 
 /// A body's pretty JSON for people, each time (a number under a key of `TIME_FIELDS`) in
