@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("smolagents")  # the python suite's venv has no smolagents: its drop-in suite runs this
+pytest.importorskip("smolagents.memory")  # the python suite's venv has no smolagents (and tests/integrations/smolagents would pass for it as a namespace package): its drop-in suite runs this
 
 from smolagents.memory import ActionStep, PlanningStep, TaskStep, ToolCall
 from smolagents.utils import AgentExecutionError, AgentToolExecutionError  # noqa: E402
