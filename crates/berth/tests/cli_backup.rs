@@ -464,18 +464,30 @@ mod postgres {
         let verdict: serde_json::Value = serde_json::from_slice(&verdict.stdout).unwrap();
         assert_eq!(verdict["broken_at"], serde_json::Value::Null, "{verdict}");
         assert!(verdict["entries"].as_u64().unwrap() >= SESSIONS, "{verdict}");
-        // And it takes appends.
-        let appended = common::berth(Path::new("unused"))
-            .args(["--server", &url, "--api-key", &key, "append", "s1"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .spawn()
-            .and_then(|mut child| {
-                use std::io::Write;
-                child.stdin.take().unwrap().write_all(b"{\"type\":\"note/x\",\"data\":{\"i\":20}}\n")?;
-                child.wait()
-            })
-            .unwrap();
-        assert!(appended.success());
+        // And it takes appends. The dump copied the source server's writer lease on the
+        // sessions it was writing, so they are busy until that lease lapses (10 s by
+        // default), as the guide says; then an append goes through.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let appended = common::berth(Path::new("unused"))
+                .args(["--server", &url, "--api-key", &key, "append", "s1"])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .and_then(|mut child| {
+                    use std::io::Write;
+                    child.stdin.take().unwrap().write_all(b"{\"type\":\"note/x\",\"data\":{\"i\":20}}\n")?;
+                    child.wait_with_output()
+                })
+                .unwrap();
+            if appended.status.success() {
+                break;
+            }
+            let stderr = String::from_utf8_lossy(&appended.stderr).into_owned();
+            assert!(stderr.contains("busy"), "an append to the restored store failed: {stderr}");
+            assert!(std::time::Instant::now() < deadline, "s1 stayed busy past the copied lease: {stderr}");
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        }
     }
 }
