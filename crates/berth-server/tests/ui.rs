@@ -392,7 +392,15 @@ async fn content_parts_read_as_text_and_untitled_conversations_show_their_first_
     let strings = get("/ui/sessions/chat-strings".into()).await;
     assert!(strings.contains("<div class=\"content\">What is in the repo?\nShort answer, please.</div>"), "{strings}");
     assert!(strings.contains("<div class=\"content\">You are a helpful assistant.</div>"));
-    assert!(!strings.contains("raw-json"), "string content reads as before");
+    assert!(
+        strings.contains("<div class=\"content\">README.md\nsrc</div>"),
+        "a string tool result reads as text: {strings}"
+    );
+    assert_eq!(
+        strings.matches("raw-json").count(),
+        1,
+        "string messages read as before; the tool result's JSON is one click away"
+    );
     let titled = get("/ui/sessions/titled".into()).await;
     assert!(titled.contains("<p class=\"session-title\">Named by hand</p>"), "{titled}");
     let late = get("/ui/sessions/late".into()).await;

@@ -428,8 +428,13 @@ fn tool_view(viewer: &Viewer, id: &SessionId, events: &[Event], tool: &ToolPairi
                 div.result {
                     (event_head(viewer, id, event, tool.repaired))
                     @match event.data.to_value().get("content") {
-                        // A plain string result reads well in the event's JSON already.
                         Some(content @ (Value::Array(_) | Value::Object(_))) => (content_view(id, event, Some(content))),
+                        // A string result is read as text; the event's JSON (the framework's
+                        // own item, an error) is one click away.
+                        Some(content @ Value::String(_)) => {
+                            (content_view(id, event, Some(content)))
+                            details.raw-json { summary { "JSON" } (json_block(id, event.seq.get(), event.data.as_str())) }
+                        }
                         _ => (json_block(id, event.seq.get(), event.data.as_str())),
                     }
                 }

@@ -13,6 +13,8 @@ use std::collections::HashMap;
 /// One requested tool call and what became of it (indexes into the page's events).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ToolPairing {
+    /// The run of the event that made the pairing (its request, start or result).
+    pub run: Option<String>,
     pub call_id: String,
     pub name: Option<String>,
     /// The `assistant/message` that asked for it.
@@ -119,8 +121,9 @@ fn pair_tools(events: &[Event], repaired: &[bool]) -> (Vec<ToolPairing>, HashMap
     let mut by_call: HashMap<(Option<String>, String), usize> = HashMap::new();
     let mut owner_of_event: HashMap<usize, usize> = HashMap::new();
     let mut pairing_for = |run: Option<String>, call_id: &str, name: Option<String>, tools: &mut Vec<ToolPairing>| {
-        *by_call.entry((run, call_id.to_owned())).or_insert_with(|| {
+        *by_call.entry((run.clone(), call_id.to_owned())).or_insert_with(|| {
             tools.push(ToolPairing {
+                run: run.clone(),
                 call_id: call_id.to_owned(),
                 name,
                 requested_at: None,
@@ -157,7 +160,13 @@ fn pair_tools(events: &[Event], repaired: &[bool]) -> (Vec<ToolPairing>, HashMap
             }
             vocab::TOOL_RESULT => {
                 let Some(call_id) = text_field(&data, "call_id") else { continue };
-                let tool = pairing_for(run, call_id, None, &mut tools);
+                // A result of another run answers a call left open (a crash, then the next
+                // process's repair or the framework's own outcome-unknown result): the
+                // newest open call with that id, if this run has none of its own.
+                let tool = match open_call_of_another_run(&tools, run.as_deref(), call_id) {
+                    Some(tool) => tool,
+                    None => pairing_for(run, call_id, None, &mut tools),
+                };
                 if tools[tool].result_at.is_some() {
                     continue; // a second result stays an event of its own
                 }
@@ -178,6 +187,15 @@ fn pair_tools(events: &[Event], repaired: &[bool]) -> (Vec<ToolPairing>, HashMap
         }
     }
     (tools, owner_of_event)
+}
+
+/// The newest pairing of another run with this call id that has no result yet, when
+/// `run` has no pairing of that id itself.
+fn open_call_of_another_run(tools: &[ToolPairing], run: Option<&str>, call_id: &str) -> Option<usize> {
+    if tools.iter().any(|tool| tool.run.as_deref() == run && tool.call_id == call_id) {
+        return None;
+    }
+    tools.iter().rposition(|tool| tool.call_id == call_id && tool.result_at.is_none() && tool.run.as_deref() != run)
 }
 
 /// Groups a page of events (ascending seqs) into turns, steps and tool pairings.
@@ -316,6 +334,33 @@ mod tests {
         let step = &timeline.turns[0].steps[1];
         assert_eq!(step.number, Some(0));
         assert_eq!(step.items, vec![Item::Event(2), Item::Event(3), Item::Tool(0), Item::Event(6)]);
+    }
+
+    #[test]
+    fn a_result_written_by_the_next_run_answers_the_call_left_open() {
+        let mut events = log(&[
+            ("turn/start", json!({"turn": 0})),
+            ("assistant/message", json!({"tool_calls": [{"call_id": "c1", "name": "ls"}]})),
+            ("tool/call", json!({"call_id": "c1", "name": "ls"})),
+        ]);
+        let next = RunId::parse("run-2").unwrap();
+        for (kind, data) in [
+            ("tool/result", json!({"call_id": "c1", "is_error": true, "error": {"code": TOOL_OUTCOME_UNKNOWN}})),
+            ("turn/end", json!({"turn": 0, "reason": "interrupted"})),
+            // The next run's own call with the same id is a pairing of its own.
+            ("tool/call", json!({"call_id": "c1", "name": "ls"})),
+            ("tool/result", json!({"call_id": "c1", "content": "a b"})),
+        ] {
+            let seq = events.len() as u64;
+            events.push(Event::new(seq, kind, Timestamp(2_000), data).unwrap().with_run(next.clone()));
+        }
+        let timeline = build(&events);
+        assert_eq!(timeline.tools.len(), 2);
+        let (first, second) = (&timeline.tools[0], &timeline.tools[1]);
+        assert_eq!((first.requested_at, first.started_at, first.result_at), (Some(1), Some(2), Some(3)));
+        assert!(first.is_error);
+        assert_eq!((second.started_at, second.result_at), (Some(5), Some(6)));
+        assert!(!second.is_error);
     }
 
     #[test]
