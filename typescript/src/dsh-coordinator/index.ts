@@ -38,7 +38,7 @@ import { AlreadyExistsError, NotFoundError } from '../errors.js'
 import { berthSessionId } from '../dsh/ids.js'
 import { readEventRange } from '../dsh/read-range.js'
 import { DSH_ACTIVITY_TTL_MS, chunkKey } from '../dsh/persistence.js'
-import { DSH_EVENT_TYPE, DSH_HEADER_TYPE, berthEvent, bodyBytesEstimate, harnessText } from '../dsh/vocabulary.js'
+import { DSH_EVENT_TYPE, DSH_HEADER_TYPE, berthEvent, bodyBytesEstimate, harnessEvent } from '../dsh/vocabulary.js'
 
 export interface Config {
   readonly baseUrl: string
@@ -305,13 +305,17 @@ function decodeHeader(berthId: string, record: EventRecord): SessionHeader {
   return parseText<SessionHeader>(berthId, record, record.data)
 }
 
-/** The harness event a berth event stores, from either form (`dsh/event`, or a vocabulary event with its text under `dsh`). */
+/** The harness event a berth event stores, from any form (`dsh/event`, a vocabulary event with its text under `dsh`, a boundary rebuilt from its fields). */
 function decodeEvent(berthId: string, record: EventRecord): SessionEvent {
-  const text = harnessText(record)
-  if (text === undefined) {
+  let event: SessionEvent | undefined
+  try {
+    event = harnessEvent(record) as SessionEvent | undefined
+  } catch (cause) {
+    throw new SessionPersistenceCorruptionError(`berth session "${berthId}": event ${record.seq} does not hold JSON`, { cause })
+  }
+  if (event === undefined) {
     throw new SessionPersistenceCorruptionError(`berth session "${berthId}": event ${record.seq} (${record.type}) holds no harness event text: it was not written through this backend`, { cause: undefined })
   }
-  const event = parseText<SessionEvent>(berthId, record, text)
   if (record.type !== DSH_EVENT_TYPE && (event as { type?: unknown }).type !== record.type) {
     throw new SessionPersistenceCorruptionError(`berth session "${berthId}": event ${record.seq} is a ${record.type} holding a harness ${String((event as { type?: unknown }).type)}`, { cause: undefined })
   }

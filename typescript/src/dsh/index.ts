@@ -6,7 +6,7 @@ export * from './types.js'
 export * from './errors.js'
 export * from './storage-contract.js'
 export { berthSessionId } from './ids.js'
-export { DSH_TEXT_KEY, VOCABULARY_TEXT_MAX, berthEvent, harnessText, turnEndReason, vocabularyFields, type HarnessEventLike } from './vocabulary.js'
+export { DSH_TEXT_KEY, VOCABULARY_TEXT_MAX, berthEvent, harnessEvent, harnessText, turnEndReason, vocabularyFields, type HarnessEventLike } from './vocabulary.js'
 export {
   BerthHandlePersistence,
   BerthWriteHandle,

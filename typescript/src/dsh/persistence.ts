@@ -8,8 +8,9 @@
  *   and the configured run lease;
  * - berth seq 0 is `dsh/header` carrying the header's exact JSON text; harness seq `n` is
  *   berth seq `n + 1`, ONE berth event: the harness's message, tool, turn and step events
- *   as berth's conversation vocabulary with the event's exact JSON text under `dsh`, any
- *   other event a `dsh/event` holding that text, `ignorable` (`vocabulary.ts`). Reads take
+ *   as berth's conversation vocabulary with the event's exact JSON text under `dsh` (a
+ *   turn or step boundary is exactly its fields), any other event a `dsh/event` holding
+ *   that text, `ignorable` (`vocabulary.ts`). Reads take
  *   the text back, so the harness gets exactly what it wrote. The header is not
  *   `ignorable`: berth's own repair (`POST …/resume`), which tracks turns per berth run,
  *   refuses these sessions instead of adding closers of its own — the harness repairs its
@@ -45,7 +46,7 @@ import {
 } from './errors.js'
 import { assertNamespace, berthSessionId } from './ids.js'
 import { readEventRange } from './read-range.js'
-import { DSH_EVENT_TYPE, DSH_HEADER_TYPE, berthEvent, bodyBytesEstimate, harnessText } from './vocabulary.js'
+import { DSH_EVENT_TYPE, DSH_HEADER_TYPE, berthEvent, bodyBytesEstimate, harnessEvent } from './vocabulary.js'
 import {
   CORE_SESSION_EVENT_TYPES,
   SESSION_FORMAT_VERSION,
@@ -381,17 +382,16 @@ export class BerthHandlePersistence implements SessionPersistence {
     return readEventRange(this.client, berthId, from, before)
   }
 
-  /** The harness event a berth event stores (either form, `vocabulary.ts`), validated. */
+  /** The harness event a berth event stores (any form, `vocabulary.ts`), validated. */
   decodeEvent(id: SessionId, record: EventRecord): SessionEvent {
-    const text = harnessText(record)
-    if (text === undefined) {
-      throw new SessionPersistenceCorruptionError(`session "${id}": berth event ${record.seq} (${record.type}) holds no harness event text: it was not written through this persistence`)
-    }
-    let event: SessionEvent
+    let event: SessionEvent | undefined
     try {
-      event = JSON.parse(text) as SessionEvent
+      event = harnessEvent(record) as SessionEvent | undefined
     } catch (cause) {
       throw new SessionPersistenceCorruptionError(`session "${id}": berth event ${record.seq} does not hold JSON`, { cause })
+    }
+    if (event === undefined) {
+      throw new SessionPersistenceCorruptionError(`session "${id}": berth event ${record.seq} (${record.type}) holds no harness event text: it was not written through this persistence`)
     }
     if (typeof event !== 'object' || event === null || typeof event.type !== 'string' || event.seq !== record.seq - 1 || (record.type !== DSH_EVENT_TYPE && record.type !== event.type)) {
       throw new SessionPersistenceCorruptionError(`session "${id}": berth event ${record.seq} does not hold harness event ${record.seq - 1}`)

@@ -4,7 +4,8 @@
  * stored text *is* the event), contiguity, the header's format version, and the
  * fail-closed vocabulary rule (an unknown event type refuses the read unless the event
  * says `ignorable: true`). These are the harness's rules (`dsh.md` §1.5), run here on the
- * client: berth sees only `dsh/event` envelopes with opaque text.
+ * client: berth validates only its own vocabulary's fields (`vocabulary.ts`), never the
+ * harness's event, which it keeps as text.
  */
 import { SessionFormatUnsupportedError, SessionPersistenceCorruptionError, sessionFormatVersionRefusal } from './errors.js'
 import type { SessionEvent, SessionHeader, SessionId, SessionLocation } from './types.js'

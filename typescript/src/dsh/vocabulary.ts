@@ -40,9 +40,16 @@ const FIELDS_DEPTH_MAX = 100
 function deeperThan(value: unknown, levels: number): boolean {
   if (typeof value !== 'object' || value === null) return false
   if (levels === 0) return true
-  for (const item of Array.isArray(value) ? value : Object.values(value)) if (deeperThan(item, levels - 1)) return true
+  if (Array.isArray(value)) {
+    for (const item of value) if (deeperThan(item, levels - 1)) return true
+  } else {
+    for (const key in value) if (deeperThan((value as Fields)[key], levels - 1)) return true
+  }
   return false
 }
+
+/** The types whose fields hold the harness's own nested values (content, arguments): the only ones a depth check concerns. */
+const NESTED_TYPES: ReadonlySet<string> = new Set(['user/message', 'system/message', 'assistant/message', 'tool/call', 'tool/result'])
 
 /** The harness's envelope, as far as the mapping reads it. */
 export interface HarnessEventLike {
@@ -68,10 +75,19 @@ function isName(value: unknown): value is string {
  * A value the body may hold until it is sent: the harness's events are deep-frozen
  * (`Session.append`), so theirs are kept by reference; a caller's mutable object is copied,
  * so a change after `publish` cannot reach berth (the text was taken at admission too).
+ * The event passed the lossless-JSON check, so a plain copy of arrays and objects is exact.
  */
 function detached(value: unknown, copy: boolean): unknown {
   if (!copy || typeof value !== 'object' || value === null || Object.isFrozen(value)) return value
-  return JSON.parse(JSON.stringify(value)) as unknown
+  return plainCopy(value)
+}
+
+function plainCopy(value: unknown): unknown {
+  if (typeof value !== 'object' || value === null) return value
+  if (Array.isArray(value)) return value.map(plainCopy)
+  const copy: Fields = {}
+  for (const key in value) copy[key] = plainCopy((value as Fields)[key])
+  return copy
 }
 
 /** A tool call's `arguments`: the harness keeps the model's raw JSON text; berth's readers show parsed JSON best. */
@@ -189,7 +205,7 @@ export function berthEvent(event: HarnessEventLike, text: string, time: number |
   // unescaped through the fields: such an event keeps only its text.
   const fields = LONE_SURROGATE.test(text) ? undefined : vocabularyFields(event, { copy, big: text.length > VOCABULARY_TEXT_MAX, length: text.length })
   // berth takes data at most 128 levels deep; the text, a string, has no depth of its own.
-  if (fields === undefined || deeperThan(fields, FIELDS_DEPTH_MAX)) return { type: DSH_EVENT_TYPE, data: text, ignorable: true, ...when }
+  if (fields === undefined || (NESTED_TYPES.has(event.type) && deeperThan(fields, FIELDS_DEPTH_MAX))) return { type: DSH_EVENT_TYPE, data: text, ignorable: true, ...when }
   const seq = (event as { seq?: unknown }).seq
   // A boundary its vocabulary event reproduces exactly needs no copy of its text.
   if (time === undefined || !isCount(seq) || boundaryText(event.type, seq, time, fields) !== text) fields[DSH_TEXT_KEY] = text
@@ -230,6 +246,35 @@ export function harnessText(record: EventRecord): string | undefined {
   const text = data[DSH_TEXT_KEY]
   if (typeof text === 'string') return text
   return record.seq >= 1 ? boundaryText(record.type, record.seq - 1, record.time, data) : undefined
+}
+
+/**
+ * The harness event a stored berth event holds, parsed afresh (callers freeze or hand it
+ * on): `JSON.parse` of its text, or — for a boundary without `dsh` — built directly, in the
+ * harness's key order, as that parse would build it. `undefined` as for `harnessText`;
+ * a text that is not JSON throws (`SyntaxError`).
+ */
+export function harnessEvent(record: EventRecord): unknown {
+  const data = record.data as unknown
+  if (record.type !== DSH_EVENT_TYPE && isObject(data) && data[DSH_TEXT_KEY] === undefined && record.seq >= 1) {
+    const base = { type: record.type, seq: record.seq - 1, time: record.time }
+    switch (record.type) {
+      case 'turn/start':
+        if (isCount(data.turn)) return { ...base, data: { turn: data.turn } }
+        return undefined
+      case 'step/start':
+      case 'step/end':
+        if (isCount(data.turn) && isCount(data.step)) return { ...base, data: { turn: data.turn, step: data.step } }
+        return undefined
+      case 'turn/end':
+        if (isCount(data.turn) && isName(data.reason)) return { ...base, data: { turn: data.turn, reason: { kind: data.reason } } }
+        return undefined
+      default:
+        return undefined
+    }
+  }
+  const text = harnessText(record)
+  return text === undefined ? undefined : (JSON.parse(text) as unknown)
 }
 
 /** How big a body is on the wire, roughly (for splitting batches under berth's 8 MiB). */
