@@ -19,8 +19,10 @@ The package:
   of its own (`_binding`: the run, its heartbeat and release), with its reads and pops
   in `_reads` (over the view of the newest items it keeps, `_view`), its calls on
   worker threads (`_workers`), and its errors (`_errors`);
-- `_hooks` (`BerthRunHooks`): durable in-flight tool calls, whose repair `_repair`
-  presents to the SDK.
+- `_turns`: the turn and step markers around the items (one turn per `Runner.run`, one
+  step per model response), riding in the appends the session makes;
+- `_hooks` (`BerthRunHooks`): each run's exact end, and durable in-flight tool calls,
+  whose repair `_repair` presents to the SDK.
 
 Not supported: `OpenAIResponsesCompactionAwareSession` / `run_compaction`, and the
 SDK's private compaction hook (`_get_compaction_snapshot` / `replace_suffix`).

@@ -1,5 +1,5 @@
-"""One client's hold on a session (`_Binding`): its berth run, the heartbeat, the open
-turn and the kept view.
+"""One client's hold on a session (`_Binding`): its berth run, the heartbeat, its turns
+(`_turns`) and the kept view.
 
 Every `BerthSession` object writes through a berth run of its own, attached on its first
 use (by `resume`, so turns left open by objects whose runs are gone are closed first),
@@ -13,6 +13,7 @@ import threading
 
 import berth
 
+from ._turns import _Turns
 from ._view import _View
 
 
@@ -21,7 +22,7 @@ RUN_LEASE_TTL_MS_DEFAULT = 30_000
 
 
 class _Binding:
-    """One client's hold on the session: its berth run, the heartbeat, the open turn."""
+    """One client's hold on the session: its berth run, the heartbeat, its turns."""
 
     def __init__(self, client: berth.Client) -> None:
         self.client = client
@@ -30,8 +31,7 @@ class _Binding:
         self.lost: BaseException | None = None
         self.stop = threading.Event()
         self.heartbeat: threading.Thread | None = None
-        self.open_turn: int | None = None
-        self.turns = 0
+        self.turns = _Turns()
         self.view: _View | None = None
         self.view_lock = threading.Lock()
 

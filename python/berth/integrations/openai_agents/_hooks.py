@@ -1,10 +1,12 @@
-"""Durable in-flight tool calls: `BerthRunHooks`.
+"""Run hooks: `BerthRunHooks` (`Runner.run(…, session=session, hooks=session.run_hooks())`).
 
-Pass `hooks=session.run_hooks()` to `Runner.run`. Before a tool runs, the session
-records a `turn/start` (once per model turn) and a `tool/call` through its run; the
-turn is closed (`turn/end`) in the same append that saves the turn's items. If the
-process dies while the tool runs, the next object to use the session gets berth's
-repair (`_repair`).
+- `on_agent_start` / `on_agent_end`: where the run starts and produces its final output,
+  so its turn ends exactly there (`_turns`: the final output's batch carries `turn/end`)
+  rather than where the items suggest; no write of their own.
+- `on_tool_start`: before a function tool runs, the session records its `tool/call`
+  durably (opening the turn and the step if the run's appends have not), the one write
+  the hooks add. If the process dies while the tool runs, the next object to use the
+  session gets berth's repair (`_repair`): the model sees that the tool may have run.
 """
 
 from __future__ import annotations
@@ -21,10 +23,17 @@ if TYPE_CHECKING:
 
 
 class BerthRunHooks(RunHooks[Any]):
-    """Records each function tool's start in berth before it runs (see `run_hooks`)."""
+    """Delimits each `Runner.run`'s turn and records each function tool's start in berth
+    before it runs (see `BerthSession.run_hooks`)."""
 
     def __init__(self, session: BerthSession) -> None:
         self._session = session
+
+    async def on_agent_start(self, context: Any, agent: Any) -> None:
+        self._session._binding(context).turns.agent_started(getattr(agent, "name", None))
+
+    async def on_agent_end(self, context: Any, agent: Any, output: Any) -> None:
+        self._session._binding(context).turns.agent_ended()
 
     async def on_tool_start(self, context: Any, agent: Any, tool: Any) -> None:
         call_id = getattr(context, "tool_call_id", None)

@@ -18,6 +18,7 @@ from berth.integrations._ahead import pool as read_ahead_pool
 from ._binding import _Binding
 from ._records import CLEAR_TYPE, POP_TYPE, _stored_item, _stores_item
 from ._repair import _presented_item
+from ._turns import TURN_END, TURN_START
 from ._view import POP_VIEW_ITEMS, PROBE_EVENTS, _dumps, _Unmade, _View
 
 
@@ -51,11 +52,17 @@ class _Reads:
         it is in its page's raw answer), the log's end, its last key, and `complete`."""
         popped: set[int] = set()
         repaired_calls: set[str] = set()
+        turn_seen = False  # the newest turn marker met (this object's next turn follows it)
+        # Calls presented from in-flight records (a repair answered them), by where they
+        # are in `found`: a call whose item was stored earlier (the model's request, before
+        # the user approved it) is presented once, as that item.
+        presented: dict[str, int] = {}
         found: list[tuple[int, Any]] = []
         kept: list[tuple[int, str | _Unmade]] = []
-        # Markers are rare: the first page is the items asked for and a little slack;
-        # each further page doubles (berth's read cost grows with the events returned).
-        page_size = 1000 if limit is None else min(1000, limit + 8)
+        # The first page is twice the items asked for and a little slack (turn and step
+        # markers are about as many as a run's items; pops and clears are rare); each
+        # further page doubles (berth's read cost grows with the events returned).
+        page_size = 1000 if limit is None else min(1000, 2 * limit + 8)
         before = berth.SEQ_END
         end: int | None = None
         last_key: str | None = None
@@ -96,10 +103,17 @@ class _Reads:
                     if isinstance(data, dict) and isinstance(data.get("target"), int):
                         popped.add(data["target"])
                     continue
+                if not turn_seen and (event_type == TURN_END or event_type == TURN_START) and isinstance(data, dict):
+                    turn_seen = True
+                    binding.turns.saw(data.get("turn"))
                 stored = isinstance(data, dict) and _stores_item(event_type, data)
                 item = _stored_item(data) if stored else _presented_item(event_type, data, repaired_calls)
                 if item is None or seq in popped:
                     continue
+                if presented and stored and _drops_presented(item, presented, found, kept):
+                    pass  # the call's own item, older: the one presented for it is dropped
+                elif not stored and item.get("type") == "function_call":
+                    presented[item["call_id"]] = len(found)
                 found.append((seq, item))
                 # A stored item is made text later, from the raw answer; a presented one
                 # (a repair's call or output) is made here.
@@ -213,3 +227,19 @@ class _Reads:
         except berth.SeqConflict:
             return False
         return True
+
+
+def _drops_presented(item: Any, presented: dict[str, int], found: list[Any], kept: list[Any]) -> bool:
+    """Drops the call presented for `item`'s call id, if `item` is that call's own stored
+    `function_call` (met after it, reading backwards); True when one was dropped."""
+    if not isinstance(item, dict) or item.get("type") != "function_call":
+        return False
+    index = presented.pop(item.get("call_id"), None)  # type: ignore[arg-type]
+    if index is None:
+        return False
+    del found[index]
+    del kept[index]
+    for call_id, later in presented.items():
+        if later > index:
+            presented[call_id] = later - 1
+    return True

@@ -7,7 +7,9 @@
   `user/message`, an assistant message `assistant/message`, a `function_call` is
   `tool/call`, a `function_call_output` is `tool/result`), with the SDK's item kept
   verbatim in `data.item`, so `berth sessions cat` and the inspector read the
-  conversation; anything else is an ignorable `openai/item`;
+  conversation; anything else is an ignorable `openai/item`. Turn and step markers go
+  around them (`_turns`), which also store a `function_call` as the model's request or,
+  when its start was recorded first, as an `openai/item`;
 - `add_items` is one atomic, durable append; `pop_item` appends a claim
   (`openai/pop {target, claim}` at the log's end, with `expected_seq` and a nonce, so
   racing processes each pop a different item) and `clear_session` a marker

@@ -4,6 +4,8 @@ If the process dies while a tool runs (its start recorded by `BerthRunHooks`), t
 object to use the session (once the dead object's run lease has lapsed) gets berth's
 repair: a `tool/result` saying the outcome is unknown, which `get_items` presents as
 the call plus a `function_call_output`, so the model sees that the tool may have run.
+(A call whose own item was stored before its start — the model's request, approved
+later — is presented once, as that item: `_reads`.)
 """
 
 from __future__ import annotations

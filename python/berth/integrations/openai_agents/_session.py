@@ -125,20 +125,22 @@ class BerthSession(_Reads):
             await _on_worker(self._join, binding, True)
         items = list(items)
         events = [event_for_item(item) for item in items]
-        closing = binding.open_turn
-        if closing is not None:
-            # The turn's items are saved: it ended (in the same atomic batch).
-            events.append({"type": "turn/end", "data": {"turn": closing, "reason": "completed"}})
+        # The turn and step markers ride in this batch (`_turns`).
+        before, after, token = binding.turns.plan_items(items, events)
+        batch = [*before, *events, *after] if before or after else events
         key = uuid.uuid4().hex
         view = binding.take_view()
-        outcome = await self._aappend(binding, events, idempotency_key=key)
+        try:
+            outcome = await self._aappend(binding, batch, idempotency_key=key)
+        except BaseException:
+            binding.turns.rollback(token)
+            raise
         if view is not None and not outcome.duplicate and outcome.first_seq == view.end:
             # Nobody appended in between: the view extends by what was just stored.
-            view.items.extend((outcome.first_seq + index, _dumps(item)) for index, item in enumerate(items))
+            first = outcome.first_seq + len(before)
+            view.items.extend((first + index, _dumps(item)) for index, item in enumerate(items))
             view.end, view.last_key = outcome.next_seq, key
             binding.keep_view(view)
-        if binding.open_turn == closing:
-            binding.open_turn = None
 
     async def pop_item(self, *, wrapper: Any = None) -> Any | None:
         """Removes and returns the latest live item (None when there is none); racing
@@ -154,7 +156,8 @@ class BerthSession(_Reads):
     # -- beyond the protocol --------------------------------------------------------
 
     def run_hooks(self) -> BerthRunHooks:
-        """Run hooks that record each tool start durably before the tool runs
+        """Run hooks that end each run's turn exactly at its final output and record each
+        tool's start durably before the tool runs
         (`Runner.run(agent, input, session=session, hooks=session.run_hooks())`)."""
         return BerthRunHooks(self)
 
@@ -241,6 +244,9 @@ class BerthSession(_Reads):
                     f"{'exclusive (serial)' if self.exclusive else 'parallel'}: open it with exclusive={mode == 'serial'}"
                 )
             outcome = self._resume(client)
+            for closer in outcome.repaired:  # turns the repair ended: the next one follows
+                if closer.type == "turn/end" and isinstance(closer.data, dict):
+                    binding.turns.saw(closer.data.get("turn"))
             binding.run_id = outcome.attachment.run_id
             binding.stop.clear()
             binding.heartbeat = threading.Thread(
@@ -298,8 +304,12 @@ class BerthSession(_Reads):
         if not self._join(binding, create=False):
             return
         claim = uuid.uuid4().hex
-        self._append(binding, [{"type": CLEAR_TYPE, "data": {"claim": claim}, "ignorable": True}])
-        binding.open_turn = None
+        closing, token = binding.turns.plan_clear()  # an open turn ends before the marker
+        try:
+            self._append(binding, [*closing, {"type": CLEAR_TYPE, "data": {"claim": claim}, "ignorable": True}])
+        except BaseException:
+            binding.turns.rollback(token)
+            raise
 
     def _delete(self, binding: _Binding) -> None:
         self._finalizer()
@@ -310,13 +320,18 @@ class BerthSession(_Reads):
         self._finalizer = weakref.finalize(self, _release, self._bindings, self.berth_id)
 
     def _record_tool_start(self, binding: _Binding, call_id: str, name: str, arguments: Any) -> None:
+        """The pre-tool record (`_turns`): durable before the tool runs."""
         self._join(binding, create=True)
-        events: list[dict[str, Any]] = []
-        if binding.open_turn is None:
-            binding.open_turn = binding.turns
-            binding.turns += 1
-            events.append({"type": "turn/start", "data": {"turn": binding.open_turn}})
-        events.append(
-            {"type": "tool/call", "data": {"call_id": call_id, "name": name, "arguments": arguments, "in_flight": True}}
-        )
-        self._append(binding, events)
+        turns = binding.turns
+        with turns.write_lock:  # parallel tools: their records land in the order planned
+            events, token = turns.plan_tool_start(call_id, name, arguments)
+            key = uuid.uuid4().hex
+            view = binding.take_view()
+            try:
+                outcome = self._append(binding, events, idempotency_key=key)
+            except BaseException:
+                turns.rollback(token)
+                raise
+            if view is not None and not outcome.duplicate and outcome.first_seq == view.end:
+                view.end, view.last_key = outcome.next_seq, key  # no items: the view still holds
+                binding.keep_view(view)

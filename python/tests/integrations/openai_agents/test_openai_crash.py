@@ -46,10 +46,27 @@ def charge_card(amount: int) -> str:
     time.sleep(120)
     return "charged"
 
+@function_tool(needs_approval=True)
+def refund(amount: int) -> str:
+    """Refunds the customer (after a person approves)."""
+    with open(marker, "w") as started:
+        started.write("started")
+    time.sleep(120)
+    return "refunded"
+
 async def main():
     model = ScriptedModel()
-    agent = Agent(name="shop", model=model, tools=[charge_card])
-    if phase == "first":
+    agent = Agent(name="shop", model=model, tools=[charge_card, refund])
+    if phase == "approved":
+        # The tool awaits approval (the run returns), is approved, and the resumed run dies
+        # while it runs.
+        model.enqueue([function_call("refund", {"amount": 5}, call_id="call-refund-1")])
+        result = await Runner.run(agent, "refund me 5", session=session, hooks=hooks)
+        state = result.to_state()
+        for interruption in result.interruptions:
+            state.approve(interruption)
+        await Runner.run(agent, state, session=session, hooks=hooks)
+    elif phase == "first":
         model.enqueue([function_call("charge_card", {"amount": 5}, call_id="call-charge-1")])
         model.enqueue([assistant_message("charged")])
         await Runner.run(agent, "charge me 5", session=session, hooks=hooks)
@@ -64,9 +81,9 @@ asyncio.run(main())
 '''
 
 
-def _crash_then_rerun(tmp_path: Path, store_args: list[str]) -> list[dict]:
+def _crash_then_rerun(tmp_path: Path, store_args: list[str], phase: str = "first") -> list[dict]:
     marker = tmp_path / "tool-started"
-    first = subprocess.Popen(python_child(CHILD, store_args[0], "first", str(marker), *store_args[1:]))
+    first = subprocess.Popen(python_child(CHILD, store_args[0], phase, str(marker), *store_args[1:]))
     try:
         deadline = time.monotonic() + 60
         while not marker.exists():
@@ -116,17 +133,47 @@ def test_berth_session_tells_the_model_the_outcome_is_unknown(tmp_path: Path, oa
     assert kinds.index("function_call") < kinds.index("function_call_output") < len(kinds) - 1
     assert seen[-1].get("content") == "did it go through?"
 
-    # The log says the same to berth's own readers: a tool/call recorded before the tool
-    # ran, and the repair's TOOL_OUTCOME_UNKNOWN result and interrupted turn end.
+    # The log says the same to berth's own readers: the first run's turn from the user's
+    # message, its step and the tool/call recorded before the tool ran (one per call id),
+    # closed by the repair (TOOL_OUTCOME_UNKNOWN, the step's and the turn's ends); then the
+    # second run's turn, numbered after it, from its input to its answer.
     client = oai_place.connect()
+    berth_id = BerthSession("crash", client).berth_id
+    events = client.read(berth_id).events
+    assert [(event.type, event.data.get("turn"), event.data.get("step")) for event in events] == [
+        ("turn/start", 0, None), ("user/message", None, None), ("step/start", 0, 0), ("tool/call", None, None),
+        ("tool/result", 0, None), ("step/end", 0, 0), ("turn/end", 0, None),
+        ("turn/start", 1, None), ("user/message", None, None), ("step/start", 1, 0),
+        ("assistant/message", None, None), ("step/end", 1, 0), ("turn/end", 1, None),
+    ]
+    assert events[3].data["in_flight"] is True and events[3].data["call_id"] == "call-charge-1"
+    assert events[4].data["error"]["code"] == "TOOL_OUTCOME_UNKNOWN" and "item" not in events[4].data
+    assert [events[6].data["reason"], events[12].data["reason"]] == ["interrupted", "completed"]
+    assert events[0].run == events[3].run != events[7].run  # each process its own berth run
+    assert client.get_session(berth_id).blank is False
+
+
+def test_an_approved_tool_that_dies_is_one_call_with_an_unknown_outcome(tmp_path: Path, oai_place: Place) -> None:
+    """A tool awaiting approval ends its turn (`awaiting_input`: the model's request, no
+    `tool/call`, nothing for the repair to answer); approved, the resumed run records its
+    start, and dies. The next run's model sees the call once (the request's item) and an
+    outcome-unknown output; the log holds one `tool/call` for it."""
+    seen = _crash_then_rerun(tmp_path, ["berth", *child_connection(oai_place), str(LEASE_MS)], phase="approved")
+    assert [call["call_id"] for call in _calls(seen)] == ["call-refund-1"], seen
+    assert [output["call_id"] for output in _outputs(seen)] == ["call-refund-1"], seen
+    assert "outcome is unknown" in _outputs(seen)[0]["output"]
+    client = oai_place.connect()
+    with BerthSession("crash", client) as reader:  # the session API itself, not only the SDK's input
+        items = asyncio.run(reader.get_items())
+    assert [(item.get("type"), item.get("call_id")) for item in items if item.get("call_id")] == [
+        ("function_call", "call-refund-1"), ("function_call_output", "call-refund-1")
+    ]
     events = client.read(BerthSession("crash", client).berth_id).events
-    types = [event.type for event in events]
-    assert "turn/start" in types and "tool/call" in types
-    repaired = [event for event in events if event.type == "tool/result" and "item" not in event.data]
-    assert [event.data["error"]["code"] for event in repaired] == ["TOOL_OUTCOME_UNKNOWN"]
-    assert any(event.type == "turn/end" and event.data["reason"] == "interrupted" for event in events)
-    # The second run finished its own turn cleanly (no open turn left to repair).
-    assert client.get_session(BerthSession("crash", client).berth_id).blank is False
+    assert [event.data["call_id"] for event in events if event.type == "tool/call"] == ["call-refund-1"]
+    request = [event for event in events if event.type == "assistant/message" and event.data.get("tool_calls")]
+    assert [call["call_id"] for event in request for call in event.data["tool_calls"]] == ["call-refund-1"]
+    ends = [event.data["reason"] for event in events if event.type == "turn/end"]
+    assert ends == ["awaiting_input", "interrupted", "completed"]
 
 
 def test_repair_waits_for_the_dead_runs_lease(oai_place: Place) -> None:
@@ -140,5 +187,5 @@ def test_repair_waits_for_the_dead_runs_lease(oai_place: Place) -> None:
     other = BerthSession("held", oai_place.connect(), run_lease_ttl_ms=60_000)
     assert asyncio.run(other.get_items()) == []
     events = client.read(session.berth_id).events
-    assert [event.type for event in events] == ["turn/start", "tool/call"]
+    assert [event.type for event in events] == ["turn/start", "step/start", "tool/call"]
     other.close()

@@ -47,6 +47,14 @@ def run(coroutine: Any) -> Any:
     return asyncio.run(coroutine)
 
 
+MARKERS = ("turn/start", "turn/end", "step/start", "step/end")
+
+
+def item_events(events: list[berth.Event]) -> list[berth.Event]:
+    """The events that store items: without the turn and step markers around them."""
+    return [event for event in events if event.type not in MARKERS]
+
+
 def count_backward_reads(client: berth.Client, reads: list[tuple[int, int | None]]) -> None:
     """Records `(before, limit)` of every backward read of events `client` sends (through
     `read_before` or as its call: `BerthSession` reads pages with their raw answers),
@@ -80,10 +88,13 @@ def test_items_map_onto_berths_vocabulary_and_round_trip(oai_place: Place) -> No
     with BerthSession("chat-1", client) as session:
         run(session.add_items(ITEMS))
         assert run(session.get_items()) == ITEMS
-        events = client.read("chat-1").events
-        assert [event.type for event in events] == [
-            "user/message", "tool/call", "tool/result", "assistant/message", "openai/item", "system/message"
+        everything = client.read("chat-1").events
+        # One `add_items` opening a turn: its markers ride in the same append.
+        assert [event.type for event in everything] == [
+            "turn/start", "user/message", "tool/call", "tool/result", "assistant/message", "openai/item", "system/message"
         ]
+        assert everything[0].data == {"turn": 0}
+        events = item_events(everything)
         # Messages and calls: the item's own fields are the data, in the item's order,
         # then the mark. Anything else: the item verbatim in data.item, berth's required
         # fields beside it.
@@ -97,7 +108,8 @@ def test_items_map_onto_berths_vocabulary_and_round_trip(oai_place: Place) -> No
         assert (events[2].data["call_id"], events[2].data["content"]) == ("call-1", "4")
         # Only the opaque type is ignorable; one append = one run's batch.
         assert [event.ignorable for event in events] == [False, False, False, False, True, False]
-        assert len({event.run for event in events}) == 1 and events[0].run is not None
+        assert len({event.run for event in everything}) == 1 and events[0].run is not None
+        assert len({event.idempotency_key for event in everything}) == 1
         record = client.get_session("chat-1")
         assert record.blank is False and record.title == "chat-1" and LABEL in record.labels
         assert record.header.policy.activity_ttl_ms == ACTIVITY_TTL_MS_FOREVER
@@ -130,7 +142,7 @@ def test_items_round_trip_in_order_whatever_their_keys(oai_place: Place) -> None
         got = run(reader.get_items())  # a backward read
         assert [list(item) for item in got] == [list(item) for item in items] and got == items
         assert json.dumps(got) == json.dumps(items)
-    events = client.read("chat-keys").events
+    events = item_events(client.read("chat-keys").events)
     assert [ITEM_MARK in event.data for event in events] == [False, False, False, False, True, True]
 
 
@@ -209,6 +221,21 @@ def test_add_items_is_one_atomic_batch(oai_place: Place) -> None:
         assert run(session.get_items()) == [{"role": "user", "content": "kept"}]
 
 
+def test_an_add_items_of_berths_largest_batch_leaves_its_markers_out(oai_place: Place) -> None:
+    """berth takes at most 1,000 events an append: 1,000 items are still one atomic append,
+    without the turn markers that would not fit; smaller batches carry them."""
+    client = oai_place.connect()
+    items = [{"role": "user", "content": f"m{index}"} for index in range(1000)]
+    with BerthSession("full-batch", client) as session:
+        run(session.add_items(items))
+        run(session.add_items(items[:998]))
+        run(session.add_items([{"role": "assistant", "content": "done"}]))
+        assert run(session.get_items()) == [*items, *items[:998], {"role": "assistant", "content": "done"}]
+    kinds = [event.type for event in client.iter_events("full-batch")]
+    assert kinds[:1000] == ["user/message"] * 1000  # no room: no markers
+    assert kinds[1000] == "turn/start" and kinds[-4:] == ["step/start", "assistant/message", "step/end", "turn/end"]
+
+
 def test_get_items_reads_backwards_only_as_far_as_it_needs(oai_place: Place) -> None:
     client = oai_place.connect()
     with BerthSession("long", client) as session:
@@ -220,7 +247,7 @@ def test_get_items_reads_backwards_only_as_far_as_it_needs(oai_place: Place) -> 
         reads: list[tuple[int, int | None]] = []
         count_backward_reads(client, reads)
         assert run(session.get_items(4)) == items[2493:2497]
-        assert len(reads) == 1 and reads[0][1] is not None and reads[0][1] <= 12
+        assert len(reads) == 1 and reads[0][1] is not None and reads[0][1] <= 16
         reads.clear()
         everything = run(session.get_items())
         assert everything == items[:2497] and len(reads) == 3  # 3 pages of 1000, backwards
@@ -298,7 +325,7 @@ def test_get_items_again_checks_the_newest_events_only(oai_place: Place) -> None
             with BerthSession("again", oai_place.connect()) as reader:
                 return run(reader.get_items(limit))
 
-        assert run(session.get_items(20)) == fresh(20) and limits(reads) == [28]
+        assert run(session.get_items(20)) == fresh(20) and limits(reads) == [48]
         run(session.add_items([{"role": "assistant", "content": "mine"}]))
         reads.clear()
         assert run(session.get_items(20)) == fresh(20) and limits(reads) == [8]  # its own append: the view extended
@@ -310,7 +337,7 @@ def test_get_items_again_checks_the_newest_events_only(oai_place: Place) -> None
         assert [item["content"] for item in run(session.get_items(3))] == ["mine", "later", "last"]
         run(other.add_items([{"role": "user", "content": f"n{index}"} for index in range(9)]))
         reads.clear()
-        assert run(session.get_items(20)) == fresh(20) and limits(reads) == [8, 28]  # too many: read afresh
+        assert run(session.get_items(20)) == fresh(20) and limits(reads) == [8, 48]  # too many: read afresh
         reads.clear()
         assert run(session.get_items()) == fresh(None) and limits(reads) == [1000]  # the view was short: no probe
         run(other.clear_session())
@@ -398,7 +425,10 @@ def test_clear_is_a_marker_and_delete_reclaims(oai_place: Place) -> None:
         assert run(session.get_items()) == [] and run(session.pop_item()) is None
         run(session.add_items([{"role": "user", "content": "after"}]))
         assert run(session.get_items()) == [{"role": "user", "content": "after"}]
-        assert [event.type for event in client.read("cleared").events][-2:] == ["openai/clear", "user/message"]
+        # The clear ended the open turn; the next item opened a new one.
+        assert [event.type for event in client.read("cleared").events][-4:] == [
+            "turn/end", "openai/clear", "turn/start", "user/message"
+        ]
         run(session.delete())
         with pytest.raises(berth.NotFound):
             client.get_session("cleared")
