@@ -9,6 +9,7 @@ import sys
 from typing import Annotated, Any, TypedDict
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.types import interrupt
@@ -45,6 +46,18 @@ def build(checkpointer: Any) -> Any:
     graph.add_edge("ask", "b")
     graph.add_edge("b", END)
     return graph.compile(checkpointer=checkpointer)
+
+
+def put_list(saver: BerthSaver, thread: str, items: list[Any], parent: str | None) -> str:
+    """Stores a checkpoint whose `items` channel is `items` (a child of `parent`); its id."""
+    checkpoint = empty_checkpoint()
+    version = saver.get_next_version(len(items), None)
+    checkpoint["channel_values"] = {"items": list(items)}
+    checkpoint["channel_versions"] = {"items": version}
+    config = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+    if parent:
+        config["configurable"]["checkpoint_id"] = parent
+    return saver.put(config, checkpoint, {"step": len(items)}, {"items": version})["configurable"]["checkpoint_id"]
 
 
 def sync_client(transport: str, where: str, credential: str) -> berth.Client:

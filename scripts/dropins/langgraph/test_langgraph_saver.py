@@ -87,9 +87,14 @@ def test_storage_grows_with_new_messages_only(lg_place: Any) -> None:
     # copy per step would make steps 80-120 cost 1.6x steps 40-80, and the total ~60x).
     middle, last = sum(sizes[marks[40]:marks[80]]), sum(sizes[marks[80]:marks[120]])
     assert last < 1.1 * middle, (middle, last)
-    # The message itself is stored twice per step (LangGraph's pending write and the
-    # channel's suffix), base64: about 3x its size, never a copy of the list.
-    assert sum(sizes) < 4 * message_bytes, (sum(sizes), message_bytes)
+    # The record holds the message twice per step (LangGraph's pending write and the
+    # channel's suffix), base64: about 3x its size, never a copy of the list; the
+    # vocabulary once more, as its text (`user/message`).
+    record = sum(size for event, size in zip(events, sizes) if event.type.startswith("lg/"))
+    vocabulary = sum(size for event, size in zip(events, sizes) if not event.type.startswith("lg/"))
+    assert record < 4 * message_bytes, (record, message_bytes)
+    assert message_bytes < vocabulary < 1.1 * message_bytes, (vocabulary, message_bytes)
+    assert sum(1 for event in events if event.type == "user/message") == steps + 1
     deltas = [e for e in events if e.type == "lg/blob" and e.data.get("c") == "messages" and "base" in e.data]
     assert len(deltas) >= steps, len(deltas)
     assert all(len(e.data["items"]) == 1 for e in deltas[-steps:])
@@ -266,16 +271,6 @@ def test_copy_thread_is_a_fork_with_deltas_intact(lg_place: Any) -> None:
     assert client.get_session("dst").header.parent is not None
 
 
-def _put_list(saver: BerthSaver, thread: str, items: list[int], parent: str | None) -> str:
-    checkpoint = empty_checkpoint()
-    version = saver.get_next_version(len(items), None)
-    checkpoint["channel_values"] = {"items": list(items)}
-    checkpoint["channel_versions"] = {"items": version}
-    config = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
-    if parent:
-        config["configurable"]["checkpoint_id"] = parent
-    return saver.put(config, checkpoint, {"step": len(items)}, {"items": version})["configurable"]["checkpoint_id"]
-
 
 @pytest.mark.parametrize("recreated", [False, True])
 def test_write_after_another_saver_deleted_the_thread(lg_place: Any, recreated: bool) -> None:
@@ -284,19 +279,19 @@ def test_write_after_another_saver_deleted_the_thread(lg_place: Any, recreated: 
     onto a log that no longer exists."""
     client = lg_place.sync_client()
     with BerthSaver(client) as writer, BerthSaver(lg_place.sync_client()) as other:
-        first = _put_list(writer, "stale", [1], None)
-        second = _put_list(writer, "stale", [1, 2], first)
+        first = lg_graph.put_list(writer, "stale", [1], None)
+        second = lg_graph.put_list(writer, "stale", [1, 2], first)
         stale_cache = writer._core.threads[thread_session_id("stale")]
         other.delete_thread("stale")
         if recreated:
-            _put_list(other, "stale", [9], None)
-            _put_list(other, "stale", [9, 9], None)
+            lg_graph.put_list(other, "stale", [9], None)
+            lg_graph.put_list(other, "stale", [9, 9], None)
             # A read from the stale saver sees the new log only, not the old one extended.
             seen = [t.checkpoint["channel_values"]["items"] for t in writer.list({"configurable": {"thread_id": "stale"}})]
             assert sorted(seen) == [[9], [9, 9]], seen
             writer._core.threads.clear()  # its write below must be rebuilt on its own, from the cache it had
             writer._core.threads[thread_session_id("stale")] = stale_cache
-        _put_list(writer, "stale", [1, 2, 3], second)
+        lg_graph.put_list(writer, "stale", [1, 2, 3], second)
     with BerthSaver(lg_place.sync_client()) as fresh:
         latest = fresh.get_tuple({"configurable": {"thread_id": "stale"}})
     assert latest.checkpoint["channel_values"]["items"] == [1, 2, 3]
@@ -407,209 +402,16 @@ def test_a_message_changed_in_place_is_stored_as_changed(lg_place: Any) -> None:
     client = lg_place.sync_client()
     first, second = HumanMessage(content="one"), HumanMessage(content="two")
     with BerthSaver(client) as saver:
-        parent = _put_list(saver, "mutated", [first], None)
-        parent = _put_list(saver, "mutated", [first, second], parent)
+        parent = lg_graph.put_list(saver, "mutated", [first], None)
+        parent = lg_graph.put_list(saver, "mutated", [first, second], parent)
         first.content = "one, edited"
-        _put_list(saver, "mutated", [first, second, HumanMessage(content="three")], parent)
+        lg_graph.put_list(saver, "mutated", [first, second, HumanMessage(content="three")], parent)
     with BerthSaver(lg_place.sync_client()) as fresh:
         latest = fresh.get_tuple({"configurable": {"thread_id": "mutated"}})
     assert [m.content for m in latest.checkpoint["channel_values"]["items"]] == ["one, edited", "two", "three"]
     blobs = [e for e in _events(client, "mutated") if e.type == "lg/blob"]
     assert "base" in blobs[1].data and len(blobs[1].data["items"]) == 1  # a suffix while nothing changed
     assert "base" not in blobs[2].data and len(blobs[2].data["items"]) == 3  # stored whole once it did
-
-
-def _writes_config(thread: str, checkpoint_id: str) -> dict:
-    return {"configurable": {"thread_id": thread, "checkpoint_ns": "", "checkpoint_id": checkpoint_id}}
-
-
-class _Appends:
-    """Counts a client's appends (each one durable write)."""
-
-    def __init__(self, client: berth.Client) -> None:
-        self.count = 0
-        inner = client._execute
-
-        def counted(call: Any) -> Any:
-            if call.is_append:
-                self.count += 1
-            return inner(call)
-
-        client._execute = counted  # type: ignore[method-assign]
-
-
-def _queued(saver: BerthSaver, thread: str, calls: list[Any]) -> list[BaseException | None]:
-    """Runs `calls` (each a function of the saver) on threads while this thread holds the
-    saver's lock, until all of them wait to be written, then lets go: they are written
-    as one group. Returns what each raised (None: returned)."""
-    import threading
-
-    outcomes: list[BaseException | None] = [None] * len(calls)
-
-    def run(index: int) -> None:
-        try:
-            calls[index](saver)
-        except BaseException as error:  # noqa: BLE001 - reported to the test
-            outcomes[index] = error
-
-    threads = [threading.Thread(target=run, args=(index,)) for index in range(len(calls))]
-    with saver._core.lock:
-        for thread_ in threads:
-            thread_.start()
-        deadline = time.monotonic() + 10
-        while len(saver._waiting.get(thread, [])) < len(calls):
-            assert time.monotonic() < deadline, "the calls never queued"
-            time.sleep(0.001)
-    for thread_ in threads:
-        thread_.join()
-    return outcomes
-
-
-def test_concurrent_calls_share_one_durable_append(lg_place: Any) -> None:
-    """Calls that wait while another is being written are written together, in one
-    append (group commit), and the log holds what they would have stored one by one:
-    a fresh saver reads every write once and the checkpoint after them."""
-    client = lg_place.sync_client()
-    with BerthSaver(client) as saver:
-        first = _put_list(saver, "grouped", [1], None)
-        appends = _Appends(client)
-        calls: list[Any] = [
-            (lambda index: lambda s: s.put_writes(_writes_config("grouped", first), [(f"c{index}", index)],
-                                                  f"task-{index}"))(index)
-            for index in range(6)
-        ]
-        calls.append(lambda s: _put_list(s, "grouped", [1, 2], first))
-        assert _queued(saver, "grouped", calls) == [None] * 7
-        assert appends.count == 1
-        # Idempotent per task and index, in a group as alone: the same writes again store nothing.
-        before = client.get_session(thread_session_id("grouped")).event_count
-        assert _queued(saver, "grouped", calls[:3]) == [None] * 3
-        assert client.get_session(thread_session_id("grouped")).event_count == before
-    with BerthSaver(client) as fresh:
-        tuple_ = fresh.get_tuple(_writes_config("grouped", first))
-        assert sorted(tuple_.pending_writes) == sorted((f"task-{i}", f"c{i}", i) for i in range(6))
-        latest = fresh.get_tuple({"configurable": {"thread_id": "grouped"}})
-        assert latest.checkpoint["channel_values"]["items"] == [1, 2]
-        assert latest.parent_config["configurable"]["checkpoint_id"] == first
-
-
-def test_a_refused_batch_in_a_group_fails_alone(lg_place: Any) -> None:
-    """A group whose batch is refused (one call's writes are over the batch limit) is
-    written one call at a time: that call gets `LimitExceeded`, the others are stored."""
-    client = lg_place.sync_client()
-    with BerthSaver(client) as saver:
-        first = _put_list(saver, "refused", [1], None)
-        calls: list[Any] = [
-            lambda s: s.put_writes(_writes_config("refused", first), [("small", 1)], "task-a"),
-            lambda s: s.put_writes(_writes_config("refused", first), [("huge", os.urandom(9 << 20))], "task-b"),
-            lambda s: s.put_writes(_writes_config("refused", first), [("small", 3)], "task-c"),
-        ]
-        outcomes = _queued(saver, "refused", calls)
-        assert outcomes[0] is None and outcomes[2] is None
-        assert isinstance(outcomes[1], berth.LimitExceeded) and outcomes[1].limit_name == "batch_bytes"
-    with BerthSaver(client) as fresh:
-        writes = fresh.get_tuple(_writes_config("refused", first)).pending_writes
-        assert sorted(writes) == [("task-a", "small", 1), ("task-c", "small", 3)]
-
-
-def _put_list_as(saver: BerthSaver, thread: str, items: list[int], parent: str, checkpoint_id: str) -> None:
-    checkpoint = empty_checkpoint()
-    checkpoint["id"] = checkpoint_id
-    version = saver.get_next_version(len(items), None)
-    checkpoint["channel_values"] = {"items": list(items)}
-    checkpoint["channel_versions"] = {"items": version}
-    config = {"configurable": {"thread_id": thread, "checkpoint_ns": "", "checkpoint_id": parent}}
-    saver.put(config, checkpoint, {"step": len(items)}, {"items": version})
-
-
-def test_a_group_is_stored_only_where_its_builds_assumed(lg_place: Any) -> None:
-    """A later build in a group refers to the seqs of the batches before it (here the
-    second checkpoint's list is a suffix of the first's), so a group is an append at
-    the log's end its saver folded (`expected_seq`): after another saver appended to the
-    thread, the group is refused, nothing stored, and written again one call at a time
-    from a fresh read — both checkpoints read back whole."""
-    client = lg_place.sync_client()
-    with BerthSaver(client) as saver, BerthSaver(client) as other:
-        first = _put_list(saver, "moved", [1], None)
-        other.put_writes(_writes_config("moved", first), [("theirs", 0)], "task-other")
-        appends = _Appends(client)
-        a = empty_checkpoint()["id"]
-        b = empty_checkpoint()["id"]
-        assert a < b
-        calls: list[Any] = [
-            lambda s: _put_list_as(s, "moved", [1, 2], first, a),
-            lambda s: _put_list_as(s, "moved", [1, 2, 3], a, b),
-        ]
-        assert _queued(saver, "moved", calls) == [None, None]
-        assert appends.count == 3  # the refused group, then each call alone
-    with BerthSaver(client) as fresh:
-        for checkpoint_id, items in ((a, [1, 2]), (b, [1, 2, 3])):
-            found = fresh.get_tuple(_writes_config("moved", checkpoint_id))
-            assert found.checkpoint["channel_values"]["items"] == items
-        assert fresh.get_tuple(_writes_config("moved", first)).pending_writes == [("task-other", "theirs", 0)]
-    with BerthSaver(client) as cold:  # the latest, read from the tail and point reads
-        assert cold.get_tuple({"configurable": {"thread_id": "moved"}}).checkpoint["channel_values"]["items"] == [1, 2, 3]
-
-
-def test_a_failing_build_in_a_group_fails_alone(lg_place: Any) -> None:
-    """A checkpoint whose list holds an object the serializer refuses fails in its
-    group's build, before anything is sent: that `put` raises the serializer's error,
-    and the writes queued with it are stored."""
-    import threading
-
-    client = lg_place.sync_client()
-    with BerthSaver(client) as saver:
-        first = _put_list(saver, "unserializable", [1], None)
-        calls: list[Any] = [
-            lambda s: s.put_writes(_writes_config("unserializable", first), [("ok", 1)], "task-a"),
-            lambda s: _put_list(s, "unserializable", [1, threading.Lock()], first),  # type: ignore[list-item]
-        ]
-        outcomes = _queued(saver, "unserializable", calls)
-        assert outcomes[0] is None
-        assert isinstance(outcomes[1], TypeError)
-    with BerthSaver(client) as fresh:
-        assert fresh.get_tuple(_writes_config("unserializable", first)).pending_writes == [("task-a", "ok", 1)]
-        latest = fresh.get_tuple({"configurable": {"thread_id": "unserializable"}})
-        assert latest.config["configurable"]["checkpoint_id"] == first
-
-
-async def test_async_saver_groups_concurrent_calls(lg_place: Any) -> None:
-    """`AsyncBerthSaver` groups the same way on the event loop: six `aput_writes` and
-    an `aput` gathered are one append, and a fresh saver reads all of them."""
-    import asyncio
-
-    client = lg_place.async_client()
-    async with AsyncBerthSaver(client) as saver:
-        checkpoint = empty_checkpoint()
-        version = saver.get_next_version(1, None)
-        checkpoint["channel_values"] = {"items": [1]}
-        checkpoint["channel_versions"] = {"items": version}
-        stored = await saver.aput({"configurable": {"thread_id": "agrouped", "checkpoint_ns": ""}}, checkpoint,
-                                  {"step": 1}, {"items": version})
-        first = stored["configurable"]["checkpoint_id"]
-        appends = 0
-        inner = client._execute
-
-        async def counted(call: Any) -> Any:
-            nonlocal appends
-            appends += call.is_append
-            return await inner(call)
-
-        client._execute = counted  # type: ignore[method-assign]
-        second = empty_checkpoint()
-        version2 = saver.get_next_version(2, None)
-        second["channel_values"] = {"items": [1, 2]}
-        second["channel_versions"] = {"items": version2}
-        await asyncio.gather(
-            *(saver.aput_writes(_writes_config("agrouped", first), [(f"c{i}", i)], f"task-{i}") for i in range(6)),
-            saver.aput(_writes_config("agrouped", first), second, {"step": 2}, {"items": version2}),
-        )
-        assert appends == 1
-    async with AsyncBerthSaver(client) as fresh:
-        found = await fresh.aget_tuple(_writes_config("agrouped", first))
-        assert sorted(found.pending_writes) == sorted((f"task-{i}", f"c{i}", i) for i in range(6))
-        latest = await fresh.aget_tuple({"configurable": {"thread_id": "agrouped"}})
-        assert latest.checkpoint["channel_values"]["items"] == [1, 2]
 
 
 def test_strict_msgpack_allowlist_as_in_memory_saver(lg_place: Any) -> None:

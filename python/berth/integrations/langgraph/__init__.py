@@ -13,7 +13,11 @@ id; every saver call is one atomic append. The package:
   with its reads (`_reads`), the batches a put makes (`_builds`) and their appends
   (`_appends`, group commit included);
 - `_saver` (`BerthSaver`) and `_async_saver` (`AsyncBerthSaver`): the checkpointers,
-  which drive the core with a sync or an async client, and `_shared`, what both do.
+  which drive the core with a sync or an async client, and `_shared`, what both do;
+- berth's conversation vocabulary beside the record, in the same appends:
+  `_messages` (a LangChain message as events), `_vocabulary` (what each saver call adds:
+  messages, turns, steps) and `_talk` (what the log says of them, folded);
+- `_tools`: `durable_tool_node`, a `ToolNode` recording each call before it runs.
 
 `BerthStore` / `AsyncBerthStore` (LangGraph's long-term memory) are in
 `berth.integrations.langgraph_store`, and importable from here too.
@@ -39,8 +43,10 @@ from ._records import (  # noqa: F401
     thread_session_id,
 )
 from ._saver import BerthSaver  # noqa: F401
+from ._tools import OUTCOME_UNKNOWN_TEXT, DurableToolCalls, durable_tool_node  # noqa: F401
 
 # LangGraph's long-term memory (`BaseStore`) on berth's scoped memory: docs/guides/langgraph.md.
 from ..langgraph_store import AsyncBerthStore, BerthStore  # noqa: F401
 
-__all__ = ["AsyncBerthSaver", "AsyncBerthStore", "BerthSaver", "BerthStore", "ModeMismatch", "thread_session_id"]
+__all__ = ["AsyncBerthSaver", "AsyncBerthStore", "BerthSaver", "BerthStore", "DurableToolCalls", "ModeMismatch",
+           "durable_tool_node", "thread_session_id"]

@@ -48,6 +48,7 @@ class _Appends:
     `session_id`, `policy`; `refresh` is `_Reads`')."""
 
     exclusive: bool
+    flags: dict[str, bool]
     run_id: str
     threads: dict[str, _Thread]
     attached: set[str]
@@ -121,8 +122,22 @@ class _Appends:
                 if not events:
                     return None
             # The batch's size is its request body's: encoded once, for sending.
-            call = calls.append(session_id, events, run=self.run_id, expected_seq=start if conditional else None)
+            call = calls.append(session_id, _sent(events), run=self.run_id,
+                                expected_seq=start if conditional else None)
             size = len(call.body or b"")
+            if (size > BATCH_BYTES_MAX or len(events) > BATCH_EVENTS_MAX) and not conditional:
+                # Over berth's batch limits with the messages' vocabulary: the same batch
+                # without it (the lg record is what the saver needs; the turns stay). A
+                # group (`conditional`) is refused instead, and its calls go one by one.
+                self.flags["plain"] = True
+                try:
+                    self.pending_lists.clear()
+                    events = build(state)
+                finally:
+                    self.flags["plain"] = False
+                call = calls.append(session_id, _sent(events), run=self.run_id,
+                                    expected_seq=start if conditional else None)
+                size = len(call.body or b"")
             if size > BATCH_BYTES_MAX or len(events) > BATCH_EVENTS_MAX:
                 raise berth.LimitExceeded(
                     f"langgraph: one saver call would append {size} bytes in {len(events)} events "
@@ -177,7 +192,7 @@ class _Appends:
             for one in builds:
                 made = one(state)
                 for offset, (kind, data) in enumerate(made):
-                    state.apply(_Own(kind, data, state.next_seq + offset))
+                    state.apply(_Own(kind, data, state.next_seq + offset, self.run_id))
                 state.next_seq += len(made)
                 events.extend(made)
             return events
@@ -230,5 +245,12 @@ class _Appends:
         if state is None or outcome.duplicate or outcome.first_seq != state.next_seq:
             return  # another writer appended in between: the next read folds both, in order
         for offset, (kind, data) in enumerate(events):
-            state.apply(_Own(kind, data, outcome.first_seq + offset))
+            state.apply(_Own(kind, data, outcome.first_seq + offset, self.run_id))
         state.next_seq = outcome.next_seq
+
+
+def _sent(events: list[tuple[str, Any]]) -> list[Any]:
+    """A batch as appended: the `lg/*` record marked ignorable — berth's readers and its
+    repair may skip it, the vocabulary beside it tells the conversation."""
+    return [{"type": kind, "data": data, "ignorable": True} if kind.startswith("lg/") else (kind, data)
+            for kind, data in events]

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -23,6 +24,7 @@ from ._appends import WRITES_WAIT_S, Build, _Waiting
 from ._core import _Core
 from ._records import FOREVER_MS
 from ._shared import _Attachment, _next_version, _SharedRun
+from ._tools import STEP_POLL_S, STEP_READ_AFTER_S, STEP_WAIT_S, step_checkpoint
 
 
 class AsyncBerthSaver(_SharedRun, BaseCheckpointSaver[str]):
@@ -150,6 +152,22 @@ class AsyncBerthSaver(_SharedRun, BaseCheckpointSaver[str]):
                           task_path: str = "") -> None:
         thread_id, build = self._core.put_writes_build(config, writes, task_id, task_path)
         await self._write(thread_id, build, checkpoint=False)
+
+    async def arecord_tool_call(self, config: RunnableConfig, tool_call: Any) -> dict[str, Any] | None:
+        """`BerthSaver.record_tool_call`, on the event loop (`durable_tool_node`)."""
+        checkpoint_id = step_checkpoint(config)
+        if checkpoint_id is not None:
+            thread_id = str(config["configurable"]["thread_id"])
+            started = time.monotonic()
+            read = False  # the fold this saver has (a log it has not folded is read)
+            while not await self._do(self._core.checkpoint_known(thread_id, checkpoint_id, read)):
+                waited = time.monotonic() - started
+                if waited > STEP_WAIT_S:
+                    break
+                await asyncio.sleep(STEP_POLL_S)
+                read = waited > STEP_READ_AFTER_S
+        found: dict[str, Any] | None = await self._do(self._core.record_tool_call(config, tool_call))
+        return found
 
     async def adelete_thread(self, thread_id: str) -> None:
         await self._do(self._core.delete_thread(thread_id))

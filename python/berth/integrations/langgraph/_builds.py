@@ -1,13 +1,16 @@
 """The batches a `put` and a `put_writes` append (`_Builds`, mixed into `_Core`):
 channel values as `lg/blob`s (a list that extends its previous version as only the
 suffix, with the seqs of its chain; a large value in parts), the `lg/checkpoint`
-record with its `at` and `top`, and `lg/writes`. Serialized outside the saver's lock."""
+record with its `at` and `top`, and `lg/writes`; and, in the same batch, the
+conversation vocabulary they carry (`_vocabulary`: the messages of a list's new suffix,
+turns and steps). Serialized outside the saver's lock."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
+from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
@@ -21,6 +24,8 @@ from ._appends import Build
 from ._fold import _Thread
 from ._records import ANCHOR_EVERY, PART_CHARS, VERSIONS_KEPT, _b64, _list_blob_fits
 from ._snapshots import _prefix_unchanged, _snapshot
+from ._talk import _Talk
+from ._vocabulary import ended_by, put_events, writes_events
 
 
 class _Builds:
@@ -28,6 +33,7 @@ class _Builds:
     (`_channel_versions` is `_Reads`')."""
 
     serde: Any
+    flags: dict[str, bool]
     versions: dict[str, dict[str, Any]]
     pending_lists: dict[tuple[str, str, Any], tuple[list[Any], list[Any]]]
 
@@ -37,16 +43,18 @@ class _Builds:
             del self.versions[next(iter(self.versions))]
 
     def _blob_events(self, state: _Thread | None, ns: str, channel: str, version: Any, present: bool, value: Any,
-                     base: tuple[Any, int] | None) -> list[tuple[str, Any]]:
+                     base: tuple[Any, int] | None) -> tuple[list[tuple[str, Any]], int]:
+        """The events of one channel version, and — for a list — how many of its items
+        the version it extends holds (0: all of them are new to the log)."""
         if not present:
-            return [("lg/blob", {"ns": ns, "c": channel, "v": version, "t": "empty"})]
+            return [("lg/blob", {"ns": ns, "c": channel, "v": version, "t": "empty"})], 0
         if type(value) is list:
             data: dict[str, Any] = {"ns": ns, "c": channel, "v": version}
             items: list[tuple[str, str]] | None = None
             objects, snapshots = list(value), None
+            stored: int | None = None
             if base is not None and state is not None:
                 remembered = state.lists.get((ns, channel))
-                stored = None
                 if remembered is not None and remembered[0] == base[0] and remembered[1] == base[1]:
                     # This saver stored the base: a prefix of the same, unchanged objects
                     # is that list, so only the new items are serialized.
@@ -80,16 +88,16 @@ class _Builds:
                     snapshots = [_snapshot(item) for item in value]
                 if None not in snapshots:
                     self.pending_lists[(ns, channel, version)] = (objects, snapshots)
-                return [("lg/blob", data)]
+                return [("lg/blob", data)], stored or 0
         t, b = self.serde.dumps_typed(value)
         text = _b64(b)
         if len(text) <= PART_CHARS:
-            return [("lg/blob", {"ns": ns, "c": channel, "v": version, "t": t, "b": text})]
+            return [("lg/blob", {"ns": ns, "c": channel, "v": version, "t": t, "b": text})], 0
         chunks = [text[start:start + PART_CHARS] for start in range(0, len(text), PART_CHARS)]
         return [
             ("lg/blob", {"ns": ns, "c": channel, "v": version, "t": t, "b": chunk, "part": index, "of": len(chunks)})
             for index, chunk in enumerate(chunks)
-        ]
+        ], 0
 
     def put_build(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
                   new_versions: ChannelVersions) -> tuple[str, Build, RunnableConfig]:
@@ -113,16 +121,23 @@ class _Builds:
             parent_versions: dict[str, Any] = {}
             if state is not None and parent_id and parent_id in state.checkpoints.get(ns, {}):
                 parent_versions = self._channel_versions(state.checkpoints[ns][parent_id]["cp"])
-            events: list[tuple[str, Any]] = []
+            blobs: list[tuple[str, Any]] = []
+            messages: list[Any] = []
             for channel, version in new_versions.items():
                 base = None
                 if channel in parent_versions and state is not None:
                     found = state.blobs.get((ns, channel, parent_versions[channel]))
                     if found is not None:
                         base = (parent_versions[channel], found[0])
-                events.extend(
-                    self._blob_events(state, ns, channel, version, channel in values, values.get(channel), base)
-                )
+                value = values.get(channel)
+                made, new_from = self._blob_events(state, ns, channel, version, channel in values, value, base)
+                blobs.extend(made)
+                if type(value) is list:
+                    messages.extend(item for item in value[new_from:] if isinstance(item, BaseMessage))
+            talk = state.talk if state is not None else _Talk()
+            ended = ended_by(state.writes.get((ns, checkpoint["id"]))) if state is not None and ns == "" else None
+            events, after = put_events(talk, ns, checkpoint, metadata_full, messages, self.flags["plain"], ended)
+            events.extend(blobs)
             at = {}
             for channel, version in checkpoint["channel_versions"].items():
                 if channel in new_versions or state is None:
@@ -144,6 +159,7 @@ class _Builds:
                 first = state.next_seq if state is not None else 0
                 record["top"] = [first, first + len(events)]
             events.append(("lg/checkpoint", record))
+            events.extend(after)
             return events
 
         return thread_id, build, {"configurable": {"thread_id": configurable["thread_id"], "checkpoint_ns": ns,
@@ -160,6 +176,9 @@ class _Builds:
         for index, (channel, value) in enumerate(writes):
             t, b = self.serde.dumps_typed(value)
             encoded.append([WRITES_IDX_MAP.get(channel, index), channel, t, _b64(b)])
+        channels = [channel for channel, _ in writes]
+        # Only LangGraph's special writes (an interrupt, an error, a resume) delimit turns.
+        special = ns == "" and any(channel in WRITES_IDX_MAP for channel in channels)
 
         def build(state: _Thread | None) -> list[tuple[str, Any]]:
             stored = state.writes.get((ns, checkpoint_id), {}) if state is not None else {}
@@ -168,6 +187,10 @@ class _Builds:
             rows = [row for row in encoded if row[0] < 0 or (task_id, row[0]) not in stored]
             if not rows:
                 return []
-            return [("lg/writes", {"ns": ns, "cp": checkpoint_id, "task": task_id, "path": task_path, "w": rows})]
+            events = [("lg/writes", {"ns": ns, "cp": checkpoint_id, "task": task_id, "path": task_path, "w": rows})]
+            if special and state is not None:
+                known = checkpoint_id in state.checkpoints.get(ns, {})
+                events.extend(writes_events(state.talk, ns, task_id, channels, known))
+            return events
 
         return thread_id, build

@@ -13,6 +13,8 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
+
 import berth
 from berth import _calls as calls
 from berth._errors import BerthError
@@ -21,8 +23,11 @@ from .._drive import Io
 from ._appends import _Appends
 from ._builds import _Builds
 from ._fold import _Thread
+from ._messages import tool_call_data
 from ._reads import _Reads
 from ._records import LABEL, thread_session_id
+from ._talk import _Talk
+from ._vocabulary import tool_start_events
 
 
 class _Core(_Reads, _Appends, _Builds):
@@ -64,6 +69,9 @@ class _Core(_Reads, _Appends, _Builds):
         #: (ns, channel, version) -> (items, snapshots) of the list blobs the batch being
         #: built stores; remembered in the thread's `lists` once the batch is folded.
         self.pending_lists: dict[tuple[str, str, Any], tuple[list[Any], list[Any]]] = {}
+        #: `plain`: the batch being built leaves the messages' vocabulary out (`append`:
+        #: with it, the batch would pass berth's limits).
+        self.flags = {"plain": False}
 
     def with_serde(self, serde: Any) -> _Core:
         """This core for a saver that (de)serializes with `serde`: the same run, threads,
@@ -130,6 +138,38 @@ class _Core(_Reads, _Appends, _Builds):
             keep = {ns: max(checkpoints) for ns, checkpoints in state.checkpoints.items() if checkpoints}
             if any(len(checkpoints) > 1 for checkpoints in state.checkpoints.values()):
                 yield from self.append(str(thread_id), lambda _state: [("lg/prune", {"keep": keep})])
+
+    def checkpoint_known(self, thread_id: str, checkpoint_id: str, read: bool) -> Io:
+        """Whether the thread's root checkpoint `checkpoint_id` is in the log as this saver
+        folded it (`read`: bring the fold up to date first; it is read anyway when there
+        is none)."""
+        state = self.threads.get(self.session_id(thread_id))
+        if state is None or read:
+            state = yield from self.refresh(thread_id)
+        return state is not None and checkpoint_id in state.checkpoints.get("", {})
+
+    def record_tool_call(self, config: RunnableConfig, call: Any) -> Io:
+        """`durable_tool_node`'s record that a tool call starts, durable before the tool
+        runs (a `tool/call`, in its own append: the one extra write a call costs).
+
+        Answers None when the tool may run; otherwise (nothing appended) the data of what
+        stands for its result: `{}` when another run recorded this call's start in the
+        turn still open and no result followed (that process died while the tool ran:
+        its outcome is unknown), or the `tool/result` berth's resume wrote for it."""
+        data = tool_call_data(call)
+        if data is None:
+            return None  # a call without an id: nothing to name its record by
+        answer: list[dict[str, Any] | None] = [None]
+
+        def build(state: _Thread | None) -> list[tuple[str, Any]]:
+            talk = state.talk if state is not None else _Talk()
+            answer[0] = talk.in_doubt(data["call_id"], self.run_id)
+            if answer[0] is not None or talk.recorded_here(data["call_id"]):
+                return []  # answered without running, or recorded in this turn already (a retry)
+            return tool_start_events(talk, data)
+
+        yield from self.append(str(config["configurable"]["thread_id"]), build)
+        return answer[0]
 
     def heartbeat_all(self) -> Io:
         for session_id in list(self.attached):

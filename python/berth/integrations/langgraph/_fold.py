@@ -2,7 +2,8 @@
 
 Reads fold the log into a per-thread index that the saver keeps and refreshes with
 `from=next_seq` (the log is append-only, so the refresh is always correct); the
-saver's own appends are folded in without reading them back (`_Own`).
+saver's own appends are folded in without reading them back (`_Own`). The vocabulary
+events fold into the thread's `_Talk`, which only decides what the next writes add.
 """
 
 from __future__ import annotations
@@ -12,15 +13,16 @@ from typing import Any
 import berth
 
 from ._records import ANCHOR_EVERY
+from ._talk import TALK_TYPES, _Talk
 
 
 class _Own:
     """One of this saver's own appended events, folded without reading it back."""
 
-    __slots__ = ("type", "data", "seq")
+    __slots__ = ("type", "data", "seq", "run")
 
-    def __init__(self, kind: str, data: Any, seq: int) -> None:
-        self.type, self.data, self.seq = kind, data, seq
+    def __init__(self, kind: str, data: Any, seq: int, run: str | None = None) -> None:
+        self.type, self.data, self.seq, self.run = kind, data, seq, run
 
 
 class _Thread:
@@ -47,6 +49,8 @@ class _Thread:
         # by identity (and an unchanged snapshot) instead of by serializing it again.
         self.lists: dict[tuple[str, str], tuple[Any, int, list[Any], list[Any]]] = {}
         self._newest: dict[str, str] = {}
+        #: What the vocabulary events say (`_talk`): never read back for LangGraph.
+        self.talk = _Talk()
 
     def apply(self, event: berth.Event | _Own) -> None:
         data = event.data if isinstance(event.data, dict) else {}
@@ -100,6 +104,8 @@ class _Thread:
                 for checkpoint_id, record in list(checkpoints.items()):
                     if record["run_id"] is not None and record["run_id"] in runs:
                         self._drop(ns, checkpoint_id)
+        elif kind in TALK_TYPES:
+            self.talk.apply(kind, data, event.run)
         # Anything else (berth's own `session/end-seed` after a fork, newer types) is skipped.
 
     def _link(self, base_key: tuple[str, str, Any] | None) -> tuple[int, tuple[int, ...]]:

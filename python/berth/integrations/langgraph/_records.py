@@ -11,6 +11,10 @@ thread id; every saver call is one atomic append):
 | `lg/prune`      | `{keep: {ns: checkpoint_id}}` (keep_latest, logical) |
 | `lg/drop-runs`  | `{runs: [...]}` (delete_for_runs, logical) |
 
+Every `lg/*` event is appended `ignorable` (since the vocabulary was added; older ones
+are not): beside them, in the same appends, berth's conversation vocabulary says what
+happened (`_vocabulary`), and readers and berth's repair may skip the record. The saver
+reads only the record.
 """
 
 from __future__ import annotations

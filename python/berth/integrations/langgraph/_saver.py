@@ -24,6 +24,7 @@ from ._appends import WRITES_WAIT_S, Build, _Waiting
 from ._core import _Core
 from ._records import FOREVER_MS
 from ._shared import _Attachment, _next_version, _SharedRun
+from ._tools import STEP_POLL_S, STEP_READ_AFTER_S, STEP_WAIT_S, step_checkpoint
 
 
 class BerthSaver(_SharedRun, BaseCheckpointSaver[str]):
@@ -154,6 +155,29 @@ class BerthSaver(_SharedRun, BaseCheckpointSaver[str]):
         thread_id, build = self._core.put_writes_build(config, writes, task_id, task_path)
         self._write(thread_id, build, checkpoint=False)
 
+    def record_tool_call(self, config: RunnableConfig, tool_call: Any) -> dict[str, Any] | None:
+        """Records in the thread of `config`, durably, that `tool_call` (LangChain's
+        `{name, args, id}`) starts: a `tool/call` event, before the tool runs
+        (`durable_tool_node` calls this). None: the tool may run. Otherwise it must not:
+        a process that recorded its start died before its result (`{}`: the outcome is
+        unknown), or berth's resume closed the call (its `tool/result`'s data).
+
+        The record follows the checkpoint of the call's step: LangGraph stores it in the
+        background while the step runs, so this waits (`STEP_WAIT_S` at most) until it is."""
+        checkpoint_id = step_checkpoint(config)
+        if checkpoint_id is not None:
+            thread_id = str(config["configurable"]["thread_id"])
+            started = time.monotonic()
+            read = False  # the fold this saver has (a log it has not folded is read)
+            while not self._do(self._core.checkpoint_known(thread_id, checkpoint_id, read)):
+                waited = time.monotonic() - started
+                if waited > STEP_WAIT_S:
+                    break
+                time.sleep(STEP_POLL_S)
+                read = waited > STEP_READ_AFTER_S
+        found: dict[str, Any] | None = self._do(self._core.record_tool_call(config, tool_call))
+        return found
+
     def delete_thread(self, thread_id: str) -> None:
         self._do(self._core.delete_thread(thread_id))
 
@@ -188,6 +212,9 @@ class BerthSaver(_SharedRun, BaseCheckpointSaver[str]):
     async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
                           task_path: str = "") -> None:
         await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
+
+    async def arecord_tool_call(self, config: RunnableConfig, tool_call: Any) -> dict[str, Any] | None:
+        return await asyncio.to_thread(self.record_tool_call, config, tool_call)
 
     async def adelete_thread(self, thread_id: str) -> None:
         await asyncio.to_thread(self.delete_thread, thread_id)
