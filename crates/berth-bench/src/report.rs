@@ -19,8 +19,13 @@ pub enum Figure {
 pub struct Measurement {
     pub workload: String,
     pub variant: String,
-    /// Is this the reference the other variants of the workload are compared with?
+    /// Is this a reference the other variants of the workload are compared with? A
+    /// workload may have several (W1, W2, W5: the growing-file and overwrite raw files).
     pub reference: bool,
+    /// How the ratio column names this reference where its workload has more than one
+    /// (`growing`, `overwrite`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reference_tag: Option<String>,
     pub figure: Figure,
     /// What is counted (`events`, `pages`, `fetches`, `ms`).
     pub unit: String,
@@ -54,6 +59,20 @@ impl Measurement {
             unit: unit.into(),
             ..Measurement::default()
         }
+    }
+
+    /// A throughput reference that the ratio column names `tag` beside the workload's
+    /// other references.
+    pub fn reference_tagged(workload: &str, variant: &str, tag: &str, unit: &str) -> Measurement {
+        Measurement {
+            reference_tag: Some(tag.into()),
+            ..Measurement::new(workload, variant, true, Figure::Throughput, unit)
+        }
+    }
+
+    /// The reference's name in a ratio cell: its tag, else its variant label.
+    fn reference_name(&self) -> &str {
+        self.reference_tag.as_deref().unwrap_or(&self.variant)
     }
 
     /// Adds one round of per-operation latencies (µs), each operation `items_per_op` units.
@@ -116,6 +135,9 @@ pub struct Target {
 pub enum Goal {
     /// `ratio_to(versus)` at least `ratio` (for timed rows: their time ÷ mine).
     RatioAtLeast { versus: String, ratio: f64 },
+    /// `ratio_to` the faster of the `versus` variants (the higher throughput, or the
+    /// shorter time) at least `ratio`: the lower of the ratios to each is judged.
+    RatioToFasterAtLeast { versus: Vec<String>, ratio: f64 },
     /// Median time per round at most this many milliseconds.
     MedianAtMostMs(f64),
     /// Median throughput at least this many units per second.
@@ -177,8 +199,18 @@ impl Report {
         self.measurements.iter().find(|m| m.workload == workload && m.variant == variant)
     }
 
-    fn reference_of(&self, workload: &str) -> Option<&Measurement> {
-        self.measurements.iter().find(|m| m.workload == workload && m.reference)
+    fn references_of(&self, workload: &str) -> Vec<&Measurement> {
+        self.measurements.iter().filter(|m| m.workload == workload && m.reference).collect()
+    }
+
+    /// Of the `versus` variants of `measurement`'s workload that were measured, the
+    /// faster one (the one `measurement` has the lowest ratio to), and that ratio.
+    pub fn faster_of<'a>(&'a self, measurement: &Measurement, versus: &[String]) -> Option<(&'a Measurement, f64)> {
+        versus
+            .iter()
+            .filter_map(|variant| self.find(&measurement.workload, variant))
+            .filter_map(|reference| Some((reference, measurement.ratio_to(reference)?)))
+            .min_by(|a, b| a.1.total_cmp(&b.1))
     }
 
     /// The figure a target is judged on, and whether it is met.
@@ -187,6 +219,10 @@ impl Report {
         Some(match &target.goal {
             Goal::RatioAtLeast { versus, ratio } => {
                 let value = measurement.ratio_to(self.find(&target.workload, versus)?)?;
+                (value, value >= *ratio)
+            }
+            Goal::RatioToFasterAtLeast { versus, ratio } => {
+                let (_, value) = self.faster_of(measurement, versus)?;
                 (value, value >= *ratio)
             }
             Goal::MedianAtMostMs(limit) => {
@@ -245,11 +281,7 @@ impl Report {
                 (Figure::Time, Some(ms)) => format!("{} ms", decimals(ms)),
                 (Figure::Throughput, Some(rate)) => format!("{} {}/s", human(rate), m.unit),
             };
-            let ratio = match self.reference_of(&m.workload) {
-                _ if m.reference => "reference".to_owned(),
-                Some(reference) => m.ratio_to(reference).map_or("–".into(), |r| format!("{r:.2}×")),
-                None => "–".to_owned(),
-            };
+            let ratio = self.ratio_cell(m);
             out.push_str(&format!(
                 "| {} | {} | {} | {} | {} | {} |\n",
                 m.workload,
@@ -264,7 +296,39 @@ impl Report {
             "\nRatio: throughput ÷ reference throughput, or reference time ÷ time (higher is better). \
              Medians over rounds; latencies over every operation of every round.\n",
         );
+        if self.measurements.iter().any(|m| m.reference && m.reference_tag.is_some()) {
+            out.push_str(
+                "Two raw references where a workload writes (W1, W2, W5): `growing` appends to a file that grows \
+                 with each record, `overwrite` writes the same records with pwrite into a pre-zeroed file; both \
+                 fdatasync each record. Ratios to each are shown; targets use the faster one.\n",
+            );
+        }
         out
+    }
+
+    /// The ratio column: `reference`, or the ratio to the workload's reference; where
+    /// the workload has several, the ratio to each, named (`0.92× growing · 0.68×
+    /// overwrite`), after `reference` on the references' own rows.
+    fn ratio_cell(&self, m: &Measurement) -> String {
+        let references = self.references_of(&m.workload);
+        let ratio = |reference: &Measurement| m.ratio_to(reference).map_or("–".into(), |r| format!("{r:.2}×"));
+        match references.as_slice() {
+            [] if m.reference => "reference".to_owned(),
+            [] => "–".to_owned(),
+            [_] if m.reference => "reference".to_owned(),
+            [reference] => ratio(reference),
+            several => {
+                let ratios: Vec<String> = several
+                    .iter()
+                    .filter(|reference| !std::ptr::eq(**reference, m))
+                    .map(|reference| format!("{} {}", ratio(reference), reference.reference_name()))
+                    .collect();
+                match m.reference {
+                    true => format!("reference · {}", ratios.join(" · ")),
+                    false => ratios.join(" · "),
+                }
+            }
+        }
     }
 
     pub fn target_table(&self) -> String {
@@ -276,8 +340,9 @@ impl Report {
             let (value, verdict) = match self.judge(target) {
                 None => ("–".to_owned(), "not measured"),
                 Some((value, met)) => {
-                    let shown = match target.goal {
+                    let shown = match &target.goal {
                         Goal::RatioAtLeast { .. } => format!("{value:.2}×"),
+                        Goal::RatioToFasterAtLeast { versus, .. } => self.faster_shown(target, versus, value),
                         Goal::MedianAtMostMs(_) => format!("{} ms", decimals(value)),
                         Goal::ThroughputAtLeast(_) => format!("{}/s", human(value)),
                         Goal::P99AtMostUs(_) => format!("{value:.0} µs"),
@@ -293,6 +358,29 @@ impl Report {
             ));
         }
         out
+    }
+}
+
+impl Report {
+    /// A target judged against the faster reference: its ratio and the reference's name,
+    /// then the ratios to the others (`0.68× overwrite (growing: 0.92×)`).
+    fn faster_shown(&self, target: &Target, versus: &[String], value: f64) -> String {
+        let Some(measurement) = self.find(&target.workload, &target.variant) else {
+            return format!("{value:.2}×");
+        };
+        let Some((faster, _)) = self.faster_of(measurement, versus) else {
+            return format!("{value:.2}×");
+        };
+        let others: Vec<String> = versus
+            .iter()
+            .filter(|variant| **variant != faster.variant)
+            .filter_map(|variant| self.find(&target.workload, variant))
+            .filter_map(|other| Some(format!("{}: {:.2}×", other.reference_name(), measurement.ratio_to(other)?)))
+            .collect();
+        match others.is_empty() {
+            true => format!("{value:.2}× {}", faster.reference_name()),
+            false => format!("{value:.2}× {} ({})", faster.reference_name(), others.join(", ")),
+        }
     }
 }
 
@@ -371,5 +459,113 @@ mod tests {
         let mut slow = Measurement::new("w", "slow", true, Figure::Time, "ms");
         slow.rounds_ms = vec![20.0];
         assert_eq!(fast.ratio_to(&slow), Some(2.0));
+    }
+
+    fn throughput(variant: &str, tag: Option<&str>, rate: f64) -> Measurement {
+        let mut m = match tag {
+            Some(tag) => Measurement::reference_tagged("W1", variant, tag, "events"),
+            None => Measurement::new("W1", variant, false, Figure::Throughput, "events"),
+        };
+        m.rounds_per_second = vec![rate];
+        m
+    }
+
+    /// A report of W1 with a growing and an overwrite reference at these rates, berth at
+    /// 500/s, and a target of ≥ 0.85× the faster reference.
+    fn two_references(growing: f64, overwrite: f64) -> Report {
+        Report {
+            measurements: vec![
+                throughput("raw growing", Some("growing"), growing),
+                throughput("raw overwrite", Some("overwrite"), overwrite),
+                throughput("berth", None, 500.0),
+            ],
+            targets: vec![Target {
+                workload: "W1".into(),
+                variant: "berth".into(),
+                goal: Goal::RatioToFasterAtLeast {
+                    versus: vec!["raw growing".into(), "raw overwrite".into()],
+                    ratio: 0.85,
+                },
+                text: "W1 ≥ 0.85× the faster raw reference".into(),
+            }],
+            ..Report::default()
+        }
+    }
+
+    #[test]
+    fn target_is_judged_against_the_faster_reference() {
+        // The overwrite reference is the faster: 500 / 1000.
+        let report = two_references(550.0, 1000.0);
+        let target = &report.targets[0];
+        assert_eq!(report.judge(target), Some((0.5, false)));
+        let berth = report.find("W1", "berth").expect("row");
+        let versus = ["raw growing".to_owned(), "raw overwrite".to_owned()];
+        assert_eq!(
+            report.faster_of(berth, &versus).map(|(m, r)| (m.variant.as_str(), r)),
+            Some(("raw overwrite", 0.5))
+        );
+        // The growing file is the faster: 500 / 580, met.
+        let report = two_references(580.0, 400.0);
+        let (value, met) = report.judge(&report.targets[0]).expect("judged");
+        assert!((value - 500.0 / 580.0).abs() < 1e-12 && met);
+    }
+
+    #[test]
+    fn a_missing_reference_leaves_the_other() {
+        let mut report = two_references(550.0, 1000.0);
+        report.measurements.retain(|m| m.variant != "raw overwrite");
+        let (value, _) = report.judge(&report.targets[0]).expect("judged");
+        assert!((value - 500.0 / 550.0).abs() < 1e-12);
+        report.measurements.retain(|m| m.variant != "raw growing");
+        assert_eq!(report.judge(&report.targets[0]), None);
+    }
+
+    #[test]
+    fn the_faster_of_timed_references_is_the_shorter_time() {
+        let timed = |variant: &str, ms: f64| {
+            let mut m = Measurement::new("W4", variant, variant != "berth", Figure::Time, "ms");
+            m.rounds_ms = vec![ms];
+            m
+        };
+        let report = Report {
+            measurements: vec![timed("a", 10.0), timed("b", 20.0), timed("berth", 15.0)],
+            ..Report::default()
+        };
+        let berth = report.find("W4", "berth").expect("row");
+        let (faster, ratio) = report.faster_of(berth, &["a".into(), "b".into()]).expect("faster");
+        assert_eq!((faster.variant.as_str(), ratio), ("a", 10.0 / 15.0));
+    }
+
+    #[test]
+    fn report_shows_both_ratios_and_which_reference_the_target_uses() {
+        let report = two_references(550.0, 1000.0);
+        let table = report.measurement_table();
+        assert!(table.contains("| W1 | raw growing | 550 events/s | – | – | reference · 0.55× overwrite |"), "{table}");
+        assert!(
+            table.contains("| W1 | raw overwrite | 1000 events/s | – | – | reference · 1.82× growing |"),
+            "{table}"
+        );
+        assert!(table.contains("| W1 | berth | 500 events/s | – | – | 0.91× growing · 0.50× overwrite |"), "{table}");
+        assert!(table.contains("targets use the faster one"), "{table}");
+        let targets = report.target_table();
+        assert!(targets.contains("| 0.50× overwrite (growing: 0.91×) | **no** |"), "{targets}");
+
+        let report = two_references(580.0, 400.0);
+        assert!(
+            report.target_table().contains("| 0.86× growing (overwrite: 1.25×) | yes |"),
+            "{}",
+            report.target_table()
+        );
+    }
+
+    #[test]
+    fn a_single_reference_reads_as_before() {
+        let mut reference = throughput("raw", None, 1000.0);
+        reference.reference = true;
+        let report = Report { measurements: vec![reference, throughput("berth", None, 500.0)], ..Report::default() };
+        let table = report.measurement_table();
+        assert!(table.contains("| W1 | raw | 1000 events/s | – | – | reference |"), "{table}");
+        assert!(table.contains("| W1 | berth | 500 events/s | – | – | 0.50× |"), "{table}");
+        assert!(!table.contains("targets use the faster one"), "{table}");
     }
 }

@@ -26,7 +26,13 @@ fn tiny_run_reports_every_workload_and_writes_plots() {
             assert!(rows.iter().all(|m| !m.reference), "{workload}: no reference");
         } else {
             assert!(rows.len() >= 2, "{workload}: a variant and its reference, got {}", rows.len());
-            assert_eq!(rows.iter().filter(|m| m.reference).count(), 1, "{workload}: exactly one reference");
+            // The write workloads have two raw references: a growing file and an overwrite.
+            let references = if ["W1", "W2", "W5"].iter().any(|w| workload.starts_with(w)) { 2 } else { 1 };
+            let tags: Vec<_> = rows.iter().filter(|m| m.reference).map(|m| m.reference_tag.as_deref()).collect();
+            assert_eq!(tags.len(), references, "{workload}: its references");
+            if references == 2 {
+                assert_eq!(tags, [Some("growing"), Some("overwrite")], "{workload}");
+            }
         }
         for row in rows {
             let samples = match row.figure {
@@ -54,6 +60,7 @@ fn tiny_run_reports_every_workload_and_writes_plots() {
 
     let markdown = report.markdown();
     assert!(markdown.contains("| workload | variant | median |") && markdown.contains("| target |"));
+    assert!(markdown.contains("growing · ") && markdown.contains("targets use the faster one"), "both raw references");
     let plots = berth_bench::write_plots(&report, dir.path()).expect("plots");
     assert_eq!(plots.len(), 4);
     for plot in plots {

@@ -7,6 +7,7 @@ pub mod concurrent;
 pub mod http;
 pub mod listing;
 pub mod memory;
+pub mod raw;
 pub mod resume;
 pub mod scale;
 
