@@ -7,7 +7,9 @@ carried state writes.
    SIGKILLs the child. The next service object (once the dead run's lease lapsed)
    resumes the session: `get_session` shows the call followed by a function response
    saying its outcome is unknown, and berth's log holds the repair. With
-   InMemorySessionService the whole session dies with the process.
+   InMemorySessionService the whole session dies with the process. And with the next
+   process's `Runner` (with `before_tool_recorder` installed in the killed one, or not):
+   its model's input carries that function response, then the new message.
 2. `berth serve` is SIGKILLed after the log append of an event whose delta has `user:`
    and `app:` keys, before the carried writes are applied (berth's test hook
    `BERTH_TEST_PAUSE_CARRIED`): after the restart both the event and its state are there.
@@ -16,6 +18,7 @@ carried state writes.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -25,6 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from google.adk.events.event import Event
 from google.adk.events.event_actions import EventActions
 from google.adk.sessions.base_session_service import GetSessionConfig
@@ -119,6 +123,99 @@ def test_a_tool_that_was_running_is_repaired_on_resume(adk_place: Any, tmp_path:
     closers = [event for event in events if event.type == "tool/result" and "adk" not in event.data]
     assert [event.data["error"]["code"] for event in closers] == ["TOOL_OUTCOME_UNKNOWN"]
     assert any(event.type == "turn/end" and event.data["reason"] == "interrupted" for event in events)
+
+
+NEXT = CONNECT + '''
+import asyncio, json, sys
+from typing import AsyncGenerator
+from google.adk.agents import LlmAgent
+from google.adk.models.base_llm import BaseLlm
+from google.adk.models.llm_response import LlmResponse
+from google.adk.runners import Runner
+from google.genai import types
+from berth.integrations.adk import BerthSessionService
+
+seen_path = sys.argv[4]
+
+class Recording(BaseLlm):
+    """Writes down what it is asked (the model's input), answers in text."""
+    async def generate_content_async(self, llm_request, stream=False) -> AsyncGenerator[LlmResponse, None]:
+        with open(seen_path, "w") as seen:
+            json.dump([c.model_dump(mode="json", exclude_none=True) for c in llm_request.contents], seen)
+        yield LlmResponse(content=types.Content(role="model", parts=[types.Part(text="I will check the charge.")]))
+
+def charge_card(amount: int) -> str:
+    """Charges the customer's card."""
+    return "charged"
+
+async def main():
+    with BerthSessionService(connect(sys.argv[1:4])) as service:
+        agent = LlmAgent(name="shop", model=Recording(model="recording"), tools=[charge_card])
+        runner = Runner(agent=agent, app_name="shop", session_service=service)
+        message = types.Content(role="user", parts=[types.Part(text="did it go through?")])
+        async for _ in runner.run_async(user_id="u1", session_id="crash", new_message=message):
+            pass
+
+asyncio.run(main())
+'''
+
+
+@pytest.mark.parametrize("recorder", [False, True], ids=["runner", "with-recorder"])
+def test_the_next_process_model_is_told_the_outcome_is_unknown(adk_place: Any, tmp_path: Path, recorder: bool) -> None:
+    """A child `Runner` (with `before_tool_recorder(service)` as its agent's before-tool
+    callback, or without) is SIGKILLed while its tool runs; the next process's `Runner`
+    on the same session sends its model the call followed by ADK's function response
+    for it, saying its outcome is unknown, then the new message. The log holds one
+    `tool/call` for the call, the repair (its result, the step's and the turn's ends),
+    and the next invocation as turn 1."""
+    marker, seen = tmp_path / "tool-started", tmp_path / "model-input.json"
+    child_code = CHILD.replace("tools=[charge_card])", "tools=[charge_card], before_tool_callback=recorder)")
+    child_code = child_code.replace("    agent = LlmAgent(", "    recorder = before_tool_recorder(service)\n    agent = LlmAgent(")
+    child_code = child_code.replace("from berth.integrations.adk import BerthSessionService",
+                                    "from berth.integrations.adk import BerthSessionService, before_tool_recorder")
+    _kill_mid_tool(child_code if recorder else CHILD, adk_place, marker)
+    time.sleep(LEASE_MS / 1000 + 0.3)  # the dead process's run lease lapses
+    done = subprocess.run([sys.executable, "-c", NEXT, *adk_place.child_args(), str(seen)], capture_output=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    contents = json.loads(seen.read_text())
+    parts = [(content["role"], part) for content in contents for part in content["parts"]]
+    assert parts[0] == ("user", {"text": "charge me 5"})
+    assert parts[1] == ("model", {"function_call": {"id": "call-charge-1", "args": {"amount": 5}, "name": "charge_card"}})
+    role, answered = parts[2]
+    assert role == "user" and answered["function_response"]["id"] == "call-charge-1"
+    assert answered["function_response"]["name"] == "charge_card"
+    assert answered["function_response"]["response"]["code"] == "TOOL_OUTCOME_UNKNOWN"
+    assert "outcome is unknown" in answered["function_response"]["response"]["error"]
+    assert parts[-1] == ("user", {"text": "did it go through?"}) and len(parts) == 4
+    events = adk_place.client().read(session_berth_id("shop", "u1", "crash")).events
+    assert [event.data["call_id"] for event in events if event.type == "tool/call"] == ["call-charge-1"]
+    kinds = [event.type for event in events if event.type != "session/memory"]
+    assert kinds == ["adk/create", "turn/start", "user/message", "step/start", "assistant/message", "tool/call",
+                     "tool/result", "step/end", "turn/end",
+                     "turn/start", "user/message", "step/start", "assistant/message", "step/end", "turn/end"], kinds
+    closers = [event for event in events if event.type in ("tool/result", "step/end", "turn/end")][:3]
+    assert [closer.data.get("error", {}).get("code") or closer.data.get("reason") for closer in closers] == [
+        "TOOL_OUTCOME_UNKNOWN", None, "interrupted"]
+    assert [event.data["turn"] for event in events if event.type == "turn/start"] == [0, 1]
+
+
+def _kill_mid_tool(code: str, place: Any, marker: Path) -> None:
+    child = subprocess.Popen([sys.executable, "-c", code, *place.child_args(), str(marker), str(LEASE_MS)],
+                             stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while not marker.exists():
+            if child.poll() is not None:
+                raise AssertionError(f"the child ended before its tool started: {child.stderr.read().decode()}")
+            assert time.monotonic() < deadline, "the tool never started"
+            time.sleep(0.02)
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
 
 
 def test_a_server_crash_between_an_event_and_its_state_loses_neither(tmp_path: Path) -> None:

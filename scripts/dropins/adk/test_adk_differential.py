@@ -484,8 +484,9 @@ async def test_a_second_service_object_sees_everything(adk_place: Any) -> None:
 
 
 async def test_berth_log_is_readable(adk_place: Any) -> None:
-    """The log uses berth's vocabulary: turns per invocation, tool calls and results,
-    messages; the ADK event is verbatim in data.adk."""
+    """The log uses berth's vocabulary: turns per invocation (numbered from 0), a step
+    per model call, the model's calls requested and started, results, messages; the ADK
+    event is verbatim in data.adk of the first event of its append."""
     client = adk_place.client()
     with BerthSessionService(client) as svc:
         await case_function_calls(svc)
@@ -493,13 +494,24 @@ async def test_berth_log_is_readable(adk_place: Any) -> None:
     kinds = [event.type for event in events]
     assert kinds == ["adk/create", "session/memory",
                      "turn/start", "user/message", "session/memory",
-                     "tool/call", "tool/call", "session/memory",
+                     "step/start", "assistant/message", "tool/call", "tool/call", "session/memory",
                      "tool/result", "tool/result", "session/memory",
-                     "assistant/message", "turn/end", "session/memory",
-                     "turn/start", "adk/event", "session/memory"], kinds
+                     "step/end", "step/start", "assistant/message", "step/end", "turn/end", "session/memory",
+                     "turn/start", "step/start", "adk/event", "session/memory"], kinds
+    markers = [(event.type, event.data) for event in events if event.type.startswith(("turn/", "step/"))]
+    assert markers == [("turn/start", {"turn": 0, "invocation_id": "inv-1"}), ("step/start", {"turn": 0, "step": 0}),
+                       ("step/end", {"turn": 0, "step": 0}), ("step/start", {"turn": 0, "step": 1}),
+                       ("step/end", {"turn": 0, "step": 1}), ("turn/end", {"turn": 0, "reason": "completed"}),
+                       ("turn/start", {"turn": 1, "invocation_id": "i2"}), ("step/start", {"turn": 1, "step": 0})]
     calls = [event.data for event in events if event.type == "tool/call"]
     assert [(c["call_id"], c["name"], c["arguments"]) for c in calls] == [
         ("call-paris", "weather", {"city": "paris"}), ("call-rome", "weather", {"city": "rome"})]
+    asked = events[6].data
+    assert asked["content"] == "" and asked["adk"]["id"] == "e2"
+    assert [(c["call_id"], c["name"], c["arguments"]) for c in asked["tool_calls"]] == [
+        (c["call_id"], c["name"], c["arguments"]) for c in calls]
+    assert [(e.data["call_id"], e.data["content"]) for e in events if e.type == "tool/result"] == [
+        ("call-paris", {"t": 20}), ("call-rome", {"t": 25})]
     assert events[3].data["content"] == "weather in paris and rome?" and events[3].data["adk"]["id"] == "e1"
     times = [event.time for event in events if event.type not in ("session/memory", "adk/create")]
     assert times == sorted(times) and times[-1] == int((T0 + 5) * 1000), times

@@ -105,6 +105,27 @@ async def test_more_than_a_page_appended_elsewhere_is_read_whole(adk_place: Any,
         assert got == await cold(client, user_id="u1", session_id="s1")
 
 
+async def test_a_cold_read_counts_adk_events_not_seqs(adk_place: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A read from scratch goes back a page of `_PAGE` ADK events at a time, however many
+    turn and step markers and carried writes lie between them; the filters too."""
+    monkeypatch.setattr(adk._pages, "_PAGE", 4)
+    client = adk_place.client()
+    with BerthSessionService(client) as writer:
+        session = await writer.create_session(app_name=APP, user_id="u1", session_id="s1")
+        for n in range(1, 31):
+            await writer.append_event(session, ev(n, author="user" if n % 3 == 1 else "agent", text=f"m{n}",
+                                                  inv=f"inv-{(n - 1) // 3}"))
+    assert client.get_session(adk.session_berth_id(APP, "u1", "s1")).event_count > 3 * 30
+    reads = Reads(client)
+    whole = await cold(client, user_id="u1", session_id="s1")
+    assert [event.id for event in whole.events] == [f"e{n}" for n in range(1, 31)]
+    assert reads.count <= 30 // 4 + 2, reads.count
+    last = await cold(client, user_id="u1", session_id="s1", config=GetSessionConfig(num_recent_events=5))
+    assert last.events == whole.events[-5:]
+    after = await cold(client, user_id="u1", session_id="s1", config=GetSessionConfig(after_timestamp=T0 + 20))
+    assert after.events == whole.events[19:]
+
+
 async def test_a_session_deleted_and_created_again_elsewhere_is_the_new_one(adk_place: Any) -> None:
     client = adk_place.client()
     with BerthSessionService(client) as one:

@@ -18,6 +18,8 @@ from google.adk.sessions import InMemorySessionService
 from google.adk.tools.tool_context import ToolContext
 from google.genai import types
 
+from google.adk.events.event import Event
+
 from berth.integrations.adk import BerthMemoryService, BerthSessionService, session_berth_id
 
 
@@ -85,8 +87,51 @@ async def test_runner_agrees_with_in_memory(adk_place: Any) -> None:
     assert _normal(got) == _normal(reference)
     assert got.state["user:last_city"] == "Paris" and "temp:scratch" not in got.state
     assert found == reference_found and found
-    kinds = [event.type for event in client.read(session_berth_id("weather", "u1", "chat")).events
-             if event.type != "session/memory"]
+    berth_id = session_berth_id("weather", "u1", "chat")
+    events = [event for event in client.read(berth_id).events if event.type != "session/memory"]
+    kinds = [event.type for event in events]
     assert kinds == ["adk/create",
-                     "turn/start", "user/message", "tool/call", "tool/result", "assistant/message", "turn/end",
-                     "turn/start", "user/message", "assistant/message", "turn/end"], kinds
+                     "turn/start", "user/message",
+                     "step/start", "assistant/message", "tool/call", "tool/result",
+                     "step/end", "step/start", "assistant/message", "step/end", "turn/end",
+                     "turn/start", "user/message",
+                     "step/start", "assistant/message", "step/end", "turn/end"], kinds
+    # One turn per invocation, numbered in order from 0; one step per model call.
+    invocations = [event.data["invocation_id"] for event in events if event.type == "turn/start"]
+    assert [(event.type, event.data.get("turn"), event.data.get("step")) for event in events
+            if event.type.startswith(("turn/", "step/"))] == [
+        ("turn/start", 0, None), ("step/start", 0, 0), ("step/end", 0, 0), ("step/start", 0, 1), ("step/end", 0, 1),
+        ("turn/end", 0, None), ("turn/start", 1, None), ("step/start", 1, 0), ("step/end", 1, 0),
+        ("turn/end", 1, None)]
+    assert invocations == list(dict.fromkeys(event.invocation_id for event in got.events))
+    call = next(event.data for event in events if event.type == "assistant/message" and "tool_calls" in event.data)
+    assert [c["name"] for c in call["tool_calls"]] == ["weather"]
+    assert client.get_session(berth_id).title == "weather/u1/chat"
+
+
+async def test_an_invocation_resumed_by_another_object_keeps_its_turn(adk_place: Any) -> None:
+    """An invocation that goes on in another service object (another process: a
+    resumable app answering a long-running call) is the same turn, its steps numbered
+    on; the next invocation takes the next number, whichever object writes it."""
+    client = adk_place.client()
+
+    def said(n: int, invocation: str, author: str) -> Event:
+        role = "user" if author == "user" else "model"
+        return Event(id=f"e{n}", invocation_id=invocation, author=author, timestamp=1_790_000_000.0 + n,
+                     content=types.Content(role=role, parts=[types.Part(text=f"m{n}")]))
+
+    with BerthSessionService(client) as first:
+        session = await first.create_session(app_name="weather", user_id="u1", session_id="resumed")
+        for event in [said(1, "inv-1", "user"), said(2, "inv-1", "forecaster")]:
+            await first.append_event(session, event)
+    for event in [said(3, "inv-1", "closer"), said(4, "inv-2", "user")]:
+        with BerthSessionService(client) as other:
+            session = await other.get_session(app_name="weather", user_id="u1", session_id="resumed")
+            assert session is not None
+            await other.append_event(session, event)
+    events = client.read(session_berth_id("weather", "u1", "resumed")).events
+    assert [(event.type, event.data.get("turn"), event.data.get("step")) for event in events
+            if event.type.startswith(("turn/", "step/"))] == [
+        ("turn/start", 0, None), ("step/start", 0, 0), ("step/end", 0, 0), ("turn/end", 0, None),
+        ("turn/start", 0, None), ("step/start", 0, 1), ("step/end", 0, 1), ("turn/end", 0, None),
+        ("turn/start", 1, None)]

@@ -14,12 +14,16 @@ service creates sessions on behalf of many ADK users.
 
 The package (docs/guides/adk.md has the whole of the mapping):
 
-- `_records`: the mapping — ids, the log's events, state and the index item per session;
+- `_records`: ids, state and the index item per session;
+- `_mapping`: an ADK event as berth's conversation vocabulary (the ADK event verbatim
+  in it); `_turns`: one turn per invocation, numbered 0, 1, 2…, one step per model call;
 - `_service` (`BerthSessionService`): the session service, with its runs (`_runs`), its
   appends (`_append`; stale writers get `StaleSessionError`), the re-delivery check
   (`_redelivery`), the listing (`_listing`), and the events it keeps for `get_session`
   (`_kept`); reads are pages of the log (`_pages`), presented as ADK events, a repair
   as a function response (`_present`);
+- `_recorder` (`before_tool_recorder`): a before-tool callback that makes sure a call's
+  `tool/call` is durable before its tool runs;
 - `_memory` (`BerthMemoryService`): the memory service.
 """
 
@@ -31,17 +35,17 @@ from ._kept import EVENTS_CACHE_BYTES_DEFAULT  # noqa: F401
 from ._listing import _LISTING_ORDER, _page_cursor, _PageCursor  # noqa: F401
 from ._memory import BerthMemoryService  # noqa: F401
 from ._pages import ReadOutOfStep  # noqa: F401
+from ._mapping import EVENT_TYPE, berth_events_for  # noqa: F401
+from ._recorder import before_tool_recorder  # noqa: F401
 from ._records import (  # noqa: F401
     ACTIVITY_TTL_MS_FOREVER,
     CREATE_TYPE,
-    EVENT_TYPE,
     LABEL,
     RUN_LEASE_TTL_MS_DEFAULT,
     STATE_KEYS_PER_EVENT_MAX,
     IdTooLong,
     StateDeltaTooLarge,
     app_state_namespace,
-    berth_events_for,
     decode_id,
     decode_key,
     encode_id,
@@ -55,7 +59,8 @@ from ._service import BerthSessionService  # noqa: F401
 
 __all__ = [
     "ACTIVITY_TTL_MS_FOREVER", "BerthMemoryService", "BerthSessionService", "IdTooLong", "LABEL",
-    "STATE_KEYS_PER_EVENT_MAX", "StateDeltaTooLarge", "app_state_namespace", "berth_events_for", "decode_id",
+    "STATE_KEYS_PER_EVENT_MAX", "StateDeltaTooLarge", "app_state_namespace", "before_tool_recorder",
+    "berth_events_for", "decode_id",
     "decode_key", "encode_id", "encode_key", "index_namespace", "memory_namespace", "session_berth_id",
     "user_state_namespace",
 ]

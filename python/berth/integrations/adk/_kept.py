@@ -14,9 +14,9 @@ import berth
 from berth import _calls as berth_calls
 
 from . import _pages
+from ._mapping import _event_json
 from ._pages import _decode_stored_page, _fetch_page, _stored_data, _StoredEvent, _StoredPage
-from ._present import _calls_index, _is_repair, _repair_event
-from ._records import _event_json
+from ._present import _Call, _calls_index, _is_repair, _repair_event
 
 if TYPE_CHECKING:
     from ._append import _AppendPlan
@@ -134,7 +134,7 @@ class _KeptEvents:
             self._events_drop(berth_id, events)
             return None
         fresh: list[tuple[int, float, str | _Unmade, str | None]] = []
-        calls: dict[Any, _StoredEvent] | None = None
+        calls: dict[Any, _Call] | None = None
         for index, event in enumerate(page.events):
             if event.seq <= kept_to:
                 continue

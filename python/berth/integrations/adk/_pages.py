@@ -5,6 +5,7 @@ fetched ahead while this one decodes."""
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Optional, Union
@@ -18,7 +19,7 @@ import berth
 from berth import _calls as berth_calls
 from berth.integrations._ahead import ahead
 
-from ._records import EVENT_TYPE
+from ._mapping import EVENT_TYPE
 
 #: The size of every page the adapter reads or searches (the log, the index, state,
 #: memory). Modules read it here at each call (`_pages._PAGE`), so it is set in one place.
@@ -48,6 +49,9 @@ class _StoredData(TypedDict, total=False):
     error: Any
     content: Any
     call_seq: Any
+    # A `tool/call` that `before_tool_recorder` wrote (no ADK event holds it yet).
+    invocation_id: Any
+    author: Any
 
 
 class _StoredEvent(pydantic.BaseModel):
@@ -119,30 +123,45 @@ def _fetch_page(client: berth.Client, berth_id: str, before: int | None, limit: 
 def _pages_backwards(client: berth.Client, berth_id: str, first_size: int,
                      prefetch: ThreadPoolExecutor) -> Iterator[tuple[_StoredPage, bytes]]:
     """The log's pages from its end backwards, of the presented types only: first the
-    last `first_size` of them, then ranges of seqs before it, each twice as long (up to
-    `_PAGE`). A page's `[first_seq, next_seq)` is the seqs it scanned, so the next range
-    ends at this page's `first_seq`, known before this page is decoded: it is fetched on
+    last `first_size` of them, then the last ones before it, twice as many each time (up
+    to `_PAGE`). Pages count presented events, not seqs, so the turn and step markers
+    and the carried writes between them cost no extra reads. A page's `[first_seq,
+    next_seq)` is the seqs it scanned, so the next page ends at this page's `first_seq`,
+    read from the answer's end (`_bounds`) before this page is decoded: it is fetched on
     `prefetch` while this thread decodes (decoding is most of a read's time; the store
-    or the server makes the next page meanwhile). Each decoded page is checked against
-    the bounds it was predicted to have. Each page comes with its answer's bytes (what
+    or the server makes the next page meanwhile). Each decoded page is checked to end
+    where the one after it began. Each page comes with its answer's bytes (what
     `_Events` keeps)."""
     answer = _fetch_page(client, berth_id, berth.SEQ_END, first_size)
-    first_seq = _PageBounds.model_validate_json(answer.body).first_seq
+    first_seq = _bounds(answer.body)
     predicted: int | None = None
     size = first_size
     while True:
-        next_size = min(_PAGE, size * 2)
-        start = max(0, first_seq - next_size)
-        upcoming = ahead(prefetch, _fetch_page, client, berth_id, first_seq, next_size, start) if first_seq > 0 else None
+        size = min(_PAGE, size * 2)
+        upcoming = ahead(prefetch, _fetch_page, client, berth_id, first_seq, size) if first_seq > 0 else None
         page = _decode_stored_page(answer)
-        if predicted is not None and (page.first_seq, page.next_seq) != (predicted, predicted + size):
+        if page.first_seq != first_seq or (predicted is not None and page.next_seq != predicted):
             raise ReadOutOfStep(f"a backward read of {berth_id} answered seqs [{page.first_seq}, {page.next_seq}), "
-                                f"not the predicted [{predicted}, {predicted + size})")
+                                f"not [{first_seq}, {predicted}) as its bounds and the page after it say")
         yield page, answer.body
         if upcoming is None:
             return
         answer = upcoming()
-        predicted, size, first_seq = start, first_seq - start, start
+        predicted, first_seq = first_seq, _bounds(answer.body)
+
+
+_BOUNDS_TAIL = re.compile(rb'\],"(?:next_seq":\d+,"first_seq":(\d+)|first_seq":(\d+),"next_seq":\d+)\}\s*$')
+
+
+def _bounds(body: bytes) -> int:
+    """A read page's `first_seq`, from the answer's end when the store wrote the bounds
+    after the events (as it does: `"events":[…],"next_seq":N,"first_seq":M}`; numbers
+    hold no brackets, so nothing else can end that way), else from a parse of the whole
+    page without its events (`_PageBounds`)."""
+    found = _BOUNDS_TAIL.search(body, max(0, len(body) - 64))
+    if found is not None:
+        return int(found.group(1) or found.group(2))
+    return _PageBounds.model_validate_json(body).first_seq
 
 
 def _stored_data(event: _StoredEvent) -> _StoredData | None:

@@ -5,7 +5,7 @@ and berth's repair of a call a dead process left pending as ADK's function respo
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from google.adk.events.event import Event
 from google.genai import types
@@ -48,34 +48,76 @@ def _take_newest(events: list[_StoredEvent], chosen: list[_StoredEvent], limit: 
     return False
 
 
-def _calls_index(pages: list[_StoredPage]) -> dict[Any, _StoredEvent]:
-    return {data["call_id"]: event for page in pages for event in page.events
-            if event.type == "tool/call" and (data := _stored_data(event)) is not None and "call_id" in data}
+class _Call(NamedTuple):
+    """What presenting a repair needs of the call it answers: its tool's name, and the
+    invocation and author of the ADK event that asked for it."""
+
+    name: str
+    invocation: str
+    author: str
 
 
-def _repair_event(event: _StoredEvent, calls: Mapping[Any, _StoredEvent],
-                  reader: Callable[[Any], _StoredEvent | None]) -> Event:
+def _call_of(event: _StoredEvent, call_id: Any) -> _Call | None:
+    """The call `call_id` as `event` tells it: an ADK event asking for it (the
+    `assistant/message` that holds it, or the old layout's first `tool/call`), or a
+    `tool/call` of it with no ADK event (its name; the invocation and author when
+    `before_tool_recorder` wrote it)."""
+    data = _stored_data(event)
+    if data is None:
+        return None
+    adk_event = data.get("adk")
+    if adk_event is not None:
+        for call in adk_event.get_function_calls():
+            if call.id == call_id:
+                return _Call(call.name or "unknown_tool", adk_event.invocation_id, adk_event.author)
+        return None
+    if event.type == "tool/call" and data.get("call_id") == call_id:
+        invocation, author = data.get("invocation_id"), data.get("author")
+        return _Call(str(data.get("name") or "unknown_tool"), invocation if isinstance(invocation, str) else "",
+                     author if isinstance(author, str) and author else "berth")
+    return None
+
+
+def _calls_index(pages: list[_StoredPage]) -> dict[Any, _Call]:
+    """Every call the pages read tell (`_call_of`), an ADK event's telling first."""
+    calls: dict[Any, _Call] = {}
+    for page in pages:
+        for event in page.events:
+            data = _stored_data(event)
+            if data is None:
+                continue
+            adk_event = data.get("adk")
+            if adk_event is not None:
+                for call in adk_event.get_function_calls():
+                    if call.id:
+                        calls[call.id] = _Call(call.name or "unknown_tool", adk_event.invocation_id, adk_event.author)
+            elif event.type == "tool/call" and "call_id" in data:
+                told = _call_of(event, data["call_id"])
+                if told is not None:
+                    calls.setdefault(data["call_id"], told)
+    return calls
+
+
+def _repair_event(event: _StoredEvent, calls: Mapping[Any, _Call],
+                  reader: Callable[[Any, Any], _Call | None]) -> Event:
     """The ADK function response that presents berth's repair of a pending call: its
-    outcome is unknown (or it never started), said in the call's invocation."""
+    outcome is unknown (or it never started), said in the call's invocation (`reader`
+    finds a call that is not among the pages read, by its id and the seq of its
+    `tool/call`)."""
     data = _stored_data(event)
     assert data is not None and isinstance(data.get("error"), dict)
     call = calls.get(data["call_id"])
     if call is None:
-        call = reader(data.get("call_seq"))
-    name, invocation, author = "unknown_tool", "", "berth"
-    call_data = _stored_data(call) if call is not None else None
-    if call_data is not None:
-        name = call_data.get("name") or name
-        if "adk" in call_data:
-            invocation = call_data["adk"].invocation_id
-            author = call_data["adk"].author
+        call = reader(data["call_id"], data.get("call_seq"))
+    if call is None:
+        call = _Call("unknown_tool", "", "berth")
     response = types.FunctionResponse(
-        id=data["call_id"], name=name, response={"error": data.get("content", ""), "code": data["error"]["code"]}
+        id=data["call_id"], name=call.name, response={"error": data.get("content", ""), "code": data["error"]["code"]}
     )
     return Event(
         id=f"berth-repair-{event.seq}",
-        invocation_id=invocation,
-        author=author,
+        invocation_id=call.invocation,
+        author=call.author,
         timestamp=event.time / 1000,
         content=types.Content(role="user", parts=[types.Part(function_response=response)]),
     )

@@ -3,18 +3,12 @@
 - an ADK session `(app_name, user_id, id)` is one berth session, id `adk~` + the first
   40 hex digits of the SHA-256 of `[app_name, user_id, id]` (ADK allows one id under two
   users; berth ids are unique per tenant), owned by the berth user `encode_id(user_id)`
-  (reversible: `decode_id`), labelled `adk`, titled with that JSON triple;
-- the log: seq 0 is `adk/create`; then every ADK event becomes berth vocabulary with the
-  ADK event verbatim in `data.adk` (`model_dump(mode="json", exclude_none=True)`): a
-  function call is `tool/call {call_id, name, arguments}` (one per call; the first
-  carries the event), a function response `tool/result {call_id, content}`, a user's
-  text `user/message`, a model's text `assistant/message`, anything else an ignorable
-  `adk/event`. Each invocation is a berth turn: `turn/start` before its first event,
-  `turn/end` with its final response. ADK persists a function call before it runs the
-  tool, so a process that dies mid-tool leaves an open turn with a pending call, which
-  berth's repair closes on the next service object's first touch (a `resume`): that
-  `get_session` shows the call followed by a function response saying its outcome is
-  unknown. Event times are the ADK timestamps in ms, kept non-decreasing;
+  (reversible: `decode_id`), labelled `adk`, titled `app/user/id` (sessions created by earlier versions keep
+  the JSON triple `[app, user, id]` they were titled with);
+- the log: seq 0 is `adk/create` (ignorable); then every ADK event as berth's
+  vocabulary, the ADK event verbatim in the first berth event's `adk` (`_mapping`),
+  inside one berth turn per invocation and one step per model call (`_turns`). Event
+  times are the ADK timestamps in ms, kept non-decreasing;
 - state: unprefixed keys live in the session (folded into its index item, below);
   `app:` keys are memory items in `app/<encode_id(app_name)>/adk/state`, `user:` keys in
   `user/<encode_id(user_id)>/adk/<encode_id(app_name)>/state`, one item per key
@@ -22,9 +16,10 @@
   append of its event** (`append(memory=...)`), so the event and its state change are
   one atomic step, even across a crash;
 - an index item per session, `app/<app>/adk/sessions` / `<berth id>`, bound to the
-  session (deleted with it), holds its ids, session state and last update time and is
-  rewritten by the carried write of each event: `list_sessions` is one memory search
-  (plus one per user for `user:` state), never a read per session.
+  session (deleted with it), holds its ids, session state, last update time, next turn
+  number (`turns`) and latest turn (`turn`; both absent in items written by earlier
+  versions) and is rewritten by the carried write of each event: `list_sessions` is one
+  memory search (plus one per user for `user:` state), never a read per session.
 """
 
 from __future__ import annotations
@@ -37,14 +32,12 @@ import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
-from google.adk.events.event import Event
 from google.adk.sessions.state import State
 
 
 #: The label of every session this service creates.
 LABEL = "adk"
 CREATE_TYPE = "adk/create"
-EVENT_TYPE = "adk/event"
 ACTIVITY_TTL_MS_FOREVER = 10 * 365 * 24 * 3600 * 1000
 RUN_LEASE_TTL_MS_DEFAULT = 30_000
 #: berth carries at most 100 memory writes per append; one is the session's index.
@@ -136,47 +129,6 @@ def index_namespace(app_name: str) -> str:
 
 def memory_namespace(app_name: str, user_id: str) -> str:
     return f"user/{encode_id(user_id)}/adk/{encode_id(app_name)}/memory"
-
-
-# ----- events ---------------------------------------------------------------------------
-
-
-def _event_json(event: Event) -> dict[str, Any]:
-    return event.model_dump(mode="json", exclude_none=True)
-
-
-def _text_of(content: Any) -> str | None:
-    if content is None or not content.parts:
-        return None
-    texts = [part.text for part in content.parts if part.text]
-    return "\n".join(texts) if texts else None
-
-
-def berth_events_for(event: Event, time_ms: int) -> list[dict[str, Any]]:
-    """The berth events that store one ADK event (verbatim in the first one's `adk`)."""
-    adk = _event_json(event)
-    calls = event.get_function_calls()
-    responses = event.get_function_responses()
-    out: list[dict[str, Any]] = []
-    if calls and all(call.id and call.name for call in calls):
-        for index, call in enumerate(calls):
-            data: dict[str, Any] = {"call_id": call.id, "name": call.name, "arguments": call.args or {}}
-            if index == 0:
-                data["adk"] = adk
-            out.append({"type": "tool/call", "data": data, "time": time_ms})
-        return out
-    if responses and not calls and all(response.id for response in responses):
-        for index, response in enumerate(responses):
-            data = {"call_id": response.id, "content": response.response, "name": response.name}
-            if index == 0:
-                data["adk"] = adk
-            out.append({"type": "tool/result", "data": data, "time": time_ms})
-        return out
-    text = _text_of(event.content) if not calls and not responses else None
-    if text is not None:
-        kind = "user/message" if event.author == "user" else "assistant/message"
-        return [{"type": kind, "data": {"content": text, "adk": adk}, "time": time_ms}]
-    return [{"type": EVENT_TYPE, "data": {"adk": adk}, "ignorable": True, "time": time_ms}]
 
 
 # ----- state ----------------------------------------------------------------------------

@@ -11,16 +11,20 @@ from concurrent.futures import ThreadPoolExecutor
 
 import berth
 
+from ._turns import TurnState
+
 
 class _Hold:
-    """The service's hold on one berth session: its run and its open turn."""
+    """The service's hold on one berth session: its run, where the run is in the turns
+    (`_turns`), and the calls of the current invocation whose `tool/call` it appended
+    (what `before_tool_recorder` checks)."""
 
-    __slots__ = ("run_id", "turn", "invocation", "lost")
+    __slots__ = ("run_id", "turns", "started", "lost")
 
     def __init__(self, run_id: str) -> None:
         self.run_id = run_id
-        self.turn: int | None = None
-        self.invocation: str | None = None
+        self.turns = TurnState()
+        self.started: set[str] = set()
         self.lost: BaseException | None = None
 
 

@@ -5,7 +5,6 @@ re-delivery check and the kept events are its mixins')."""
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 import threading
 import time
@@ -25,11 +24,11 @@ import berth
 from berth import _calls as berth_calls
 
 from . import _pages
-from ._append import _Appends
+from ._append import _Appends, _Cached, _cached_from
 from ._kept import EVENTS_CACHE_BYTES_DEFAULT, _Events, _KeptEvents
 from ._listing import _Listing
 from ._pages import _pages_backwards, _read_page, _StoredEvent, _StoredPage
-from ._present import _calls_index, _repair_event, _take_newest
+from ._present import _Call, _call_of, _calls_index, _repair_event, _take_newest
 from ._records import (
     ACTIVITY_TTL_MS_FOREVER,
     CREATE_TYPE,
@@ -44,6 +43,7 @@ from ._records import (
     session_berth_id,
     user_state_namespace,
 )
+from ._recorder import _Recording
 from ._redelivery import _Delivered, _Redelivery
 from ._runs import _beat, _CLOSED, _Closed, _Hold, _release
 
@@ -52,7 +52,7 @@ from ._runs import _beat, _CLOSED, _Closed, _Hold, _release
 _PREFETCH_THREADS = 4
 
 
-class BerthSessionService(_Appends, _KeptEvents, _Listing, _Redelivery, BaseSessionService):
+class BerthSessionService(_Appends, _KeptEvents, _Listing, _Recording, _Redelivery, BaseSessionService):
     """ADK's `BaseSessionService` on berth. See the package's docstring.
 
     - `client`: a `berth.Client` with a `service` key (HTTP or embedded);
@@ -87,15 +87,17 @@ class BerthSessionService(_Appends, _KeptEvents, _Listing, _Redelivery, BaseSess
         self._holds: OrderedDict[str, _Hold] = OrderedDict()
         self._attaching: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
+        # Serializes `before_tool_recorder`'s own appends (`_Recording`).
+        self._recording = threading.Lock()
         self._stop = threading.Event()
         self._heartbeat = threading.Thread(
             target=_beat, args=(client, self._holds, self._lock, self._stop, max(0.05, run_lease_ttl_ms / 3000)),
             name="berth-adk-heartbeat", daemon=True,
         )
         self._heartbeat.start()
-        # berth id -> (next_seq, session state, index revision, last time ms): what this
-        # object last wrote or read, so an append needs no read of the index.
-        self._cache: dict[str, tuple[int, dict[str, Any], int, int]] = {}
+        # berth id -> what this object last wrote or read of the session (`_Cached`), so an
+        # append needs no read of the index.
+        self._cache: dict[str, _Cached] = {}
         # berth id -> the session's events as this object last wrote or read them (under
         # `_lock`), least recently used first; `_events_size` is their bytes in all.
         self._events: OrderedDict[str, _Events] = OrderedDict()
@@ -236,7 +238,7 @@ class BerthSessionService(_Appends, _KeptEvents, _Listing, _Redelivery, BaseSess
         session_id = session_id.strip() if session_id else None
         session_id = session_id or str(uuid.uuid4())
         berth_id = session_berth_id(app_name, user_id, session_id)
-        title = json.dumps([app_name, user_id, session_id], ensure_ascii=False)
+        title = f"{app_name}/{user_id}/{session_id}"
         if len(title.encode()) > 512:
             title = title.encode()[:500].decode("utf-8", "ignore") + "…"
         try:
@@ -253,7 +255,7 @@ class BerthSessionService(_Appends, _KeptEvents, _Listing, _Redelivery, BaseSess
         now = time.time()
         now_ms = int(now * 1000)
         index = {"app": app_name, "user": user_id, "id": session_id, "state": session_state,
-                 "last_update_time": now, "time_ms": 0}
+                 "last_update_time": now, "time_ms": 0, "turns": 0}
         writes = [{"namespace": index_namespace(app_name), "key": berth_id, "value": index,
                    "expected_revision": 0, "bound_to": berth_id}]
         writes += _state_writes(app_name, user_id, app_delta, user_delta)
@@ -265,7 +267,7 @@ class BerthSessionService(_Appends, _KeptEvents, _Listing, _Redelivery, BaseSess
         except (berth.SeqConflict, berth.RevisionConflict):
             raise AlreadyExistsError(f"Session with id {session_id} already exists.") from None
         # Event times start from the first ADK event (kept non-decreasing from there).
-        self._cache[berth_id] = (outcome.next_seq, dict(session_state), 1, 0)
+        self._cache[berth_id] = (outcome.next_seq, dict(session_state), 1, 0, 0, None)
         self._events_keep(berth_id, _Events(outcome.next_seq))
         session = Session(app_name=app_name, user_id=user_id, id=session_id, state=dict(session_state),
                           last_update_time=now)
@@ -288,7 +290,7 @@ class BerthSessionService(_Appends, _KeptEvents, _Listing, _Redelivery, BaseSess
         events, next_seq = self._tail(berth_id, limit, after)
         value = index.value
         state = dict(value.get("state") or {})
-        self._cache[berth_id] = (next_seq, dict(state), index.revision, int(value.get("time_ms", 0)))
+        self._cache[berth_id] = _cached_from(next_seq, index.revision, value)
         session = Session(app_name=app_name, user_id=user_id, id=session_id, state=state, events=events,
                           last_update_time=float(value.get("last_update_time", 0.0)))
         session._storage_update_marker = str(next_seq)
@@ -320,14 +322,20 @@ class BerthSessionService(_Appends, _KeptEvents, _Listing, _Redelivery, BaseSess
                 self._keep_read(berth_id, read, chosen, out)
             return out, read[0][0].next_seq
 
-    def _call_reader(self, berth_id: str) -> Callable[[Any], _StoredEvent | None]:
-        """Reads the event at a seq (a repaired call that is not among the pages read)."""
+    def _call_reader(self, berth_id: str) -> Callable[[Any, Any], _Call | None]:
+        """Finds a repaired call that is not among the pages read: its `tool/call` at its
+        seq, else (it has no ADK event) the `assistant/message` just before it that asked
+        for it (the same append's)."""
 
-        def reader(seq: Any) -> _StoredEvent | None:
-            if not isinstance(seq, int):
+        def reader(call_id: Any, seq: Any) -> _Call | None:
+            if not isinstance(seq, int) or seq < 0:
                 return None
             found = _read_page(self._client, berth_id, from_seq=seq, limit=1).events
-            return found[0] if found else None
+            call = _call_of(found[0], call_id) if found else None
+            if call is not None and (call.invocation or found[0].data.get("adk") is not None):  # type: ignore[union-attr]
+                return call
+            asked = _read_page(self._client, berth_id, before=seq, limit=1, types=["assistant/message"]).events
+            return (_call_of(asked[0], call_id) if asked else None) or call
 
         return reader
 
@@ -335,7 +343,7 @@ class BerthSessionService(_Appends, _KeptEvents, _Listing, _Redelivery, BaseSess
         """The ADK events of `chosen`: each stored one as it was decoded, each repair as
         `_repair_event` (finding its call among the pages read, else by its seq)."""
         out: list[Event] = []
-        calls: dict[Any, _StoredEvent] | None = None
+        calls: dict[Any, _Call] | None = None
         for event in chosen:
             adk_event = event.data.get("adk")  # type: ignore[union-attr]  (`_take_newest` chose it)
             if adk_event is None:
