@@ -51,6 +51,9 @@ impl SessionService {
         let mut creating = record.clone();
         creating.status = Status::Creating;
         creating.revision = creating_revision;
+        // The sweeper dates an unfinished create from here, not from the header's
+        // `created_at`: an import keeps its export's, which may be long past.
+        creating.status_changed_at = self.now();
         self.catalog.insert(&creating).await?;
         let materialized = async {
             let handle = self.store.create(record.header.clone()).await?;

@@ -166,7 +166,9 @@ fn sweep_queries(
         queries.push((query, SweepAction::DeleteTerminal));
     }
     let creating = base(tenant, vec![Status::Creating]);
-    let query = SessionQuery { created_before: Some(before(ABANDONED_CREATE_MS)), ..creating };
+    // Dated from when the create began (`status_changed_at` of the `creating` record),
+    // not the header's `created_at`, which an import carries over from its export.
+    let query = SessionQuery { status_changed_before: Some(before(ABANDONED_CREATE_MS)), ..creating };
     queries.push((query, SweepAction::RemoveAbandonedCreate));
     queries
 }

@@ -228,6 +228,18 @@ pub async fn sweep_deletes_terminal_sessions_after_retention(b: &dyn ServiceBack
 
 /// A `creating` record for alice/p1, as a crash mid-create leaves it.
 async fn insert_creating(service: &SessionService, now: berth_core::Timestamp, id: &str) {
+    insert_creating_made_at(service, now, now, id).await;
+}
+
+/// A `creating` record whose header says `created_at` (an import's, from its export)
+/// and whose create began at `began`.
+async fn insert_creating_made_at(
+    service: &SessionService,
+    created_at: berth_core::Timestamp,
+    began: berth_core::Timestamp,
+    id: &str,
+) {
+    let now = began;
     let scope = Scope { tenant: tenant(TENANT_A), user: user(OWNER), project: Some(project(PROJECT)) };
     let record = SessionRecord {
         lease_until: now.plus_ms(DAY_MS),
@@ -241,9 +253,26 @@ async fn insert_creating(service: &SessionService, now: berth_core::Timestamp, i
         status_changed_at: now,
         resume_mark: Default::default(),
         status: Status::Creating,
-        header: SessionHeader::new(sid(id), scope, now),
+        header: SessionHeader::new(sid(id), scope, created_at),
     };
     service.catalog().insert(&record).await.unwrap();
+}
+
+/// R-S11: an import of an old export is not an abandoned create while it is being made:
+/// the sweeper dates a `creating` record from when its create began, not from the
+/// `created_at` the export carried (an import once vanished mid-way, swept as abandoned).
+pub async fn sweep_dates_a_create_from_when_it_began_not_from_its_header(b: &dyn ServiceBackend) {
+    let service = b.service();
+    let clock = b.clock();
+    clock.advance_ms(3 * berth_service::ABANDONED_CREATE_MS);
+    let long_ago = berth_core::Timestamp(clock.now().0 - 2 * berth_service::ABANDONED_CREATE_MS);
+    insert_creating_made_at(&service, long_ago, clock.now(), "importing").await;
+    assert_eq!(service.sweep(10).await.unwrap(), SweepReport::default(), "an import under way is kept");
+    assert!(stored(&service, TENANT_A, "importing").await.is_some());
+    clock.advance_ms(berth_service::ABANDONED_CREATE_MS + 1);
+    let report = service.sweep(10).await.unwrap();
+    assert_eq!(report, SweepReport { abandoned_creates: 1, ..SweepReport::default() });
+    assert!(stored(&service, TENANT_A, "importing").await.is_none());
 }
 
 /// R-S12: a listing filters by the listable statuses only. A filter naming `creating`
