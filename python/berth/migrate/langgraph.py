@@ -1,0 +1,204 @@
+"""LangGraph's `SqliteSaver` store, into berth and back.
+
+Import: the source file is copied first (SQLite's online backup from a read-only
+connection: the source is never written; a live one is read as one snapshot), then
+`SqliteSaver.list(None)` reads every thread's checkpoints from the copy — values,
+metadata, parent, pending writes — and `BerthSaver.put` / `put_writes` write them,
+parents first, so the berth thread is what the drop-in writes. `SqliteSaver`'s reader
+drops a pending write's `task_path` (it only sorts by it): that one column is read with
+a plain SELECT of the copy's `writes` table and passed to `put_writes`.
+
+Export: `BerthSaver.list(None)` into `SqliteSaver.put` / `put_writes` of the target file.
+
+Both ways a checkpoint's identity is its thread, namespace and id: one the target
+already holds is compared with the source's (checkpoint, metadata, parent, each task's
+writes) — equal, it is left alone (a rerun writes nothing); different, it is reported
+as changed, never overwritten, and its descendants are not written.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import tempfile
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import Any
+
+from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
+from langgraph.checkpoint.sqlite import SqliteSaver
+
+import berth
+from berth.integrations.langgraph import BerthSaver
+
+from .report import Report
+from .source import snapshot
+
+_Key = tuple[str, str]  # (checkpoint_ns, checkpoint_id)
+
+
+def _ids(item: CheckpointTuple) -> tuple[str, str, str | None]:
+    conf = item.config["configurable"]
+    parent = item.parent_config["configurable"].get("checkpoint_id") if item.parent_config else None
+    return str(conf.get("checkpoint_ns", "")), str(conf["checkpoint_id"]), parent
+
+
+def _parent_order(items: list[CheckpointTuple]) -> list[CheckpointTuple]:
+    """Every checkpoint after its parent (ids are time-ordered; a parent out of that
+    order still goes first)."""
+    by_key = {_ids(item)[:2]: item for item in items}
+    done: set[_Key] = set()
+    ordered: list[CheckpointTuple] = []
+    for item in sorted(items, key=lambda each: (_ids(each)[0], _ids(each)[1])):
+        chain = []
+        ns, cid, parent = _ids(item)
+        key: _Key | None = (ns, cid)
+        while key is not None and key not in done and key in by_key:
+            chain.append(by_key[key])
+            done.add(key)
+            parent = _ids(by_key[key])[2]
+            key = (ns, parent) if parent else None
+        ordered.extend(reversed(chain))
+    return ordered
+
+
+def _groups(writes: Iterable[tuple[str, str, Any]] | None) -> dict[str, list[tuple[str, Any]]]:
+    """Pending writes by task, in order."""
+    groups: dict[str, list[tuple[str, Any]]] = defaultdict(list)
+    for task_id, channel, value in writes or ():
+        groups[task_id].append((channel, value))
+    return dict(groups)
+
+
+def _new_versions(checkpoint: Any, parent: Any) -> dict[str, Any]:
+    """The channels whose version this checkpoint changed (all, for a root)."""
+    versions = dict(checkpoint.get("channel_versions") or {})
+    if parent is None:
+        return versions
+    before = parent.get("channel_versions") or {}
+    return {channel: version for channel, version in versions.items() if before.get(channel) != version}
+
+
+def _same(have: CheckpointTuple, item: CheckpointTuple) -> bool:
+    return bool(have.checkpoint == item.checkpoint and dict(have.metadata or {}) == dict(item.metadata or {})
+                and _ids(have)[2] == _ids(item)[2])
+
+
+def copy_threads(items: Iterable[CheckpointTuple], target: BaseCheckpointSaver[Any], report: Report,
+                 task_paths: dict[tuple[str, str, str, str], str]) -> None:
+    """Writes `items` (any threads) into `target`, parents first, through its `put` /
+    `put_writes`; see the module's docstring for what is compared and reported."""
+    threads: dict[str, list[CheckpointTuple]] = defaultdict(list)
+    for item in items:
+        threads[str(item.config["configurable"]["thread_id"])].append(item)
+    report.total = len(threads)
+    for thread_id, thread_items in threads.items():
+        report.sessions += 1
+        before = (report.records, report.writes)
+        _copy_thread(thread_id, thread_items, target, report, task_paths)
+        if (report.records, report.writes) != before:
+            report.imported += 1
+        else:
+            report.unchanged += 1
+        report.tick()
+    report.tick(force=True)
+
+
+def _copy_thread(thread_id: str, items: list[CheckpointTuple], target: BaseCheckpointSaver[Any], report: Report,
+                 task_paths: dict[tuple[str, str, str, str], str]) -> None:
+    existing = {_ids(have)[:2]: have for have in target.list({"configurable": {"thread_id": thread_id}})}
+    by_key = {_ids(item)[:2]: item for item in items}
+    blocked: set[_Key] = set()
+    serde = target.serde
+    for item in _parent_order(items):
+        ns, cid, parent_id = _ids(item)
+        where = f"checkpoint {ns + '/' if ns else ''}{cid}"
+        if parent_id is not None and (ns, parent_id) in blocked:
+            blocked.add((ns, cid))
+            report.skip(thread_id, where, "its parent checkpoint was not written")
+            continue
+        have = existing.get((ns, cid))
+        if have is not None:
+            if not _same(have, item):
+                blocked.add((ns, cid))
+                report.change(thread_id, where, "the target holds this checkpoint with other content: left as it is")
+                continue
+            report.records_unchanged += 1
+        else:
+            parent = by_key.get((ns, parent_id)) if parent_id else None
+            config: dict[str, Any] = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns}}
+            if parent_id:
+                config["configurable"]["checkpoint_id"] = parent_id
+            if not report.dry_run:
+                try:
+                    target.put(config, item.checkpoint, item.metadata,  # type: ignore[arg-type]
+                               _new_versions(item.checkpoint, parent.checkpoint if parent else None))
+                except berth.BerthError as error:
+                    blocked.add((ns, cid))
+                    report.skip(thread_id, where, f"the target cannot hold it: {type(error).__name__}: {error}")
+                    continue
+            report.records += 1
+            report.bytes += len(serde.dumps_typed(item.checkpoint)[1])
+        held = _groups(have.pending_writes if have is not None else None)
+        for task_id, writes in _groups(item.pending_writes).items():
+            if task_id in held:
+                # The target's writes for the task may be more (a thread resumed there
+                # since): only writes of the source's it lacks or holds otherwise count.
+                if any(write not in held[task_id] for write in writes):
+                    report.change(thread_id, f"{where} task {task_id}",
+                                  "the target holds other pending writes for this task: left as they are")
+                continue
+            size = sum(len(serde.dumps_typed(value)[1]) for _, value in writes)
+            if report.dry_run:
+                report.writes += 1
+                report.bytes += size
+                continue
+            config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}}
+            try:
+                target.put_writes(config, writes, task_id, task_paths.get((thread_id, ns, cid, task_id), ""))  # type: ignore[arg-type]
+            except berth.BerthError as error:
+                report.skip(thread_id, f"{where} task {task_id}",
+                            f"the target cannot hold these pending writes: {type(error).__name__}: {error}")
+                continue
+            report.writes += 1
+            report.bytes += size
+
+
+def _task_paths(copy: str) -> dict[tuple[str, str, str, str], str]:
+    """(thread, ns, checkpoint, task) -> task_path: the column `SqliteSaver`'s reader
+    sorts by but does not return (a plain SELECT; empty for files from before it)."""
+    conn = sqlite3.connect(copy)
+    try:
+        columns = {row[1] for row in conn.execute("PRAGMA table_info(writes)")}
+        if "task_path" not in columns:
+            return {}
+        rows = conn.execute("SELECT DISTINCT thread_id, checkpoint_ns, checkpoint_id, task_id, task_path FROM writes")
+        return {(str(t), str(ns), str(c), str(task)): str(path) for t, ns, c, task, path in rows}
+    finally:
+        conn.close()
+
+
+def import_store(path: str, client: berth.Client, report: Report) -> None:
+    with tempfile.TemporaryDirectory(prefix="berth-migrate-") as scratch:
+        copy = snapshot(path, scratch)
+        conn = sqlite3.connect(copy, check_same_thread=False)
+        try:
+            source = SqliteSaver(conn)
+            items = list(source.list(None))
+            paths = _task_paths(copy)
+            with BerthSaver(client) as target:
+                copy_threads(items, target, report, paths)
+        finally:
+            conn.close()
+
+
+def export_store(client: berth.Client, path: str, report: Report) -> None:
+    with BerthSaver(client) as source:
+        items = list(source.list(None))
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    conn = sqlite3.connect(path, check_same_thread=False)
+    try:
+        copy_threads(items, SqliteSaver(conn), report, {})
+    finally:
+        conn.close()
