@@ -34,21 +34,30 @@ pub struct ToolPairing {
 /// What the timeline shows for one event.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Item {
-    /// An event shown on its own (messages, turn and step boundaries, opaque events).
+    /// An event shown on its own (messages, opaque events, a boundary with no group of
+    /// its own on the page).
     Event(usize),
     /// A tool pairing, shown where its first event appears; its other events are not
     /// shown again on their own.
     Tool(usize),
 }
 
-/// A step (`step/start` … `step/end`) or the items of a turn outside any step.
+/// A step (`step/start` … `step/end`) or the items of a turn outside any step. Its
+/// boundaries are its header, not items.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Step {
     pub number: Option<u64>,
+    /// Index of its `step/start`.
+    pub start: Option<usize>,
+    /// Index of its `step/end`, if it ended on this page.
+    pub end: Option<usize>,
     pub items: Vec<Item>,
+    /// Bookkeeping events of the group (`is_bookkeeping`), folded behind their count.
+    pub bookkeeping: Vec<usize>,
 }
 
-/// A turn (`turn/start` … `turn/end`), or events outside any turn.
+/// A turn (`turn/start` … `turn/end`), or events outside any turn. Its boundaries are
+/// its header, not items.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Turn {
     pub number: Option<u64>,
@@ -62,7 +71,8 @@ pub struct Turn {
     pub steps: Vec<Step>,
 }
 
-/// A page of the timeline, turns in log order (the page renders them newest first).
+/// A page of the timeline, turns in log order (the page renders them in that order, or
+/// newest first).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Timeline {
     pub turns: Vec<Turn>,
@@ -77,6 +87,12 @@ fn data_of(event: &Event) -> Value {
 
 fn text_field<'a>(data: &'a Value, field: &str) -> Option<&'a str> {
     data.get(field).and_then(Value::as_str)
+}
+
+/// Bookkeeping rather than conversation: a framework's own record (ignorable),
+/// `session/memory`, a `checkpoint`. Folded behind a count per group.
+pub fn is_bookkeeping(event: &Event) -> bool {
+    event.ignorable || matches!(event.event_type.as_str(), vocab::SESSION_MEMORY | vocab::CHECKPOINT)
 }
 
 /// A repair closer's tool result: an error with one of the repair's codes.
@@ -225,14 +241,31 @@ pub fn build(events: &[Event]) -> Timeline {
         }
         let Some(turn) = turns.last_mut() else { continue };
         if kind == vocab::STEP_START {
-            turn.steps.push(Step { number: data.get("step").and_then(Value::as_u64), items: Vec::new() });
+            turn.steps.push(Step {
+                number: data.get("step").and_then(Value::as_u64),
+                start: Some(index),
+                ..Step::default()
+            });
             open_step = true;
         }
+        // Boundaries of a group on this page are its header; one without (a `step/end`
+        // or `turn/end` whose start is on an older page) stays an item.
+        let header = kind == vocab::TURN_START
+            || kind == vocab::STEP_START
+            || (kind == vocab::STEP_END && open_step)
+            || (kind == vocab::TURN_END && open_turn);
         let item = match owner_of_event.get(&index) {
+            _ if header => None,
             Some(&tool) if shown_tools[tool] => None,
             Some(&tool) => {
                 shown_tools[tool] = true;
                 Some(Item::Tool(tool))
+            }
+            None if is_bookkeeping(event) => {
+                if let Some(step) = turn.steps.last_mut() {
+                    step.bookkeeping.push(index);
+                }
+                None
             }
             None => Some(Item::Event(index)),
         };
@@ -251,6 +284,9 @@ pub fn build(events: &[Event]) -> Timeline {
             }
         }
         if kind == vocab::STEP_END && open_step {
+            if let Some(step) = turn.steps.last_mut() {
+                step.end = Some(index);
+            }
             turn.steps.push(Step::default());
             open_step = false;
         }
@@ -262,7 +298,7 @@ pub fn build(events: &[Event]) -> Timeline {
         }
     }
     for turn in &mut turns {
-        turn.steps.retain(|step| !step.items.is_empty());
+        turn.steps.retain(|step| step.start.is_some() || !step.items.is_empty() || !step.bookkeeping.is_empty());
     }
     Timeline { turns, tools, repaired }
 }
@@ -333,7 +369,11 @@ mod tests {
         let timeline = build(&crashed_and_repaired());
         let step = &timeline.turns[0].steps[1];
         assert_eq!(step.number, Some(0));
-        assert_eq!(step.items, vec![Item::Event(2), Item::Event(3), Item::Tool(0), Item::Event(6)]);
+        assert_eq!(step.items, vec![Item::Event(3), Item::Tool(0)], "its boundaries are its header");
+        assert_eq!((step.start, step.end), (Some(2), Some(6)));
+        let turn = &timeline.turns[0];
+        assert_eq!(turn.steps[0].items, vec![Item::Event(1)], "turn/start is the turn's header");
+        assert_eq!((turn.start, turn.end), (Some(0), Some(7)));
     }
 
     #[test]
@@ -391,9 +431,39 @@ mod tests {
         let timeline = build(&events);
         assert_eq!(timeline.turns.len(), 3);
         assert_eq!(timeline.turns[0].start, None);
-        assert_eq!(timeline.turns[0].steps[0].items, vec![Item::Event(0), Item::Event(1)]);
+        assert_eq!(timeline.turns[0].steps[0].items, vec![Item::Event(1)]);
+        assert_eq!(timeline.turns[0].steps[0].bookkeeping, vec![0], "the checkpoint is folded");
         assert_eq!(timeline.turns[1].end, Some(3));
         assert_eq!(timeline.turns[2].steps[0].items, vec![Item::Event(4)]);
+    }
+
+    #[test]
+    fn bookkeeping_folds_per_group_and_orphan_boundaries_stay_items() {
+        let mut events = log(&[
+            ("step/end", json!({"turn": 0, "step": 3})),
+            ("turn/end", json!({"turn": 0, "reason": "completed"})),
+            ("turn/start", json!({"turn": 1})),
+            ("step/start", json!({"turn": 1, "step": 0})),
+            ("assistant/message", json!({"content": "hi"})),
+            ("session/memory", json!({"writes": [{}]})),
+            ("acme/state", json!({"x": 1})),
+            ("step/end", json!({"turn": 1, "step": 0})),
+            ("checkpoint", json!({"state": 1})),
+            ("step/start", json!({"turn": 1, "step": 1})),
+            ("step/end", json!({"turn": 1, "step": 1})),
+            ("turn/end", json!({"turn": 1, "reason": "completed"})),
+        ]);
+        events[6].ignorable = true;
+        let timeline = build(&events);
+        assert_eq!(timeline.turns.len(), 2);
+        assert_eq!(timeline.turns[0].steps[0].items, vec![Item::Event(0), Item::Event(1)], "no group on this page");
+        let turn = &timeline.turns[1];
+        assert_eq!(turn.steps.len(), 3);
+        assert_eq!(turn.steps[0].items, vec![Item::Event(4)]);
+        assert_eq!(turn.steps[0].bookkeeping, vec![5, 6]);
+        assert_eq!((turn.steps[1].number, turn.steps[1].bookkeeping.clone()), (None, vec![8]));
+        assert_eq!((turn.steps[2].number, turn.steps[2].start, turn.steps[2].end), (Some(1), Some(9), Some(10)));
+        assert!(turn.steps[2].items.is_empty(), "an empty step keeps its header");
     }
 
     #[test]
