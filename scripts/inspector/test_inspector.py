@@ -136,12 +136,20 @@ def test_a_crashed_and_repaired_turn_shows_the_pairing_and_the_repair_marks(cont
     page.goto(server.url + "/ui/sessions/alice-crash")
     turn = page.locator("section.turn").first
     expect(turn.locator(".turn-header")).to_contain_text("Turn 0")
-    expect(turn.locator(".turn-header .badge.repair")).to_have_text("repaired")
+    # Honest repair: the closers keep the crashed run (run-a, in the header) and say who
+    # repaired them and when; no duration is computed from a closer.
     expect(turn.locator(".turn-header .reason-interrupted")).to_have_text("interrupted")
+    expect(turn.locator(".turn-header .repaired-by")).to_have_text(
+        re.compile(r"^repaired by run-b at \d\d:\d\d:\d\d UTC, \d+(\.\d)? (ms|s|min \d+ s) later$"))
+    expect(turn.locator(".turn-header .repaired-by time")).to_have_attribute("title", re.compile(r"^\d{4}-"))
+    expect(turn.locator(".turn-header .run")).to_have_text("run run-a")
+    expect(turn.locator(".turn-header .duration")).to_have_count(0)
     tool = page.locator("li.tool").filter(has_text="c1")
     expect(tool).to_have_count(1)
     expect(tool.locator(".state-error")).to_have_text("error")
     expect(tool.locator(".tool-head .badge.repair")).to_have_text("repair")
+    expect(tool.locator(".tool-head .repaired-by")).to_contain_text("repaired by run-b")
+    expect(tool.locator(".tool-head .duration")).to_have_count(0)
     expect(tool.locator(".tool-parts")).to_contain_text("#3")  # the request
     expect(tool.locator(".tool-parts")).to_contain_text("#4")  # tool/call
     expect(tool.locator(".tool-parts")).to_contain_text("#5")  # the repair's tool/result
@@ -537,6 +545,10 @@ def test_a_support_session_reads_top_to_bottom_with_quiet_structure(context, ser
         expect(page.locator(f"li.type-{kind}")).to_have_count(0)
     expect(page.locator("section.turn").nth(1).locator(".step-header h4")).to_have_text(["Step 0", "Step 1"])
     expect(page.locator("section.turn").nth(1).locator(".turn-header .reason-completed")).to_have_text("completed")
+    crashed = page.locator("section.turn").nth(2).locator(".turn-header")
+    expect(crashed.locator(".reason-interrupted")).to_have_text("interrupted")
+    expect(crashed.locator(".repaired-by")).to_contain_text("repaired by run-b at")
+    expect(crashed.locator(".run")).to_have_text("run run-a")
     # Relative times; the absolute one on hover.
     when = page.locator("section.turn").nth(1).locator(".turn-header time")
     expect(when).to_have_text(re.compile(r"(just now|\d+ (s|min|h|d) ago)"))

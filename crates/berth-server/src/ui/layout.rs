@@ -106,6 +106,13 @@ pub fn ago_element(now: Timestamp, time: Timestamp) -> Markup {
     markup! { time datetime=(text) title=(text) { (ago_text(now, time)) } }
 }
 
+/// A moment as its time of day in UTC ("05:00:03 UTC"), the absolute time on hover.
+pub fn clock_element(time: Timestamp) -> Markup {
+    let text = time_text(time);
+    let clock = text.get(11..19).map_or_else(|| text.clone(), |clock| format!("{clock} UTC"));
+    markup! { time datetime=(text) title=(text) { (clock) } }
+}
+
 /// A moment as its offset from `base` ("+1.2 s"), the absolute time on hover.
 pub fn offset_element(base: Timestamp, time: Timestamp) -> Markup {
     let text = time_text(time);

@@ -12,12 +12,12 @@
 //! is folded behind a count per group. No script is needed to read any of it.
 
 use super::layout::{
-    self, ago_element, cut_text, duration_text, html, offset_element, pretty_json, status_badge, time_element,
-    JSON_SHOWN_BYTES_MAX,
+    self, ago_element, clock_element, cut_text, duration_text, html, offset_element, pretty_json, status_badge,
+    time_element, JSON_SHOWN_BYTES_MAX,
 };
 use super::security::csrf_matches;
 use super::signin::Viewer;
-use super::timeline::{self, Item, Step, Timeline, ToolPairing, Turn};
+use super::timeline::{self, Item, RepairedBy, Step, Timeline, ToolPairing, Turn};
 use crate::api::{call, Shared};
 use crate::error::ApiError;
 use axum::extract::{Path, Query, State};
@@ -361,6 +361,18 @@ fn timeline_section(
     }
 }
 
+/// "repaired by run-b at 05:00:03 UTC, 14 min 0 s later": who closed what a crash left
+/// open, when, and how long after the crashed run's last event (`data.repaired_by`).
+fn repaired_by_note(by: &RepairedBy, at: bool) -> Markup {
+    markup! {
+        span.repaired-by title="closed by a resume's repair; the closer keeps the crashed run and its last event's time" {
+            "repaired by " code { (by.run) }
+            @if at { " at " (clock_element(by.at)) }
+            ", " (duration_text(by.later_ms)) " later"
+        }
+    }
+}
+
 /// A `<details>` menu of actions (fork, raw JSON), folded by default.
 fn actions_menu(label: &str, body: Markup) -> Markup {
     markup! {
@@ -411,8 +423,12 @@ fn turn_view(view: &TimelineView, turn: &Turn, latest: bool) -> Markup {
                     (None, true) => { span.badge.reason-open { "open" } }
                     _ => {}
                 }
-                @if turn.repaired { span.badge.repair title="closed by a resume's repair" { "repaired" } }
-                @if let Some(duration) = duration { span.duration title="from turn/start to turn/end" { (duration_text(duration)) } }
+                @match (&turn.repaired_by, turn.repaired) {
+                    (Some(by), _) => (repaired_by_note(by, true)),
+                    (None, true) => { span.badge.repair title="closed by a resume's repair" { "repaired" } }
+                    _ => {}
+                }
+                @if let Some(duration) = duration { span.duration title="from turn/start to turn/end" { "took " (duration_text(duration)) } }
                 @if let Some(first) = first { span.when { (ago_element(view.now, events[first].time)) } }
                 @if let Some(run) = run { span.run { "run " code { (run) } } }
                 @if turn.start.is_some() || turn.end.is_some() {
@@ -446,7 +462,7 @@ fn step_view(view: &TimelineView, step: &Step, times: &Times) -> Markup {
                 div.step-header {
                     h4 { "Step" @if let Some(number) = step.number { " " (number) } }
                     (times.of(events[start].time))
-                    @if let Some(duration) = duration { span.duration title="from step/start to step/end" { (duration_text(duration)) } }
+                    @if let Some(duration) = duration { span.duration title="from step/start to step/end" { "took " (duration_text(duration)) } }
                     @if step.end.is_none() { span.badge.reason-open { "open" } }
                     @if closed_by_repair { span.badge.repair title="closed by a resume's repair" { "repair" } }
                     (actions_menu(&format!("Actions for step {}", events[start].seq.get()), markup! {
@@ -619,13 +635,19 @@ fn tool_view(view: &TimelineView, tool: &ToolPairing, times: &Times) -> Markup {
                 .cloned()
         });
     let anchor = tool.requested_at.or(tool.started_at).or(tool.result_at).unwrap_or(0);
-    let inline_arguments = arguments.as_ref().map(|arguments| {
-        let text = arguments.to_string();
-        match text.char_indices().nth(ARGUMENTS_INLINE_CHARS) {
-            Some((end, _)) => format!("({}…)", &text[..end]),
-            None => format!("({text})"),
+    // Beside the name, cut; in full (pretty) one click away when cut or nested.
+    let (inline_arguments, arguments_folded) = match &arguments {
+        Some(arguments) => {
+            let text = arguments.to_string();
+            let nested =
+                arguments.as_object().is_some_and(|object| object.values().any(|v| v.is_object() || v.is_array()));
+            match text.char_indices().nth(ARGUMENTS_INLINE_CHARS) {
+                Some((end, _)) => (Some(format!("({}…)", &text[..end])), true),
+                None => (Some(format!("({text})")), nested),
+            }
         }
-    });
+        None => (None, false),
+    };
     // A repair's closer carries the last real event's time: no duration from it.
     let duration = tool.duration_ms.filter(|_| !tool.repaired);
     markup! {
@@ -635,8 +657,9 @@ fn tool_view(view: &TimelineView, tool: &ToolPairing, times: &Times) -> Markup {
                 strong { (tool.name.as_deref().unwrap_or("(unnamed)")) }
                 @if let Some(inline) = &inline_arguments { code.args-inline { (inline) } } " "
                 span class={"badge state-" (state)} { (state) }
-                @if let Some(ms) = duration { " " span.duration { (duration_text(ms)) } }
+                @if let Some(ms) = duration { " " span.duration title="from the request to the result" { "took " (duration_text(ms)) } }
                 @if tool.repaired { " " span.badge.repair title="result written by a resume's repair" { "repair" } }
+                @if let Some(by) = &tool.repaired_by { " " (repaired_by_note(by, false)) }
                 " " code.call-id { (tool.call_id) }
             }
             dl.tool-parts {
@@ -644,7 +667,7 @@ fn tool_view(view: &TimelineView, tool: &ToolPairing, times: &Times) -> Markup {
                 dt { "started" } dd { @match tool.started_at { Some(i) => { "#" (events[i].seq.get()) " " (times.of(events[i].time)) }, None => "not recorded" } }
                 dt { "result" } dd { @match result { Some(event) => { "#" (event.seq.get()) " " (times.of(event.time)) }, None => "none yet" } }
             }
-            @if let Some(arguments) = arguments {
+            @if let Some(arguments) = arguments.filter(|_| arguments_folded) {
                 details.arguments { summary { "Arguments" } (json_block(id, events[anchor].seq.get(), &arguments.to_string())) }
             }
             @if let Some(event) = result {

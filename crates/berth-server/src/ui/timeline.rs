@@ -4,11 +4,29 @@
 //! Rendering (`session_page`) only walks what this module builds, so every grouping rule
 //! has a table test here without a server or a browser.
 
-use berth_core::repair::{INTERRUPTED, TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN};
+use berth_core::repair::{repaired_by, INTERRUPTED, TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN};
 use berth_core::vocabulary as vocab;
-use berth_core::Event;
+use berth_core::{Event, Timestamp};
 use serde_json::Value;
 use std::collections::HashMap;
+
+/// Who repaired a closer, when, and how long after the crashed run's last event
+/// (`data.repaired_by`; closers written before the field have none).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RepairedBy {
+    pub run: String,
+    pub at: Timestamp,
+    /// From the crashed run's last event (the closer's own time) to the repair.
+    pub later_ms: u64,
+}
+
+impl RepairedBy {
+    fn of(event: &Event) -> Option<RepairedBy> {
+        let data = data_of(event);
+        let (run, at) = repaired_by(&data)?;
+        Some(RepairedBy { run: run.to_owned(), at, later_ms: at.0.saturating_sub(event.time.0) })
+    }
+}
 
 /// One requested tool call and what became of it (indexes into the page's events).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -23,12 +41,15 @@ pub struct ToolPairing {
     pub started_at: Option<usize>,
     /// The `tool/result`.
     pub result_at: Option<usize>,
-    /// From the request (or start) to the result, in ms of event time.
+    /// From the request (or start) to the result, in ms of event time; none when the
+    /// result is a repair's closer (its time is the crashed run's last event's).
     pub duration_ms: Option<u64>,
     /// The result reports an error (`is_error: true` or an `error` object).
     pub is_error: bool,
     /// The result is a closer written by a resume's repair.
     pub repaired: bool,
+    /// Who repaired it, when (closers that say).
+    pub repaired_by: Option<RepairedBy>,
 }
 
 /// What the timeline shows for one event.
@@ -68,6 +89,8 @@ pub struct Turn {
     pub end_reason: Option<String>,
     /// Closed by a resume's repair (`turn/end {reason: interrupted}`).
     pub repaired: bool,
+    /// Who repaired it, when (closers that say).
+    pub repaired_by: Option<RepairedBy>,
     pub steps: Vec<Step>,
 }
 
@@ -148,6 +171,7 @@ fn pair_tools(events: &[Event], repaired: &[bool]) -> (Vec<ToolPairing>, HashMap
                 duration_ms: None,
                 is_error: false,
                 repaired: false,
+                repaired_by: None,
             });
             tools.len() - 1
         })
@@ -190,6 +214,7 @@ fn pair_tools(events: &[Event], repaired: &[bool]) -> (Vec<ToolPairing>, HashMap
                 tools[tool].is_error = data.get("is_error").and_then(Value::as_bool) == Some(true)
                     || data.get("error").is_some_and(|error| !error.is_null());
                 tools[tool].repaired = repaired[index];
+                tools[tool].repaired_by = RepairedBy::of(event).filter(|_| repaired[index]);
                 owner_of_event.insert(index, tool);
             }
             _ => {}
@@ -198,7 +223,7 @@ fn pair_tools(events: &[Event], repaired: &[bool]) -> (Vec<ToolPairing>, HashMap
     for tool in &mut tools {
         let from = tool.requested_at.or(tool.started_at).map(|index| events[index].time.0);
         let to = tool.result_at.map(|index| events[index].time.0);
-        if let (Some(from), Some(to)) = (from, to) {
+        if let (Some(from), Some(to), false) = (from, to, tool.repaired) {
             tool.duration_ms = Some(to.saturating_sub(from));
         }
     }
@@ -294,6 +319,7 @@ pub fn build(events: &[Event]) -> Timeline {
             turn.end = Some(index);
             turn.end_reason = text_field(&data, "reason").map(str::to_owned);
             turn.repaired = repaired[index];
+            turn.repaired_by = RepairedBy::of(event).filter(|_| repaired[index]);
             open_turn = false;
         }
     }
@@ -361,7 +387,23 @@ mod tests {
         let tool = &timeline.tools[0];
         assert_eq!((tool.requested_at, tool.started_at, tool.result_at), (Some(3), Some(4), Some(5)));
         assert!(tool.is_error && tool.repaired);
-        assert_eq!(tool.duration_ms, Some(10), "from the request to the result");
+        assert_eq!(tool.duration_ms, None, "no duration from a closer (older closers: no repaired_by)");
+        assert_eq!((&tool.repaired_by, &turn.repaired_by), (&None, &None));
+    }
+
+    #[test]
+    fn closers_that_name_their_repair_say_who_and_how_much_later() {
+        let mut events = crashed_and_repaired();
+        let by = RunId::parse("run-2").unwrap();
+        let at = Timestamp(events[4].time.0 + 14 * 60_000);
+        berth_core::repair::mark_repaired_by(&mut events[5..], &by, at);
+        let timeline = build(&events);
+        assert_eq!(timeline.repaired, vec![false, false, false, false, false, true, true, true]);
+        let expected = Some(RepairedBy { run: "run-2".into(), at, later_ms: 14 * 60_000 });
+        assert_eq!(timeline.turns[0].repaired_by, expected);
+        assert_eq!(timeline.tools[0].repaired_by, expected);
+        assert_eq!(timeline.tools[0].duration_ms, None);
+        assert_eq!(timeline.turns[0].steps[1].end, Some(6), "the step's closer is its header");
     }
 
     #[test]
