@@ -3,6 +3,7 @@ scripts/test builds) on a scratch data directory, seeded through the HTTP API wi
 sessions the tests read, and Chromium from Debian driven by Playwright (never
 Playwright's own browser download)."""
 
+import hashlib
 import http.client
 import json
 import os
@@ -45,10 +46,14 @@ class Api:
     def create(self, session_id, **fields):
         return self.call("POST", "/v1/sessions", {"id": session_id, **fields})
 
-    def append(self, session_id, events, run=None):
-        body = {"events": [{"type": kind, "data": data} for kind, data in events]}
+    def append(self, session_id, events, run=None, memory=None):
+        body = {"events": [{"type": entry[0], "data": entry[1], **({"ignorable": True} if entry[2:] == ("ignorable",) else {})}
+                           for entry in events]}
         if run:
             body["run"] = run
+        if memory:
+            body["memory"] = memory
+            body["idempotency_key"] = "memory-" + hashlib.sha256(json.dumps(body).encode()).hexdigest()[:16]
         return self.call("POST", f"/v1/sessions/{session_id}/events", body)
 
     def attach(self, session_id, run_id):
@@ -107,6 +112,42 @@ def seed(server):
         ("tool/call", {"call_id": "c1", "name": "ls", "arguments": {}}),
     ], run="run-a")
     alice.call("POST", "/v1/sessions/alice-crash/resume", {"run_id": "run-b", "on_busy": "interrupt"})
+    # A support agent's session as people debug it (37 events): a system prompt, a
+    # completed turn of two steps with a tool call, memory, a checkpoint and a framework
+    # record; a turn whose run crashed mid-tool, then a resume by run-b (whose repair
+    # closes it) and a third turn by run-b.
+    alice.create("alice-support", title="Refund for order 1042")
+    alice.attach("alice-support", "run-a")
+
+    def support_turn(run, turn, question, call_id, tool, arguments, result, answer):
+        alice.append("alice-support", [
+            ("turn/start", {"turn": turn}), ("user/message", {"content": question}),
+            ("step/start", {"turn": turn, "step": 0}),
+            ("assistant/message", {"content": "", "tool_calls": [{"call_id": call_id, "name": tool, "arguments": arguments}]}),
+            ("tool/call", {"call_id": call_id, "name": tool, "arguments": arguments}),
+            ("tool/result", {"call_id": call_id, "content": result}),
+            ("step/end", {"turn": turn, "step": 0}),
+            ("step/start", {"turn": turn, "step": 1}), ("assistant/message", {"content": answer}),
+            ("step/end", {"turn": turn, "step": 1}),
+            ("agentkit/state", {"cursor": turn, "scratch": {"notes": ["a", "b"]}}, "ignorable"),
+        ], run=run, memory=[{"namespace": "user/alice/support", "key": f"turn-{turn}", "value": {"customer": "C-77"}}])
+        alice.append("alice-support", [
+            ("checkpoint", {"state": {"turn": turn, "messages": 4}}), ("turn/end", {"turn": turn, "reason": "completed"}),
+        ], run=run)
+
+    alice.append("alice-support", [("system/message", {"content": "You are Acme's support agent. Be brief."})], run="run-a")
+    support_turn("run-a", 0, "Where is my order 1042?", "look-1", "lookup_order", {"order": 1042},
+                 '{"status": "shipped", "carrier": "UPS"}', "Order 1042 shipped with UPS yesterday.")
+    alice.append("alice-support", [
+        ("turn/start", {"turn": 1}), ("user/message", {"content": "It arrived broken. I want a refund."}),
+        ("step/start", {"turn": 1, "step": 0}),
+        ("assistant/message", {"content": "", "tool_calls": [
+            {"call_id": "refund-1", "name": "issue_refund", "arguments": {"order": 1042, "amount": 59.0}}]}),
+        ("tool/call", {"call_id": "refund-1", "name": "issue_refund", "arguments": {"order": 1042, "amount": 59.0}}),
+    ], run="run-a")
+    alice.call("POST", "/v1/sessions/alice-support/resume", {"run_id": "run-b", "on_busy": "interrupt"})
+    support_turn("run-b", 2, "Did the refund go through?", "check-1", "refund_status", {"order": 1042},
+                 '{"refunded": false}', "No refund was recorded; the earlier attempt was cut off. I've queued it again.")
     # Hostile content: markup, a javascript: link, a huge string, an opaque event.
     alice.create("alice-hostile", title="<img src=x onerror=alert(1)>", labels=["hostile"])
     alice.attach("alice-hostile", "w")

@@ -136,18 +136,28 @@ def test_a_crashed_and_repaired_turn_shows_the_pairing_and_the_repair_marks(cont
     page.goto(server.url + "/ui/sessions/alice-crash")
     turn = page.locator("section.turn").first
     expect(turn.locator(".turn-header")).to_contain_text("Turn 0")
-    expect(turn.locator(".turn-header .badge.repair")).to_have_text("repaired")
+    # Honest repair: the closers keep the crashed run (run-a, in the header) and say who
+    # repaired them and when; no duration is computed from a closer.
     expect(turn.locator(".turn-header .reason-interrupted")).to_have_text("interrupted")
+    expect(turn.locator(".turn-header .repaired-by")).to_have_text(
+        re.compile(r"^repaired by run-b at \d\d:\d\d:\d\d UTC, \d+(\.\d)? (ms|s|min \d+ s) later$"))
+    expect(turn.locator(".turn-header .repaired-by time")).to_have_attribute("title", re.compile(r"^\d{4}-"))
+    expect(turn.locator(".turn-header .run")).to_have_text("run run-a")
+    expect(turn.locator(".turn-header .duration")).to_have_count(0)
     tool = page.locator("li.tool").filter(has_text="c1")
     expect(tool).to_have_count(1)
     expect(tool.locator(".state-error")).to_have_text("error")
     expect(tool.locator(".tool-head .badge.repair")).to_have_text("repair")
+    expect(tool.locator(".tool-head .repaired-by")).to_contain_text("repaired by run-b")
+    expect(tool.locator(".tool-head .duration")).to_have_count(0)
     expect(tool.locator(".tool-parts")).to_contain_text("#3")  # the request
     expect(tool.locator(".tool-parts")).to_contain_text("#4")  # tool/call
     expect(tool.locator(".tool-parts")).to_contain_text("#5")  # the repair's tool/result
     expect(tool).to_contain_text("TOOL_OUTCOME_UNKNOWN")
-    expect(page.locator("#event-6.repair .badge.repair")).to_be_visible()  # step/end closer
-    expect(page.locator("#event-7.repair .badge.repair")).to_be_visible()  # turn/end closer
+    # The closers of the step and the turn are their groups' headers, not rows.
+    expect(turn.locator(".step-header .badge.repair")).to_have_text("repair")  # step/end closer
+    expect(page.locator("#event-6")).to_have_count(0)
+    expect(page.locator("#event-7")).to_have_count(0)
     expect(page.locator("#event-1")).not_to_have_class(re.compile("repair"))
     history = page.locator("ol.run-history")
     expect(history).to_contain_text("repair")
@@ -164,7 +174,12 @@ def test_a_completed_turn_pairs_calls_with_durations_and_flags_errors(context, s
     expect(bad.locator(".state-error")).to_have_text("error")
     expect(ok.locator(".duration")).to_have_text(re.compile(r"\d+(\.\d)? (ms|s)"))
     expect(page.locator(".badge.repair")).to_have_count(0)
+    # The checkpoint is bookkeeping: folded behind its group's count, then its own JSON.
+    bookkeeping = page.locator("details.bookkeeping")
+    expect(bookkeeping.locator("> summary")).to_have_text("1 bookkeeping record (checkpoint)")
     checkpoint = page.locator("details.checkpoint")
+    expect(checkpoint).not_to_be_visible()
+    bookkeeping.locator("> summary").click()
     expect(checkpoint).not_to_have_attribute("open", "")
     expect(checkpoint.locator("pre")).not_to_be_visible()
     checkpoint.locator("summary").click()
@@ -173,7 +188,7 @@ def test_a_completed_turn_pairs_calls_with_durations_and_flags_errors(context, s
     screenshot(page, "session")
 
 
-def test_the_latest_turn_comes_first_and_older_events_page_back(context, server):
+def test_chat_order_opens_at_the_latest_turn_and_older_events_page_back(context, server):
     alice = server.api["alice"]
     alice.create("alice-long")
     alice.attach("alice-long", "w")
@@ -185,13 +200,36 @@ def test_the_latest_turn_comes_first_and_older_events_page_back(context, server)
         ], run="w")
     page = sign_in(context.new_page(), server, "alice")
     page.goto(server.url + "/ui/sessions/alice-long")
+    # Oldest to newest, a tail read (one page of 200 events, turn-aligned: 40 turns).
     headers = page.locator("section.turn .turn-header h3").all_inner_texts()
-    assert headers[0] == "Turn 59" and headers == [f"Turn {n}" for n in range(59, 59 - len(headers), -1)]
-    oldest_shown = int(headers[-1].split()[1])
-    page.get_by_role("link", name="Older events").click()
+    assert headers[-1] == "Turn 59" and headers == [f"Turn {n}" for n in range(60 - len(headers), 60)]
+    assert len(headers) == 40, headers
+    # It opens at the latest turn: scrolled down, the latest turn in view.
+    expect(page.locator("#latest h3")).to_have_text("Turn 59")
+    assert page.evaluate("window.scrollY") > 0
+    assert page.evaluate("document.getElementById('latest').getBoundingClientRect().top") < 900
+    # Older events are above, where the reading goes back.
+    link = page.get_by_role("link", name="Older events")
+    assert link.evaluate("(a, turn) => !!(a.compareDocumentPosition(turn) & Node.DOCUMENT_POSITION_FOLLOWING)",
+                         page.locator("section.turn").first.element_handle())
+    oldest_shown = int(headers[0].split()[1])
+    link.click()
     older = page.locator("section.turn .turn-header h3").all_inner_texts()
-    assert older[0] == f"Turn {oldest_shown - 1}" and older[-1] == "Turn 0"
+    assert older[0] == "Turn 0" and older[-1] == f"Turn {oldest_shown - 1}"
+    expect(page.locator("#latest h3")).to_have_text(f"Turn {oldest_shown - 1}")
     expect(page.get_by_role("link", name="Older events")).to_have_count(0)
+    expect(page.get_by_role("link", name="Back to the latest events")).to_have_count(1)
+    # The toggle keeps newest first, paging back in that order too.
+    page.goto(server.url + "/ui/sessions/alice-long")
+    page.get_by_role("link", name="Newest first").click()
+    expect(page).to_have_url(re.compile(r".*/ui/sessions/alice-long\?order=newest$"))
+    headers = page.locator("section.turn .turn-header h3").all_inner_texts()
+    assert headers == [f"Turn {n}" for n in range(59, 19, -1)], headers
+    page.get_by_role("link", name="Older events").click()
+    expect(page).to_have_url(re.compile(r".*\?before=\d+&order=newest$"))
+    older = page.locator("section.turn .turn-header h3").all_inner_texts()
+    assert older == [f"Turn {n}" for n in range(19, -1, -1)], older
+    expect(page.get_by_role("link", name="Oldest first")).to_have_attribute("href", re.compile(r"\?before=\d+#latest$"))
 
 
 # ----- live mode ----------------------------------------------------------------------------
@@ -206,8 +244,9 @@ def test_live_mode_receives_an_appended_event_without_a_reload(context, server):
     arrived = page.locator("#live-events li").filter(has_text="appended while watching")
     expect(arrived).to_have_count(1, timeout=10_000)
     assert page.evaluate("window.__same_document") == "yes", "the page was not reloaded"
-    server.api["alice"].append("alice-live", [("assistant/message", {"content": "second, on top"})], run="w")
-    expect(page.locator("#live-events li").first).to_contain_text("second, on top", timeout=10_000)
+    server.api["alice"].append("alice-live", [("assistant/message", {"content": "second, at the end"})], run="w")
+    # Chat order: what arrives goes at the end, after the turns already shown.
+    expect(page.locator("#live-events li").last).to_contain_text("second, at the end", timeout=10_000)
     # A crash and a resume while watching: the repair's closers arrive marked.
     server.api["alice"].append("alice-live", [
         ("turn/start", {"turn": 0}),
@@ -215,7 +254,7 @@ def test_live_mode_receives_an_appended_event_without_a_reload(context, server):
     ], run="w")
     server.api["alice"].call("POST", "/v1/sessions/alice-live/resume", {"run_id": "w2", "on_busy": "interrupt"})
     expect(page.locator("#live-events li.repair")).to_have_count(2, timeout=10_000)  # tool/result, turn/end
-    expect(page.locator("#live-events li").first).to_contain_text("turn/end")
+    expect(page.locator("#live-events li").last).to_contain_text("turn/end")
     screenshot(page, "session-live")
     page.get_by_role("button", name="Stop following").click()
     expect(page.locator("#live-status")).to_have_text("Stopped.")
@@ -240,7 +279,10 @@ def test_export_downloads_the_same_bytes_as_the_api(context, server):
 def test_fork_at_an_event_opens_the_fork_with_the_events_up_to_it(context, server):
     page = sign_in(context.new_page(), server, "alice")
     page.goto(server.url + "/ui/sessions/alice-chat")
-    page.locator("#event-1").get_by_role("button", name="Fork at event 1").click()
+    menu = page.locator("#event-1 details.actions")
+    expect(menu.get_by_role("button", name="Fork at event 1")).not_to_be_visible()  # tucked in the menu
+    menu.locator("summary").click()
+    menu.get_by_role("button", name="Fork at event 1").click()
     expect(page.get_by_role("heading", level=1)).to_contain_text("Session")
     expect(page.locator(".session-header")).to_contain_text("Forked from")
     expect(page.locator(".session-header")).to_contain_text("first 2 events")
@@ -249,7 +291,7 @@ def test_fork_at_an_event_opens_the_fork_with_the_events_up_to_it(context, serve
     assert fork["header"]["parent"] == {"session": "alice-chat", "cut_seq": 2}
     copied = server.api["alice"].call("GET", f"/v1/sessions/{fork_id}/events?from=0")["events"]
     assert [event["type"] for event in copied[:2]] == ["turn/start", "user/message"]
-    assert page.locator("li.event").count() == len(copied)
+    assert page.locator("li.event").count() == len(copied) - 1  # turn/start is its turn's header
 
 
 def test_metadata_edits_check_the_revision(context, server):
@@ -481,9 +523,66 @@ def test_first_screen_of_a_10000_event_session_server_time(context, server):
         response = page.goto(server.url + "/ui/sessions/big-10k")
         assert response.status == 200
         timings.append(float(response.headers["server-timing"].split("dur=")[1]))
-    expect(page.locator("section.turn").first.locator("h3")).to_have_text("Turn 999")
+    expect(page.locator("#latest h3")).to_have_text("Turn 999")
     timings.sort()
     median, worst = timings[len(timings) // 2], timings[-1]
     line = f"session page of a 10,000-event session: server time median {median:.1f} ms, max {worst:.1f} ms (20 loads, debug build)"
     (ARTIFACTS / "timing.txt").write_text(line + "\n")
     print(line)
+
+
+def test_a_support_session_reads_top_to_bottom_with_quiet_structure(context, server):
+    """The 37-event support session: boundaries are group headers, times relative (the
+    absolute time on hover), actions in a menu, bookkeeping folded behind a count; its
+    page height is recorded in the artifacts (3,068 px before this structure)."""
+    assert server.api["alice"].call("GET", "/v1/sessions/alice-support")["event_count"] == 37
+    page = sign_in(context.new_page(), server, "alice")
+    page.goto(server.url + "/ui/sessions/alice-support")
+    headers = page.locator("section.turn .turn-header h3").all_inner_texts()
+    assert headers == ["Events outside a turn", "Turn 0", "Turn 1", "Turn 2"], headers
+    # No row for a turn or step boundary; each step a light header.
+    for kind in ("turn-start", "turn-end", "step-start", "step-end"):
+        expect(page.locator(f"li.type-{kind}")).to_have_count(0)
+    expect(page.locator("section.turn").nth(1).locator(".step-header h4")).to_have_text(["Step 0", "Step 1"])
+    expect(page.locator("section.turn").nth(1).locator(".turn-header .reason-completed")).to_have_text("completed")
+    crashed = page.locator("section.turn").nth(2).locator(".turn-header")
+    expect(crashed.locator(".reason-interrupted")).to_have_text("interrupted")
+    expect(crashed.locator(".repaired-by")).to_contain_text("repaired by run-b at")
+    expect(crashed.locator(".run")).to_have_text("run run-a")
+    # Relative times; the absolute one on hover.
+    when = page.locator("section.turn").nth(1).locator(".turn-header time")
+    expect(when).to_have_text(re.compile(r"(just now|\d+ (s|min|h|d) ago)"))
+    expect(when).to_have_attribute("title", re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d"))
+    expect(page.locator("li.event .event-head time").first).to_have_text(re.compile(r"^\+\d"))
+    # One action menu per event, closed; no bare fork button on the page.
+    expect(page.locator("form.fork button:visible")).to_have_count(0)
+    # Bookkeeping (framework record, memory, checkpoint) folded per group, with a count.
+    folds = page.locator("details.bookkeeping > summary")
+    expect(folds).to_have_text(["3 bookkeeping records (agentkit/state, checkpoint, session/memory)"] * 2)
+    expect(page.locator("li.type-session-memory")).to_have_count(2)
+    expect(page.locator("li.type-session-memory").first).not_to_be_visible()
+    height = page.evaluate("document.documentElement.scrollHeight")
+    (ARTIFACTS / "support-height.txt").write_text(
+        f"session page of the 37-event support session: {height} px tall at 1280 px wide (3,068 px before issue 55)\n")
+    print(f"support session page: {height} px")
+    assert height < 2500, height
+    screenshot(page, "session-support")
+
+
+def test_the_session_page_is_usable_without_javascript(browser, server):
+    context = browser.new_context(java_script_enabled=False, viewport={"width": 1280, "height": 900})
+    try:
+        page = sign_in(context.new_page(), server, "alice")
+        page.goto(server.url + "/ui/sessions/alice-support")
+        fold = page.locator("details.bookkeeping").first
+        fold.locator("> summary").click()
+        expect(fold.locator("li.type-checkpoint")).to_be_visible()
+        menu = page.locator("#event-2 details.actions")
+        menu.locator("summary").click()
+        menu.get_by_role("link", name=re.compile("Raw JSON")).click()
+        expect(page.get_by_role("heading", level=1)).to_have_text("Event #2 · user/message")
+        page.go_back()
+        page.get_by_role("link", name="Newest first").click()
+        expect(page.locator("section.turn .turn-header h3").first).to_have_text("Turn 2")
+    finally:
+        context.close()

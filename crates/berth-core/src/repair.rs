@@ -5,7 +5,14 @@
 //! recorded, `TOOL_OUTCOME_UNKNOWN` when one was: the tool may have run), `step/end` if a
 //! step is open, then `turn/end {reason: interrupted}`. Seqs continue the log; every
 //! closer's time is the last real event's time, so the output is deterministic.
+//!
+//! A closer keeps `run` = the crashed run (repair groups by run: a closer of another
+//! run would leave the crashed run's turn open at every resume). Who repaired it, and
+//! when, is `data.repaired_by: {run, at}` (`mark_repaired_by`, applied by the resume
+//! that appends them): a format addition older readers ignore; closers written before
+//! it have no such field and read as before.
 
+use crate::clock::Timestamp;
 use crate::error::Result;
 use crate::event::{Event, EventType, Seq};
 use crate::ids::RunId;
@@ -16,6 +23,27 @@ use serde_json::{json, Value};
 pub const TOOL_NOT_STARTED: &str = "TOOL_NOT_STARTED";
 pub const TOOL_OUTCOME_UNKNOWN: &str = "TOOL_OUTCOME_UNKNOWN";
 pub const INTERRUPTED: &str = "interrupted";
+/// The field of a closer's `data` naming the run that repaired it and when:
+/// `{"run": RUN, "at": MS_SINCE_EPOCH}`.
+pub const REPAIRED_BY: &str = "repaired_by";
+
+/// Marks `closers` as written by `run`'s repair at `at` (`data.repaired_by`), leaving
+/// every other field — `run`, `time`, the rest of `data` — as `repair` made it.
+pub fn mark_repaired_by(closers: &mut [Event], run: &RunId, at: Timestamp) {
+    for closer in closers {
+        let mut data = closer.data.to_value();
+        if let Some(object) = data.as_object_mut() {
+            object.insert(REPAIRED_BY.into(), json!({"run": run.as_str(), "at": at.0}));
+            closer.data = JsonText::from(&data);
+        }
+    }
+}
+
+/// The `repaired_by` of an event's `data`, if it is a closer that names it.
+pub fn repaired_by(data: &Value) -> Option<(&str, Timestamp)> {
+    let by = data.get(REPAIRED_BY)?;
+    Some((by.get("run")?.as_str()?, Timestamp(by.get("at")?.as_u64()?)))
+}
 
 #[derive(Clone, Debug)]
 struct PendingCall {
@@ -356,6 +384,41 @@ mod tests {
                 _ => format!("{t}:{}", data["reason"].as_str().unwrap_or("")),
             })
             .collect()
+    }
+
+    #[test]
+    fn marking_the_closers_names_the_repairing_run_and_keeps_the_crashed_one() {
+        let mut log = Log::new();
+        log.push(Some("run-a"), "turn/start", json!({"turn": 0}))
+            .push(
+                Some("run-a"),
+                "assistant/message",
+                json!({"content": "", "tool_calls": [{"call_id": "c1", "name": "ls", "arguments": {}}]}),
+            )
+            .push(Some("run-a"), "tool/call", json!({"call_id": "c1", "name": "ls", "arguments": {}}));
+        let plain = interrupted_turn_closers(&log.0).unwrap();
+        let mut marked = plain.clone();
+        let by = RunId::parse("run-b").unwrap();
+        mark_repaired_by(&mut marked, &by, Timestamp(900_000));
+        assert_eq!(marked.len(), 2);
+        for (closer, before) in marked.iter().zip(&plain) {
+            assert_eq!(
+                (&closer.run, closer.time, closer.seq),
+                (&before.run, before.time, before.seq),
+                "only data changes"
+            );
+            let data = closer.data.to_value();
+            assert_eq!(data[REPAIRED_BY], json!({"run": "run-b", "at": 900_000}));
+            assert_eq!(repaired_by(&data), Some(("run-b", Timestamp(900_000))));
+            let mut without = data.clone();
+            without.as_object_mut().unwrap().remove(REPAIRED_BY);
+            assert_eq!(without, before.data.to_value(), "every other field as repair made it");
+        }
+        assert_eq!(repaired_by(&plain[1].data.to_value()), None, "closers written before the field read as before");
+        // A marked closer still closes the turn: a second repair finds nothing open.
+        let mut repaired = log.0.clone();
+        repaired.extend(marked);
+        assert!(interrupted_turn_closers(&repaired).unwrap().is_empty());
     }
 
     /// `repair` with only the runs `gone` detached: the closers' types and runs, and

@@ -387,6 +387,12 @@ async fn content_parts_read_as_text_and_untitled_conversations_show_their_first_
             && framework.contains("kept verbatim"),
         "a framework's record is folded, its JSON one click away: {framework}"
     );
+    assert!(
+        framework.contains(
+            "<details class=\"bookkeeping\"><summary>1 bookkeeping record <span class=\"kinds\">(smol/step)</span>"
+        ),
+        "bookkeeping folds behind a count per group: {framework}"
+    );
     assert!(!parts.contains("iVBORw0KGgo") || parts.matches("iVBORw0KGgo").count() == 1, "the image only in the JSON");
 
     let strings = get("/ui/sessions/chat-strings".into()).await;
@@ -401,6 +407,17 @@ async fn content_parts_read_as_text_and_untitled_conversations_show_their_first_
         1,
         "string messages read as before; the tool result's JSON is one click away"
     );
+    // Chat order by default, opening at the latest turn; turn boundaries are headers.
+    assert!(strings.contains("data-order=\"chat\"") && strings.contains(" id=\"latest\""), "{strings}");
+    assert!(!strings.contains("type-turn-start") && !strings.contains("type-turn-end"), "no boundary rows: {strings}");
+    assert!(strings.contains("<details class=\"actions\"><summary aria-label=\"Actions for event"), "{strings}");
+    let newest = get("/ui/sessions/chat-strings?order=newest".into()).await;
+    assert!(newest.contains("data-order=\"newest\"") && newest.contains("href=\"/ui/sessions/chat-strings#latest\""));
+    let (server_ref, cookie_ref) = (&server, cookie.clone());
+    let bad =
+        request(server_ref, "GET", "/ui/sessions/chat-strings?order=sideways", &[host(server_ref), cookie_ref], "")
+            .await;
+    assert_eq!(bad.status, 400, "{}", bad.body);
     let titled = get("/ui/sessions/titled".into()).await;
     assert!(titled.contains("<p class=\"session-title\">Named by hand</p>"), "{titled}");
     let late = get("/ui/sessions/late".into()).await;

@@ -10,7 +10,7 @@ use crate::{Durability, Principal, SessionService};
 use berth_catalog::{ResumeMark, RunRecord, RunStatus, SessionRecord};
 use berth_core::lifecycle::{self, LifecycleEvent};
 use berth_core::limits::OUTCOME_BYTES_MAX;
-use berth_core::repair::repair;
+use berth_core::repair::{mark_repaired_by, repair};
 use berth_core::vocabulary::CHECKPOINT;
 use berth_core::{Concurrency, Error, Event, Result, Revision, RunId, Seq, SessionId, SessionKey, Timestamp};
 use std::collections::HashSet;
@@ -163,6 +163,9 @@ impl SessionService {
         for (index, closer) in closers.iter_mut().enumerate() {
             closer.seq = Seq(next_seq + index as u64);
         }
+        // They keep the crashed run and its last event's time; who repaired them, when,
+        // is `data.repaired_by`.
+        mark_repaired_by(&mut closers, &attachment.run.run_id, self.now());
         let new_next = next_seq + closers.len() as u64;
         // The latest checkpoint (closers never are one): in what was read, else the one
         // before the mark, read by its seq (and checked: the next mark keeps what was found).

@@ -107,7 +107,10 @@ def test_killed_inside_a_durable_tool(place: Any, kind: str) -> None:
     assert charge[0]["call_id"] in {event.data["call_id"] for event in results}
     assert all(event.data["error"]["code"] == "TOOL_OUTCOME_UNKNOWN" for event in results)
     assert [event.type for event in repaired[len(results):]] == ["step/end", "turn/end"]
-    assert repaired[-1].data == {"turn": 0, "reason": "interrupted"}
+    closer = dict(repaired[-1].data)
+    by = closer.pop("repaired_by")  # the resume that wrote it, and when (issue 55)
+    assert closer == {"turn": 0, "reason": "interrupted"}
+    assert isinstance(by["run"], str) and isinstance(by["at"], int)
     # One tool/call per call id; the memory reloads the same.
     started = [event.data["call_id"] for event in events if event.type == "tool/call"]
     assert len(started) == len(set(started))

@@ -87,6 +87,43 @@ pub fn time_element(time: Timestamp) -> Markup {
     markup! { time datetime=(text) { (text) } }
 }
 
+/// How long before `now` a moment was, as people say it (`14 min ago`); a moment after
+/// `now` (another clock) reads as `just now`.
+pub fn ago_text(now: Timestamp, time: Timestamp) -> String {
+    let ms = now.0.saturating_sub(time.0);
+    match ms {
+        0..10_000 => "just now".to_owned(),
+        10_000..60_000 => format!("{} s ago", ms / 1000),
+        60_000..3_600_000 => format!("{} min ago", ms / 60_000),
+        3_600_000..86_400_000 => format!("{} h ago", ms / 3_600_000),
+        _ => format!("{} d ago", ms / 86_400_000),
+    }
+}
+
+/// A moment as "14 min ago", the absolute time on hover (and in `datetime`).
+pub fn ago_element(now: Timestamp, time: Timestamp) -> Markup {
+    let text = time_text(time);
+    markup! { time datetime=(text) title=(text) { (ago_text(now, time)) } }
+}
+
+/// A moment as its time of day in UTC ("05:00:03 UTC"), the absolute time on hover.
+pub fn clock_element(time: Timestamp) -> Markup {
+    let text = time_text(time);
+    let clock = text.get(11..19).map_or_else(|| text.clone(), |clock| format!("{clock} UTC"));
+    markup! { time datetime=(text) title=(text) { (clock) } }
+}
+
+/// A moment as its offset from `base` ("+1.2 s"), the absolute time on hover.
+pub fn offset_element(base: Timestamp, time: Timestamp) -> Markup {
+    let text = time_text(time);
+    let offset = if time.0 >= base.0 {
+        format!("+{}", duration_text(time.0 - base.0))
+    } else {
+        format!("−{}", duration_text(base.0 - time.0))
+    };
+    markup! { time datetime=(text) title=(text) { (offset) } }
+}
+
 /// A duration in ms as people read it.
 pub fn duration_text(ms: u64) -> String {
     match ms {

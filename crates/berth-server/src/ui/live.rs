@@ -4,7 +4,7 @@
 //! feed before each read and sleeps until an append, re-reads through the service as the
 //! viewer (re-authorized each time), and re-checks the sign-in at every recheck interval.
 
-use super::session_page::event_view;
+use super::session_page::{event_view, Times};
 use super::signin::Viewer;
 use crate::api::{call, Shared};
 use crate::error::ApiError;
@@ -61,7 +61,8 @@ impl Live {
                 return None;
             }
             if let Some((event, repaired)) = self.pending.pop_front() {
-                let fragment = event_view(&self.viewer, &self.id, &event, repaired).into_string();
+                let times = Times { now: self.state.service.now(), base: None, run: None };
+                let fragment = event_view(&self.viewer, &self.id, &event, repaired, &times).into_string();
                 return Some(message("fragment", &fragment).id(event.seq.get().to_string()));
             }
             if !self.more {

@@ -1,16 +1,23 @@
 //! The session page: header (title, or the first user message of an untitled
 //! conversation; scope, policy, parent, origin, forks), metadata (editable
 //! with the revision check), runs (attached now; attached, detached, abandoned and
-//! repaired from the session's audit entries), the timeline (the latest turns first,
-//! read from the tail; older pages by `before`, never the whole log), live mode, export
-//! and fork-at-this-event. Also the single-event page ("show all" of a cut event).
+//! repaired from the session's audit entries), the timeline (read from the tail, older
+//! pages by `before`, never the whole log; in chat order — oldest to newest, opening at
+//! the latest turn — or newest first with `?order=newest`), live mode, export and
+//! fork-at-this-event. Also the single-event page ("show all" of a cut event).
+//!
+//! Turn and step boundaries are the headers of their groups, not rows; times read
+//! relative (the absolute time on hover); each event's actions (fork here, raw JSON)
+//! sit in a small menu; bookkeeping (framework records, `session/memory`, checkpoints)
+//! is folded behind a count per group. No script is needed to read any of it.
 
 use super::layout::{
-    self, cut_text, duration_text, html, pretty_json, status_badge, time_element, JSON_SHOWN_BYTES_MAX,
+    self, ago_element, clock_element, cut_text, duration_text, html, offset_element, pretty_json, status_badge,
+    time_element, JSON_SHOWN_BYTES_MAX,
 };
 use super::security::csrf_matches;
 use super::signin::Viewer;
-use super::timeline::{self, Item, Timeline, ToolPairing, Turn};
+use super::timeline::{self, Item, RepairedBy, Step, Timeline, ToolPairing, Turn};
 use crate::api::{call, Shared};
 use crate::error::ApiError;
 use axum::extract::{Path, Query, State};
@@ -21,7 +28,7 @@ use berth_api::int64::WIRE_INT_MAX;
 use berth_catalog::{AuditEntry, SessionRecord};
 use berth_core::content::content_text;
 use berth_core::vocabulary as vocab;
-use berth_core::{Event, Revision, SessionId};
+use berth_core::{Event, Revision, RunId, SessionId, Timestamp};
 use berth_service::{ListRequest, MetadataUpdate};
 use maud::{html as markup, Markup};
 use serde::Deserialize;
@@ -30,6 +37,9 @@ use std::collections::BTreeSet;
 
 /// Events read for one page of the timeline.
 pub const TIMELINE_PAGE_EVENTS: u64 = 200;
+/// A tool call's arguments shown beside its name, in characters (all of them one click
+/// away).
+const ARGUMENTS_INLINE_CHARS: usize = 80;
 /// Forks listed on a session page.
 pub const FORKS_SHOWN_MAX: usize = 50;
 
@@ -41,6 +51,61 @@ fn parse_id(text: &str) -> Result<SessionId, ApiError> {
 pub struct PageQuery {
     /// Show the events before this seq (paging back); absent: the tail.
     before: Option<u64>,
+    /// `newest`: the latest turn first; absent (or `chat`): oldest to newest.
+    order: Option<String>,
+}
+
+/// The order the timeline's turns are shown in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Order {
+    /// Oldest to newest, as a conversation reads; the page opens at the latest turn.
+    Chat,
+    /// The latest turn first (events inside a turn stay oldest first).
+    Newest,
+}
+
+impl Order {
+    fn parse(text: Option<&str>) -> Result<Order, ApiError> {
+        match text {
+            None | Some("" | "chat") => Ok(Order::Chat),
+            Some("newest") => Ok(Order::Newest),
+            Some(_) => Err(ApiError::bad_request("order: use chat or newest")),
+        }
+    }
+}
+
+/// The session page in `order`, before `before` (paging back) or at the tail. In chat
+/// order it opens at the latest turn of the page (`#latest`).
+fn page_href(id: &SessionId, order: Order, before: Option<u64>) -> String {
+    let mut query = Vec::new();
+    if let Some(before) = before {
+        query.push(format!("before={before}"));
+    }
+    if order == Order::Newest {
+        query.push("order=newest".to_owned());
+    }
+    let query = if query.is_empty() { String::new() } else { format!("?{}", query.join("&")) };
+    let anchor = if order == Order::Chat { "#latest" } else { "" };
+    format!("/ui/sessions/{id}{query}{anchor}")
+}
+
+/// What rendering an event needs besides the event: the clock, the moment its times
+/// are offsets from (its turn's start; none in live mode: "ago"), and its turn's run
+/// (an event of another run names its own).
+#[derive(Clone, Copy)]
+pub(super) struct Times<'a> {
+    pub now: Timestamp,
+    pub base: Option<Timestamp>,
+    pub run: Option<&'a RunId>,
+}
+
+impl Times<'_> {
+    fn of(&self, time: Timestamp) -> Markup {
+        match self.base {
+            Some(base) => offset_element(base, time),
+            None => ago_element(self.now, time),
+        }
+    }
 }
 
 /// One page of the timeline: its events (turn-aligned) and where older ones start.
@@ -70,14 +135,16 @@ pub async fn session_page(
     Path(id): Path<String>,
     Query(query): Query<PageQuery>,
 ) -> Response {
-    match render_session(&state, &viewer, &id, query.before).await {
+    match render_session(&state, &viewer, &id, query).await {
         Ok(body) => body,
         Err(error) => layout::fail(&viewer, error),
     }
 }
 
-async fn render_session(state: &Shared, viewer: &Viewer, id: &str, before: Option<u64>) -> Result<Response, ApiError> {
+async fn render_session(state: &Shared, viewer: &Viewer, id: &str, query: PageQuery) -> Result<Response, ApiError> {
     let id = parse_id(id)?;
+    let order = Order::parse(query.order.as_deref())?;
+    let before = query.before;
     let principal = viewer.principal.clone();
     let (get_id, history_id) = (id.clone(), id.clone());
     let record = call(state, |s| async move { s.get(&principal, &get_id).await }).await?;
@@ -102,30 +169,13 @@ async fn render_session(state: &Shared, viewer: &Viewer, id: &str, before: Optio
             (runs_section(&record, &history))
         }
         (export_section(&record))
-        section.timeline aria-labelledby="timeline-title" {
-            h2 #timeline-title { "Timeline" }
-            @if before.is_none() {
-                div.live-controls {
-                    button #live-toggle type="button" aria-pressed="false"
-                        data-session=(record.header.id) data-next-seq=(live_from) { "Follow live" }
-                    span #live-status role="status" aria-live="polite" { }
-                }
-                ol #live-events.events aria-label="Live events (newest first)" reversed { }
-            } @else {
-                p { a href={"/ui/sessions/" (record.header.id)} { "Back to the latest events" } }
-            }
-            @if page.events.is_empty() {
-                p.empty { "No events yet." }
-            }
-            @for turn in built.turns.iter().rev() {
-                (turn_view(viewer, &record.header.id, &page.events, &built, turn))
-            }
-            @if let Some(older) = page.older_before {
-                nav.paging aria-label="Timeline pages" {
-                    a rel="prev" href={"/ui/sessions/" (record.header.id) "?before=" (older)} { "Older events" }
-                }
-            }
-        }
+        (timeline_section(&TimelineView {
+            viewer,
+            id: &record.header.id,
+            events: &page.events,
+            built: &built,
+            now: state.service.now(),
+        }, order, before, page.older_before, live_from))
     };
     let named = record.title.as_deref().filter(|title| !title.trim().is_empty()).or(preview.as_deref());
     let page_title = match named {
@@ -230,42 +280,217 @@ fn export_section(record: &SessionRecord) -> Markup {
     }
 }
 
-fn turn_view(viewer: &Viewer, id: &SessionId, events: &[Event], built: &Timeline, turn: &Turn) -> Markup {
-    let first = turn
-        .start
-        .or_else(|| turn.steps.first().and_then(|step| step.items.first()).map(|item| item_index(built, item)));
+/// A page's events and what was built of them, as the timeline renders them.
+struct TimelineView<'a> {
+    viewer: &'a Viewer,
+    id: &'a SessionId,
+    events: &'a [Event],
+    built: &'a Timeline,
+    now: Timestamp,
+}
+
+fn timeline_section(
+    view: &TimelineView,
+    order: Order,
+    before: Option<u64>,
+    older_before: Option<u64>,
+    live_from: u64,
+) -> Markup {
+    let id = view.id;
+    let latest = view.built.turns.len().checked_sub(1);
+    let older = markup! {
+        @if let Some(older) = older_before {
+            nav.paging aria-label="Timeline pages" {
+                a rel="prev" href=(page_href(id, order, Some(older))) { "Older events" }
+            }
+        }
+    };
+    let live_list = markup! {
+        @if before.is_none() {
+            @if order == Order::Chat {
+                ol #live-events.events data-order="chat" aria-label="Live events (in order of arrival)" { }
+            } @else {
+                ol #live-events.events data-order="newest" aria-label="Live events (newest first)" reversed { }
+            }
+        } @else {
+            p.back { a href=(page_href(id, order, None)) { "Back to the latest events" } }
+        }
+    };
+    let turns = view.built.turns.iter().enumerate();
+    markup! {
+        section.timeline aria-labelledby="timeline-title" data-order=(if order == Order::Chat { "chat" } else { "newest" }) {
+            div.timeline-bar {
+                h2 #timeline-title { "Timeline" }
+                nav.order aria-label="Timeline order" {
+                    @for (shown, label, title) in [
+                        (Order::Chat, "Oldest first", "The conversation top to bottom, opening at the latest turn"),
+                        (Order::Newest, "Newest first", "The latest turn first"),
+                    ] {
+                        @if shown == order {
+                            a aria-current="page" href=(page_href(id, shown, before)) title=(title) { (label) }
+                        } @else {
+                            a href=(page_href(id, shown, before)) title=(title) { (label) }
+                        }
+                    }
+                }
+                @if before.is_none() {
+                    div.live-controls {
+                        button #live-toggle type="button" aria-pressed="false"
+                            data-session=(id) data-next-seq=(live_from) { "Follow live" }
+                        span #live-status role="status" aria-live="polite" { }
+                    }
+                }
+            }
+            @if view.events.is_empty() {
+                p.empty { "No events yet." }
+            }
+            @if order == Order::Chat {
+                (older)
+                @for (index, turn) in turns {
+                    (turn_view(view, turn, Some(index) == latest))
+                }
+                (live_list)
+            } @else {
+                (live_list)
+                @for (index, turn) in turns.rev() {
+                    (turn_view(view, turn, Some(index) == latest))
+                }
+                (older)
+            }
+        }
+    }
+}
+
+/// "repaired by run-b at 05:00:03 UTC, 14 min 0 s later": who closed what a crash left
+/// open, when, and how long after the crashed run's last event (`data.repaired_by`).
+fn repaired_by_note(by: &RepairedBy, at: bool) -> Markup {
+    markup! {
+        span.repaired-by title="closed by a resume's repair; the closer keeps the crashed run and its last event's time" {
+            "repaired by " code { (by.run) }
+            @if at { " at " (clock_element(by.at)) }
+            ", " (duration_text(by.later_ms)) " later"
+        }
+    }
+}
+
+/// A `<details>` menu of actions (fork, raw JSON), folded by default.
+fn actions_menu(label: &str, body: Markup) -> Markup {
+    markup! {
+        details.actions {
+            summary aria-label=(label) title=(label) { "⋯" }
+            div.menu { (body) }
+        }
+    }
+}
+
+fn raw_link(id: &SessionId, event: &Event, label: &str) -> Markup {
+    markup! {
+        a.raw href={"/ui/sessions/" (id) "/events/" (event.seq.get())} { (label) " (#" (event.seq.get()) ")" }
+    }
+}
+
+fn turn_view(view: &TimelineView, turn: &Turn, latest: bool) -> Markup {
+    let (events, built) = (view.events, view.built);
+    let first = turn.start.or_else(|| {
+        turn.steps.iter().find_map(|step| {
+            let item = step.items.first().map(|item| item_index(built, item));
+            step.start.into_iter().chain(item).chain(step.bookkeeping.first().copied()).min()
+        })
+    });
     let title = match (turn.start, turn.number) {
         (Some(_), Some(number)) => format!("Turn {number}"),
         (Some(_), None) => "Turn".to_owned(),
         (None, _) => "Events outside a turn".to_owned(),
     };
+    // A closer's time is the last real event's, not when the turn ended: no duration.
     let duration = match (turn.start, turn.end) {
-        (Some(start), Some(end)) => Some(events[end].time.0.saturating_sub(events[start].time.0)),
+        (Some(start), Some(end)) if !turn.repaired => Some(events[end].time.0.saturating_sub(events[start].time.0)),
         _ => None,
     };
+    let run = first.and_then(|first| events[first].run.as_ref());
+    let times = Times { now: view.now, base: first.map(|first| events[first].time), run };
+    let anchor = match (latest, first) {
+        (true, _) => "latest".to_owned(),
+        (false, Some(first)) => format!("turn-{}", events[first].seq.get()),
+        (false, None) => String::new(),
+    };
     markup! {
-        section class={"turn" @if turn.repaired { " repaired" }} aria-label=(title) {
+        section class={"turn" @if turn.repaired { " repaired" }} id=[(!anchor.is_empty()).then_some(&anchor)] aria-label=(title) {
             header.turn-header {
                 h3 { (title) }
-                @if let Some(first) = first { " " (time_element(events[first].time)) }
-                @if let Some(run) = first.and_then(|first| events[first].run.as_ref()) { " · run " code { (run) } }
-                @if let Some(duration) = duration { " · " (duration_text(duration)) }
                 @match (&turn.end_reason, turn.start.is_some() && turn.end.is_none()) {
-                    (Some(reason), _) => { " " span class={"badge reason-" (reason)} { (reason) } }
-                    (None, true) => { " " span.badge.reason-open { "open" } }
+                    (Some(reason), _) => { span class={"badge reason-" (reason)} { (reason) } }
+                    (None, true) => { span.badge.reason-open { "open" } }
                     _ => {}
                 }
-                @if turn.repaired { " " span.badge.repair title="closed by a resume's repair" { "repaired" } }
+                @match (&turn.repaired_by, turn.repaired) {
+                    (Some(by), _) => (repaired_by_note(by, true)),
+                    (None, true) => { span.badge.repair title="closed by a resume's repair" { "repaired" } }
+                    _ => {}
+                }
+                @if let Some(duration) = duration { span.duration title="from turn/start to turn/end" { "took " (duration_text(duration)) } }
+                @if let Some(first) = first { span.when { (ago_element(view.now, events[first].time)) } }
+                @if let Some(run) = run { span.run { "run " code { (run) } } }
+                @if turn.start.is_some() || turn.end.is_some() {
+                    (actions_menu(&format!("Actions for {}", title.to_lowercase()), markup! {
+                        @if let Some(start) = turn.start { (raw_link(view.id, &events[start], "turn/start JSON")) }
+                        @if let Some(end) = turn.end {
+                            (raw_link(view.id, &events[end], "turn/end JSON"))
+                            (fork_button(view.viewer, view.id, events[end].seq.get(), "Fork after this turn"))
+                        }
+                    }))
+                }
             }
             @for step in &turn.steps {
-                div.step {
-                    @if let Some(number) = step.number { h4 { "Step " (number) } }
+                (step_view(view, step, &times))
+            }
+        }
+    }
+}
+
+fn step_view(view: &TimelineView, step: &Step, times: &Times) -> Markup {
+    let (events, built) = (view.events, view.built);
+    let closed_by_repair = step.end.is_some_and(|end| built.repaired[end]);
+    let duration = match (step.start, step.end) {
+        (Some(start), Some(end)) if !closed_by_repair => Some(events[end].time.0.saturating_sub(events[start].time.0)),
+        _ => None,
+    };
+    let kinds: BTreeSet<&str> = step.bookkeeping.iter().map(|index| events[*index].event_type.as_str()).collect();
+    markup! {
+        div.step {
+            @if let Some(start) = step.start {
+                div.step-header {
+                    h4 { "Step" @if let Some(number) = step.number { " " (number) } }
+                    (times.of(events[start].time))
+                    @if let Some(duration) = duration { span.duration title="from step/start to step/end" { "took " (duration_text(duration)) } }
+                    @if step.end.is_none() { span.badge.reason-open { "open" } }
+                    @if closed_by_repair { span.badge.repair title="closed by a resume's repair" { "repair" } }
+                    (actions_menu(&format!("Actions for step {}", events[start].seq.get()), markup! {
+                        (raw_link(view.id, &events[start], "step/start JSON"))
+                        @if let Some(end) = step.end { (raw_link(view.id, &events[end], "step/end JSON")) }
+                    }))
+                }
+            }
+            @if !step.items.is_empty() {
+                ol.events {
+                    @for item in &step.items {
+                        @match item {
+                            Item::Event(index) => (event_view(view.viewer, view.id, &events[*index], built.repaired[*index], times)),
+                            Item::Tool(tool) => (tool_view(view, &built.tools[*tool], times)),
+                        }
+                    }
+                }
+            }
+            @if !step.bookkeeping.is_empty() {
+                details.bookkeeping {
+                    summary {
+                        (step.bookkeeping.len()) @if step.bookkeeping.len() == 1 { " bookkeeping record" } @else { " bookkeeping records" }
+                        " "
+                        span.kinds { "(" (kinds.into_iter().collect::<Vec<_>>().join(", ")) ")" }
+                    }
                     ol.events {
-                        @for item in &step.items {
-                            @match item {
-                                Item::Event(index) => (event_view(viewer, id, &events[*index], built.repaired[*index])),
-                                Item::Tool(tool) => (tool_view(viewer, id, events, &built.tools[*tool])),
-                            }
+                        @for index in &step.bookkeeping {
+                            (event_view(view.viewer, view.id, &events[*index], built.repaired[*index], times))
                         }
                     }
                 }
@@ -284,12 +509,12 @@ fn item_index(built: &Timeline, item: &Item) -> usize {
     }
 }
 
-fn fork_button(viewer: &Viewer, id: &SessionId, seq: u64) -> Markup {
+fn fork_button(viewer: &Viewer, id: &SessionId, seq: u64, text: &str) -> Markup {
     markup! {
         form.fork method="post" action={"/ui/sessions/" (id) "/fork"} {
             input type="hidden" name="csrf" value=(viewer.csrf);
             input type="hidden" name="upto_seq" value=(seq + 1);
-            button type="submit" title={"Fork a new session with events 0–" (seq)} aria-label={"Fork at event " (seq)} { "Fork here" }
+            button type="submit" title={"Fork a new session with events 0–" (seq)} aria-label={"Fork at event " (seq)} { (text) }
         }
     }
 }
@@ -303,27 +528,30 @@ fn json_block(id: &SessionId, seq: u64, text: &str) -> Markup {
     }
 }
 
-fn event_head(viewer: &Viewer, id: &SessionId, event: &Event, repaired: bool) -> Markup {
+fn event_head(viewer: &Viewer, id: &SessionId, event: &Event, repaired: bool, times: &Times) -> Markup {
     markup! {
         div.event-head {
-            span.seq { "#" (event.seq.get()) } " "
-            span.type { (event.event_type.as_str()) } " "
-            (time_element(event.time))
-            @if let Some(run) = &event.run { " · " code { (run) } }
-            @if event.ignorable { " " span.badge.ignorable { "ignorable" } }
-            @if repaired { " " span.badge.repair title="written by a resume's repair" { "repair" } }
-            (fork_button(viewer, id, event.seq.get()))
+            span.type { (event.event_type.as_str()) }
+            (times.of(event.time))
+            @if let Some(run) = event.run.as_ref().filter(|run| Some(*run) != times.run) { span.run { "run " code { (run) } } }
+            @if event.ignorable { span.badge.ignorable { "ignorable" } }
+            @if repaired { span.badge.repair title="written by a resume's repair" { "repair" } }
+            span.seq { "#" (event.seq.get()) }
+            (actions_menu(&format!("Actions for event {}", event.seq.get()), markup! {
+                (raw_link(id, event, "Raw JSON"))
+                (fork_button(viewer, id, event.seq.get(), "Fork here"))
+            }))
         }
     }
 }
 
-pub(super) fn event_view(viewer: &Viewer, id: &SessionId, event: &Event, repaired: bool) -> Markup {
+pub(super) fn event_view(viewer: &Viewer, id: &SessionId, event: &Event, repaired: bool, times: &Times) -> Markup {
     let data = event.data.to_value();
     let kind = event.event_type.as_str();
     let class = format!("event type-{}{}", kind.replace('/', "-"), if repaired { " repair" } else { "" });
     markup! {
         li class=(class) id={"event-" (event.seq.get())} {
-            (event_head(viewer, id, event, repaired))
+            (event_head(viewer, id, event, repaired, times))
             @match kind {
                 vocab::USER_MESSAGE | vocab::ASSISTANT_MESSAGE | vocab::SYSTEM_MESSAGE => {
                     (content_view(id, event, data.get("content")))
@@ -384,7 +612,8 @@ fn content_view(id: &SessionId, event: &Event, content: Option<&Value>) -> Marku
     }
 }
 
-fn tool_view(viewer: &Viewer, id: &SessionId, events: &[Event], tool: &ToolPairing) -> Markup {
+fn tool_view(view: &TimelineView, tool: &ToolPairing, times: &Times) -> Markup {
+    let (viewer, id, events) = (view.viewer, view.id, view.events);
     let result = tool.result_at.map(|index| &events[index]);
     let state = match (result, tool.is_error) {
         (None, _) => "pending",
@@ -406,27 +635,44 @@ fn tool_view(viewer: &Viewer, id: &SessionId, events: &[Event], tool: &ToolPairi
                 .cloned()
         });
     let anchor = tool.requested_at.or(tool.started_at).or(tool.result_at).unwrap_or(0);
+    // Beside the name, cut; in full (pretty) one click away when cut or nested.
+    let (inline_arguments, arguments_folded) = match &arguments {
+        Some(arguments) => {
+            let text = arguments.to_string();
+            let nested =
+                arguments.as_object().is_some_and(|object| object.values().any(|v| v.is_object() || v.is_array()));
+            match text.char_indices().nth(ARGUMENTS_INLINE_CHARS) {
+                Some((end, _)) => (Some(format!("({}…)", &text[..end])), true),
+                None => (Some(format!("({text})")), nested),
+            }
+        }
+        None => (None, false),
+    };
+    // A repair's closer carries the last real event's time: no duration from it.
+    let duration = tool.duration_ms.filter(|_| !tool.repaired);
     markup! {
         li class={"tool tool-" (state) @if tool.repaired { " repair" }} id={"tool-" (events[anchor].seq.get()) "-" (tool.call_id)} {
             div.tool-head {
                 span.badge.tool-badge { "tool" } " "
-                strong { (tool.name.as_deref().unwrap_or("(unnamed)")) } " "
-                code.call-id { (tool.call_id) } " "
+                strong { (tool.name.as_deref().unwrap_or("(unnamed)")) }
+                @if let Some(inline) = &inline_arguments { code.args-inline { (inline) } } " "
                 span class={"badge state-" (state)} { (state) }
-                @if let Some(ms) = tool.duration_ms { " " span.duration { (duration_text(ms)) } }
+                @if let Some(ms) = duration { " " span.duration title="from the request to the result" { "took " (duration_text(ms)) } }
                 @if tool.repaired { " " span.badge.repair title="result written by a resume's repair" { "repair" } }
+                @if let Some(by) = &tool.repaired_by { " " (repaired_by_note(by, false)) }
+                " " code.call-id { (tool.call_id) }
             }
             dl.tool-parts {
                 dt { "requested" } dd { @match tool.requested_at { Some(i) => { "#" (events[i].seq.get()) }, None => "—" } }
-                dt { "started (tool/call)" } dd { @match tool.started_at { Some(i) => { "#" (events[i].seq.get()) " " (time_element(events[i].time)) }, None => "not recorded" } }
-                dt { "result (tool/result)" } dd { @match result { Some(event) => { "#" (event.seq.get()) " " (time_element(event.time)) }, None => "none yet" } }
+                dt { "started" } dd { @match tool.started_at { Some(i) => { "#" (events[i].seq.get()) " " (times.of(events[i].time)) }, None => "not recorded" } }
+                dt { "result" } dd { @match result { Some(event) => { "#" (event.seq.get()) " " (times.of(event.time)) }, None => "none yet" } }
             }
-            @if let Some(arguments) = arguments {
+            @if let Some(arguments) = arguments.filter(|_| arguments_folded) {
                 details.arguments { summary { "Arguments" } (json_block(id, events[anchor].seq.get(), &arguments.to_string())) }
             }
             @if let Some(event) = result {
                 div.result {
-                    (event_head(viewer, id, event, tool.repaired))
+                    (event_head(viewer, id, event, tool.repaired, times))
                     @match event.data.to_value().get("content") {
                         Some(content @ (Value::Array(_) | Value::Object(_))) => (content_view(id, event, Some(content))),
                         // A string result is read as text; the event's JSON (the framework's

@@ -4,11 +4,29 @@
 //! Rendering (`session_page`) only walks what this module builds, so every grouping rule
 //! has a table test here without a server or a browser.
 
-use berth_core::repair::{INTERRUPTED, TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN};
+use berth_core::repair::{repaired_by, INTERRUPTED, TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN};
 use berth_core::vocabulary as vocab;
-use berth_core::Event;
+use berth_core::{Event, Timestamp};
 use serde_json::Value;
 use std::collections::HashMap;
+
+/// Who repaired a closer, when, and how long after the crashed run's last event
+/// (`data.repaired_by`; closers written before the field have none).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RepairedBy {
+    pub run: String,
+    pub at: Timestamp,
+    /// From the crashed run's last event (the closer's own time) to the repair.
+    pub later_ms: u64,
+}
+
+impl RepairedBy {
+    fn of(event: &Event) -> Option<RepairedBy> {
+        let data = data_of(event);
+        let (run, at) = repaired_by(&data)?;
+        Some(RepairedBy { run: run.to_owned(), at, later_ms: at.0.saturating_sub(event.time.0) })
+    }
+}
 
 /// One requested tool call and what became of it (indexes into the page's events).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -23,32 +41,44 @@ pub struct ToolPairing {
     pub started_at: Option<usize>,
     /// The `tool/result`.
     pub result_at: Option<usize>,
-    /// From the request (or start) to the result, in ms of event time.
+    /// From the request (or start) to the result, in ms of event time; none when the
+    /// result is a repair's closer (its time is the crashed run's last event's).
     pub duration_ms: Option<u64>,
     /// The result reports an error (`is_error: true` or an `error` object).
     pub is_error: bool,
     /// The result is a closer written by a resume's repair.
     pub repaired: bool,
+    /// Who repaired it, when (closers that say).
+    pub repaired_by: Option<RepairedBy>,
 }
 
 /// What the timeline shows for one event.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Item {
-    /// An event shown on its own (messages, turn and step boundaries, opaque events).
+    /// An event shown on its own (messages, opaque events, a boundary with no group of
+    /// its own on the page).
     Event(usize),
     /// A tool pairing, shown where its first event appears; its other events are not
     /// shown again on their own.
     Tool(usize),
 }
 
-/// A step (`step/start` … `step/end`) or the items of a turn outside any step.
+/// A step (`step/start` … `step/end`) or the items of a turn outside any step. Its
+/// boundaries are its header, not items.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Step {
     pub number: Option<u64>,
+    /// Index of its `step/start`.
+    pub start: Option<usize>,
+    /// Index of its `step/end`, if it ended on this page.
+    pub end: Option<usize>,
     pub items: Vec<Item>,
+    /// Bookkeeping events of the group (`is_bookkeeping`), folded behind their count.
+    pub bookkeeping: Vec<usize>,
 }
 
-/// A turn (`turn/start` … `turn/end`), or events outside any turn.
+/// A turn (`turn/start` … `turn/end`), or events outside any turn. Its boundaries are
+/// its header, not items.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Turn {
     pub number: Option<u64>,
@@ -59,10 +89,13 @@ pub struct Turn {
     pub end_reason: Option<String>,
     /// Closed by a resume's repair (`turn/end {reason: interrupted}`).
     pub repaired: bool,
+    /// Who repaired it, when (closers that say).
+    pub repaired_by: Option<RepairedBy>,
     pub steps: Vec<Step>,
 }
 
-/// A page of the timeline, turns in log order (the page renders them newest first).
+/// A page of the timeline, turns in log order (the page renders them in that order, or
+/// newest first).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Timeline {
     pub turns: Vec<Turn>,
@@ -77,6 +110,12 @@ fn data_of(event: &Event) -> Value {
 
 fn text_field<'a>(data: &'a Value, field: &str) -> Option<&'a str> {
     data.get(field).and_then(Value::as_str)
+}
+
+/// Bookkeeping rather than conversation: a framework's own record (ignorable),
+/// `session/memory`, a `checkpoint`. Folded behind a count per group.
+pub fn is_bookkeeping(event: &Event) -> bool {
+    event.ignorable || matches!(event.event_type.as_str(), vocab::SESSION_MEMORY | vocab::CHECKPOINT)
 }
 
 /// A repair closer's tool result: an error with one of the repair's codes.
@@ -132,6 +171,7 @@ fn pair_tools(events: &[Event], repaired: &[bool]) -> (Vec<ToolPairing>, HashMap
                 duration_ms: None,
                 is_error: false,
                 repaired: false,
+                repaired_by: None,
             });
             tools.len() - 1
         })
@@ -174,6 +214,7 @@ fn pair_tools(events: &[Event], repaired: &[bool]) -> (Vec<ToolPairing>, HashMap
                 tools[tool].is_error = data.get("is_error").and_then(Value::as_bool) == Some(true)
                     || data.get("error").is_some_and(|error| !error.is_null());
                 tools[tool].repaired = repaired[index];
+                tools[tool].repaired_by = RepairedBy::of(event).filter(|_| repaired[index]);
                 owner_of_event.insert(index, tool);
             }
             _ => {}
@@ -182,7 +223,7 @@ fn pair_tools(events: &[Event], repaired: &[bool]) -> (Vec<ToolPairing>, HashMap
     for tool in &mut tools {
         let from = tool.requested_at.or(tool.started_at).map(|index| events[index].time.0);
         let to = tool.result_at.map(|index| events[index].time.0);
-        if let (Some(from), Some(to)) = (from, to) {
+        if let (Some(from), Some(to), false) = (from, to, tool.repaired) {
             tool.duration_ms = Some(to.saturating_sub(from));
         }
     }
@@ -225,14 +266,31 @@ pub fn build(events: &[Event]) -> Timeline {
         }
         let Some(turn) = turns.last_mut() else { continue };
         if kind == vocab::STEP_START {
-            turn.steps.push(Step { number: data.get("step").and_then(Value::as_u64), items: Vec::new() });
+            turn.steps.push(Step {
+                number: data.get("step").and_then(Value::as_u64),
+                start: Some(index),
+                ..Step::default()
+            });
             open_step = true;
         }
+        // Boundaries of a group on this page are its header; one without (a `step/end`
+        // or `turn/end` whose start is on an older page) stays an item.
+        let header = kind == vocab::TURN_START
+            || kind == vocab::STEP_START
+            || (kind == vocab::STEP_END && open_step)
+            || (kind == vocab::TURN_END && open_turn);
         let item = match owner_of_event.get(&index) {
+            _ if header => None,
             Some(&tool) if shown_tools[tool] => None,
             Some(&tool) => {
                 shown_tools[tool] = true;
                 Some(Item::Tool(tool))
+            }
+            None if is_bookkeeping(event) => {
+                if let Some(step) = turn.steps.last_mut() {
+                    step.bookkeeping.push(index);
+                }
+                None
             }
             None => Some(Item::Event(index)),
         };
@@ -251,6 +309,9 @@ pub fn build(events: &[Event]) -> Timeline {
             }
         }
         if kind == vocab::STEP_END && open_step {
+            if let Some(step) = turn.steps.last_mut() {
+                step.end = Some(index);
+            }
             turn.steps.push(Step::default());
             open_step = false;
         }
@@ -258,11 +319,12 @@ pub fn build(events: &[Event]) -> Timeline {
             turn.end = Some(index);
             turn.end_reason = text_field(&data, "reason").map(str::to_owned);
             turn.repaired = repaired[index];
+            turn.repaired_by = RepairedBy::of(event).filter(|_| repaired[index]);
             open_turn = false;
         }
     }
     for turn in &mut turns {
-        turn.steps.retain(|step| !step.items.is_empty());
+        turn.steps.retain(|step| step.start.is_some() || !step.items.is_empty() || !step.bookkeeping.is_empty());
     }
     Timeline { turns, tools, repaired }
 }
@@ -325,7 +387,23 @@ mod tests {
         let tool = &timeline.tools[0];
         assert_eq!((tool.requested_at, tool.started_at, tool.result_at), (Some(3), Some(4), Some(5)));
         assert!(tool.is_error && tool.repaired);
-        assert_eq!(tool.duration_ms, Some(10), "from the request to the result");
+        assert_eq!(tool.duration_ms, None, "no duration from a closer (older closers: no repaired_by)");
+        assert_eq!((&tool.repaired_by, &turn.repaired_by), (&None, &None));
+    }
+
+    #[test]
+    fn closers_that_name_their_repair_say_who_and_how_much_later() {
+        let mut events = crashed_and_repaired();
+        let by = RunId::parse("run-2").unwrap();
+        let at = Timestamp(events[4].time.0 + 14 * 60_000);
+        berth_core::repair::mark_repaired_by(&mut events[5..], &by, at);
+        let timeline = build(&events);
+        assert_eq!(timeline.repaired, vec![false, false, false, false, false, true, true, true]);
+        let expected = Some(RepairedBy { run: "run-2".into(), at, later_ms: 14 * 60_000 });
+        assert_eq!(timeline.turns[0].repaired_by, expected);
+        assert_eq!(timeline.tools[0].repaired_by, expected);
+        assert_eq!(timeline.tools[0].duration_ms, None);
+        assert_eq!(timeline.turns[0].steps[1].end, Some(6), "the step's closer is its header");
     }
 
     #[test]
@@ -333,7 +411,11 @@ mod tests {
         let timeline = build(&crashed_and_repaired());
         let step = &timeline.turns[0].steps[1];
         assert_eq!(step.number, Some(0));
-        assert_eq!(step.items, vec![Item::Event(2), Item::Event(3), Item::Tool(0), Item::Event(6)]);
+        assert_eq!(step.items, vec![Item::Event(3), Item::Tool(0)], "its boundaries are its header");
+        assert_eq!((step.start, step.end), (Some(2), Some(6)));
+        let turn = &timeline.turns[0];
+        assert_eq!(turn.steps[0].items, vec![Item::Event(1)], "turn/start is the turn's header");
+        assert_eq!((turn.start, turn.end), (Some(0), Some(7)));
     }
 
     #[test]
@@ -391,9 +473,39 @@ mod tests {
         let timeline = build(&events);
         assert_eq!(timeline.turns.len(), 3);
         assert_eq!(timeline.turns[0].start, None);
-        assert_eq!(timeline.turns[0].steps[0].items, vec![Item::Event(0), Item::Event(1)]);
+        assert_eq!(timeline.turns[0].steps[0].items, vec![Item::Event(1)]);
+        assert_eq!(timeline.turns[0].steps[0].bookkeeping, vec![0], "the checkpoint is folded");
         assert_eq!(timeline.turns[1].end, Some(3));
         assert_eq!(timeline.turns[2].steps[0].items, vec![Item::Event(4)]);
+    }
+
+    #[test]
+    fn bookkeeping_folds_per_group_and_orphan_boundaries_stay_items() {
+        let mut events = log(&[
+            ("step/end", json!({"turn": 0, "step": 3})),
+            ("turn/end", json!({"turn": 0, "reason": "completed"})),
+            ("turn/start", json!({"turn": 1})),
+            ("step/start", json!({"turn": 1, "step": 0})),
+            ("assistant/message", json!({"content": "hi"})),
+            ("session/memory", json!({"writes": [{}]})),
+            ("acme/state", json!({"x": 1})),
+            ("step/end", json!({"turn": 1, "step": 0})),
+            ("checkpoint", json!({"state": 1})),
+            ("step/start", json!({"turn": 1, "step": 1})),
+            ("step/end", json!({"turn": 1, "step": 1})),
+            ("turn/end", json!({"turn": 1, "reason": "completed"})),
+        ]);
+        events[6].ignorable = true;
+        let timeline = build(&events);
+        assert_eq!(timeline.turns.len(), 2);
+        assert_eq!(timeline.turns[0].steps[0].items, vec![Item::Event(0), Item::Event(1)], "no group on this page");
+        let turn = &timeline.turns[1];
+        assert_eq!(turn.steps.len(), 3);
+        assert_eq!(turn.steps[0].items, vec![Item::Event(4)]);
+        assert_eq!(turn.steps[0].bookkeeping, vec![5, 6]);
+        assert_eq!((turn.steps[1].number, turn.steps[1].bookkeeping.clone()), (None, vec![8]));
+        assert_eq!((turn.steps[2].number, turn.steps[2].start, turn.steps[2].end), (Some(1), Some(9), Some(10)));
+        assert!(turn.steps[2].items.is_empty(), "an empty step keeps its header");
     }
 
     #[test]

@@ -5,7 +5,9 @@
 use super::fixtures::*;
 use super::ServiceBackend;
 use berth_catalog::{ResumeMark, RunStatus};
-use berth_core::repair::{interrupted_turn_closers, TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN};
+use berth_core::repair::{
+    interrupted_turn_closers, mark_repaired_by, REPAIRED_BY, TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN,
+};
 use berth_core::{Clock, Event, Revision};
 use berth_service::{NewEvent, OnBusy, ResumeOutcome, SessionService};
 use serde_json::{json, Value};
@@ -119,7 +121,12 @@ pub async fn crash_with_pending_tool_calls_then_resume_appends_closers_once(b: &
     check_closer(&closers[1], 10, "r1", last, "tool/result", unknown);
     check_closer(&closers[2], 11, "r1", last, "step/end", json!({"turn": 0, "step": 0}));
     check_closer(&closers[3], 12, "r1", last, "turn/end", json!({"turn": 0, "reason": "interrupted"}));
-    assert_eq!(closers, &interrupted_turn_closers(&before).unwrap(), "the R-C5 closers, nothing else");
+    // The R-C5 closers, nothing else, marked with who repaired them and when (the
+    // crashed run stays their `run`, its last event's time their `time`).
+    let mut expected = interrupted_turn_closers(&before).unwrap();
+    mark_repaired_by(&mut expected, &run("r2"), b.clock().now());
+    assert_eq!(closers, &expected, "the R-C5 closers, marked repaired_by r2 now");
+    assert!(closers.iter().all(|closer| data(closer)[REPAIRED_BY] == json!({"run": "r2", "at": b.clock().now().0})));
     assert_eq!(outcome.checkpoint.as_ref(), Some(&before[8]), "the latest checkpoint");
     assert_eq!(outcome.next_seq, 13);
 

@@ -1,9 +1,17 @@
-// berth inspector: live mode. Follows the session's live feed (Server-Sent Events from
-// this server) and puts each new event, rendered and escaped by the server, at the top
-// of the timeline. Parsed with DOMParser (which runs no script), never eval'd.
+// berth inspector: opening at the latest turn, and live mode. A timeline in chat order
+// (oldest to newest) opens scrolled to its latest turn unless the address names a place
+// (links to it carry #latest, so this works without script too). Live mode follows the
+// session's live feed (Server-Sent Events from this server) and adds each new event,
+// rendered and escaped by the server, at the end of the timeline in chat order (at the
+// top in newest-first order). Parsed with DOMParser (which runs no script), never eval'd.
 "use strict";
 
 document.addEventListener("DOMContentLoaded", function () {
+  var timeline = document.querySelector("section.timeline[data-order='chat']");
+  var latest = document.getElementById("latest");
+  if (timeline && latest && !window.location.hash) {
+    latest.scrollIntoView({ block: "start" });
+  }
   var toggle = document.getElementById("live-toggle");
   if (!toggle) {
     return;
@@ -38,7 +46,11 @@ document.addEventListener("DOMContentLoaded", function () {
       var item = parsed.body.firstElementChild;
       if (item) {
         item.classList.add("live-new");
-        list.insertBefore(document.importNode(item, true), list.firstChild);
+        if (list.dataset.order === "chat") {
+          list.appendChild(document.importNode(item, true));
+        } else {
+          list.insertBefore(document.importNode(item, true), list.firstChild);
+        }
       }
       toggle.dataset.nextSeq = String(Number(message.lastEventId) + 1);
       say("Following live: event " + message.lastEventId + " arrived.");
