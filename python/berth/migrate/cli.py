@@ -3,7 +3,9 @@
     berth-migrate SOURCE [berth]          import SOURCE into berth
     berth-migrate --to TARGET [berth]     export berth into TARGET
 
-SOURCE / TARGET: `openai-sqlite:PATH` or `langgraph-sqlite:PATH`. The berth: `--server
+SOURCE / TARGET: `openai-sqlite:PATH`, `langgraph-sqlite:PATH` or `adk:URL` (ADK's SQLite
+URL: `sqlite:///PATH` for `SqliteSessionService`, `sqlite+aiosqlite:///PATH` for
+`DatabaseSessionService`). The berth: `--server
 URL --api-key KEY` (HTTP; `BERTH_API_KEY` too) or `--data DIR --tenant T --user U` (the
 embedded store, as a `service` principal unless `--role`). `--dry-run` writes nothing
 and reports what would be written; `--json` prints the final report as JSON.
@@ -27,13 +29,14 @@ import berth
 
 from .report import Report
 
-KINDS = ("openai-sqlite", "langgraph-sqlite")
+KINDS = ("openai-sqlite", "langgraph-sqlite", "adk")
 
 
 def _store(spec: str) -> tuple[str, str]:
     kind, _, where = spec.partition(":")
-    if kind not in KINDS or not where:
-        raise argparse.ArgumentTypeError(f"{spec!r}: expected one of {', '.join(k + ':PATH' for k in KINDS)}")
+    if kind not in KINDS or not where or (kind == "adk" and not where.startswith(("sqlite:", "sqlite+"))):
+        raise argparse.ArgumentTypeError(f"{spec!r}: expected openai-sqlite:PATH, langgraph-sqlite:PATH or "
+                                         "adk:sqlite:///PATH (adk:sqlite+aiosqlite:///PATH)")
     return kind, where
 
 
@@ -43,8 +46,10 @@ def _parser() -> argparse.ArgumentParser:
         description="Move an agent framework's stored sessions into berth (SOURCE) or back out (--to TARGET), "
                     "through the framework's own classes.",
     )
-    parser.add_argument("source", nargs="?", type=_store, help="openai-sqlite:PATH or langgraph-sqlite:PATH to import")
-    parser.add_argument("--to", dest="target", type=_store, help="openai-sqlite:PATH or langgraph-sqlite:PATH to export to")
+    parser.add_argument("source", nargs="?", type=_store,
+                        help="openai-sqlite:PATH, langgraph-sqlite:PATH or adk:URL to import")
+    parser.add_argument("--to", dest="target", type=_store,
+                        help="openai-sqlite:PATH, langgraph-sqlite:PATH or adk:URL to export to")
     parser.add_argument("--server", help="berth server URL (HTTP)")
     parser.add_argument("--api-key", default=os.environ.get("BERTH_API_KEY"), help="its API key (or BERTH_API_KEY)")
     parser.add_argument("--data", help="embedded store directory (instead of --server)")
@@ -86,6 +91,9 @@ def run(args: argparse.Namespace, client: berth.Client) -> Report:
         openai: Any = importlib.import_module("berth.migrate.openai")
         work = openai.import_store(path, client, report) if args.source else openai.export_store(client, path, report)
         asyncio.run(work)
+    elif kind == "adk":
+        adk: Any = importlib.import_module("berth.migrate.adk")
+        asyncio.run(adk.import_store(path, client, report) if args.source else adk.export_store(client, path, report))
     else:
         langgraph: Any = importlib.import_module("berth.migrate.langgraph")
         report.unit = "checkpoints"
