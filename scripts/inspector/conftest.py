@@ -102,6 +102,13 @@ def seed(server):
     ], run="run-1")
     alice.call("POST", "/v1/sessions/alice-chat/fork", {"upto_seq": 2, "new_id": "alice-chat-fork"})
     # A turn a crash left open, then resumed: the repair closes it.
+    # An attach before the session exists is refused (404), and audited as refused.
+    try:
+        alice.attach("alice-crash", "run-early")
+    except AssertionError as refused:
+        assert ": 404 " in str(refused), refused
+    else:
+        raise AssertionError("an attach to a missing session was accepted")
     alice.create("alice-crash", title="Crashed run")
     alice.attach("alice-crash", "run-a")
     alice.append("alice-crash", [

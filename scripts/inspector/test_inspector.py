@@ -162,6 +162,10 @@ def test_a_crashed_and_repaired_turn_shows_the_pairing_and_the_repair_marks(cont
     history = page.locator("ol.run-history")
     expect(history).to_contain_text("repair")
     expect(history).to_contain_text("run-a")
+    # The refused attach (before the session existed) reads as refused, not as an attach.
+    refused = history.locator("li").filter(has=page.locator(".badge.refused"))
+    expect(refused).to_have_count(1)
+    expect(refused).to_contain_text("not_found")
     screenshot(page, "session-repaired")
 
 

@@ -257,6 +257,12 @@ fn runs_section(record: &SessionRecord, history: &[AuditEntry]) -> Markup {
             ol.run-history { @for entry in history {
                 li class={"run-" (entry.draft.action)} {
                     span class={"badge action-" (entry.draft.action)} { (entry.draft.action) } " "
+                    // A refused attempt (an attach before the session existed, a busy one)
+                    // says so: it changed nothing.
+                    @if entry.draft.outcome != "ok" {
+                        span.badge.refused { (entry.draft.outcome) } " "
+                        @if let Some(code) = entry.draft.details.get("code").and_then(Value::as_str) { "(" (code) ") " }
+                    }
                     @if let Some(run) = entry.draft.details.get("run").and_then(Value::as_str) { code { (run) } " " }
                     @if let Some(status) = entry.draft.details.get("status").and_then(Value::as_str) { "(" (status) ") " }
                     @if let Some(outcome) = entry.draft.details.get("outcome").and_then(Value::as_str) { "outcome: " (outcome) " " }
@@ -612,6 +618,19 @@ fn content_view(id: &SessionId, event: &Event, content: Option<&Value>) -> Marku
     }
 }
 
+/// A tool call's arguments as a framework stored them: some keep the model's raw JSON
+/// text (the OpenAI Agents SDK's `arguments: "{\"city\": …}"`); such a string is read as
+/// the JSON object or array it holds, anything else as it is.
+fn parsed_arguments(arguments: Value) -> Value {
+    match &arguments {
+        Value::String(text) if text.trim_start().starts_with(['{', '[']) => serde_json::from_str::<Value>(text)
+            .ok()
+            .filter(|value| value.is_object() || value.is_array())
+            .unwrap_or(arguments),
+        _ => arguments,
+    }
+}
+
 fn tool_view(view: &TimelineView, tool: &ToolPairing, times: &Times) -> Markup {
     let (viewer, id, events) = (view.viewer, view.id, view.events);
     let result = tool.result_at.map(|index| &events[index]);
@@ -633,7 +652,8 @@ fn tool_view(view: &TimelineView, tool: &ToolPairing, times: &Times) -> Markup {
                 .find(|call| call.get("call_id").and_then(Value::as_str) == Some(&tool.call_id))?
                 .get("arguments")
                 .cloned()
-        });
+        })
+        .map(parsed_arguments);
     let anchor = tool.requested_at.or(tool.started_at).or(tool.result_at).unwrap_or(0);
     // Beside the name, cut; in full (pretty) one click away when cut or nested.
     let (inline_arguments, arguments_folded) = match &arguments {
@@ -823,4 +843,19 @@ pub async fn export(
     }
     .await;
     outcome.unwrap_or_else(|error| layout::fail(&viewer, error))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parsed_arguments;
+    use serde_json::json;
+
+    #[test]
+    fn arguments_kept_as_json_text_read_as_json() {
+        assert_eq!(parsed_arguments(json!("{\"city\": \"Paris\"}")), json!({"city": "Paris"}));
+        assert_eq!(parsed_arguments(json!(" [1, 2]")), json!([1, 2]));
+        for kept in [json!("Paris"), json!("{not json"), json!("\"quoted\""), json!({"city": "Paris"}), json!(null)] {
+            assert_eq!(parsed_arguments(kept.clone()), kept);
+        }
+    }
 }
