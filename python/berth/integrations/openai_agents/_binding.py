@@ -1,15 +1,34 @@
 """One client's hold on a session (`_Binding`): its berth run, the heartbeat, its turns
-(`_turns`) and the kept view.
+(`_turns`) and the kept view; and the process's idle runs (`_RunPool`).
 
-Every `BerthSession` object writes through a berth run of its own, attached on its first
-use (by `resume`, so turns left open by objects whose runs are gone are closed first),
-heartbeated in the background and detached by `close()` / leaving its context manager,
-or by its lease (`run_lease_ttl_ms`) lapsing if the process dies.
+A `BerthSession` object writes through a berth run of its own, attached on its first
+write (or on a read that finds a turn some other object may have left open: a `resume`,
+so turns left open by objects whose runs are gone are closed first), heartbeated in the
+background and released by `close()` / leaving its context manager, or by its lease
+(`run_lease_ttl_ms`) lapsing if the process dies.
+
+A parallel object whose turns are all closed hands its run, on `close()`, to the next
+object of this process that writes the same session with the same client (a web app's
+object per request), instead of detaching it and attaching another: no catalog write at
+either end. A run may be handed on only when no other turn can be open:
+
+- its `resume` left the session with no other run attached and the record at the
+  revision the resume left (read again just after it): every turn then was closed, by
+  that repair or before;
+- every event since is this run's own (each append began where the last one ended);
+
+and the next object takes it only if the record it reads lists no run but this one and
+the log still ends where this run's last append ended. Otherwise it resumes as usual. An
+idle run is detached within a third of its lease (before it would need a heartbeat), and
+at exit.
 """
 
 from __future__ import annotations
 
+import atexit
 import threading
+import time
+from collections.abc import Callable
 
 import berth
 
@@ -19,6 +38,13 @@ from ._view import _View
 
 #: How long a dead process's run keeps its place (and its open turn unrepaired).
 RUN_LEASE_TTL_MS_DEFAULT = 30_000
+#: A catalog record at most this old (seconds) tells a write what the session is (its
+#: mode, its runs) without reading it again.
+SEEN_FRESH_S = 1.0
+#: Runs whose lease ends within this margin (ms) count as lapsed (clocks may differ).
+LEASE_MARGIN_MS = 1_000
+#: Idle runs kept per session and client.
+POOLED_PER_SESSION_MAX = 8
 
 
 class _Binding:
@@ -34,10 +60,30 @@ class _Binding:
         self.turns = _Turns()
         self.view: _View | None = None
         self.view_lock = threading.Lock()
+        #: Where the log ends after this run's last append, while every event since its
+        #: resume left no other turn open is the run's own (module docstring); else None.
+        self.chain: int | None = None
+        #: When (monotonic) the run's lease was last renewed (at or after this).
+        self.lease_from = 0.0
+        #: The session's catalog record as last read, and when (monotonic).
+        self.seen: tuple[berth.Session, float] | None = None
+        #: Closers the last `resume` appended.
+        self.repaired = 0
 
     def joined(self) -> bool:
         """Attached and not displaced: writes and reads need no `_join` first."""
         return self.run_id is not None and self.lost is None
+
+    def appended(self, outcome: berth.AppendOutcome) -> None:
+        chain = self.chain
+        if chain is not None:
+            self.chain = outcome.next_seq if not outcome.duplicate and outcome.first_seq == chain else None
+
+    def fresh_seen(self) -> berth.Session | None:
+        seen = self.seen
+        if seen is not None and time.monotonic() - seen[1] < SEEN_FRESH_S:
+            return seen[0]
+        return None
 
     def take_view(self) -> _View | None:
         """The view, now this caller's alone (worker threads share a binding)."""
@@ -51,14 +97,161 @@ class _Binding:
             self.view = view
 
 
+def _lapsing(session: berth.Session, now_ms: int | None = None) -> bool:
+    """A run of `session` has lost (or is about to lose) its lease: its turn may need repair."""
+    if now_ms is None:
+        now_ms = int(time.time() * 1000)
+    margin = min(LEASE_MARGIN_MS, session.header.policy.run_lease_ttl_ms // 3)
+    return any(run.lease_until < now_ms + margin for run in session.runs)
+
+
+class _Pooled:
+    __slots__ = ("client", "berth_id", "run_id", "chain", "lease_from", "expires", "next_turn")
+
+    def __init__(self, client: berth.Client, berth_id: str, run_id: str, chain: int, lease_from: float,
+                 expires: float, next_turn: int) -> None:
+        self.client = client
+        self.berth_id = berth_id
+        self.run_id = run_id
+        self.chain = chain
+        self.lease_from = lease_from
+        self.expires = expires
+        self.next_turn = next_turn
+
+
+class _RunPool:
+    """The process's idle runs, by session and client (see the module's docstring)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.idle: dict[tuple[int, str], list[_Pooled]] = {}
+        self.wake = threading.Event()
+        self.sweeper: threading.Thread | None = None
+
+    def put(self, entry: _Pooled) -> bool:
+        with self.lock:
+            entries = self.idle.setdefault((id(entry.client), entry.berth_id), [])
+            if len(entries) >= POOLED_PER_SESSION_MAX:
+                return False
+            entries.append(entry)
+            if self.sweeper is None:
+                self.sweeper = threading.Thread(target=self._sweep, name="berth-openai-runs", daemon=True)
+                self.sweeper.start()
+        self.wake.set()
+        return True
+
+    def take(
+        self, client: berth.Client, berth_id: str, session: berth.Session, end: Callable[[], int]
+    ) -> _Pooled | None:
+        """An idle run of this client on the session, if the record `session` (read just
+        now) lists no other run and the log (`end()`) still ends where the run left it;
+        stale entries are dropped (and detached)."""
+        now = time.monotonic()
+        now_ms = int(time.time() * 1000)
+        stale: list[_Pooled] = []
+        taken = None
+        with self.lock:
+            entries = self.idle.get((id(client), berth_id))
+            while entries:
+                entry = entries.pop()
+                if entry.client is not client:
+                    stale.append(entry)
+                    continue
+                if (
+                    entry.expires > now
+                    and [run.run_id for run in session.runs] == [entry.run_id]
+                    and not _lapsing(session, now_ms)
+                ):
+                    taken = entry
+                else:
+                    stale.append(entry)
+                break
+            if entries is not None and not entries:
+                self.idle.pop((id(client), berth_id), None)
+        if taken is not None:
+            try:
+                if end() != taken.chain:
+                    stale.append(taken)
+                    taken = None
+            except BaseException:
+                stale.append(taken)
+                raise
+            finally:
+                for entry in stale:
+                    _detach(entry.client, entry.berth_id, entry.run_id)
+            return taken
+        for entry in stale:
+            _detach(entry.client, entry.berth_id, entry.run_id)
+        return None
+
+    def drop(self, client: berth.Client, berth_id: str) -> None:
+        """Forgets this client's idle runs of the session (it is being deleted)."""
+        with self.lock:
+            entries = self.idle.get((id(client), berth_id), [])
+            kept = [entry for entry in entries if entry.client is not client]
+            if kept:
+                self.idle[(id(client), berth_id)] = kept
+            else:
+                self.idle.pop((id(client), berth_id), None)
+
+    def expired(self, everything: bool = False) -> tuple[list[_Pooled], float | None]:
+        now = time.monotonic()
+        gone: list[_Pooled] = []
+        soonest: float | None = None
+        with self.lock:
+            for key in list(self.idle):
+                kept = []
+                for entry in self.idle[key]:
+                    if everything or entry.expires <= now:
+                        gone.append(entry)
+                    else:
+                        kept.append(entry)
+                        soonest = entry.expires if soonest is None else min(soonest, entry.expires)
+                if kept:
+                    self.idle[key] = kept
+                else:
+                    del self.idle[key]
+        return gone, soonest
+
+    def _sweep(self) -> None:
+        while True:
+            self.wake.clear()  # before looking: an entry put from here on wakes the wait
+            gone, soonest = self.expired()
+            for entry in gone:
+                _detach(entry.client, entry.berth_id, entry.run_id)
+            self.wake.wait(None if soonest is None else max(0.01, soonest - time.monotonic()))
+
+    def release_all(self) -> None:
+        gone, _ = self.expired(everything=True)
+        for entry in gone:
+            try:
+                _detach(entry.client, entry.berth_id, entry.run_id)
+            except Exception:  # at exit, a client torn down already: the lease lapses
+                pass
+
+
+_POOL = _RunPool()
+atexit.register(_POOL.release_all)
+
+
+def _detach(client: berth.Client, berth_id: str, run_id: str) -> None:
+    try:
+        client.detach(berth_id, run_id, outcome="completed")
+    except (berth.BerthError, OSError):
+        pass  # gone already, or unreachable: the run's lease lapses on its own
+
+
 def _beat(client: berth.Client, berth_id: str, binding: _Binding, interval_s: float) -> None:
     # Only the binding and the client are referenced here, never the BerthSession, so an
     # unreachable session is collected (and its finalizer detaches the run).
     run_id = binding.run_id
     assert run_id is not None
-    while not binding.stop.wait(interval_s):
+    stop = binding.stop
+    while not stop.wait(interval_s):
         try:
+            started = time.monotonic()
             client.heartbeat(berth_id, run_id)
+            binding.lease_from = started
         except (berth.OwnershipLost, berth.NotFound, berth.Terminal) as error:
             binding.lost = error
             return
@@ -66,16 +259,35 @@ def _beat(client: berth.Client, berth_id: str, binding: _Binding, interval_s: fl
             continue  # transient (the client already retried): the next beat tries again
 
 
-def _release(bindings: dict[int, _Binding], berth_id: str) -> None:
+class _Release:
+    """What `_release` may do with a run: hand it on (`close()` of a parallel object with
+    a client it does not own) or only detach it (the finalizer, `delete()`)."""
+
+    __slots__ = ("hand_on", "may_hand_on", "heartbeat_s")
+
+    def __init__(self, heartbeat_s: float, may_hand_on: bool) -> None:
+        self.hand_on = False
+        #: A parallel object on a client it does not own (and so does not close).
+        self.may_hand_on = may_hand_on
+        self.heartbeat_s = heartbeat_s
+
+
+def _release(bindings: dict[int, _Binding], berth_id: str, how: _Release) -> None:
     for binding in list(bindings.values()):
         # After an attach in flight (`_join` holds the lock through it), so its run is
         # released too.
         with binding.lock:
             binding.stop.set()
             run_id, binding.run_id = binding.run_id, None
-        if run_id is not None and binding.lost is None:
-            try:
-                binding.client.detach(berth_id, run_id, outcome="completed")
-            except (berth.BerthError, OSError):
-                pass  # gone already, or unreachable: the run's lease lapses on its own
+            chain, binding.chain = binding.chain, None
+        if run_id is None or binding.lost is not None:
+            continue
+        turns = binding.turns
+        if how.hand_on and chain is not None and turns.turn is None and not turns.started:
+            expires = binding.lease_from + how.heartbeat_s  # before the run would need a heartbeat
+            if expires > time.monotonic() and _POOL.put(
+                _Pooled(binding.client, berth_id, run_id, chain, binding.lease_from, expires, turns.next_turn)
+            ):
+                continue
+        _detach(binding.client, berth_id, run_id)
     bindings.clear()

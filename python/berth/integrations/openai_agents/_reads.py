@@ -15,7 +15,7 @@ from berth import _calls as calls
 from berth.integrations._ahead import ahead
 from berth.integrations._ahead import pool as read_ahead_pool
 
-from ._binding import _Binding
+from ._binding import _Binding, _lapsing
 from ._records import CLEAR_TYPE, POP_TYPE, _stored_item, _stores_item
 from ._repair import _presented_item
 from ._turns import TURN_END, TURN_START
@@ -30,23 +30,35 @@ def _fetch_before(client: berth.Client, session_id: str, before: int, limit: int
 
 
 class _Reads:
-    """Reading and popping, for `BerthSession` (`berth_id`, `_join`, `_append`)."""
+    """Reading and popping, for `BerthSession` (`berth_id`, `exclusive`, `_join`, `_look`,
+    `_append`).
+
+    A parallel object reads without a run of its own (attaching is for writing): its
+    first read checks the catalog record (the mode; a run whose lease lapsed), and the
+    newest page it reads (a run whose newest turn marker is not a `turn/end`); either
+    sign that a turn may be open attaches it first, by `resume`, so a turn a dead object
+    left open is repaired before this object answers, as when every object attached on
+    its first read. An exclusive object attaches on its first read: holding the session
+    is what it is for."""
 
     berth_id: str
+    exclusive: bool
 
-    def _collect(self, binding: _Binding, limit: int | None) -> tuple[list[tuple[int, Any]], int]:
+    def _collect(
+        self, binding: _Binding, limit: int | None, open_turns: list[bool] | None = None
+    ) -> tuple[list[tuple[int, Any]], int]:
         """The latest `limit` live items as (seq, item), oldest first, and the log's end,
         read backwards page by page (pops are markers after their targets, so reading
         backwards meets a pop before the item it removes). Leaves what it read as the
         binding's view, for the next `get_items`. The collector is paused meanwhile: a
         whole session's items are made and held at once (`calls.collector_paused`)."""
         with calls.collector_paused():
-            found, kept, end, last_key, complete = self._read_back(binding, limit)
+            found, kept, end, last_key, complete = self._read_back(binding, limit, open_turns)
         binding.keep_view(_View(end, last_key, kept, complete))
         return found, end
 
     def _read_back(
-        self, binding: _Binding, limit: int | None
+        self, binding: _Binding, limit: int | None, open_turns: list[bool] | None = None
     ) -> tuple[list[tuple[int, Any]], list[tuple[int, str | _Unmade]], int, str | None, bool]:
         """The items as `_collect` says, what the view keeps of each (its text, or where
         it is in its page's raw answer), the log's end, its last key, and `complete`."""
@@ -92,6 +104,8 @@ class _Reads:
             if end is None:
                 end = raw["next_seq"]
                 last_key = events[-1].get("idempotency_key") if events else None
+                if open_turns is not None:
+                    open_turns.append(_open_turn_seen(events))
             for position in range(len(events) - 1, -1, -1):
                 wire = events[position]
                 seq, event_type, data = wire["seq"], wire["type"], wire.get("data")
@@ -164,8 +178,27 @@ class _Reads:
         return view.fold([event for event in page.events if event.seq >= view.end])
 
     def _get_items(self, binding: _Binding, limit: int | None) -> list[Any]:
-        if not self._join(binding, create=False):
-            return []
+        if binding.joined() or self.exclusive or binding.lost is not None:
+            if not self._join(binding, create=False):
+                return []
+        elif binding.view is None:
+            # A parallel object's first read: no run unless a turn may be open.
+            session = self._look(binding, create=False)
+            if session is None:
+                return []
+            if _lapsing(session):
+                if not self._join(binding, create=False):
+                    return []
+            else:
+                open_turns: list[bool] = []
+                items, _ = self._collect(binding, limit, open_turns)
+                if not any(open_turns):
+                    return [item for _, item in items]
+                if not self._join(binding, create=False):
+                    return []
+                if binding.repaired == 0:
+                    return [item for _, item in items]  # the resume appended nothing
+                binding.take_view()  # the closers follow what was read: read again
         view = binding.take_view()
         # A view too short for the answer is not checked: a backward read is needed anyway.
         if view is not None and view.covers(limit):
@@ -227,6 +260,25 @@ class _Reads:
         except berth.SeqConflict:
             return False
         return True
+
+
+def _open_turn_seen(events: list[dict[str, Any]]) -> bool:
+    """Whether some run's newest event in `events` (wire dicts, ascending; pops and
+    clears aside) is not a `turn/end`: its turn may be open. (Conservative: a run whose
+    events carry no turn markers at all counts as open.)"""
+    decided: set[Any] = set()
+    for position in range(len(events) - 1, -1, -1):
+        wire = events[position]
+        run = wire.get("run")
+        if run in decided:
+            continue
+        event_type = wire["type"]
+        if event_type == POP_TYPE or event_type == CLEAR_TYPE:
+            continue
+        if event_type != TURN_END:
+            return True
+        decided.add(run)
+    return False
 
 
 def _drops_presented(item: Any, presented: dict[str, int], found: list[Any], kept: list[Any]) -> bool:

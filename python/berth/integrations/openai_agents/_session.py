@@ -16,7 +16,7 @@ from agents.memory.session_settings import SessionSettings, coerce_session_setti
 import berth
 from berth import _calls as calls
 
-from ._binding import RUN_LEASE_TTL_MS_DEFAULT, _beat, _Binding, _release
+from ._binding import _POOL, RUN_LEASE_TTL_MS_DEFAULT, _beat, _Binding, _release, _Release
 from ._errors import SessionClosed, SessionModeMismatch
 from ._hooks import BerthRunHooks
 from ._reads import _Reads
@@ -92,7 +92,8 @@ class BerthSession(_Reads):
         self._client_for_context = client_for_context
         self._bindings: dict[int, _Binding] = {}
         self._bindings_lock = threading.Lock()
-        self._finalizer = weakref.finalize(self, _release, self._bindings, self.berth_id)
+        self._release_how = _Release(self._heartbeat_s, not exclusive and client is not None)
+        self._finalizer = weakref.finalize(self, _release, self._bindings, self.berth_id, self._release_how)
         self._closed = False
 
     # -- the protocol ---------------------------------------------------------------
@@ -104,9 +105,9 @@ class BerthSession(_Reads):
         if limit is not None and limit <= 0:
             return []
         binding = self._binding(wrapper)
-        if binding.joined():
+        if binding.joined() or (not self.exclusive and binding.lost is None and binding.view is not None):
             # The common case, on the loop: the view this object keeps, checked against
-            # the log's newest events (one read).
+            # the log's newest events (one read). (A parallel object reads without a run.)
             view = binding.take_view()
             if view is not None and view.covers(limit):
                 probe = await binding.client._aexecute(self._probe())
@@ -178,6 +179,10 @@ class BerthSession(_Reads):
         """Detaches this object's runs and stops their heartbeats (idempotent). Every
         later call raises `SessionClosed`, as `SQLiteSession`'s do after its `close()`."""
         self._closed = True
+        # A parallel object's run, its turns all closed, may go to the next object of this
+        # process on the same session and client (`_binding`); an exclusive one's is
+        # released for the other processes.
+        self._release_how.hand_on = self._release_how.may_hand_on
         self._finalizer()
         if self._owns_client:
             self._client.close()
@@ -214,10 +219,40 @@ class BerthSession(_Reads):
                 binding = self._bindings[id(client)] = _Binding(client)
             return binding
 
+    def _look(self, binding: _Binding, create: bool) -> berth.Session | None:
+        """The session's catalog record (read again unless the binding read it just now),
+        created if missing and `create`; None when missing. Checks its mode."""
+        client = binding.client
+        session = binding.fresh_seen()
+        if session is None:
+            try:
+                session = client.get_session(self.berth_id)
+            except berth.NotFound:
+                if not create:
+                    return None
+                try:
+                    session = client.create_session(
+                        self.berth_id, title=self.session_id, labels=self._labels, policy=self._policy
+                    )
+                except berth.AlreadyExists:
+                    session = client.get_session(self.berth_id)
+            binding.seen = (session, time.monotonic())
+        mode = (session.header.policy.concurrency or {}).get("mode", "serial")
+        wanted = self._policy["concurrency"]["mode"]
+        if mode != wanted:
+            raise SessionModeMismatch(
+                f"session {self.session_id!r} was created {mode!r}; this BerthSession is "
+                f"{'exclusive (serial)' if self.exclusive else 'parallel'}: open it with exclusive={mode == 'serial'}"
+            )
+        return session
+
     def _join(self, binding: _Binding, create: bool) -> bool:
         """Attaches this object's run (creating the session if `create`); False when the
         session does not exist and was not created. Attaching is a `resume`: turns left
-        open by runs that are gone are closed before this object reads or writes."""
+        open by runs that are gone are closed before this object writes (or reads, when it
+        must: `_Reads`). A parallel object takes an idle run this process's objects
+        released instead, when the catalog shows nothing changed since that run's resume
+        (`_binding`)."""
         with binding.lock:
             self._check_open()  # closed while this call waited: attach nothing
             if binding.lost is not None:
@@ -225,29 +260,37 @@ class BerthSession(_Reads):
             if binding.run_id is not None:
                 return True
             client = binding.client
-            try:
-                session = client.get_session(self.berth_id)
-            except berth.NotFound:
-                if not create:
-                    return False
-                try:
-                    session = client.create_session(
-                        self.berth_id, title=self.session_id, labels=self._labels, policy=self._policy
-                    )
-                except berth.AlreadyExists:
-                    session = client.get_session(self.berth_id)
-            mode = (session.header.policy.concurrency or {}).get("mode", "serial")
-            wanted = self._policy["concurrency"]["mode"]
-            if mode != wanted:
-                raise SessionModeMismatch(
-                    f"session {self.session_id!r} was created {mode!r}; this BerthSession is "
-                    f"{'exclusive (serial)' if self.exclusive else 'parallel'}: open it with exclusive={mode == 'serial'}"
-                )
-            outcome = self._resume(client)
-            for closer in outcome.repaired:  # turns the repair ended: the next one follows
-                if closer.type == "turn/end" and isinstance(closer.data, dict):
-                    binding.turns.saw(closer.data.get("turn"))
-            binding.run_id = outcome.attachment.run_id
+            session = self._look(binding, create)
+            if session is None:
+                return False
+            binding.repaired = 0
+            pooled = None
+            if self._release_how.may_hand_on:
+                pooled = _POOL.take(client, self.berth_id, session, lambda: self._log_end(binding))
+            binding.seen = None  # attaching changes the record
+            if pooled is not None:
+                binding.turns.saw(pooled.next_turn - 1)
+                binding.run_id = pooled.run_id
+                binding.chain, binding.lease_from = pooled.chain, pooled.lease_from
+            else:
+                started = time.monotonic()
+                outcome = self._resume(client)
+                for closer in outcome.repaired:  # turns the repair ended: the next one follows
+                    if closer.type == "turn/end" and isinstance(closer.data, dict):
+                        binding.turns.saw(closer.data.get("turn"))
+                binding.repaired = len(outcome.repaired)
+                binding.run_id = outcome.attachment.run_id
+                binding.lease_from = started
+                binding.chain = None
+                if self._release_how.may_hand_on:
+                    # The run may be handed on if no other run is attached and nothing
+                    # changed since the resume (`_binding`).
+                    after = client.get_session(self.berth_id)
+                    if [run.run_id for run in after.runs] == [binding.run_id] and (
+                        after.revision == outcome.attachment.revision
+                    ):
+                        binding.chain = outcome.next_seq
+            binding.stop = threading.Event()  # a fresh one: the last run's heartbeat may still be stopping
             binding.stop.clear()
             binding.heartbeat = threading.Thread(
                 target=_beat,
@@ -277,6 +320,13 @@ class BerthSession(_Reads):
                 time.sleep(delay * (0.5 + random.random()))
                 delay = min(0.5, delay * 2)
 
+    def _log_end(self, binding: _Binding) -> int:
+        """Where the log ends: from the read this object made just now, else a probe."""
+        view = binding.view
+        if view is not None and binding.fresh_seen() is not None:
+            return view.end
+        return binding.client._execute(calls.read(self.berth_id, before=berth.SEQ_END, limit=1)).next_seq
+
     def _run_id(self, binding: _Binding) -> str | None:
         """The binding's run for a write; `SessionClosed` when `close()` released it after
         this call attached (the write would go out with no run)."""
@@ -287,18 +337,22 @@ class BerthSession(_Reads):
 
     def _append(self, binding: _Binding, events: list[dict[str, Any]], **options: Any) -> berth.AppendOutcome:
         try:
-            return binding.client.append(self.berth_id, events, run=self._run_id(binding), **options)
+            outcome = binding.client.append(self.berth_id, events, run=self._run_id(binding), **options)
         except berth.OwnershipLost as error:
             binding.lost = error
             raise
+        binding.appended(outcome)
+        return outcome
 
     async def _aappend(self, binding: _Binding, events: list[dict[str, Any]], **options: Any) -> berth.AppendOutcome:
         try:
             call = calls.append(self.berth_id, events, run=self._run_id(binding), **options)
-            return await binding.client._aexecute(call)
+            outcome = await binding.client._aexecute(call)
         except berth.OwnershipLost as error:
             binding.lost = error
             raise
+        binding.appended(outcome)
+        return outcome
 
     def _clear(self, binding: _Binding) -> None:
         if not self._join(binding, create=False):
@@ -313,11 +367,14 @@ class BerthSession(_Reads):
 
     def _delete(self, binding: _Binding) -> None:
         self._finalizer()
+        _POOL.drop(binding.client, self.berth_id)
+        binding.seen = None
         try:
             binding.client.delete_session(self.berth_id)
         except berth.NotFound:
             pass
-        self._finalizer = weakref.finalize(self, _release, self._bindings, self.berth_id)
+        self._release_how = _Release(self._heartbeat_s, self._release_how.may_hand_on)
+        self._finalizer = weakref.finalize(self, _release, self._bindings, self.berth_id, self._release_how)
 
     def _record_tool_start(self, binding: _Binding, call_id: str, name: str, arguments: Any) -> None:
         """The pre-tool record (`_turns`): durable before the tool runs."""
