@@ -16,7 +16,7 @@ import json
 import os
 import random
 import time
-from typing import Any, AsyncIterator, Iterable, Iterator, Mapping, TypeVar
+from typing import Any, AsyncIterator, Callable, Iterable, Iterator, Mapping, TypeVar
 
 from . import _calls as c
 from . import _models as m
@@ -253,6 +253,13 @@ class Client:
             transport = HttpTransport(*_http_settings("Client", url, api_key), timeout)
         self._transport = transport
         self._retries = retries
+        #: Run before the transport closes (`_before_close`): integrations release what
+        #: they hold through this client (the OpenAI drop-in's idle runs).
+        self._close_hooks: list[Callable[[], None]] = []
+
+    def _before_close(self, hook: Callable[[], None]) -> None:
+        """Calls `hook` once when this client closes, before its transport does."""
+        self._close_hooks.append(hook)
 
     def _execute(self, call: Call[T]) -> T:
         started = time.monotonic()
@@ -625,6 +632,12 @@ class Client:
         return EventStream(self, _TailState(session_id, from_seq, max_events, idle_timeout_ms, reconnect_s))
 
     def close(self) -> None:
+        hooks, self._close_hooks = self._close_hooks, []
+        for hook in hooks:
+            try:
+                hook()
+            except Exception:  # a hook's failure never keeps the transport open
+                pass
         self._transport.close()
 
     def __enter__(self) -> Client:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import atexit
 import threading
 import time
+import weakref
 from collections.abc import Callable
 
 import berth
@@ -127,6 +128,8 @@ class _RunPool:
         self.idle: dict[tuple[int, str], list[_Pooled]] = {}
         self.wake = threading.Event()
         self.sweeper: threading.Thread | None = None
+        #: Clients whose closing releases their idle runs first (`berth.Client._before_close`).
+        self.hooked: weakref.WeakSet[berth.Client] = weakref.WeakSet()
 
     def put(self, entry: _Pooled) -> bool:
         with self.lock:
@@ -134,6 +137,10 @@ class _RunPool:
             if len(entries) >= POOLED_PER_SESSION_MAX:
                 return False
             entries.append(entry)
+            client = entry.client
+            if client not in self.hooked and hasattr(client, "_before_close"):
+                self.hooked.add(client)
+                client._before_close(lambda: self.release_client(client))
             if self.sweeper is None:
                 self.sweeper = threading.Thread(target=self._sweep, name="berth-openai-runs", daemon=True)
                 self.sweeper.start()
@@ -220,6 +227,22 @@ class _RunPool:
             for entry in gone:
                 _detach(entry.client, entry.berth_id, entry.run_id)
             self.wake.wait(None if soonest is None else max(0.01, soonest - time.monotonic()))
+
+    def release_client(self, client: berth.Client) -> None:
+        """Detaches `client`'s idle runs now: it is closing (a script that closes its client
+        and exits leaves no run attached until its lease lapses)."""
+        gone: list[_Pooled] = []
+        with self.lock:
+            self.hooked.discard(client)
+            for key in [key for key in self.idle if key[0] == id(client)]:
+                kept = [entry for entry in self.idle[key] if entry.client is not client]
+                gone.extend(entry for entry in self.idle[key] if entry.client is client)
+                if kept:
+                    self.idle[key] = kept
+                else:
+                    del self.idle[key]
+        for entry in gone:
+            _detach(entry.client, entry.berth_id, entry.run_id)
 
     def release_all(self) -> None:
         gone, _ = self.expired(everything=True)

@@ -138,3 +138,14 @@ def test_an_open_turn_or_an_exclusive_object_releases_its_run(oai_place: Place) 
     with BerthSession("solo-requests", client, exclusive=True) as session:
         run(session.add_items(turn(0)))
     assert client.get_session("solo-requests").runs == []
+
+
+def test_closing_the_client_detaches_its_idle_runs(oai_place: Place) -> None:
+    # A script that closes its client and exits leaves no run attached until its lease
+    # lapses: the client's closing detaches the runs its objects handed on.
+    client = oai_place.connect()
+    request(client, "closing", 0)
+    reader = oai_place.connect()
+    assert len(reader.get_session("closing").runs) == 1  # idle, kept for a next request
+    client.close()
+    assert reader.get_session("closing").runs == []
