@@ -202,6 +202,7 @@ def server():
         "admin": create_key(data, "acme", "ops", "admin"),
         "alice": create_key(data, "acme", "alice", "user"),
         "bob": create_key(data, "acme", "bob", "user"),
+        "carol": create_key(data, "acme", "carol", "user"),
         "globex": create_key(data, "globex", "gina", "user"),
     }
     log = open(scratch / "serve.log", "w+")

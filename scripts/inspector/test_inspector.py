@@ -111,6 +111,28 @@ def test_an_untitled_conversation_is_named_by_its_first_user_message(context, se
     screenshot(page, "sessions-previews")
 
 
+def test_list_rows_show_writer_and_lapsed_lease_badges(context, server):
+    carol = server.api["carol"]
+    short = {"activity_ttl_ms": 86_400_000, "run_lease_ttl_ms": 1_000}
+    for session_id, policy in [("carol-writer", None), ("carol-lapsed", short), ("carol-done", None)]:
+        carol.create(session_id, **({"policy": policy} if policy else {}))
+        carol.attach(session_id, "w")
+        carol.append(session_id, [("user/message", {"content": session_id})], run="w")
+    carol.call("POST", "/v1/sessions/carol-done/runs/w/detach", {"outcome": "done"})
+    time.sleep(1.5)  # carol-lapsed's run lease (1 s) lapses; it never detached
+    page = sign_in(context.new_page(), server, "carol")
+
+    def row(session_id):
+        return page.locator("tr").filter(has=page.locator(f'a.session-link:text-is("{session_id}")'))
+
+    expect(row("carol-writer").locator(".badge.run-writer")).to_have_text("writer attached")
+    expect(row("carol-writer").locator(".badge.run-lapsed")).to_have_count(0)
+    expect(row("carol-lapsed").locator(".badge.run-lapsed")).to_have_text("lease lapsed")
+    expect(row("carol-lapsed").locator(".badge.run-writer")).to_have_count(0)
+    expect(row("carol-done").locator(".badge.run-writer, .badge.run-lapsed")).to_have_count(0)
+    screenshot(page, "sessions-badges")
+
+
 # ----- the timeline: content parts, pairing and repair marks --------------------------------
 
 def test_content_parts_read_as_text_with_placeholders(context, server):

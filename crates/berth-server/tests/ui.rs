@@ -423,3 +423,47 @@ async fn content_parts_read_as_text_and_untitled_conversations_show_their_first_
     let late = get("/ui/sessions/late".into()).await;
     assert!(late.contains("too late to preview") && !late.contains("class=\"session-title\""), "{late}");
 }
+
+/// Each row of the list shows the badges its catalog record tells, by the service's
+/// clock: a writer attached (a run whose lease holds), a lease lapsed (a run still
+/// recorded attached past its lease); a session with no run shows neither.
+#[tokio::test(flavor = "multi_thread")]
+async fn list_rows_show_writer_and_lapsed_lease_badges_by_the_services_clock() {
+    use berth_core::{RunId, SessionPolicy};
+    use berth_service::{AppendRequest, AttachRequest, CreateSession, NewEvent};
+    use serde_json::json;
+    let clock = Arc::new(ManualClock(AtomicU64::new(1_800_000_000_000)));
+    let server = TestServer::start_with_clock(clock.clone()).await;
+    let key = server.key("acme", "alice", None, Role::User);
+    let alice = server.client(&key);
+    let short = SessionPolicy { run_lease_ttl_ms: 1_000, ..SessionPolicy::default() };
+    for (id, policy, detach) in [("writer", None, false), ("lapsed", Some(short), false), ("detached", None, true)] {
+        let create = CreateSession { id: Some(id.parse().unwrap()), policy, ..Default::default() };
+        alice.create(&create).await.unwrap();
+        let run_id: RunId = "w".parse().unwrap();
+        let attach =
+            AttachRequest { run_id: Some(run_id.clone()), expected_revision: None, on_busy: Default::default() };
+        alice.attach(&id.parse().unwrap(), &attach).await.unwrap();
+        let events = vec![NewEvent::new("user/message", json!({"content": id}))];
+        let append = AppendRequest {
+            memory: Vec::new(),
+            run: Some(run_id.clone()),
+            expected_seq: None,
+            events,
+            idempotency_key: None,
+        };
+        alice.append(&id.parse().unwrap(), &append).await.unwrap();
+        if detach {
+            alice.detach(&id.parse().unwrap(), &run_id, "done", None).await.unwrap();
+        }
+    }
+    clock.0.fetch_add(2_000, Ordering::SeqCst);
+    let cookie = session_cookie(&sign_in(&server, &key).await);
+    let list = request(&server, "GET", "/ui/sessions", &[host(&server), cookie], "").await;
+    assert_eq!(list.status, 200, "{}", list.body);
+    let (writer, lapsed, detached) =
+        (list_row(&list.body, "writer"), list_row(&list.body, "lapsed"), list_row(&list.body, "detached"));
+    assert!(writer.contains("class=\"badge run-writer\"") && !writer.contains("run-lapsed"), "{writer}");
+    assert!(lapsed.contains("class=\"badge run-lapsed\"") && !lapsed.contains("run-writer"), "{lapsed}");
+    assert!(!detached.contains("run-writer") && !detached.contains("run-lapsed"), "{detached}");
+}

@@ -1,7 +1,9 @@
 //! The session list: the listing's filters as a GET form, per-status counts (capped, as
 //! `GET /v1/sessions/counts` answers them), status badges, and keyset paging by the
 //! listing's cursor (so the hundredth page costs what the first does), and for an
-//! untitled conversation the preview of its first user message (`preview`).
+//! untitled conversation the preview of its first user message (`preview`), and per
+//! row the badges its catalog record tells (a writer attached, a run's lease lapsed by
+//! the service's clock).
 
 use super::layout::{self, filled, html, status_badge, time_element};
 use super::signin::Viewer;
@@ -10,7 +12,7 @@ use crate::error::ApiError;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
-use berth_catalog::SessionRecord;
+use berth_catalog::{RunStatus, SessionRecord};
 use berth_core::{ProjectId, SessionId, Timestamp, UserId};
 use berth_service::{ListRequest, StatusCount, LISTABLE_STATUSES};
 use maud::{html as markup, Markup};
@@ -117,6 +119,7 @@ pub async fn sessions_page(State(state): State<Shared>, viewer: Viewer, Query(qu
         (Err(error), _) | (_, Err(error)) => return layout::fail(&viewer, error),
     };
     let previews = super::preview::previews(&state, &viewer, &page.items).await;
+    let now = state.service.now();
     let body = markup! {
         h1 { "Sessions" }
         (filter_form(&query))
@@ -124,7 +127,7 @@ pub async fn sessions_page(State(state): State<Shared>, viewer: Viewer, Query(qu
         @if page.items.is_empty() {
             p.empty { "No sessions match." }
         } @else {
-            (sessions_table(&page.items, &previews))
+            (sessions_table(&page.items, &previews, now))
         }
         nav.paging aria-label="Pages" {
             @if filled(&query.cursor).is_some() {
@@ -213,7 +216,28 @@ pub(super) fn title_or_preview(record: &SessionRecord, preview: Option<&str>) ->
     }
 }
 
-fn sessions_table(items: &[SessionRecord], previews: &[Option<String>]) -> Markup {
+/// The badges a row shows from its catalog record alone (no log is read per row): a
+/// writer attached (a run whose lease holds at `now`), and a lease lapsed (a run still
+/// recorded attached whose lease ended before `now`: it crashed or stopped without
+/// detaching; the next attach detaches it as abandoned). Whether a turn was interrupted
+/// or repaired is in the log, not the record, so the list does not say it.
+fn run_badges(record: &SessionRecord, now: Timestamp) -> Markup {
+    let attached = || record.runs.iter().filter(|run| run.status == RunStatus::Attached);
+    let live = attached().any(|run| run.lease_until >= now);
+    let lapsed = attached().any(|run| run.lease_until < now);
+    markup! {
+        @if live {
+            " " span.badge.run-writer title="A run is attached and its lease holds" { "writer attached" }
+        }
+        @if lapsed {
+            " " span.badge.run-lapsed title="A run is still attached but its lease has lapsed (it did not detach)" {
+                "lease lapsed"
+            }
+        }
+    }
+}
+
+fn sessions_table(items: &[SessionRecord], previews: &[Option<String>], now: Timestamp) -> Markup {
     markup! {
         table.sessions {
             caption.visually-hidden { "Sessions, most recent activity first" }
@@ -227,7 +251,7 @@ fn sessions_table(items: &[SessionRecord], previews: &[Option<String>]) -> Marku
                     tr {
                         td { a.session-link href={"/ui/sessions/" (record.header.id)} { (record.header.id) } }
                         td.title { (title_or_preview(record, preview.as_deref())) }
-                        td { (status_badge(record.status)) }
+                        td.status { (status_badge(record.status)) (run_badges(record, now)) }
                         td {
                             (record.header.scope.user)
                             @if let Some(project) = &record.header.scope.project { " · " (project) }
