@@ -111,7 +111,7 @@ def test_an_untitled_conversation_is_named_by_its_first_user_message(context, se
     screenshot(page, "sessions-previews")
 
 
-def test_list_rows_show_writer_and_lapsed_lease_badges(context, server):
+def test_list_rows_show_badges_and_the_hidden_blank_count(context, server):
     carol = server.api["carol"]
     short = {"activity_ttl_ms": 86_400_000, "run_lease_ttl_ms": 1_000}
     for session_id, policy in [("carol-writer", None), ("carol-lapsed", short), ("carol-done", None)]:
@@ -119,6 +119,8 @@ def test_list_rows_show_writer_and_lapsed_lease_badges(context, server):
         carol.attach(session_id, "w")
         carol.append(session_id, [("user/message", {"content": session_id})], run="w")
     carol.call("POST", "/v1/sessions/carol-done/runs/w/detach", {"outcome": "done"})
+    for session_id in ["carol-blank-1", "carol-blank-2"]:
+        carol.create(session_id)  # no conversation yet: hidden by default
     time.sleep(1.5)  # carol-lapsed's run lease (1 s) lapses; it never detached
     page = sign_in(context.new_page(), server, "carol")
 
@@ -131,6 +133,14 @@ def test_list_rows_show_writer_and_lapsed_lease_badges(context, server):
     expect(row("carol-lapsed").locator(".badge.run-writer")).to_have_count(0)
     expect(row("carol-done").locator(".badge.run-writer, .badge.run-lapsed")).to_have_count(0)
     screenshot(page, "sessions-badges")
+
+    # The blank sessions are hidden, counted (the bounded counts), and one link away.
+    assert not {"carol-blank-1", "carol-blank-2"} & set(session_links(page))
+    expect(page.locator(".hidden-blank .hidden-count")).to_have_text("2 blank sessions (no conversation yet) hidden.")
+    page.locator(".hidden-blank").get_by_role("link", name="Show them").click()
+    assert {"carol-blank-1", "carol-blank-2"} <= set(session_links(page))
+    expect(page.get_by_label("Include blank")).to_be_checked()
+    expect(page.locator(".hidden-blank")).to_have_count(0)
 
 
 # ----- the timeline: content parts, pairing and repair marks --------------------------------

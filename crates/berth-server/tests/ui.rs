@@ -426,9 +426,10 @@ async fn content_parts_read_as_text_and_untitled_conversations_show_their_first_
 
 /// Each row of the list shows the badges its catalog record tells, by the service's
 /// clock: a writer attached (a run whose lease holds), a lease lapsed (a run still
-/// recorded attached past its lease); a session with no run shows neither.
+/// recorded attached past its lease); a session with no run shows neither. The list
+/// says how many blank sessions it hides, with a link that shows them.
 #[tokio::test(flavor = "multi_thread")]
-async fn list_rows_show_writer_and_lapsed_lease_badges_by_the_services_clock() {
+async fn list_rows_show_writer_and_lapsed_lease_badges_and_the_hidden_blank_count() {
     use berth_core::{RunId, SessionPolicy};
     use berth_service::{AppendRequest, AttachRequest, CreateSession, NewEvent};
     use serde_json::json;
@@ -457,13 +458,33 @@ async fn list_rows_show_writer_and_lapsed_lease_badges_by_the_services_clock() {
             alice.detach(&id.parse().unwrap(), &run_id, "done", None).await.unwrap();
         }
     }
+    for id in ["blank-1", "blank-2"] {
+        alice.create(&CreateSession { id: Some(id.parse().unwrap()), ..Default::default() }).await.unwrap();
+    }
     clock.0.fetch_add(2_000, Ordering::SeqCst);
     let cookie = session_cookie(&sign_in(&server, &key).await);
-    let list = request(&server, "GET", "/ui/sessions", &[host(&server), cookie], "").await;
+    let list = request(&server, "GET", "/ui/sessions", &[host(&server), cookie.clone()], "").await;
     assert_eq!(list.status, 200, "{}", list.body);
     let (writer, lapsed, detached) =
         (list_row(&list.body, "writer"), list_row(&list.body, "lapsed"), list_row(&list.body, "detached"));
     assert!(writer.contains("class=\"badge run-writer\"") && !writer.contains("run-lapsed"), "{writer}");
     assert!(lapsed.contains("class=\"badge run-lapsed\"") && !lapsed.contains("run-writer"), "{lapsed}");
     assert!(!detached.contains("run-writer") && !detached.contains("run-lapsed"), "{detached}");
+
+    // The blank sessions are hidden, counted, and one link away.
+    assert!(!list.body.contains("/ui/sessions/blank-1\""), "{}", list.body);
+    assert!(
+        list.body.contains(concat!(
+            "<p class=\"hidden-blank\"><span class=\"hidden-count\" data-count=\"2\">2 blank sessions ",
+            "(no conversation yet) hidden.</span> <a href=\"/ui/sessions?include_blank=1\">Show them</a></p>"
+        )),
+        "{}",
+        list.body
+    );
+    let all = request(&server, "GET", "/ui/sessions?include_blank=1", &[host(&server), cookie.clone()], "").await;
+    assert!(all.body.contains("/ui/sessions/blank-1\"") && all.body.contains("/ui/sessions/blank-2\""));
+    assert!(!all.body.contains("hidden-blank"), "nothing hidden: {}", all.body);
+    // Counted within the status filter: no closed session is blank.
+    let closed = request(&server, "GET", "/ui/sessions?status=closed", &[host(&server), cookie], "").await;
+    assert!(closed.status == 200 && !closed.body.contains("hidden-blank"), "{}", closed.body);
 }

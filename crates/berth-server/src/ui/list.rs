@@ -13,6 +13,7 @@ use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use berth_catalog::{RunStatus, SessionRecord};
+use berth_core::lifecycle::Status;
 use berth_core::{ProjectId, SessionId, Timestamp, UserId};
 use berth_service::{ListRequest, StatusCount, LISTABLE_STATUSES};
 use maud::{html as markup, Markup};
@@ -111,6 +112,8 @@ pub async fn sessions_page(State(state): State<Shared>, viewer: Viewer, Query(qu
     };
     let principal = viewer.principal.clone();
     let counted = ListRequest { cursor: None, statuses: Vec::new(), ..request.clone() };
+    let request_statuses = request.statuses.clone();
+    let with_blank = (!request.include_blank).then(|| ListRequest { include_blank: true, ..counted.clone() });
     let page = call(&state, |s| async move { s.list(&principal, &request).await }).await;
     let principal = viewer.principal.clone();
     let counts = call(&state, |s| async move { s.count(&principal, &counted, SESSION_COUNT_CAP).await }).await;
@@ -118,12 +121,24 @@ pub async fn sessions_page(State(state): State<Shared>, viewer: Viewer, Query(qu
         (Ok(page), Ok(counts)) => (page, counts),
         (Err(error), _) | (_, Err(error)) => return layout::fail(&viewer, error),
     };
+    // Blank sessions hidden: the same bounded counts with them, less the counts without.
+    let hidden = match with_blank {
+        None => None,
+        Some(with_blank) => {
+            let principal = viewer.principal.clone();
+            match call(&state, |s| async move { s.count(&principal, &with_blank, SESSION_COUNT_CAP).await }).await {
+                Ok(with_blank) => Some(HiddenBlank::of(&with_blank, &counts, &request_statuses)),
+                Err(error) => return layout::fail(&viewer, error),
+            }
+        }
+    };
     let previews = super::preview::previews(&state, &viewer, &page.items).await;
     let now = state.service.now();
     let body = markup! {
         h1 { "Sessions" }
         (filter_form(&query))
         (counts_bar(&query, &counts))
+        @if let Some(hidden) = hidden { (hidden_blank(&query, hidden)) }
         @if page.items.is_empty() {
             p.empty { "No sessions match." }
         } @else {
@@ -203,6 +218,58 @@ fn counts_bar(query: &ListQuery, counts: &[StatusCount]) -> Markup {
     }
 }
 
+/// How many blank sessions (no conversation event yet) a listing that hides them left
+/// out, from the bounded per-status counts with and without them: exact while no count
+/// reached the cap. A status whose count with blanks reached the cap but without them
+/// did not hides more than the difference; one where both reached it hides an unknown
+/// number (at least none).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct HiddenBlank {
+    count: u64,
+    /// More than `count` are hidden.
+    more: bool,
+    /// At least `count` are hidden (a status counted to the cap either way).
+    unknown: bool,
+}
+
+impl HiddenBlank {
+    /// Over `statuses` (all listable ones when empty).
+    fn of(with_blank: &[StatusCount], without: &[StatusCount], statuses: &[Status]) -> HiddenBlank {
+        let mut hidden = HiddenBlank { count: 0, more: false, unknown: false };
+        for with in with_blank.iter().filter(|count| statuses.is_empty() || statuses.contains(&count.status)) {
+            let without = without.iter().find(|count| count.status == with.status);
+            let (count, more) = without.map_or((0, false), |count| (count.count, count.more));
+            hidden.count += with.count.saturating_sub(count);
+            match (with.more, more) {
+                (true, false) => hidden.more = true,
+                (true, true) => hidden.unknown = true,
+                _ => {}
+            }
+        }
+        hidden
+    }
+}
+
+fn hidden_blank(query: &ListQuery, hidden: HiddenBlank) -> Markup {
+    let show = href(query, |q| {
+        q.include_blank = Some("1".to_owned());
+        q.cursor = None;
+    });
+    let sessions = |count: u64| if count == 1 && !hidden.more { "blank session" } else { "blank sessions" };
+    markup! {
+        @if hidden.count > 0 || hidden.more || hidden.unknown {
+            p.hidden-blank {
+                span.hidden-count data-count=(hidden.count) {
+                    @if hidden.more { "More than " (hidden.count) } @else if hidden.unknown { "At least " (hidden.count) }
+                    @else { (hidden.count) }
+                    " " (sessions(hidden.count)) " (no conversation yet) hidden."
+                }
+                " " a href=(show) { "Show them" }
+            }
+        }
+    }
+}
+
 /// A session's title, or (untitled) the preview of its first user message, marked as one.
 pub(super) fn title_or_preview(record: &SessionRecord, preview: Option<&str>) -> Markup {
     match (record.title.as_deref().filter(|title| !title.trim().is_empty()), preview) {
@@ -268,5 +335,30 @@ fn sessions_table(items: &[SessionRecord], previews: &[Option<String>], now: Tim
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counts(rows: &[(Status, u64, bool)]) -> Vec<StatusCount> {
+        rows.iter().map(|&(status, count, more)| StatusCount { status, count, more }).collect()
+    }
+
+    #[test]
+    fn the_hidden_blank_count_is_exact_below_the_cap_and_a_bound_at_it() {
+        let without = counts(&[(Status::Active, 3, false), (Status::Idle, 5, false), (Status::Closed, 9, true)]);
+        let exact = counts(&[(Status::Active, 4, false), (Status::Idle, 7, false), (Status::Closed, 9, true)]);
+        assert_eq!(HiddenBlank::of(&exact, &without, &[]), HiddenBlank { count: 3, more: false, unknown: true });
+        assert_eq!(
+            HiddenBlank::of(&exact, &without, &[Status::Idle]),
+            HiddenBlank { count: 2, more: false, unknown: false }
+        );
+        let capped = counts(&[(Status::Active, 9, true), (Status::Idle, 5, false)]);
+        assert_eq!(
+            HiddenBlank::of(&capped, &without, &[Status::Active, Status::Idle]),
+            HiddenBlank { count: 6, more: true, unknown: false }
+        );
     }
 }
