@@ -319,7 +319,6 @@ mod postgres {
     use berth_catalog::scoped::{MemoryPut, Namespace};
     use berth_core::{JsonText, SessionId, TenantId, UserId};
     use berth_service::{AppendRequest, CreateSession, NewEvent, Principal, Role, SessionService};
-    use std::io::{BufRead, BufReader};
     use std::path::Path;
     use std::process::{Command, Output, Stdio};
     use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -425,25 +424,8 @@ mod postgres {
         .url(target.name(), None);
 
         let keys = scratch.path().join("keys.sqlite");
-        let mut child = common::berth(Path::new(&app_url))
-            .args(["serve", "--listen", "127.0.0.1:0", "--sweep-interval-s", "0", "--keys-file"])
-            .arg(&keys)
-            .env("BERTH_LOG", "warn")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut lines = Vec::new();
-        for _ in 0..3 {
-            let mut line = String::new();
-            stdout.read_line(&mut line).unwrap();
-            lines.push(line);
-        }
-        std::thread::spawn(move || for _ in stdout.lines() {});
-        let _server = common::Server(child);
-        let url = lines[0].split_whitespace().find(|word| word.starts_with("http://")).unwrap().to_owned();
-        let key = lines[2].trim().to_owned();
+        let keys = keys.to_str().unwrap();
+        let (_server, url, key) = common::start_server_with(Path::new(&app_url), &["--keys-file", keys]);
 
         for index in 0..SESSIONS {
             let id = format!("s{index}");
