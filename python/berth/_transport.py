@@ -40,6 +40,7 @@ from typing import Any, AsyncIterator, Iterator
 
 import httpx
 
+from . import _exit
 from ._calls import Answer
 from ._errors import BerthError, ClientClosed, InvalidArgument, NativeMissing, TransportError, error_from_body
 
@@ -579,6 +580,7 @@ def _release_store(store: _NativeStore) -> None:
 def _close_if_alive(store_ref: "weakref.ref[_NativeStore]") -> None:
     store = store_ref()
     if store is not None:
+        _exit.run_hooks()
         try:
             store.close()
         except BerthError:
@@ -598,6 +600,7 @@ def _after_fork_in_child() -> None:
 
 
 def _close_all_at_exit() -> None:
+    _exit.run_hooks()
     for store in list(_NATIVE_OPEN):
         try:
             store.close()

@@ -32,6 +32,7 @@ import weakref
 from collections.abc import Callable
 
 import berth
+import berth._exit
 
 from ._turns import _Turns
 from ._view import _View
@@ -254,6 +255,9 @@ class _RunPool:
 
 
 _POOL = _RunPool()
+# At exit, before the embedded stores close (berth._exit: this module may be imported
+# before the transport, and atexit runs last-registered first), and for HTTP clients.
+berth._exit.before_stores_close(_POOL.release_all)
 atexit.register(_POOL.release_all)
 
 
