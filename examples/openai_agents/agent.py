@@ -76,7 +76,8 @@ async def main(session_id: str) -> None:
     agent = Agent(name="weather", instructions="Answer weather questions.", model=ScriptedModel(),
                   tools=[get_weather])
     # The one-line swap: BerthSession instead of SQLiteSession. `run_hooks()` records each
-    # tool call before the tool runs, so a crash mid-tool is repaired on the next run.
+    # tool call before the tool runs, so a crash mid-tool is repaired on the next run, and
+    # each model call as a `model/call` event (its model, tokens and latency).
     with BerthSession(session_id, connect()) as session:
         result = await Runner.run(agent, "What's the weather in Paris?", session=session,
                                   hooks=session.run_hooks())

@@ -11,6 +11,7 @@ from typing import Any
 
 from smolagents import CodeAgent, ToolCallingAgent, tool
 from smolagents.models import ChatMessage, ChatMessageToolCall, ChatMessageToolCallFunction, MessageRole, Model
+from smolagents.monitoring import TokenUsage
 
 TASK = "Compute twice twenty-one, step by step."
 SCRIPT = [
@@ -20,14 +21,22 @@ SCRIPT = [
 ]
 
 
+def usage_of(call: int, usage: bool) -> TokenUsage | None:
+    """The tokens a scripted model reports for call n, when it reports them: n hundred in,
+    n ten out."""
+    return TokenUsage(input_tokens=100 * call, output_tokens=10 * call) if usage else None
+
+
 class ScriptedModel(Model):
     """Answers call n (1-based) with script[n-1]; `on_call[n]` runs first (e.g. dies).
-    Keeps every prompt it was given, as text."""
+    Keeps every prompt it was given, as text. `usage`: reports tokens (`usage_of`)."""
 
-    def __init__(self, script: list[str], on_call: dict[int, Callable[[], None]] | None = None) -> None:
+    def __init__(self, script: list[str], on_call: dict[int, Callable[[], None]] | None = None,
+                 usage: bool = False) -> None:
         super().__init__(model_id="scripted")
         self.script = script
         self.on_call = on_call or {}
+        self.usage = usage
         self.prompts: list[str] = []
 
     def generate(self, messages: list[Any], stop_sequences: Any = None, response_format: Any = None,
@@ -36,7 +45,8 @@ class ScriptedModel(Model):
         self.prompts.append("\n".join(str(getattr(message, "content", message)) for message in messages))
         if call in self.on_call:
             self.on_call[call]()
-        return ChatMessage(role=MessageRole.ASSISTANT, content=self.script[min(call, len(self.script)) - 1])
+        return ChatMessage(role=MessageRole.ASSISTANT, content=self.script[min(call, len(self.script)) - 1],
+                           token_usage=usage_of(call, self.usage))
 
 
 def make_agent(model: Model, tools: list[Any] | None = None) -> CodeAgent:
@@ -46,13 +56,14 @@ def make_agent(model: Model, tools: list[Any] | None = None) -> CodeAgent:
 class CallingModel(Model):
     """A tool-calling model: answers call n (1-based) with the tool calls script[n-1], a
     list of `(name, arguments)` (ids `call-<n>-<i>`); `on_call[n]` runs first. Keeps every
-    prompt it was given, as text."""
+    prompt it was given, as text. `usage`: reports tokens (`usage_of`)."""
 
     def __init__(self, script: list[list[tuple[str, dict[str, Any]]]],
-                 on_call: dict[int, Callable[[], None]] | None = None) -> None:
+                 on_call: dict[int, Callable[[], None]] | None = None, usage: bool = False) -> None:
         super().__init__(model_id="scripted-calls")
         self.script = script
         self.on_call = on_call or {}
+        self.usage = usage
         self.prompts: list[str] = []
 
     def generate(self, messages: list[Any], stop_sequences: Any = None, response_format: Any = None,
@@ -64,7 +75,8 @@ class CallingModel(Model):
         calls = [ChatMessageToolCall(id=f"call-{call}-{index}", type="function",
                                      function=ChatMessageToolCallFunction(name=name, arguments=arguments))
                  for index, (name, arguments) in enumerate(self.script[min(call, len(self.script)) - 1])]
-        return ChatMessage(role=MessageRole.ASSISTANT, content="", tool_calls=calls)
+        return ChatMessage(role=MessageRole.ASSISTANT, content="", tool_calls=calls,
+                           token_usage=usage_of(call, self.usage))
 
 
 #: What the tools did, in this process (the tests' view of side effects).

@@ -148,6 +148,14 @@ def test_durable_calls_are_one_call_and_one_append_each(place: Any, kind: str) -
         assert charged["call_id"] == "call_1.1"
     assert kinds.count("step/start") == kinds.count("step/end") == 2
     assert kinds[-1] == "turn/end" and events[-1].data == {"turn": 0, "reason": "completed"}
+    # Each model call a model/call, the first in the pre-tool record (after its
+    # step/start, before the model's message and the call): no append of its own.
+    calls = [event for event in events if event.type == "model/call"]
+    assert [call.data["model"] for call in calls] == [model.model_id] * 2
+    first_tool = next(event for event in events if event.type == "tool/call")
+    assert calls[0].idempotency_key == first_tool.idempotency_key
+    assert kinds[kinds.index("model/call") - 1:kinds.index("model/call") + 2] == [
+        "step/start", "model/call", "assistant/message"]
     assert memory_view(steps_from_events(events)) == memory_view(agent.memory.steps)
 
 

@@ -3,8 +3,9 @@ transports: one `run()` is one turn, numbered from 0 in the session across runs 
 processes, each ActionStep a step of it numbered from 0, ended with the reason
 (`completed`, `max_steps`, `error`, `aborted`); the task, the model's messages, tool
 calls and results and the answer in berth's vocabulary, in the appends the log made
-anyway (the task; each step, the last with the answer); and berth's readers — `sessions
-ls` without `--all`, `sessions cat --transcript`, the inspector — show the conversation."""
+anyway (the task; each step, the last with the answer); each model call a `model/call`
+first in its step's append (issue 54); and berth's readers — `sessions ls` without
+`--all`, `sessions cat --transcript`, the inspector — show the conversation."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from smolagents import CodeAgent
 import readers
 from berth.integrations.smolagents import LABEL, BerthAgentLog, steps_from_events
 from fixtures.capture import memory_view
-from smol_fakes import SCRIPT, TASK, CallingModel, ScriptedModel, lookup, make_agent, make_calling_agent
+from smol_fakes import SCRIPT, TASK, CallingModel, ScriptedModel, lookup, make_agent, make_calling_agent, usage_of
 
 VOCABULARY = ("turn/", "step/", "user/", "assistant/", "tool/")
 
@@ -79,6 +80,64 @@ def test_turns_and_steps_across_runs_and_processes(place: Any) -> None:
         assert "Events outside a turn" not in page and "Weather in Paris?" in page
 
 
+def model_calls(events: list[Any]) -> list[Any]:
+    """The `model/call` events, each checked to open its step's append: right after a
+    `step/start` (or first in a planning step's append), in the same append."""
+    found = []
+    for index, event in enumerate(events):
+        if event.type == "model/call":
+            assert event.ignorable and event.data["latency_ms"] >= 0, event
+            before = events[index - 1]
+            assert before.type in ("step/start", "user/message", "smol/step", "turn/start"), before
+            if before.type == "step/start":
+                assert before.idempotency_key == event.idempotency_key
+            else:  # a planning step's: the first event of its append
+                assert before.idempotency_key != event.idempotency_key
+            found.append(event)
+    return found
+
+
+@pytest.mark.parametrize("kind", ["calling", "code"])
+def test_each_model_call_is_a_model_call_event_in_its_steps_append(place: Any, kind: str) -> None:
+    """Two model calls with a tool call between: two `model/call`s, each with the model's
+    id, the tokens its message reported and its latency, first in its step's append; the
+    appends are the three they were (the task, each step)."""
+    session_id = f"job-{uuid.uuid4().hex[:8]}"
+    client = place.sync_client()
+    if kind == "calling":
+        model: Any = CallingModel([[("lookup", {"city": "Paris"})], [("final_answer", {"answer": "sunny"})]],
+                                  usage=True)
+        agent: Any = make_calling_agent(model, [lookup])
+        answer = "sunny"
+    else:
+        model = ScriptedModel(["Thought: look.\n<code>\nprint(lookup(city='Paris'))\n</code>", SCRIPT[2]], usage=True)
+        agent = make_agent(model, [lookup])
+        answer = "42"
+    with BerthAgentLog(client, session_id) as log:
+        log.attach(agent)
+        assert agent.run("Weather in Paris?") == answer
+    events = list(client.iter_events(session_id))
+    assert appends(events) == 3  # as without model calls: the task, the step, the step with the answer
+    calls = model_calls(events)
+    assert [call.data["model"] for call in calls] == [model.model_id] * 2
+    for call, number in zip(calls, (1, 2)):
+        usage = usage_of(number, True)
+        assert (call.data["input_tokens"], call.data["output_tokens"]) == (usage.input_tokens, usage.output_tokens)
+        assert set(call.data) == {"model", "input_tokens", "output_tokens", "latency_ms"}  # never the prompt
+    starts = [event for event in events if event.type == "step/start"]
+    assert [events[events.index(start) + 1] for start in starts] == calls
+    # The tool call between the two: in the first step, after the first model call.
+    tool = next(event for event in events if event.type == "tool/call")
+    assert events.index(calls[0]) < events.index(tool) < events.index(calls[1])
+    # A model that reports no tokens: the call is recorded without them.
+    quiet = f"job-{uuid.uuid4().hex[:8]}"
+    with BerthAgentLog(client, quiet) as log:
+        plain = log.attach(make_agent(ScriptedModel([SCRIPT[2]])))
+        assert plain.run(TASK) == "42"
+    [call] = model_calls(list(client.iter_events(quiet)))
+    assert set(call.data) == {"model", "latency_ms"} and call.data["model"] == "scripted"
+
+
 def test_how_turns_end(place: Any) -> None:
     session_id = f"job-{uuid.uuid4().hex[:8]}"
     client = place.sync_client()
@@ -108,6 +167,14 @@ def test_how_turns_end(place: Any) -> None:
     assert [(end["turn"], end["reason"]) for end in ends] == [
         (0, "max_steps"), (1, "error"), (2, "completed"), (3, "aborted")]
     assert ends[1]["error"]["type"] == "AgentGenerationError" and "the model is down" in ends[1]["error"]["message"]
+    # Each model call a model/call: max steps (a step, then smolagents' forced answer),
+    # the failed call with the model's own error (in its step's append), the stream's.
+    calls = model_calls(events)
+    assert [call.data.get("error") for call in calls] == [
+        None, None, {"code": "model_error", "name": "ConnectionError", "message": "the model is down"}, None]
+    failed = events.index(calls[2])
+    assert events[failed - 1].type == "step/start" and events[failed + 1].type == "smol/step"
+    assert events[failed + 2].type == "step/end" and events[failed + 3].type == "turn/end"
     last = [event.type for event in events[events.index(next(e for e in events if e.data.get("content") == "Abandon.")):]]
     assert last == ["user/message", "turn/end"]
     stream.close()
@@ -131,6 +198,9 @@ def test_planning_steps_are_assistant_messages_marked_planning(place: Any) -> No
     kinds = [event.type for event in events]
     # In the turn, before the step it plans.
     assert kinds.index("turn/start") < events.index(plan) < kinds.index("step/start")
+    # The plan's model call just before it, in its append; then the step's.
+    calls = model_calls(events)
+    assert len(calls) == 2 and events[events.index(plan) - 1] == calls[0]
 
 
 def test_call_ids_stay_unique_in_a_run(place: Any) -> None:

@@ -22,8 +22,9 @@ The package:
   worker threads (`_workers`), and its errors (`_errors`);
 - `_turns`: the turn and step markers around the items (one turn per `Runner.run`, one
   step per model response), riding in the appends the session makes;
-- `_hooks` (`BerthRunHooks`): each run's exact end, and durable in-flight tool calls,
-  whose repair `_repair` presents to the SDK.
+- `_hooks` (`BerthRunHooks`): each run's exact end, durable in-flight tool calls,
+  whose repair `_repair` presents to the SDK, and each model call (`model/call`, in the
+  next append the session makes).
 
 Not supported: `OpenAIResponsesCompactionAwareSession` / `run_compaction`, and the
 SDK's private compaction hook (`_get_compaction_snapshot` / `replace_suffix`).

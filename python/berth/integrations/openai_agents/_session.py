@@ -156,11 +156,14 @@ class BerthSession(_Reads):
 
     # -- beyond the protocol --------------------------------------------------------
 
-    def run_hooks(self) -> BerthRunHooks:
-        """Run hooks that end each run's turn exactly at its final output and record each
-        tool's start durably before the tool runs
-        (`Runner.run(agent, input, session=session, hooks=session.run_hooks())`)."""
-        return BerthRunHooks(self)
+    def run_hooks(self, *, run_config: Any = None) -> BerthRunHooks:
+        """Run hooks that end each run's turn exactly at its final output, record each
+        tool's start durably before the tool runs, and record each model call as a
+        `model/call` event in the appends the session makes anyway
+        (`Runner.run(agent, input, session=session, hooks=session.run_hooks())`).
+        `run_config`: the run's `RunConfig`, when it names the model (`RunConfig(model=…)`
+        overrides the agent's, and run hooks are not told)."""
+        return BerthRunHooks(self, run_config)
 
     async def delete(self, *, wrapper: Any = None) -> None:
         """Deletes the berth session, reclaiming its storage (history and markers)."""

@@ -25,6 +25,12 @@ Where a turn ends:
   the turn first (`aborted` under hooks: that run stopped without a final output;
   `unknown` without them); a clear ends it `cleared`.
 
+Model calls (`model/call`, from `on_llm_end` under `run_hooks()`) wait here for the
+next append the session makes and ride in it, never in one of their own: in a step's
+batch or a pre-tool record right after the step's `step/start`, so a call comes before
+the events its response produced, inside the turn (a batch that first closes the turn
+carries them before that turn's end).
+
 Turns are numbered per object from the newest turn its reads met (so a session's turns
 go 0, 1, 2 across processes); steps from 0 in each turn. A `function_call` item whose
 call was recorded before its tool ran is stored as an ignorable `openai/item`: one
@@ -49,6 +55,10 @@ STEP_END = "step/end"
 BATCH_EVENTS_MAX = 1000
 
 _Event = dict[str, Any]
+#: Model calls waiting for an append at most: beyond, the oldest are dropped (a run whose
+#: responses no append follows, e.g. one whose items are not saved, must not grow them).
+MODEL_CALLS_PENDING_MAX = 64
+
 #: A plan's undo: the state before it and the version after it (`_Turns.rollback`).
 _Token = tuple[tuple[Any, ...], int]
 
@@ -57,7 +67,7 @@ class _Turns:
     """Where one binding's turn and step are: what the next append must carry."""
 
     __slots__ = ("lock", "write_lock", "next_turn", "turn", "step", "steps", "stepped", "exact", "ending",
-                 "agent", "started", "version")
+                 "agent", "started", "calls", "version")
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -72,6 +82,7 @@ class _Turns:
         self.ending = False  # `on_agent_end` came: the next batch ends the turn
         self.agent: str | None = None  # the agent running, from run hooks
         self.started: set[str] = set()  # call ids recorded before their tools ran, this step
+        self.calls: list[_Event] = []  # `model/call` events the next append carries
         self.version = 0
 
     # -- what the hooks and reads tell ----------------------------------------------
@@ -86,6 +97,12 @@ class _Turns:
         with self.lock:
             if self.turn is not None:
                 self.ending = True
+
+    def model_called(self, event: _Event) -> None:
+        """A model call ended (`on_llm_end`): its `model/call` rides in the next append."""
+        with self.lock:
+            self.calls.append(event)
+            del self.calls[:-MODEL_CALLS_PENDING_MAX]
 
     def saw(self, number: Any) -> None:
         """A read met turn `number` (the newest it met): this object's next turn follows it."""
@@ -122,6 +139,7 @@ class _Turns:
             prefix: list[_Event] = []
             suffix: list[_Event] = []
             if self.turn is not None and has_user and self.stepped:
+                prefix += self._take_calls()  # the closing turn's: before its end
                 prefix += self._close("completed" if self.ending else "aborted" if self.exact else "unknown")
             # The turn's input: the batch that opens it, or a user message before its first
             # step (inputs saved in several batches); anything else is a step.
@@ -134,6 +152,7 @@ class _Turns:
                 if self.step is None:
                     prefix.append(self._open_step())
                 self.stepped = True
+            prefix += self._take_calls()  # before the items the responses produced
             unanswered = False
             for index, call_id in calls:
                 if call_id in self.started:
@@ -165,6 +184,7 @@ class _Turns:
             if self.step is None:
                 events.append(self._open_step())
                 self.stepped = True
+            events += self._take_calls()  # the response that asked for the tool
             self.started.add(call_id)
             events.append(
                 {"type": "tool/call", "data": {"call_id": call_id, "name": name, "arguments": arguments, "in_flight": True}}
@@ -172,10 +192,12 @@ class _Turns:
             return events, self._done(before)
 
     def plan_clear(self) -> tuple[list[_Event], _Token]:
-        """What a clear's marker follows: the open turn's end (`cleared`)."""
+        """What a clear's marker follows: the open turn's model calls and end (`cleared`).
+        With no turn open, waiting calls wait on (outside a turn they would read as one
+        left open)."""
         with self.lock:
             before = self._state()
-            events = self._close("cleared") if self.turn is not None else []
+            events = [*self._take_calls(), *self._close("cleared")] if self.turn is not None else []
             return events, self._done(before)
 
     def rollback(self, token: _Token) -> None:
@@ -189,16 +211,21 @@ class _Turns:
 
     def _state(self) -> tuple[Any, ...]:
         return (self.next_turn, self.turn, self.step, self.steps, self.stepped, self.exact, self.ending,
-                self.agent, tuple(self.started))
+                self.agent, tuple(self.started), tuple(self.calls))
 
     def _restore(self, state: tuple[Any, ...]) -> None:
         (self.next_turn, self.turn, self.step, self.steps, self.stepped, self.exact, self.ending, self.agent,
-         started) = state
+         started, calls) = state
         self.started = set(started)
+        self.calls = list(calls)
 
     def _done(self, before: tuple[Any, ...]) -> _Token:
         self.version += 1
         return before, self.version
+
+    def _take_calls(self) -> list[_Event]:
+        calls, self.calls = self.calls, []
+        return calls
 
     def _open(self) -> _Event:
         self.turn = self.next_turn

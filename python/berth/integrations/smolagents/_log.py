@@ -5,9 +5,10 @@
   turns a crashed holder left open; heartbeated in the background: `_hold`).
 - `attach` rebuilds the agent's memory from the session (`_fold`) and hooks the agent:
   its `run` (the task, and the turn's end on an error), its step callbacks (each finished
-  step, the final answer) and its `_step_stream` (what a step requested and observed,
-  noted without writing). What each moment appends is `_turns`'; durable tools
-  (`_tools`) call `_before_tool` / `_after_tool`.
+  step, the final answer) and its `_step_stream` (when the step's model answered or
+  raised, what it requested and observed, noted without writing). What each moment
+  appends is `_turns`' (each model call a `model/call` in its step's append); durable
+  tools (`_tools`) call `_before_tool` / `_after_tool`.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 
 from smolagents.agents import ActionOutput, ToolOutput
 from smolagents.memory import ActionStep, FinalAnswerStep, PlanningStep, ToolCall
+from smolagents.models import ChatMessageStreamDelta
 
 import berth
 from berth import _calls as calls
@@ -158,7 +160,7 @@ class BerthAgentLog:
             if extra:  # the text smolagents 1.26.0's run() gives the TaskStep
                 task += _ADDITIONAL_ARGS.format(str(extra))
             self._write(self._turns.begin, task, bool(bound.arguments.get("reset", True)),
-                        len(bound.arguments.get("images") or []))
+                        len(bound.arguments.get("images") or []), getattr(self._agent, "model", None))
             try:
                 result = original(*args, **kwargs)
             except BaseException as error:
@@ -192,16 +194,27 @@ class BerthAgentLog:
         def step_stream(memory_step: ActionStep) -> Generator[Any, Any, Any]:
             with self._lock:
                 turns.step_begins(memory_step)
-            for output in original(memory_step):
-                # Noted before smolagents goes on: a ToolCall comes before its tool runs.
+            try:
+                for output in original(memory_step):
+                    # Noted before smolagents goes on: a ToolCall comes before its tool runs.
+                    with self._lock:
+                        if not isinstance(output, ChatMessageStreamDelta):
+                            turns.model_answered()  # the step acts on the model's answer
+                        if isinstance(output, ToolCall):
+                            turns.requested(output)
+                        elif isinstance(output, ToolOutput):
+                            turns.observed(output.id, output.observation)
+                        elif isinstance(output, ActionOutput) and output.is_final_answer:
+                            turns.answered_with(output.output)
+                    yield output
+            except GeneratorExit:
+                raise  # the stream was abandoned: nothing to note
+            except BaseException as error:
                 with self._lock:
-                    if isinstance(output, ToolCall):
-                        turns.requested(output)
-                    elif isinstance(output, ToolOutput):
-                        turns.observed(output.id, output.observation)
-                    elif isinstance(output, ActionOutput) and output.is_final_answer:
-                        turns.answered_with(output.output)
-                yield output
+                    turns.model_failed(error)
+                raise
+            with self._lock:
+                turns.model_answered()
 
         return step_stream
 

@@ -16,13 +16,25 @@ return, one append per moment, as before:
   step, `run()` raising, a turn left open (a stream not run to its end).
 
 What smolagents does between those moments (`_log`'s hook on `_step_stream`) is noted
-with `step_begins`, `requested`, `observed` and `answered`, without writing.
+with `step_begins`, `model_answered`, `model_failed`, `requested`, `observed` and
+`answered`, without writing.
+
+Each model call is a `model/call` (`_vocabulary.model_call`) in the append of the step it
+belongs to, right after its `step/start` (before the model's message: the events its
+response produced), so it costs no write: an `ActionStep`'s in `before_tool` or
+`step_finished` (a call that raised, in the failed step's `step_finished`, with its
+error), a `PlanningStep`'s in `planned`, before the plan. Its latency is the time from
+the step's start to the model's answer (the first thing the step yields that is not a
+stream delta, or the step raising) — an `ActionStep`'s `timing` spans its tools too;
+a step smolagents runs without `_step_stream` (the max-steps answer) and a planning
+step make one call each, which their `timing` spans.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from berth.integrations._model_calls import CallTimer
 from smolagents.agent_types import handle_agent_output_types
 from smolagents.memory import ActionStep, ToolCall
 from smolagents.utils import AgentError, AgentMaxStepsError
@@ -45,6 +57,12 @@ class Running:
         self.inner = 0
         #: `(output,)` when the step gave the final answer.
         self.answer: tuple[Any] | None = None
+        #: From the step's start to its model call's end: that call's latency and end (ms).
+        self.timer: CallTimer | None = None
+        self.model_ms: float | None = None
+        self.model_end_ms: int | None = None
+        #: The error the model call raised, if it did.
+        self.model_error: BaseException | None = None
 
     def requested(self) -> list[Call]:
         return [call for call in self.calls.values() if call.parent is None]
@@ -60,6 +78,15 @@ class Running:
         data["tool_calls"] = [ToolCall(name=call.name, arguments=call.arguments, id=call.id).dict()
                               for call in self.requested()]
         return _jsonable(data)  # type: ignore[no-any-return]
+
+
+def _timed(step: Any) -> tuple[float | None, int | None]:
+    """(latency, end) in ms of a step that is one model call, from its `timing`."""
+    timing = getattr(step, "timing", None)
+    start, end = getattr(timing, "start_time", None), getattr(timing, "end_time", None)
+    if not isinstance(start, (int, float)) or not isinstance(end, (int, float)) or not start:
+        return None, None
+    return max(0.0, (end - start) * 1000.0), int(end * 1000)
 
 
 def _reason(error: BaseException) -> str:
@@ -82,6 +109,8 @@ class Turns:
         self.running: Running | None = None
         #: The open turn's final answer is stored.
         self.answered = False
+        #: The agent's model (`run()` tells it): whose calls these are.
+        self.model: Any = None
 
     # ----- state kept across a failed append ------------------------------------------
     def snapshot(self) -> Any:
@@ -98,8 +127,9 @@ class Turns:
                 call.started = started[key]
 
     # ----- moments that write -----------------------------------------------------------
-    def begin(self, text: str, reset: bool, images_dropped: int) -> list[Event]:
+    def begin(self, text: str, reset: bool, images_dropped: int, model: Any = None) -> list[Event]:
         events = self.abort()
+        self.model = model
         self.turn, self.next_turn, self.answered = self.next_turn, self.next_turn + 1, False
         return [*events, vocab.turn_start(self.turn), vocab.task(text, reset=reset, images_dropped=images_dropped)]
 
@@ -116,6 +146,7 @@ class Turns:
             running.opened = True
             if self.turn is not None:
                 events.append(vocab.step_start(self.turn, running.number))
+            events.append(self._model_call(running, running.memory_step))
             message = vocab.model_message(running.memory_step.model_output, running.requested(), running.partial())
             assert message is not None
             events.append(message)
@@ -146,6 +177,7 @@ class Turns:
         if not running.opened:
             if turn is not None:
                 events.append(vocab.step_start(turn, running.number))
+            events.append(self._model_call(running, step))
             message = vocab.model_message(step.model_output, shown)
             if message is not None:
                 events.append(message)
@@ -174,7 +206,9 @@ class Turns:
         return events
 
     def planned(self, step: Any) -> list[Event]:
-        return [vocab.plan(step), vocab.step_record(step)]
+        latency_ms, end_ms = _timed(step)
+        return [vocab.model_call(self.model, step, latency_ms=latency_ms, time_ms=end_ms), vocab.plan(step),
+                vocab.step_record(step)]
 
     def final(self, output: Any) -> list[Event]:
         """smolagents' `FinalAnswerStep`: nothing when its step already stored the answer."""
@@ -206,6 +240,25 @@ class Turns:
     # ----- what smolagents does between them (no write) -----------------------------------
     def step_begins(self, memory_step: ActionStep) -> None:
         self.running = Running(memory_step)
+        self.running.timer = CallTimer()
+
+    def model_answered(self) -> None:
+        """The running step's model call ended (the step yields what its answer asked for)."""
+        running = self.running
+        if running is not None and running.timer is not None and running.model_ms is None:
+            running.model_ms = running.timer.elapsed_ms()
+            running.model_end_ms = running.timer.started_ms + round(running.model_ms)
+
+    def model_failed(self, error: BaseException) -> None:
+        """The running step raised `error`: its model call's, when the model had not
+        answered (smolagents' `AgentGenerationError` says so; the model's own error is
+        its cause)."""
+        running = self.running
+        if running is None or running.model_ms is not None:
+            return
+        self.model_answered()
+        if running.memory_step.model_output_message is None:
+            running.model_error = error.__cause__ if isinstance(error.__cause__, Exception) else error
 
     def requested(self, call: ToolCall) -> None:
         if self.running is not None and call.id not in self.running.calls:
@@ -234,6 +287,12 @@ class Turns:
             again += 1
         self.used.add(unique)
         return Call(unique, name, arguments, parent=parent, id=call_id if parent is None else "")
+
+    def _model_call(self, running: Running, step: ActionStep) -> Event:
+        latency_ms, end_ms = running.model_ms, running.model_end_ms
+        if latency_ms is None:  # not run through `_step_stream`: the step is the one call
+            latency_ms, end_ms = _timed(step)
+        return vocab.model_call(self.model, step, latency_ms=latency_ms, time_ms=end_ms, error=running.model_error)
 
     def _ended(self, step: ActionStep) -> Running:
         """A step seen only when it ended (e.g. smolagents' max-steps step): its calls from

@@ -13,12 +13,15 @@ appends the log makes anyway.
 | a `PlanningStep` | `assistant/message {content: plan, smolagents: {kind: "planning"}}`, its `smol/step` |
 | the final answer | `assistant/message {content: str(output), smolagents: {output}}`, `turn/end {reason}` |
 | `run()` raised | `turn/end {reason: "error" \\| "interrupted", error: {type, message}}` |
+| each model call (a step's, a plan's) | `model/call {model, input_tokens, …}` (ignorable), first in its step |
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+
+from berth.integrations._model_calls import model_call_event
 
 from ._records import STEP_TYPE, _jsonable, _step_data
 
@@ -123,3 +126,31 @@ def final_answer(output: Any) -> Event:
 def error_text(observations: str | None, error: BaseException) -> str:
     """A failed call's result: what it printed before it failed, then the error."""
     return "\n".join(part for part in (observations, f"Error: {error}") if part)
+
+
+def model_call(model: Any, step: Any, *, latency_ms: float | None, time_ms: int | None,
+               error: BaseException | None = None) -> Event:
+    """The `model/call` of the step's model call: `model.model_id`; the tokens of the
+    step's `token_usage` (smolagents counts zero when the model reported none: left out
+    then); from the provider's raw response, when it is OpenAI-shaped (OpenAI, LiteLLM,
+    Hugging Face inference), its cached prompt tokens, finish reason and id."""
+    usage = getattr(step, "token_usage", None)
+    tokens: dict[str, Any] = {}
+    if usage is not None and (getattr(usage, "input_tokens", 0) or getattr(usage, "output_tokens", 0)):
+        tokens = {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens}
+    raw = getattr(getattr(step, "model_output_message", None), "raw", None)
+    cached, finish_reason, response_id = _from_raw(raw) if raw is not None else (None, None, None)
+    return model_call_event(model=getattr(model, "model_id", None), cached_tokens=cached, finish_reason=finish_reason,
+                            response_id=response_id, latency_ms=latency_ms, time_ms=time_ms, error=error, **tokens)
+
+
+def _from_raw(raw: Any) -> tuple[Any, str | None, Any]:
+    """(cached prompt tokens, finish reason, response id) of an OpenAI-shaped chat
+    completion; None for what it does not hold (any other shape holds nothing)."""
+    details = getattr(getattr(raw, "usage", None), "prompt_tokens_details", None)
+    choices = getattr(raw, "choices", None)
+    finish_reason = None
+    if isinstance(choices, (list, tuple)) and choices:
+        reason = getattr(choices[0], "finish_reason", None)
+        finish_reason = reason if isinstance(reason, str) else None
+    return getattr(details, "cached_tokens", None), finish_reason, getattr(raw, "id", None)

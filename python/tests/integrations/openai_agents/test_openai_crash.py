@@ -136,20 +136,22 @@ def test_berth_session_tells_the_model_the_outcome_is_unknown(tmp_path: Path, oa
     # The log says the same to berth's own readers: the first run's turn from the user's
     # message, its step and the tool/call recorded before the tool ran (one per call id),
     # closed by the repair (TOOL_OUTCOME_UNKNOWN, the step's and the turn's ends); then the
-    # second run's turn, numbered after it, from its input to its answer.
+    # second run's turn, numbered after it, from its input to its answer. Each step opens
+    # with its model call (`model/call`): the dead run's rode in the pre-tool record.
     client = oai_place.connect()
     berth_id = BerthSession("crash", client).berth_id
     events = client.read(berth_id).events
     assert [(event.type, event.data.get("turn"), event.data.get("step")) for event in events] == [
-        ("turn/start", 0, None), ("user/message", None, None), ("step/start", 0, 0), ("tool/call", None, None),
-        ("tool/result", 0, None), ("step/end", 0, 0), ("turn/end", 0, None),
-        ("turn/start", 1, None), ("user/message", None, None), ("step/start", 1, 0),
+        ("turn/start", 0, None), ("user/message", None, None), ("step/start", 0, 0), ("model/call", None, None),
+        ("tool/call", None, None), ("tool/result", 0, None), ("step/end", 0, 0), ("turn/end", 0, None),
+        ("turn/start", 1, None), ("user/message", None, None), ("step/start", 1, 0), ("model/call", None, None),
         ("assistant/message", None, None), ("step/end", 1, 0), ("turn/end", 1, None),
     ]
-    assert events[3].data["in_flight"] is True and events[3].data["call_id"] == "call-charge-1"
-    assert events[4].data["error"]["code"] == "TOOL_OUTCOME_UNKNOWN" and "item" not in events[4].data
-    assert [events[6].data["reason"], events[12].data["reason"]] == ["interrupted", "completed"]
-    assert events[0].run == events[3].run != events[7].run  # each process its own berth run
+    assert events[3].idempotency_key == events[4].idempotency_key and events[3].data["model"] == "unknown"
+    assert events[4].data["in_flight"] is True and events[4].data["call_id"] == "call-charge-1"
+    assert events[5].data["error"]["code"] == "TOOL_OUTCOME_UNKNOWN" and "item" not in events[5].data
+    assert [events[7].data["reason"], events[14].data["reason"]] == ["interrupted", "completed"]
+    assert events[0].run == events[4].run != events[8].run  # each process its own berth run
     assert client.get_session(berth_id).blank is False
 
 

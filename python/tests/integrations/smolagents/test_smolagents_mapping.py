@@ -1,7 +1,8 @@
 """The smolagents mapping, table-driven, from records captured from smolagents 1.26.0
 (scripted models, no network: the steps' `smol/step` records, nulls left out, and what
 the agent's `_step_stream` yielded): which berth events each moment of a run appends
-(`_turns`, `_vocabulary`), and how the loader reads them back (`_fold`, `_repair`).
+(`_turns`, `_vocabulary`; each model call a `model/call` first in its step), and how the
+loader reads them back (`_fold`, `_repair`).
 No store: the suites in scripts/dropins/smolagents run the same against berth."""
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ import pytest
 pytest.importorskip("smolagents.memory")  # the python suite's venv has no smolagents (and tests/integrations/smolagents would pass for it as a namespace package): its drop-in suite runs this
 
 from smolagents.memory import ActionStep, PlanningStep, TaskStep, ToolCall
-from smolagents.utils import AgentExecutionError, AgentToolExecutionError  # noqa: E402
+from smolagents.models import ChatMessage, MessageRole
+from smolagents.monitoring import TokenUsage
+from smolagents.utils import AgentExecutionError, AgentGenerationError, AgentToolExecutionError  # noqa: E402
 
 from berth.integrations.smolagents._fold import fold
 from berth.integrations.smolagents._records import action, planning
@@ -93,22 +96,24 @@ class StepCase:
 
 
 STEP = "smol/step"  # its data is checked apart: the record itself, exactly
+#: The step's model call (no model told, no usage in the records): its latency is checked apart.
+MODEL = ("model/call", {"model": "unknown"})
 STEP_CASES = [
     StepCase("tool-calling: a call and its observation", WEATHER, [
-        ("step/start", {"turn": 0, "step": 0}),
+        ("step/start", {"turn": 0, "step": 0}), MODEL,
         ("assistant/message", {"content": "", "tool_calls": [call("call-1", "get_weather", {"city": "Paris"})]}),
         ("tool/call", call("call-1", "get_weather", {"city": "Paris"})),
         ("tool/result", {"call_id": "call-1", "content": "sunny and 21 °C in Paris"}),
         (STEP, None), ("step/end", {"turn": 0, "step": 0})],
         outputs=[("call-1", "sunny and 21 °C in Paris")]),
     StepCase("tool-calling: the final_answer call is the answer, and ends the turn", ANSWER, [
-        ("step/start", {"turn": 0, "step": 1}),
+        ("step/start", {"turn": 0, "step": 1}), MODEL,
         ("assistant/message", {"content": "It is sunny and 21 °C in Paris.",
                                "smolagents": {"output": "It is sunny and 21 °C in Paris."}}),
         (STEP, None), ("step/end", {"turn": 0, "step": 1}), ("turn/end", {"turn": 0, "reason": "completed"})],
         outputs=[("call-2", "It is sunny and 21 °C in Paris.")], answer=("It is sunny and 21 °C in Paris.",)),
     StepCase("tool-calling: parallel calls, each its own observation", PARALLEL, [
-        ("step/start", {"turn": 0, "step": 0}),
+        ("step/start", {"turn": 0, "step": 0}), MODEL,
         ("assistant/message", {"content": "", "tool_calls": [call("call-1-0", "charge_card", {"amount": 5}),
                                                              call("call-1-1", "lookup", {"city": "Oslo"})]}),
         ("tool/call", call("call-1-0", "charge_card", {"amount": 5})),
@@ -117,21 +122,21 @@ STEP_CASES = [
         ("tool/result", {"call_id": "call-1-1", "content": "sunny in Oslo"}),
         (STEP, None), ("step/end", {"turn": 0, "step": 0})], outputs=PARALLEL_OUTPUTS),
     StepCase("code: the code is the python_interpreter call; its failure an error result", CODE_ERROR, [
-        ("step/start", {"turn": 0, "step": 0}),
+        ("step/start", {"turn": 0, "step": 0}), MODEL,
         ("assistant/message", {"content": CODE_ERROR["model_output"],
                                "tool_calls": [call("call_1", "python_interpreter", "undefined_name + 1")]}),
         ("tool/call", call("call_1", "python_interpreter", "undefined_name + 1")),
         ("tool/result", {"call_id": "call_1", "is_error": True, "content": f"Error: {CODE_ERROR['error']['message']}"}),
         (STEP, None), ("step/end", {"turn": 0, "step": 0})]),
     StepCase("code: the observations are the result", CODE_PRINT, [
-        ("step/start", {"turn": 0, "step": 0}),
+        ("step/start", {"turn": 0, "step": 0}), MODEL,
         ("assistant/message", {"content": CODE_PRINT["model_output"],
                                "tool_calls": [call("call_6", "python_interpreter", "x = 21\nprint('x is', x)")]}),
         ("tool/call", call("call_6", "python_interpreter", "x = 21\nprint('x is', x)")),
         ("tool/result", {"call_id": "call_6", "content": CODE_PRINT["observations"]}),
         (STEP, None), ("step/end", {"turn": 0, "step": 0})]),
     StepCase("code: the answer given in code ends the turn", CODE_ANSWER, [
-        ("step/start", {"turn": 0, "step": 1}),
+        ("step/start", {"turn": 0, "step": 1}), MODEL,
         ("assistant/message", {"content": CODE_ANSWER["model_output"],
                                "tool_calls": [call("call_2", "python_interpreter", "final_answer('42')")]}),
         ("tool/call", call("call_2", "python_interpreter", "final_answer('42')")),
@@ -140,7 +145,7 @@ STEP_CASES = [
         (STEP, None), ("step/end", {"turn": 0, "step": 1}), ("turn/end", {"turn": 0, "reason": "completed"})],
         answer=("42",)),
     StepCase("max steps: the forced answer ends the turn as max_steps", MAX_STEPS, [
-        ("step/start", {"turn": 0, "step": 1}),
+        ("step/start", {"turn": 0, "step": 1}), MODEL,
         ("assistant/message", {"content": "It is 21.", "smolagents": {"output": "It is 21."}}),
         (STEP, None), ("step/end", {"turn": 0, "step": 1}), ("turn/end", {"turn": 0, "reason": "max_steps"})],
         streamed=False),
@@ -148,7 +153,14 @@ STEP_CASES = [
 
 
 def shape(events: list[dict[str, Any]]) -> list[tuple[str, Any]]:
-    return [(event["type"], None if event["type"] == STEP else event["data"]) for event in events]
+    shown = []
+    for event in events:
+        data = None if event["type"] == STEP else event["data"]
+        if event["type"] == "model/call":
+            assert event["ignorable"] and event["data"]["latency_ms"] >= 0 and event["time"] > 0, event
+            data = {key: value for key, value in data.items() if key != "latency_ms"}
+        shown.append((event["type"], data))
+    return shown
 
 
 @pytest.mark.parametrize("case", STEP_CASES, ids=[case.name for case in STEP_CASES])
@@ -160,6 +172,7 @@ def test_a_finished_step(case: StepCase) -> None:
     step = action(case.record)
     if case.streamed:
         turns.step_begins(step)
+        turns.model_answered()
         for tool_call in requested(case.record):
             turns.requested(tool_call)
         for call_id, observation in case.outputs:
@@ -186,6 +199,7 @@ def test_planning_a_task_and_the_turn_ends() -> None:
     assert events[1]["data"]["smolagents"] == {"reset": False, "images_dropped": 1}
     step = planning(PLAN)
     assert shape(turns.planned(step)) == [
+        ("model/call", {"model": "unknown"}),  # smolagents' zero tokens: none reported
         ("assistant/message", {"content": PLAN["plan"], "smolagents": {"kind": "planning"}}), (STEP, None)]
     # A turn left open (a stream not run to its end) ends as aborted when the next begins.
     assert shape(turns.begin("Again.", False, 0))[:2] == [
@@ -212,10 +226,10 @@ def test_pre_tool_records_of_a_tool_calling_step() -> None:
     charge, events = turns.before_tool("charge_card", {"amount": 5})
     assert events == refused
     assert charge.call_id == "call-1-0"
-    assert [event["type"] for event in events] == ["step/start", "assistant/message", "tool/call"]
-    partial = events[1]["data"].pop("smolagents")["step"]
+    assert [event["type"] for event in events] == ["step/start", "model/call", "assistant/message", "tool/call"]
+    partial = events[2]["data"].pop("smolagents")["step"]
     assert partial["tool_calls"] == PARALLEL["tool_calls"] and partial["observations"] is None
-    assert events[1]["data"] == {"content": "", "tool_calls": [call("call-1-0", "charge_card", {"amount": 5}),
+    assert events[2]["data"] == {"content": "", "tool_calls": [call("call-1-0", "charge_card", {"amount": 5}),
                                                                call("call-1-1", "lookup", {"city": "Oslo"})]}
     turns.tool_ended(charge, "charged 5 EUR", False)
     for call_id, observation in PARALLEL_OUTPUTS:
@@ -236,7 +250,7 @@ def test_pre_tool_records_of_tools_a_code_step_calls() -> None:
     turns.step_begins(step)
     turns.requested(ToolCall(name="python_interpreter", arguments=CODE_PRINT["code_action"], id="call_6"))
     first, events = turns.before_tool("charge_card", {"amount": 30})
-    assert shape(events)[2:] == [("tool/call", call("call_6", "python_interpreter", CODE_PRINT["code_action"])),
+    assert shape(events)[3:] == [("tool/call", call("call_6", "python_interpreter", CODE_PRINT["code_action"])),
                                  ("tool/call", call("call_6.1", "charge_card", {"amount": 30}))]
     second, events = turns.before_tool("lookup", {"city": "Oslo"})
     assert (second.call_id, shape(events)) == ("call_6.2", [("tool/call", call("call_6.2", "lookup", {"city": "Oslo"}))])
@@ -260,7 +274,8 @@ def test_a_call_id_the_run_used_already_is_made_unique() -> None:
     turns.step_begins(step)
     turns.requested(ToolCall(name="python_interpreter", arguments="x = 21", id="call_1"))
     charge, events = turns.before_tool("charge_card", {"amount": 1})
-    assert [event["data"].get("call_id") for event in events] == [None, None, "call_1@0.0", "call_1@0.0.1"]
+    assert [event["data"].get("call_id") for event in events] == [None, None, None, "call_1@0.0", "call_1@0.0.1"]
+    events = [events[0], *events[2:]]  # the model call aside
     assert events[1]["data"]["tool_calls"][0]["call_id"] == "call_1@0.0"
     assert events[1]["data"]["smolagents"]["step"]["tool_calls"][0]["id"] == "call_1"  # smolagents' own
     turns.tool_ended(charge, "charged 1 EUR", False)
@@ -275,6 +290,72 @@ def test_a_call_id_the_run_used_already_is_made_unique() -> None:
     [last] = fold(log).steps
     assert last.tool_calls == action(partial).tool_calls
     assert str(last.error) == f"Code execution failed at line 'charge_card(amount=1)' due to: ToolOutcomeUnknownError: {UNKNOWN}"
+
+
+def test_a_model_call_from_the_step_and_the_providers_response() -> None:
+    """The model's id, the step's `token_usage`, an OpenAI-shaped raw response's cached
+    tokens, finish reason and id; the latency from the step's start to the model's answer;
+    nothing of the prompt or the completion."""
+    turns = Turns()
+    turns.begin("Weather?", True, 0, SimpleNamespace(model_id="gpt-test"))
+    step = action({**WEATHER, "tool_calls": None, "observations": None})
+    turns.step_begins(step)
+    raw = SimpleNamespace(id="chatcmpl-1", choices=[SimpleNamespace(finish_reason="tool_calls")],
+                          usage=SimpleNamespace(prompt_tokens_details=SimpleNamespace(cached_tokens=64)))
+    step.model_output_message = ChatMessage(role=MessageRole.ASSISTANT, content="", raw=raw)
+    step.token_usage = TokenUsage(input_tokens=120, output_tokens=7)
+    turns.model_answered()
+    turns.model_answered()  # the first answer counts
+    events = turns.step_finished(step)
+    [call_event] = [event for event in events if event["type"] == "model/call"]
+    assert [event["type"] for event in events][:2] == ["step/start", "model/call"]
+    data = call_event.pop("data")
+    assert call_event == {"type": "model/call", "ignorable": True, "time": call_event["time"]}
+    latency = data.pop("latency_ms")
+    assert data == {"model": "gpt-test", "input_tokens": 120, "output_tokens": 7, "cached_tokens": 64,
+                    "finish_reason": "tool_calls", "response_id": "chatcmpl-1"}
+    assert 0 <= latency < 60_000
+
+
+def test_a_model_call_that_raised_is_recorded_with_its_error() -> None:
+    """In the failed step's append (its `step_finished`), the model's own error."""
+    turns = Turns()
+    turns.begin("Try.", True, 0, SimpleNamespace(model_id="down"))
+    step = action({"step_number": 1, "timing": TIMING})
+    turns.step_begins(step)
+    try:
+        try:
+            raise ConnectionError("the model is down")
+        except ConnectionError as cause:
+            quiet = SimpleNamespace(log_error=lambda message: None)  # smolagents' errors log as they are made
+            raise AgentGenerationError(f"Error in generating model output:\n{cause}", quiet) from cause
+    except AgentGenerationError as error:
+        turns.model_failed(error)
+    events = turns.step_finished(step)
+    assert shape(events) == [
+        ("step/start", {"turn": 0, "step": 0}),
+        ("model/call", {"model": "down", "error": {"code": "model_error", "name": "ConnectionError",
+                                                   "message": "the model is down"}}),
+        (STEP, None), ("step/end", {"turn": 0, "step": 0})]
+    # A step that raised after its model answered (its code did not parse): no error.
+    turns.begin("Parse.", False, 0)
+    step = action({"step_number": 1, "timing": TIMING, "model_output": "no code"})
+    turns.step_begins(step)
+    step.model_output_message = ChatMessage(role=MessageRole.ASSISTANT, content="no code")
+    turns.model_failed(ValueError("no code blob"))
+    assert shape(turns.step_finished(step))[1] == ("model/call", {"model": "unknown"})
+
+
+def test_a_step_that_is_one_model_call_is_timed_by_its_timing() -> None:
+    """smolagents' max-steps answer (no `_step_stream`) and a planning step."""
+    turns = Turns()
+    turns.begin("Never finish.", True, 0, SimpleNamespace(model_id="m"))
+    answer = turns.step_finished(action({**MAX_STEPS, "token_usage": {"input_tokens": 9, "output_tokens": 3}}))[1]
+    plan = turns.planned(planning(PLAN))[0]
+    for event in (answer, plan):
+        assert event["type"] == "model/call" and event["time"] == int(TIMING["end_time"] * 1000)
+        assert event["data"]["latency_ms"] == round((TIMING["end_time"] - TIMING["start_time"]) * 1000, 3)
+    assert (answer["data"]["model"], answer["data"]["input_tokens"], answer["data"]["output_tokens"]) == ("m", 9, 3)
 
 
 def event(seq: int, kind: str, data: dict[str, Any], time: int = 1_000) -> Any:
