@@ -2,7 +2,8 @@
 
 Offline: the model is a scripted `BaseLlm` (no API key, no network): it calls the
 weather tool, then answers from the tool's result. The Runner stores every event in
-berth, so a second run with the same session id shows, and continues, the first.
+berth, so a second run with the same session id shows, and continues, the first. Each
+model call is recorded too (`sessions.model_calls()`), as a `model/call` event.
 
     BERTH_DATA=./berth-data python agent.py [SESSION_ID]                 # embedded store
     BERTH_URL=http://127.0.0.1:7420 BERTH_API_KEY=… python agent.py [SESSION_ID]
@@ -16,8 +17,9 @@ import sys
 from typing import AsyncGenerator
 
 import berth
-from berth.integrations.adk import BerthSessionService
+from berth.integrations.adk import BerthSessionService, session_berth_id
 from google.adk.agents import Agent
+from google.adk.apps import App
 from google.adk.models.base_llm import BaseLlm
 from google.adk.models.llm_request import LlmRequest
 from google.adk.models.llm_response import LlmResponse
@@ -52,9 +54,10 @@ class ScriptedLlm(BaseLlm):
             part = types.Part(function_call=types.FunctionCall(name="get_weather", args={"city": "Paris"}))
         else:
             part = types.Part(text=f"It is {result.response['result']}.")
-        # A real model reports its token usage; ADK's metrics log a warning without one.
-        usage = types.GenerateContentResponseUsageMetadata(prompt_token_count=0, candidates_token_count=0)
-        yield LlmResponse(content=types.Content(role="model", parts=[part]), usage_metadata=usage)
+        # A real model reports its token usage (and ADK's metrics log a warning without one).
+        usage = types.GenerateContentResponseUsageMetadata(prompt_token_count=42, candidates_token_count=9)
+        yield LlmResponse(content=types.Content(role="model", parts=[part]), usage_metadata=usage,
+                          model_version="scripted-001")
 
 
 def show(event) -> list[str]:
@@ -73,9 +76,12 @@ def show(event) -> list[str]:
 async def main(session_id: str) -> None:
     agent = Agent(name="forecaster", model=ScriptedLlm(model="scripted"), tools=[get_weather],
                   instruction="Answer weather questions.")
+    client = connect()
     # The one-line swap: BerthSessionService instead of InMemorySessionService.
-    with BerthSessionService(connect()) as sessions:
-        runner = Runner(agent=agent, app_name=APP, session_service=sessions)
+    with BerthSessionService(client) as sessions:
+        # The plugin records each model call in the session (optional).
+        runner = Runner(app=App(name=APP, root_agent=agent, plugins=[sessions.model_calls()]),
+                        session_service=sessions)
         session = await sessions.get_session(app_name=APP, user_id=USER, session_id=session_id)
         if session is None:
             session = await sessions.create_session(app_name=APP, user_id=USER, session_id=session_id)
@@ -85,6 +91,10 @@ async def main(session_id: str) -> None:
             if event.is_final_response():
                 print("agent:", event.content.parts[0].text)
         session = await sessions.get_session(app_name=APP, user_id=USER, session_id=session_id)
+    calls = [event.data for event in client.iter_events(session_berth_id(APP, USER, session_id))
+             if event.type == "model/call"]
+    print(f"model calls recorded: {len(calls)}, {sum(call.get('input_tokens', 0) for call in calls)} input tokens, "
+          f"{sum(call.get('output_tokens', 0) for call in calls)} output tokens")
     lines = [line for event in session.events for line in show(event)]
     print(f"conversation {session_id!r}, {len(lines)} messages:")
     for line in lines:

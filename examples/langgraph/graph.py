@@ -2,7 +2,8 @@
 
 Offline: the chat model is langchain_core's fake one, scripted to ask for the weather
 tool and then answer. The thread's state is a berth session, so run this again with the
-same thread id and the graph picks up the thread's earlier messages from berth.
+same thread id and the graph picks up the thread's earlier messages from berth. Each
+model call is recorded too (`saver.model_calls()`), as a `model/call` event in the thread.
 
     BERTH_DATA=./berth-data python graph.py [THREAD_ID]                  # embedded store
     BERTH_URL=http://127.0.0.1:7420 BERTH_API_KEY=… python graph.py [THREAD_ID]
@@ -14,7 +15,7 @@ import os
 import sys
 
 import berth
-from berth.integrations.langgraph import BerthSaver
+from berth.integrations.langgraph import BerthSaver, thread_session_id
 from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import tool
@@ -35,10 +36,15 @@ def get_weather(city: str) -> str:
     return f"sunny and 21 °C in {city}"
 
 
-# Stands in for an LLM: its first answer calls the tool, its second is the final reply.
+# Stands in for an LLM: its first answer calls the tool, its second is the final reply;
+# each reports its model and token usage, as a provider's chat model does.
 model = FakeMessagesListChatModel(responses=[
-    AIMessage(content="", tool_calls=[{"name": "get_weather", "args": {"city": "Paris"}, "id": "call-1"}]),
-    AIMessage(content="It is sunny and 21 °C in Paris."),
+    AIMessage(content="", tool_calls=[{"name": "get_weather", "args": {"city": "Paris"}, "id": "call-1"}],
+              usage_metadata={"input_tokens": 42, "output_tokens": 9, "total_tokens": 51},
+              response_metadata={"model_name": "fake-model"}),
+    AIMessage(content="It is sunny and 21 °C in Paris.",
+              usage_metadata={"input_tokens": 70, "output_tokens": 11, "total_tokens": 81},
+              response_metadata={"model_name": "fake-model"}),
 ])
 
 
@@ -65,15 +71,20 @@ def show(message) -> str:
 
 
 def main(thread_id: str) -> None:
+    client = connect()
     # The checkpointer is the one-line swap (was: InMemorySaver() / SqliteSaver).
     # `with` releases the saver's berth run when done.
-    with BerthSaver(connect()) as saver:
+    with BerthSaver(client) as saver:
         graph = build().compile(checkpointer=saver)
-        config = {"configurable": {"thread_id": thread_id}}
+        # `callbacks`: record each model call in the thread (optional).
+        config = {"configurable": {"thread_id": thread_id}, "callbacks": [saver.model_calls()]}
         before = len(graph.get_state(config).values.get("messages", []))
         print(f"thread {thread_id!r}: {before} messages restored from berth")
         result = graph.invoke({"messages": [HumanMessage("What's the weather in Paris?")]}, config)
         messages = result["messages"]
+    calls = [event.data for event in client.iter_events(thread_session_id(thread_id)) if event.type == "model/call"]
+    print(f"model calls recorded: {len(calls)}, {sum(call.get('input_tokens', 0) for call in calls)} input tokens, "
+          f"{sum(call.get('output_tokens', 0) for call in calls)} output tokens")
     print(f"conversation {thread_id!r}, {len(messages)} messages:")
     for message in messages:
         print("  " + show(message))

@@ -24,6 +24,8 @@ The package (docs/guides/adk.md has the whole of the mapping):
   as a function response (`_present`);
 - `_recorder` (`before_tool_recorder`): a before-tool callback that makes sure a call's
   `tool/call` is durable before its tool runs;
+- `_plugin` (`ModelCallRecorder`, `service.model_calls()`): a plugin recording each model
+  call as a `model/call` event, carried by the append of the session's next event;
 - `_memory` (`BerthMemoryService`): the memory service.
 """
 
@@ -36,6 +38,7 @@ from ._listing import _LISTING_ORDER, _page_cursor, _PageCursor  # noqa: F401
 from ._memory import BerthMemoryService  # noqa: F401
 from ._pages import ReadOutOfStep  # noqa: F401
 from ._mapping import EVENT_TYPE, berth_events_for  # noqa: F401
+from ._plugin import ModelCallRecorder  # noqa: F401
 from ._recorder import before_tool_recorder  # noqa: F401
 from ._records import (  # noqa: F401
     ACTIVITY_TTL_MS_FOREVER,
@@ -59,6 +62,7 @@ from ._service import BerthSessionService  # noqa: F401
 
 __all__ = [
     "ACTIVITY_TTL_MS_FOREVER", "BerthMemoryService", "BerthSessionService", "IdTooLong", "LABEL",
+    "ModelCallRecorder",
     "STATE_KEYS_PER_EVENT_MAX", "StateDeltaTooLarge", "app_state_namespace", "before_tool_recorder",
     "berth_events_for", "decode_id",
     "decode_key", "encode_id", "encode_key", "index_namespace", "memory_namespace", "session_berth_id",

@@ -27,6 +27,7 @@ import berth
 from berth import _calls as berth_calls
 
 from ._mapping import _event_json, berth_events_for, started_calls
+from ._plugin import Ended, _PendingCalls
 from ._records import _split, _state_writes, index_namespace, session_berth_id
 from ._runs import _Hold
 from ._turns import TurnState, markers, needs_number, restored, stored
@@ -58,6 +59,7 @@ class _Appends:
     _lock: threading.Lock
     _holds: OrderedDict[str, _Hold]
     _cache: dict[str, _Cached]
+    _model_calls: _PendingCalls
 
     def _append(self, session: Session, event: Event) -> None:
         berth_id = session_berth_id(session.app_name, session.user_id, session.id)
@@ -71,7 +73,8 @@ class _Appends:
             except berth.NotFound:
                 raise SessionNotFoundError(f"Session {session.id} not found.") from None
             cached = _cached_from(expected if expected is not None else -1, index.revision, index.value)
-        plan = _AppendPlan(session, event, berth_id, hold, expected, cached, lambda: self._next_turn(berth_id))
+        plan = _AppendPlan(session, event, berth_id, hold, expected, cached, lambda: self._next_turn(berth_id),
+                           self._model_calls.waiting(berth_id))
         with self._refused(session, berth_id):
             try:
                 outcome = self._client._execute(plan.call())
@@ -98,7 +101,8 @@ class _Appends:
             # (A new turn in a session written before turns were counted reads the log.)
             await asyncio.to_thread(self._append, session, event)
             return
-        plan = _AppendPlan(session, event, berth_id, hold, expected, cached, _no_read)
+        plan = _AppendPlan(session, event, berth_id, hold, expected, cached, _no_read,
+                           self._model_calls.waiting(berth_id))
         with self._refused(session, berth_id):
             try:
                 outcome = await self._client._aexecute(plan.call())
@@ -159,6 +163,7 @@ class _Appends:
         hold.started.update(started_calls(plan.events))
         self._cache[plan.berth_id] = (outcome.next_seq, plan.new_state, plan.revision + 1, plan.time_ms,
                                       plan.next_turn, plan.turns._replace(open=False, step=None))
+        self._model_calls.carried(plan.berth_id, plan.calls)
         self._events_appended(plan, outcome)
         plan.session._storage_update_marker = str(outcome.next_seq)
 
@@ -176,11 +181,18 @@ def _from(hold: _Hold, cached: _Cached) -> TurnState:
 class _AppendPlan:
     """One `append_event`'s berth append, worked out from the copy this object holds:
     the events (the ADK event as vocabulary, `_mapping`, inside its turn and step
-    markers, `_turns`), the memory writes it carries (the session's index entry, with
-    the next turn number; `app:` and `user:` state), and what to remember after."""
+    markers, `_turns`, after the `model/call` events of the model calls that ended
+    since the session's last append, `calls`), the memory writes it carries (the
+    session's index entry, with the next turn number; `app:` and `user:` state), and
+    what to remember after.
+
+    A call of the event's invocation goes just before the event's own events (after the
+    step it starts: with ADK's Runner, the event is that call's response); a call of
+    another invocation (one that failed, so no event of it followed) before every marker,
+    in the turn it ran in."""
 
     def __init__(self, session: Session, event: Event, berth_id: str, hold: _Hold, expected: int | None,
-                 cached: _Cached, next_turn: Callable[[], int]) -> None:
+                 cached: _Cached, next_turn: Callable[[], int], calls: list[Ended]) -> None:
         app_name, user_id = session.app_name, session.user_id
         self.session, self.event, self.berth_id, self.hold, self.expected = session, event, berth_id, hold, expected
         _, session_state, self.revision, last_ms, self.next_turn, _ = cached
@@ -191,6 +203,11 @@ class _AppendPlan:
         adk = _event_json(event)
         events = berth_events_for(event, time_ms, adk, hold.started)
         before, after, self.turns = markers(_from(hold, cached), event, adk, time_ms, self._number(next_turn))
+        #: The model calls this append carries.
+        self.calls = calls
+        if calls:
+            own = [call.event for call in calls if call.invocation_id == event.invocation_id]
+            before = [call.event for call in calls if call.invocation_id != event.invocation_id] + before + own
         #: Where the event that holds the ADK event is among `events` (after the markers).
         self.adk_index = len(before)
         self.events = before + events + after if before or after else events

@@ -27,6 +27,7 @@ from . import _pages
 from ._append import _Appends, _Cached, _cached_from
 from ._kept import EVENTS_CACHE_BYTES_DEFAULT, _Events, _KeptEvents
 from ._listing import _Listing
+from ._plugin import ModelCallRecorder, _PendingCalls
 from ._pages import _pages_backwards, _read_page, _StoredEvent, _StoredPage
 from ._present import _Call, _call_of, _calls_index, _repair_event, _take_newest
 from ._records import (
@@ -103,6 +104,9 @@ class BerthSessionService(_Appends, _KeptEvents, _Listing, _Recording, _Redelive
         self._events: OrderedDict[str, _Events] = OrderedDict()
         self._events_size = 0
         self._events_budget = max(0, events_cache_bytes)
+        # The model calls `model_calls()`'s plugin saw, waiting for their session's next append.
+        self._model_calls = _PendingCalls()
+        self._model_call_recorder = ModelCallRecorder(self._model_calls)
         # id(session) -> the ids of its events, for the re-delivery check (`_Delivered`).
         self._delivered: dict[int, _Delivered] = {}
         # Fetches the next page of a read while the caller's thread decodes the current one.
@@ -141,6 +145,13 @@ class BerthSessionService(_Appends, _KeptEvents, _Listing, _Recording, _Redelive
         self._commit_event_to_session(session, event)
         session.last_update_time = event.timestamp
         return event
+
+    def model_calls(self) -> ModelCallRecorder:
+        """The ADK plugin that records each model call of a `Runner` on this service as a
+        `model/call` event in its session, carried by the append of the session's next
+        event (no write of its own): `App(..., plugins=[service.model_calls()])`, first
+        among the app's plugins. One plugin per service object."""
+        return self._model_call_recorder
 
     def close(self) -> _Closed:
         """Detaches this object's runs (idempotent), at once, and returns an awaitable

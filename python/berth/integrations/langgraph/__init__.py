@@ -17,7 +17,9 @@ id; every saver call is one atomic append. The package:
 - berth's conversation vocabulary beside the record, in the same appends:
   `_messages` (a LangChain message as events), `_vocabulary` (what each saver call adds:
   messages, turns, steps) and `_talk` (what the log says of them, folded);
-- `_tools`: `durable_tool_node`, a `ToolNode` recording each call before it runs.
+- `_tools`: `durable_tool_node`, a `ToolNode` recording each call before it runs;
+- `_callbacks`: `ModelCallRecorder` (`saver.model_calls()`), the LangChain callback
+  handler that records each LLM call as a `model/call`, carried by the saver's appends.
 
 `BerthStore` / `AsyncBerthStore` (LangGraph's long-term memory) are in
 `berth.integrations.langgraph_store`, and importable from here too.
@@ -29,6 +31,7 @@ from __future__ import annotations
 # where they live now (`__all__` is the public API).
 from ._appends import WRITES_WAIT_S  # noqa: F401
 from ._async_saver import AsyncBerthSaver  # noqa: F401
+from ._callbacks import ModelCallRecorder  # noqa: F401
 from ._records import (  # noqa: F401
     ANCHOR_EVERY,
     BATCH_BYTES_MAX,
@@ -49,4 +52,4 @@ from ._tools import OUTCOME_UNKNOWN_TEXT, DurableToolCalls, durable_tool_node  #
 from ..langgraph_store import AsyncBerthStore, BerthStore  # noqa: F401
 
 __all__ = ["AsyncBerthSaver", "AsyncBerthStore", "BerthSaver", "BerthStore", "DurableToolCalls", "ModeMismatch",
-           "durable_tool_node", "thread_session_id"]
+           "ModelCallRecorder", "durable_tool_node", "thread_session_id"]

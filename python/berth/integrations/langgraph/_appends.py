@@ -14,6 +14,8 @@ from berth import _calls as calls
 from berth._errors import Unavailable
 
 from .._drive import Io
+from .._model_calls import MODEL_CALL_TYPE
+from ._callbacks import Ended, _PendingCalls
 from ._fold import _Own, _Thread
 from ._records import BATCH_BYTES_MAX, BATCH_EVENTS_MAX, LABEL, ModeMismatch
 
@@ -55,6 +57,8 @@ class _Appends:
     lost: set[str]
     created_at: dict[str, int]
     pending_lists: dict[tuple[str, str, Any], tuple[list[Any], list[Any]]]
+    model_calls: _PendingCalls
+    carrying: list[Ended]
 
     # writing
     def ensure_run(self, session_id: str, thread_id: str) -> Io:
@@ -107,6 +111,7 @@ class _Appends:
             if state is None:
                 state = yield from self.refresh(thread_id)
             self.pending_lists.clear()
+            self.carrying.clear()
             start = state.next_seq if state is not None else 0
             events = build(state)
             if not events:
@@ -117,6 +122,7 @@ class _Appends:
                 # re-created meanwhile): build again from a fresh read.
                 state = yield from self.refresh(thread_id)
                 self.pending_lists.clear()
+                self.carrying.clear()
                 start = state.next_seq if state is not None else 0
                 events = build(state)
                 if not events:
@@ -132,6 +138,7 @@ class _Appends:
                 self.flags["plain"] = True
                 try:
                     self.pending_lists.clear()
+                    self.carrying.clear()
                     events = build(state)
                 finally:
                     self.flags["plain"] = False
@@ -156,6 +163,8 @@ class _Appends:
                 if self.exclusive or attempt == 2:
                     raise
                 continue
+            self.model_calls.carried(session_id, self.carrying)
+            self.carrying.clear()
             self._fold_own(session_id, events, outcome)
             folded = self.threads.get(session_id)
             if folded is not None and not outcome.duplicate:
@@ -166,6 +175,16 @@ class _Appends:
             self.pending_lists.clear()
             return outcome
         raise AssertionError("unreachable")
+
+    def carried_calls(self, session_id: str, which: Callable[[Ended], bool]) -> list[tuple[str, Any]]:
+        """The model calls waiting for this thread that `which` picks and the batch being
+        built does not carry yet, which it carries now: `(type, event)`, the event whole
+        as `model_call_event` made it. Once the batch is stored no later one carries
+        them; a batch not stored leaves them waiting (`append` starts each build afresh)."""
+        carrying = {id(call) for call in self.carrying}
+        new = [call for call in self.model_calls.waiting(session_id) if id(call) not in carrying and which(call)]
+        self.carrying.extend(new)
+        return [(MODEL_CALL_TYPE, call.event) for call in new]
 
     def append_group(self, thread_id: str, builds: list[Build]) -> Io:
         """Several saver calls' batches to one thread as one atomic append (group commit):
@@ -251,6 +270,8 @@ class _Appends:
 
 def _sent(events: list[tuple[str, Any]]) -> list[Any]:
     """A batch as appended: the `lg/*` record marked ignorable — berth's readers and its
-    repair may skip it, the vocabulary beside it tells the conversation."""
-    return [{"type": kind, "data": data, "ignorable": True} if kind.startswith("lg/") else (kind, data)
+    repair may skip it, the vocabulary beside it tells the conversation; a `model/call`
+    is its whole event (ignorable, its time the call's end)."""
+    return [data if kind == MODEL_CALL_TYPE else
+            {"type": kind, "data": data, "ignorable": True} if kind.startswith("lg/") else (kind, data)
             for kind, data in events]

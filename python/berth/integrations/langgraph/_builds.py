@@ -7,8 +7,9 @@ turns and steps). Serialized outside the saver's lock."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
@@ -21,11 +22,12 @@ from langgraph.checkpoint.base import (
 )
 
 from ._appends import Build
+from ._callbacks import Ended
 from ._fold import _Thread
 from ._records import ANCHOR_EVERY, PART_CHARS, VERSIONS_KEPT, _b64, _list_blob_fits
 from ._snapshots import _prefix_unchanged, _snapshot
 from ._talk import _Talk
-from ._vocabulary import ended_by, put_events, writes_events
+from ._vocabulary import carries, ended_by, ends_turn, put_events, with_calls, writes_events
 
 
 class _Builds:
@@ -36,6 +38,11 @@ class _Builds:
     flags: dict[str, bool]
     versions: dict[str, dict[str, Any]]
     pending_lists: dict[tuple[str, str, Any], tuple[list[Any], list[Any]]]
+
+    if TYPE_CHECKING:
+        def session_id(self, thread_id: str) -> str: ...
+
+        def carried_calls(self, session_id: str, which: Callable[[Ended], bool]) -> list[tuple[str, Any]]: ...
 
     def _remember_versions(self, text: str, versions: dict[str, Any]) -> None:
         self.versions[text] = versions
@@ -116,6 +123,8 @@ class _Builds:
         self._remember_versions(cp_text, dict(checkpoint["channel_versions"]))
         md_t, md_b = self.serde.dumps_typed(metadata_full)
         run_id = metadata_full.get("run_id")
+        session_id = self.session_id(thread_id)
+        step = metadata_full.get("step")
 
         def build(state: _Thread | None) -> list[tuple[str, Any]]:
             parent_versions: dict[str, Any] = {}
@@ -137,6 +146,10 @@ class _Builds:
             talk = state.talk if state is not None else _Talk()
             ended = ended_by(state.writes.get((ns, checkpoint["id"]))) if state is not None and ns == "" else None
             events, after = put_events(talk, ns, checkpoint, metadata_full, messages, self.flags["plain"], ended)
+            if ns == "" and type(step) is int:  # the model calls of its step (and before)
+                events = with_calls(events, self.carried_calls(session_id, partial(carries, step=step)))
+            if ns == "" and ends_turn(after):  # every call left, when the turn ends
+                after = with_calls(after, self.carried_calls(session_id, carries))
             events.extend(blobs)
             at = {}
             for channel, version in checkpoint["channel_versions"].items():
@@ -179,6 +192,7 @@ class _Builds:
         channels = [channel for channel, _ in writes]
         # Only LangGraph's special writes (an interrupt, an error, a resume) delimit turns.
         special = ns == "" and any(channel in WRITES_IDX_MAP for channel in channels)
+        session_id = self.session_id(thread_id)
 
         def build(state: _Thread | None) -> list[tuple[str, Any]]:
             stored = state.writes.get((ns, checkpoint_id), {}) if state is not None else {}
@@ -188,9 +202,13 @@ class _Builds:
             if not rows:
                 return []
             events = [("lg/writes", {"ns": ns, "cp": checkpoint_id, "task": task_id, "path": task_path, "w": rows})]
+            known = state is not None and checkpoint_id in state.checkpoints.get(ns, {})
             if special and state is not None:
-                known = checkpoint_id in state.checkpoints.get(ns, {})
                 events.extend(writes_events(state.talk, ns, task_id, channels, known))
+            if ns == "" and ends_turn(events):
+                return with_calls(events, self.carried_calls(session_id, carries))
+            if ns == "" and known:  # the task's model calls, in its step (started by that checkpoint's put)
+                return with_calls(events, self.carried_calls(session_id, partial(carries, task=task_id)))
             return events
 
         return thread_id, build

@@ -22,6 +22,7 @@ from berth._errors import BerthError
 from .._drive import Io
 from ._appends import _Appends
 from ._builds import _Builds
+from ._callbacks import Ended, ModelCallRecorder, _PendingCalls
 from ._fold import _Thread
 from ._messages import tool_call_data
 from ._reads import _Reads
@@ -72,6 +73,12 @@ class _Core(_Reads, _Appends, _Builds):
         #: `plain`: the batch being built leaves the messages' vocabulary out (`append`:
         #: with it, the batch would pass berth's limits).
         self.flags = {"plain": False}
+        #: The `model/call` events the recorder saw, waiting for an append to their thread
+        #: (`carried_calls`), and the handler graphs are given (`BerthSaver.model_calls`).
+        self.model_calls = _PendingCalls()
+        self.recorder = ModelCallRecorder(self.model_calls, self.session_id)
+        #: The waiting calls the batch being built carries (`_Appends.append`).
+        self.carrying: list[Ended] = []
 
     def with_serde(self, serde: Any) -> _Core:
         """This core for a saver that (de)serializes with `serde`: the same run, threads,

@@ -1,5 +1,5 @@
 """What `BerthSaver` and `AsyncBerthSaver` share: their run's attachment, the copies
-`with_allowlist` makes, and LangGraph's channel versions."""
+`with_allowlist` makes, their model-call recorder, and LangGraph's channel versions."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import random
 import threading
 from typing import Any
 
+from ._callbacks import ModelCallRecorder
 from ._core import _Core
 
 
@@ -44,6 +45,15 @@ class _SharedRun:
     threads' state, the heartbeat and the group commit's queue."""
 
     _core: _Core
+
+    def model_calls(self) -> ModelCallRecorder:
+        """The LangChain callback handler that records each LLM call of a graph run on this
+        saver as a `model/call` event in the run's thread, carried by an append the saver
+        makes anyway (the call's task's writes, or its step's checkpoint). Pass it in the
+        run's config, `{"callbacks": [saver.model_calls()]}`, or once,
+        `graph.with_config(callbacks=[...])`. One handler per saver (and the copies
+        `with_allowlist` makes)."""
+        return self._core.recorder
 
     def with_allowlist(self, extra_allowlist: Any) -> Any:
         clone = super().with_allowlist(extra_allowlist)  # type: ignore[misc]

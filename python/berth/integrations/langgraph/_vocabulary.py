@@ -14,6 +14,12 @@ delimit them (a subgraph runs inside its parent's step):
 | any other `put` (`update_state`, a subgraph's) | its new messages only |
 | `durable_tool_node`, before a tool runs | `turn/start` if none is open, `tool/call` |
 
+The `model/call` events of the LLM calls `ModelCallRecorder` saw (`_callbacks`) ride in
+the same appends (`carries`): a root task's calls in its `put_writes` once the
+checkpoint its step follows is stored, else in the `put` of its super-step's checkpoint;
+any call still waiting in the batch that ends the turn. `with_calls` places them in the
+step they ran in.
+
 A message is written once, by its LangChain id, from the checkpoint whose channel value
 first holds it (its new suffix): the user's input in the step that applies it (the
 input checkpoint holds it before `add_messages` gives it an id).
@@ -26,6 +32,7 @@ from typing import Any, Iterable
 
 from langchain_core.messages import BaseMessage
 
+from ._callbacks import Ended
 from ._messages import message_events
 from ._talk import _Talk
 
@@ -151,6 +158,33 @@ def writes_events(talk: _Talk, ns: str, task_id: str, channels: Iterable[str], s
     if task_id == NULL_TASK_ID and RESUME in channels and talk.turn is None:
         return [("turn/start", {"turn": talk.next_turn})]
     return []
+
+
+def carries(call: Ended, step: int | None = None, task: str | None = None) -> bool:
+    """Whether a root-namespace batch carries a waiting model call: the `put` of the
+    checkpoint of super-step `step` those of its step or before (and those LangGraph ran
+    outside a task); the `put_writes` of `task` (its checkpoint stored) that task's;
+    with neither, the batch ends the turn and carries every one."""
+    if task is not None:
+        return call.task == task
+    if step is not None:
+        return call.task is None or (call.step is not None and call.step <= step)
+    return True
+
+
+def ends_turn(events: Events) -> bool:
+    return any(kind == "turn/end" for kind, _data in events)
+
+
+def with_calls(events: Events, calls: list[tuple[str, Any]]) -> Events:
+    """`events` with the `model/call` events `calls` in the step they ran in: before
+    the first step or turn end among them, else after them."""
+    if not calls:
+        return events
+    for index, (kind, _data) in enumerate(events):
+        if kind in ("step/end", "turn/end"):
+            return events[:index] + calls + events[index:]
+    return events + calls
 
 
 def tool_start_events(talk: _Talk, call: dict[str, Any]) -> Events:
