@@ -239,7 +239,11 @@ mod tests {
 
     fn events(kinds: &[&str]) -> Vec<Event> {
         let data = |kind: &str| if kind == "turn/end" { json!({"reason": "completed"}) } else { json!({}) };
-        kinds.iter().enumerate().map(|(seq, kind)| Event::new(seq as u64, kind, Timestamp(1), data(kind)).unwrap()).collect()
+        kinds
+            .iter()
+            .enumerate()
+            .map(|(seq, kind)| Event::new(seq as u64, kind, Timestamp(1), data(kind)).unwrap())
+            .collect()
     }
 
     fn seqs(groups: &[Vec<Event>]) -> Vec<Vec<u64>> {

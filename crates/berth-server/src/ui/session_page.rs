@@ -245,12 +245,11 @@ fn metadata_form(viewer: &Viewer, record: &SessionRecord) -> Markup {
     markup! {
         section.metadata aria-labelledby="metadata-title" {
             h2 #metadata-title { "Metadata" }
+            // Status, count and revision are in the header, which live mode keeps current;
+            // the revision here is the one this form was rendered at.
             dl.facts {
-                dt { "Status" } dd { (status_badge(record.status)) }
                 dt { "Activity lease until" } dd { (time_element(record.lease_until)) }
                 dt { "Last activity" } dd { (time_element(record.last_activity)) }
-                dt { "Revision" } dd { (record.revision.0) }
-                dt { "Events" } dd { (record.event_count) }
             }
             form method="post" action={"/ui/sessions/" (record.header.id) "/metadata"} {
                 input type="hidden" name="csrf" value=(viewer.csrf);
@@ -260,6 +259,7 @@ fn metadata_form(viewer: &Viewer, record: &SessionRecord) -> Markup {
                 label for="labels" { "Labels (comma-separated)" }
                 input #labels name="labels" type="text" value=(labels);
                 button type="submit" { "Save metadata" }
+                p.hint { "Saved against revision " (record.revision.0) ": if the session changed since, the save is refused (412) rather than overwriting." }
             }
         }
     }
@@ -348,7 +348,8 @@ fn timeline_section(
     };
     let turns = view.built.turns.iter().enumerate();
     // The page's last group, unless a turn that ended: live mode continues it.
-    let open_group = view.built.turns.last().filter(|turn| turn.end.is_none()).map(|turn| view.events[turn.first].seq.get());
+    let open_group =
+        view.built.turns.last().filter(|turn| turn.end.is_none()).map(|turn| view.events[turn.first].seq.get());
     markup! {
         section.timeline aria-labelledby="timeline-title" data-order=(if order == Order::Chat { "chat" } else { "newest" }) {
             div.timeline-bar {

@@ -41,8 +41,22 @@ document.addEventListener("DOMContentLoaded", function () {
     say(text);
   }
 
-  // Replaces the group of the same name (keeping its place and anchor) or adds it;
-  // what was not there before is marked new.
+  // Each <details> of a group by its owner (the nearest element with an id), class and
+  // rank: a fold or menu opened before a group is drawn again stays open.
+  function folds(root) {
+    var ranks = {};
+    var found = [];
+    root.querySelectorAll("details").forEach(function (fold) {
+      var owner = fold.parentElement.closest("[id]");
+      var key = (owner ? owner.id : "") + " " + fold.className;
+      ranks[key] = (ranks[key] || 0) + 1;
+      found.push({ key: key + " " + ranks[key], fold: fold });
+    });
+    return found;
+  }
+
+  // Replaces the group of the same name (keeping its place, anchor and open folds) or
+  // adds it; what was not there before is marked new.
   function place(data) {
     var group = parsed(data);
     if (!group || !/^\d+$/.test(group.dataset.group || "")) {
@@ -58,7 +72,16 @@ document.addEventListener("DOMContentLoaded", function () {
       if (old.id) {
         fresh.id = old.id;
       }
+      var opened = {};
+      folds(old).forEach(function (entry) {
+        opened[entry.key] = entry.fold.open;
+      });
       old.replaceWith(fresh);
+      folds(fresh).forEach(function (entry) {
+        if (opened[entry.key]) {
+          entry.fold.open = true;
+        }
+      });
     } else if (list.dataset.order === "chat") {
       list.appendChild(fresh);
     } else {
