@@ -639,7 +639,29 @@ async fn live_mode_sends_whole_groups_and_keeps_the_header_current() {
     assert!(after > before);
     assert!(header.data.contains("data-event-count=\"8\""), "{}", header.data);
     assert!(header.data.contains(&format!("data-revision=\"{after}\"")), "{}", header.data);
+    assert!(header.data.contains("<span class=\"count\">8 events</span>"), "{}", header.data);
     assert!(header.data.contains("class=\"badge run-writer\"") && !header.data.contains("run-lapsed"));
+
+    // A page loaded mid-turn: its open turn continues in place (the feed reads it again).
+    let opened = vec![
+        NewEvent::new("turn/start", json!({"turn": 1})),
+        NewEvent::new("user/message", json!({"content": "and order 1043?"})),
+    ];
+    alice.append(&id, &append(opened)).await.unwrap();
+    let page = request(&server, "GET", "/ui/sessions/watched", &[host(&server), cookie.clone()], "").await;
+    assert!(page.body.contains("data-next-seq=\"10\" data-group=\"8\""), "{}", page.body);
+    let mut mid_turn = Feed::open(&server, &cookie, "/ui/sessions/watched/live?from=10&group=8").await;
+    let again = mid_turn.next().await;
+    assert!(again.data.contains("data-group=\"8\" data-open") && again.data.contains("id=\"event-9\""));
+    alice
+        .append(&id, &append(vec![NewEvent::new("assistant/message", json!({"content": "shipped too"}))]))
+        .await
+        .unwrap();
+    let continued = mid_turn.next_named("group").await;
+    assert_eq!(continued.id.as_deref(), Some("10"));
+    assert!(continued.data.contains("data-group=\"8\" data-open") && continued.data.contains("reason-open"));
+    assert!(continued.data.contains("id=\"event-9\"") && continued.data.contains("id=\"event-10\""));
+    drop(mid_turn);
 
     // The run's lease lapses by the service's clock; no event arrives, the header says so.
     clock.0.fetch_add(20_000, Ordering::SeqCst);

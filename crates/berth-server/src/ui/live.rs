@@ -52,32 +52,36 @@ struct Groups {
     open: Vec<Event>,
     /// The open group is a turn whose `turn/end` arrived.
     ended: bool,
+    /// The open group gained events since it was last drawn.
+    changed: bool,
 }
 
 impl Groups {
-    /// Adds `events`; returns each group they touched, oldest first (the open one last).
+    /// Adds `events`; returns the groups they closed that changed since last drawn,
+    /// oldest first (the open one is drawn by `open_changed`).
     fn add(&mut self, events: Vec<Event>) -> Vec<Vec<Event>> {
-        let mut touched = Vec::new();
-        let mut changed = false;
+        let mut closed = Vec::new();
         for event in events {
             let kind = event.event_type.as_str();
             let splits = kind == vocab::TURN_START || self.ended || self.open.len() >= LIVE_GROUP_EVENTS_MAX;
             if splits && !self.open.is_empty() {
-                if changed {
-                    touched.push(std::mem::take(&mut self.open));
+                let group = std::mem::take(&mut self.open);
+                if self.changed {
+                    closed.push(group);
                 }
-                self.open.clear();
                 self.ended = false;
             }
             let in_turn = self.open.first().is_some_and(|first| first.event_type.as_str() == vocab::TURN_START);
             self.ended = kind == vocab::TURN_END && in_turn;
             self.open.push(event);
-            changed = true;
+            self.changed = true;
         }
-        if changed {
-            touched.push(self.open.clone());
-        }
-        touched
+        closed
+    }
+
+    /// The open group, if it gained events since it was last drawn.
+    fn open_changed(&mut self) -> Option<Vec<Event>> {
+        std::mem::take(&mut self.changed).then(|| self.open.clone())
     }
 }
 
@@ -90,6 +94,8 @@ struct Live {
     /// Messages rendered and not yet sent.
     pending: VecDeque<SseEvent>,
     header_due: bool,
+    /// The header last sent (an unchanged one is not sent again).
+    header_sent: String,
     more: bool,
     done: bool,
     subscription: Subscription,
@@ -109,8 +115,11 @@ impl Live {
     fn take(&mut self, events: Vec<Event>) {
         self.more = events.len() as u64 == LIVE_PAGE_EVENTS;
         self.next_seq += events.len() as u64;
+        let mut groups = self.groups.add(events);
+        // While catching up, the open group is drawn once, when the feed has caught up.
+        groups.extend(self.groups.open_changed().filter(|_| !self.more));
         let now = self.state.service.now();
-        for group in self.groups.add(events) {
+        for group in groups {
             let Some(last) = group.last() else { continue };
             let fragment = live_groups(&self.viewer, &self.id, &group, now).into_string();
             self.pending.push_back(message("group", &fragment).id(last.seq.get().to_string()));
@@ -118,14 +127,21 @@ impl Live {
         }
     }
 
-    /// The header's changing part, re-read as the viewer.
-    async fn header(&mut self) -> SseEvent {
+    /// The header's changing part, re-read as the viewer; none if unchanged.
+    async fn header(&mut self) -> Option<SseEvent> {
         let (principal, id) = (self.viewer.principal.clone(), self.id.clone());
         match call(&self.state, |s| async move { s.get(&principal, &id).await }).await {
-            Ok(record) => message("header", &session_state(&record, self.state.service.now()).into_string()),
+            Ok(record) => {
+                let state = session_state(&record, self.state.service.now()).into_string();
+                (state != self.header_sent).then(|| {
+                    let sent = message("header", &state);
+                    self.header_sent = state;
+                    sent
+                })
+            }
             Err(error) => {
                 self.done = true;
-                message("failed", &error.body.message)
+                Some(message("failed", &error.body.message))
             }
         }
     }
@@ -160,9 +176,11 @@ impl Live {
                 return Some(message);
             }
             if !self.more {
-                if self.header_due {
-                    self.header_due = false;
-                    return Some(self.header().await);
+                if std::mem::take(&mut self.header_due) {
+                    if let Some(header) = self.header().await {
+                        return Some(header);
+                    }
+                    continue;
                 }
                 if let Some(end) = self.wait().await {
                     return end;
@@ -219,6 +237,7 @@ pub async fn live_feed(
         groups: Groups::default(),
         pending: VecDeque::new(),
         header_due: false,
+        header_sent: String::new(),
         more: false,
         done: false,
         subscription,
@@ -246,8 +265,11 @@ mod tests {
             .collect()
     }
 
-    fn seqs(groups: &[Vec<Event>]) -> Vec<Vec<u64>> {
-        groups.iter().map(|group| group.iter().map(|event| event.seq.get()).collect()).collect()
+    /// The seqs of each group a batch touched: those it closed, then the open one.
+    fn touched(groups: &mut Groups, batch: &[Event]) -> Vec<Vec<u64>> {
+        let mut drawn = groups.add(batch.to_vec());
+        drawn.extend(groups.open_changed());
+        drawn.iter().map(|group| group.iter().map(|event| event.seq.get()).collect()).collect()
     }
 
     #[test]
@@ -263,15 +285,30 @@ mod tests {
             "step/start",
         ]);
         let mut groups = Groups::default();
-        assert_eq!(seqs(&groups.add(all[..3].to_vec())), vec![vec![0], vec![1, 2]]);
+        assert_eq!(touched(&mut groups, &all[..3]), vec![vec![0], vec![1, 2]]);
         // A batch that ends a turn and starts the loose group after it.
-        assert_eq!(seqs(&groups.add(all[3..5].to_vec())), vec![vec![1, 2, 3], vec![4]]);
-        assert_eq!(seqs(&groups.add(all[5..].to_vec())), vec![vec![4, 5], vec![6, 7]]);
-        assert!(groups.add(Vec::new()).is_empty());
+        assert_eq!(touched(&mut groups, &all[3..5]), vec![vec![1, 2, 3], vec![4]]);
+        assert_eq!(touched(&mut groups, &all[5..]), vec![vec![4, 5], vec![6, 7]]);
+        assert!(touched(&mut groups, &[]).is_empty(), "nothing new: nothing drawn");
+        // A batch that opens a turn leaves the group drawn before as it was.
+        assert_eq!(touched(&mut groups, &events(&["turn/start"])), vec![vec![0]]);
         // An orphan turn/end (its start on an older page) leaves a loose group open.
         let mut groups = Groups::default();
-        assert_eq!(seqs(&groups.add(events(&["turn/end", "acme/note"]))), vec![vec![0, 1]]);
+        assert_eq!(touched(&mut groups, &events(&["turn/end", "acme/note"])), vec![vec![0, 1]]);
         assert!(!groups.ended);
+    }
+
+    #[test]
+    fn while_catching_up_the_open_group_waits_and_closed_ones_are_drawn_once() {
+        let all = events(&["turn/start", "user/message", "turn/end", "acme/note", "acme/note"]);
+        let mut groups = Groups::default();
+        // A first page that stops inside the turn: nothing closed, the open turn waits.
+        assert!(groups.add(all[..2].to_vec()).is_empty());
+        // The next page closes it (drawn whole) and opens the loose group after it.
+        let closed = groups.add(all[2..].to_vec());
+        assert_eq!(closed.iter().map(Vec::len).collect::<Vec<_>>(), vec![3]);
+        assert_eq!(groups.open_changed().map(|group| group.len()), Some(2));
+        assert_eq!(groups.open_changed().map(|group| group.len()), None);
     }
 
     #[test]
@@ -279,7 +316,7 @@ mod tests {
         let mut kinds = vec!["turn/start"];
         kinds.extend(std::iter::repeat_n("acme/note", LIVE_GROUP_EVENTS_MAX));
         let mut groups = Groups::default();
-        let touched = groups.add(events(&kinds));
-        assert_eq!(touched.iter().map(Vec::len).collect::<Vec<_>>(), vec![LIVE_GROUP_EVENTS_MAX, 1]);
+        let drawn = touched(&mut groups, &events(&kinds));
+        assert_eq!(drawn.iter().map(Vec::len).collect::<Vec<_>>(), vec![LIVE_GROUP_EVENTS_MAX, 1]);
     }
 }
