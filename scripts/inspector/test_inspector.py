@@ -277,23 +277,97 @@ def test_live_mode_receives_an_appended_event_without_a_reload(context, server):
     page.get_by_role("button", name="Follow live").click()
     expect(page.locator("#live-status")).to_contain_text("Following live")
     server.api["alice"].append("alice-live", [("user/message", {"content": "appended while watching"})], run="w")
-    arrived = page.locator("#live-events li").filter(has_text="appended while watching")
+    # The page's last group (events outside a turn) continues: what arrives lands in it.
+    loose = page.locator("section.turn[data-group='0']")
+    arrived = loose.locator("li").filter(has_text="appended while watching")
     expect(arrived).to_have_count(1, timeout=10_000)
+    expect(arrived).to_have_class(re.compile("live-new"))
+    expect(page.locator("section.turn")).to_have_count(1)
     assert page.evaluate("window.__same_document") == "yes", "the page was not reloaded"
+    menu = page.locator("#event-0 details.actions")
+    menu.locator("summary").click()
     server.api["alice"].append("alice-live", [("assistant/message", {"content": "second, at the end"})], run="w")
-    # Chat order: what arrives goes at the end, after the turns already shown.
-    expect(page.locator("#live-events li").last).to_contain_text("second, at the end", timeout=10_000)
-    # A crash and a resume while watching: the repair's closers arrive marked.
+    # Chat order: what arrives goes at the end, after what is already shown.
+    expect(page.locator("section.timeline li").last).to_contain_text("second, at the end", timeout=10_000)
+    expect(menu).to_have_attribute("open", "")  # drawn again, the menu opened stays open
+    # A crash and a resume while watching: the turn arrives as a group, the repair's
+    # closers pairing the open call and closing the turn in its header.
     server.api["alice"].append("alice-live", [
         ("turn/start", {"turn": 0}),
         ("assistant/message", {"content": "", "tool_calls": [{"call_id": "live-1", "name": "ls", "arguments": {}}]}),
     ], run="w")
+    turn = page.locator("section.turn[data-group='3']")
+    expect(turn.locator(".turn-header .reason-open")).to_have_text("open", timeout=10_000)
+    expect(turn.locator("li.tool .state-pending")).to_have_text("pending")
     server.api["alice"].call("POST", "/v1/sessions/alice-live/resume", {"run_id": "w2", "on_busy": "interrupt"})
-    expect(page.locator("#live-events li.repair")).to_have_count(2, timeout=10_000)  # tool/result, turn/end
-    expect(page.locator("#live-events li").last).to_contain_text("turn/end")
+    expect(turn.locator(".turn-header .reason-interrupted")).to_have_text("interrupted", timeout=10_000)
+    expect(turn.locator(".turn-header .repaired-by")).to_contain_text("repaired by w2")
+    expect(turn.locator("li.tool.repair .state-error")).to_have_text("error")
+    expect(page.locator("li.type-turn-end, li.type-turn-start")).to_have_count(0)
     screenshot(page, "session-live")
     page.get_by_role("button", name="Stop following").click()
     expect(page.locator("#live-status")).to_have_text("Stopped.")
+
+
+def state_numbers(page):
+    state = page.locator("#session-state")
+    return state.get_attribute("data-event-count"), state.get_attribute("data-revision")
+
+
+def test_live_mode_groups_a_new_turn_and_keeps_the_header_current(context, server):
+    """Issue 55 item 5: a turn appended while following arrives as one turn group with its
+    step (boundaries its headers, the call paired with its result), in either order; the
+    header's count and revision follow, and a run's lease lapsing shows with no new event."""
+    alice = server.api["alice"]
+    alice.create("alice-watch", title="Watched live", policy={"activity_ttl_ms": 86_400_000, "run_lease_ttl_ms": 6_000})
+    alice.attach("alice-watch", "w")
+    alice.append("alice-watch", [("system/message", {"content": "You are Acme's support agent."})], run="w")
+    page = sign_in(context.new_page(), server, "alice")
+    page.goto(server.url + "/ui/sessions/alice-watch")
+    newest = context.new_page()
+    newest.goto(server.url + "/ui/sessions/alice-watch?order=newest")
+    for watching in (page, newest):
+        watching.get_by_role("button", name="Follow live").click()
+        expect(watching.locator("#live-status")).to_contain_text("Following live")
+    count, revision = state_numbers(page)
+    assert count == "1"
+    alice.call("POST", "/v1/sessions/alice-watch/runs/w/heartbeat", {})
+    alice.append("alice-watch", [
+        ("turn/start", {"turn": 0}),
+        ("step/start", {"turn": 0, "step": 0}),
+        ("user/message", {"content": "Where is order 1042?"}),
+        ("tool/call", {"call_id": "look-1", "name": "lookup_order", "arguments": {"order": 1042}}),
+        ("tool/result", {"call_id": "look-1", "content": '{"status": "shipped"}'}),
+        ("step/end", {"turn": 0, "step": 0}),
+        ("turn/end", {"turn": 0, "reason": "completed"}),
+    ], run="w")
+    turn = page.locator("section.turn[data-group='1']")
+    expect(turn.locator(".turn-header h3")).to_have_text("Turn 0", timeout=10_000)
+    expect(turn.locator(".turn-header .reason-completed")).to_have_text("completed")
+    expect(turn.locator(".turn-header .duration")).to_have_count(1)
+    expect(turn.locator(".step-header h4")).to_have_text("Step 0")
+    step = turn.locator(".step").filter(has=page.locator(".step-header"))
+    expect(step.locator("li.type-user-message .content")).to_have_text("Where is order 1042?")
+    expect(step.locator("li.tool")).to_have_count(1)
+    expect(step.locator("li.tool .state-ok")).to_have_text("ok")
+    expect(page.locator("section.turn")).to_have_count(2)  # the system prompt's group, the turn
+    for kind in ("turn-start", "turn-end", "step-start", "step-end"):
+        expect(page.locator(f"li.type-{kind}")).to_have_count(0)
+    # Chat order: after the page's groups; newest first: on top.
+    assert page.locator("section.turn").last.get_attribute("data-group") == "1"
+    expect(newest.locator("section.turn").first).to_have_attribute("data-group", "1", timeout=10_000)
+    expect(newest.locator("section.turn").first.locator("li.tool")).to_have_count(1)
+    # The header follows: count and revision changed, the writer is attached.
+    expect(page.locator("#session-state")).to_have_attribute("data-event-count", "8", timeout=10_000)
+    assert state_numbers(page)[1] != revision
+    expect(page.locator("#session-state .count")).to_have_text("8 events")
+    expect(page.locator("#session-state .badge.run-writer")).to_have_text("writer attached")
+    screenshot(page, "session-live-turn")
+    # The run never heartbeats again: its lease lapses and the header says so unprompted.
+    expect(page.locator("#session-state .badge.run-lapsed")).to_have_text("lease lapsed", timeout=20_000)
+    expect(page.locator("#session-state .badge.run-writer")).to_have_count(0)
+    expect(page.locator("#session-state .lease")).to_contain_text("lease ended")
+    screenshot(page, "session-live-lapsed")
 
 
 # ----- export and fork --------------------------------------------------------------------

@@ -488,3 +488,188 @@ async fn list_rows_show_writer_and_lapsed_lease_badges_and_the_hidden_blank_coun
     let closed = request(&server, "GET", "/ui/sessions?status=closed", &[host(&server), cookie], "").await;
     assert!(closed.status == 200 && !closed.body.contains("hidden-blank"), "{}", closed.body);
 }
+
+/// A live feed read as a browser's `EventSource` reads it (HTTP/1.0: the body is the
+/// event stream as sent, no chunking).
+struct Feed {
+    stream: tokio::net::TcpStream,
+    buffer: String,
+}
+
+/// One Server-Sent Event: its name, data and id.
+#[derive(Debug)]
+struct Message {
+    event: String,
+    data: String,
+    id: Option<String>,
+}
+
+impl Feed {
+    async fn open(server: &TestServer, cookie: &(&str, String), path: &str) -> Feed {
+        let mut stream = tokio::net::TcpStream::connect(server.server.local_addr).await.unwrap();
+        let (host_name, host_value) = host(server);
+        let text = format!("GET {path} HTTP/1.0\r\n{host_name}: {host_value}\r\n{}: {}\r\n\r\n", cookie.0, cookie.1);
+        stream.write_all(text.as_bytes()).await.unwrap();
+        let mut feed = Feed { stream, buffer: String::new() };
+        let head = feed.until_text("\r\n\r\n").await;
+        assert!(head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200"), "{head}");
+        assert!(head.contains("text/event-stream"), "{head}");
+        feed
+    }
+
+    /// Reads until `end` has arrived; returns what came before it (and it).
+    async fn until_text(&mut self, end: &str) -> String {
+        let read = async {
+            loop {
+                if let Some(at) = self.buffer.find(end) {
+                    let rest = self.buffer.split_off(at + end.len());
+                    return std::mem::replace(&mut self.buffer, rest);
+                }
+                let mut chunk = [0u8; 8192];
+                let count = self.stream.read(&mut chunk).await.unwrap();
+                assert!(count > 0, "the feed ended: {}", self.buffer);
+                self.buffer.push_str(&String::from_utf8_lossy(&chunk[..count]));
+            }
+        };
+        tokio::time::timeout(std::time::Duration::from_secs(30), read).await.expect("the feed went quiet")
+    }
+
+    /// The next event (heartbeat comments skipped).
+    async fn next(&mut self) -> Message {
+        loop {
+            let block = self.until_text("\n\n").await;
+            let mut message = Message { event: String::new(), data: String::new(), id: None };
+            let mut data = Vec::new();
+            for line in block.lines() {
+                match line.split_once(':') {
+                    Some(("event", value)) => message.event = value.trim_start().to_owned(),
+                    Some(("data", value)) => data.push(value.strip_prefix(' ').unwrap_or(value)),
+                    Some(("id", value)) => message.id = Some(value.trim_start().to_owned()),
+                    _ => {}
+                }
+            }
+            message.data = data.join("\n");
+            if !message.event.is_empty() {
+                return message;
+            }
+        }
+    }
+
+    /// The next event named `event`, skipping others.
+    async fn next_named(&mut self, event: &str) -> Message {
+        loop {
+            let message = self.next().await;
+            if message.event == event {
+                return message;
+            }
+        }
+    }
+}
+
+/// Issue 55 item 5: live mode sends each group it touches whole, rendered as the page
+/// renders it (a turn with its steps, pairings and end reason as its header; boundaries
+/// never rows), continuing the page's open group in place; and the header's changing
+/// part after each batch and on a timer, so a run's lease lapsing by the service's
+/// clock shows with no new event.
+#[tokio::test(flavor = "multi_thread")]
+async fn live_mode_sends_whole_groups_and_keeps_the_header_current() {
+    use berth_core::{RunId, SessionPolicy};
+    use berth_service::{AppendRequest, AttachRequest, CreateSession, NewEvent};
+    use serde_json::json;
+    let clock = Arc::new(ManualClock(AtomicU64::new(1_800_000_000_000)));
+    let server = TestServer::start_with_clock(clock.clone()).await;
+    let key = server.key("acme", "alice", None, Role::User);
+    let alice = server.client(&key);
+    let id: berth_core::SessionId = "watched".parse().unwrap();
+    let policy = SessionPolicy { run_lease_ttl_ms: 10_000, ..SessionPolicy::default() };
+    alice.create(&CreateSession { id: Some(id.clone()), policy: Some(policy), ..Default::default() }).await.unwrap();
+    let run: RunId = "w".parse().unwrap();
+    let attach = AttachRequest { run_id: Some(run.clone()), expected_revision: None, on_busy: Default::default() };
+    alice.attach(&id, &attach).await.unwrap();
+    let append = |events: Vec<NewEvent>| AppendRequest {
+        memory: Vec::new(),
+        run: Some(run.clone()),
+        expected_seq: None,
+        events,
+        idempotency_key: None,
+    };
+    alice.append(&id, &append(vec![NewEvent::new("system/message", json!({"content": "be brief"}))])).await.unwrap();
+
+    let cookie = session_cookie(&sign_in(&server, &key).await);
+    let page = request(&server, "GET", "/ui/sessions/watched", &[host(&server), cookie.clone()], "").await;
+    assert!(page.body.contains("data-group=\"0\" data-open"), "the loose group may continue: {}", page.body);
+    assert!(page.body.contains("data-next-seq=\"1\" data-group=\"0\""), "{}", page.body);
+    let state = &page.body[page.body.find("<p class=\"session-state\"").unwrap()..];
+    assert!(state.contains("data-event-count=\"1\"") && state.contains("class=\"badge run-writer\""), "{state}");
+
+    let mut feed = Feed::open(&server, &cookie, "/ui/sessions/watched/live?from=1&group=0").await;
+    let continued = feed.next().await;
+    assert_eq!((continued.event.as_str(), continued.id.as_deref()), ("group", Some("0")), "{continued:?}");
+    assert!(continued.data.starts_with("<section class=\"turn\"") && continued.data.contains("data-group=\"0\""));
+    assert!(continued.data.contains("Events outside a turn") && continued.data.contains("id=\"event-0\""));
+    let header = feed.next().await;
+    assert_eq!(header.event, "header", "{header:?}");
+    assert!(header.data.contains("data-event-count=\"1\""), "{}", header.data);
+
+    let before = alice.get(&id).await.unwrap().revision.0;
+    let turn = vec![
+        NewEvent::new("turn/start", json!({"turn": 0})),
+        NewEvent::new("step/start", json!({"turn": 0, "step": 0})),
+        NewEvent::new("user/message", json!({"content": "<script>alert(1)</script> ls?"})),
+        NewEvent::new("tool/call", json!({"call_id": "c1", "name": "ls", "arguments": {}})),
+        NewEvent::new("tool/result", json!({"call_id": "c1", "content": "README.md"})),
+        NewEvent::new("step/end", json!({"turn": 0, "step": 0})),
+        NewEvent::new("turn/end", json!({"turn": 0, "reason": "completed"})),
+    ];
+    alice.append(&id, &append(turn)).await.unwrap();
+    let group = feed.next().await;
+    assert_eq!((group.event.as_str(), group.id.as_deref()), ("group", Some("7")), "{group:?}");
+    let html = &group.data;
+    assert!(html.contains("data-group=\"1\"") && !html.contains("data-open"), "a turn that ended: {html}");
+    assert!(html.contains("<h3>Turn 0</h3><span class=\"badge reason-completed\">completed</span>"), "{html}");
+    assert!(html.contains("<h4>Step 0</h4>") && html.contains("class=\"tool tool-ok\""), "{html}");
+    assert!(html.contains("id=\"event-3\"") && html.contains("&lt;script&gt;alert(1)&lt;/script&gt; ls?"), "{html}");
+    assert!(!html.contains("<script>"), "escaped: {html}");
+    for boundary in ["type-turn-start", "type-step-start", "type-step-end", "type-turn-end"] {
+        assert!(!html.contains(boundary), "{boundary} is a header, not a row: {html}");
+    }
+    assert!(!html.contains("id=\"event-0\""), "the loose group was not touched");
+    let header = feed.next_named("header").await;
+    let after = alice.get(&id).await.unwrap().revision.0;
+    assert!(after > before);
+    assert!(header.data.contains("data-event-count=\"8\""), "{}", header.data);
+    assert!(header.data.contains(&format!("data-revision=\"{after}\"")), "{}", header.data);
+    assert!(header.data.contains("<span class=\"count\">8 events</span>"), "{}", header.data);
+    assert!(header.data.contains("class=\"badge run-writer\"") && !header.data.contains("run-lapsed"));
+
+    // A page loaded mid-turn: its open turn continues in place (the feed reads it again).
+    let opened = vec![
+        NewEvent::new("turn/start", json!({"turn": 1})),
+        NewEvent::new("user/message", json!({"content": "and order 1043?"})),
+    ];
+    alice.append(&id, &append(opened)).await.unwrap();
+    let page = request(&server, "GET", "/ui/sessions/watched", &[host(&server), cookie.clone()], "").await;
+    assert!(page.body.contains("data-next-seq=\"10\" data-group=\"8\""), "{}", page.body);
+    let mut mid_turn = Feed::open(&server, &cookie, "/ui/sessions/watched/live?from=10&group=8").await;
+    let again = mid_turn.next().await;
+    assert!(again.data.contains("data-group=\"8\" data-open") && again.data.contains("id=\"event-9\""));
+    alice
+        .append(&id, &append(vec![NewEvent::new("assistant/message", json!({"content": "shipped too"}))]))
+        .await
+        .unwrap();
+    let continued = mid_turn.next_named("group").await;
+    assert_eq!(continued.id.as_deref(), Some("10"));
+    assert!(continued.data.contains("data-group=\"8\" data-open") && continued.data.contains("reason-open"));
+    assert!(continued.data.contains("id=\"event-9\"") && continued.data.contains("id=\"event-10\""));
+    drop(mid_turn);
+
+    // The run's lease lapses by the service's clock; no event arrives, the header says so.
+    clock.0.fetch_add(20_000, Ordering::SeqCst);
+    let lapsed = loop {
+        let header = feed.next_named("header").await;
+        if header.data.contains("run-lapsed") {
+            break header.data;
+        }
+    };
+    assert!(lapsed.contains("lease lapsed") && lapsed.contains("lease ended") && !lapsed.contains("run-writer"));
+}

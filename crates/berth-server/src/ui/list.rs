@@ -288,7 +288,7 @@ pub(super) fn title_or_preview(record: &SessionRecord, preview: Option<&str>) ->
 /// recorded attached whose lease ended before `now`: it crashed or stopped without
 /// detaching; the next attach detaches it as abandoned). Whether a turn was interrupted
 /// or repaired is in the log, not the record, so the list does not say it.
-fn run_badges(record: &SessionRecord, now: Timestamp) -> Markup {
+pub(super) fn run_badges(record: &SessionRecord, now: Timestamp) -> Markup {
     let attached = || record.runs.iter().filter(|run| run.status == RunStatus::Attached);
     let live = attached().any(|run| run.lease_until >= now);
     let lapsed = attached().any(|run| run.lease_until < now);

@@ -7,7 +7,7 @@
 //! the headers every response carries), `layout` (the page shell, formatting helpers),
 //! `list`, `preview` (an untitled session's first user message, read on demand), `session_page` (header, metadata, runs, timeline, export, fork), `timeline`
 //! (the pure grouping the session page renders), `live` (the SSE feed of rendered
-//! events), `audit_page`, and `assets` (the stylesheet and the one script, compiled in).
+//! groups and of the header's state), `audit_page`, and `assets` (the stylesheet and the one script, compiled in).
 //!
 //! Every data call goes through `SessionService` as the signed-in key's principal, the
 //! same calls the `/v1` handlers make, so a user key sees only its own sessions and

@@ -162,8 +162,9 @@ async fn render_session(state: &Shared, viewer: &Viewer, id: &str, query: PageQu
     let preview = super::preview::preview(state, viewer, &record, Some(&page.events)).await;
     let built = timeline::build(&page.events);
     let live_from = page.events.last().map_or(0, |event| event.seq.get() + 1);
+    let now = state.service.now();
     let body = markup! {
-        (session_header(&record, preview.as_deref(), &forks))
+        (session_header(&record, preview.as_deref(), &forks, now))
         div.columns {
             (metadata_form(viewer, &record))
             (runs_section(&record, &history))
@@ -174,7 +175,7 @@ async fn render_session(state: &Shared, viewer: &Viewer, id: &str, query: PageQu
             id: &record.header.id,
             events: &page.events,
             built: &built,
-            now: state.service.now(),
+            now,
         }, order, before, page.older_before, live_from))
     };
     let named = record.title.as_deref().filter(|title| !title.trim().is_empty()).or(preview.as_deref());
@@ -185,13 +186,35 @@ async fn render_session(state: &Shared, viewer: &Viewer, id: &str, query: PageQu
     Ok(html(StatusCode::OK, layout::page(&page_title, Some(viewer), body)))
 }
 
-fn session_header(record: &SessionRecord, preview: Option<&str>, forks: &[SessionRecord]) -> Markup {
+/// The part of the header that changes as the session is written (live mode sends it
+/// again after each batch of events and every few seconds): status, the list's run
+/// badges by the service's clock, event count, revision, each attached run's lease.
+pub(super) fn session_state(record: &SessionRecord, now: Timestamp) -> Markup {
+    let attached = record.runs.iter().filter(|run| run.status == berth_catalog::RunStatus::Attached);
+    markup! {
+        p #session-state.session-state data-event-count=(record.event_count) data-revision=(record.revision.0) {
+            (status_badge(record.status)) (super::list::run_badges(record, now))
+            span.count { (record.event_count) @if record.event_count == 1 { " event" } @else { " events" } }
+            span.revision { "revision " (record.revision.0) }
+            @for run in attached {
+                span.lease {
+                    "run " code { (run.run_id) }
+                    @if run.lease_until >= now { ", lease until " (clock_element(run.lease_until)) }
+                    @else { ", lease ended " (ago_element(now, run.lease_until)) }
+                }
+            }
+        }
+    }
+}
+
+fn session_header(record: &SessionRecord, preview: Option<&str>, forks: &[SessionRecord], now: Timestamp) -> Markup {
     let header = &record.header;
     let named = record.title.as_deref().is_some_and(|title| !title.trim().is_empty()) || preview.is_some();
     markup! {
         header.session-header {
-            h1 { "Session " code { (header.id) } " " (status_badge(record.status)) }
+            h1 { "Session " code { (header.id) } }
             @if named { p.session-title { (super::list::title_or_preview(record, preview)) } }
+            (session_state(record, now))
             dl.facts {
                 dt { "Scope" } dd { (header.scope.tenant) " / " (header.scope.user)
                     @if let Some(project) = &header.scope.project { " / " (project) } }
@@ -222,12 +245,11 @@ fn metadata_form(viewer: &Viewer, record: &SessionRecord) -> Markup {
     markup! {
         section.metadata aria-labelledby="metadata-title" {
             h2 #metadata-title { "Metadata" }
+            // Status, count and revision are in the header, which live mode keeps current;
+            // the revision here is the one this form was rendered at.
             dl.facts {
-                dt { "Status" } dd { (status_badge(record.status)) }
                 dt { "Activity lease until" } dd { (time_element(record.lease_until)) }
                 dt { "Last activity" } dd { (time_element(record.last_activity)) }
-                dt { "Revision" } dd { (record.revision.0) }
-                dt { "Events" } dd { (record.event_count) }
             }
             form method="post" action={"/ui/sessions/" (record.header.id) "/metadata"} {
                 input type="hidden" name="csrf" value=(viewer.csrf);
@@ -237,6 +259,7 @@ fn metadata_form(viewer: &Viewer, record: &SessionRecord) -> Markup {
                 label for="labels" { "Labels (comma-separated)" }
                 input #labels name="labels" type="text" value=(labels);
                 button type="submit" { "Save metadata" }
+                p.hint { "Saved against revision " (record.revision.0) ": if the session changed since, the save is refused (412) rather than overwriting." }
             }
         }
     }
@@ -311,18 +334,22 @@ fn timeline_section(
             }
         }
     };
+    // Live mode replaces a group it continues in place and puts new ones here.
     let live_list = markup! {
         @if before.is_none() {
             @if order == Order::Chat {
-                ol #live-events.events data-order="chat" aria-label="Live events (in order of arrival)" { }
+                div #live-events data-order="chat" { }
             } @else {
-                ol #live-events.events data-order="newest" aria-label="Live events (newest first)" reversed { }
+                div #live-events data-order="newest" { }
             }
         } @else {
             p.back { a href=(page_href(id, order, None)) { "Back to the latest events" } }
         }
     };
     let turns = view.built.turns.iter().enumerate();
+    // The page's last group, unless a turn that ended: live mode continues it.
+    let open_group =
+        view.built.turns.last().filter(|turn| turn.end.is_none()).map(|turn| view.events[turn.first].seq.get());
     markup! {
         section.timeline aria-labelledby="timeline-title" data-order=(if order == Order::Chat { "chat" } else { "newest" }) {
             div.timeline-bar {
@@ -342,7 +369,7 @@ fn timeline_section(
                 @if before.is_none() {
                     div.live-controls {
                         button #live-toggle type="button" aria-pressed="false"
-                            data-session=(id) data-next-seq=(live_from) { "Follow live" }
+                            data-session=(id) data-next-seq=(live_from) data-group=[open_group] { "Follow live" }
                         span #live-status role="status" aria-live="polite" { }
                     }
                 }
@@ -421,7 +448,8 @@ fn turn_view(view: &TimelineView, turn: &Turn, latest: bool) -> Markup {
         (false, None) => String::new(),
     };
     markup! {
-        section class={"turn" @if turn.repaired { " repaired" }} id=[(!anchor.is_empty()).then_some(&anchor)] aria-label=(title) {
+        section class={"turn" @if turn.repaired { " repaired" }} id=[(!anchor.is_empty()).then_some(&anchor)] aria-label=(title)
+            data-group=(events[turn.first].seq.get()) data-open[turn.end.is_none()] {
             header.turn-header {
                 h3 { (title) }
                 @match (&turn.end_reason, turn.start.is_some() && turn.end.is_none()) {
@@ -451,6 +479,17 @@ fn turn_view(view: &TimelineView, turn: &Turn, latest: bool) -> Markup {
                 (step_view(view, step, &times))
             }
         }
+    }
+}
+
+/// Live mode's rendering of the events of one group (a turn, or events outside a turn;
+/// `live::Groups` splits the feed as `timeline::build` groups a page): the same
+/// sections the page draws, each naming its group (`data-group`, its first seq).
+pub(super) fn live_groups(viewer: &Viewer, id: &SessionId, events: &[Event], now: Timestamp) -> Markup {
+    let built = timeline::build(events);
+    let view = TimelineView { viewer, id, events, built: &built, now };
+    markup! {
+        @for turn in &built.turns { (turn_view(&view, turn, false)) }
     }
 }
 

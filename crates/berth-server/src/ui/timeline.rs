@@ -81,6 +81,9 @@ pub struct Step {
 /// its header, not items.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Turn {
+    /// Index of the group's first event (its `turn/start`, or the first event of events
+    /// outside a turn): the group's identity on the page and in live mode.
+    pub first: usize,
     pub number: Option<u64>,
     /// Index of its `turn/start`, if on this page.
     pub start: Option<usize>,
@@ -252,6 +255,7 @@ pub fn build(events: &[Event]) -> Timeline {
         let kind = event.event_type.as_str();
         if kind == vocab::TURN_START {
             turns.push(Turn {
+                first: index,
                 number: data.get("turn").and_then(Value::as_u64),
                 start: Some(index),
                 steps: vec![Step::default()],
@@ -261,7 +265,7 @@ pub fn build(events: &[Event]) -> Timeline {
             open_step = false;
         } else if !open_turn && turns.last().is_none_or(|turn| turn.start.is_some()) {
             // Events between turns collect in one loose group until the next turn starts.
-            turns.push(Turn { steps: vec![Step::default()], ..Turn::default() });
+            turns.push(Turn { first: index, steps: vec![Step::default()], ..Turn::default() });
             open_step = false;
         }
         let Some(turn) = turns.last_mut() else { continue };
@@ -473,6 +477,7 @@ mod tests {
         let timeline = build(&events);
         assert_eq!(timeline.turns.len(), 3);
         assert_eq!(timeline.turns[0].start, None);
+        assert_eq!(timeline.turns.iter().map(|turn| turn.first).collect::<Vec<_>>(), vec![0, 2, 4]);
         assert_eq!(timeline.turns[0].steps[0].items, vec![Item::Event(1)]);
         assert_eq!(timeline.turns[0].steps[0].bookkeeping, vec![0], "the checkpoint is folded");
         assert_eq!(timeline.turns[1].end, Some(3));
