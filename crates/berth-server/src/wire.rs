@@ -637,56 +637,6 @@ pub fn forget_report(report: &berth_service::ForgetReport) -> wire::ForgetReport
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use berth_core::{EventType, IdempotencyKey, IdempotencyMark, JsonText, RunId, Seq, Timestamp};
-
-    fn event(seq: u64, run: bool, ignorable: bool, key: bool, data: &str) -> Event {
-        Event {
-            seq: Seq(seq),
-            event_type: EventType::parse(if ignorable { "app/note" } else { "user/message" }).expect("type"),
-            time: Timestamp(1_796_000_000_000 + seq),
-            run: run.then(|| RunId::parse("01a24075-bbcd-761e-9f6a-3856a84a9273").expect("run")),
-            data: JsonText::parse(data).expect("data"),
-            ignorable,
-            idempotency: key.then(|| {
-                let key = IdempotencyKey::parse("batch-7:x+y/z=").expect("key");
-                Box::new(IdempotencyMark { key, events: Some(3), digest: None })
-            }),
-        }
-    }
-
-    /// A page written from the events is byte for byte the page of their `EventBody`s,
-    /// with every optional field present and absent, and data that must come back exact.
-    #[test]
-    fn a_page_written_from_the_events_is_the_page_of_their_bodies() {
-        let datas = [
-            "null",
-            r#"{"content":"héllo \"quoted\" \u0001 ✓","n":123456789012345678901234567890,"f":1.50}"#,
-            r#"[1,{"a":[]},"x"]"#,
-        ];
-        let mut events = Vec::new();
-        for (index, data) in datas.iter().enumerate() {
-            for flags in 0..8u8 {
-                let seq = (index * 8 + usize::from(flags)) as u64;
-                events.push(event(seq, flags & 1 != 0, flags & 2 != 0, flags & 4 != 0, data));
-            }
-        }
-        for slice in [&events[..0], &events[..1], &events[..]] {
-            let (first_seq, next_seq) = (slice.first().map_or(5, |e| e.seq.get()), 5 + slice.len() as u64);
-            let owned = wire::EventPage { events: slice.iter().map(super::event).collect(), next_seq, first_seq };
-            let borrowed = EventPageOf { events: slice, next_seq, first_seq };
-            let (owned, borrowed) =
-                (serde_json::to_vec(&owned).expect("owned"), serde_json::to_vec(&borrowed).expect("borrowed"));
-            assert_eq!(String::from_utf8(borrowed).expect("utf-8"), String::from_utf8(owned).expect("utf-8"));
-        }
-        // And the hint covers the page (the buffer is not grown while writing).
-        let page = EventPageOf { events: &events, next_seq: 24, first_seq: 0 };
-        assert!(serde_json::to_vec(&page).expect("page").len() <= page.size_hint());
-    }
-}
-
 // ----- usage ------------------------------------------------------------------------------
 
 fn model_usage(usage: &berth_service::ModelUsage) -> wire::ModelUsageBody {
@@ -734,5 +684,55 @@ pub fn tenant_usage(usage: &berth_service::TenantUsage) -> wire::UsageBody {
         tool_calls: usage.usage.tool_calls,
         tool_ms: usage.usage.tool_ms,
         by_model: usage.usage.by_model.iter().map(model_usage).collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use berth_core::{EventType, IdempotencyKey, IdempotencyMark, JsonText, RunId, Seq, Timestamp};
+
+    fn event(seq: u64, run: bool, ignorable: bool, key: bool, data: &str) -> Event {
+        Event {
+            seq: Seq(seq),
+            event_type: EventType::parse(if ignorable { "app/note" } else { "user/message" }).expect("type"),
+            time: Timestamp(1_796_000_000_000 + seq),
+            run: run.then(|| RunId::parse("01a24075-bbcd-761e-9f6a-3856a84a9273").expect("run")),
+            data: JsonText::parse(data).expect("data"),
+            ignorable,
+            idempotency: key.then(|| {
+                let key = IdempotencyKey::parse("batch-7:x+y/z=").expect("key");
+                Box::new(IdempotencyMark { key, events: Some(3), digest: None })
+            }),
+        }
+    }
+
+    /// A page written from the events is byte for byte the page of their `EventBody`s,
+    /// with every optional field present and absent, and data that must come back exact.
+    #[test]
+    fn a_page_written_from_the_events_is_the_page_of_their_bodies() {
+        let datas = [
+            "null",
+            r#"{"content":"héllo \"quoted\" \u0001 ✓","n":123456789012345678901234567890,"f":1.50}"#,
+            r#"[1,{"a":[]},"x"]"#,
+        ];
+        let mut events = Vec::new();
+        for (index, data) in datas.iter().enumerate() {
+            for flags in 0..8u8 {
+                let seq = (index * 8 + usize::from(flags)) as u64;
+                events.push(event(seq, flags & 1 != 0, flags & 2 != 0, flags & 4 != 0, data));
+            }
+        }
+        for slice in [&events[..0], &events[..1], &events[..]] {
+            let (first_seq, next_seq) = (slice.first().map_or(5, |e| e.seq.get()), 5 + slice.len() as u64);
+            let owned = wire::EventPage { events: slice.iter().map(super::event).collect(), next_seq, first_seq };
+            let borrowed = EventPageOf { events: slice, next_seq, first_seq };
+            let (owned, borrowed) =
+                (serde_json::to_vec(&owned).expect("owned"), serde_json::to_vec(&borrowed).expect("borrowed"));
+            assert_eq!(String::from_utf8(borrowed).expect("utf-8"), String::from_utf8(owned).expect("utf-8"));
+        }
+        // And the hint covers the page (the buffer is not grown while writing).
+        let page = EventPageOf { events: &events, next_seq: 24, first_seq: 0 };
+        assert!(serde_json::to_vec(&page).expect("page").len() <= page.size_hint());
     }
 }
