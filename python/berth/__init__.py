@@ -82,6 +82,9 @@ from ._models import (
     SessionPage,
     StatusCount,
     AuditSearchPage,
+    ModelUsage,
+    SessionUsage,
+    Usage,
 )
 
 __version__ = "0.1.0"
@@ -170,5 +173,5 @@ __all__ = [
     "Timeout", "TransportError", "Unauthenticated", "Unavailable", "WriterBusy", "WrongType",
     "AppendOutcome", "Attachment", "AuditEntry", "AuditVerification", "Event", "EventPage", "Header", "Imported",
     "Policy", "Principal", "ResumeOutcome", "Run", "Session", "SessionPage", "SessionCounts", "StatusCount",
-    "AuditSearchPage",
+    "AuditSearchPage", "ModelUsage", "SessionUsage", "Usage",
 ]

@@ -820,6 +820,17 @@ def memory_forget(prefix: str) -> Call[m.ForgetReport]:
                 resend_safe=True)
 
 
+def session_usage(session_id: str) -> Call[m.SessionUsage]:
+    call = Call("GET", _session(session_id, "/usage"), lambda answer: m.SessionUsage.from_wire(answer.json()),
+                resend_safe=True)
+    return _in_session(call, session_id)
+
+
+def usage(*, since: int, before: int) -> Call[m.Usage]:
+    path = _query("/v1/usage", {"since": since, "before": before})
+    return Call("GET", path, lambda answer: m.Usage.from_wire(answer.json()), resend_safe=True)
+
+
 def memory_usage() -> Call[m.MemoryUsage]:
     return Call("GET", "/v1/memory/usage", lambda answer: m.MemoryUsage.from_wire(answer.json()), resend_safe=True)
 

@@ -557,6 +557,17 @@ class Client:
         audit record."""
         return self._execute(c.memory_delete_many(items))
 
+    def session_usage(self, session_id: str) -> m.SessionUsage:
+        """The session's LLM calls — totals over its `model/call` events, and per provider
+        and model — and its tool time, computed by the server from its log."""
+        return self._execute(c.session_usage(session_id))
+
+    def usage(self, *, since: int, before: int) -> m.Usage:
+        """The caller's totals over event times in `[since, before)` (ms since the epoch):
+        every session it may list whose activity overlaps the range (a user key: its own),
+        each one's `model/call` and tool events read by the server."""
+        return self._execute(c.usage(since=since, before=before))
+
     def memory_usage(self) -> m.MemoryUsage:
         return self._execute(c.memory_usage())
 
@@ -1020,6 +1031,17 @@ class AsyncClient:
         """Deletes the items named as (namespace, key) (absent ones skipped) with one
         audit record."""
         return await self._execute(c.memory_delete_many(items))
+
+    async def session_usage(self, session_id: str) -> m.SessionUsage:
+        """The session's LLM calls — totals over its `model/call` events, and per provider
+        and model — and its tool time, computed by the server from its log."""
+        return await self._execute(c.session_usage(session_id))
+
+    async def usage(self, *, since: int, before: int) -> m.Usage:
+        """The caller's totals over event times in `[since, before)` (ms since the epoch):
+        every session it may list whose activity overlaps the range (a user key: its own),
+        each one's `model/call` and tool events read by the server."""
+        return await self._execute(c.usage(since=since, before=before))
 
     async def memory_usage(self) -> m.MemoryUsage:
         return await self._execute(c.memory_usage())

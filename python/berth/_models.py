@@ -431,6 +431,77 @@ class MemoryUsage:
 
 
 @dataclass(frozen=True)
+class ModelUsage:
+    """The totals of one (provider, model) pair of `model/call` events."""
+
+    WIRE_SCHEMA: ClassVar[str] = "ModelUsageBody"
+    model: str
+    calls: int
+    errors: int
+    input_tokens: int
+    output_tokens: int
+    cached_tokens: int
+    model_ms: float
+    #: `None`: the calls named no provider.
+    provider: str | None = None
+
+    @classmethod
+    def from_wire(cls, body: dict[str, Any]) -> ModelUsage:
+        return _build(cls, body, {"model_ms": float})
+
+
+@dataclass(frozen=True)
+class SessionUsage:
+    """A session's LLM calls (totals over its `model/call` events, and per provider and
+    model) and its tool time, computed by the server from the log."""
+
+    WIRE_SCHEMA: ClassVar[str] = "SessionUsageBody"
+    session: str
+    calls: int
+    errors: int
+    input_tokens: int
+    output_tokens: int
+    cached_tokens: int
+    model_ms: float
+    tool_calls: int
+    tool_ms: int
+    by_model: list[ModelUsage]
+
+    @classmethod
+    def from_wire(cls, body: dict[str, Any]) -> SessionUsage:
+        return _build(cls, body, {"model_ms": float, "by_model": _model_usages})
+
+
+@dataclass(frozen=True)
+class Usage:
+    """The caller's totals over event times in `[since, before)` (ms since the epoch):
+    every session it may list whose activity overlaps the range; `sessions` counts those
+    with a model call in it."""
+
+    WIRE_SCHEMA: ClassVar[str] = "UsageBody"
+    since: int
+    before: int
+    sessions: int
+    calls: int
+    errors: int
+    input_tokens: int
+    output_tokens: int
+    cached_tokens: int
+    model_ms: float
+    tool_calls: int
+    tool_ms: int
+    by_model: list[ModelUsage]
+
+    @classmethod
+    def from_wire(cls, body: dict[str, Any]) -> Usage:
+        return _build(cls, body, {"model_ms": float, "by_model": _model_usages})
+
+
+def _model_usages(items: list[dict[str, Any]]) -> list[ModelUsage]:
+    return [ModelUsage.from_wire(item) for item in items]
+
+
+@dataclass(frozen=True)
 class MemoryDeleted:
     """What `memory_delete_many` deleted, in the order named (absent items skipped)."""
 
@@ -481,4 +552,7 @@ MODELS: tuple[type, ...] = (
     MemoryUsage,
     MemoryDeleted,
     MemoryImported,
+    ModelUsage,
+    SessionUsage,
+    Usage,
 )

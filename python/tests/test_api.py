@@ -287,3 +287,34 @@ def test_unknown_session_on_every_read_is_not_found(place: Place) -> None:
     ):
         with pytest.raises(berth.NotFound):
             call()
+
+
+def test_usage_of_a_session_and_over_a_range(place: Place) -> None:
+    """Issue 54: a session's usage from its `model/call` and tool events, and the caller's
+    totals over `[since, before)`; another user's session is `NotFound`; a bad range is
+    `Invalid`."""
+    import time
+
+    client = place.connect()
+    session_id = client.create_session(sid(), policy=FOREVER).id
+    model = f"py-{uuid.uuid4().hex[:8]}"
+    t0 = int(time.time() * 1000)
+    client.append(session_id, [
+        {"type": "model/call", "time": t0, "ignorable": True,
+         "data": {"model": model, "provider": "test", "input_tokens": 100, "output_tokens": 9, "latency_ms": 12.5}},
+        {"type": "tool/call", "time": t0 + 1, "data": {"call_id": "c1", "name": "ls", "arguments": {}}},
+        {"type": "tool/result", "time": t0 + 31, "data": {"call_id": "c1", "content": "a"}},
+        {"type": "model/call", "time": t0 + 40, "ignorable": True,
+         "data": {"model": model, "error": {"code": "timeout", "name": "Timeout"}}},
+    ])
+    usage = client.session_usage(session_id)
+    assert isinstance(usage, berth.SessionUsage) and usage.session == session_id
+    assert (usage.calls, usage.errors, usage.input_tokens, usage.output_tokens) == (2, 1, 100, 9)
+    assert (usage.model_ms, usage.tool_calls, usage.tool_ms) == (12.5, 1, 30)
+    assert [(row.provider, row.model, row.calls) for row in usage.by_model] == [(None, model, 1), ("test", model, 1)]
+    totals = client.usage(since=t0, before=t0 + 60_000)
+    assert isinstance(totals, berth.Usage) and (totals.since, totals.sessions, totals.calls) == (t0, 1, 2)
+    with pytest.raises(berth.NotFound):
+        place.connect(role="user", user="mallory").session_usage(session_id)
+    with pytest.raises(berth.Invalid):
+        client.usage(since=t0, before=t0)

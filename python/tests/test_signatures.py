@@ -147,6 +147,8 @@ REQUESTS: list[tuple[str, tuple[Any, ...], dict[str, Any], str, bytes | None]] =
     ("memory_namespaces", ("app",), dict(max_depth=3, cursor="c", limit=4),
      "/v1/memory/namespaces?prefix=app&max_depth=3&cursor=c&limit=4", None),
     ("memory_set_quota", (), dict(items=1, bytes=2), "/v1/memory/quota", b'{"items":1,"bytes":2}'),
+    ("session_usage", ("s-1",), dict(), "/v1/sessions/s-1/usage", None),
+    ("usage", (), dict(since=1, before=2), "/v1/usage?since=1&before=2", None),
 ]
 
 

@@ -55,6 +55,14 @@ export type MemoryImported = Schemas['MemoryImportedBody']
 export type MemoryDeleted = Schemas['MemoryDeletedBody']
 export type MemoryKey = Schemas['MemoryKeyBody']
 export type MemoryQuota = Schemas['MemoryQuotaBody']
+export type SessionUsage = Schemas['SessionUsageBody']
+export type Usage = Schemas['UsageBody']
+export type ModelUsage = Schemas['ModelUsageBody']
+/** `GET /v1/usage`'s range, `[since, before)`: ms since the epoch, or a `Date`. */
+export interface UsageQuery {
+  since: number | Date
+  before: number | Date
+}
 
 /** The largest wire integer: `before=` it reads the tail of any log. */
 export const WIRE_INTEGER_MAX = '9223372036854775807'
@@ -357,6 +365,24 @@ export class BerthClient {
   /** Deletes the live items named (absent ones skipped, at most 1,000) with one audit record. Repeating deletes nothing more: retried. */
   memoryDeleteMany(items: MemoryKey[], options?: RequestOptions): Promise<MemoryDeleted> {
     return this.json({ method: 'POST', path: '/v1/memory/delete', body: { items }, repeatable: 'safe', signal: options?.signal })
+  }
+
+  /**
+   * `GET /v1/sessions/{id}/usage`: the session's LLM calls (totals and per provider and
+   * model, from its `model/call` events) and tool time, computed by the server from the log.
+   */
+  sessionUsage(id: string, options?: RequestOptions): Promise<SessionUsage> {
+    return this.json({ method: 'GET', path: `/v1/sessions/${encodeURIComponent(id)}/usage`, repeatable: 'safe', signal: options?.signal })
+  }
+
+  /**
+   * `GET /v1/usage`: the caller's totals over event times in `[since, before)` — every
+   * session it may list whose activity overlaps the range (a user key: its own).
+   */
+  usage(range: UsageQuery, options?: RequestOptions): Promise<Usage> {
+    const ms = (time: number | Date): number => (time instanceof Date ? time.getTime() : time)
+    const query = { since: ms(range.since), before: ms(range.before) }
+    return this.json({ method: 'GET', path: '/v1/usage', query, repeatable: 'safe', signal: options?.signal })
   }
 
   memoryUsage(options?: RequestOptions): Promise<MemoryUsage> {

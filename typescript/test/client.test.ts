@@ -73,6 +73,7 @@ describe('generated types', () => {
       list_namespaces: 'memoryNamespaces', forget_memory: 'memoryForget', memory_usage: 'memoryUsage',
       export_memory: 'memoryExport', import_memory: 'memoryImport',
       delete_memory_items: 'memoryDeleteMany', set_memory_quota: 'memorySetQuota', take_backup: 'takeBackup',
+      session_usage: 'sessionUsage', tenant_usage: 'usage',
     }
     expect(operations.sort()).toEqual(Object.keys(covered).sort())
     for (const method of Object.values(covered)) expect(typeof service[method]).toBe('function')
@@ -184,6 +185,29 @@ describe('every /v1 operation', () => {
     expect(counts.counts.map((count) => count.status)).toContain('active')
     await admin.setRetention({ delete_terminal_after_ms: 365 * 24 * 3600 * 1000 })
     await expect(service.setRetention({})).rejects.toBeInstanceOf(ForbiddenError)
+  })
+
+  it('usage: a session\'s model calls and tool time, the caller\'s totals over a range, a bad range', async () => {
+    const id = freshId()
+    const model = `ts-model-${randomUUID()}`
+    await service.createSession({ id })
+    const t0 = Date.now()
+    await service.appendEvents(id, {
+      events: [
+        { type: 'model/call', time: t0, ignorable: true, data: { model, provider: 'test', input_tokens: 100, output_tokens: 7, latency_ms: 250.5 } },
+        { type: 'tool/call', time: t0 + 1, data: { call_id: 'c1', name: 'ls', arguments: {} } },
+        { type: 'tool/result', time: t0 + 21, data: { call_id: 'c1', content: 'a' } },
+        { type: 'model/call', time: t0 + 30, ignorable: true, data: { model, provider: 'test', error: { code: 'timeout', name: 'Timeout' } } },
+      ],
+    })
+    const usage = await service.sessionUsage(id)
+    expect(usage).toMatchObject({ session: id, calls: 2, errors: 1, input_tokens: 100, output_tokens: 7, model_ms: 250.5, tool_calls: 1, tool_ms: 20 })
+    expect(usage.by_model).toEqual([{ provider: 'test', model, calls: 2, errors: 1, input_tokens: 100, output_tokens: 7, cached_tokens: 0, model_ms: 250.5 }])
+    const totals = await admin.usage({ since: new Date(t0), before: t0 + 60_000 })
+    expect(totals.since).toBe(t0)
+    expect(totals.by_model.find((row) => row.model === model)).toMatchObject({ calls: 2, errors: 1 })
+    await expect(service.sessionUsage(freshId())).rejects.toBeInstanceOf(NotFoundError)
+    await expect(service.usage({ since: t0, before: t0 })).rejects.toBeInstanceOf(InvalidError)
   })
 
   it('memory: put, get, search, namespaces, delete, forget, usage, export and import', async () => {

@@ -56,6 +56,11 @@ pub fn query_u64<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u6
     }
 }
 
+/// A required query-string integer (absent: the query does not decode, 400).
+pub fn query_u64_required<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
+    query_u64(deserializer)?.ok_or_else(|| D::Error::custom("a value is required"))
+}
+
 /// An optional query-string integer narrowed to `usize` (page sizes).
 pub fn query_usize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<usize>, D::Error> {
     query_u64(deserializer)?

@@ -22,6 +22,7 @@ pub mod int64;
 pub mod memory;
 pub mod runs;
 pub mod sessions;
+pub mod usage;
 
 pub use admin::{AuditEntryBody, AuditParams, AuditVerificationBody, ExportParams, ImportedBody, PrincipalBody};
 pub use admin::{AuditSearchPage, AuditSearchParams, BackupBody, BackupRequestBody, RetentionPolicyBody, Role};
@@ -35,6 +36,7 @@ pub use runs::{AttachBody, AttachmentBody, DetachBody, OnBusy, ResumeOutcomeBody
 pub use sessions::{CloseBody, ClosePolicy, ConcurrencyBody, CreateSessionBody, ForkBody, HeaderBody, ListParams};
 pub use sessions::{CountParams, SessionCountsBody, StatusCountBody, UpdateSessionBody};
 pub use sessions::{ParentBody, PolicyBody, RevisionParams, ScopeBody, SessionBody, SessionPage, SessionStatus};
+pub use usage::{ModelUsageBody, SessionUsageBody, UsageBody, UsageParams};
 
 /// The grammar of every id (session, run, tenant, user, project) as a regular
 /// expression without look-around: 1–128 bytes of `[A-Za-z0-9._~-]`, never `.` or `..`.

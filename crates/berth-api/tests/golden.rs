@@ -446,3 +446,83 @@ fn error_bodies() {
         &[full, ErrorBody::new("rate_limited", "too many requests"), ErrorBody::new("not_found", "session not found")],
     );
 }
+
+fn model_usage(provider: Option<&str>, model: &str, calls: u64) -> ModelUsageBody {
+    ModelUsageBody {
+        provider: provider.map(str::to_owned),
+        model: model.into(),
+        calls,
+        errors: 1,
+        input_tokens: 1200,
+        output_tokens: 300,
+        cached_tokens: 800,
+        model_ms: 1520.25,
+    }
+}
+
+#[test]
+fn usage_bodies() {
+    let by_model = vec![model_usage(None, "unknown", 1), model_usage(Some("openai"), "gpt-4o", 2)];
+    assert_golden(
+        "SessionUsageBody",
+        &[
+            SessionUsageBody {
+                session: sid("chat-1"),
+                calls: 3,
+                errors: 2,
+                input_tokens: 2400,
+                output_tokens: 600,
+                cached_tokens: 1600,
+                model_ms: 3040.5,
+                tool_calls: 4,
+                tool_ms: 950,
+                by_model: by_model.clone(),
+            },
+            SessionUsageBody {
+                session: sid("quiet"),
+                calls: 0,
+                errors: 0,
+                input_tokens: 0,
+                output_tokens: 0,
+                cached_tokens: 0,
+                model_ms: 0.0,
+                tool_calls: 0,
+                tool_ms: 0,
+                by_model: Vec::new(),
+            },
+        ],
+    );
+    assert_golden(
+        "UsageBody",
+        &[
+            UsageBody {
+                since: Timestamp(T0),
+                before: Timestamp(T0 + 86_400_000),
+                sessions: 2,
+                calls: 3,
+                errors: 2,
+                input_tokens: 2400,
+                output_tokens: 600,
+                cached_tokens: 1600,
+                model_ms: 3040.5,
+                tool_calls: 4,
+                tool_ms: 950,
+                by_model,
+            },
+            UsageBody {
+                since: Timestamp(T0),
+                before: Timestamp(T0 + 1),
+                sessions: 0,
+                calls: 0,
+                errors: 0,
+                input_tokens: 0,
+                output_tokens: 0,
+                cached_tokens: 0,
+                model_ms: 0.0,
+                tool_calls: 0,
+                tool_ms: 0,
+                by_model: Vec::new(),
+            },
+        ],
+    );
+}

@@ -22,9 +22,14 @@ pub const SESSION_END_SEED: &str = "session/end-seed";
 /// memory skip it). `{"writes": [{namespace, key, value, checked_revision, ttl_ms?,
 /// bound_to?}]}`.
 pub const SESSION_MEMORY: &str = "session/memory";
+/// One LLM call (issue 54): `{model, provider?, input_tokens?, output_tokens?,
+/// cached_tokens?, latency_ms?, finish_reason?, error?, response_id?, …}`, written
+/// `ignorable` at the end of the call (its `time`). Reserved as this one exact type, not
+/// as a namespace: every other `model/*` type stays a free extension type.
+pub const MODEL_CALL: &str = "model/call";
 
-/// Every type berth knows, in the reserved namespaces.
-pub const KNOWN_EVENT_TYPES: [&str; 12] = [
+/// Every type berth knows: the reserved namespaces' and the reserved exact types'.
+pub const KNOWN_EVENT_TYPES: [&str; 13] = [
     TURN_START,
     TURN_END,
     STEP_START,
@@ -37,10 +42,15 @@ pub const KNOWN_EVENT_TYPES: [&str; 12] = [
     CHECKPOINT,
     SESSION_END_SEED,
     SESSION_MEMORY,
+    MODEL_CALL,
 ];
 
 /// Namespaces reserved for berth's own vocabulary (`checkpoint` is reserved as a whole).
 pub const RESERVED_NAMESPACES: [&str; 7] = ["turn/", "step/", "tool/", "user/", "assistant/", "system/", "session/"];
+
+/// Types reserved one by one, outside the reserved namespaces (their namespace's other
+/// types stay free: `model/usage` is an extension type, `model/call` is berth's).
+pub const RESERVED_TYPES: [&str; 1] = [MODEL_CALL];
 
 /// The `turn/end` reasons berth defines; any other non-empty string is an extension.
 pub const TURN_END_REASONS: [&str; 6] = ["completed", "aborted", "error", "max_tokens", "interrupted", "max-tokens"];
@@ -51,6 +61,7 @@ pub fn is_known(event_type: &str) -> bool {
 
 pub fn is_reserved(event_type: &str) -> bool {
     event_type == CHECKPOINT
+        || RESERVED_TYPES.contains(&event_type)
         || event_type.starts_with("checkpoint/")
         || RESERVED_NAMESPACES.iter().any(|namespace| event_type.starts_with(namespace))
 }
@@ -107,6 +118,24 @@ fn accepted_shallow(event_type: &str, data: &str) -> bool {
         TOOL_CALL => string("call_id") && string("name") && present("arguments"),
         TOOL_RESULT => string("call_id") && present("content") && !present("is_error") && absent_or_null("error"),
         CHECKPOINT => present("state"),
+        MODEL_CALL => {
+            let count = |field: &str| {
+                fields.get(field).is_none_or(|raw| raw.get() == "null" || raw.get().parse::<u64>().is_ok())
+            };
+            let latency = fields.get("latency_ms").is_none_or(|raw| {
+                let text = raw.get();
+                text == "null"
+                    || (text.starts_with(|c: char| c.is_ascii_digit())
+                        && text.parse::<f64>().is_ok_and(|latency_ms| latency_ms.is_finite()))
+            });
+            let text_or_null =
+                |field: &str| fields.get(field).is_none_or(|raw| raw.get() == "null" || raw.get().starts_with('"'));
+            string("model")
+                && ["input_tokens", "output_tokens", "cached_tokens"].into_iter().all(count)
+                && latency
+                && ["provider", "finish_reason", "response_id"].into_iter().all(text_or_null)
+                && absent_or_null("error")
+        }
         _ => false,
     }
 }
@@ -192,7 +221,49 @@ fn validate_reserved_data(event_type: &str, data: &Value) -> std::result::Result
             Some(Value::Array(writes)) if writes.iter().all(Value::is_object) => Ok(()),
             _ => Err("writes must be an array of objects".into()),
         },
+        MODEL_CALL => validate_model_call(object),
         _ => Ok(()), // session/end-seed: no required fields
+    }
+}
+
+/// `model/call`: `model` a non-empty string; the counts non-negative integers, the
+/// latency a non-negative number, the texts strings, `error` `{code, name, message?}` —
+/// each optional field also absent or `null`. Other fields are the writer's.
+fn validate_model_call(object: &serde_json::Map<String, Value>) -> std::result::Result<(), String> {
+    match object.get("model") {
+        Some(Value::String(model)) if !model.is_empty() => {}
+        _ => return Err("model must be a non-empty string".into()),
+    }
+    for field in ["provider", "finish_reason", "response_id"] {
+        if !matches!(object.get(field), None | Some(Value::Null | Value::String(_))) {
+            return Err(format!("{field} must be a string or null"));
+        }
+    }
+    for field in ["input_tokens", "output_tokens", "cached_tokens"] {
+        match object.get(field) {
+            None | Some(Value::Null) => {}
+            Some(value) if value.as_u64().is_some() => {}
+            Some(_) => return Err(format!("{field} must be a non-negative integer or null")),
+        }
+    }
+    match object.get("latency_ms") {
+        None | Some(Value::Null) => {}
+        Some(value) if value.as_f64().is_some_and(|latency_ms| latency_ms >= 0.0) => {}
+        Some(_) => return Err("latency_ms must be a non-negative number or null".into()),
+    }
+    match object.get("error") {
+        None | Some(Value::Null) => Ok(()),
+        Some(Value::Object(error)) => {
+            let code_and_name =
+                matches!((error.get("code"), error.get("name")), (Some(Value::String(_)), Some(Value::String(_))));
+            let message = matches!(error.get("message"), None | Some(Value::String(_)));
+            if code_and_name && message {
+                Ok(())
+            } else {
+                Err("error must be {code, name} strings, with an optional message string".into())
+            }
+        }
+        Some(_) => Err("error must be an object or null".into()),
     }
 }
 
@@ -237,6 +308,23 @@ mod tests {
             ),
             (CHECKPOINT, json!({"state": {"k": 1}})),
             (SESSION_END_SEED, json!({})),
+            (MODEL_CALL, json!({"model": "unknown"})),
+            (
+                MODEL_CALL,
+                json!({"model": "gpt-4o", "provider": "openai", "input_tokens": 12, "output_tokens": 3,
+                    "cached_tokens": 0, "latency_ms": 812.5, "finish_reason": "stop", "response_id": "r-1",
+                    "error": null, "trace": {"span": "s"}}),
+            ),
+            (
+                MODEL_CALL,
+                json!({"model": "m", "provider": null, "input_tokens": null, "output_tokens": null,
+                    "cached_tokens": null, "latency_ms": null, "finish_reason": null, "response_id": null}),
+            ),
+            (
+                MODEL_CALL,
+                json!({"model": "m", "latency_ms": 0, "error": {"code": "rate_limited", "name": "RateLimitError"}}),
+            ),
+            (MODEL_CALL, json!({"model": "m", "error": {"code": "E", "name": "N", "message": "too many requests"}})),
         ];
         for (event_type, data) in good {
             assert!(validate_for_append(&event(event_type, data.clone())).is_ok(), "{event_type} {data}");
@@ -255,6 +343,21 @@ mod tests {
             (TOOL_RESULT, json!({"call_id": "c", "content": "x", "error": {"code": 1}})),
             (CHECKPOINT, json!({})),
             ("turn/pause", json!({})),
+            (MODEL_CALL, json!({})),
+            (MODEL_CALL, json!({"model": ""})),
+            (MODEL_CALL, json!({"model": 4})),
+            (MODEL_CALL, json!(["model"])),
+            (MODEL_CALL, json!({"model": "m", "provider": 1})),
+            (MODEL_CALL, json!({"model": "m", "input_tokens": -1})),
+            (MODEL_CALL, json!({"model": "m", "output_tokens": 1.5})),
+            (MODEL_CALL, json!({"model": "m", "cached_tokens": "3"})),
+            (MODEL_CALL, json!({"model": "m", "latency_ms": -0.5})),
+            (MODEL_CALL, json!({"model": "m", "latency_ms": "1"})),
+            (MODEL_CALL, json!({"model": "m", "finish_reason": ["stop"]})),
+            (MODEL_CALL, json!({"model": "m", "response_id": 7})),
+            (MODEL_CALL, json!({"model": "m", "error": "boom"})),
+            (MODEL_CALL, json!({"model": "m", "error": {"code": "E"}})),
+            (MODEL_CALL, json!({"model": "m", "error": {"code": "E", "name": "N", "message": 1}})),
         ];
         for (event_type, data) in bad {
             assert_eq!(
@@ -270,14 +373,27 @@ mod tests {
     /// without a key holding an escape. And it does accept the common shapes.
     #[test]
     fn shallow_check_never_accepts_what_the_full_check_refuses() {
-        let pool = [None, Some("null"), Some(r#""""#), Some(r#""x""#), Some("1"), Some("[]"), Some("{}"), Some("true")];
-        let rules: [(&str, &[&str]); 6] = [
+        let pool = [
+            None,
+            Some("null"),
+            Some(r#""""#),
+            Some(r#""x""#),
+            Some("1"),
+            Some("1.5"),
+            Some("-1"),
+            Some("[]"),
+            Some("{}"),
+            Some("true"),
+        ];
+        let rules: [(&str, &[&str]); 8] = [
             (USER_MESSAGE, &["content"]),
             (SYSTEM_MESSAGE, &["content"]),
             (ASSISTANT_MESSAGE, &["content", "tool_calls"]),
             (TOOL_CALL, &["call_id", "name", "arguments"]),
             (TOOL_RESULT, &["call_id", "content", "is_error", "error"]),
             (CHECKPOINT, &["state"]),
+            (MODEL_CALL, &["model", "input_tokens", "latency_ms", "provider", "error"]),
+            (MODEL_CALL, &["model", "output_tokens", "cached_tokens", "finish_reason", "response_id"]),
         ];
         let mut accepted = 0;
         for (event_type, fields) in rules {
@@ -303,6 +419,26 @@ mod tests {
         assert!(accepted >= 50, "the common shapes take the shallow path ({accepted})");
         assert!(accepted_shallow(ASSISTANT_MESSAGE, r#"{"content":"hi","model":"m"}"#));
         assert!(!accepted_shallow(ASSISTANT_MESSAGE, r#"{"\u0063ontent":"hi"}"#), "escaped keys go the full way");
+        let model_call =
+            r#"{"model":"gpt-4o","provider":"openai","input_tokens":12,"output_tokens":3,"latency_ms":812.5}"#;
+        assert!(accepted_shallow(MODEL_CALL, model_call), "a model call takes the shallow path");
+    }
+
+    /// `model/call` is one reserved type, not a namespace: the other `model/*` types stay
+    /// extension types, stored and read back as before (old logs may hold them).
+    #[test]
+    fn model_call_is_reserved_alone_and_is_not_conversation() {
+        assert!(is_known(MODEL_CALL) && is_reserved(MODEL_CALL));
+        assert!(!is_reserved("model/other") && !is_reserved("model/call/x") && !is_reserved("model/calls"));
+        assert!(!is_conversation_event(MODEL_CALL));
+        let other = event("model/other", json!("anything"));
+        assert!(validate_for_append(&other).is_ok());
+        assert!(check_stored(&other).is_ok());
+        let call = event(MODEL_CALL, json!({"model": "m"})).with_ignorable(true);
+        assert!(check_stored(&call).is_ok() && check_reconstructable(&call).is_ok());
+        let message =
+            validate_for_append(&event(MODEL_CALL, json!({"model": "m", "input_tokens": -3}))).unwrap_err().to_string();
+        assert!(message.contains("model/call at seq 0: input_tokens must be a non-negative integer"), "{message}");
     }
 
     #[test]

@@ -15,7 +15,8 @@ use berth_api::{
     AppendBody, AppendOutcomeBody, AttachBody, AttachmentBody, AuditEntryBody, AuditParams, AuditSearchPage,
     AuditSearchParams, AuditVerificationBody, CloseBody, CountParams, CreateSessionBody, DetachBody, ErrorBody,
     EventPage, ExportParams, ForkBody, ImportedBody, ListParams, PrincipalBody, ReadParams, ResumeOutcomeBody,
-    RetentionPolicyBody, RevisionParams, RunBody, SessionBody, SessionCountsBody, SessionPage, UpdateSessionBody,
+    RetentionPolicyBody, RevisionParams, RunBody, SessionBody, SessionCountsBody, SessionPage, SessionUsageBody,
+    UpdateSessionBody, UsageBody, UsageParams,
 };
 use berth_core::limits::PAGE_SIZE_MAX;
 use berth_core::{Revision, RunId, SessionId, SessionKey, Timestamp, UserId};
@@ -489,6 +490,48 @@ fn idempotency_key(headers: &axum::http::HeaderMap, in_body: Option<String>) -> 
         }
         _ => Ok(Some(in_header)),
     }
+}
+
+// ----- usage ------------------------------------------------------------------------------
+
+/// The session's LLM usage and tool time, computed from its `model/call`, `tool/call`
+/// and `tool/result` events (authorized as reading its events).
+#[utoipa::path(get, path = "/v1/sessions/{id}/usage", tag = "usage",
+    params(("id" = berth_api::sessions::Id, Path, description = "session id")),
+    responses((status = 200, body = SessionUsageBody), (status = 404, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn session_usage(
+    State(state): State<Shared>,
+    Caller(principal): Caller,
+    SessionPath(id): SessionPath,
+) -> ApiResult<Response> {
+    let usage = call(&state, {
+        let id = id.clone();
+        |s| async move { s.session_usage(&principal, &id).await }
+    })
+    .await?;
+    Ok(json(StatusCode::OK, &wire::session_usage(&id, &usage)))
+}
+
+/// The caller's usage over event times in `[since, before)` (ms since the epoch): every
+/// session it may list whose activity overlaps the range (a user key: its own), each
+/// one's `model/call` and tool events read — the cost grows with the sessions active in
+/// the range.
+#[utoipa::path(get, path = "/v1/usage", tag = "usage", params(UsageParams),
+    responses((status = 200, body = UsageBody)),
+    security(("bearer" = [])))]
+pub async fn tenant_usage(
+    State(state): State<Shared>,
+    Caller(principal): Caller,
+    StrictQuery(params): StrictQuery<UsageParams>,
+) -> ApiResult<Response> {
+    // A malformed query (400), not a refusal of the store: checked here.
+    if params.since >= params.before {
+        return Err(ApiError::bad_request("since must be before before: the range is [since, before)"));
+    }
+    let (since, before) = (Timestamp(params.since), Timestamp(params.before));
+    let usage = call(&state, move |s| async move { s.tenant_usage(&principal, since, before).await }).await?;
+    Ok(json(StatusCode::OK, &wire::tenant_usage(&usage)))
 }
 
 // ----- runs -------------------------------------------------------------------------------

@@ -404,6 +404,14 @@ impl Client {
         self.call(Method::POST, "/v1/memory/delete", Some(encode(body)?), "").await
     }
 
+    pub async fn session_usage(&self, id: &SessionId) -> Result<wire::SessionUsageBody> {
+        self.call(Method::GET, &format!("/v1/sessions/{id}/usage"), None, id.as_str()).await
+    }
+
+    pub async fn tenant_usage(&self, since: u64, before: u64) -> Result<wire::UsageBody> {
+        self.call(Method::GET, &format!("/v1/usage?since={since}&before={before}"), None, "").await
+    }
+
     pub async fn memory_usage(&self) -> Result<wire::MemoryUsageBody> {
         self.call(Method::GET, "/v1/memory/usage", None, "").await
     }

@@ -328,6 +328,8 @@ pub fn router(state: Shared) -> Router {
         .route("/v1/sessions/{id}/runs/{run}/detach", post(api::detach_run))
         .route("/v1/sessions/{id}/resume", post(api::resume_session))
         .route("/v1/sessions/{id}/export", get(api::export_session))
+        .route("/v1/sessions/{id}/usage", get(api::session_usage))
+        .route("/v1/usage", get(api::tenant_usage))
         .route("/v1/audit", get(api::audit_log))
         .route("/v1/audit/search", get(api::search_audit))
         .route("/v1/audit/verify", get(api::verify_audit))

@@ -90,6 +90,7 @@ impl Modify for CommonErrors {
         api::read_events, api::append_events, tail::tail_events,
         api::attach_run, api::heartbeat_run, api::detach_run, api::resume_session,
         api::export_session, api::import_sessions,
+        api::session_usage, api::tenant_usage,
         api::audit_log, api::search_audit, api::verify_audit, api::set_retention, api::whoami,
         backup::take_backup,
         memory_api::put_memory, memory_api::get_memory, memory_api::delete_memory, memory_api::search_memory,
@@ -104,6 +105,7 @@ impl Modify for CommonErrors {
         (name = "events", description = "Read, append, live tail"),
         (name = "runs", description = "Attach, heartbeat, detach, resume"),
         (name = "export", description = "Export and import"),
+        (name = "usage", description = "LLM usage and tool time, computed from the model/call and tool events"),
         (name = "admin", description = "Audit log, retention, whoami, backup"),
         (name = "memory", description = "Scoped memory: items of a user, a project or the app that outlive sessions"),
     )

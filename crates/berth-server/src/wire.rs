@@ -637,6 +637,56 @@ pub fn forget_report(report: &berth_service::ForgetReport) -> wire::ForgetReport
     }
 }
 
+// ----- usage ------------------------------------------------------------------------------
+
+fn model_usage(usage: &berth_service::ModelUsage) -> wire::ModelUsageBody {
+    let totals = &usage.totals;
+    wire::ModelUsageBody {
+        provider: usage.provider.clone(),
+        model: usage.model.clone(),
+        calls: totals.calls,
+        errors: totals.errors,
+        input_tokens: totals.input_tokens,
+        output_tokens: totals.output_tokens,
+        cached_tokens: totals.cached_tokens,
+        model_ms: totals.model_ms,
+    }
+}
+
+pub fn session_usage(id: &berth_core::SessionId, usage: &berth_service::SessionUsage) -> wire::SessionUsageBody {
+    let totals = &usage.totals;
+    wire::SessionUsageBody {
+        session: id.clone(),
+        calls: totals.calls,
+        errors: totals.errors,
+        input_tokens: totals.input_tokens,
+        output_tokens: totals.output_tokens,
+        cached_tokens: totals.cached_tokens,
+        model_ms: totals.model_ms,
+        tool_calls: usage.tool_calls,
+        tool_ms: usage.tool_ms,
+        by_model: usage.by_model.iter().map(model_usage).collect(),
+    }
+}
+
+pub fn tenant_usage(usage: &berth_service::TenantUsage) -> wire::UsageBody {
+    let totals = &usage.usage.totals;
+    wire::UsageBody {
+        since: usage.since,
+        before: usage.before,
+        sessions: usage.sessions,
+        calls: totals.calls,
+        errors: totals.errors,
+        input_tokens: totals.input_tokens,
+        output_tokens: totals.output_tokens,
+        cached_tokens: totals.cached_tokens,
+        model_ms: totals.model_ms,
+        tool_calls: usage.usage.tool_calls,
+        tool_ms: usage.usage.tool_ms,
+        by_model: usage.usage.by_model.iter().map(model_usage).collect(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

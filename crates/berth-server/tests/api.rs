@@ -366,6 +366,103 @@ async fn error_bodies_carry_stable_codes_and_statuses() {
     assert_eq!(status, 400);
 }
 
+/// Usage over HTTP (issue 54): a session's totals from its `model/call` and tool events,
+/// another user's session 404 as elsewhere, the caller's totals over `[since, before)`
+/// (a user key: its own sessions), and typed 400s for a bad range.
+#[tokio::test]
+async fn usage_of_a_session_and_of_the_caller_over_a_range() {
+    let server = TestServer::start().await;
+    let alice = server.client(&server.key("acme", "alice", None, Role::User));
+    let bob = server.client(&server.key("acme", "bob", None, Role::User));
+    let admin = server.client(&server.key("acme", "root", None, Role::Admin));
+    for (client, id) in [(&alice, "u-alice"), (&bob, "u-bob")] {
+        client.create(&CreateSession { id: Some(sid(id)), ..CreateSession::default() }).await.unwrap();
+        let attach = AttachRequest { run_id: Some(rid("r1")), ..AttachRequest::default() };
+        client.attach(&sid(id), &attach).await.unwrap();
+    }
+    // The server runs on the system clock: the events are timed from after the creates,
+    // so that a range around them overlaps the sessions' activity (how `/v1/usage`
+    // picks sessions).
+    let t0 = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
+    let timed = |event_type: &str, time: u64, ignorable: bool, data: Value| NewEvent {
+        time: Some(berth_core::Timestamp(time)),
+        ignorable,
+        ..NewEvent::new(event_type, data)
+    };
+    for (client, id) in [(&alice, "u-alice"), (&bob, "u-bob")] {
+        let events = vec![
+            timed(
+                "model/call",
+                t0,
+                true,
+                json!({"model": "gpt-4o", "provider": "openai", "input_tokens": 10,
+                "output_tokens": 4, "cached_tokens": 2, "latency_ms": 120.5}),
+            ),
+            timed("tool/call", t0 + 10, false, json!({"call_id": "c1", "name": "ls", "arguments": {}})),
+            timed("tool/result", t0 + 40, false, json!({"call_id": "c1", "content": "a"})),
+            timed(
+                "model/call",
+                t0 + 50,
+                true,
+                json!({"model": "gpt-4o", "provider": "openai", "latency_ms": 3,
+                "error": {"code": "timeout", "name": "APITimeoutError"}}),
+            ),
+        ];
+        let request = AppendRequest {
+            memory: Vec::new(),
+            run: Some(rid("r1")),
+            expected_seq: None,
+            events,
+            idempotency_key: None,
+        };
+        client.append(&sid(id), &request).await.unwrap();
+    }
+    let (status, body) = raw(&alice, Method::GET, "/v1/sessions/u-alice/usage", None).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body,
+        json!({"session": "u-alice", "calls": 2, "errors": 1, "input_tokens": 10, "output_tokens": 4,
+            "cached_tokens": 2, "model_ms": 123.5, "tool_calls": 1, "tool_ms": 30,
+            "by_model": [{"provider": "openai", "model": "gpt-4o", "calls": 2, "errors": 1, "input_tokens": 10,
+                "output_tokens": 4, "cached_tokens": 2, "model_ms": 123.5}]})
+    );
+    let typed = alice.session_usage(&sid("u-alice")).await.unwrap();
+    assert_eq!((typed.calls, typed.tool_ms), (2, 30));
+    // Another user's session, and a missing one: the same 404.
+    let (status, other) = raw(&alice, Method::GET, "/v1/sessions/u-bob/usage", None).await;
+    let (_, missing) = raw(&alice, Method::GET, "/v1/sessions/nope/usage", None).await;
+    assert_eq!((status, other["code"].as_str()), (404, Some("not_found")));
+    assert_eq!(other["code"], missing["code"]);
+
+    // The caller's totals.
+    let until = 4_102_444_800_000u64; // 2100-01-01
+    let path = format!("/v1/usage?since={t0}&before={until}");
+    let (status, mine) = raw(&alice, Method::GET, &path, None).await;
+    assert_eq!(status, 200, "{mine}");
+    assert_eq!(
+        (mine["sessions"].as_u64(), mine["calls"].as_u64(), mine["since"].as_u64()),
+        (Some(1), Some(2), Some(t0))
+    );
+    let everyone = admin.tenant_usage(t0, until).await.unwrap();
+    assert_eq!((everyone.sessions, everyone.calls, everyone.errors, everyone.tool_calls), (2, 4, 2, 2));
+    let first_call_only = admin.tenant_usage(t0, t0 + 1).await.unwrap();
+    assert_eq!((first_call_only.sessions, first_call_only.calls, first_call_only.input_tokens), (2, 2, 20));
+
+    for bad in [
+        "/v1/usage".to_owned(),
+        format!("/v1/usage?since={t0}"),
+        format!("/v1/usage?since=yesterday&before={until}"),
+        format!("/v1/usage?since=-1&before={until}"),
+        format!("/v1/usage?since={t0}&before={t0}"),
+        format!("/v1/usage?since={until}&before={t0}"),
+        format!("/v1/usage?since={t0}&before={until}&user=bob"),
+        "/v1/sessions/..%2F/usage".to_owned(),
+    ] {
+        let (status, body) = raw(&alice, Method::GET, &bad, None).await;
+        assert_eq!((status, body["code"].as_str()), (400, Some("invalid")), "{bad}: {body}");
+    }
+}
+
 /// The served document is the committed golden file `crates/berth-api/openapi.json`, from
 /// which the Python and TypeScript clients are typed: a change to a wire type, a handler's
 /// annotation or a status must show up as a diff of that file (regenerate it with
@@ -394,6 +491,8 @@ async fn the_served_openapi_document_is_the_committed_golden_file() {
         "/v1/sessions/{id}/fork",
         "/v1/sessions/{id}/reopen",
         "/v1/sessions/{id}/export",
+        "/v1/sessions/{id}/usage",
+        "/v1/usage",
         "/v1/import",
         "/v1/audit",
         "/v1/audit/verify",

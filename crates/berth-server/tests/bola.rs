@@ -53,6 +53,7 @@ fn endpoints() -> Vec<Endpoint> {
         e("fork", Method::POST, "/fork", Some(json!({})), 201),
         e("export", Method::GET, "/export", None, 200),
         e("export-zip", Method::GET, "/export?format=zip", None, 200),
+        e("usage", Method::GET, "/usage", None, 200),
         e("delete", Method::DELETE, "", None, 204),
     ];
     let mut reopen = e("reopen", Method::POST, "/reopen", None, 200);

@@ -396,7 +396,12 @@ pub(crate) async fn append_chunked(handle: &SessionHandle, events: &[Event]) -> 
 }
 
 /// `read_types` on an open handle.
-async fn scan_types(handle: &SessionHandle, range: ReadRange, types: &[EventType], limit: u64) -> Result<TypedPage> {
+pub(crate) async fn scan_types(
+    handle: &SessionHandle,
+    range: ReadRange,
+    types: &[EventType],
+    limit: u64,
+) -> Result<TypedPage> {
     let chunk = berth_core::limits::PAGE_SIZE_MAX as u64;
     let wanted = |event: &Event| types.contains(&event.event_type);
     let mut events = Vec::new();

@@ -13,7 +13,8 @@
 //! `audit` (audit records, the audit log, retention), `export`, `sweep` (the retention
 //! sweeper); beneath them `records` (lookup with authorization and expiry, CAS writes),
 //! `writers` (the write-handle cache and the per-session append lock), `activity` and
-//! `idempotency`.
+//! `idempotency`; `usage` (a session's and a tenant's LLM and tool usage, computed from
+//! the log).
 
 mod activity;
 mod audit;
@@ -29,6 +30,7 @@ mod runs;
 mod sessions;
 mod sweep;
 mod types;
+mod usage;
 mod writers;
 
 pub use activity::ACTIVITY_WINDOW_DEFAULT;

@@ -136,7 +136,7 @@ impl SessionService {
 
     /// The catalog query of a listing: the caller's tenant, and for a user key its own
     /// user (and project), whatever the request names.
-    fn listing_query(&self, principal: &Principal, request: &ListRequest) -> Result<SessionQuery> {
+    pub(crate) fn listing_query(&self, principal: &Principal, request: &ListRequest) -> Result<SessionQuery> {
         if let Some(label) = request.label.as_ref().filter(|label| label.len() > LABEL_BYTES_MAX) {
             // No stored label is longer; refused like a label that long at create.
             return Err(Error::LimitExceeded {
@@ -168,7 +168,7 @@ impl SessionService {
     }
 
     /// The listing sorts and filters by activity: write what is held first.
-    async fn write_held_activity(&self, principal: &Principal) {
+    pub(crate) async fn write_held_activity(&self, principal: &Principal) {
         if let Err(error) = self.activity.write_all(Some(&principal.tenant)).await {
             tracing::warn!(%error, "writing held activity before a listing failed (the listing may lag)");
         }

@@ -223,3 +223,46 @@ pub struct SweepReport {
     /// More candidates remain beyond this batch.
     pub more: bool,
 }
+
+/// Totals over `model/call` events (issue 54). A field a call left out or `null`
+/// counts 0; `errors` counts the calls with a non-null `error`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct UsageTotals {
+    pub calls: u64,
+    pub errors: u64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cached_tokens: u64,
+    /// The sum of the calls' `latency_ms` (fractional).
+    pub model_ms: f64,
+}
+
+/// The totals of one (provider, model) pair.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ModelUsage {
+    pub provider: Option<String>,
+    pub model: String,
+    pub totals: UsageTotals,
+}
+
+/// A log's usage: its model calls' totals, per (provider, model) in that order, and its
+/// tool time — `tool_calls` `tool/call` events, `tool_ms` the time from each to the
+/// `tool/result` with its `call_id` (none for a result without its call, or written by a
+/// repair: `repaired_by`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SessionUsage {
+    pub totals: UsageTotals,
+    pub by_model: Vec<ModelUsage>,
+    pub tool_calls: u64,
+    pub tool_ms: u64,
+}
+
+/// A caller's usage over event times in `[since, before)`; `sessions` counts the
+/// sessions with a model call in it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TenantUsage {
+    pub since: Timestamp,
+    pub before: Timestamp,
+    pub sessions: u64,
+    pub usage: SessionUsage,
+}

@@ -174,3 +174,80 @@ fn sessions_tail_follows_appends_on_a_data_directory() {
     local(&["append", "followed"], Some(TWO_EVENTS));
     assert_eq!(tailed_seqs(tail), vec![1, 2, 3]);
 }
+
+/// `berth sessions usage` (issue 54), through a server and on a data directory: a
+/// session's table by model with its totals and tool time, `--json` the `/v1` body (the
+/// same in both modes); `--all --since` the caller's totals; usage errors exit 2, a
+/// missing session 3.
+#[test]
+fn sessions_usage_reports_model_calls_and_tool_time_in_both_modes() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let (server, url, admin_key) = start_server(&data);
+    let through_server = |args: &[&str], stdin: Option<&str>| remote(&data, &url, &admin_key, args, stdin);
+    ok(&through_server(&["sessions", "new", "--id", "spend"], None));
+    let t0 = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
+    let events = [
+        serde_json::json!({"type": "model/call", "time": t0, "ignorable": true, "data": {"model": "gpt-4o",
+            "provider": "openai", "input_tokens": 1200, "output_tokens": 80, "cached_tokens": 1000, "latency_ms": 850.5}}),
+        serde_json::json!({"type": "tool/call", "time": t0 + 1, "data": {"call_id": "c1", "name": "ls", "arguments": {}}}),
+        serde_json::json!({"type": "tool/result", "time": t0 + 41, "data": {"call_id": "c1", "content": "a b"}}),
+        serde_json::json!({"type": "model/call", "time": t0 + 50, "ignorable": true, "data": {"model": "gpt-4o",
+            "provider": "openai", "latency_ms": 12, "error": {"code": "rate_limited", "name": "RateLimitError"}}}),
+    ];
+    let lines: String = events.iter().map(|event| format!("{event}\n")).collect();
+    ok(&through_server(&["append", "spend"], Some(&lines)));
+
+    let text = ok(&through_server(&["sessions", "usage", "spend"], None));
+    let expected = "\
+PROVIDER  MODEL   CALLS  ERRORS  INPUT  OUTPUT  CACHED  MODEL_MS
+openai    gpt-4o      2       1   1200      80    1000     862.5
+total                 2       1   1200      80    1000     862.5
+tools: 1 calls, 40 ms
+";
+    assert_eq!(text, expected);
+    let remote_json = ok(&through_server(&["--json", "sessions", "usage", "spend"], None));
+    let body: serde_json::Value = serde_json::from_str(&remote_json).unwrap();
+    assert_eq!(
+        (body["session"].as_str(), body["calls"].as_u64(), body["tool_ms"].as_u64()),
+        (Some("spend"), Some(2), Some(40))
+    );
+    // The events are timed up to 50 ms ahead of the clock: the range reaches past them.
+    let (since, before) = (t0.to_string(), (t0 + 60_000).to_string());
+    let all =
+        ok(&through_server(&["--json", "sessions", "usage", "--all", "--since", &since, "--before", &before], None));
+    let all: serde_json::Value = serde_json::from_str(&all).unwrap();
+    assert_eq!((all["sessions"].as_u64(), all["calls"].as_u64(), all["errors"].as_u64()), (Some(1), Some(2), Some(1)));
+    let missing = through_server(&["sessions", "usage", "nope"], None);
+    assert_eq!(missing.status.code(), Some(3));
+    drop(server);
+
+    let local = |args: &[&str]| on_data_directory(&data, "default", args, None);
+    assert_eq!(ok(&local(&["--json", "sessions", "usage", "spend"])), remote_json, "one body in both modes");
+    let rfc3339 = ok(&local(&[
+        "sessions",
+        "usage",
+        "--all",
+        "--since",
+        "2000-01-01T00:00:00Z",
+        "--until",
+        "2100-01-01T00:00:00Z",
+    ]));
+    assert!(
+        rfc3339.starts_with("1 sessions with model calls from 2000-01-01T00:00:00.000Z to 2100-01-01T00:00:00.000Z\n"),
+        "{rfc3339}"
+    );
+    assert!(rfc3339.contains("\ntotal                 2       1   1200"), "{rfc3339}");
+    assert_eq!(local(&["sessions", "usage", "nope"]).status.code(), Some(3));
+    for usage_error in [
+        &["sessions", "usage"][..],
+        &["sessions", "usage", "--all"],
+        &["sessions", "usage", "spend", "--all", "--since", "0"],
+        &["sessions", "usage", "spend", "--since", "0"],
+        &["sessions", "usage", "--all", "--since", "yesterday"],
+        &["sessions", "usage", "--all", "--since", "2100-01-01T00:00:00Z", "--before", "2000-01-01T00:00:00Z"],
+    ] {
+        let output = local(usage_error);
+        assert_eq!(output.status.code(), Some(2), "{usage_error:?}: {}", String::from_utf8_lossy(&output.stderr));
+    }
+}

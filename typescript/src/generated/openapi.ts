@@ -519,6 +519,48 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sessions/{id}/usage": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The session's LLM usage and tool time, computed from its `model/call`, `tool/call`
+         *     and `tool/result` events (authorized as reading its events).
+         */
+        get: operations["session_usage"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/usage": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The caller's usage over event times in `[since, before)` (ms since the epoch): every
+         *     session it may list whose activity overlaps the range (a user key: its own), each
+         *     one's `model/call` and tool events read — the cost grows with the sessions active in
+         *     the range.
+         */
+        get: operations["tenant_usage"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/whoami": {
         parameters: {
             query?: never;
@@ -1000,6 +1042,30 @@ export interface components {
             /** Format: int64 */
             quota_items: number;
         };
+        /** @description The totals of one (provider, model) pair. */
+        ModelUsageBody: {
+            /** Format: int64 */
+            cached_tokens: number;
+            /** Format: int64 */
+            calls: number;
+            /**
+             * Format: int64
+             * @description Calls with a non-null `error`.
+             */
+            errors: number;
+            /** Format: int64 */
+            input_tokens: number;
+            model: string;
+            /**
+             * Format: double
+             * @description The sum of the calls' `latency_ms` (may be fractional).
+             */
+            model_ms: number;
+            /** Format: int64 */
+            output_tokens: number;
+            /** @description The calls' `provider` (`null`: not given). */
+            provider?: string | null;
+        };
         NamespacePageBody: {
             namespaces: string[];
             next_cursor?: string | null;
@@ -1178,6 +1244,41 @@ export interface components {
          */
         SessionStatus: "creating" | "active" | "idle" | "closed" | "expired";
         /**
+         * @description `GET /v1/sessions/{id}/usage`: totals over the session's `model/call` events (a field
+         *     a call left out or `null` counts 0), per (provider, model) sorted by provider (none
+         *     first) then model, and its tool time.
+         */
+        SessionUsageBody: {
+            by_model: components["schemas"]["ModelUsageBody"][];
+            /** Format: int64 */
+            cached_tokens: number;
+            /** Format: int64 */
+            calls: number;
+            /** Format: int64 */
+            errors: number;
+            /** Format: int64 */
+            input_tokens: number;
+            /**
+             * Format: double
+             * @description The sum of the calls' `latency_ms`.
+             */
+            model_ms: number;
+            /** Format: int64 */
+            output_tokens: number;
+            session: components["schemas"]["Id"];
+            /**
+             * Format: int64
+             * @description `tool/call` events.
+             */
+            tool_calls: number;
+            /**
+             * Format: int64
+             * @description The time from each `tool/call` to the `tool/result` with its `call_id` (a result
+             *     without its call, or written by a repair, adds nothing).
+             */
+            tool_ms: number;
+        };
+        /**
          * @description One message of the live tail (`text/event-stream`). `event: event` carries an
          *     [`EventBody`] as JSON in `data` and its seq in `id`; `event: error` an [`ErrorBody`]
          *     (the stream then ends); `event: end` `{"reason": "max_events" | "idle_timeout",
@@ -1211,6 +1312,40 @@ export interface components {
             labels?: components["schemas"]["Label"][] | null;
             /** @description A string sets the title, `null` clears it, absent leaves it. */
             title?: string | null;
+        };
+        /**
+         * @description `GET /v1/usage`: the caller's totals over event times in `[since, before)` — over
+         *     every session it may list (an admin or service key: the tenant's; a user key: its
+         *     own) whose activity overlaps the range. A model call or tool call counts when its
+         *     time is in the range; a tool call's duration when its result's time is.
+         */
+        UsageBody: {
+            /** Format: int64 */
+            before: number;
+            by_model: components["schemas"]["ModelUsageBody"][];
+            /** Format: int64 */
+            cached_tokens: number;
+            /** Format: int64 */
+            calls: number;
+            /** Format: int64 */
+            errors: number;
+            /** Format: int64 */
+            input_tokens: number;
+            /** Format: double */
+            model_ms: number;
+            /** Format: int64 */
+            output_tokens: number;
+            /**
+             * Format: int64
+             * @description Sessions with a model call in the range.
+             */
+            sessions: number;
+            /** Format: int64 */
+            since: number;
+            /** Format: int64 */
+            tool_calls: number;
+            /** Format: int64 */
+            tool_ms: number;
         };
     };
     responses: never;
@@ -4436,6 +4571,156 @@ export interface operations {
                 };
             };
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description over the tenant's rate (`rate_limited`; see Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description internal failure or damaged stored data (`internal`, `corrupt`) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description store unavailable or request timed out (`unavailable`, `timeout`; see Retry-After) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    session_usage: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description session id */
+                id: components["schemas"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionUsageBody"];
+                };
+            };
+            /** @description malformed request: path id, query parameter or body (`invalid`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no valid bearer key or token (`unauthenticated`) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description over the tenant's rate (`rate_limited`; see Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description internal failure or damaged stored data (`internal`, `corrupt`) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description store unavailable or request timed out (`unavailable`, `timeout`; see Retry-After) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    tenant_usage: {
+        parameters: {
+            query: {
+                /**
+                 * @description Events at or after this time (ms since the epoch).
+                 * @example 1767225600000
+                 */
+                since: number;
+                /**
+                 * @description Events before this time (ms since the epoch); after `since`.
+                 * @example 1767312000000
+                 */
+                before: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UsageBody"];
+                };
+            };
+            /** @description malformed request: path id, query parameter or body (`invalid`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no valid bearer key or token (`unauthenticated`) */
+            401: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -24,6 +24,8 @@
 //!   exports import unchanged (R-C9, R-C2).
 //! - [`activity`]: the activity of busy sessions' appends is written coalesced, always
 //!   lands, and never lets a stored lease run short.
+//! - [`usage`]: a session's usage from its `model/call` and tool events, authorized as
+//!   a read; a tenant's totals over a time range, over the sessions the caller may list.
 //! - [`memory`]: scoped memory through the service — an import's bindings held to a
 //!   put's rule, what a session's delete counts of its memory, the audit records of every
 //!   deletion of memory, a tenant's own quota.
@@ -73,6 +75,7 @@ pub mod memory;
 pub mod resume;
 pub mod retention;
 pub mod runs;
+pub mod usage;
 
 use crate::catalog_conformance::{AuditTamper, AuditTamperer};
 use crate::clock::FakeClock;
@@ -406,6 +409,10 @@ macro_rules! service_conformance {
                 a_session_delete_counts_the_items_bound_to_it,
                 every_deletion_of_memory_is_audited,
                 an_admin_sets_the_tenants_memory_quota,
+            ],
+            usage: [
+                session_usage_totals_its_model_calls_and_tool_time,
+                tenant_usage_sums_the_callers_sessions_over_the_range,
             ],
         });
     };

@@ -151,6 +151,9 @@ pub enum SessionsCommand {
         #[arg(long)]
         expected_revision: Option<u64>,
     },
+    /// LLM usage and tool time from the `model/call` and tool events: a session's
+    /// (`ID`), or the totals over a time range (`--all --since T [--before T]`).
+    Usage(super::model_usage::UsageArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -460,6 +463,7 @@ async fn session_command(targets: &Targets<'_>, command: Command, json: bool) ->
 
 async fn sessions(targets: &Targets<'_>, command: SessionsCommand, json: bool) -> Result<ExitCode> {
     match command {
+        SessionsCommand::Usage(args) => return super::model_usage::usage(targets, args, json).await,
         SessionsCommand::New { principal, id, owner, title, labels, parallel, ttl_ms } => {
             let target = targets.acting_as(&principal)?;
             let mut policy = SessionPolicy::default();

@@ -9,6 +9,7 @@ mod commands;
 mod fsck;
 mod memory;
 mod migrate;
+mod model_usage;
 mod output;
 mod serve;
 mod target;

@@ -189,6 +189,9 @@ const TIME_FIELDS: &[&str] = &[
     "last_activity",
     "status_changed_at",
     "snapshot_at",
+    // The range of a usage body (`GET /v1/usage`).
+    "since",
+    "before",
 ];
 
 /// A body's pretty JSON for people, each time (a number under a key of `TIME_FIELDS`) in

@@ -92,6 +92,10 @@ pub trait SessionTarget: Send + Sync {
     async fn memory_usage(&self) -> Result<wire::MemoryUsageBody>;
     /// Admin: the tenant's own memory quota (each limit not given: the default).
     async fn set_memory_quota(&self, body: wire::MemoryQuotaBody) -> Result<wire::MemoryUsageBody>;
+    // Usage (model calls and tool time), in wire types.
+    async fn session_usage(&self, id: &SessionId) -> Result<wire::SessionUsageBody>;
+    /// The caller's totals over event times in `[since, before)` (ms).
+    async fn tenant_usage(&self, since: u64, before: u64) -> Result<wire::UsageBody>;
 }
 
 /// Where the commands run: the data directory's service or a server's client.
@@ -126,6 +130,14 @@ struct Local<'a> {
 
 #[async_trait]
 impl SessionTarget for Local<'_> {
+    async fn session_usage(&self, id: &SessionId) -> Result<wire::SessionUsageBody> {
+        let usage = self.service.session_usage(&self.principal, id).await?;
+        Ok(convert::session_usage(id, &usage))
+    }
+    async fn tenant_usage(&self, since: u64, before: u64) -> Result<wire::UsageBody> {
+        let (since, before) = (berth_core::Timestamp(since), berth_core::Timestamp(before));
+        Ok(convert::tenant_usage(&self.service.tenant_usage(&self.principal, since, before).await?))
+    }
     async fn memory_put(&self, body: wire::PutMemoryBody) -> Result<wire::MemoryItemBody> {
         let item = self.service.memory_put(&self.principal, convert::memory_put_from(body)?).await?;
         Ok(convert::memory_item(&item))
@@ -260,6 +272,12 @@ impl SessionTarget for Local<'_> {
 /// A running `berth serve`, through its HTTP API.
 #[async_trait]
 impl SessionTarget for Client {
+    async fn session_usage(&self, id: &SessionId) -> Result<wire::SessionUsageBody> {
+        Client::session_usage(self, id).await
+    }
+    async fn tenant_usage(&self, since: u64, before: u64) -> Result<wire::UsageBody> {
+        Client::tenant_usage(self, since, before).await
+    }
     async fn memory_put(&self, body: wire::PutMemoryBody) -> Result<wire::MemoryItemBody> {
         Client::memory_put(self, &body).await
     }
