@@ -1,6 +1,7 @@
 /**
  * `berth-store/dsh`: DeepSeek Harness's handle seam (seed 004) on berth — the seam's
- * types and errors, its storage-contract checks, and `BerthHandlePersistence`.
+ * types and errors, its storage-contract checks, `BerthHandlePersistence`, and
+ * `harnessHistory` (any framework's berth conversation as harness events).
  */
 export * from './types.js'
 export * from './errors.js'
@@ -17,3 +18,12 @@ export {
   LIVE_WRITE_BATCH_MAX_DELAY_MS,
   type BerthHandlePersistenceOptions,
 } from './persistence.js'
+export {
+  IMPORTED_PROVENANCE,
+  harnessHistory,
+  harnessHistoryOf,
+  harnessHistoryOfEvents,
+  type HarnessHistory,
+  type HarnessHistoryOptions,
+  type HarnessProvenance,
+} from './history.js'
