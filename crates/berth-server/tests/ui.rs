@@ -776,3 +776,75 @@ async fn a_langgraph_thread_shows_checkpoints_channels_and_changed_channels() {
     assert!(section.contains("&lt;script&gt;alert(1)&lt;/script&gt;"), "{section}");
     assert!(section.contains("&lt;img src=x onerror=alert(2)&gt;.Evil"), "{section}");
 }
+
+fn dropin_fixture(name: &str) -> Vec<u8> {
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/dropins/langgraph/fixtures").join(name);
+    std::fs::read(path).unwrap()
+}
+
+/// Threads stored before the drop-in wrote the conversation vocabulary (issue 52's
+/// fixtures) show their channels and changes, and say why no messages; a value split
+/// into parts is read from all of them, also when the checkpoint's `at` names a part
+/// far behind it (the other parts by point reads).
+#[tokio::test(flavor = "multi_thread")]
+async fn old_layout_threads_and_split_values_read_in_the_langgraph_state() {
+    use berth_service::{AppendRequest, CreateSession, NewEvent};
+    let server = TestServer::start().await;
+    let key = server.key("acme", "ops", None, Role::Admin);
+    let admin = server.client(&key);
+    for name in ["weather.jsonl", "markers.jsonl"] {
+        admin.import(dropin_fixture(name)).await.unwrap();
+    }
+    let cookie = session_cookie(&sign_in(&server, &key).await);
+    let get = |path: &str| {
+        let (server, cookie, path) = (&server, cookie.clone(), path.to_owned());
+        async move {
+            let answer = request(server, "GET", &path, &[host(server), cookie], "").await;
+            assert_eq!(answer.status, 200, "{path}: {}", answer.body);
+            answer.body
+        }
+    };
+    let weather = get("/ui/sessions/weather?cp=13").await;
+    let channels = part_of(&weather, "<table class=\"channels\">", "</table>");
+    let row = |channel: &str| part_of(channels, &format!("<tr data-channel=\"{channel}\""), "</tr>").to_owned();
+    assert!(row("messages").contains("list: appends 1 (AIMessage) to #6"), "{}", row("messages"));
+    assert!(row("__start__").contains("(empty)") && row("__start__").contains(">#5</a>"), "read where `at` says");
+    assert!(weather.contains("No conversation events in the 200 events before it"), "{weather}");
+    let diff = part_of(&weather, "<table class=\"channel-diff\">", "</table>");
+    assert!(diff.contains("data-channel=\"branch:to:tools\" data-change=\"added\""), "{diff}");
+
+    let markers = get("/ui/sessions/markers?cp=2").await;
+    let start = part_of(&markers, "<tr data-channel=\"__start__\"", "</tr>");
+    assert!(start.contains("<td class=\"type\">dict of 2 keys</td><td class=\"size\">5190 bytes</td>"), "{start}");
+    assert!(start.contains(">#0</a>"), "named by its first part: {start}");
+
+    // The same parts, then 250 other events, then a checkpoint whose `at` names part 1.
+    let parts: Vec<NewEvent> = dropin_fixture("markers.jsonl")
+        .split(|byte| *byte == b'\n')
+        .filter_map(|line| serde_json::from_slice::<serde_json::Value>(line).ok())
+        .filter(|line| matches!(line.get("seq").and_then(|seq| seq.as_u64()), Some(0 | 1)))
+        .map(|line| NewEvent::new("lg/blob", line["data"].clone()))
+        .collect();
+    let version = parts[0].data.to_value()["v"].clone();
+    let pack = |value: rmpv::Value| {
+        let mut bytes = Vec::new();
+        rmpv::encode::write_value(&mut bytes, &value).unwrap();
+        base64::Engine::encode(&base64::engine::general_purpose::STANDARD, bytes)
+    };
+    let versions = rmpv::Value::Map(vec![(
+        "channel_versions".into(),
+        rmpv::Value::Map(vec![("__start__".into(), version.as_str().unwrap().into())]),
+    )]);
+    let mut events = parts;
+    events.extend((0..250).map(|i| NewEvent::new("acme/note", serde_json::json!({"i": i}))));
+    let checkpoint = serde_json::json!({"ns": "", "id": "far", "parent": null, "cp": ["msgpack", pack(versions)], "at": {"__start__": 1}});
+    events.push(NewEvent::new("lg/checkpoint", checkpoint));
+    admin.create(&CreateSession { id: Some("lg-far".parse().unwrap()), ..Default::default() }).await.unwrap();
+    let append = AppendRequest { memory: Vec::new(), run: None, expected_seq: None, events, idempotency_key: None };
+    admin.append(&"lg-far".parse().unwrap(), &append).await.unwrap();
+    let far = get("/ui/sessions/lg-far?cp=252").await;
+    let start = part_of(&far, "<tr data-channel=\"__start__\"", "</tr>");
+    assert!(start.contains("<td class=\"type\">dict of 2 keys</td><td class=\"size\">5190 bytes</td>"), "{start}");
+    assert!(far.contains("The thread's first checkpoint: no parent"), "{far}");
+}

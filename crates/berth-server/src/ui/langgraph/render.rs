@@ -255,7 +255,11 @@ fn diff_view(selected: &Selected, links: &Links) -> Markup {
     let Some(compared) = &selected.compared else {
         return markup! {
             h4 { "Changed channels" }
-            p.empty { "Its parent is not among the " (WINDOW_EVENTS) " events before it: pick a checkpoint to compare with." }
+            @if summary.parent.is_none() {
+                p.empty { "The thread's first checkpoint: no parent to compare with (pick another checkpoint to)." }
+            } @else {
+                p.empty { "Its parent is not among the " (WINDOW_EVENTS) " events before it: pick a checkpoint to compare with." }
+            }
         };
     };
     let changes = changed_channels(&compared.summary, summary);
