@@ -848,3 +848,35 @@ async fn old_layout_threads_and_split_values_read_in_the_langgraph_state() {
     assert!(start.contains("<td class=\"type\">dict of 2 keys</td><td class=\"size\">5190 bytes</td>"), "{start}");
     assert!(far.contains("The thread's first checkpoint: no parent"), "{far}");
 }
+
+/// Every checkpoint of every committed LangGraph fixture (whole lists, suffix chains and
+/// anchors, subgraph namespaces, `Send` tasks, interrupts, errors, a copied thread) reads
+/// whole: each channel's record found and read.
+#[tokio::test(flavor = "multi_thread")]
+async fn every_checkpoint_of_the_langgraph_fixtures_reads_whole() {
+    let server = TestServer::start().await;
+    let key = server.key("acme", "ops", None, Role::Admin);
+    let admin = server.client(&key);
+    let cookie = session_cookie(&sign_in(&server, &key).await);
+    let mut read = 0;
+    for name in ["chain", "failed", "fan", "interrupt", "markers", "weather"] {
+        let bytes = dropin_fixture(&format!("{name}.jsonl"));
+        let id = admin.import(bytes.clone()).await.unwrap()[0].header.id.clone();
+        let lines = bytes
+            .split(|byte| *byte == b'\n')
+            .filter_map(|line| serde_json::from_slice::<serde_json::Value>(line).ok());
+        for line in lines.filter(|line| line["type"] == "lg/checkpoint") {
+            let seq = line["seq"].as_u64().unwrap();
+            let path = format!("/ui/sessions/{id}?cp={seq}");
+            let page = request(&server, "GET", &path, &[host(&server), cookie.clone()], "").await;
+            assert_eq!(page.status, 200, "{path}: {}", page.body);
+            let channels = part_of(&page.body, "<table class=\"channels\">", "</table>");
+            assert!(channels.contains("<tr data-channel="), "{path}: {channels}");
+            for missing in ["(record not found nearby)", "(unreadable record)", "(not read)", "not found)"] {
+                assert!(!channels.contains(missing), "{path}: {missing} in {channels}");
+            }
+            read += 1;
+        }
+    }
+    assert!(read >= 50, "{read} checkpoints read");
+}
