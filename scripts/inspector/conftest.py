@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import sync_playwright
 
-ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
 TARGET = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
 BERTH = Path(os.environ.get("BERTH_BINARY", TARGET / "debug" / "berth"))
 ARTIFACTS = TARGET / "inspector-artifacts"
@@ -55,6 +56,14 @@ class Api:
             body["memory"] = memory
             body["idempotency_key"] = "memory-" + hashlib.sha256(json.dumps(body).encode()).hexdigest()[:16]
         return self.call("POST", f"/v1/sessions/{session_id}/events", body)
+
+    def import_export(self, jsonl):
+        """Imports a session as `berth export` wrote it (`POST /v1/import`)."""
+        request = urllib.request.Request(self.url + "/v1/import", data=jsonl, method="POST")
+        request.add_header("Authorization", "Bearer " + self.key)
+        request.add_header("Content-Type", "application/x-ndjson")
+        with urllib.request.urlopen(request) as response:
+            return json.loads(response.read())
 
     def attach(self, session_id, run_id):
         return self.call("POST", f"/v1/sessions/{session_id}/runs", {"run_id": run_id})
@@ -182,6 +191,9 @@ def seed(server):
         ("assistant/message", {"content": [{"type": "refusal", "refusal": "I can't transcribe that recording."}]}),
         ("turn/end", {"turn": 0, "reason": "completed"}),
     ])
+    # A LangGraph thread of alice's as the drop-in stores it (examples/langgraph/graph.py
+    # run twice, exported): `lg/*` records beside the conversation vocabulary.
+    server.api["admin"].import_export((HERE / "fixtures" / "langgraph-weather.jsonl").read_bytes())
     # A session to watch live, a closed one, and other owners' sessions.
     for api, session_id, content in [
         (alice, "alice-live", "first"), (alice, "alice-closed", "bye"),

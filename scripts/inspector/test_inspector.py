@@ -224,6 +224,49 @@ def test_a_completed_turn_pairs_calls_with_durations_and_flags_errors(context, s
     screenshot(page, "session")
 
 
+def test_the_langgraph_channel_diff(context, server):
+    """Issue 55 item 6: a LangGraph thread lists its checkpoints; one picked shows its
+    messages, every channel with version, type and size, and the channels changed from
+    its parent — or from another checkpoint picked to compare with. Plain links, no script."""
+    page = sign_in(context.new_page(), server, "alice")
+    page.goto(server.url + "/ui/sessions/alice-langgraph")
+    state = page.locator("section.langgraph")
+    expect(state.get_by_role("heading", name="LangGraph state")).to_be_visible()
+    rows = state.locator("table.checkpoints tbody tr")
+    expect(rows).to_have_count(10)
+    expect(rows.first).to_have_attribute("data-seq", "74")
+    expect(state.locator(".checkpoint-state")).to_have_count(0)
+    rows.filter(has=page.locator('td:text-is("#50")')).get_by_role("link", name="State").click()
+    page.wait_for_url(re.compile(r".*\?cp=50#langgraph$"))
+    shown = page.locator("#checkpoint-state")
+    expect(shown.locator("h3")).to_have_text("Checkpoint #50, step 5 (loop)")
+    channels = shown.locator("table.channels tbody tr")
+    expect(channels).to_have_count(4)
+    channel = lambda name: shown.locator(f'table.channels tr[data-channel="{name}"]')
+    expect(channel("messages").locator("td.type")).to_have_text("list: appends 1 (HumanMessage) to #34")
+    expect(channel("messages").locator(".version")).to_have_text("7")
+    expect(channel("__start__").locator("td.type")).to_have_text("(empty)")
+    expect(channel("branch:to:agent").locator("td.size")).to_have_text("0 bytes")
+    expect(channel("branch:to:tools")).not_to_have_class(re.compile("changed"))
+    expect(channel("messages")).to_have_class(re.compile("changed"))
+    messages = shown.locator("ol.lg-messages > li")
+    expect(messages.last).to_have_class(re.compile("role-user"))
+    expect(messages.last.locator(".content")).to_have_text("What's the weather in Paris?")
+    expect(shown.locator("ul.tool-calls").first).to_contain_text('get_weather({"city":"Paris"})')
+    diff = shown.locator("table.channel-diff tbody tr")
+    assert [row.get_attribute("data-channel") for row in diff.all()] == ["__start__", "messages", "branch:to:agent"]
+    expect(shown.locator("p.compared")).to_contain_text("From its parent, checkpoint #40 (step 4 (input)) to #50.")
+    state.screenshot(path=str(ARTIFACTS / "session-langgraph.png"))
+    # Compared with an earlier checkpoint of the first turn instead of the parent.
+    rows.filter(has=page.locator('td:text-is("#12")')).get_by_role("link", name="Compare").click()
+    page.wait_for_url(re.compile(r".*\?cp=50&vs=12#langgraph$"))
+    expect(page.locator("p.compared")).to_contain_text("From checkpoint #12 (step 0 (loop)) to #50.")
+    added = page.locator('table.channel-diff tr[data-channel="branch:to:tools"]')
+    expect(added).to_have_attribute("data-change", "added")
+    page.get_by_role("link", name="Compare with its parent").click()
+    expect(page.locator("p.compared")).to_contain_text("From its parent, checkpoint #40")
+
+
 def test_chat_order_opens_at_the_latest_turn_and_older_events_page_back(context, server):
     alice = server.api["alice"]
     alice.create("alice-long")

@@ -673,3 +673,210 @@ async fn live_mode_sends_whole_groups_and_keeps_the_header_current() {
     };
     assert!(lapsed.contains("lease lapsed") && lapsed.contains("lease ended") && !lapsed.contains("run-writer"));
 }
+
+fn langgraph_fixture() -> Vec<u8> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../scripts/inspector/fixtures/langgraph-weather.jsonl");
+    std::fs::read(path).unwrap()
+}
+
+/// The part of a page from `start` to the end of that element's first `end`.
+fn part_of<'a>(page: &'a str, start: &str, end: &str) -> &'a str {
+    let from = page.find(start).unwrap_or_else(|| panic!("{start} in {page}"));
+    let rest = &page[from..];
+    &rest[..rest.find(end).map_or(rest.len(), |at| at + end.len())]
+}
+
+/// Issue 55 item 6: a LangGraph thread (the weather example's, two turns, exported as the
+/// drop-in stored it) lists the checkpoints of the timeline's page; a selected one
+/// (`?cp=`) shows its messages, every channel with its version, type and size, and the
+/// channels changed from its parent or from a chosen checkpoint (`&vs=`).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_langgraph_thread_shows_checkpoints_channels_and_changed_channels() {
+    let server = TestServer::start().await;
+    let key = server.key("acme", "ops", None, Role::Admin);
+    server.client(&key).import(langgraph_fixture()).await.unwrap();
+    let cookie = session_cookie(&sign_in(&server, &key).await);
+    let get = |path: &str| {
+        let (server, cookie, path) = (&server, cookie.clone(), path.to_owned());
+        async move { request(server, "GET", &path, &[host(server), cookie], "").await }
+    };
+    let page = get("/ui/sessions/alice-langgraph").await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    let section = part_of(&page.body, "<section class=\"langgraph\"", "</section>");
+    let listed: Vec<&str> = section.split("data-seq=\"").skip(1).map(|rest| &rest[..rest.find('"').unwrap()]).collect();
+    assert_eq!(listed, ["74", "67", "59", "50", "40", "36", "29", "21", "12", "2"], "newest first: {section}");
+    assert!(section.contains("<td>step 5 (loop)</td>") && section.contains("<td>step 4 (input)</td>"), "{section}");
+    assert!(!section.contains("checkpoint-state"), "nothing read until one is picked");
+
+    let state = get("/ui/sessions/alice-langgraph?cp=50").await;
+    assert_eq!(state.status, 200, "{}", state.body);
+    let channels = part_of(&state.body, "<table class=\"channels\">", "</table>");
+    let row = |channel: &str| part_of(channels, &format!("<tr data-channel=\"{channel}\""), "</tr>").to_owned();
+    assert!(row("messages").contains("list: appends 1 (HumanMessage) to #34") && row("messages").contains(">#48</a>"));
+    assert!(row("messages").contains("title=\"00000000000000000000000000000007."), "{}", row("messages"));
+    assert!(row("__start__").contains("(empty)") && row("__start__").contains("#47"), "{}", row("__start__"));
+    assert!(row("branch:to:agent").contains("<td class=\"type\">None</td><td class=\"size\">0 bytes</td>"));
+    assert!(row("branch:to:tools").contains("#28"), "an older version, read where `at` says");
+    let diff = part_of(&state.body, "<table class=\"channel-diff\">", "</table>");
+    let changed: Vec<&str> =
+        diff.split("<tr data-channel=\"").skip(1).map(|rest| &rest[..rest.find('"').unwrap()]).collect();
+    assert_eq!(changed, ["__start__", "messages", "branch:to:agent"], "from its parent #40: {diff}");
+    assert!(state.body.contains("From its parent, checkpoint #40 (step 4 (input)) to #50."), "{}", state.body);
+    assert!(row("messages").contains("changed") && !row("branch:to:tools").contains("changed"));
+    let messages = part_of(&state.body, "<ol class=\"lg-messages\">", "</ol>");
+    assert!(messages.contains("get_weather({&quot;city&quot;:&quot;Paris&quot;})"), "tool calls shown: {messages}");
+    assert!(messages.ends_with("<li class=\"lg-message role-user\"><span class=\"role\">user</span><div class=\"content\">What's the weather in Paris?</div></li></ol>"), "{messages}");
+
+    let compared = get("/ui/sessions/alice-langgraph?cp=74&vs=12").await;
+    let diff = part_of(&compared.body, "<table class=\"channel-diff\">", "</table>");
+    assert!(diff.contains("data-channel=\"branch:to:tools\" data-change=\"added\""), "{diff}");
+    assert!(compared.body.contains("From checkpoint #12 (step 0 (loop)) to #74."), "{}", compared.body);
+
+    for (query, status) in [("cp=45", 400), ("vs=40", 400), ("cp=100000", 404), ("cp=x", 400)] {
+        let refused = get(&format!("/ui/sessions/alice-langgraph?{query}")).await;
+        assert_eq!(refused.status, status, "{query}: {}", refused.body);
+    }
+
+    // Markup in a record's names (a channel, a version, a class) is text on the page.
+    use berth_service::{AppendRequest, CreateSession, NewEvent};
+    use rmpv::Value as Pack;
+    let pack = |value: Pack| {
+        let mut bytes = Vec::new();
+        rmpv::encode::write_value(&mut bytes, &value).unwrap();
+        base64::Engine::encode(&base64::engine::general_purpose::STANDARD, bytes)
+    };
+    let hostile = "<script>alert(1)</script>";
+    let class = Pack::Array(vec![Pack::from("<img src=x onerror=alert(2)>"), Pack::from("Evil"), Pack::Map(vec![])]);
+    let mut class_bytes = Vec::new();
+    rmpv::encode::write_value(&mut class_bytes, &class).unwrap();
+    let checkpoint = Pack::Map(vec![
+        (Pack::from("channel_versions"), Pack::Map(vec![(Pack::from(hostile), Pack::from("<b>1</b>"))])),
+        (Pack::from("updated_channels"), Pack::Array(vec![Pack::from(hostile)])),
+    ]);
+    let events = vec![
+        NewEvent::new(
+            "lg/blob",
+            serde_json::json!({"ns": "", "c": hostile, "v": "<b>1</b>", "t": "msgpack", "b": pack(Pack::Ext(5, class_bytes))}),
+        ),
+        NewEvent::new(
+            "lg/checkpoint",
+            serde_json::json!({"ns": "", "id": hostile, "parent": null, "cp": ["msgpack", pack(checkpoint)]}),
+        ),
+    ];
+    let admin = server.client(&key);
+    let create = CreateSession { id: Some("lg-hostile".parse().unwrap()), ..Default::default() };
+    admin.create(&create).await.unwrap();
+    let append = AppendRequest { memory: Vec::new(), run: None, expected_seq: None, events, idempotency_key: None };
+    admin.append(&"lg-hostile".parse().unwrap(), &append).await.unwrap();
+    let page = get("/ui/sessions/lg-hostile?cp=1").await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    let section = part_of(&page.body, "<section class=\"langgraph\"", "</section>");
+    assert!(!section.contains("<script>") && !section.contains("<img") && !section.contains("<b>"), "{section}");
+    assert!(section.contains("&lt;script&gt;alert(1)&lt;/script&gt;"), "{section}");
+    assert!(section.contains("&lt;img src=x onerror=alert(2)&gt;.Evil"), "{section}");
+}
+
+fn dropin_fixture(name: &str) -> Vec<u8> {
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/dropins/langgraph/fixtures").join(name);
+    std::fs::read(path).unwrap()
+}
+
+/// Threads stored before the drop-in wrote the conversation vocabulary (issue 52's
+/// fixtures) show their channels and changes, and say why no messages; a value split
+/// into parts is read from all of them, also when the checkpoint's `at` names a part
+/// far behind it (the other parts by point reads).
+#[tokio::test(flavor = "multi_thread")]
+async fn old_layout_threads_and_split_values_read_in_the_langgraph_state() {
+    use berth_service::{AppendRequest, CreateSession, NewEvent};
+    let server = TestServer::start().await;
+    let key = server.key("acme", "ops", None, Role::Admin);
+    let admin = server.client(&key);
+    for name in ["weather.jsonl", "markers.jsonl"] {
+        admin.import(dropin_fixture(name)).await.unwrap();
+    }
+    let cookie = session_cookie(&sign_in(&server, &key).await);
+    let get = |path: &str| {
+        let (server, cookie, path) = (&server, cookie.clone(), path.to_owned());
+        async move {
+            let answer = request(server, "GET", &path, &[host(server), cookie], "").await;
+            assert_eq!(answer.status, 200, "{path}: {}", answer.body);
+            answer.body
+        }
+    };
+    let weather = get("/ui/sessions/weather?cp=13").await;
+    let channels = part_of(&weather, "<table class=\"channels\">", "</table>");
+    let row = |channel: &str| part_of(channels, &format!("<tr data-channel=\"{channel}\""), "</tr>").to_owned();
+    assert!(row("messages").contains("list: appends 1 (AIMessage) to #6"), "{}", row("messages"));
+    assert!(row("__start__").contains("(empty)") && row("__start__").contains(">#5</a>"), "read where `at` says");
+    assert!(weather.contains("No conversation events in the 200 events before it"), "{weather}");
+    let diff = part_of(&weather, "<table class=\"channel-diff\">", "</table>");
+    assert!(diff.contains("data-channel=\"branch:to:tools\" data-change=\"added\""), "{diff}");
+
+    let markers = get("/ui/sessions/markers?cp=2").await;
+    let start = part_of(&markers, "<tr data-channel=\"__start__\"", "</tr>");
+    assert!(start.contains("<td class=\"type\">dict of 2 keys</td><td class=\"size\">5190 bytes</td>"), "{start}");
+    assert!(start.contains(">#0</a>"), "named by its first part: {start}");
+
+    // The same parts, then 250 other events, then a checkpoint whose `at` names part 1.
+    let parts: Vec<NewEvent> = dropin_fixture("markers.jsonl")
+        .split(|byte| *byte == b'\n')
+        .filter_map(|line| serde_json::from_slice::<serde_json::Value>(line).ok())
+        .filter(|line| matches!(line.get("seq").and_then(|seq| seq.as_u64()), Some(0 | 1)))
+        .map(|line| NewEvent::new("lg/blob", line["data"].clone()))
+        .collect();
+    let version = parts[0].data.to_value()["v"].clone();
+    let pack = |value: rmpv::Value| {
+        let mut bytes = Vec::new();
+        rmpv::encode::write_value(&mut bytes, &value).unwrap();
+        base64::Engine::encode(&base64::engine::general_purpose::STANDARD, bytes)
+    };
+    let versions = rmpv::Value::Map(vec![(
+        "channel_versions".into(),
+        rmpv::Value::Map(vec![("__start__".into(), version.as_str().unwrap().into())]),
+    )]);
+    let mut events = parts;
+    events.extend((0..250).map(|i| NewEvent::new("acme/note", serde_json::json!({"i": i}))));
+    let checkpoint = serde_json::json!({"ns": "", "id": "far", "parent": null, "cp": ["msgpack", pack(versions)], "at": {"__start__": 1}});
+    events.push(NewEvent::new("lg/checkpoint", checkpoint));
+    admin.create(&CreateSession { id: Some("lg-far".parse().unwrap()), ..Default::default() }).await.unwrap();
+    let append = AppendRequest { memory: Vec::new(), run: None, expected_seq: None, events, idempotency_key: None };
+    admin.append(&"lg-far".parse().unwrap(), &append).await.unwrap();
+    let far = get("/ui/sessions/lg-far?cp=252").await;
+    let start = part_of(&far, "<tr data-channel=\"__start__\"", "</tr>");
+    assert!(start.contains("<td class=\"type\">dict of 2 keys</td><td class=\"size\">5190 bytes</td>"), "{start}");
+    assert!(far.contains("The thread's first checkpoint: no parent"), "{far}");
+}
+
+/// Every checkpoint of every committed LangGraph fixture (whole lists, suffix chains and
+/// anchors, subgraph namespaces, `Send` tasks, interrupts, errors, a copied thread) reads
+/// whole: each channel's record found and read.
+#[tokio::test(flavor = "multi_thread")]
+async fn every_checkpoint_of_the_langgraph_fixtures_reads_whole() {
+    let server = TestServer::start().await;
+    let key = server.key("acme", "ops", None, Role::Admin);
+    let admin = server.client(&key);
+    let cookie = session_cookie(&sign_in(&server, &key).await);
+    let mut read = 0;
+    for name in ["chain", "failed", "fan", "interrupt", "markers", "weather"] {
+        let bytes = dropin_fixture(&format!("{name}.jsonl"));
+        let id = admin.import(bytes.clone()).await.unwrap()[0].header.id.clone();
+        let lines = bytes
+            .split(|byte| *byte == b'\n')
+            .filter_map(|line| serde_json::from_slice::<serde_json::Value>(line).ok());
+        for line in lines.filter(|line| line["type"] == "lg/checkpoint") {
+            let seq = line["seq"].as_u64().unwrap();
+            let path = format!("/ui/sessions/{id}?cp={seq}");
+            let page = request(&server, "GET", &path, &[host(&server), cookie.clone()], "").await;
+            assert_eq!(page.status, 200, "{path}: {}", page.body);
+            let channels = part_of(&page.body, "<table class=\"channels\">", "</table>");
+            assert!(channels.contains("<tr data-channel="), "{path}: {channels}");
+            for missing in ["(record not found nearby)", "(unreadable record)", "(not read)", "not found)"] {
+                assert!(!channels.contains(missing), "{path}: {missing} in {channels}");
+            }
+            read += 1;
+        }
+    }
+    assert!(read >= 50, "{read} checkpoints read");
+}

@@ -5,8 +5,10 @@
 //! Layout: `signin` (an API key exchanged for a server-side inspector session; the
 //! `Viewer` extractor every page takes), `security` (the Host allowlist, CSRF checks and
 //! the headers every response carries), `layout` (the page shell, formatting helpers),
-//! `list`, `preview` (an untitled session's first user message, read on demand), `session_page` (header, metadata, runs, timeline, export, fork), `timeline`
-//! (the pure grouping the session page renders), `live` (the SSE feed of rendered
+//! `list`, `preview` (an untitled session's first user message, read on demand),
+//! `session_page` (header, metadata, runs, timeline, export, fork), `langgraph` (a
+//! LangGraph thread's checkpoints, channels and changed channels, read from the drop-in's
+//! records), `timeline` (the pure grouping the session page renders), `live` (the SSE feed of rendered
 //! groups and of the header's state), `audit_page`, and `assets` (the stylesheet and the one script, compiled in).
 //!
 //! Every data call goes through `SessionService` as the signed-in key's principal, the
@@ -15,6 +17,7 @@
 
 mod assets;
 mod audit_page;
+mod langgraph;
 mod layout;
 mod list;
 mod live;

@@ -53,6 +53,10 @@ pub struct PageQuery {
     before: Option<u64>,
     /// `newest`: the latest turn first; absent (or `chat`): oldest to newest.
     order: Option<String>,
+    /// A LangGraph thread: the checkpoint (its event's seq) whose state is shown.
+    cp: Option<u64>,
+    /// A LangGraph thread: the checkpoint `cp` is compared with (else its parent).
+    vs: Option<u64>,
 }
 
 /// The order the timeline's turns are shown in.
@@ -163,6 +167,8 @@ async fn render_session(state: &Shared, viewer: &Viewer, id: &str, query: PageQu
     let built = timeline::build(&page.events);
     let live_from = page.events.last().map_or(0, |event| event.seq.get() + 1);
     let now = state.service.now();
+    let selection = (query.cp, query.vs);
+    let langgraph = langgraph_section(state, viewer, &record, &page.events, (order, before), selection).await?;
     let body = markup! {
         (session_header(&record, preview.as_deref(), &forks, now))
         div.columns {
@@ -170,6 +176,7 @@ async fn render_session(state: &Shared, viewer: &Viewer, id: &str, query: PageQu
             (runs_section(&record, &history))
         }
         (export_section(&record))
+        @if let Some(langgraph) = langgraph { (langgraph) }
         (timeline_section(&TimelineView {
             viewer,
             id: &record.header.id,
@@ -184,6 +191,30 @@ async fn render_session(state: &Shared, viewer: &Viewer, id: &str, query: PageQu
         None => record.header.id.to_string(),
     };
     Ok(html(StatusCode::OK, layout::page(&page_title, Some(viewer), body)))
+}
+
+/// A LangGraph thread's state section (None for any other session), its links keeping
+/// the timeline's page and order.
+async fn langgraph_section(
+    state: &Shared,
+    viewer: &Viewer,
+    record: &SessionRecord,
+    events: &[Event],
+    (order, before): (Order, Option<u64>),
+    selection: (Option<u64>, Option<u64>),
+) -> Result<Option<Markup>, ApiError> {
+    if !super::langgraph::is_langgraph(record, events) {
+        return Ok(None);
+    }
+    let mut kept = Vec::new();
+    if let Some(before) = before {
+        kept.push(("before", before.to_string()));
+    }
+    if order == Order::Newest {
+        kept.push(("order", "newest".to_owned()));
+    }
+    let links = super::langgraph::Links { path: format!("/ui/sessions/{}", record.header.id), kept: &kept };
+    Ok(Some(super::langgraph::section(state, viewer, record, events, &links, selection).await?))
 }
 
 /// The part of the header that changes as the session is written (live mode sends it
