@@ -1,19 +1,26 @@
-"""Google ADK's SQLite session stores, into berth and back (google-adk 2.13).
+"""Google ADK's session stores (SQLite, PostgreSQL), into berth and back (google-adk 2.13).
 
 The URL is the one ADK's own services take, and names the class that reads it, as
 ADK's CLI does (`--session_service_uri`):
 
 - `sqlite:///relative.db`, `sqlite:////absolute.db`: `SqliteSessionService` (ADK's
   own aiosqlite schema; `adk web`'s `.adk/session.db`);
-- `sqlite+aiosqlite:///…`: `DatabaseSessionService` (SQLAlchemy's schema).
+- `sqlite+aiosqlite:///…`: `DatabaseSessionService` (SQLAlchemy's schema);
+- `postgresql+asyncpg://…`, `postgresql+psycopg://…`: `DatabaseSessionService` on
+  PostgreSQL (its async driver installed: asyncpg, or psycopg).
 
-Import: the source file is copied first (`source.snapshot`: the source is never written,
-and a live one is read as one snapshot); ADK's class reads the copy — `list_sessions`
+Import: a source file is copied first (`source.snapshot`: the source is never written,
+and a live one is read as one snapshot); a PostgreSQL source is read in place, on
+connections the server holds read-only (`default_transaction_read_only`: ADK's class
+could not write it if it tried), each of ADK's reads one transaction (a live store's
+session is taken as it was when read; the next run takes what came after). ADK's class
+reads it — `list_sessions`
 per app, `get_session` per session, `get_user_state` per user — and berth's drop-in
 writes it: `BerthSessionService.create_session`, then `append_event` for every event,
 so the berth session is what the drop-in writes (events, turns, carried `app:`/`user:`
 writes, the ADK timestamps). Which apps and users the file holds is the one thing ADK
-has no reader for: a plain `SELECT DISTINCT` of its tables' `app_name` / `user_id`.
+has no reader for: a plain `SELECT DISTINCT` of its tables' `app_name` / `user_id` (on
+the copy, or through the service's own engine).
 
 State is then imported as state, not only replayed (not every change came through an
 event's `state_delta`): the session's own state and its last update time go into the
@@ -43,6 +50,8 @@ from collections import defaultdict
 from typing import Any
 from urllib.parse import unquote, urlparse
 
+import sqlalchemy
+
 from google.adk.events.event import Event
 from google.adk.sessions.base_session_service import BaseSessionService
 from google.adk.sessions.session import Session
@@ -61,7 +70,7 @@ from berth.integrations.adk._records import _split
 
 from . import keys
 from .report import Report
-from .source import snapshot
+from .source import redact, snapshot
 
 KIND = "adk"
 _PAGE = 500
@@ -81,6 +90,25 @@ def sqlite_path(url: str) -> str:
     if not path or path == ":memory:":
         raise ValueError(f"{url!r}: names no file")
     return path
+
+
+def is_sqlite(url: str) -> bool:
+    scheme = url.partition(":")[0]
+    return scheme == "sqlite" or scheme.startswith("sqlite+")
+
+
+def _database(url: str, read_only: bool) -> BaseSessionService:
+    """`DatabaseSessionService` on a server database; `read_only`: every connection is
+    held read-only by the server (asyncpg's server settings, libpq's options)."""
+    from google.adk.sessions.database_session_service import DatabaseSessionService
+
+    if not read_only:
+        return DatabaseSessionService(url)
+    if sqlalchemy.make_url(url).get_driver_name() == "asyncpg":
+        args: dict[str, Any] = {"server_settings": {"default_transaction_read_only": "on"}}
+    else:
+        args = {"options": "-c default_transaction_read_only=on"}
+    return DatabaseSessionService(url, connect_args=args)
 
 
 def _service(url: str, path: str) -> BaseSessionService:
@@ -109,19 +137,36 @@ def _names(copy: str) -> tuple[list[str], dict[str, set[str]], set[str]]:
     conn = sqlite3.connect(copy)
     try:
         tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        apps: set[str] = set()
-        users: dict[str, set[str]] = defaultdict(set)
-        for table in ("sessions", "user_states"):
-            if table in tables:
-                for app, user in conn.execute(f"SELECT DISTINCT app_name, user_id FROM {table}"):
-                    apps.add(app)
-                    users[app].add(user)
-        stated: set[str] = set()
-        if "app_states" in tables:
-            stated = {row[0] for row in conn.execute("SELECT app_name FROM app_states")}
-        return sorted(apps | stated), users, stated
+        return _names_from(tables, lambda sql: conn.execute(sql).fetchall())
     finally:
         conn.close()
+
+
+async def _database_names(service: BaseSessionService) -> tuple[list[str], dict[str, set[str]], set[str]]:
+    """`_names`, through a `DatabaseSessionService`'s own engine (read-only, as it is)."""
+    engine = service.db_engine  # type: ignore[attr-defined]
+    async with engine.connect() as conn:
+        tables = set(await conn.run_sync(lambda sync: sqlalchemy.inspect(sync).get_table_names()))
+        rows = {}
+        for sql in ("SELECT DISTINCT app_name, user_id FROM sessions", "SELECT DISTINCT app_name, user_id FROM "
+                    "user_states", "SELECT app_name FROM app_states"):
+            if sql.rsplit(" ", 1)[1] in tables:
+                rows[sql] = [tuple(row) for row in (await conn.execute(sqlalchemy.text(sql))).all()]
+    return _names_from(tables, lambda sql: rows[sql])
+
+
+def _names_from(tables: set[str], query: Any) -> tuple[list[str], dict[str, set[str]], set[str]]:
+    apps: set[str] = set()
+    users: dict[str, set[str]] = defaultdict(set)
+    for table in ("sessions", "user_states"):
+        if table in tables:
+            for app, user in query(f"SELECT DISTINCT app_name, user_id FROM {table}"):
+                apps.add(app)
+                users[app].add(user)
+    stated: set[str] = set()
+    if "app_states" in tables:
+        stated = {row[0] for row in query("SELECT app_name FROM app_states")}
+    return sorted(apps | stated), users, stated
 
 
 # ----- helpers --------------------------------------------------------------------------
@@ -169,43 +214,57 @@ def _touched(events: list[Event]) -> tuple[set[str], set[str], set[str]]:
 
 
 async def import_store(url: str, client: berth.Client, report: Report) -> None:
-    path = sqlite_path(url)
-    where = os.path.realpath(path)
     report.unit = "events"
+    if not is_sqlite(url):
+        source = _database(url, read_only=True)
+        try:
+            names = await _database_names(source)
+        except BaseException:
+            await _close(source)
+            raise
+        await _import(source, redact(url), names, client, report)
+        return
+    path = sqlite_path(url)
     with tempfile.TemporaryDirectory(prefix="berth-migrate-") as scratch:
         copy = snapshot(path, scratch)
-        apps, users, stated = _names(copy)
-        source = _service(url, copy)
-        target = BerthSessionService(client)
-        try:
-            listed = {app: (await source.list_sessions(app_name=app)).sessions for app in apps}
-            report.total = sum(len(each) for each in listed.values())
-            for app in apps:
-                touched: set[tuple[str, str]] = set()
-                app_state: dict[str, Any] | None = None
-                for row in listed[app]:
-                    session = await source.get_session(app_name=app, user_id=row.user_id, session_id=row.id)
-                    if session is None:  # deleted while listed (not in a snapshot)
-                        continue
-                    app_part, _, _ = _split(session.state)
-                    app_state = app_part if app_state is None else app_state
-                    report.sessions += 1
-                    identity = keys.source_identity(KIND, where, f"{app}\x00{row.user_id}\x00{row.id}")
-                    await _import_session(client, target, identity, session, report, touched)
-                    report.tick()
-                if app_state is None:
-                    if app in stated:
-                        report.skip(app, "app state", "app: state of an app with no sessions: ADK has no reader for it")
-                    app_state = {}
-                writes = [(app_state_namespace(app), app_state)]
-                for user in sorted(users.get(app, ())):
-                    writes.append((user_state_namespace(app, user),
-                                   await source.get_user_state(app_name=app, user_id=user)))
-                for namespace, state in writes:
-                    _put_state(client, namespace, state, touched, report, app)
-        finally:
-            await target.aclose()
-            await _close(source)
+        await _import(_service(url, copy), os.path.realpath(path), _names(copy), client, report)
+
+
+async def _import(source: BaseSessionService, where: str, names: tuple[list[str], dict[str, set[str]], set[str]],
+                  client: berth.Client, report: Report) -> None:
+    """Every session of `source` (named `where` in the bookkeeping) into berth; closes
+    `source`."""
+    apps, users, stated = names
+    target = BerthSessionService(client)
+    try:
+        listed = {app: (await source.list_sessions(app_name=app)).sessions for app in apps}
+        report.total = sum(len(each) for each in listed.values())
+        for app in apps:
+            touched: set[tuple[str, str]] = set()
+            app_state: dict[str, Any] | None = None
+            for row in listed[app]:
+                session = await source.get_session(app_name=app, user_id=row.user_id, session_id=row.id)
+                if session is None:  # deleted while listed (not in a snapshot)
+                    continue
+                app_part, _, _ = _split(session.state)
+                app_state = app_part if app_state is None else app_state
+                report.sessions += 1
+                identity = keys.source_identity(KIND, where, f"{app}\x00{row.user_id}\x00{row.id}")
+                await _import_session(client, target, identity, session, report, touched)
+                report.tick()
+            if app_state is None:
+                if app in stated:
+                    report.skip(app, "app state", "app: state of an app with no sessions: ADK has no reader for it")
+                app_state = {}
+            writes = [(app_state_namespace(app), app_state)]
+            for user in sorted(users.get(app, ())):
+                writes.append((user_state_namespace(app, user),
+                               await source.get_user_state(app_name=app, user_id=user)))
+            for namespace, state in writes:
+                _put_state(client, namespace, state, touched, report, app)
+    finally:
+        await target.aclose()
+        await _close(source)
     report.tick(force=True)
 
 
@@ -320,12 +379,14 @@ def _berth_sessions(client: berth.Client) -> dict[str, list[tuple[str, str]]]:
 
 
 async def export_store(client: berth.Client, url: str, report: Report) -> None:
-    path = sqlite_path(url)
     report.unit = "events"
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
+    if is_sqlite(url):
+        path = sqlite_path(url)
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        target = _service(url, path)
+    else:
+        target = _database(url, read_only=False)
     source = BerthSessionService(client)
-    target = _service(url, path)
     try:
         apps = _berth_sessions(client)
         listed = {app: (await source.list_sessions(app_name=app)).sessions for app in sorted(apps)}

@@ -3,9 +3,12 @@
     berth-migrate SOURCE [berth]          import SOURCE into berth
     berth-migrate --to TARGET [berth]     export berth into TARGET
 
-SOURCE / TARGET: `openai-sqlite:PATH`, `langgraph-sqlite:PATH` or `adk:URL` (ADK's SQLite
-URL: `sqlite:///PATH` for `SqliteSessionService`, `sqlite+aiosqlite:///PATH` for
-`DatabaseSessionService`). The berth: `--server
+SOURCE / TARGET: `openai-sqlite:PATH`, `openai-sqlalchemy:URL` (an async SQLAlchemy URL:
+`sqlite+aiosqlite:///PATH`, `postgresql+asyncpg://…`), `langgraph-sqlite:PATH`,
+`langgraph-postgres:URL` (`postgresql://…`) or `adk:URL` (the URL ADK's services take:
+`sqlite:///PATH` for `SqliteSessionService`; `sqlite+aiosqlite:///PATH`,
+`postgresql+asyncpg://…` or `postgresql+psycopg://…` for `DatabaseSessionService`).
+A URL's password is never printed. The berth: `--server
 URL --api-key KEY` (HTTP; `BERTH_API_KEY` too) or `--data DIR --tenant T --user U` (the
 embedded store, as a `service` principal unless `--role`). `--dry-run` writes nothing
 and reports what would be written; `--json` prints the final report as JSON.
@@ -28,15 +31,28 @@ from typing import Any
 import berth
 
 from .report import Report
+from .source import redact
 
-KINDS = ("openai-sqlite", "langgraph-sqlite", "adk")
+#: Each kind of store, and the URL schemes it takes (None: a file path).
+KINDS: dict[str, tuple[str, ...] | None] = {
+    "openai-sqlite": None,
+    "openai-sqlalchemy": ("sqlite+", "postgresql+"),
+    "langgraph-sqlite": None,
+    "langgraph-postgres": ("postgres://", "postgresql://"),
+    "adk": ("sqlite:", "sqlite+", "postgresql+"),
+}
+USAGE = ("openai-sqlite:PATH, openai-sqlalchemy:URL, langgraph-sqlite:PATH, langgraph-postgres:URL "
+         "or adk:URL")
 
 
 def _store(spec: str) -> tuple[str, str]:
     kind, _, where = spec.partition(":")
-    if kind not in KINDS or not where or (kind == "adk" and not where.startswith(("sqlite:", "sqlite+"))):
-        raise argparse.ArgumentTypeError(f"{spec!r}: expected openai-sqlite:PATH, langgraph-sqlite:PATH or "
-                                         "adk:sqlite:///PATH (adk:sqlite+aiosqlite:///PATH)")
+    schemes = KINDS.get(kind, ())
+    if kind not in KINDS or not where or (schemes is not None and not where.startswith(schemes)):
+        raise argparse.ArgumentTypeError(
+            f"{redact(spec)!r}: expected {USAGE} (openai-sqlalchemy:sqlite+aiosqlite:///PATH, "
+            "openai-sqlalchemy:postgresql+asyncpg://…, langgraph-postgres:postgresql://…, adk:sqlite:///PATH, "
+            "adk:sqlite+aiosqlite:///PATH, adk:postgresql+asyncpg://…)")
     return kind, where
 
 
@@ -47,9 +63,9 @@ def _parser() -> argparse.ArgumentParser:
                     "through the framework's own classes.",
     )
     parser.add_argument("source", nargs="?", type=_store,
-                        help="openai-sqlite:PATH, langgraph-sqlite:PATH or adk:URL to import")
+                        help=f"{USAGE} to import")
     parser.add_argument("--to", dest="target", type=_store,
-                        help="openai-sqlite:PATH, langgraph-sqlite:PATH or adk:URL to export to")
+                        help=f"{USAGE} to export to")
     parser.add_argument("--server", help="berth server URL (HTTP)")
     parser.add_argument("--api-key", default=os.environ.get("BERTH_API_KEY"), help="its API key (or BERTH_API_KEY)")
     parser.add_argument("--data", help="embedded store directory (instead of --server)")
@@ -79,29 +95,52 @@ def run(args: argparse.Namespace, client: berth.Client) -> Report:
     where = args.server or args.data
     if args.source is not None:
         kind, path = args.source
-        report = Report("import", f"{kind}:{path}", f"berth:{where}", dry_run=args.dry_run)
+        report = Report("import", redact(f"{kind}:{path}"), f"berth:{where}", dry_run=args.dry_run)
     else:
         kind, path = args.target
-        report = Report("export", f"berth:{where}", f"{kind}:{path}", dry_run=args.dry_run)
+        report = Report("export", f"berth:{where}", redact(f"{kind}:{path}"), dry_run=args.dry_run)
     if not args.no_progress and sys.stderr.isatty():
         report.progress = sys.stderr
+    importing = args.source is not None
     # Each framework's module imports its framework: by name, on demand (a team with one
     # framework installed uses that one's).
-    if kind == "openai-sqlite":
+    if kind.startswith("openai-"):
         openai: Any = importlib.import_module("berth.migrate.openai")
-        work = openai.import_store(path, client, report) if args.source else openai.export_store(client, path, report)
+        if kind == "openai-sqlalchemy":
+            work = openai.import_sqlalchemy(path, client, report) if importing \
+                else openai.export_sqlalchemy(client, path, report)
+        else:
+            work = openai.import_store(path, client, report) if importing else openai.export_store(client, path, report)
         asyncio.run(work)
     elif kind == "adk":
         adk: Any = importlib.import_module("berth.migrate.adk")
-        asyncio.run(adk.import_store(path, client, report) if args.source else adk.export_store(client, path, report))
+        asyncio.run(adk.import_store(path, client, report) if importing else adk.export_store(client, path, report))
     else:
         langgraph: Any = importlib.import_module("berth.migrate.langgraph")
         report.unit = "checkpoints"
-        if args.source:
+        if kind == "langgraph-postgres" and importing:
+            langgraph.import_postgres(path, client, report)
+        elif kind == "langgraph-postgres":
+            langgraph.export_postgres(client, path, report)
+        elif importing:
             langgraph.import_store(path, client, report)
         else:
             langgraph.export_store(client, path, report)
     return report
+
+
+#: The modules of the database drivers whose errors are a failed run, said on stderr (a
+#: server that refuses the connection, a database that does not exist), not a traceback.
+_DRIVERS = ("psycopg", "asyncpg", "sqlalchemy", "sqlite3")
+
+
+def _reported(error: Exception) -> bool:
+    """A failure the run reports in one line: a missing file, berth's error, the
+    framework or its driver not installed, a URL the framework refuses (`ValueError`), the
+    database refusing."""
+    if isinstance(error, (FileNotFoundError, berth.BerthError, ImportError, ValueError)):
+        return True
+    return any(each.__module__.split(".")[0] in _DRIVERS for each in type(error).__mro__)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -112,7 +151,9 @@ def main(argv: list[str] | None = None) -> int:
     client = _client(args, parser)
     try:
         report = run(args, client)
-    except (FileNotFoundError, berth.BerthError, ImportError) as error:
+    except Exception as error:
+        if not _reported(error):
+            raise
         print(f"berth-migrate: {type(error).__name__}: {error}", file=sys.stderr)
         return 1
     finally:

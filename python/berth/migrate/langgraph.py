@@ -1,4 +1,4 @@
-"""LangGraph's `SqliteSaver` store, into berth and back.
+"""LangGraph's `SqliteSaver` and `PostgresSaver` stores, into berth and back.
 
 Import: the source file is copied first (SQLite's online backup from a read-only
 connection: the source is never written; a live one is read as one snapshot), then
@@ -8,7 +8,13 @@ parents first, so the berth thread is what the drop-in writes. `SqliteSaver`'s r
 drops a pending write's `task_path` (it only sorts by it): that one column is read with
 a plain SELECT of the copy's `writes` table and passed to `put_writes`.
 
-Export: `BerthSaver.list(None)` into `SqliteSaver.put` / `put_writes` of the target file.
+A PostgreSQL store (`langgraph-postgres:URL`, `langgraph-checkpoint-postgres`) is read
+in place: `PostgresSaver.list(None)` on a connection the server holds read-only, in one
+REPEATABLE READ transaction (one snapshot of a live store, the `task_path`s read in the
+same transaction from `checkpoint_writes`).
+
+Export: `BerthSaver.list(None)` into `SqliteSaver.put` / `put_writes` of the target file,
+or `PostgresSaver`'s of the target database (its `setup()` first: tables and migrations).
 
 Both ways a checkpoint's identity is its thread, namespace and id: one the target
 already holds is compared with the source's (checkpoint, metadata, parent, each task's
@@ -190,6 +196,60 @@ def import_store(path: str, client: berth.Client, report: Report) -> None:
                 copy_threads(items, target, report, paths)
         finally:
             conn.close()
+
+
+def _postgres_tables(conn: Any) -> bool:
+    """Whether the database holds `PostgresSaver`'s tables (an empty one holds nothing)."""
+    row = conn.execute("SELECT to_regclass('checkpoints') IS NOT NULL AS found").fetchone()
+    return bool(row["found"])
+
+
+def _postgres_task_paths(conn: Any) -> dict[tuple[str, str, str, str], str]:
+    """(thread, ns, checkpoint, task) -> task_path, as `_task_paths`, from
+    `checkpoint_writes` (the column `PostgresSaver`'s migrations add)."""
+    found = conn.execute("SELECT 1 FROM information_schema.columns WHERE table_name = 'checkpoint_writes' "
+                         "AND column_name = 'task_path' AND table_schema = current_schema()").fetchone()
+    if found is None:
+        return {}
+    rows = conn.execute("SELECT DISTINCT thread_id, checkpoint_ns, checkpoint_id, task_id, task_path "
+                        "FROM checkpoint_writes").fetchall()
+    return {(str(r["thread_id"]), str(r["checkpoint_ns"]), str(r["checkpoint_id"]), str(r["task_id"])):
+            str(r["task_path"]) for r in rows}
+
+
+def import_postgres(url: str, client: berth.Client, report: Report) -> None:
+    """`PostgresSaver` at `url` into berth: one read-only REPEATABLE READ transaction."""
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from psycopg import Connection, IsolationLevel
+    from psycopg.rows import dict_row
+
+    with Connection.connect(url, autocommit=False, prepare_threshold=0, row_factory=dict_row) as conn:
+        conn.read_only = True
+        conn.isolation_level = IsolationLevel.REPEATABLE_READ
+        try:
+            items = list(PostgresSaver(conn).list(None)) if _postgres_tables(conn) else []
+            paths = _postgres_task_paths(conn) if items else {}
+        finally:
+            conn.rollback()
+    with BerthSaver(client) as target:
+        copy_threads(items, target, report, paths)
+
+
+def export_postgres(client: berth.Client, url: str, report: Report) -> None:
+    """berth into `PostgresSaver` at `url` (its tables made first; a dry run makes
+    nothing and compares with what the database holds, if anything)."""
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    with BerthSaver(client) as source:
+        items = list(source.list(None))
+    with PostgresSaver.from_conn_string(url) as saver:
+        if not report.dry_run:
+            saver.setup()
+        elif not _postgres_tables(saver.conn):
+            copy_threads(items, InMemorySaver(), report, {})
+            return
+        copy_threads(items, saver, report, {})
 
 
 def export_store(client: berth.Client, path: str, report: Report) -> None:

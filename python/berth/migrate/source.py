@@ -1,11 +1,14 @@
 """Reading a source store without writing it: a consistent copy of a SQLite file, made
 with SQLite's online backup from a read-only connection, for the framework's own
 classes to read (they open their files for writing and may change a file's journal
-mode; a live store is read as one snapshot)."""
+mode; a live store is read as one snapshot). A PostgreSQL store is read in place,
+through connections the server itself holds read-only (each importer says how), and
+named by its URL without the password (`redact`)."""
 
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 
 
@@ -23,3 +26,14 @@ def snapshot(path: str, directory: str) -> str:
         source.close()
         target.close()
     return copy
+
+
+def redact(url: str) -> str:
+    """`url` (or `KIND:URL`) without its password (what a report prints, and what names a
+    server store in an import's bookkeeping: the same database under another password is
+    the same)."""
+    return _PASSWORD.sub(r"\1@", url, count=1)
+
+
+#: `scheme://user:password@`: the password, up to the userinfo's end.
+_PASSWORD = re.compile(r"(://[^/@:]*):[^/@]*@")

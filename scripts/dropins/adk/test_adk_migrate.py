@@ -27,7 +27,7 @@ from google.adk.sessions.sqlite_session_service import SqliteSessionService
 from google.adk.tools.tool_context import ToolContext
 from google.genai import types
 
-from berth.integrations.adk import BerthSessionService
+from berth.integrations.adk import BerthSessionService, session_berth_id
 from berth.migrate import keys
 from berth.migrate.cli import main
 
@@ -128,10 +128,11 @@ def _where(place: Any) -> list[str]:
     return ["--data", str(place.store), "--tenant", place.tenant, "--user", "agent"]
 
 
-def test_a_url_that_is_not_sqlite_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as stopped:
-        main(["adk:postgresql+asyncpg://host/db", "--data", "x", "--tenant", "t"])
-    assert stopped.value.code == 2
+def test_a_url_adk_does_not_take_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    for url in ("adk:mysql://host/db", "adk:/some/file.db", "adk:postgresql://host/db"):
+        with pytest.raises(SystemExit) as stopped:
+            main([url, "--data", "x", "--tenant", "t"])
+        assert stopped.value.code == 2, url
 
 
 def _migrate(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict[str, Any]]:
@@ -163,6 +164,12 @@ def test_import_rerun_export(adk_place: Any, tmp_path: Path, capsys: pytest.Capt
     assert code == 0 and report["events"] == events and report["sessions_imported"] == len(SESSIONS), report
     assert asyncio.run(_berth_view(client)) == original
     assert _files(tmp_path / "sessions.db") == files  # read-only on the source
+    # The source's own times: each ADK event stored at its timestamp (ms).
+    for key in ("weather/ann/s1", "shop/ann/cart"):
+        app, user, sid = key.split("/")
+        stored = [e for e in client.read(session_berth_id(app, user, sid), limit=1000).events
+                  if isinstance(e.data, dict) and "adk" in e.data]  # the first event of each ADK event
+        assert [e.time for e in stored] == [int(e["timestamp"] * 1000) for e in original[key]["events"]], key
 
     code, report = _migrate(capsys, f"adk:{url}", *where)
     assert code == 0 and report["events"] == 0 and report["events_unchanged"] == events, report

@@ -76,8 +76,48 @@ def _build_source(path: Path) -> None:
     asyncio.run(write())
     conn = sqlite3.connect(path)  # one row the SDK itself skips: reported, not lost silently
     conn.execute("INSERT INTO agent_messages (session_id, message_data) VALUES ('alice', '{not json')")
+    # Rows a minute apart, from 2025 on (the SDK's CURRENT_TIMESTAMP, UTC): the import
+    # must keep these times, not stamp its own.
+    conn.execute("UPDATE agent_messages SET created_at = datetime('2025-01-01', '+' || id || ' minutes')")
     conn.commit()
     conn.close()
+
+
+def _source_times(path: Path, session_id: str) -> list[int]:
+    """The `created_at` (epoch ms) of each row `SQLiteSession.get_items()` reads."""
+    conn = sqlite3.connect(path)
+    try:
+        rows = conn.execute("SELECT message_data, strftime('%s', created_at) FROM agent_messages "
+                            "WHERE session_id = ? ORDER BY id", (session_id,)).fetchall()
+    finally:
+        conn.close()
+    out = []
+    for data, seconds in rows:
+        try:
+            json.loads(data)
+        except ValueError:
+            continue
+        out.append(int(seconds) * 1000)
+    return out
+
+
+def _berth_times(client: Any, session_id: str) -> tuple[list[int], list[int]]:
+    """The times of the events storing the session's items, and of every event."""
+    session = BerthSession(session_id, client)
+    try:
+        berth_id = session.berth_id
+    finally:
+        session.close()
+    events, seq = [], 0
+    while True:
+        page = client.read(berth_id, from_seq=seq, limit=1000)
+        events += page.events
+        if not page.events or page.next_seq == seq:
+            break
+        seq = page.next_seq
+    items = [e.time for e in events if isinstance(e.data, dict) and (e.data.get("openai_item") is True
+                                                                       or "item" in e.data)]
+    return items, [e.time for e in events]
 
 
 def _items(path: Path, session_id: str) -> list[Any]:
@@ -142,6 +182,13 @@ def test_import_rerun_change_and_export(mig_place: Any, tmp_path: Path, capsys: 
     for session_id, items in original.items():
         assert _berth_items(client, session_id) == items, session_id
     assert _files(source) == files  # read-only on the source
+    # The source's own times, kept: each item's event at its row's created_at; the turn
+    # markers within them (the log's times never go back).
+    for session_id in ("alice", "carol ünïcode/id with spaces"):
+        item_times, all_times = _berth_times(client, session_id)
+        want = _source_times(source, session_id)
+        assert item_times == want and want[0] >= 1735689600000, session_id
+        assert all_times == sorted(all_times) and all_times[0] == want[0] and all_times[-1] == want[-1]
 
     # A rerun imports nothing.
     code, report = _migrate(capsys, f"openai-sqlite:{source}", *where)
