@@ -187,9 +187,9 @@ impl UsageTally {
         let by_model = self
             .by_model
             .into_iter()
-            .map(|((provider, model), totals)| ModelUsage { provider, model, totals })
+            .map(|((provider, model), totals)| ModelUsage { provider, model, totals: totals.rounded() })
             .collect();
-        SessionUsage { totals: self.totals, by_model, tool_calls: self.tool_calls, tool_ms: self.tool_ms }
+        SessionUsage { totals: self.totals.rounded(), by_model, tool_calls: self.tool_calls, tool_ms: self.tool_ms }
     }
 }
 
@@ -202,6 +202,13 @@ impl UsageTotals {
         self.cached_tokens = self.cached_tokens.saturating_add(call.cached_tokens.unwrap_or(0));
         self.model_ms +=
             call.latency_ms.filter(|latency_ms| latency_ms.is_finite() && *latency_ms >= 0.0).unwrap_or(0.0);
+    }
+
+    /// `model_ms` to the microsecond: a sum of latencies written to the microsecond
+    /// (`7.066`), not a float sum's tail (`7.066000000000001`).
+    fn rounded(mut self) -> UsageTotals {
+        self.model_ms = (self.model_ms * 1000.0).round() / 1000.0;
+        self
     }
 
     fn merge(&mut self, other: &UsageTotals) {
@@ -275,6 +282,17 @@ mod tests {
         all.merge(&m2);
         assert_eq!(usage.totals, all);
         assert_eq!((usage.tool_calls, usage.tool_ms), (2, 40));
+    }
+
+    #[test]
+    fn model_time_is_summed_to_the_microsecond() {
+        let mut tally = UsageTally::new(None);
+        for (seq, latency_ms) in [(0, 1.1), (1, 2.2), (2, 3.766)] {
+            tally.add(&event(seq, MODEL_CALL, 100 + seq, json!({"model": "m", "latency_ms": latency_ms})));
+        }
+        let usage = tally.finish();
+        assert_eq!(usage.totals.model_ms, 7.066);
+        assert_eq!(usage.by_model[0].totals.model_ms, 7.066);
     }
 
     #[test]
