@@ -16,6 +16,7 @@ pub mod ids;
 pub mod json;
 pub mod lifecycle;
 pub mod limits;
+pub mod model_call;
 pub mod repair;
 pub mod vocabulary;
 

@@ -40,6 +40,7 @@ pub fn transcript_entry(event: &Event) -> String {
         }
         vocab::TURN_START | vocab::TURN_END | vocab::STEP_START | vocab::STEP_END => marker(&data),
         vocab::CHECKPOINT => format!("({} bytes)", event.data.len_bytes()),
+        vocab::MODEL_CALL => berth_core::model_call::summary(&data),
         _ => compact(&data),
     };
     let mut entry = if body.is_empty() { head } else { format!("{head}: {body}") };
@@ -213,6 +214,14 @@ mod tests {
         );
         assert_eq!(entry(2, "turn/end", json!({"turn": 0, "reason": "completed"})), "#2 turn/end: turn 0, completed\n");
         assert_eq!(entry(3, "checkpoint", json!({"state": {}})), "#3 checkpoint: (12 bytes)\n");
+        assert_eq!(
+            entry(
+                6,
+                "model/call",
+                json!({"model": "gpt-4o", "input_tokens": 42, "output_tokens": 9, "latency_ms": 2.051})
+            ),
+            "#6 model/call: gpt-4o · 42 in / 9 out · 2.051 ms\n"
+        );
         let long = entry(4, "acme/blob", json!({"blob": "x".repeat(10_000)}));
         assert!(
             long.starts_with("#4 acme/blob: {\"blob\":\"xxx") && long.ends_with("…\n") && long.len() < 300,
