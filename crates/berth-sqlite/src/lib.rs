@@ -4,7 +4,8 @@
 //! (`catalog.sqlite` in the data root).
 //!
 //! Connections. One writer connection behind a mutex does every write, each in a
-//! `BEGIN IMMEDIATE` transaction: SQLite's write lock is taken at `BEGIN`, before the
+//! `BEGIN IMMEDIATE` transaction (shared by the writes queued while the previous one
+//! committed, each in its own savepoint: group commit, `commit.rs`): SQLite's write lock is taken at `BEGIN`, before the
 //! revision is read, so a compare-and-set can never interleave with another writer in
 //! this process (the mutex) or in another process (the file lock, waited for up to the
 //! busy timeout, then `Unavailable`). Reads use a small pool of separate connections:
@@ -31,6 +32,7 @@
 
 mod blocks;
 mod catalog;
+mod commit;
 mod error;
 mod fork;
 mod listing;
@@ -56,11 +58,14 @@ pub struct SqliteOptions {
     /// Read connections kept open between calls (more are opened under load and
     /// closed afterwards).
     pub idle_readers_max: usize,
+    /// Concurrent writes share transactions (`commit.rs`); off, each write is a
+    /// transaction of its own, in turn (for measuring what group commit buys).
+    pub group_commit: bool,
 }
 
 impl Default for SqliteOptions {
     fn default() -> Self {
-        SqliteOptions { busy_timeout: Duration::from_secs(5), idle_readers_max: 4 }
+        SqliteOptions { busy_timeout: Duration::from_secs(5), idle_readers_max: 4, group_commit: true }
     }
 }
 
@@ -83,6 +88,8 @@ struct Shared {
     indexer: search::Indexer,
     /// The database file's name, for error locations (never the full path).
     artifact: String,
+    /// The queue of writes waiting to share a transaction (`commit.rs`).
+    committer: commit::Committer,
 }
 
 struct ReaderPool {
@@ -125,6 +132,7 @@ impl SqliteCatalog {
                 Ok((writer, index, behind))
             })
             .map_err(|failure| failure.into_error("open catalog", &artifact))?;
+        let committer = commit::Committer::new(options.group_commit);
         let readers = ReaderPool { path, options, idle: Mutex::new(Vec::new()) };
         let shared = Arc::new(Shared {
             writer: Mutex::new(Some(writer)),
@@ -132,6 +140,7 @@ impl SqliteCatalog {
             index: Mutex::new(Some(index)),
             indexer: search::Indexer::default(),
             artifact,
+            committer,
         });
         fork::register(&shared);
         drop(_working);
@@ -162,6 +171,7 @@ impl SqliteCatalog {
                 index: Mutex::new(None),
                 indexer: search::Indexer::default(),
                 artifact,
+                committer: commit::Committer::new(true),
             }),
         })
     }
@@ -174,20 +184,16 @@ impl SqliteCatalog {
         self.write("test hook", move |transaction| Ok(transaction.execute_batch(&sql)?)).await
     }
 
-    /// Runs `work` in one `BEGIN IMMEDIATE` transaction on the writer connection (see
-    /// `blocking`). Commits iff `work` succeeds.
+    /// Runs `work` in a `BEGIN IMMEDIATE` transaction on the writer connection (see
+    /// `blocking`), shared with the writes queued beside it (group commit, `commit.rs`).
+    /// Its changes commit iff `work` succeeds and the batch commits.
     async fn write<T, F>(&self, operation: &'static str, work: F) -> Result<T>
     where
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T, Failure> + Send + 'static,
     {
         let shared = Arc::clone(&self.shared);
-        blocking(move || {
-            let _working = fork::Working::enter();
-            let outcome = shared.writer().and_then(|connection| shared.transact(&connection, work));
-            outcome.map_err(|failure: Failure| failure.into_error(operation, &shared.artifact))
-        })
-        .await
+        blocking(move || shared.commit(operation, work)).await
     }
 
     /// `write`, committed with `synchronous=NORMAL`: in WAL mode the commit is appended
@@ -548,5 +554,7 @@ fn is_busy(error: &rusqlite::Error) -> bool {
     matches!(error.sqlite_error_code(), Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked))
 }
 
+#[cfg(test)]
+mod commit_tests;
 #[cfg(test)]
 mod tests;

@@ -30,6 +30,9 @@ const CREATE_TENANT: &str = "bench-create";
 /// Concurrent clients of the concurrent-create rows (issue 17's W3 target).
 pub const CREATE_CLIENTS: usize = 8;
 const PER_CONNECTION: &str = "sqlite, a connection per client (busy_timeout)";
+/// The concurrent-create row of berth with each catalog write a transaction of its own
+/// (`SqliteOptions::group_commit` off): what group commit buys, in the same run.
+const NO_GROUP_COMMIT: &str = "berth service · SQLite catalog + jsonl, group commit off";
 
 pub fn concurrent_create_name(events: usize) -> String {
     format!("W3 create, {CREATE_CLIENTS} concurrent clients (session + {events} events, durable)")
@@ -84,6 +87,9 @@ pub struct Listing {
     creates: usize,
     created: u64,
     berth: Vec<Target>,
+    /// The first target's stack with group commit off, in a data directory of its own
+    /// (it only creates).
+    no_group_commit: Arc<SessionService>,
     reference: rusqlite::Connection,
     reference_path: std::path::PathBuf,
     list: Vec<Measurement>,
@@ -125,6 +131,16 @@ impl Listing {
                 service: Arc::new(SessionService::new(memory_store, Arc::new(memory_catalog), clock)),
             },
         ];
+        let serial_root = dir.path().join("no-group-commit");
+        let serial_options = berth_sqlite::SqliteOptions { group_commit: false, ..Default::default() };
+        std::fs::create_dir_all(&serial_root).map_err(io("create dir"))?;
+        let serial_catalog =
+            SqliteCatalog::open_with(serial_root.join(berth_sqlite::CATALOG_FILE_NAME), serial_options)?;
+        let no_group_commit = Arc::new(SessionService::new(
+            fixtures::jsonl_store(&serial_root)?,
+            Arc::new(serial_catalog),
+            Arc::new(SystemClock),
+        ));
         let reference_path = dir.path().join("reference.sqlite");
         let reference = prepare_reference(&reference_path, sessions, events)?;
         let names = [
@@ -153,9 +169,11 @@ impl Listing {
             create_concurrent: {
                 let mut rows = measurements(&names[3], Figure::Throughput, "sessions");
                 rows.push(Measurement::new(&names[3], PER_CONNECTION, false, Figure::Throughput, "sessions"));
+                rows.push(Measurement::new(&names[3], NO_GROUP_COMMIT, false, Figure::Throughput, "sessions"));
                 rows
             },
             berth,
+            no_group_commit,
             reference,
             reference_path,
             _dir: dir,
@@ -186,8 +204,9 @@ impl Listing {
     /// `creates` creates split over `CREATE_CLIENTS` concurrent clients, each create its
     /// own transaction: for the reference, threads sharing one connection behind a mutex
     /// (SQLite's best for separate transactions: one writer at a time anyway); tasks
-    /// sharing the service for berth; and, as an extra row, threads with a connection each
-    /// (SQLite's writers then queue on the database lock, its busy handler sleeping).
+    /// sharing the service for berth; and, as extra rows, threads with a connection each
+    /// (SQLite's writers then queue on the database lock, its busy handler sleeping), and
+    /// berth with its catalog's group commit off (each write a transaction of its own).
     /// Per-create latencies and the wall time of them all.
     async fn concurrent_create_round(&mut self, index: usize) -> Result<(Vec<f64>, f64)> {
         let ids: Vec<Vec<String>> = (0..CREATE_CLIENTS)
@@ -238,7 +257,7 @@ impl Listing {
                 latencies.extend(thread.join().map_err(|_| invalid("a reference create thread panicked"))??);
             }
         } else {
-            let service = self.berth[index - 1].service.clone();
+            let service = self.concurrent_service(index);
             let mut tasks = tokio::task::JoinSet::new();
             for ids in ids {
                 let service = service.clone();
@@ -258,9 +277,18 @@ impl Listing {
         }
         let seconds = started.elapsed().as_secs_f64();
         if index > 0 && !per_connection {
-            self.berth[index - 1].service.shutdown().await?;
+            self.concurrent_service(index).shutdown().await?;
         }
         Ok((latencies, seconds))
+    }
+
+    /// The service of concurrent-create row `index` (a berth row: neither the reference
+    /// nor the connection-per-client row).
+    fn concurrent_service(&self, index: usize) -> Arc<SessionService> {
+        match self.berth.get(index - 1) {
+            Some(target) => target.service.clone(),
+            None => self.no_group_commit.clone(),
+        }
     }
 
     async fn list_round(&mut self, index: usize) -> Result<()> {
@@ -316,6 +344,7 @@ impl Listing {
     }
 
     pub async fn finish(self) -> Result<Vec<Measurement>> {
+        self.no_group_commit.shutdown().await?;
         for target in &self.berth {
             target.service.shutdown().await?;
         }
