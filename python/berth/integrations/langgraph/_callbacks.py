@@ -111,6 +111,13 @@ class ModelCallRecorder(BaseCallbackHandler):
 
     run_inline = True  # cheap and thread-safe: no executor hop in async graphs
     raise_error = False  # recording a call never fails the run
+    # Only model calls: LangChain then skips this handler for every node's chain events,
+    # a graph's most frequent callbacks.
+    ignore_chain = True
+    ignore_agent = True
+    ignore_retriever = True
+    ignore_retry = True
+    ignore_custom_event = True
 
     def __init__(self, pending: _PendingCalls, session_id: Any) -> None:
         self._pending = pending
