@@ -171,6 +171,7 @@ async fn render_session(state: &Shared, viewer: &Viewer, id: &str, query: PageQu
     let langgraph = langgraph_section(state, viewer, &record, &page.events, (order, before), selection).await?;
     let body = markup! {
         (session_header(&record, preview.as_deref(), &forks, now))
+        (super::usage_totals::usage_link(&record.header.id))
         div.columns {
             (metadata_form(viewer, &record))
             (runs_section(&record, &history))
@@ -506,6 +507,7 @@ fn turn_view(view: &TimelineView, turn: &Turn, latest: bool) -> Markup {
                     }))
                 }
             }
+            @if let Some(trace) = super::waterfall::trace(events, built, turn) { (super::waterfall::trace_view(&trace)) }
             @for step in &turn.steps {
                 (step_view(view, step, &times))
             }
