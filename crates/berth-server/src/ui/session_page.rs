@@ -3,7 +3,8 @@
 //! with the revision check), runs (attached now; attached, detached, abandoned and
 //! repaired from the session's audit entries), the timeline (read from the tail, older
 //! pages by `before`, never the whole log; in chat order — oldest to newest, opening at
-//! the latest turn — or newest first with `?order=newest`), live mode, export and
+//! the latest turn — or newest first with `?order=newest`), each turn's trace
+//! (`waterfall`), a link to the usage totals (`usage_totals`), live mode, export and
 //! fork-at-this-event. Also the single-event page ("show all" of a cut event).
 //!
 //! Turn and step boundaries are the headers of their groups, not rows; times read

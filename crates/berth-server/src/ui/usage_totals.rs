@@ -5,7 +5,7 @@
 //!
 //! Shown on demand, on a page of its own (`/ui/sessions/{id}/usage`, linked from the
 //! session's header), not on the session page: the usage read scans the whole log, so
-//! its cost grows with the log (about 90 ms of a 10,000-event session, debug build),
+//! its cost grows with the log (80–100 ms on a 10,000-event session, debug build),
 //! while the session page reads only its last 200 events whatever the log's length.
 
 use super::layout::{self, duration_text, html};

@@ -35,6 +35,9 @@ pub struct Row {
     /// The event the row was read from (`model/call`, `tool/call`).
     pub seq: u64,
     pub start_ms: f64,
+    /// Where its bar ends, in ms from the turn's start (a model call that began before
+    /// the turn is cut at the turn's start; its latency stays `duration_ms`).
+    pub end_ms: f64,
     pub duration_ms: Option<f64>,
     /// (offset, width) in percent of the axis.
     pub bar: Option<(f64, f64)>,
@@ -79,6 +82,7 @@ fn model_row(event: &Event, base_ms: f64) -> Row {
         seq: event.seq.get(),
         // A call spans `time - latency_ms` to `time`; without a latency, a point at `time`.
         start_ms: (end_ms - latency_ms.unwrap_or(0.0)).max(0.0),
+        end_ms: end_ms.max(0.0),
         duration_ms: latency_ms,
         bar: None,
         kind: RowKind::Model {
@@ -107,6 +111,7 @@ fn tool_row(events: &[Event], tool: &ToolPairing, started_at: usize, base_ms: f6
         label: tool.name.clone().unwrap_or_else(|| "(unnamed tool)".to_owned()),
         seq: started.seq.get(),
         start_ms: start_ms.max(0.0),
+        end_ms: (start_ms + duration_ms.unwrap_or(0.0)).max(0.0),
         duration_ms,
         bar: None,
         kind: RowKind::Tool { outcome },
@@ -134,11 +139,11 @@ pub fn trace(events: &[Event], built: &Timeline, turn: &Turn) -> Option<Trace> {
     }
     rows.sort_by(|a, b| a.start_ms.total_cmp(&b.start_ms).then(a.seq.cmp(&b.seq)));
     let last_event_ms = range.map(|index| events[index].time.0 as f64 - base_ms).fold(0.0, f64::max);
-    let span_ms = rows.iter().map(|row| row.start_ms + row.duration_ms.unwrap_or(0.0)).fold(last_event_ms, f64::max);
+    let span_ms = rows.iter().map(|row| row.end_ms).fold(last_event_ms, f64::max);
     for row in &mut rows {
         let percent = |ms: f64| if span_ms > 0.0 { ms / span_ms * 100.0 } else { 0.0 };
         let has_bar = !matches!(row.kind, RowKind::Tool { outcome: "no result" | "interrupted" });
-        row.bar = has_bar.then(|| (percent(row.start_ms), percent(row.duration_ms.unwrap_or(0.0))));
+        row.bar = has_bar.then(|| (percent(row.start_ms), percent(row.end_ms - row.start_ms)));
     }
     Some(Trace { span_ms, rows })
 }
@@ -226,5 +231,76 @@ pub fn trace_view(trace: &Trace) -> Markup {
 impl Row {
     fn class_is_error(&self) -> bool {
         matches!(self.kind, RowKind::Model { error: Some(_), .. } | RowKind::Tool { outcome: "error" })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ui::timeline;
+    use berth_core::repair::TOOL_OUTCOME_UNKNOWN;
+    use berth_core::{RunId, Timestamp};
+    use serde_json::json;
+
+    fn log(entries: &[(u64, &str, Value)]) -> Vec<Event> {
+        entries
+            .iter()
+            .enumerate()
+            .map(|(seq, (time, kind, data))| {
+                Event::new(seq as u64, kind, Timestamp(*time), data.clone())
+                    .unwrap()
+                    .with_run(RunId::parse("run-1").unwrap())
+            })
+            .collect()
+    }
+
+    fn trace_of(events: &[Event]) -> Option<Trace> {
+        let built = timeline::build(events);
+        trace(events, &built, &built.turns[0])
+    }
+
+    #[test]
+    fn an_unanswered_or_repaired_tool_has_no_bar_and_a_call_without_latency_is_a_mark() {
+        let events = log(&[
+            (1000, "turn/start", json!({"turn": 0})),
+            (1100, "model/call", json!({"model": "m"})),
+            (1200, "tool/call", json!({"call_id": "c1", "name": "slow", "arguments": {}})),
+            (1300, "tool/call", json!({"call_id": "c2", "name": "never", "arguments": {}})),
+            (1300, "tool/result", json!({"call_id": "c1", "content": null, "error": {"code": TOOL_OUTCOME_UNKNOWN}})),
+            (1300, "turn/end", json!({"turn": 0, "reason": "interrupted"})),
+        ]);
+        let trace = trace_of(&events).unwrap();
+        assert_eq!(trace.span_ms, 300.0);
+        let shown: Vec<_> =
+            trace.rows.iter().map(|row| (row.label.as_str(), row.start_ms, row.duration_ms, row.bar)).collect();
+        assert_eq!(
+            shown,
+            [
+                ("m", 100.0, None, Some((100.0 / 300.0 * 100.0, 0.0))),
+                ("slow", 200.0, None, None),
+                ("never", 300.0, None, None)
+            ]
+        );
+        assert_eq!(trace.rows[1].kind, RowKind::Tool { outcome: "interrupted" });
+        assert_eq!(trace.rows[2].kind, RowKind::Tool { outcome: "no result" });
+    }
+
+    #[test]
+    fn a_call_begun_before_the_turn_starts_at_its_start_and_a_quiet_turn_has_no_trace() {
+        let events = log(&[
+            (1000, "turn/start", json!({"turn": 0})),
+            (1050, "model/call", json!({"model": "m", "latency_ms": 500.5})),
+            (1100, "turn/end", json!({"turn": 0, "reason": "completed"})),
+            (1200, "turn/start", json!({"turn": 1})),
+            (1300, "turn/end", json!({"turn": 1, "reason": "completed"})),
+        ]);
+        let first = trace_of(&events).unwrap();
+        let row = &first.rows[0];
+        assert_eq!((row.start_ms, row.end_ms, row.duration_ms, row.bar), (0.0, 50.0, Some(500.5), Some((0.0, 50.0))));
+        assert_eq!(first.span_ms, 100.0, "the axis reaches the turn's last event");
+        let built = timeline::build(&events);
+        assert_eq!(trace(&events, &built, &built.turns[1]), None);
+        assert_eq!(ms_text(500.5), "500.5 ms");
+        assert_eq!(percent_text(100.0 / 3.0), "33.33%");
     }
 }
