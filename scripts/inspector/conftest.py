@@ -48,7 +48,9 @@ class Api:
         return self.call("POST", "/v1/sessions", {"id": session_id, **fields})
 
     def append(self, session_id, events, run=None, memory=None):
-        body = {"events": [{"type": entry[0], "data": entry[1], **({"ignorable": True} if entry[2:] == ("ignorable",) else {})}
+        # An entry is (type, data), (type, data, "ignorable"), or an event object as sent.
+        body = {"events": [entry if isinstance(entry, dict) else
+                           {"type": entry[0], "data": entry[1], **({"ignorable": True} if entry[2:] == ("ignorable",) else {})}
                            for entry in events]}
         if run:
             body["run"] = run

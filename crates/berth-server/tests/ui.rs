@@ -207,7 +207,7 @@ async fn another_users_or_tenants_session_is_a_404_on_every_inspector_url() {
     let missing = request(&server, "GET", "/ui/sessions/nobody", &[host(&server), session_cookie(&value)], "").await;
     assert_eq!(missing.status, 404);
     for id in ["bobs", "theirs"] {
-        for path in ["", "/events/0", "/export", "/export?format=zip", "/live?from=0"] {
+        for path in ["", "/events/0", "/export", "/export?format=zip", "/live?from=0", "/usage"] {
             let answer = request(
                 &server,
                 "GET",
@@ -879,4 +879,115 @@ async fn every_checkpoint_of_the_langgraph_fixtures_reads_whole() {
         }
     }
     assert!(read >= 50, "{read} checkpoints read");
+}
+
+/// The `<li>` of the waterfall row read from event `seq`.
+fn waterfall_row(page: &str, seq: u64) -> &str {
+    let start = page.find(&format!("data-seq=\"{seq}\"")).unwrap_or_else(|| panic!("no row for #{seq}: {page}"));
+    let start = page[..start].rfind("<li").unwrap();
+    let end = start + page[start..].find("</li>").unwrap();
+    &page[start..end]
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_turns_waterfall_places_model_calls_and_tools_by_their_stored_times() {
+    use berth_core::RunId;
+    use berth_service::{AppendRequest, AttachRequest, CreateSession, NewEvent};
+    use serde_json::json;
+    const T: u64 = 1_800_000_000_000;
+    let clock = Arc::new(ManualClock(AtomicU64::new(T + 60_000)));
+    let server = TestServer::start_with_clock(clock).await;
+    let key = server.key("acme", "alice", None, Role::User);
+    let alice = server.client(&key);
+    let id: berth_core::SessionId = "traced".parse().unwrap();
+    alice.create(&CreateSession { id: Some(id.clone()), ..Default::default() }).await.unwrap();
+    let run: RunId = "w".parse().unwrap();
+    let attach = AttachRequest { run_id: Some(run.clone()), expected_revision: None, on_busy: Default::default() };
+    alice.attach(&id, &attach).await.unwrap();
+    let at = |offset_ms: u64, kind: &str, data: serde_json::Value| NewEvent {
+        time: Some(Timestamp(T + offset_ms)),
+        ignorable: kind == "model/call",
+        ..NewEvent::new(kind, data)
+    };
+    // Two model calls (one failed, its model name hostile) and a tool between them;
+    // the turn runs 2,000 ms, so every offset and width is a round percentage.
+    let events = vec![
+        at(0, "turn/start", json!({"turn": 0})),
+        at(10, "step/start", json!({"turn": 0, "step": 0})),
+        at(
+            1010,
+            "model/call",
+            json!({"model": "gpt-4o", "provider": "openai", "input_tokens": 1200,
+            "output_tokens": 80, "cached_tokens": 1000, "latency_ms": 1000, "finish_reason": "tool_calls"}),
+        ),
+        at(
+            1020,
+            "assistant/message",
+            json!({"content": "", "tool_calls": [{"call_id": "c1", "name": "grep", "arguments": {}}]}),
+        ),
+        at(1100, "tool/call", json!({"call_id": "c1", "name": "grep", "arguments": {}})),
+        at(1600, "tool/result", json!({"call_id": "c1", "content": "3 matches"})),
+        at(1610, "step/end", json!({"turn": 0, "step": 0})),
+        at(1620, "step/start", json!({"turn": 0, "step": 1})),
+        at(
+            1900,
+            "model/call",
+            json!({"model": "<b>claude</b>", "input_tokens": 300, "latency_ms": 200,
+            "error": {"code": "rate_limited", "name": "RateLimitError"}}),
+        ),
+        at(1950, "assistant/message", json!({"content": "sorry"})),
+        at(1990, "step/end", json!({"turn": 0, "step": 1})),
+        at(2000, "turn/end", json!({"turn": 0, "reason": "completed"})),
+    ];
+    let append =
+        AppendRequest { memory: Vec::new(), run: Some(run), expected_seq: None, events, idempotency_key: None };
+    alice.append(&id, &append).await.unwrap();
+
+    let cookie = session_cookie(&sign_in(&server, &key).await);
+    let page = request(&server, "GET", "/ui/sessions/traced", &[host(&server), cookie.clone()], "").await;
+    assert_eq!(page.status, 200);
+    let body = &page.body;
+    assert!(body.contains("<details class=\"waterfall\" data-span-ms=\"2000\">"), "{body}");
+    assert!(body.contains("Trace: 2 model calls, 1 tool over 2.0 s"), "{body}");
+    // seq 2: from 10 ms (1010 − 1000) for 1,000 ms; seq 4: the tool, 1,100 to 1,600 ms;
+    // seq 8: 1,700 to 1,900 ms, failed.
+    let first = waterfall_row(body, 2);
+    assert!(
+        first.contains("data-start-ms=\"10\" data-duration-ms=\"1000\" data-offset=\"0.50%\" data-width=\"50.00%\""),
+        "{first}"
+    );
+    assert!(
+        first.contains("gpt-4o") && first.contains(">1.0 s<") && first.contains("1200 in / 80 out / 1000 cached"),
+        "{first}"
+    );
+    assert!(first.contains("<rect class=\"wf-bar\" x=\"0.50%\" y=\"0\" width=\"50.00%\""), "{first}");
+    let tool = waterfall_row(body, 4);
+    assert!(tool.contains("class=\"wf-row wf-tool\"") && tool.contains("grep") && tool.contains("500 ms"), "{tool}");
+    assert!(
+        tool.contains("data-start-ms=\"1100\" data-duration-ms=\"500\" data-offset=\"55.00%\" data-width=\"25.00%\""),
+        "{tool}"
+    );
+    let failed = waterfall_row(body, 8);
+    assert!(failed.contains("class=\"wf-row wf-model wf-error\"") && failed.contains("error rate_limited"), "{failed}");
+    assert!(failed.contains("data-offset=\"85.00%\" data-width=\"10.00%\"") && failed.contains("300 in"), "{failed}");
+    assert!(failed.contains("&lt;b&gt;claude&lt;/b&gt;") && !body.contains("<b>claude"), "escaped: {failed}");
+    // Rows in the order they started.
+    let order: Vec<usize> = [2, 4, 8].iter().map(|seq| body.find(&format!("data-seq=\"{seq}\"")).unwrap()).collect();
+    assert!(order.windows(2).all(|pair| pair[0] < pair[1]), "{order:?}");
+
+    // The session's totals: the usage computation's figures, on a page of their own
+    // (the session page does not read the whole log for them).
+    assert!(!body.contains("class=\"usage\"") && body.contains("href=\"/ui/sessions/traced/usage\""), "{body}");
+    let totals = request(&server, "GET", "/ui/sessions/traced/usage", &[host(&server), cookie], "").await;
+    assert_eq!(totals.status, 200);
+    let usage = &totals.body[totals.body.find("<section class=\"usage\"").expect("usage section")..];
+    let usage = &usage[..usage.find("</section>").unwrap()];
+    assert!(
+        usage.contains(
+            "data-calls=\"2\" data-errors=\"1\" data-model-ms=\"1200\" data-tool-calls=\"1\" data-tool-ms=\"500\""
+        ),
+        "{usage}"
+    );
+    assert!(usage.contains("1500 in / 80 out / 1000 cached") && usage.contains("gpt-4o (openai)"), "{usage}");
+    assert!(usage.contains("&lt;b&gt;claude&lt;/b&gt;") && !totals.body.contains("<b>claude"), "escaped: {usage}");
 }

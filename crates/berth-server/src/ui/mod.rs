@@ -9,7 +9,9 @@
 //! `session_page` (header, metadata, runs, timeline, export, fork), `langgraph` (a
 //! LangGraph thread's checkpoints, channels and changed channels, read from the drop-in's
 //! records), `timeline` (the pure grouping the session page renders), `live` (the SSE feed of rendered
-//! groups and of the header's state), `audit_page`, and `assets` (the stylesheet and the one script, compiled in).
+//! groups and of the header's state), `waterfall` (a turn's trace: its model calls and tool
+//! executions on a time axis, from the page's events), `usage_totals` (the session's usage totals
+//! on a page of their own, from the service's usage computation), `audit_page`, and `assets` (the stylesheet and the one script, compiled in).
 //!
 //! Every data call goes through `SessionService` as the signed-in key's principal, the
 //! same calls the `/v1` handlers make, so a user key sees only its own sessions and
@@ -26,6 +28,8 @@ mod security;
 mod session_page;
 mod signin;
 pub mod timeline;
+mod usage_totals;
+mod waterfall;
 
 use crate::api::Shared;
 use axum::middleware;
@@ -85,6 +89,7 @@ pub fn router(state: &Shared) -> Router<Shared> {
         .route("/ui/sessions/{id}/metadata", post(session_page::update_metadata))
         .route("/ui/sessions/{id}/fork", post(session_page::fork))
         .route("/ui/sessions/{id}/export", get(session_page::export))
+        .route("/ui/sessions/{id}/usage", get(usage_totals::usage_page))
         .route("/ui/audit", get(audit_page::audit_page))
         .route("/ui/assets/{name}", get(assets::asset))
         .layer(middleware::from_fn_with_state(state.clone(), crate::request_timeout));

@@ -3,7 +3,8 @@
 //! with the revision check), runs (attached now; attached, detached, abandoned and
 //! repaired from the session's audit entries), the timeline (read from the tail, older
 //! pages by `before`, never the whole log; in chat order — oldest to newest, opening at
-//! the latest turn — or newest first with `?order=newest`), live mode, export and
+//! the latest turn — or newest first with `?order=newest`), each turn's trace
+//! (`waterfall`), a link to the usage totals (`usage_totals`), live mode, export and
 //! fork-at-this-event. Also the single-event page ("show all" of a cut event).
 //!
 //! Turn and step boundaries are the headers of their groups, not rows; times read
@@ -171,6 +172,7 @@ async fn render_session(state: &Shared, viewer: &Viewer, id: &str, query: PageQu
     let langgraph = langgraph_section(state, viewer, &record, &page.events, (order, before), selection).await?;
     let body = markup! {
         (session_header(&record, preview.as_deref(), &forks, now))
+        (super::usage_totals::usage_link(&record.header.id))
         div.columns {
             (metadata_form(viewer, &record))
             (runs_section(&record, &history))
@@ -506,6 +508,7 @@ fn turn_view(view: &TimelineView, turn: &Turn, latest: bool) -> Markup {
                     }))
                 }
             }
+            @if let Some(trace) = super::waterfall::trace(events, built, turn) { (super::waterfall::trace_view(&trace)) }
             @for step in &turn.steps {
                 (step_view(view, step, &times))
             }
