@@ -301,13 +301,32 @@ pub struct CloseBody {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ForkBody {
-    /// Copy the events before this seq (default: all).
+    /// Copy the events before this seq (default: all). `0` copies nothing: the fork is an
+    /// empty session whose header names its parent (no `session/end-seed` marker), which
+    /// a drop-in then writes in its own layout — how a conversation continues in another
+    /// framework.
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::int64::option_u64")]
     pub upto_seq: Option<u64>,
     /// The new session's id (generated when absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Id>)]
     pub new_id: Option<SessionId>,
+    /// The new session's owner, in the parent's tenant and project (default: the
+    /// parent's; service and admin keys only, as at create).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Id>)]
+    pub user: Option<UserId>,
+    /// The new session's policy (default: the parent's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<PolicyBody>,
+    /// The new session's title (default: the parent's). At most 512 bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_length = 512)]
+    pub title: Option<String>,
+    /// The new session's labels (default: the parent's), distinct, as at create.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "option_distinct_labels")]
+    #[schema(value_type = Option<BTreeSet<Label>>, max_items = 64)]
+    pub labels: Option<BTreeSet<String>>,
 }
 
 /// `GET /v1/sessions` filters. `status` is a comma-separated list.

@@ -211,7 +211,25 @@ fn session_bodies() {
         "CloseBody",
         &[CloseBody { policy: ClosePolicy::CancelRuns, expected_revision: Some(7) }, CloseBody::default()],
     );
-    assert_golden("ForkBody", &[ForkBody { upto_seq: Some(4), new_id: Some(sid("chat-2")) }, ForkBody::default()]);
+    assert_golden(
+        "ForkBody",
+        &[
+            ForkBody { upto_seq: Some(4), new_id: Some(sid("chat-2")), ..ForkBody::default() },
+            ForkBody {
+                upto_seq: Some(0),
+                new_id: Some(sid("thread-9")),
+                user: Some(uid("alice")),
+                policy: Some(PolicyBody {
+                    concurrency: ConcurrencyBody::Serial {},
+                    activity_ttl_ms: 3_600_000,
+                    run_lease_ttl_ms: 30_000,
+                }),
+                title: Some("thread-9".into()),
+                labels: Some(labels(&["langgraph"])),
+            },
+            ForkBody::default(),
+        ],
+    );
 }
 
 #[test]

@@ -313,7 +313,8 @@ pub async fn fork_session(
     SessionPath(id): SessionPath,
     StrictJson(body): StrictJson<ForkBody>,
 ) -> ApiResult<Response> {
-    let record = call(&state, |s| async move { s.fork(&principal, &id, body.upto_seq, body.new_id).await }).await?;
+    let fork = wire::fork_from(body);
+    let record = call(&state, |s| async move { s.fork_with(&principal, &id, fork).await }).await?;
     Ok(json(StatusCode::CREATED, &wire::session(&record)))
 }
 

@@ -223,7 +223,13 @@ impl Client {
         upto_seq: Option<u64>,
         new_id: Option<&SessionId>,
     ) -> Result<SessionRecord> {
-        let body = wire::ForkBody { upto_seq, new_id: new_id.cloned() };
+        let fork = berth_service::ForkSession { upto_seq, new_id: new_id.cloned(), ..Default::default() };
+        self.fork_with(id, &fork).await
+    }
+
+    /// A fork with the new session's owner, policy, title or labels of its own.
+    pub async fn fork_with(&self, id: &SessionId, fork: &berth_service::ForkSession) -> Result<SessionRecord> {
+        let body = convert::fork(fork);
         self.session_call(Method::POST, &format!("/v1/sessions/{id}/fork"), Some(encode(&body)?), id.as_str()).await
     }
 

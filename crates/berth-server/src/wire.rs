@@ -7,8 +7,8 @@ use berth_catalog::{AuditDraft, AuditEntry, AuditVerification, RetentionPolicy, 
 use berth_core::lifecycle::Status;
 use berth_core::{Concurrency, Event, ParentRef, Revision, Scope, SessionHeader, SessionPolicy};
 use berth_service::{
-    AppendOutcome, AppendRequest, AttachRequest, Attachment, ClosePolicy, CreateSession, MetadataUpdate, NewEvent,
-    OnBusy, Principal, ResumeOutcome, Role, SessionPage,
+    AppendOutcome, AppendRequest, AttachRequest, Attachment, ClosePolicy, CreateSession, ForkSession, MetadataUpdate,
+    NewEvent, OnBusy, Principal, ResumeOutcome, Role, SessionPage,
 };
 
 // ----- sessions ------------------------------------------------------------------------
@@ -139,6 +139,28 @@ pub fn create_from(body: wire::CreateSessionBody) -> CreateSession {
         labels: body.labels,
         origin: body.origin,
         delegation_depth: body.delegation_depth,
+    }
+}
+
+pub fn fork_from(body: wire::ForkBody) -> ForkSession {
+    ForkSession {
+        upto_seq: body.upto_seq,
+        new_id: body.new_id,
+        user: body.user,
+        policy: body.policy.map(policy_from),
+        title: body.title,
+        labels: body.labels,
+    }
+}
+
+pub fn fork(request: &ForkSession) -> wire::ForkBody {
+    wire::ForkBody {
+        upto_seq: request.upto_seq,
+        new_id: request.new_id.clone(),
+        user: request.user.clone(),
+        policy: request.policy.as_ref().map(policy),
+        title: request.title.clone(),
+        labels: request.labels.clone(),
     }
 }
 

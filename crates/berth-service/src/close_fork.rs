@@ -126,7 +126,24 @@ impl SessionService {
         upto_seq: Option<u64>,
         new_id: Option<SessionId>,
     ) -> Result<SessionRecord> {
+        self.fork_with(principal, id, ForkSession { upto_seq, new_id, ..ForkSession::default() }).await
+    }
+
+    /// [`fork`](Self::fork) with the new session's owner, policy, title and labels of its
+    /// own. A fork at `0` inherits no events and gets no seam marker: an empty session
+    /// whose header names its parent, for a drop-in to write a conversation in its own
+    /// layout and policy (continuing another framework's session).
+    pub async fn fork_with(&self, principal: &Principal, id: &SessionId, fork: ForkSession) -> Result<SessionRecord> {
+        let ForkSession { upto_seq, new_id, user, policy, title, labels } = fork;
         let source = self.load(principal, id, "fork").await?;
+        if let Some(user) = &user {
+            if *user != source.header.scope.user && !principal.is_privileged() {
+                let error = Error::Forbidden {
+                    reason: "only service and admin principals fork a session to another user".into(),
+                };
+                return Err(self.denied(principal, "fork", id, error).await);
+            }
+        }
         let handle = self.store.open(&source.key(), Access::Read).await?;
         let all = handle.read(0, upto_seq).await;
         let _ = handle.close().await;
@@ -142,12 +159,19 @@ impl SessionService {
             }
         }
         let now = self.now();
-        let mut header =
-            SessionHeader::new(new_id.unwrap_or_else(|| SessionId::generate(now)), source.header.scope.clone(), now);
+        let mut scope = source.header.scope.clone();
+        if let Some(user) = user {
+            scope.user = user;
+        }
+        let mut header = SessionHeader::new(new_id.unwrap_or_else(|| SessionId::generate(now)), scope, now);
         header.parent = Some(ParentRef { session: source.header.id.clone(), cut_seq: cut });
         header.origin = Some("fork".into());
         header.delegation_depth = source.header.delegation_depth;
-        header.policy = source.header.policy.clone();
+        header.policy = policy.unwrap_or_else(|| source.header.policy.clone());
+        header.validate()?;
+        let title = title.or_else(|| source.title.clone());
+        let labels = labels.unwrap_or_else(|| source.labels.clone());
+        crate::sessions::validate_metadata(title.as_deref(), &labels)?;
         let last_time = events.last().map_or(now, |event| event.time);
         // Every event of a parallel session carries a run (R-C3), so there the seam
         // marker carries a fresh run id of its own: the fork operation's, never attached.
@@ -155,16 +179,20 @@ impl SessionService {
             berth_core::Concurrency::Parallel { .. } => Some(berth_core::RunId::generate(now)),
             berth_core::Concurrency::Serial => None,
         };
-        events.push(Event {
-            seq: Seq(cut),
-            event_type: EventType::parse(berth_core::vocabulary::SESSION_END_SEED).expect("reserved type"),
-            time: last_time,
-            run: seed_run,
-            data: berth_core::JsonText::from(&serde_json::json!({"inherited_events": cut, "parent": source.header.id})),
-            ignorable: false,
-            idempotency: None,
-        });
-        let mut record = new_record(header, source.title.clone(), source.labels.clone(), now);
+        if upto_seq != Some(0) {
+            events.push(Event {
+                seq: Seq(cut),
+                event_type: EventType::parse(berth_core::vocabulary::SESSION_END_SEED).expect("reserved type"),
+                time: last_time,
+                run: seed_run,
+                data: berth_core::JsonText::from(
+                    &serde_json::json!({"inherited_events": cut, "parent": source.header.id}),
+                ),
+                ignorable: false,
+                idempotency: None,
+            });
+        }
+        let mut record = new_record(header, title, labels, now);
         record.event_count = events.len() as u64;
         record.blank = !events.iter().any(|e| berth_core::vocabulary::is_conversation_event(e.event_type.as_str()));
         let forked = |fork: &SessionRecord| {

@@ -30,6 +30,21 @@ pub struct CreateSession {
     pub delegation_depth: u32,
 }
 
+/// A fork: where to cut the parent's log, and what the new session changes from the
+/// parent's header and metadata (each absent field is the parent's).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ForkSession {
+    /// Copy the events before this seq (default: all); `0` copies nothing and writes no
+    /// `session/end-seed` marker.
+    pub upto_seq: Option<u64>,
+    pub new_id: Option<SessionId>,
+    /// Another owner in the parent's tenant and project: service and admin principals only.
+    pub user: Option<UserId>,
+    pub policy: Option<SessionPolicy>,
+    pub title: Option<String>,
+    pub labels: Option<BTreeSet<String>>,
+}
+
 /// An event to append: the service assigns `seq` (and `time` when absent).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

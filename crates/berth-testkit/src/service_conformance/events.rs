@@ -373,3 +373,59 @@ pub async fn fork_copies_the_prefix_and_records_the_parent(b: &dyn ServiceBacken
     assert_eq!(stored_log(&service, TENANT_A, "origin").await.unwrap(), log);
     assert_eq!(stored_log(&service, TENANT_A, "branch").await.unwrap().len(), 6);
 }
+
+/// R-S8, continuing elsewhere: a fork at 0 with an owner, policy, title and labels of its
+/// own is an empty session (no `session/end-seed`: nothing was inherited) whose header
+/// names its parent — what a drop-in adopts to write another framework's conversation in
+/// its own layout. Only service and admin principals fork to another user; a bad title,
+/// label set or policy is refused and creates nothing; the parent is untouched.
+pub async fn fork_at_zero_takes_a_header_of_its_own(b: &dyn ServiceBackend) {
+    let service = b.service();
+    let source = create(&service, &owner(), "origin", parallel(2, DAY_MS, DAY_MS)).await;
+    attach(&service, &owner(), "origin", "r1").await;
+    append(&service, &owner(), "origin", Some("r1"), balanced_turn(0, "carry me over")).await;
+    let log = stored_log(&service, TENANT_A, "origin").await.unwrap();
+    let own_policy = serial(2 * DAY_MS, 5_000);
+    let fork = berth_service::ForkSession {
+        upto_seq: Some(0),
+        new_id: Some(sid("elsewhere")),
+        user: None,
+        policy: Some(own_policy.clone()),
+        title: Some("thread-9".into()),
+        labels: Some(BTreeSet::from(["other-framework".to_owned()])),
+    };
+    let record = service.fork_with(&owner(), &sid("origin"), fork.clone()).await.expect("fork at 0");
+    assert_eq!(record.header.parent, Some(ParentRef { session: sid("origin"), cut_seq: 0 }));
+    assert_eq!(record.header.policy, own_policy);
+    assert_eq!(record.header.scope, source.header.scope);
+    assert_eq!((record.title.as_deref(), record.labels.len()), (Some("thread-9"), 1));
+    assert_eq!((record.event_count, record.blank), (0, true));
+    assert_eq!(stored_log(&service, TENANT_A, "elsewhere").await, Some(Vec::new()), "no seam marker");
+    assert_eq!(stored_log(&service, TENANT_A, "origin").await.unwrap(), log, "the parent is untouched");
+
+    // A user key cannot give the fork to someone else; a service key can.
+    let to_bob = berth_service::ForkSession { new_id: Some(sid("bobs")), user: Some(user("bob")), ..fork.clone() };
+    let denied = service.fork_with(&owner(), &sid("origin"), to_bob.clone()).await;
+    assert!(matches!(denied, Err(Error::Forbidden { .. })), "{denied:?}");
+    assert!(stored(&service, TENANT_A, "bobs").await.is_none());
+    let bobs =
+        service.fork_with(&service_principal(TENANT_A), &sid("origin"), to_bob).await.expect("service forks to bob");
+    assert_eq!(
+        (bobs.header.scope.user.as_str(), bobs.header.scope.project.as_ref()),
+        ("bob", source.header.scope.project.as_ref())
+    );
+
+    // Bad metadata or policy: refused, nothing created.
+    let bad_title =
+        berth_service::ForkSession { new_id: Some(sid("bad1")), title: Some("x".repeat(513)), ..fork.clone() };
+    assert!(service.fork_with(&owner(), &sid("origin"), bad_title).await.is_err());
+    let bad_policy = berth_service::ForkSession {
+        new_id: Some(sid("bad2")),
+        policy: Some(parallel(0, DAY_MS, DAY_MS)),
+        ..fork.clone()
+    };
+    assert!(service.fork_with(&owner(), &sid("origin"), bad_policy).await.is_err());
+    for id in ["bad1", "bad2"] {
+        assert!(stored(&service, TENANT_A, id).await.is_none(), "{id} created");
+    }
+}

@@ -361,6 +361,7 @@ macro_rules! service_conformance {
                 closed_session_is_terminal_but_readable_and_forkable,
                 delete_erases_only_that_session_and_audits_it,
                 fork_copies_the_prefix_and_records_the_parent,
+                fork_at_zero_takes_a_header_of_its_own,
             ],
             idempotency: [
                 keyed_retry_returns_the_original_outcome,
