@@ -433,8 +433,26 @@ def close_session(
     return _in_session(Call("POST", _session(session_id, "/close"), _decode_session, body), session_id)
 
 
-def fork_session(session_id: str, *, upto_seq: int | None = None, new_id: str | None = None) -> Call[m.Session]:
-    body = _json_body({"upto_seq": upto_seq, "new_id": new_id})
+def fork_session(
+    session_id: str,
+    *,
+    upto_seq: int | None = None,
+    new_id: str | None = None,
+    user: str | None = None,
+    policy: Mapping[str, Any] | None = None,
+    title: str | None = None,
+    labels: Iterable[str] | None = None,
+) -> Call[m.Session]:
+    body = _json_body(
+        {
+            "upto_seq": upto_seq,
+            "new_id": new_id,
+            "user": user,
+            "policy": _mapping("policy", policy) if policy is not None else None,
+            "title": title,
+            "labels": listed("labels", labels) if labels is not None else None,
+        }
+    )
     call = Call("POST", _session(session_id, "/fork"), _decode_session, body)
     if new_id is None:
         return _in_session(call, session_id)

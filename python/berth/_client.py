@@ -368,8 +368,25 @@ class Client:
     ) -> m.Session:
         return self._execute(c.close_session(session_id, policy=policy, expected_revision=expected_revision))
 
-    def fork_session(self, session_id: str, *, upto_seq: int | None = None, new_id: str | None = None) -> m.Session:
-        return self._execute(c.fork_session(session_id, upto_seq=upto_seq, new_id=new_id))
+    def fork_session(
+        self,
+        session_id: str,
+        *,
+        upto_seq: int | None = None,
+        new_id: str | None = None,
+        user: str | None = None,
+        policy: Mapping[str, Any] | None = None,
+        title: str | None = None,
+        labels: Iterable[str] | None = None,
+    ) -> m.Session:
+        """A new session from the events before `upto_seq` (all by default) of
+        `session_id`, whose header names its parent. `user`, `policy`, `title` and
+        `labels` replace the parent's (another `user`: service and admin keys only);
+        `upto_seq=0` copies nothing — an empty session a drop-in can adopt."""
+        call = c.fork_session(
+            session_id, upto_seq=upto_seq, new_id=new_id, user=user, policy=policy, title=title, labels=labels
+        )
+        return self._execute(call)
 
     def reopen_session(self, session_id: str) -> m.Session:
         return self._execute(c.reopen_session(session_id))
@@ -843,8 +860,25 @@ class AsyncClient:
     ) -> m.Session:
         return await self._execute(c.close_session(session_id, policy=policy, expected_revision=expected_revision))
 
-    async def fork_session(self, session_id: str, *, upto_seq: int | None = None, new_id: str | None = None) -> m.Session:
-        return await self._execute(c.fork_session(session_id, upto_seq=upto_seq, new_id=new_id))
+    async def fork_session(
+        self,
+        session_id: str,
+        *,
+        upto_seq: int | None = None,
+        new_id: str | None = None,
+        user: str | None = None,
+        policy: Mapping[str, Any] | None = None,
+        title: str | None = None,
+        labels: Iterable[str] | None = None,
+    ) -> m.Session:
+        """A new session from the events before `upto_seq` (all by default) of
+        `session_id`, whose header names its parent. `user`, `policy`, `title` and
+        `labels` replace the parent's (another `user`: service and admin keys only);
+        `upto_seq=0` copies nothing — an empty session a drop-in can adopt."""
+        call = c.fork_session(
+            session_id, upto_seq=upto_seq, new_id=new_id, user=user, policy=policy, title=title, labels=labels
+        )
+        return await self._execute(call)
 
     async def reopen_session(self, session_id: str) -> m.Session:
         return await self._execute(c.reopen_session(session_id))

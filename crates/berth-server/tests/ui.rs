@@ -282,6 +282,15 @@ async fn counts_audit_search_and_the_parent_filter_answer_as_documented() {
     let user = server.key("acme", "alice", None, Role::User);
     let headers = [host(&server), ("Authorization", format!("Bearer {user}"))];
     assert_eq!(request(&server, "GET", "/v1/audit/search", &headers, "").await.status, 403);
+
+    // A fork at 0 (a conversation continued in another framework's layout) says so.
+    admin.fork(&source, Some(0), Some(&"elsewhere".parse().unwrap())).await.unwrap();
+    let cookie = session_cookie(&sign_in(&server, &admin_key).await);
+    let headers = [host(&server), cookie];
+    let child = request(&server, "GET", "/ui/sessions/child", &headers, "").await.body;
+    assert!(child.contains("(first 1 events)"), "{child}");
+    let elsewhere = request(&server, "GET", "/ui/sessions/elsewhere", &headers, "").await.body;
+    assert!(elsewhere.contains("(no events copied: its conversation continued here, written anew)"), "{elsewhere}");
 }
 
 /// The `<tr>` of session `id` on a list page.

@@ -53,4 +53,35 @@ def langchain_messages(client: Any, session_id: str) -> list[Any]:
     return messages_of(conversation(client, session_id))
 
 
-__all__ = ["arguments_object", "langchain_messages", "messages_of"]
+def _fork(client: Any, source_session_id: str, graph: Any, config: Any) -> list[Any]:
+    saver = graph.checkpointer
+    if not hasattr(saver, "fork_target"):
+        raise TypeError(f"continue_thread needs a graph compiled with berth's saver, not {type(saver).__name__}")
+    thread_id = config["configurable"]["thread_id"]
+    messages = messages_of(conversation(client, source_session_id))
+    client.fork_session(source_session_id, upto_seq=0, **saver.fork_target(thread_id))
+    return messages
+
+
+def continue_thread(client: Any, source_session_id: str, graph: Any, config: Any, *, as_node: str | None = None) -> Any:
+    """Continues berth session `source_session_id` — a conversation any drop-in wrote (its
+    berth id, as `berth sessions ls` lists it) — as the LangGraph thread of `config`, which
+    must not exist yet: forks the source at 0 into the thread's session (its header names
+    the source; the saver's labels and policy), then `graph.update_state(config,
+    {"messages": messages}, as_node=as_node)`, written by `graph`'s checkpointer (a
+    `BerthSaver`). The source is only read (through `client`, a `berth.Client`). Returns
+    the new checkpoint's config; `graph.invoke({"messages": [new]}, config)` continues."""
+    return graph.update_state(config, {"messages": _fork(client, source_session_id, graph, config)}, as_node=as_node)
+
+
+async def acontinue_thread(client: Any, source_session_id: str, graph: Any, config: Any, *,
+                           as_node: str | None = None) -> Any:
+    """`continue_thread` for a graph on an `AsyncBerthSaver` (`client` is still a
+    `berth.Client`, called on a worker thread)."""
+    import asyncio
+
+    messages = await asyncio.to_thread(_fork, client, source_session_id, graph, config)
+    return await graph.aupdate_state(config, {"messages": messages}, as_node=as_node)
+
+
+__all__ = ["acontinue_thread", "arguments_object", "continue_thread", "langchain_messages", "messages_of"]

@@ -15,7 +15,8 @@ Sources and targets (each read and written through the framework's own classes):
 The package: `cli` (arguments, the berth to open, the run), `report` (what happened, the
 progress line and the final report), `keys` (content digests, idempotency keys and the
 per-session import state), `source` (a read-only snapshot of a source file; a URL
-without its password), `openai`, `langgraph` and `adk` (one framework each, both ways).
+without its password), `users` (whose sessions an import makes: `--user-from`,
+`--user-map`), `openai`, `langgraph` and `adk` (one framework each, both ways).
 docs/guides/migration.md is the guide.
 """
 

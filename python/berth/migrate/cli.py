@@ -4,7 +4,7 @@
     berth-migrate --to TARGET [berth]     export berth into TARGET
 
 SOURCE / TARGET: `openai-sqlite:PATH`, `openai-sqlalchemy:URL` (an async SQLAlchemy URL:
-`sqlite+aiosqlite:///PATH`, `postgresql+asyncpg://…`), `langgraph-sqlite:PATH`,
+`sqlite+aiosqlite:///PATH`, `postgresql+asyncpg://…`, `postgresql+psycopg://…`), `langgraph-sqlite:PATH`,
 `langgraph-postgres:URL` (`postgresql://…`) or `adk:URL` (the URL ADK's services take:
 `sqlite:///PATH` for `SqliteSessionService`; `sqlite+aiosqlite:///PATH`,
 `postgresql+asyncpg://…` or `postgresql+psycopg://…` for `DatabaseSessionService`).
@@ -12,10 +12,15 @@ A URL's password is never printed. The berth: `--server
 URL --api-key KEY` (HTTP; `BERTH_API_KEY` too) or `--data DIR --tenant T --user U` (the
 embedded store, as a `service` principal unless `--role`). `--dry-run` writes nothing
 and reports what would be written; `--json` prints the final report as JSON.
+Whose sessions an import makes (`users`): `--user-from caller` (OpenAI, LangGraph: the
+caller's own user, the default), `--user-from adk-user` (ADK: each session's ADK user,
+its default and only choice), or `--user-map FILE.json` (OpenAI, LangGraph: source
+session/thread id -> berth user, with a service key).
 
 Exit status: 0 when the target holds everything, 1 when records were skipped or found
 changed (the report says which and why) or the run failed (a missing file, berth's
-error, the framework not installed: said on stderr), 2 on a usage error.
+error, the framework not installed: said on stderr), 2 on a usage error (a bad
+`--user-map` file, or a user key importing for others, included: nothing written).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from typing import Any
 
 import berth
 
+from . import users as owners
 from .report import Report
 from .source import redact
 
@@ -73,6 +79,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--user", default="agent", help="embedded: the user (default agent)")
     parser.add_argument("--role", default="service", choices=["user", "service", "admin"],
                         help="embedded: the role (default service)")
+    parser.add_argument("--user-from", choices=["caller", "adk-user"],
+                        help="import: whose sessions they become: the caller's user (OpenAI, LangGraph: the "
+                             "default) or each ADK session's user_id (adk: the default)")
+    parser.add_argument("--user-map", metavar="FILE.json",
+                        help="import (OpenAI, LangGraph): a JSON object of source session/thread id -> berth user; "
+                             "sessions it does not name are skipped (needs a service key)")
     parser.add_argument("--dry-run", action="store_true", help="write nothing; report what would be written")
     parser.add_argument("--json", action="store_true", help="print the final report as JSON")
     parser.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
@@ -91,6 +103,23 @@ def _client(args: argparse.Namespace, parser: argparse.ArgumentParser) -> berth.
     return berth.open(args.data, tenant=args.tenant, user=args.user, role=args.role)
 
 
+def _check_users(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    """Which `--user-from` / `--user-map` the direction and the source take."""
+    if args.user_from is None and args.user_map is None:
+        return
+    if args.source is None:
+        parser.error("--user-from and --user-map are for an import (a SOURCE); an export keeps each session's own")
+    if args.user_from is not None and args.user_map is not None:
+        parser.error("give --user-from or --user-map, not both")
+    if args.source[0] == "adk":
+        if args.user_map is not None or args.user_from != "adk-user":
+            parser.error("adk: sessions are imported under their own ADK user_id (--user-from adk-user): berth's "
+                         "ADK drop-in keys each session and its user: state by it")
+    elif args.user_from == "adk-user":
+        parser.error(f"--user-from adk-user is for an adk: source; {args.source[0]} keeps no user "
+                     "(--user-from caller, or --user-map FILE.json)")
+
+
 def run(args: argparse.Namespace, client: berth.Client) -> Report:
     where = args.server or args.data
     if args.source is not None:
@@ -102,15 +131,20 @@ def run(args: argparse.Namespace, client: berth.Client) -> Report:
     if not args.no_progress and sys.stderr.isatty():
         report.progress = sys.stderr
     importing = args.source is not None
+    users: owners.UserMap | None = getattr(args, "users", None)
+    if users is not None:
+        owners.check_role(client)
+        report.users = {}
     # Each framework's module imports its framework: by name, on demand (a team with one
     # framework installed uses that one's).
     if kind.startswith("openai-"):
         openai: Any = importlib.import_module("berth.migrate.openai")
         if kind == "openai-sqlalchemy":
-            work = openai.import_sqlalchemy(path, client, report) if importing \
+            work = openai.import_sqlalchemy(path, client, report, users=users) if importing \
                 else openai.export_sqlalchemy(client, path, report)
         else:
-            work = openai.import_store(path, client, report) if importing else openai.export_store(client, path, report)
+            work = openai.import_store(path, client, report, users=users) if importing \
+                else openai.export_store(client, path, report)
         asyncio.run(work)
     elif kind == "adk":
         adk: Any = importlib.import_module("berth.migrate.adk")
@@ -119,11 +153,11 @@ def run(args: argparse.Namespace, client: berth.Client) -> Report:
         langgraph: Any = importlib.import_module("berth.migrate.langgraph")
         report.unit = "checkpoints"
         if kind == "langgraph-postgres" and importing:
-            langgraph.import_postgres(path, client, report)
+            langgraph.import_postgres(path, client, report, users=users)
         elif kind == "langgraph-postgres":
             langgraph.export_postgres(client, path, report)
         elif importing:
-            langgraph.import_store(path, client, report)
+            langgraph.import_store(path, client, report, users=users)
         else:
             langgraph.export_store(client, path, report)
     return report
@@ -148,9 +182,18 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if (args.source is None) == (args.target is None):
         parser.error("give a SOURCE to import, or --to TARGET to export (one of them)")
+    _check_users(args, parser)
+    try:
+        args.users = owners.load(args.user_map) if args.user_map is not None else None
+    except owners.UserMapError as error:
+        print(f"berth-migrate: UserMapError: {error}", file=sys.stderr)
+        return 2
     client = _client(args, parser)
     try:
         report = run(args, client)
+    except owners.UserMapError as error:
+        print(f"berth-migrate: UserMapError: {error}", file=sys.stderr)
+        return 2
     except Exception as error:
         if not _reported(error):
             raise

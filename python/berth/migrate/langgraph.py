@@ -6,7 +6,9 @@ connection: the source is never written; a live one is read as one snapshot), th
 metadata, parent, pending writes — and `BerthSaver.put` / `put_writes` write them,
 parents first, so the berth thread is what the drop-in writes. `SqliteSaver`'s reader
 drops a pending write's `task_path` (it only sorts by it): that one column is read with
-a plain SELECT of the copy's `writes` table and passed to `put_writes`.
+a plain SELECT of the copy's `writes` table and passed to `put_writes`. The source's
+times are kept: a checkpoint's events take its `ts` (as `BerthSaver.put` always gives
+them), and its pending writes, for which the source keeps no time, the same.
 
 A PostgreSQL store (`langgraph-postgres:URL`, `langgraph-checkpoint-postgres`) is read
 in place: `PostgresSaver.list(None)` on a connection the server holds read-only, in one
@@ -35,12 +37,24 @@ from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 import berth
-from berth.integrations.langgraph import BerthSaver
+from berth.integrations.langgraph import LABEL, BerthSaver, thread_session_id
+from berth.integrations.langgraph._times import ts_ms
 
+from . import users as owners
 from .report import Report
 from .source import snapshot
 
 _Key = tuple[str, str]  # (checkpoint_ns, checkpoint_id)
+
+
+class _ImportSaver(BerthSaver):
+    """`BerthSaver` whose `put_writes_at` stores pending writes at a given time: the
+    source keeps no time for a write, so an import gives it its checkpoint's (`ts`: the
+    writes were made after it). A `put` takes its checkpoint's `ts` in any saver."""
+
+    def put_writes_at(self, config: Any, writes: Any, task_id: str, task_path: str, at: int | None) -> None:
+        thread_id, build = self._core.put_writes_build(config, writes, task_id, task_path, at)
+        self._write(thread_id, build, checkpoint=False)
 
 
 def _ids(item: CheckpointTuple) -> tuple[str, str, str | None]:
@@ -91,15 +105,19 @@ def _same(have: CheckpointTuple, item: CheckpointTuple) -> bool:
 
 
 def copy_threads(items: Iterable[CheckpointTuple], target: BaseCheckpointSaver[Any], report: Report,
-                 task_paths: dict[tuple[str, str, str, str], str]) -> None:
+                 task_paths: dict[tuple[str, str, str, str], str], users: owners.UserMap | None = None) -> None:
     """Writes `items` (any threads) into `target`, parents first, through its `put` /
-    `put_writes`; see the module's docstring for what is compared and reported."""
+    `put_writes`; see the module's docstring for what is compared and reported. `users`
+    (berth targets): each thread's session made for the user it maps the thread to."""
     threads: dict[str, list[CheckpointTuple]] = defaultdict(list)
     for item in items:
         threads[str(item.config["configurable"]["thread_id"])].append(item)
     report.total = len(threads)
     for thread_id, thread_items in threads.items():
         report.sessions += 1
+        if users is not None and isinstance(target, BerthSaver) and not _claim(target, thread_id, users, report):
+            report.tick()
+            continue
         before = (report.records, report.writes)
         _copy_thread(thread_id, thread_items, target, report, task_paths)
         if (report.records, report.writes) != before:
@@ -108,6 +126,23 @@ def copy_threads(items: Iterable[CheckpointTuple], target: BaseCheckpointSaver[A
             report.unchanged += 1
         report.tick()
     report.tick(force=True)
+
+
+def _claim(target: BerthSaver, thread_id: str, users: owners.UserMap, report: Report) -> bool:
+    """The thread's session made for the user `users` maps it to (as `BerthSaver` would
+    make it, which then writes on); False, reported, when it names none or berth holds the
+    thread under another user."""
+    user = users.user_for(thread_id)
+    if user is None:
+        report.skip(thread_id, "thread", f"the user map {users.path} names no berth user for it: not imported")
+        return False
+    held = owners.claim(target.client, thread_session_id(thread_id), user, report.dry_run, title=thread_id,
+                        labels=[LABEL], policy=target._core.policy())
+    if held is not None:
+        report.change(thread_id, "thread", owners.elsewhere(user, held))
+        return False
+    report.owned(user)
+    return True
 
 
 def _copy_thread(thread_id: str, items: list[CheckpointTuple], target: BaseCheckpointSaver[Any], report: Report,
@@ -160,8 +195,12 @@ def _copy_thread(thread_id: str, items: list[CheckpointTuple], target: BaseCheck
                 report.bytes += size
                 continue
             config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}}
+            path = task_paths.get((thread_id, ns, cid, task_id), "")
             try:
-                target.put_writes(config, writes, task_id, task_paths.get((thread_id, ns, cid, task_id), ""))  # type: ignore[arg-type]
+                if isinstance(target, _ImportSaver):
+                    target.put_writes_at(config, writes, task_id, path, ts_ms(item.checkpoint))
+                else:
+                    target.put_writes(config, writes, task_id, path)  # type: ignore[arg-type]
             except berth.BerthError as error:
                 report.skip(thread_id, f"{where} task {task_id}",
                             f"the target cannot hold these pending writes: {type(error).__name__}: {error}")
@@ -184,7 +223,7 @@ def _task_paths(copy: str) -> dict[tuple[str, str, str, str], str]:
         conn.close()
 
 
-def import_store(path: str, client: berth.Client, report: Report) -> None:
+def import_store(path: str, client: berth.Client, report: Report, users: owners.UserMap | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="berth-migrate-") as scratch:
         copy = snapshot(path, scratch)
         conn = sqlite3.connect(copy, check_same_thread=False)
@@ -192,8 +231,8 @@ def import_store(path: str, client: berth.Client, report: Report) -> None:
             source = SqliteSaver(conn)
             items = list(source.list(None))
             paths = _task_paths(copy)
-            with BerthSaver(client) as target:
-                copy_threads(items, target, report, paths)
+            with _ImportSaver(client) as target:
+                copy_threads(items, target, report, paths, users)
         finally:
             conn.close()
 
@@ -217,7 +256,7 @@ def _postgres_task_paths(conn: Any) -> dict[tuple[str, str, str, str], str]:
             str(r["task_path"]) for r in rows}
 
 
-def import_postgres(url: str, client: berth.Client, report: Report) -> None:
+def import_postgres(url: str, client: berth.Client, report: Report, users: owners.UserMap | None = None) -> None:
     """`PostgresSaver` at `url` into berth: one read-only REPEATABLE READ transaction."""
     from langgraph.checkpoint.postgres import PostgresSaver
     from psycopg import Connection, IsolationLevel
@@ -231,8 +270,8 @@ def import_postgres(url: str, client: berth.Client, report: Report) -> None:
             paths = _postgres_task_paths(conn) if items else {}
         finally:
             conn.rollback()
-    with BerthSaver(client) as target:
-        copy_threads(items, target, report, paths)
+    with _ImportSaver(client) as target:
+        copy_threads(items, target, report, paths, users)
 
 
 def export_postgres(client: berth.Client, url: str, report: Report) -> None:
@@ -255,6 +294,11 @@ def export_postgres(client: berth.Client, url: str, report: Report) -> None:
 def export_store(client: berth.Client, path: str, report: Report) -> None:
     with BerthSaver(client) as source:
         items = list(source.list(None))
+    if report.dry_run and not os.path.exists(path):  # a dry run makes no file
+        from langgraph.checkpoint.memory import InMemorySaver
+
+        copy_threads(items, InMemorySaver(), report, {})
+        return
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     conn = sqlite3.connect(path, check_same_thread=False)

@@ -39,6 +39,7 @@ from berth.integrations.openai_agents import BerthSession
 from berth.integrations.openai_agents._records import event_for_item
 
 from . import keys
+from . import users as owners
 from .report import Report
 from .source import redact, snapshot
 
@@ -145,7 +146,7 @@ def _state(client: berth.Client, identity: str) -> dict[str, Any] | None:
 
 
 async def import_store(path: str, client: berth.Client, report: Report, *, sessions_table: str = "agent_sessions",
-                       messages_table: str = "agent_messages") -> None:
+                       messages_table: str = "agent_messages", users: owners.UserMap | None = None) -> None:
     where = os.path.realpath(path)
     with tempfile.TemporaryDirectory(prefix="berth-migrate-") as scratch:
         copy = snapshot(path, scratch)
@@ -162,15 +163,22 @@ async def import_store(path: str, client: berth.Client, report: Report, *, sessi
 
         await _import_sessions(client, report, KIND, where, rows,
                                lambda session_id: SQLiteSession(session_id, copy, sessions_table, messages_table),
-                               times)
+                               times, users)
 
 
 async def _import_sessions(client: berth.Client, report: Report, kind: str, where: str, rows: list[tuple[str, int]],
-                           open_source: Any, times: Any) -> None:
+                           open_source: Any, times: Any, users: owners.UserMap | None) -> None:
     """Every listed source session (`open_source(id)`: the SDK's session reading it)
-    into berth, at the source's times (`times(id, items)`: each item's, or None)."""
+    into berth, at the source's times (`times(id, items)`: each item's, or None), each
+    under the user `users` maps it to (None: the caller's own)."""
     report.total = len(rows)
     for session_id, row_count in rows:
+        user = users.user_for(session_id) if users is not None else None
+        if users is not None and user is None:
+            report.sessions += 1
+            report.skip(session_id, "session", f"the user map {users.path} names no berth user for it: not imported")
+            report.tick()
+            continue
         source = open_source(session_id)
         try:
             items = await source.get_items()
@@ -183,7 +191,7 @@ async def _import_sessions(client: berth.Client, report: Report, kind: str, wher
             report.skip(session_id, f"{row_count - len(items)} rows",
                         f"rows {type(source).__name__} itself does not read (not valid JSON): not imported")
         await _import_session(client, keys.source_identity(kind, where, session_id), session_id, items, report,
-                              await times(session_id, items))
+                              await times(session_id, items), user)
         report.tick()
     report.tick(force=True)
 
@@ -241,7 +249,8 @@ async def _zone(engine: Any) -> Any:
 
 
 async def import_sqlalchemy(url: str, client: berth.Client, report: Report, *,
-                            sessions_table: str = "agent_sessions", messages_table: str = "agent_messages") -> None:
+                            sessions_table: str = "agent_sessions", messages_table: str = "agent_messages",
+                            users: owners.UserMap | None = None) -> None:
     from agents.extensions.memory.sqlalchemy_session import SQLAlchemySession
     from sqlalchemy import make_url
 
@@ -272,17 +281,24 @@ async def import_sqlalchemy(url: str, client: berth.Client, report: Report, *,
                                    lambda session_id: SQLAlchemySession(session_id, engine=engine,
                                                                         sessions_table=sessions_table,
                                                                         messages_table=messages_table),
-                                   times)
+                                   times, users)
         finally:
             await engine.dispose()
 
 
 async def _import_session(client: berth.Client, identity: str, session_id: str, items: list[Any],
-                          report: Report, times: list[int] | None = None) -> None:
+                          report: Report, times: list[int] | None = None, user: str | None = None) -> None:
     digests = [keys.digest(item) for item in items]
     chained = keys.chain(digests)
     target = _ImportSession(session_id, client)
     try:
+        if user is not None:  # the session made for its user first (the drop-in writes on)
+            held = owners.claim(client, target.berth_id, user, report.dry_run, title=session_id,
+                                labels=list(target._labels), policy=target._policy)
+            if held is not None:
+                report.change(session_id, "session", owners.elsewhere(user, held))
+                return
+            report.owned(user)
         state = _state(client, identity)
         if state is not None:
             start = int(state.get("items", 0))
@@ -352,6 +368,9 @@ async def _append(target: _ImportSession, identity: str, start: int, batch: Sequ
 
 async def export_store(client: berth.Client, path: str, report: Report, *, sessions_table: str = "agent_sessions",
                        messages_table: str = "agent_messages") -> None:
+    if report.dry_run and not os.path.exists(path):
+        await _export(client, report, lambda _: _Empty())  # a dry run makes no file
+        return
     await _export(client, report, lambda session_id: SQLiteSession(session_id, path, sessions_table, messages_table))
 
 

@@ -35,10 +35,17 @@ class Report:
     started: float = field(default_factory=time.monotonic)
     progress: TextIO | None = None
     total: int | None = None
+    #: With `--user-map`: sessions per berth user they were (or would be) imported under.
+    users: dict[str, int] | None = None
     _last_line: float = 0.0
 
     def skip(self, session: str, record: Any, reason: str) -> None:
         self.skipped.append({"session": session, "record": record, "reason": reason})
+
+    def owned(self, user: str) -> None:
+        """One more session imported under `user` (`--user-map`)."""
+        if self.users is not None:
+            self.users[user] = self.users.get(user, 0) + 1
 
     def change(self, session: str, record: Any, reason: str) -> None:
         self.changed.append({"session": session, "record": record, "reason": reason})
@@ -67,7 +74,7 @@ class Report:
             self.progress.write("\n")
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "direction": self.direction,
             "source": self.source,
             "target": self.target,
@@ -83,6 +90,9 @@ class Report:
             "changed": self.changed,
             "seconds": round(time.monotonic() - self.started, 3),
         }
+        if self.users is not None:
+            out["users"] = dict(sorted(self.users.items()))
+        return out
 
     @property
     def clean(self) -> bool:
@@ -99,6 +109,9 @@ class Report:
             + (f" and {self.writes} pending-write groups" if self.unit == "checkpoints" else "")
             + f" ({self.bytes} bytes), {self.records_unchanged} already there, in {data['seconds']}s\n"
         )
+        if self.users is not None:
+            out.write("  users: " + (", ".join(f"{user} {count}" for user, count in sorted(self.users.items()))
+                                     or "none") + "\n")
         for entry in self.changed:
             out.write(f"  changed: {entry['session']} {entry['record']}: {entry['reason']}\n")
         for entry in self.skipped:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -37,6 +36,7 @@ from google.genai import types
 import berth
 from berth.integrations.adk import BerthSessionService, session_berth_id
 from conftest import CONNECT, Server
+from dropin_kill import kill_when
 
 LEASE_MS = 800
 
@@ -78,21 +78,7 @@ asyncio.run(main())
 
 def test_a_tool_that_was_running_is_repaired_on_resume(adk_place: Any, tmp_path: Path) -> None:
     marker = tmp_path / "tool-started"
-    child = subprocess.Popen([sys.executable, "-c", CHILD, *adk_place.child_args(), str(marker), str(LEASE_MS)],
-                             stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 60
-        while not marker.exists():
-            if child.poll() is not None:
-                raise AssertionError(f"the child ended before its tool started: {child.stderr.read().decode()}")
-            assert time.monotonic() < deadline, "the tool never started"
-            time.sleep(0.02)
-        child.send_signal(signal.SIGKILL)
-        child.wait()
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
+    _kill_mid_tool(CHILD, adk_place, marker)
     time.sleep(LEASE_MS / 1000 + 0.3)  # the dead process's run lease lapses
 
     client = adk_place.client()
@@ -201,21 +187,9 @@ def test_the_next_process_model_is_told_the_outcome_is_unknown(adk_place: Any, t
 
 
 def _kill_mid_tool(code: str, place: Any, marker: Path) -> None:
-    child = subprocess.Popen([sys.executable, "-c", code, *place.child_args(), str(marker), str(LEASE_MS)],
-                             stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 60
-        while not marker.exists():
-            if child.poll() is not None:
-                raise AssertionError(f"the child ended before its tool started: {child.stderr.read().decode()}")
-            assert time.monotonic() < deadline, "the tool never started"
-            time.sleep(0.02)
-        child.send_signal(signal.SIGKILL)
-        child.wait()
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
+    """Runs the child `code` and SIGKILLs it once its tool has started (`marker`)."""
+    kill_when([sys.executable, "-c", code, *place.child_args(), str(marker), str(LEASE_MS)], marker.exists,
+              what="the start of its tool", timeout_s=60)
 
 
 def test_a_server_crash_between_an_event_and_its_state_loses_neither(tmp_path: Path) -> None:

@@ -1,12 +1,17 @@
-"""`berth-migrate` for Google ADK's SQLite stores (`SqliteSessionService`, `sqlite:///`,
-and `DatabaseSessionService`, `sqlite+aiosqlite:///`), on both transports: a store ADK
-itself wrote (a real `Runner` with a scripted model, no network: two apps, three users,
-function calls and responses, state deltas with `app:`/`user:` keys, state given at
-create and a session with no events) is imported, and berth's drop-in must return what
-ADK's own service returns — `get_session` events and merged state, `list_sessions` —;
-the source is never written; a rerun imports nothing; the export back to a fresh file
-read by the same ADK class equals the original, and its rerun writes nothing; a source
-session changed since the import is reported, berth's left as it was."""
+"""`berth-migrate` for Google ADK's session stores, on both transports:
+`SqliteSessionService` (`adk:sqlite:///…`) and `DatabaseSessionService` on SQLite
+(`adk:sqlite+aiosqlite:///…`) and on the local PostgreSQL through asyncpg and through
+psycopg (`adk:postgresql+asyncpg://…`, `adk:postgresql+psycopg://…`; `BERTH_TEST_PG`,
+each test its own databases). A store ADK itself wrote (a real `Runner` with a scripted
+model, no network: two apps, three users, function calls and responses, state deltas
+with `app:`/`user:` keys, state given at create and a session with no events) is
+imported, and berth's drop-in must return what ADK's own service returns —
+`get_session` events and merged state, `list_sessions`, `get_user_state` — with each
+event at its ADK timestamp and each session under its ADK user; the source is never
+written (file bytes, or every table's rows); a rerun imports nothing, also with its
+bookkeeping lost; the export back into a fresh store read by the same ADK class equals
+the original, and its rerun writes nothing; a source session changed since the import is
+reported, berth's left as it was. A PostgreSQL source is held read-only by the server."""
 
 from __future__ import annotations
 
@@ -14,6 +19,9 @@ import asyncio
 import hashlib
 import json
 import os
+import sqlite3
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, AsyncGenerator
 
@@ -27,9 +35,12 @@ from google.adk.sessions.sqlite_session_service import SqliteSessionService
 from google.adk.tools.tool_context import ToolContext
 from google.genai import types
 
-from berth.integrations.adk import BerthSessionService, session_berth_id
+from berth.integrations.adk import BerthSessionService, encode_id, session_berth_id
 from berth.migrate import keys
 from berth.migrate.cli import main
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import dropin_pg  # noqa: E402
 
 
 class Scripted(BaseLlm):
@@ -70,10 +81,70 @@ SESSIONS = [
 APPS = ["shop", "weather"]
 
 
+class Store:
+    """One kind of ADK store: `sqlite` (`SqliteSessionService`), or
+    `DatabaseSessionService` on `sqlite+aiosqlite`, `postgres-asyncpg`,
+    `postgres-psycopg`: fresh ones made (the URL ADK takes), read with ADK's class,
+    digested (the source must not change), one event rewritten in place."""
+
+    def __init__(self, kind: str, tmp_path: Path, databases: dropin_pg.Databases) -> None:
+        self.kind = kind
+        self.tmp_path = tmp_path
+        self.databases = databases
+        self.names: dict[str, str] = {}  # URL -> database or file
+
+    def new(self, name: str = "sessions") -> str:
+        if self.kind.startswith("postgres"):
+            database = self.databases.make()
+            url = dropin_pg.sqlalchemy_url(database, self.kind.split("-")[1])
+        else:
+            os.makedirs(self.tmp_path / name, exist_ok=True)
+            database = str(self.tmp_path / name / "sessions.db")
+            url = f"{self.kind}:///{database}"
+        self.names[url] = database
+        return url
+
+    def digest(self, url: str) -> dict[str, str]:
+        if self.kind.startswith("postgres"):
+            return dropin_pg.rows_digest(self.names[url])
+        path = self.names[url]
+        return {name: hashlib.sha256(Path(name).read_bytes()).hexdigest()
+                for name in (path, f"{path}-wal", f"{path}-journal") if os.path.exists(name)}
+
+    def rewrite_first_event(self, url: str) -> None:
+        """The first event of weather/bob/s1 rewritten in place (its text)."""
+        if self.kind.startswith("postgres"):
+            dropin_pg.psql(dropin_pg.libpq_url(self.names[url]),
+                           "UPDATE events SET event_data = jsonb_set(event_data, '{content,parts,0,text}', "
+                           "'\"weather in Bergen?\"') WHERE id = (SELECT id FROM events WHERE app_name = 'weather' "
+                           "AND user_id = 'bob' ORDER BY timestamp LIMIT 1)")
+            return
+        conn = sqlite3.connect(self.names[url])
+        try:
+            row = conn.execute("SELECT rowid, event_data FROM events WHERE app_name='weather' AND user_id='bob' "
+                               "ORDER BY timestamp LIMIT 1").fetchone()
+            data = json.loads(row[1]) if isinstance(row[1], str) else row[1]
+            data["content"]["parts"][0]["text"] = "weather in Bergen?"
+            conn.execute("UPDATE events SET event_data = ? WHERE rowid = ?", (json.dumps(data), row[0]))
+            conn.commit()
+        finally:
+            conn.close()
+
+
+STORES = ["sqlite", "sqlite+aiosqlite", "postgres-asyncpg", "postgres-psycopg"]
+
+
+@pytest.fixture(params=STORES)
+def adk_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    databases = dropin_pg.Databases("berth_mig_adk_")
+    yield Store(request.param, tmp_path, databases)
+    databases.drop()
+
+
 def _service(url: str) -> Any:
-    if url.startswith("sqlite+"):
-        return DatabaseSessionService(url)
-    return SqliteSessionService(url[len("sqlite:///"):])
+    if url.startswith("sqlite:"):
+        return SqliteSessionService(url[len("sqlite:///"):])
+    return DatabaseSessionService(url)
 
 
 async def _close(service: Any) -> None:
@@ -117,11 +188,6 @@ async def _view(service: Any, times: bool = True) -> dict[str, Any]:
     return out
 
 
-def _files(path: Path) -> dict[str, str]:
-    return {name: hashlib.sha256(Path(name).read_bytes()).hexdigest()
-            for name in (str(path), f"{path}-wal", f"{path}-journal") if os.path.exists(name)}
-
-
 def _where(place: Any) -> list[str]:
     if place.transport == "http":
         return ["--server", place.server.url, "--api-key", place.key()]
@@ -142,17 +208,15 @@ def _migrate(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict[
     return code, json.loads(out)
 
 
-@pytest.mark.parametrize("scheme", ["sqlite", "sqlite+aiosqlite"])
-def test_import_rerun_export(adk_place: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                   scheme: str) -> None:
-    url = f"{scheme}:///{tmp_path / 'sessions.db'}"
+def test_import_rerun_export(adk_place: Any, adk_store: Store, capsys: pytest.CaptureFixture[str]) -> None:
+    url = adk_store.new()
     asyncio.run(_build(url))
     original = asyncio.run(_read(url))
     events = sum(len(v["events"]) for k, v in original.items() if k.count("/") == 2 and not k.startswith("user"))
     assert events > 20 and any("function_call" in json.dumps(v) for v in original.values())
     assert original["weather/ann/s1"]["state"]["app:lookups"] == 3  # one lookup from each of three sessions
     assert original["weather/cat/empty"]["events"] == []
-    files = _files(tmp_path / "sessions.db")
+    digest = adk_store.digest(url)
     where = _where(adk_place)
     client = adk_place.sync_client()
 
@@ -163,13 +227,16 @@ def test_import_rerun_export(adk_place: Any, tmp_path: Path, capsys: pytest.Capt
     code, report = _migrate(capsys, f"adk:{url}", *where)
     assert code == 0 and report["events"] == events and report["sessions_imported"] == len(SESSIONS), report
     assert asyncio.run(_berth_view(client)) == original
-    assert _files(tmp_path / "sessions.db") == files  # read-only on the source
+    assert adk_store.digest(url) == digest  # read-only on the source
     # The source's own times: each ADK event stored at its timestamp (ms).
     for key in ("weather/ann/s1", "shop/ann/cart"):
         app, user, sid = key.split("/")
         stored = [e for e in client.read(session_berth_id(app, user, sid), limit=1000).events
                   if isinstance(e.data, dict) and "adk" in e.data]  # the first event of each ADK event
         assert [e.time for e in stored] == [int(e["timestamp"] * 1000) for e in original[key]["events"]], key
+    # Each session under its ADK user (`--user-from adk-user`, the default).
+    for app, user, sid, *_ in SESSIONS:
+        assert client.get_session(session_berth_id(app, user, sid)).header.scope.user == encode_id(user)
 
     code, report = _migrate(capsys, f"adk:{url}", *where)
     assert code == 0 and report["events"] == 0 and report["events_unchanged"] == events, report
@@ -181,8 +248,8 @@ def test_import_rerun_export(adk_place: Any, tmp_path: Path, capsys: pytest.Capt
     assert code == 0 and report["events"] == 0 and report["events_unchanged"] == events, report
     assert asyncio.run(_berth_view(client)) == original
 
-    # Export back, through the same ADK class, into a fresh file.
-    target = f"{scheme}:///{tmp_path / 'exported' / 'sessions.db'}"
+    # Export back, through the same ADK class, into a fresh store.
+    target = adk_store.new("exported")
     code, report = _migrate(capsys, "--to", f"adk:{target}", *where)
     assert code == 0 and report["events"] == events, report
     assert asyncio.run(_read(target, times=False)) == _view_of(original)
@@ -195,12 +262,49 @@ def test_import_rerun_export(adk_place: Any, tmp_path: Path, capsys: pytest.Capt
 
     # A source session changed since the import (an event rewritten in place): reported,
     # berth's left as it was.
-    _rewrite_first_event(tmp_path / "sessions.db", scheme)
+    adk_store.rewrite_first_event(url)
     code, report = _migrate(capsys, f"adk:{url}", *where)
     assert code == 1 and [entry["session"] for entry in report["changed"]] == ["weather/bob/s1"], report
     assert report["sessions_unchanged"] == len(SESSIONS) - 1, report
     assert report["events"] == 0
     assert asyncio.run(_berth_view(client))["weather/bob/s1"] == original["weather/bob/s1"]
+
+
+@pytest.mark.parametrize("driver", ["asyncpg", "psycopg"])
+def test_a_postgres_source_is_held_read_only(driver: str) -> None:
+    """The importer's service cannot write the source: the server refuses it."""
+    from berth.migrate.adk import _database
+
+    databases = dropin_pg.Databases("berth_mig_adk_")
+    try:
+        url = dropin_pg.sqlalchemy_url(databases.make(), driver)
+        asyncio.run(_build(url))
+
+        async def write() -> None:
+            service = _database(url, read_only=True)
+            try:
+                await service.create_session(app_name="weather", user_id="eve", session_id="new")
+            finally:
+                await service.close()
+
+        with pytest.raises(Exception, match="read-only transaction"):
+            asyncio.run(write())
+    finally:
+        databases.drop()
+
+
+def test_adk_sessions_keep_their_own_users(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """`--user-from adk-user` is ADK's only choice (berth's ADK drop-in keys sessions and
+    `user:` state by the ADK user id): a map or the caller's user is a usage error."""
+    users = tmp_path / "users.json"
+    users.write_text(json.dumps({"ann": "u1"}))
+    url = f"adk:sqlite:///{tmp_path / 'sessions.db'}"
+    for args in (["--user-map", str(users)], ["--user-from", "caller"]):
+        with pytest.raises(SystemExit) as stopped:
+            main([url, "--data", str(tmp_path / "berth"), "--tenant", "t", *args])
+        assert stopped.value.code == 2, args
+        assert "adk-user" in capsys.readouterr().err
+    assert not (tmp_path / "berth").exists() and not (tmp_path / "sessions.db").exists()
 
 
 async def _read(url: str, times: bool = True) -> dict[str, Any]:
@@ -227,19 +331,3 @@ def _view_of(view: dict[str, Any]) -> dict[str, Any]:
         else:
             out[key] = value
     return out
-
-
-def _rewrite_first_event(path: Path, scheme: str) -> None:
-    import sqlite3
-
-    conn = sqlite3.connect(path)
-    try:
-        column = "event_data"
-        row = conn.execute(f"SELECT rowid, {column} FROM events WHERE app_name='weather' AND user_id='bob' "
-                           "ORDER BY timestamp LIMIT 1").fetchone()
-        data = json.loads(row[1]) if isinstance(row[1], str) else row[1]
-        data["content"]["parts"][0]["text"] = "weather in Bergen?"
-        conn.execute(f"UPDATE events SET {column} = ? WHERE rowid = ?", (json.dumps(data), row[0]))
-        conn.commit()
-    finally:
-        conn.close()

@@ -198,11 +198,30 @@ def test_presents_the_conversation(place: Any, written_by: str) -> None:
 
 # -- each framework continues the foreign conversation ---------------------------------
 
+def forked_from(client: berth.Client, source: str, continued: str | None = None, before: Any = None,
+                label: str | None = None) -> Any:
+    """The source's log (called before continuing); after it, with the new session: the
+    source is unchanged, and the new session is berth's fork of it at 0 under the target
+    drop-in's label, whose conversation begins with the source's."""
+    log = [(event.seq, event.type, event.data) for event in client.iter_events(source)]
+    if continued is None:
+        return log
+    assert log == before, "continuing wrote to the source"
+    record = client.get_session(continued)
+    parent = record.header.parent
+    assert parent is not None and (parent.session, parent.cut_seq) == (source, 0), parent
+    assert label in record.labels, record.labels
+    source_reading = neutral_of_reading(conversation(client, source))
+    assert neutral_of_reading(conversation(client, continued))[: len(source_reading)] == source_reading
+    return None
+
+
 def openai_continue(client: berth.Client, session_id: str) -> list[str]:
     """`Runner.run` with the items and a new question: the SDK's scripted model's input."""
     from agents import Agent, Runner, function_tool, set_tracing_disabled
     from agents.testing import ScriptedModel, assistant_message
     from berth.history.openai import openai_items
+    from berth.integrations.openai_agents import BerthSession
 
     set_tracing_disabled(True)
 
@@ -214,9 +233,14 @@ def openai_continue(client: berth.Client, session_id: str) -> list[str]:
     model = ScriptedModel()
     model.enqueue([assistant_message(scenario.FOLLOW_UP_ANSWER)])
     agent = Agent(name="forecaster", model=model, tools=[get_weather])
-    items = openai_items(client, session_id) + [{"role": "user", "content": scenario.FOLLOW_UP}]
-    result = asyncio.run(Runner.run(agent, items))
+    before = forked_from(client, session_id)
+    session = BerthSession(f"continued-{session_id}", client=client)
+    added = asyncio.run(session.continue_from(session_id))
+    assert added == openai_items(client, session_id)
+    result = asyncio.run(Runner.run(agent, scenario.FOLLOW_UP, session=session))
     assert result.final_output == scenario.FOLLOW_UP_ANSWER
+    session.close()
+    forked_from(client, session_id, session.berth_id, before, "openai-agents")
     seen = [item if isinstance(item, dict) else item.model_dump() for item in model.first_call.input]
     return [json.dumps(item, ensure_ascii=False) for item in seen]
 
@@ -225,7 +249,7 @@ def langgraph_continue(client: berth.Client, session_id: str) -> list[str]:
     """A new `MessagesState` thread (checkpointed in berth) seeded with the messages by
     `update_state`, invoked once with a fake chat model: the messages the model saw; the
     new thread's own berth session reads back the foreign turn and the new one."""
-    from berth.history.langchain import langchain_messages
+    from berth.history.langchain import continue_thread
     from berth.integrations.langgraph import BerthSaver, thread_session_id
     from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
     from langchain_core.messages import AIMessage, HumanMessage
@@ -255,9 +279,11 @@ def langgraph_continue(client: berth.Client, session_id: str) -> list[str]:
     with BerthSaver(client) as saver:
         graph = builder.compile(checkpointer=saver)
         config = {"configurable": {"thread_id": thread}}
-        graph.update_state(config, {"messages": langchain_messages(client, session_id)}, as_node="agent")
+        before = forked_from(client, session_id)
+        continue_thread(client, session_id, graph, config, as_node="agent")
         result = graph.invoke({"messages": [HumanMessage(scenario.FOLLOW_UP)]}, config)
     assert result["messages"][-1].content == scenario.FOLLOW_UP_ANSWER
+    forked_from(client, session_id, thread_session_id(thread), before, "langgraph")
     texts = [item.text for item in conversation(client, thread_session_id(thread)) if hasattr(item, "text")]
     assert texts[0] == scenario.QUESTION and texts[-2:] == [scenario.FOLLOW_UP, scenario.FOLLOW_UP_ANSWER]
     return [repr(message) for message in seen]
@@ -268,6 +294,7 @@ def adk_continue(client: berth.Client, session_id: str) -> list[str]:
     `Runner` with a scripted `BaseLlm`: the request's contents."""
     from berth.history.adk import adk_events
     from berth.integrations.adk import BerthSessionService
+    from berth.integrations.adk._records import session_berth_id
     from google.adk.agents import Agent
     from google.adk.models.base_llm import BaseLlm
     from google.adk.models.llm_response import LlmResponse
@@ -287,10 +314,11 @@ def adk_continue(client: berth.Client, session_id: str) -> list[str]:
 
     async def run() -> str | None:
         with BerthSessionService(client) as sessions:
-            session = await sessions.create_session(app_name="matrix", user_id="bob",
-                                                    session_id=f"continued-{session_id}"[:100])
-            for event in adk_events(client, session_id, author="forecaster"):
-                await sessions.append_event(session, event)
+            session = await sessions.continue_session(session_id, app_name="matrix", user_id="bob",
+                                                      author="forecaster", session_id=f"continued-{session_id}"[:100])
+            assert [event.content for event in session.events] == [
+                event.content for event in adk_events(client, session_id, author="forecaster")]
+            forked_from(client, session_id, session_berth_id("matrix", "bob", session.id), before, "adk")
             agent = Agent(name="forecaster", model=RecordingLlm(model="recording"), tools=[get_weather])
             runner = Runner(app_name="matrix", agent=agent, session_service=sessions)
             answer = None
@@ -300,6 +328,7 @@ def adk_continue(client: berth.Client, session_id: str) -> list[str]:
                     answer = event.content.parts[0].text
             return answer
 
+    before = forked_from(client, session_id)
     assert asyncio.run(run()) == scenario.FOLLOW_UP_ANSWER
     return seen
 
@@ -308,6 +337,7 @@ def smolagents_continue(client: berth.Client, session_id: str) -> list[str]:
     """`agent.memory.steps` set to the steps, `agent.run(question, reset=False)` with a
     scripted model: the prompt it was given."""
     from berth.history.smolagents import smolagents_steps
+    from berth.integrations.smolagents import BerthAgentLog
     from smolagents import ToolCallingAgent, tool
     from smolagents.models import ChatMessage, ChatMessageToolCall, ChatMessageToolCallFunction, MessageRole, Model
 
@@ -332,8 +362,13 @@ def smolagents_continue(client: berth.Client, session_id: str) -> list[str]:
 
     agent = ToolCallingAgent(tools=[get_weather], model=RecordingModel(model_id="recording"), max_steps=3,
                              verbosity_level=0)
-    agent.memory.steps = smolagents_steps(client, session_id)
+    before = forked_from(client, session_id)
+    log = BerthAgentLog(client, f"continued-{session_id}")
+    log.continue_from(session_id, agent)
+    assert len(agent.memory.steps) == len(smolagents_steps(client, session_id))
     assert agent.run(scenario.FOLLOW_UP, reset=False) == scenario.FOLLOW_UP_ANSWER
+    log.close()
+    forked_from(client, session_id, log.session_id, before, "smolagents")
     return seen
 
 

@@ -1,10 +1,18 @@
-"""`berth-migrate` for the OpenAI Agents SDK's `SQLiteSession`, on both transports (a
-real `berth serve`, and the embedded store): a store the SDK itself wrote (several
-sessions, tool calls, a pop, a clear, an id berth's grammar refuses, a row the SDK
-cannot read) is imported, and `BerthSession.get_items()` must equal
-`SQLiteSession.get_items()` item for item; the source is never written; a rerun imports
-nothing; a changed source record is reported, not overwritten; the export back to a
-fresh `SQLiteSession` file equals the original again, and its rerun writes nothing."""
+"""`berth-migrate` for the OpenAI Agents SDK's `SQLiteSession` (`openai-sqlite:PATH`) and
+`SQLAlchemySession` (`openai-sqlalchemy:URL`: a SQLite file through aiosqlite, and the
+local PostgreSQL through asyncpg and through psycopg — `BERTH_TEST_PG`, each test its
+own databases, in a zone that is not UTC), on both transports (a real `berth serve`, and
+the embedded store): a store the SDK itself wrote (several sessions, tool calls, a pop,
+a clear, an id berth's grammar refuses, a row the SDK cannot read) is imported, and
+`BerthSession.get_items()` must equal the SDK session's `get_items()` item for item, at
+the source rows' own times; the source is never written; a rerun imports nothing (also
+with its bookkeeping lost); the export back into a fresh store (a dry run into it first
+makes nothing) equals the original again, and its rerun writes nothing; a source that
+grew gives only its new items; a changed source record is reported, not overwritten.
+
+`--user-map FILE.json` (session id -> berth user): each session under its user (a user
+key lists only its own), one the map does not name skipped and reported; a bad mapping
+file is refused before anything is written."""
 
 from __future__ import annotations
 
@@ -15,6 +23,8 @@ import os
 import sqlite3
 import subprocess
 import sys
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +32,11 @@ import pytest
 from agents.memory import SQLiteSession
 
 from berth.integrations.openai_agents import BerthSession
+from berth.migrate import keys
 from berth.migrate.cli import main
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import dropin_pg  # noqa: E402
 import dropin_place  # noqa: E402
 
 
@@ -35,6 +47,8 @@ class _Place(dropin_place.Place):
 mig_scratch, mig_server, mig_place = dropin_place.fixtures("mig_", _Place)
 
 SESSIONS = ["alice", "bob", "carol ünïcode/id with spaces", "dora"]
+#: 2025-01-01 00:00 UTC: the source rows' times are this plus their id in minutes.
+EPOCH_2025_MS = 1735689600000
 
 
 def _user(text: str) -> dict[str, Any]:
@@ -56,12 +70,124 @@ def _tool_turn(index: int) -> list[dict[str, Any]]:
     ]
 
 
-def _build_source(path: Path) -> None:
-    """The store, written by the SDK's own `SQLiteSession` (turns as `Runner.run` stores
+class Store:
+    """One kind of OpenAI Agents SDK store: `sqlite` (`SQLiteSession`), or
+    `SQLAlchemySession` on `sqlalchemy-sqlite` (aiosqlite), `postgres-asyncpg`,
+    `postgres-psycopg`: fresh ones made, sessions opened with the SDK's class, plain SQL
+    run on it, named as berth-migrate takes it."""
+
+    def __init__(self, kind: str, tmp_path: Path, databases: dropin_pg.Databases) -> None:
+        self.kind = kind
+        self.tmp_path = tmp_path
+        self.databases = databases
+
+    def new(self) -> str:
+        """A new store: a file path (`sqlite`), or an async SQLAlchemy URL."""
+        name = f"berth_mig_oa_{uuid.uuid4().hex[:12]}"
+        if self.kind == "sqlite":
+            return str(self.tmp_path / f"{name}.db")
+        if self.kind == "sqlalchemy-sqlite":
+            return f"sqlite+aiosqlite:///{self.tmp_path / name}.db"
+        # Not UTC: the store's naive created_at are this zone's (the import must say so).
+        return dropin_pg.sqlalchemy_url(self.databases.make(timezone="America/New_York"), self.kind.split("-")[1])
+
+    def spec(self, where: str) -> str:
+        return f"openai-sqlite:{where}" if self.kind == "sqlite" else f"openai-sqlalchemy:{where}"
+
+    def file(self, where: str) -> str | None:
+        if self.kind == "sqlite":
+            return where
+        return where.rpartition("///")[2] if self.kind == "sqlalchemy-sqlite" else None
+
+    async def on(self, where: str, work: Any, create: bool = False) -> Any:
+        """`work(open)`, `open(session_id)` giving the SDK's session on the store."""
+        if self.kind == "sqlite":
+            opened: list[Any] = []
+
+            def open_sqlite(session_id: str) -> Any:
+                opened.append(SQLiteSession(session_id, where))
+                return opened[-1]
+            try:
+                return await work(open_sqlite)
+            finally:
+                for session in opened:
+                    session.close()
+        from agents.extensions.memory.sqlalchemy_session import SQLAlchemySession
+        from sqlalchemy.ext.asyncio import create_async_engine
+
+        engine = create_async_engine(where)
+        try:
+            return await work(lambda session_id: SQLAlchemySession(session_id, engine=engine, create_tables=create))
+        finally:
+            await engine.dispose()
+
+    def sql(self, where: str, statement: str, **params: Any) -> list[tuple[Any, ...]]:
+        """One statement (`:name` parameters) on the store, committed; its rows."""
+        if self.kind == "sqlite":
+            conn = sqlite3.connect(where)
+            try:
+                rows = conn.execute(statement, params).fetchall()
+                conn.commit()
+                return rows
+            finally:
+                conn.close()
+        from sqlalchemy import text
+        from sqlalchemy.ext.asyncio import create_async_engine
+
+        async def run() -> list[tuple[Any, ...]]:
+            engine = create_async_engine(where)
+            try:
+                async with engine.begin() as conn:
+                    result = await conn.execute(text(statement), params)
+                    return [tuple(row) for row in result.all()] if result.returns_rows else []
+            finally:
+                await engine.dispose()
+        return asyncio.run(run())
+
+    def items(self, where: str, sessions: list[str] = SESSIONS) -> dict[str, list[Any]]:
+        async def read(open_session: Any) -> dict[str, list[Any]]:
+            return {session_id: await open_session(session_id).get_items() for session_id in sessions}
+        return asyncio.run(self.on(where, read))
+
+    def add(self, where: str, session_id: str, items: list[Any]) -> None:
+        async def write(open_session: Any) -> None:
+            await open_session(session_id).add_items(items)
+        asyncio.run(self.on(where, write, create=True))
+
+    def digest(self, where: str) -> str:
+        """The store's rows (every column; a file's bytes too): the source must not change."""
+        out = [repr([tuple(map(str, row)) for row in self.sql(where, f"SELECT * FROM {table} ORDER BY 1")])
+               for table in ("agent_sessions", "agent_messages")]
+        file = self.file(where)
+        if file is not None:
+            out += [hashlib.sha256(Path(name).read_bytes()).hexdigest()
+                    for name in (file, f"{file}-wal") if os.path.exists(name) and os.path.getsize(name)]
+        return hashlib.sha256("\n".join(out).encode()).hexdigest()
+
+    def made(self, where: str) -> bool:
+        """Whether the store exists: the file, or the SDK's tables."""
+        file = self.file(where)
+        if file is not None:
+            return os.path.exists(file)
+        return bool(self.sql(where, "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'"))
+
+
+STORES = ["sqlite", "sqlalchemy-sqlite", "postgres-asyncpg", "postgres-psycopg"]
+
+
+@pytest.fixture(params=STORES)
+def oa_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    databases = dropin_pg.Databases("berth_mig_oa_")
+    yield Store(request.param, tmp_path, databases)
+    databases.drop()
+
+
+def _build_source(store: Store, where: str) -> None:
+    """The store, written by the SDK's own session class (turns as `Runner.run` stores
     them: the input, then the model's items and the tools' outputs)."""
-    async def write() -> None:
+    async def write(open_session: Any) -> None:
         for number, session_id in enumerate(SESSIONS):
-            session = SQLiteSession(session_id, path)
+            session = open_session(session_id)
             for turn in range(3 + number):
                 await session.add_items([_user(f"{session_id} turn {turn}")])
                 await session.add_items(_tool_turn(number * 10 + turn) if turn % 2 == 0
@@ -72,32 +198,29 @@ def _build_source(path: Path) -> None:
             if session_id == "dora":
                 await session.clear_session()
                 await session.add_items([_user("after the clear"), _assistant("fresh", 99)])
-            session.close()
-    asyncio.run(write())
-    conn = sqlite3.connect(path)  # one row the SDK itself skips: reported, not lost silently
-    conn.execute("INSERT INTO agent_messages (session_id, message_data) VALUES ('alice', '{not json')")
-    # Rows a minute apart, from 2025 on (the SDK's CURRENT_TIMESTAMP, UTC): the import
-    # must keep these times, not stamp its own.
-    conn.execute("UPDATE agent_messages SET created_at = datetime('2025-01-01', '+' || id || ' minutes')")
-    conn.commit()
-    conn.close()
+    asyncio.run(store.on(where, write, create=True))
+    # One row the SDK itself skips: reported, not lost silently.
+    store.sql(where, "INSERT INTO agent_messages (session_id, message_data) VALUES ('alice', '{not json')")
+    # Rows a minute apart from 2025-01-01 UTC (as naive times in the store's zone, as
+    # CURRENT_TIMESTAMP writes them): the import must keep these times, not stamp its own.
+    if store.kind.startswith("postgres"):
+        store.sql(where, "UPDATE agent_messages SET created_at = (TIMESTAMPTZ '2025-01-01 00:00:00+00' "
+                         "+ id * INTERVAL '1 minute') AT TIME ZONE current_setting('TimeZone')")
+    else:
+        store.sql(where, "UPDATE agent_messages SET created_at = datetime('2025-01-01', '+' || id || ' minutes')")
 
 
-def _source_times(path: Path, session_id: str) -> list[int]:
-    """The `created_at` (epoch ms) of each row `SQLiteSession.get_items()` reads."""
-    conn = sqlite3.connect(path)
-    try:
-        rows = conn.execute("SELECT message_data, strftime('%s', created_at) FROM agent_messages "
-                            "WHERE session_id = ? ORDER BY id", (session_id,)).fetchall()
-    finally:
-        conn.close()
+def _source_times(store: Store, where: str, session_id: str) -> list[int]:
+    """The time each row the SDK reads was given above, from its id."""
+    rows = store.sql(where, "SELECT id, message_data FROM agent_messages WHERE session_id = :s ORDER BY created_at, id",
+                     s=session_id)
     out = []
-    for data, seconds in rows:
+    for row_id, data in rows:
         try:
             json.loads(data)
         except ValueError:
             continue
-        out.append(int(seconds) * 1000)
+        out.append(EPOCH_2025_MS + int(row_id) * 60000)
     return out
 
 
@@ -120,16 +243,6 @@ def _berth_times(client: Any, session_id: str) -> tuple[list[int], list[int]]:
     return items, [e.time for e in events]
 
 
-def _items(path: Path, session_id: str) -> list[Any]:
-    async def read() -> list[Any]:
-        session = SQLiteSession(session_id, path)
-        try:
-            return await session.get_items()
-        finally:
-            session.close()
-    return asyncio.run(read())
-
-
 def _berth_items(client: Any, session_id: str) -> list[Any]:
     async def read() -> list[Any]:
         session = BerthSession(session_id, client)
@@ -138,13 +251,6 @@ def _berth_items(client: Any, session_id: str) -> list[Any]:
         finally:
             session.close()
     return asyncio.run(read())
-
-
-def _files(path: Path) -> dict[str, str]:
-    """The database's bytes: the file and its write-ahead log (an empty log, which
-    SQLite makes for any reader of a WAL database, counts as none)."""
-    return {name: hashlib.sha256(Path(name).read_bytes()).hexdigest()
-            for name in (str(path), f"{path}-wal") if os.path.exists(name) and os.path.getsize(name)}
 
 
 def _where(place: Any) -> list[str]:
@@ -159,92 +265,129 @@ def _migrate(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict[
     return code, json.loads(capsys.readouterr().out)
 
 
-def test_import_rerun_change_and_export(mig_place: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    source = tmp_path / "agents.db"
-    _build_source(source)
-    original = {session_id: _items(source, session_id) for session_id in SESSIONS}
+def test_import_rerun_change_and_export(mig_place: Any, oa_store: Store, capsys: pytest.CaptureFixture[str]) -> None:
+    store = oa_store
+    source = store.new()
+    _build_source(store, source)
+    original = store.items(source)
     assert len(original["bob"]) == 10 and len(original["dora"]) == 2 and original["carol ünïcode/id with spaces"]
-    files = _files(source)
+    digest = store.digest(source)
     where = _where(mig_place)
     client = mig_place.sync_client()
     total = sum(len(items) for items in original.values())
 
     # A dry run writes nothing and says what it would.
-    code, report = _migrate(capsys, f"openai-sqlite:{source}", *where, "--dry-run")
-    assert report["dry_run"] and report["items"] == total and report["sessions"] == len(SESSIONS)
+    code, report = _migrate(capsys, store.spec(source), *where, "--dry-run")
+    assert report["dry_run"] and report["items"] == total and report["sessions"] == len(SESSIONS), report
     assert BerthSession.list_session_ids(client) == []
 
     # The import: every session, item for item; the unreadable row reported.
-    code, report = _migrate(capsys, f"openai-sqlite:{source}", *where)
+    code, report = _migrate(capsys, store.spec(source), *where)
     assert report["items"] == total and report["sessions_imported"] == len(SESSIONS), report
     assert [entry["session"] for entry in report["skipped"]] == ["alice"] and code == 1
     assert sorted(BerthSession.list_session_ids(client)) == sorted(SESSIONS)
     for session_id, items in original.items():
         assert _berth_items(client, session_id) == items, session_id
-    assert _files(source) == files  # read-only on the source
+    assert store.digest(source) == digest  # read-only on the source
     # The source's own times, kept: each item's event at its row's created_at; the turn
     # markers within them (the log's times never go back).
     for session_id in ("alice", "carol ünïcode/id with spaces"):
         item_times, all_times = _berth_times(client, session_id)
-        want = _source_times(source, session_id)
-        assert item_times == want and want[0] >= 1735689600000, session_id
+        want = _source_times(store, source, session_id)
+        assert item_times == want and want[0] > EPOCH_2025_MS, session_id
         assert all_times == sorted(all_times) and all_times[0] == want[0] and all_times[-1] == want[-1]
 
-    # A rerun imports nothing.
-    code, report = _migrate(capsys, f"openai-sqlite:{source}", *where)
+    # A rerun imports nothing; nor one whose bookkeeping was lost (an import killed before
+    # it recorded what it took: the items already there are found).
+    code, report = _migrate(capsys, store.spec(source), *where)
     assert report["items"] == 0 and report["items_unchanged"] == total and report["sessions_unchanged"] == len(SESSIONS)
-    for session_id, items in original.items():
-        assert _berth_items(client, session_id) == items
-
-    # An import killed before it recorded what it took (its state gone): the rerun finds
-    # the items already there and adds none.
-    from berth.migrate import keys
     for entry in client.memory_search(keys.STATE_NAMESPACE).items:
         client.memory_delete(keys.STATE_NAMESPACE, entry.key)
-    code, report = _migrate(capsys, f"openai-sqlite:{source}", *where)
+    code, report = _migrate(capsys, store.spec(source), *where)
     assert report["items"] == 0 and report["items_unchanged"] == total, report
     for session_id, items in original.items():
         assert _berth_items(client, session_id) == items
 
-    # Export back to a fresh SQLiteSession file: the SDK reads what it wrote; rerun: nothing.
-    target = tmp_path / "exported.db"
-    code, report = _migrate(capsys, "--to", f"openai-sqlite:{target}", *where)
+    # Export back into a fresh store (a dry run into it first makes nothing): the SDK
+    # reads what it wrote; rerun: nothing.
+    target = store.new()
+    code, report = _migrate(capsys, "--to", store.spec(target), *where, "--dry-run")
+    assert code == 0 and report["items"] == total, report
+    assert not store.made(target)
+    code, report = _migrate(capsys, "--to", store.spec(target), *where)
     assert code == 0 and report["items"] == total and report["sessions"] == len(SESSIONS), report
-    for session_id, items in original.items():
-        assert _items(target, session_id) == items, session_id
-    code, report = _migrate(capsys, "--to", f"openai-sqlite:{target}", *where)
+    assert store.items(target) == original
+    code, report = _migrate(capsys, "--to", store.spec(target), *where)
     assert code == 0 and report["items"] == 0 and report["items_unchanged"] == total
 
     # The source grows: only the new items arrive. A source item changed since: reported,
     # the berth session left as it is.
-    asyncio.run(_add(source, "alice", [_user("one more")]))
-    code, report = _migrate(capsys, f"openai-sqlite:{source}", *where)
-    assert report["items"] == 1 and report["sessions_imported"] == 1
-    assert _berth_items(client, "alice") == _items(source, "alice")
-    conn = sqlite3.connect(source)
-    conn.execute("UPDATE agent_messages SET message_data = ? WHERE id = (SELECT MIN(id) FROM agent_messages "
-                 "WHERE session_id = 'bob')", (json.dumps(_user("rewritten")),))
-    conn.commit()
-    conn.close()
-    code, report = _migrate(capsys, f"openai-sqlite:{source}", *where)
+    store.add(source, "alice", [_user("one more")])
+    code, report = _migrate(capsys, store.spec(source), *where)
+    assert report["items"] == 1 and report["sessions_imported"] == 1, report
+    assert _berth_items(client, "alice") == store.items(source, ["alice"])["alice"]
+    store.sql(source, "UPDATE agent_messages SET message_data = :data WHERE id = (SELECT MIN(id) FROM agent_messages "
+                      "WHERE session_id = 'bob')", data=json.dumps(_user("rewritten")))
+    code, report = _migrate(capsys, store.spec(source), *where)
     assert code == 1 and [entry["session"] for entry in report["changed"]] == ["bob"] and report["items"] == 0
     assert _berth_items(client, "bob") == original["bob"]
 
 
-async def _add(path: Path, session_id: str, items: list[Any]) -> None:
-    session = SQLiteSession(session_id, path)
-    await session.add_items(items)
-    session.close()
+def test_user_map(mig_place: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = Store("sqlite", tmp_path, dropin_pg.Databases("unused_"))
+    source = store.new()
+    _build_source(store, source)
+    original = store.items(source)
+    where = _where(mig_place)
+    client = mig_place.sync_client()
+    users = tmp_path / "users.json"
+    users.write_text(json.dumps({"alice": "ann", "bob": "bob", "carol ünïcode/id with spaces": "ann"}))
+
+    # "dora" is not in the map: skipped and reported (with alice's unreadable row).
+    code, report = _migrate(capsys, store.spec(source), *where, "--user-map", str(users))
+    assert code == 1 and report["users"] == {"ann": 2, "bob": 1}, report
+    skipped = {(entry["session"], entry["record"]) for entry in report["skipped"]}
+    assert ("dora", "session") in skipped and len(skipped) == 2, report
+    assert sorted(BerthSession.list_session_ids(client)) == sorted(SESSIONS[:3])
+    for session_id in SESSIONS[:3]:
+        assert _berth_items(client, session_id) == original[session_id], session_id
+    owners = {}
+    for session_id in SESSIONS[:3]:
+        session = BerthSession(session_id, client)
+        owners[session_id] = client.get_session(session.berth_id).header.scope.user
+        session.close()
+    assert owners == {"alice": "ann", "bob": "bob", "carol ünïcode/id with spaces": "ann"}
+    # A user's own key lists its sessions only.
+    assert sorted(BerthSession.list_session_ids(mig_place.sync_client(user="ann", role="user"))) == \
+        ["alice", "carol ünïcode/id with spaces"]
+    assert BerthSession.list_session_ids(mig_place.sync_client(user="bob", role="user")) == ["bob"]
+
+    # A bad mapping file: refused, nothing more written.
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"dora": "dora smith"}))
+    capsys.readouterr()
+    code = main([store.spec(source), *where, "--user-map", str(bad), "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and "UserMapError" in err and "'dora smith'" in err, err
+    assert "dora" not in BerthSession.list_session_ids(client)
 
 
 def test_entry_and_text_report(mig_place: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`python -m berth.migrate` starts (a child process: importing the SDK there costs
     seconds, so the migration itself runs in-process) and the text report reads."""
     child = subprocess.run([sys.executable, "-m", "berth.migrate", "--help"], capture_output=True, text=True, timeout=60)
-    assert child.returncode == 0 and "openai-sqlite:PATH" in child.stdout, child.stderr
-    source = tmp_path / "agents.db"
-    asyncio.run(_add(source, "solo", [_user("hi"), _assistant("hello", 1)]))
+    assert child.returncode == 0 and "openai-sqlite:PATH" in child.stdout and "--user-map" in child.stdout, child.stderr
+    store = Store("sqlite", tmp_path, dropin_pg.Databases("unused_"))
+    source = store.new()
+    store.add(source, "solo", [_user("hi"), _assistant("hello", 1)])
     capsys.readouterr()
-    assert main([f"openai-sqlite:{source}", *_where(mig_place), "--no-progress"]) == 0
+    assert main([store.spec(source), *_where(mig_place), "--no-progress"]) == 0
     out = capsys.readouterr().out
     assert "1 sessions" in out and "wrote 2 items" in out, out
+    users = tmp_path / "users.json"
+    users.write_text(json.dumps({"solo": "ann"}))
+    source = store.new()
+    store.add(source, "solo2", [_user("hi")])
+    users.write_text(json.dumps({"solo2": "ann"}))
+    assert main([store.spec(source), *_where(mig_place), "--user-map", str(users), "--no-progress"]) == 0
+    assert "users: ann 1" in capsys.readouterr().out

@@ -911,12 +911,21 @@ export interface components {
         };
         /** @description `POST /v1/sessions/{id}/fork`. */
         ForkBody: {
+            /** @description The new session's labels (default: the parent's), distinct, as at create. */
+            labels?: components["schemas"]["Label"][] | null;
             new_id?: null | components["schemas"]["Id"];
+            policy?: null | components["schemas"]["PolicyBody"];
+            /** @description The new session's title (default: the parent's). At most 512 bytes. */
+            title?: string | null;
             /**
              * Format: int64
-             * @description Copy the events before this seq (default: all).
+             * @description Copy the events before this seq (default: all). `0` copies nothing: the fork is an
+             *     empty session whose header names its parent (no `session/end-seed` marker), which
+             *     a drop-in then writes in its own layout — how a conversation continues in another
+             *     framework.
              */
             upto_seq?: number | null;
+            user?: null | components["schemas"]["Id"];
         };
         /** @description The immutable header, fixed at create. */
         HeaderBody: {

@@ -258,7 +258,14 @@ fn session_header(record: &SessionRecord, preview: Option<&str>, forks: &[Sessio
                 @if let Some(origin) = &header.origin { dt { "Origin" } dd { (origin) } }
                 @if let Some(parent) = &header.parent {
                     dt { "Forked from" }
-                    dd { a href={"/ui/sessions/" (parent.session)} { (parent.session) } " (first " (parent.cut_seq) " events)" }
+                    dd {
+                        a href={"/ui/sessions/" (parent.session)} { (parent.session) }
+                        @if parent.cut_seq == 0 {
+                            " (no events copied: its conversation continued here, written anew)"
+                        } @else {
+                            " (first " (parent.cut_seq) " events)"
+                        }
+                    }
                 }
                 dt { "Forks" }
                 dd {

@@ -120,6 +120,26 @@ class BerthSessionService(_Appends, _KeptEvents, _Listing, _Recording, _Redelive
                              session_id: Optional[str] = None) -> Session:
         return await asyncio.to_thread(self._create, app_name, user_id, state, session_id)
 
+    async def continue_session(self, source_session_id: str, *, app_name: str, user_id: str, author: str,
+                               session_id: Optional[str] = None) -> Session:
+        """Continues berth session `source_session_id` — a conversation any drop-in wrote
+        (its berth id, as `berth sessions ls` lists it) — as a new ADK session: forks the
+        source at 0 into the new session's berth session (its header names the source;
+        this service's labels and policy, the ADK user as owner), creates the session
+        there and appends the source's conversation as ADK events, the assistant's
+        authored by `author` (`berth.history.adk.events_of`). The source is only read.
+        A service key is needed when the ADK user is not the key's own user."""
+        from ...history import conversation
+        from ...history.adk import events_of
+
+        events = events_of(await asyncio.to_thread(conversation, self._client, source_session_id), author=author)
+        session_id = (session_id.strip() if session_id else None) or str(uuid.uuid4())
+        await asyncio.to_thread(self._fork, source_session_id, app_name, user_id, session_id)
+        session = await self.create_session(app_name=app_name, user_id=user_id, session_id=session_id)
+        for event in events:
+            await self.append_event(session, event)
+        return session
+
     async def get_session(self, *, app_name: str, user_id: str, session_id: str,
                           config: Optional[GetSessionConfig] = None) -> Optional[Session]:
         return await asyncio.to_thread(self._get, app_name, user_id, session_id, config)
@@ -245,16 +265,23 @@ class BerthSessionService(_Appends, _KeptEvents, _Listing, _Recording, _Redelive
                 time.sleep(delay * (0.5 + random.random()))
                 delay = min(0.5, delay * 2)
 
+    def _header(self, app_name: str, user_id: str, session_id: str) -> dict[str, Any]:
+        """The title, labels, owner and policy of session `session_id`'s berth session."""
+        title = f"{app_name}/{user_id}/{session_id}"
+        if len(title.encode()) > 512:
+            title = title.encode()[:500].decode("utf-8", "ignore") + "…"
+        return {"title": title, "labels": [LABEL], "user": encode_id(user_id), "policy": self._policy}
+
+    def _fork(self, source_session_id: str, app_name: str, user_id: str, session_id: str) -> None:
+        self._client.fork_session(source_session_id, upto_seq=0, new_id=session_berth_id(app_name, user_id, session_id),
+                                  **self._header(app_name, user_id, session_id))
+
     def _create(self, app_name: str, user_id: str, state: dict[str, Any] | None, session_id: str | None) -> Session:
         session_id = session_id.strip() if session_id else None
         session_id = session_id or str(uuid.uuid4())
         berth_id = session_berth_id(app_name, user_id, session_id)
-        title = f"{app_name}/{user_id}/{session_id}"
-        if len(title.encode()) > 512:
-            title = title.encode()[:500].decode("utf-8", "ignore") + "…"
         try:
-            self._client.create_session(berth_id, title=title, labels=[LABEL], user=encode_id(user_id),
-                                        policy=self._policy)
+            self._client.create_session(berth_id, **self._header(app_name, user_id, session_id))
         except berth.AlreadyExists:
             existing = self._client.get_session(berth_id)
             if existing.event_count > 0:

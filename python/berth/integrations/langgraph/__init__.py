@@ -11,7 +11,8 @@ id; every saver call is one atomic append. The package:
 - `_snapshots`: a list the saver stored before, recognized by identity;
 - `_core`: the saver's logic, written once as generators of berth calls (`_Core`),
   with its reads (`_reads`), the batches a put makes (`_builds`) and their appends
-  (`_appends`, group commit included);
+  (`_appends`, group commit included), at the times `_times` gives them (a checkpoint's
+  `ts`; the process's clock for writes and tool calls);
 - `_saver` (`BerthSaver`) and `_async_saver` (`AsyncBerthSaver`): the checkpointers,
   which drive the core with a sync or an async client, and `_shared`, what both do;
 - berth's conversation vocabulary beside the record, in the same appends:

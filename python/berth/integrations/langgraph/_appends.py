@@ -6,6 +6,7 @@ waited while another was written, appended as one."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -17,7 +18,8 @@ from .._drive import Io
 from .._model_calls import MODEL_CALL_TYPE
 from ._callbacks import Ended, _PendingCalls
 from ._fold import _Own, _Thread
-from ._records import BATCH_BYTES_MAX, BATCH_EVENTS_MAX, LABEL, ModeMismatch
+from ._records import BATCH_BYTES_MAX, BATCH_EVENTS_MAX, LABEL, SEEN_FRESH_S, ModeMismatch
+from ._times import stamps
 
 
 #: Makes one saver call's events from the thread's folded state (None: no log yet).
@@ -56,6 +58,7 @@ class _Appends:
     attached: set[str]
     lost: set[str]
     created_at: dict[str, int]
+    seen: dict[str, tuple[berth.Session, float]]
     pending_lists: dict[tuple[str, str, Any], tuple[list[Any], list[Any]]]
     model_calls: _PendingCalls
     carrying: list[Ended]
@@ -73,10 +76,21 @@ class _Appends:
                 status=409,
                 body={"code": "run_not_attached", "run": self.run_id},
             )
-        try:
-            session = yield calls.create_session(session_id, title=thread_id, labels=[LABEL], policy=self.policy())
-        except berth.AlreadyExists:
-            session = yield calls.get_session(session_id)
+        # The record the read just before this write made (`refresh`), else read now; the
+        # session is created only when missing (a thread's next writer, the usual case,
+        # pays no refused create).
+        seen = self.seen.pop(session_id, None)
+        if seen is not None and time.monotonic() - seen[1] < SEEN_FRESH_S:
+            session = seen[0]
+        else:
+            try:
+                session = yield calls.get_session(session_id)
+            except berth.NotFound:
+                try:
+                    session = yield calls.create_session(session_id, title=thread_id, labels=[LABEL],
+                                                         policy=self.policy())
+                except berth.AlreadyExists:
+                    session = yield calls.get_session(session_id)
         mode = (session.header.policy.concurrency or {}).get("mode", "serial")
         wanted = "serial" if self.exclusive else "parallel"
         if mode != wanted:
@@ -128,7 +142,7 @@ class _Appends:
                 if not events:
                     return None
             # The batch's size is its request body's: encoded once, for sending.
-            call = calls.append(session_id, _sent(events), run=self.run_id,
+            call = calls.append(session_id, _sent(events, stamps(build, events)), run=self.run_id,
                                 expected_seq=start if conditional else None)
             size = len(call.body or b"")
             if (size > BATCH_BYTES_MAX or len(events) > BATCH_EVENTS_MAX) and not conditional:
@@ -142,7 +156,7 @@ class _Appends:
                     events = build(state)
                 finally:
                     self.flags["plain"] = False
-                call = calls.append(session_id, _sent(events), run=self.run_id,
+                call = calls.append(session_id, _sent(events, stamps(build, events)), run=self.run_id,
                                     expected_seq=start if conditional else None)
                 size = len(call.body or b"")
             if size > BATCH_BYTES_MAX or len(events) > BATCH_EVENTS_MAX:
@@ -203,18 +217,24 @@ class _Appends:
         if len(builds) == 1:
             return (yield from self.append(thread_id, builds[0]))
         session_id = self.session_id(thread_id)
+        #: Each event's time, from the build that made it (`_times.stamps`).
+        stamped: list[int | None] = []
 
         def build(state: _Thread | None) -> list[tuple[str, Any]]:
             if state is None:
                 raise _Ungroupable()
             events: list[tuple[str, Any]] = []
+            stamped.clear()
             for one in builds:
                 made = one(state)
                 for offset, (kind, data) in enumerate(made):
                     state.apply(_Own(kind, data, state.next_seq + offset, self.run_id))
                 state.next_seq += len(made)
                 events.extend(made)
+                stamped.extend(stamps(one, made))
             return events
+
+        build.stamps = stamped  # type: ignore[attr-defined]
 
         try:
             outcome = yield from self.append(thread_id, build, conditional=True)
@@ -268,10 +288,20 @@ class _Appends:
         state.next_seq = outcome.next_seq
 
 
-def _sent(events: list[tuple[str, Any]]) -> list[Any]:
+def _sent(events: list[tuple[str, Any]], times: list[int | None]) -> list[Any]:
     """A batch as appended: the `lg/*` record marked ignorable — berth's readers and its
     repair may skip it, the vocabulary beside it tells the conversation; a `model/call`
-    is its whole event (ignorable, its time the call's end)."""
-    return [data if kind == MODEL_CALL_TYPE else
-            {"type": kind, "data": data, "ignorable": True} if kind.startswith("lg/") else (kind, data)
-            for kind, data in events]
+    is its whole event (ignorable, its time the call's end). The others at their build's
+    time (`times`, one per event: `_times`), or the server's where it is None."""
+    out: list[Any] = []
+    for (kind, data), at in zip(events, times):
+        if kind == MODEL_CALL_TYPE:
+            out.append(data)
+            continue
+        event: dict[str, Any] = {"type": kind, "data": data}
+        if kind.startswith("lg/"):
+            event["ignorable"] = True
+        if at is not None:
+            event["time"] = at
+        out.append(event)
+    return out

@@ -27,6 +27,7 @@ from ._fold import _Thread
 from ._records import ANCHOR_EVERY, PART_CHARS, VERSIONS_KEPT, _b64, _list_blob_fits
 from ._snapshots import _prefix_unchanged, _snapshot
 from ._talk import _Talk
+from ._times import Timed, now_ms, ts_ms
 from ._vocabulary import carries, ended_by, ends_turn, put_events, with_calls, writes_events
 
 
@@ -175,12 +176,17 @@ class _Builds:
             events.extend(after)
             return events
 
-        return thread_id, build, {"configurable": {"thread_id": configurable["thread_id"], "checkpoint_ns": ns,
-                                                   "checkpoint_id": checkpoint["id"]}}
+        # Every event of the batch at the checkpoint's own time (`_times`).
+        at = ts_ms(checkpoint)
+        return thread_id, Timed(build, at if at is not None else now_ms()), {
+            "configurable": {"thread_id": configurable["thread_id"], "checkpoint_ns": ns,
+                             "checkpoint_id": checkpoint["id"]}}
 
     def put_writes_build(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
-                         task_path: str) -> tuple[str, Build]:
-        """A `put_writes`'s batch, for the saver to append: (thread id, the batch's build)."""
+                         task_path: str, at: int | None = None) -> tuple[str, Build]:
+        """A `put_writes`'s batch, for the saver to append: (thread id, the batch's build),
+        its events at `at` (ms; by default now: when the writes were handed over)."""
+        made_at = at if at is not None else now_ms()
         configurable = config["configurable"]
         thread_id = str(configurable["thread_id"])
         ns = configurable.get("checkpoint_ns", "")
@@ -211,4 +217,4 @@ class _Builds:
                 return with_calls(events, self.carried_calls(session_id, partial(carries, task=task_id)))
             return events
 
-        return thread_id, build
+        return thread_id, Timed(build, made_at)

@@ -28,6 +28,7 @@ from ._messages import tool_call_data
 from ._reads import _Reads
 from ._records import LABEL, thread_session_id
 from ._talk import _Talk
+from ._times import Timed, now_ms
 from ._vocabulary import tool_start_events
 
 
@@ -63,6 +64,9 @@ class _Core(_Reads, _Appends, _Builds):
         self.lost: set[str] = set()
         #: session id -> `created_at` of the session this saver attached to.
         self.created_at: dict[str, int] = {}
+        #: session id -> (its catalog record, when it was read: monotonic), as the last
+        #: `refresh` read it, for the attach of the write that follows (`ensure_run`).
+        self.seen: dict[str, tuple[berth.Session, float]] = {}
         self.lock = threading.RLock()
         #: A stored checkpoint's base64 text -> its `channel_versions`, for the last few
         #: this saver serialized (`_channel_versions`), oldest first.
@@ -101,6 +105,7 @@ class _Core(_Reads, _Appends, _Builds):
         self.threads.pop(session_id, None)
         self.attached.discard(session_id)
         self.lost.discard(session_id)
+        self.seen.pop(session_id, None)
         try:
             yield calls.delete_session(session_id)
         except berth.NotFound:
@@ -175,7 +180,8 @@ class _Core(_Reads, _Appends, _Builds):
                 return []  # answered without running, or recorded in this turn already (a retry)
             return tool_start_events(talk, data)
 
-        yield from self.append(str(config["configurable"]["thread_id"]), build)
+        # At this process's time of the record (the tool's start), as the model calls are.
+        yield from self.append(str(config["configurable"]["thread_id"]), Timed(build, now_ms()))
         return answer[0]
 
     def heartbeat_all(self) -> Io:

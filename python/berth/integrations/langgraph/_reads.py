@@ -9,6 +9,7 @@ point reads instead (`_Core.latest_by_points`).
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -32,6 +33,7 @@ class _Reads:
     serde: Any
     threads: dict[str, _Thread]
     attached: set[str]
+    seen: dict[str, tuple[berth.Session, float]]
     versions: dict[str, dict[str, Any]]
 
     # reading
@@ -48,7 +50,9 @@ class _Reads:
         if session is None:
             self.threads.pop(session_id, None)
             self.attached.discard(session_id)
+            self.seen.pop(session_id, None)
             return None
+        self.seen[session_id] = (session, time.monotonic())
         if state.created_at is not None and state.created_at != session.header.created_at:
             state = _Thread()
             self.attached.discard(session_id)

@@ -46,6 +46,9 @@ VERSIONS_KEPT = 8
 #: A cold `get_tuple` of the latest checkpoint reads at most this many tail events
 #: looking for it before it replays the whole log instead.
 TAIL_SCAN_EVENTS_MAX = 2000
+#: A thread's catalog record at most this old (seconds), read by the fold a write made
+#: just before, tells the write's attach the thread's mode without reading it again.
+SEEN_FRESH_S = 1.0
 _SAFE_ID = re.compile(r"[A-Za-z0-9._-][A-Za-z0-9._~-]{0,127}")
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from ._callbacks import ModelCallRecorder
 from ._core import _Core
+from ._records import LABEL
 
 
 def _next_version(current: str | int | float | None) -> str:
@@ -54,6 +55,14 @@ class _SharedRun:
         `graph.with_config(callbacks=[...])`. One handler per saver (and the copies
         `with_allowlist` makes)."""
         return self._core.recorder
+
+    def fork_target(self, thread_id: str) -> dict[str, Any]:
+        """What a fork that this saver adopts as thread `thread_id` takes (the keyword
+        arguments of `Client.fork_session` besides the cut): the thread's session id,
+        title, labels and this saver's policy, as its own create would set them
+        (`berth.history.langchain.continue_thread`)."""
+        return {"new_id": self._core.session_id(str(thread_id)), "title": str(thread_id), "labels": [LABEL],
+                "policy": self._core.policy()}
 
     def with_allowlist(self, extra_allowlist: Any) -> Any:
         clone = super().with_allowlist(extra_allowlist)  # type: ignore[misc]

@@ -3,6 +3,7 @@ reads and pops are `_Reads`')."""
 
 from __future__ import annotations
 
+import functools
 import random
 import threading
 import time
@@ -142,6 +143,29 @@ class BerthSession(_Reads):
             view.items.extend((first + index, _dumps(item)) for index, item in enumerate(items))
             view.end, view.last_key = outcome.next_seq, key
             binding.keep_view(view)
+
+    async def continue_from(self, source_session_id: str) -> list[dict[str, Any]]:
+        """Continues berth session `source_session_id` — a conversation any drop-in wrote
+        (its berth id, as `berth sessions ls` lists it) — in this session, which must not
+        exist yet: forks the source at 0 into this session's berth session (its header
+        names the source; this object's title, labels and policy), then adds the source's
+        conversation as SDK items (`berth.history.openai.items_of`). The source is only
+        read. Returns the items added."""
+        from ...history import conversation
+        from ...history.openai import items_of
+
+        self._check_open()
+        client = self._binding(None).client
+        items = items_of(await _on_worker(conversation, client, source_session_id))
+        await _on_worker(functools.partial(client.fork_session, source_session_id, upto_seq=0, **self.fork_target()))
+        await self.add_items(items)
+        return items
+
+    def fork_target(self) -> dict[str, Any]:
+        """What a fork this object adopts takes (`Client.fork_session`'s keyword arguments
+        besides the cut): this session's berth id, title, labels and policy."""
+        return {"new_id": self.berth_id, "title": self.session_id, "labels": self._labels,
+                "policy": self._policy}
 
     async def pop_item(self, *, wrapper: Any = None) -> Any | None:
         """Removes and returns the latest live item (None when there is none); racing

@@ -22,7 +22,7 @@ from collections.abc import Generator
 from typing import Any
 
 from smolagents.agents import ActionOutput, ToolOutput
-from smolagents.memory import ActionStep, FinalAnswerStep, PlanningStep, ToolCall
+from smolagents.memory import ActionStep, FinalAnswerStep, PlanningStep, TaskStep, ToolCall
 from smolagents.models import ChatMessageStreamDelta
 
 import berth
@@ -80,19 +80,27 @@ class BerthAgentLog:
 
     # ----- holding the session -----------------------------------------------------
     def _take(self) -> None:
+        """Attaches by `resume`, creating the session first only when it does not exist:
+        a job's next `attach` (the usual case) costs one round trip and one catalog write,
+        not a refused create before them."""
         if self._hold.run_id is not None:
             return
-        try:
-            self.client.create_session(self.session_id, title=self.session_id, labels=self._labels,
-                                       policy=self._policy)
-        except berth.AlreadyExists:
-            pass
         deadline = time.monotonic() + self.wait_s
         delay = 0.05
+        created = False
         while True:
             try:
                 outcome = self.client.resume(self.session_id, on_busy="reject")
                 break
+            except berth.NotFound:
+                if created:
+                    raise  # created (or found existing) just now, and still not there: deleted meanwhile
+                created = True
+                try:
+                    self.client.create_session(self.session_id, title=self.session_id, labels=self._labels,
+                                               policy=self._policy)
+                except berth.AlreadyExists:
+                    pass  # another process created it meanwhile: resume it
             except berth.Busy:
                 if time.monotonic() + delay > deadline:
                     raise
@@ -147,6 +155,35 @@ class BerthAgentLog:
         agent.run = self._hook_run(agent.run)
         agent._step_stream = self._hook_step_stream(agent._step_stream)
         self._agent = agent
+        return agent
+
+    def continue_from(self, source_session_id: str, agent: Any) -> Any:
+        """Continues berth session `source_session_id` — a conversation any drop-in wrote
+        (its berth id, as `berth sessions ls` lists it) — in this log's session, which must
+        not exist yet: forks the source at 0 into it (its header names the source; this
+        log's labels and policy), attaches `agent`, and writes the source's conversation as
+        this log's turns (`berth.history.smolagents.steps_of`: one turn per user message),
+        so `agent.memory.steps` holds it and `agent.run(task, reset=False)` continues. The
+        source is only read. Returns the agent."""
+        from ...history import ToolResult, conversation
+        from ...history.smolagents import steps_of
+
+        items = conversation(self.client, source_session_id)
+        results = {item.call_id: (item.output, item.is_error) for item in items if isinstance(item, ToolResult)}
+        self.client.fork_session(source_session_id, upto_seq=0, new_id=self.session_id, title=self.session_id,
+                                 labels=self._labels, policy=self._policy)
+        self.attach(agent)
+        turns: list[tuple[str, list[Any]]] = []
+        for step in steps_of(items):
+            if isinstance(step, TaskStep):
+                turns.append((step.task, []))
+            elif turns:
+                turns[-1][1].append(step)
+            else:
+                turns.append(("", [step]))  # results before any user message: an untitled turn
+        for task, steps in turns:
+            self._write(self._turns.seeded, task, steps, results)
+        self.load(agent)
         return agent
 
     def _hook_run(self, original: Any) -> Any:

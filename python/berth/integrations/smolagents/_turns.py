@@ -205,6 +205,34 @@ class Turns:
             self.turn, self.answered = None, True
         return events
 
+    def seeded(self, task: str, steps: list[ActionStep], results: dict[str, tuple[str, bool]]) -> list[Event]:
+        """A whole turn carried over from another session (`BerthAgentLog.continue_from`):
+        the task, then each step's message, calls (with `results` by the call's id) and
+        record, then the answer when a step gave one. No `model/call`: no model ran here."""
+        events = self.begin(task, True, 0)
+        turn = self.turn
+        assert turn is not None
+        reason = "completed"
+        for step in steps:
+            running = self._ended(step)
+            calls = running.requested()
+            events.append(vocab.step_start(turn, running.number))
+            message = vocab.model_message(step.model_output, calls)
+            if message is not None:
+                events.append(message)
+            for call in calls:
+                events.append(vocab.tool_call(call))
+                events.append(vocab.tool_result(call.call_id, *results.get(call.id or call.call_id, (
+                    "No result was recorded for this call.", True))))
+            if step.is_final_answer:
+                events.append(vocab.final_answer(step.action_output))
+            events += [vocab.step_record(step), vocab.step_end(turn, running.number)]
+        if not any(step.is_final_answer for step in steps):
+            reason = "aborted"  # the source's turn gave no answer (yet)
+        events.append(vocab.turn_end(turn, reason))
+        self.turn, self.answered = None, True
+        return events
+
     def planned(self, step: Any) -> list[Event]:
         latency_ms, end_ms = _timed(step)
         return [vocab.model_call(self.model, step, latency_ms=latency_ms, time_ms=end_ms), vocab.plan(step),
