@@ -1,9 +1,10 @@
-//! The session list: the listing's filters as a GET form, per-status counts (capped, as
+//! The session list: the listing's text search (`q`) and filters as a GET form, kept
+//! across its pages, per-status counts (capped, as
 //! `GET /v1/sessions/counts` answers them), status badges, and keyset paging by the
 //! listing's cursor (so the hundredth page costs what the first does), and for an
 //! untitled conversation the preview of its first user message (`preview`), and per
 //! row the badges its catalog record tells (a writer attached, a run's lease lapsed by
-//! the service's clock).
+//! the service's clock, a turn interrupted and repaired).
 
 use super::layout::{self, filled, html, status_badge, time_element};
 use super::signin::Viewer;
