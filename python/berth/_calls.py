@@ -355,6 +355,7 @@ def list_sessions(
     active_since: int | None = None,
     active_before: int | None = None,
     include_blank: bool | None = None,
+    q: str | None = None,
     cursor: str | None = None,
     limit: int | None = None,
 ) -> Call[m.SessionPage]:
@@ -371,6 +372,7 @@ def list_sessions(
             "active_since": active_since,
             "active_before": active_before,
             "include_blank": include_blank,
+            "q": q,
             "cursor": cursor,
             "limit": limit,
         },
@@ -387,6 +389,7 @@ def count_sessions(
     active_since: int | None = None,
     active_before: int | None = None,
     include_blank: bool | None = None,
+    q: str | None = None,
 ) -> Call[m.SessionCounts]:
     path = _query(
         "/v1/sessions/counts",
@@ -398,6 +401,7 @@ def count_sessions(
             "active_since": active_since,
             "active_before": active_before,
             "include_blank": include_blank,
+            "q": q,
         },
     )
     return Call("GET", path, lambda answer: m.SessionCounts.from_wire(answer.json()), resend_safe=True)

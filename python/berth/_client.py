@@ -317,12 +317,13 @@ class Client:
         active_since: int | None = None,
         active_before: int | None = None,
         include_blank: bool | None = None,
+        q: str | None = None,
     ) -> m.SessionCounts:
         """Per status, how many sessions match (filters as `list_sessions`, without
         status and paging); counts stop at the server's cap (`more`)."""
         return self._execute(c.count_sessions(
             user=user, project=project, label=label, parent=parent, active_since=active_since,
-            active_before=active_before, include_blank=include_blank,
+            active_before=active_before, include_blank=include_blank, q=q,
         ))
 
     def get_session(self, session_id: str) -> m.Session:
@@ -339,14 +340,16 @@ class Client:
         active_since: int | None = None,
         active_before: int | None = None,
         include_blank: bool | None = None,
+        q: str | None = None,
         cursor: str | None = None,
         limit: int | None = None,
     ) -> m.SessionPage:
         """One page of sessions, newest activity first; `iter_sessions` follows cursors.
-        Times are milliseconds since the Unix epoch."""
+        Times are milliseconds since the Unix epoch. `q`: sessions whose id, title or a
+        label holds this text, ignoring case (at most 256 characters)."""
         return self._execute(c.list_sessions(
             status=status, label=label, user=user, project=project, parent=parent, active_since=active_since,
-            active_before=active_before, include_blank=include_blank, cursor=cursor, limit=limit,
+            active_before=active_before, include_blank=include_blank, q=q, cursor=cursor, limit=limit,
         ))
 
     def update_session(
@@ -610,6 +613,7 @@ class Client:
         active_since: int | None = None,
         active_before: int | None = None,
         include_blank: bool | None = None,
+        q: str | None = None,
         cursor: str | None = None,
         limit: int | None = None,
     ) -> Iterator[m.Session]:
@@ -618,7 +622,7 @@ class Client:
         while True:
             page = self.list_sessions(
                 status=status, label=label, user=user, project=project, parent=parent, active_since=active_since,
-                active_before=active_before, include_blank=include_blank, cursor=cursor, limit=limit,
+                active_before=active_before, include_blank=include_blank, q=q, cursor=cursor, limit=limit,
             )
             yield from page.items
             if page.next_cursor is None:
@@ -809,12 +813,13 @@ class AsyncClient:
         active_since: int | None = None,
         active_before: int | None = None,
         include_blank: bool | None = None,
+        q: str | None = None,
     ) -> m.SessionCounts:
         """Per status, how many sessions match (filters as `list_sessions`, without
         status and paging); counts stop at the server's cap (`more`)."""
         return await self._execute(c.count_sessions(
             user=user, project=project, label=label, parent=parent, active_since=active_since,
-            active_before=active_before, include_blank=include_blank,
+            active_before=active_before, include_blank=include_blank, q=q,
         ))
 
     async def get_session(self, session_id: str) -> m.Session:
@@ -831,14 +836,16 @@ class AsyncClient:
         active_since: int | None = None,
         active_before: int | None = None,
         include_blank: bool | None = None,
+        q: str | None = None,
         cursor: str | None = None,
         limit: int | None = None,
     ) -> m.SessionPage:
         """One page of sessions, newest activity first; `iter_sessions` follows cursors.
-        Times are milliseconds since the Unix epoch."""
+        Times are milliseconds since the Unix epoch. `q`: sessions whose id, title or a
+        label holds this text, ignoring case (at most 256 characters)."""
         return await self._execute(c.list_sessions(
             status=status, label=label, user=user, project=project, parent=parent, active_since=active_since,
-            active_before=active_before, include_blank=include_blank, cursor=cursor, limit=limit,
+            active_before=active_before, include_blank=include_blank, q=q, cursor=cursor, limit=limit,
         ))
 
     async def update_session(
@@ -1102,6 +1109,7 @@ class AsyncClient:
         active_since: int | None = None,
         active_before: int | None = None,
         include_blank: bool | None = None,
+        q: str | None = None,
         cursor: str | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[m.Session]:
@@ -1110,7 +1118,7 @@ class AsyncClient:
         while True:
             page = await self.list_sessions(
                 status=status, label=label, user=user, project=project, parent=parent, active_since=active_since,
-                active_before=active_before, include_blank=include_blank, cursor=cursor, limit=limit,
+                active_before=active_before, include_blank=include_blank, q=q, cursor=cursor, limit=limit,
             )
             for item in page.items:
                 yield item

@@ -105,12 +105,14 @@ REQUESTS: list[tuple[str, tuple[Any, ...], dict[str, Any], str, bytes | None]] =
      b'"origin":"o","delegation_depth":2}'),
     ("list_sessions", (),
      dict(status=["active", "idle"], label="l", user="u", project="p", parent="s-0", active_since=1,
-          active_before=2, include_blank=True, cursor="c", limit=3),
+          active_before=2, include_blank=True, q="50%", cursor="c", limit=3),
      "/v1/sessions?status=active%2Cidle&label=l&user=u&project=p&parent=s-0&active_since=1&active_before=2"
-     "&include_blank=true&cursor=c&limit=3", None),
+     "&include_blank=true&q=50%25&cursor=c&limit=3", None),
     ("count_sessions", (),
-     dict(user="u", project="p", label="l", parent="s-0", active_since=1, active_before=2, include_blank=False),
-     "/v1/sessions/counts?user=u&project=p&label=l&parent=s-0&active_since=1&active_before=2&include_blank=false",
+     dict(user="u", project="p", label="l", parent="s-0", active_since=1, active_before=2, include_blank=False,
+          q="x"),
+     "/v1/sessions/counts?user=u&project=p&label=l&parent=s-0&active_since=1&active_before=2&include_blank=false"
+     "&q=x",
      None),
     ("update_session", ("s-1",), dict(title=None, labels=["x"], expected_revision=4),
      "/v1/sessions/s-1", b'{"title":null,"labels":["x"],"expected_revision":4}'),

@@ -1,6 +1,7 @@
 """The berth inspector in a real browser (Chromium from Debian, driven by Playwright)
 against a real `berth serve` with seeded sessions: each item of issue 15's test list."""
 
+import concurrent.futures
 import hashlib
 import io
 import re
@@ -9,7 +10,7 @@ import zipfile
 
 from playwright.sync_api import expect
 
-from conftest import ARTIFACTS, raw_request, screenshot, sign_in
+from conftest import ARTIFACTS, Api, create_key, raw_request, screenshot, sign_in
 
 
 # ----- sign in and out -------------------------------------------------------------------
@@ -99,6 +100,38 @@ def test_an_admin_filters_by_user_and_pages_with_the_cursor(context, server):
     second = session_links(page)
     assert len(second) == 5 and not set(first) & set(second)
     expect(page.get_by_role("link", name="Next page")).to_have_count(0)
+
+
+def test_the_list_searches_and_badges_interrupted_and_repaired_sessions(browser, context, server):
+    """Issue 55 item 4: the search box finds a session by title (ignoring case), keeps the
+    search across pages, and the resumed crash reads *interrupted* and *repaired*."""
+    page = sign_in(context.new_page(), server, "alice")
+    page.get_by_label("Search").fill("CRASHED run")
+    page.get_by_role("button", name="Filter").click()
+    assert session_links(page) == ["alice-crash"]
+    expect(page.get_by_label("Search")).to_have_value("CRASHED run")
+    row = page.locator("tr").filter(has=page.locator('a.session-link:text-is("alice-crash")'))
+    expect(row.locator(".badge.run-interrupted")).to_have_text("interrupted")
+    expect(row.locator(".badge.run-repaired")).to_have_text("repaired")
+    expect(row.locator(".badge.run-repaired")).to_have_attribute("title", re.compile(r"^Repaired by run run-b at "))
+    screenshot(page, "sessions-search")
+    page.goto(server.url + "/ui/sessions/alice-crash")
+    expect(page.locator(".session-state .badge.run-repaired")).to_have_text("repaired")
+    # 52 matches: the second page keeps the search (blank sessions, shown on request).
+    admin = server.api["admin"]
+    for index in range(52):
+        admin.create(f"findme-{index:02}", title=f"Needle {index}")
+    admin_context = browser.new_context(viewport={"width": 1280, "height": 900})
+    admin_page = sign_in(admin_context.new_page(), server, "admin")
+    admin_page.goto(server.url + "/ui/sessions?q=needle&include_blank=1")
+    first = session_links(admin_page)
+    admin_page.get_by_role("link", name="Next page").click()
+    assert "q=needle" in admin_page.url
+    second = session_links(admin_page)
+    assert len(first) == 50 and len(second) == 2 and not set(first) & set(second)
+    admin_context.close()
+    page.goto(server.url + "/ui/sessions?q=" + "x" * 257)
+    expect(page.locator("main")).to_contain_text("256 characters")
 
 
 def test_an_untitled_conversation_is_named_by_its_first_user_message(context, server):
@@ -817,6 +850,41 @@ def test_first_screen_of_a_10000_event_session_server_time(context, server):
             f" GET /v1/sessions/big-10k/usage alone: median {usage_times[10]:.1f} ms (wall clock)")
     (ARTIFACTS / "timing.txt").write_text(line + "\n")
     print(line)
+
+
+def test_list_search_over_5000_sessions_server_time(context, server):
+    """Measures (does not assert) the server time of list pages searching 5,000 sessions
+    of a tenant of their own, beside the page without a search: a rare text (50 matches:
+    the walk reads every row), a common one (every session matches: the first 51 rows
+    fill the page, the per-status count stops at its cap) and none (the whole walk, and
+    the counts walk theirs). `Server-Timing`, median of 20 loads."""
+    key = create_key(server.data, "perf", "ops", "admin")
+    server.keys["perf"] = key
+    perf = Api(server.url, key)
+
+    def create(index):
+        perf.create(f"perf-{index:04}", title=("Rare needle " if index % 100 == 7 else "") + f"ticket {index}",
+                    labels=["bulk"] if index % 2 else [])
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(create, range(5_000)))
+    page = sign_in(context.new_page(), server, "perf")
+    lines = []
+    searches = [("no search", ""), ("rare (50 matches)", "needle"), ("common (all match)", "TICKET"),
+                ("none", "no such text")]
+    for name, q in searches:
+        timings = []
+        for _ in range(20):
+            response = page.goto(server.url + "/ui/sessions?include_blank=1&q=" + q.replace(" ", "+"))
+            assert response.status == 200
+            timings.append(float(response.headers["server-timing"].split("dur=")[1]))
+        timings.sort()
+        shown = len(session_links(page))
+        assert shown == {"none": 0}.get(name.split()[0], 50), (name, shown)
+        lines.append(f"list search over 5,000 sessions, {name}: server time median {timings[10]:.1f} ms,"
+                     f" max {timings[-1]:.1f} ms (20 loads, debug build)")
+    (ARTIFACTS / "timing-list-search.txt").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
 
 
 def test_a_support_session_reads_top_to_bottom_with_quiet_structure(context, server):

@@ -356,6 +356,11 @@ pub struct ListParams {
     pub active_before: Option<u64>,
     /// Include blank sessions (no conversation events yet).
     pub include_blank: Option<bool>,
+    /// Sessions whose id, title or one of its labels holds this text, ignoring case
+    /// (Unicode lowercase, NFC) and matching `%`, `_` and `\` literally; at most 256
+    /// characters, no control characters (else 400). Empty: no search.
+    #[param(max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$")]
+    pub q: Option<String>,
     /// The `next_cursor` of the previous page.
     #[param(
         pattern = r"^[0-9]{1,18}\.([A-Za-z0-9_~-][A-Za-z0-9._~-]{0,127}|\.[A-Za-z0-9_~-][A-Za-z0-9._~-]{0,126}|\.\.[A-Za-z0-9._~-]{1,126})$"
@@ -418,6 +423,9 @@ pub struct CountParams {
     pub active_before: Option<u64>,
     /// Count blank sessions too.
     pub include_blank: Option<bool>,
+    /// The listing's text search (`GET /v1/sessions`' `q`).
+    #[param(max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$")]
+    pub q: Option<String>,
 }
 
 /// One status's count: exact up to `cap`, else `more: true` and `count` = `cap`.

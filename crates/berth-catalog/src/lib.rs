@@ -6,10 +6,12 @@
 pub mod audit;
 pub mod memory;
 pub mod scoped;
+mod search;
 mod types;
 
 pub use audit::{AuditDraft, AuditEntry, AuditVerification};
 pub use scoped::MemoryStore;
+pub use search::{fold, search_column, SessionSearch, SEARCH_CHARS_MAX};
 pub use types::*;
 
 use async_trait::async_trait;

@@ -56,6 +56,51 @@ pub struct SessionRecord {
     /// written before it existed, which resume reads from the start).
     #[serde(default, skip_serializing_if = "ResumeMark::is_start")]
     pub resume_mark: ResumeMark,
+    /// What the service knows of turns a run left open and their repair (absent in
+    /// records of sessions never repaired, and in records written before it existed).
+    #[serde(default, skip_serializing_if = "RepairNote::is_empty")]
+    pub repair: RepairNote,
+}
+
+/// A run and a time.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunAt {
+    pub run: RunId,
+    pub at: Timestamp,
+}
+
+/// What the service knows of a session's interrupted turns (issue 55), for listings
+/// that badge them without reading logs. Written only when it changes: by a resume
+/// whose repair closes a turn a run left open (in the same catalog write that records
+/// the repair), never by an append.
+///
+/// An interruption is known lazily: a run that stops without detaching leaves its turn
+/// open in the log, and the catalog learns of it when a resume reads the log and
+/// repairs it. Until then the record shows only the run still attached with a lapsed
+/// lease. Both fields name the latest occurrence.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RepairNote {
+    /// The run that left a turn open, and the time of its last event before the repair.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interrupted: Option<RunAt>,
+    /// The run whose resume closed it (`data.repaired_by` of the closers), and when.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repaired_by: Option<RunAt>,
+}
+
+impl RepairNote {
+    pub fn is_empty(&self) -> bool {
+        *self == RepairNote::default()
+    }
+
+    /// The latest interruption known has been repaired.
+    pub fn is_repaired(&self) -> bool {
+        match (&self.interrupted, &self.repaired_by) {
+            (Some(interrupted), Some(repaired)) => repaired.at >= interrupted.at,
+            (None, Some(_)) => true,
+            _ => false,
+        }
+    }
 }
 
 /// Where a resume starts reading a session's log, so that it reads what was appended
@@ -162,6 +207,8 @@ pub struct SessionQuery {
     pub created_before: Option<Timestamp>,
     pub status_changed_before: Option<Timestamp>,
     pub include_blank: bool,
+    /// Sessions whose id, title or a label holds this text (`search.rs`).
+    pub search: Option<crate::SessionSearch>,
     pub cursor: Option<ListCursor>,
     pub limit: usize,
 }
@@ -188,6 +235,7 @@ impl SessionQuery {
             && self.created_before.is_none_or(|t| header.created_at < t)
             && self.status_changed_before.is_none_or(|t| record.status_changed_at < t)
             && (self.include_blank || !record.blank)
+            && self.search.as_ref().is_none_or(|search| search.matches(record))
             && self.cursor.as_ref().is_none_or(|c| (record.last_activity, &header.id) < (c.last_activity, &c.id))
     }
 }

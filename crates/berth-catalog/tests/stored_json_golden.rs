@@ -5,7 +5,8 @@
 //! (regenerate with `BERTH_BLESS=1 cargo test -p berth-catalog --test stored_json_golden`
 //! and make sure old rows still decode). Each golden line must decode back to its sample.
 
-use berth_catalog::{AuditDraft, AuditEntry, ResumeMark, RetentionPolicy, RunRecord, RunStatus, SessionRecord};
+use berth_catalog::SessionRecord;
+use berth_catalog::{AuditDraft, AuditEntry, RepairNote, ResumeMark, RetentionPolicy, RunAt, RunRecord, RunStatus};
 use berth_core::lifecycle::Status;
 use berth_core::{Concurrency, ParentRef, Scope, SessionHeader, SessionPolicy};
 use berth_core::{ProjectId, Revision, RunId, SessionId, TenantId, Timestamp, UserId};
@@ -76,6 +77,10 @@ fn full_record() -> SessionRecord {
         ],
         status_changed_at: Timestamp(T0 + 1_000),
         resume_mark: ResumeMark { from: 5, checkpoint: Some(3), last: Some("0123456789abcdef".into()) },
+        repair: RepairNote {
+            interrupted: Some(RunAt { run: RunId::parse("run-0").unwrap(), at: Timestamp(T0 + 900) }),
+            repaired_by: Some(RunAt { run: RunId::parse("run-1").unwrap(), at: Timestamp(T0 + 1_000) }),
+        },
     }
 }
 
@@ -95,6 +100,7 @@ fn bare_record() -> SessionRecord {
         runs: Vec::new(),
         status_changed_at: Timestamp(T0),
         resume_mark: Default::default(),
+        repair: Default::default(),
     }
 }
 

@@ -19,8 +19,8 @@ use std::sync::Arc;
 /// Inserts a record and its label rows; 0 when the key exists.
 const INSERT: &str = "WITH session AS ( \
          INSERT INTO sessions (tenant, id, user_id, project, status, last_activity, lease_until, created_at, \
-             status_changed_at, revision, blank, parent, record_json) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) \
+             status_changed_at, revision, blank, parent, record_json, search) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $15) \
          ON CONFLICT DO NOTHING RETURNING 1 \
      ), labels AS ( \
          INSERT INTO session_labels (tenant, id, label, status, blank, last_activity) \
@@ -38,8 +38,9 @@ macro_rules! update_session_sql {
             $with,
             "session AS ( \
                  UPDATE sessions SET user_id = $3, project = $4, status = $5, last_activity = $6, lease_until = $7, \
-                     created_at = $8, status_changed_at = $9, revision = $10, blank = $11, parent = $12, record_json = $13 \
-                 WHERE tenant = $1 AND id = $2 AND revision = $15",
+                     created_at = $8, status_changed_at = $9, revision = $10, blank = $11, parent = $12, record_json = $13, \
+                     search = $15 \
+                 WHERE tenant = $1 AND id = $2 AND revision = $16",
             $guard,
             " RETURNING 1 \
              ), dropped AS ( \
@@ -128,7 +129,7 @@ fn encode<T: serde::Serialize>(value: &T, what: &'static str) -> Result<String, 
     serde_json::to_string(value).map_err(|error| Failure::Berth(Error::invalid(what, error.to_string())))
 }
 
-/// A record's column values, in the order of `INSERT` / `UPDATE` ($1..$14).
+/// A record's column values, in the order of `INSERT` / `UPDATE` ($1..$15).
 struct Columns {
     tenant: String,
     id: String,
@@ -145,6 +146,8 @@ struct Columns {
     parent: Option<String>,
     record_json: String,
     labels: Vec<String>,
+    /// `berth_catalog::search_column`.
+    search: String,
 }
 
 impl Columns {
@@ -165,10 +168,11 @@ impl Columns {
             parent: header.parent.as_ref().map(|parent| parent.session.to_string()),
             record_json: encode(record, "session record")?,
             labels: record.labels.iter().cloned().collect(),
+            search: berth_catalog::search_column(record),
         })
     }
 
-    fn params(&self) -> [&(dyn tokio_postgres::types::ToSql + Sync); 14] {
+    fn params(&self) -> [&(dyn tokio_postgres::types::ToSql + Sync); 15] {
         [
             &self.tenant,
             &self.id,
@@ -184,6 +188,7 @@ impl Columns {
             &self.parent,
             &self.record_json,
             &self.labels,
+            &self.search,
         ]
     }
 }

@@ -135,6 +135,10 @@ fn residual_filters(plan: &mut Plan, query: &SessionQuery, sort: &str, condition
     if let Some(before) = query.status_changed_before {
         conditions.push(format!("s.status_changed_at < {}", plan.bind(time_column(before))));
     }
+    if let Some(search) = &query.search {
+        // Checked on the rows the index scan passes (`berth_catalog::search`).
+        conditions.push(format!("s.search LIKE {} ESCAPE '\\'", plan.bind(search.like_pattern())));
+    }
     if let Some(cursor) = &query.cursor {
         // A row comparison: a range bound on the index's (last_activity, id) suffix.
         let time = plan.bind(time_column(cursor.last_activity));

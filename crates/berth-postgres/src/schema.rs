@@ -36,6 +36,7 @@ pub const MIGRATIONS: &[Migration] = &[
     Migration { version: 4, name: "scoped memory", sql: V4 },
     Migration { version: 5, name: "memory usage of charged items, per-tenant quotas", sql: V5 },
     Migration { version: MEMORY_TERMS_REMADE, name: "memory terms of NFC words and characters", sql: V6 },
+    Migration { version: SESSION_SEARCH_FILLED, name: "session search text", sql: V7 },
 ];
 
 /// Every table holding tenant data, in the order V3 (then V4) secured them. A test
@@ -337,6 +338,42 @@ pub const MEMORY_TERMS_REMADE: i32 = 6;
 
 const V6: &str = "-- memory_terms are made again from the items in Rust: schema.rs, remake_memory_terms";
 
+/// The migration that adds the listing's text search (issue 55): `sessions.search`
+/// holds the session's folded id, title and labels (`berth_catalog::search_column`),
+/// written with the rest of the row; a search is a `LIKE` filter on it (`listing.rs`).
+/// Folding is berth's (Rust), not the database's: `migrate` runs `fill_session_search`
+/// after this migration's SQL, in its transaction, for the rows stored before it.
+pub const SESSION_SEARCH_FILLED: i32 = 7;
+
+const V7: &str = r#"ALTER TABLE sessions ADD COLUMN search text COLLATE "C" NOT NULL DEFAULT '';"#;
+
+/// Every session row's `search`, tenant by tenant under that tenant's setting (as
+/// `remake_memory_terms`: row-level security is forced on the migrating owner too).
+async fn fill_session_search(transaction: &tokio_postgres::Transaction<'_>) -> Result<(), Failure> {
+    let tenants: Vec<String> = transaction
+        .query("SELECT tenant FROM tenants ORDER BY tenant", &[])
+        .await?
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    let update = transaction.prepare("UPDATE sessions SET search = $3 WHERE tenant = $1 AND id = $2").await?;
+    for tenant in &tenants {
+        transaction.execute("SELECT set_config('berth.tenant', $1, true)", &[tenant]).await?;
+        let rows = transaction.query("SELECT id, record_json FROM sessions WHERE tenant = $1", &[tenant]).await?;
+        for row in &rows {
+            let (id, json): (&str, &str) = (row.get(0), row.get(1));
+            let record: berth_catalog::SessionRecord = serde_json::from_str(json).map_err(|_| {
+                Failure::Berth(Error::Corrupt {
+                    reason: format!("stored session record {id} does not decode"),
+                    location: berth_core::Location { artifact: "postgres:catalog".into(), offset: None, seq: None },
+                })
+            })?;
+            transaction.execute(&update, &[tenant, &id, &berth_catalog::search_column(&record)]).await?;
+        }
+    }
+    Ok(())
+}
+
 /// Items read a batch at a time by `remake_memory_terms`.
 const REMAKE_BATCH: i64 = 1_000;
 
@@ -508,6 +545,9 @@ pub(crate) async fn migrate(client: &mut tokio_postgres::Client) -> Result<Migra
         transaction.batch_execute(migration.sql).await?;
         if migration.version == MEMORY_TERMS_REMADE {
             remake_memory_terms(&transaction).await?;
+        }
+        if migration.version == SESSION_SEARCH_FILLED {
+            fill_session_search(&transaction).await?;
         }
         transaction
             .execute(

@@ -158,6 +158,7 @@ async fn seed_sessions(admin: &berth_postgres::testing::tokio_postgres::Client, 
         runs: Vec::new(),
         status_changed_at: Timestamp(1),
         resume_mark: Default::default(),
+        repair: Default::default(),
     };
     let json = serde_json::to_string(&template).unwrap();
     for (tenant, rows) in [("tenant-big", count), ("tenant-a", 50), ("tenant-z", 50)] {
@@ -249,6 +250,7 @@ async fn activity_update_is_a_compare_and_set() {
         runs: Vec::new(),
         status_changed_at: Timestamp(1),
         resume_mark: Default::default(),
+        repair: Default::default(),
     };
     catalog.insert(&record).await.unwrap();
     record.last_activity = Timestamp(7);
@@ -379,4 +381,83 @@ async fn migration_5_recounts_usage_without_berths_bookkeeping() {
     let cluster =
         berth_postgres::testing::connect(&database.server().url(&database.server().admin_database, None)).await;
     cluster.batch_execute(&format!("DROP ROLE {role}")).await.unwrap();
+}
+
+/// Migration 7 fills `sessions.search` for the sessions stored before it, tenant by
+/// tenant under row-level security, folded by berth (Unicode lowercase, NFC), so a
+/// search finds them by title, label and id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn migration_7_fills_the_search_column_for_sessions_stored_before_it() {
+    use berth_catalog::{Catalog, SessionQuery, SessionSearch};
+    use berth_postgres::{PostgresCatalog, MIGRATIONS};
+    let database = TestDatabase::create().await;
+    let mut admin = database.client().await;
+    let transaction = admin.transaction().await.unwrap();
+    transaction
+        .batch_execute(
+            "CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL, \
+             applied_at timestamptz NOT NULL DEFAULT now())",
+        )
+        .await
+        .unwrap();
+    for migration in &MIGRATIONS[..6] {
+        transaction.batch_execute(migration.sql).await.unwrap();
+        let (version, name) = (migration.version, migration.name);
+        transaction
+            .execute("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", &[&version, &name])
+            .await
+            .unwrap();
+    }
+    let mut records = Vec::new();
+    for (tenant, title) in [("t", "Remboursement ÉTÉ"), ("u", "Hiver")] {
+        let key = SessionKey::new(TenantId::parse(tenant).unwrap(), SessionId::parse("s").unwrap());
+        let record = berth_catalog::SessionRecord {
+            header: header(&key),
+            status: berth_core::lifecycle::Status::Active,
+            lease_until: Timestamp(61_000),
+            last_activity: Timestamp(1_000),
+            revision: berth_core::Revision(0),
+            title: Some(title.into()),
+            labels: ["VIP".to_owned()].into_iter().collect(),
+            event_count: 0,
+            blank: false,
+            runs: Vec::new(),
+            status_changed_at: Timestamp(500),
+            resume_mark: Default::default(),
+            repair: Default::default(),
+        };
+        let json = serde_json::to_string(&record).unwrap();
+        transaction.execute("SELECT set_config('berth.tenant', $1, true)", &[&tenant]).await.unwrap();
+        transaction
+            .execute("INSERT INTO tenants (tenant) VALUES ($1) ON CONFLICT DO NOTHING", &[&tenant])
+            .await
+            .unwrap();
+        transaction
+            .execute(
+                "INSERT INTO sessions (tenant, id, user_id, project, status, last_activity, lease_until, created_at, \
+                 status_changed_at, revision, blank, parent, record_json) \
+                 VALUES ($1, 's', 'u', NULL, 'active', 1000, 61000, 500, 500, 0, false, NULL, $2)",
+                &[&tenant, &json],
+            )
+            .await
+            .unwrap();
+        records.push(record);
+    }
+    transaction.commit().await.unwrap();
+    let catalog = PostgresCatalog::connect(&database.url(), PostgresOptions::default()).await.expect("migrate");
+    for (tenant, text, expected) in [
+        ("t", "été", Some(0)),
+        ("t", "vip", Some(0)),
+        ("t", "S", Some(0)),
+        ("t", "hiver", None),
+        ("u", "hiver", Some(1)),
+    ] {
+        let query = SessionQuery {
+            search: Some(SessionSearch::parse(text).unwrap()),
+            ..SessionQuery::tenant(TenantId::parse(tenant).unwrap())
+        };
+        let page = catalog.list(&query).await.unwrap();
+        let expected: Vec<_> = expected.map(|index: usize| records[index].clone()).into_iter().collect();
+        assert_eq!(page, expected, "{tenant}: {text}");
+    }
 }

@@ -187,9 +187,18 @@ fn list_request(params: ListParams) -> ApiResult<ListRequest> {
         active_since: params.active_since.map(Timestamp),
         active_before: params.active_before.map(Timestamp),
         include_blank: params.include_blank.unwrap_or(false),
+        search: search_param(params.q)?,
         cursor: params.cursor,
         limit: params.limit,
     })
+}
+
+/// The listing's `q`: empty is no search; a text the search refuses (too long, control
+/// characters) is a 400 naming why.
+pub(crate) fn search_param(q: Option<String>) -> ApiResult<Option<String>> {
+    let Some(q) = q.filter(|q| !q.is_empty()) else { return Ok(None) };
+    berth_catalog::SessionSearch::parse(&q).map_err(|error| ApiError::bad_request(error.to_string()))?;
+    Ok(Some(q))
 }
 
 /// Lists the caller's sessions (a service or admin key: its tenant's), newest activity
@@ -228,6 +237,7 @@ pub async fn count_sessions(
         active_since: params.active_since,
         active_before: params.active_before,
         include_blank: params.include_blank,
+        q: params.q,
         ..ListParams::default()
     })?;
     let counts = call(&state, |s| async move { s.count(&principal, &request, SESSION_COUNT_CAP).await }).await?;

@@ -178,6 +178,9 @@ impl Client {
         if request.include_blank {
             push("include_blank", "true".into());
         }
+        if let Some(search) = &request.search {
+            push("q", search.clone());
+        }
         if let Some(cursor) = &request.cursor {
             push("cursor", cursor.clone());
         }

@@ -118,6 +118,7 @@ pub fn session_from(body: wire::SessionBody) -> SessionRecord {
         runs: body.runs.into_iter().map(run_from).collect(),
         status_changed_at: body.status_changed_at,
         resume_mark: Default::default(),
+        repair: Default::default(),
     }
 }
 

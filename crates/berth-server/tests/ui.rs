@@ -1000,3 +1000,142 @@ async fn a_turns_waterfall_places_model_calls_and_tools_by_their_stored_times() 
     assert!(usage.contains("1500 in / 80 out / 1000 cached") && usage.contains("gpt-4o (openai)"), "{usage}");
     assert!(usage.contains("&lt;b&gt;claude&lt;/b&gt;") && !totals.body.contains("<b>claude"), "escaped: {usage}");
 }
+
+/// The `href` of the list page's "Next page" link, unescaped.
+fn next_page(page: &str) -> Option<String> {
+    let start = page.find("rel=\"next\" href=\"")? + "rel=\"next\" href=\"".len();
+    Some(page[start..][..page[start..].find('"').unwrap()].replace("&amp;", "&"))
+}
+
+/// Issue 55 item 4: the list searches title, label and id (case-insensitively, `%` and
+/// `_` literally), keeps the search across its pages (none skipped or repeated), and
+/// badges a session whose crashed run's turn a resume repaired (from `record.repair`,
+/// on the list row and the session page's header); `GET /v1/sessions?q=` answers the
+/// same search, and a search too long or holding control characters is a 400.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_list_searches_titles_labels_and_ids_and_badges_interrupted_and_repaired_sessions() {
+    use berth_core::{RunId, SessionPolicy};
+    use berth_service::{AppendRequest, AttachRequest, CreateSession, NewEvent, OnBusy};
+    use serde_json::json;
+    let clock = Arc::new(ManualClock(AtomicU64::new(1_800_000_000_000)));
+    let server = TestServer::start_with_clock(clock.clone()).await;
+    let key = server.key("acme", "alice", None, Role::User);
+    // Written by a service key for alice (a user key appends only through a run).
+    let alice = server.client(&server.key("acme", "ops", None, Role::Service));
+    let append = |run: Option<&RunId>, events: Vec<NewEvent>| AppendRequest {
+        memory: Vec::new(),
+        run: run.cloned(),
+        expected_seq: None,
+        events,
+        idempotency_key: None,
+    };
+    let said = |text: &str| vec![NewEvent::new("user/message", json!({"content": text}))];
+    let sessions: Vec<(String, Option<&str>, Vec<&str>)> = (0..57)
+        .map(|index| (format!("order-{index:02}"), Some("Order question"), vec![]))
+        .chain([
+            ("pct".to_owned(), Some("Refund 50% off"), vec![]),
+            ("nopct".to_owned(), Some("refund 500 off"), vec![]),
+            ("under".to_owned(), None, vec!["a_b"]),
+            ("nounder".to_owned(), None, vec!["axb"]),
+        ])
+        .collect();
+    for (id, title, labels) in &sessions {
+        let create = CreateSession {
+            id: Some(id.parse().unwrap()),
+            user: Some("alice".parse().unwrap()),
+            title: title.map(str::to_owned),
+            labels: labels.iter().map(|label| label.to_string()).collect(),
+            ..Default::default()
+        };
+        alice.create(&create).await.unwrap();
+        alice.append(&id.parse().unwrap(), &append(None, said(id))).await.unwrap();
+        clock.0.fetch_add(1, Ordering::SeqCst);
+    }
+    // A run that crashes with its turn open, and a resume that repairs it.
+    let short = SessionPolicy { run_lease_ttl_ms: 1_000, ..SessionPolicy::default() };
+    let crashed = CreateSession {
+        id: Some("crashed".parse().unwrap()),
+        user: Some("alice".parse().unwrap()),
+        policy: Some(short),
+        ..Default::default()
+    };
+    alice.create(&crashed).await.unwrap();
+    let crashed_id = "crashed".parse().unwrap();
+    let (first, second): (RunId, RunId) = ("run-a".parse().unwrap(), "run-b".parse().unwrap());
+    let attach =
+        |run: &RunId| AttachRequest { run_id: Some(run.clone()), expected_revision: None, on_busy: OnBusy::Reject };
+    alice.attach(&crashed_id, &attach(&first)).await.unwrap();
+    let mut opened = vec![NewEvent::new("turn/start", json!({"turn": 0}))];
+    opened.extend(said("where is my parcel?"));
+    alice.append(&crashed_id, &append(Some(&first), opened)).await.unwrap();
+    clock.0.fetch_add(2_000, Ordering::SeqCst);
+    let cookie = session_cookie(&sign_in(&server, &key).await);
+    let get = |path: String| {
+        let (server, cookie) = (&server, cookie.clone());
+        async move { request(server, "GET", &path, &[host(server), cookie], "").await }
+    };
+    let before = get("/ui/sessions?q=crashed".into()).await.body;
+    let row = list_row(&before, "crashed");
+    assert!(row.contains("run-lapsed") && !row.contains("run-interrupted") && !row.contains("run-repaired"), "{row}");
+    let outcome = alice.resume(&crashed_id, &attach(&second)).await.unwrap();
+    assert!(!outcome.repaired.is_empty());
+
+    // The badges, on the row and in the session page's header.
+    let after = get("/ui/sessions?q=CRASHED".into()).await.body;
+    let row = list_row(&after, "crashed");
+    assert!(row.contains("class=\"badge run-interrupted\"") && row.contains("class=\"badge run-repaired\""), "{row}");
+    assert!(row.contains("title=\"Repaired by run run-b at ") && row.contains("Run run-a left a turn open"), "{row}");
+    assert!(!list_row(&after, "crashed").contains("run-lapsed"), "the resume detached the lapsed run");
+    let page = get("/ui/sessions/crashed".into()).await.body;
+    assert!(page.contains("class=\"badge run-interrupted\"") && page.contains("class=\"badge run-repaired\""));
+
+    // Literal wildcards, labels, case.
+    let rows = |page: &str| page.matches("class=\"session-link\"").count();
+    let pct = get("/ui/sessions?q=50%25".into()).await.body;
+    assert!(pct.contains("/ui/sessions/pct\"") && !pct.contains("/ui/sessions/nopct\"") && rows(&pct) == 1, "{pct}");
+    let under = get("/ui/sessions?q=A_B".into()).await.body;
+    assert!(under.contains("/ui/sessions/under\"") && rows(&under) == 1, "{under}");
+    assert!(under.contains("<input id=\"q\" name=\"q\" type=\"search\" maxlength=\"256\""), "{under}");
+    assert!(under.contains("value=\"A_B\""), "the box keeps the search: {under}");
+
+    // Paging keeps the search; the pages hold every match once.
+    let mut seen = Vec::new();
+    let mut path = Some("/ui/sessions?q=order".to_owned());
+    while let Some(next) = path {
+        let page = get(next).await.body;
+        for (id, _, _) in sessions.iter().filter(|(id, _, _)| page.contains(&format!("/ui/sessions/{id}\""))) {
+            seen.push(id.clone());
+        }
+        path = next_page(&page);
+        assert!(path.as_deref().is_none_or(|path| path.contains("q=order")), "{path:?}");
+    }
+    seen.sort();
+    let expected: Vec<String> = (0..57).map(|index| format!("order-{index:02}")).collect();
+    assert_eq!(seen, expected);
+
+    // The API: the same search, the counts of it, and 400s.
+    let headers = [host(&server), ("Authorization", format!("Bearer {key}"))];
+    let listed = get_json(&server, &key, "/v1/sessions?q=refund%20").await;
+    let ids: Vec<_> = listed["items"].as_array().unwrap().iter().map(|item| item["header"]["id"].clone()).collect();
+    assert_eq!(ids, [json!("nopct"), json!("pct")]);
+    let counts = get_json(&server, &key, "/v1/sessions/counts?q=order").await;
+    assert_eq!(counts["counts"][0], json!({"status": "active", "count": 57, "more": false}));
+    let everything = get_json(&server, &key, "/v1/sessions?q=&limit=1000").await;
+    assert_eq!(everything["items"].as_array().unwrap().len(), 62, "an empty q is no search");
+    let long = format!("/v1/sessions?q={}", "x".repeat(257));
+    for bad in [long.as_str(), "/v1/sessions?q=a%01b", "/v1/sessions/counts?q=%0A", "/ui/sessions?q=a%7Fb"] {
+        let answer = if bad.starts_with("/ui") {
+            get(bad.into()).await
+        } else {
+            request(&server, "GET", bad, &headers, "").await
+        };
+        assert_eq!(answer.status, 400, "{bad}: {}", answer.body);
+        if !bad.starts_with("/ui") {
+            let body: serde_json::Value = serde_json::from_str(&answer.body).unwrap();
+            assert_eq!(body["code"], "invalid", "{bad}: {body}");
+            assert!(body["message"].as_str().unwrap().contains("q"), "{bad}: {body}");
+        }
+    }
+    let exact = format!("/v1/sessions?q={}", "x".repeat(256));
+    assert_eq!(get_json(&server, &key, &exact).await["items"], json!([]));
+}

@@ -7,7 +7,7 @@
 use crate::types::{AttachRequest, Attachment, OnBusy, ResumeOutcome};
 use crate::writers::TrackedTurns;
 use crate::{Durability, Principal, SessionService};
-use berth_catalog::{ResumeMark, RunRecord, RunStatus, SessionRecord};
+use berth_catalog::{RepairNote, ResumeMark, RunAt, RunRecord, RunStatus, SessionRecord};
 use berth_core::lifecycle::{self, LifecycleEvent};
 use berth_core::limits::OUTCOME_BYTES_MAX;
 use berth_core::repair::{mark_repaired_by, repair};
@@ -202,10 +202,21 @@ impl SessionService {
         };
         if !closers.is_empty() {
             writer.append(&closers).await?;
+            // The record's note of it (`RepairNote`), in the same write: the run that
+            // left a turn open (the latest, if several did) and the one repairing it.
+            let interrupted = closers
+                .iter()
+                .max_by_key(|closer| closer.time)
+                .and_then(|closer| closer.run.clone().map(|run| RunAt { run, at: closer.time }));
+            let repairing = attachment.run.run_id.clone();
             let repaired = |record: &mut SessionRecord, now| {
                 record.event_count = record.event_count.max(new_next);
                 record.last_activity = now;
                 keep_mark(record);
+                record.repair = RepairNote {
+                    interrupted: interrupted.clone(),
+                    repaired_by: Some(RunAt { run: repairing.clone(), at: now }),
+                };
                 Ok(())
             };
             let details = serde_json::json!({"closers": closers.len(), "first_seq": next_seq});

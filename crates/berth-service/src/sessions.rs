@@ -164,6 +164,7 @@ impl SessionService {
         query.active_since = request.active_since;
         query.active_before = request.active_before;
         query.include_blank = request.include_blank;
+        query.search = request.search.as_deref().map(berth_catalog::SessionSearch::parse).transpose()?;
         Ok(query)
     }
 
@@ -222,6 +223,7 @@ pub(crate) fn new_record(
         runs: Vec::new(),
         status_changed_at: now,
         resume_mark: Default::default(),
+        repair: Default::default(),
     }
 }
 

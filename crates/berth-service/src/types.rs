@@ -214,6 +214,10 @@ pub struct ListRequest {
     pub active_before: Option<Timestamp>,
     #[serde(default)]
     pub include_blank: bool,
+    /// Sessions whose id, title or a label holds this text, case-insensitively
+    /// (`berth_catalog::SessionSearch`: 1 to 256 characters, no control characters).
+    #[serde(default)]
+    pub search: Option<String>,
     #[serde(default)]
     pub cursor: Option<String>,
     #[serde(default)]

@@ -58,6 +58,7 @@ fn session(tenant: &TenantId, index: u64) -> SessionRecord {
         runs: Vec::new(),
         status_changed_at: last_activity,
         resume_mark: Default::default(),
+        repair: Default::default(),
     }
 }
 

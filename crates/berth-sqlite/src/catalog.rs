@@ -126,16 +126,17 @@ fn session_values(record: &SessionRecord) -> Result<Vec<Value>, Failure> {
         Value::Integer(record.blank.into()),
         optional(header.parent.as_ref().map(|parent| parent.session.as_str())),
         Value::Text(encode(record, "session record")?),
+        Value::Text(berth_catalog::search_column(record)),
     ])
 }
 
 const INSERT_SESSION: &str = "INSERT INTO sessions (tenant, id, user, project, status, last_activity, lease_until, \
-     created_at, status_changed_at, revision, blank, parent, record_json) \
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)";
+     created_at, status_changed_at, revision, blank, parent, record_json, search) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)";
 
 const UPDATE_SESSION: &str = "UPDATE sessions SET user = ?3, project = ?4, status = ?5, last_activity = ?6, \
      lease_until = ?7, created_at = ?8, status_changed_at = ?9, revision = ?10, blank = ?11, parent = ?12, \
-     record_json = ?13 WHERE tenant = ?1 AND id = ?2";
+     record_json = ?13, search = ?14 WHERE tenant = ?1 AND id = ?2";
 
 fn insert_record(connection: &Connection, record: &SessionRecord) -> Result<(), Failure> {
     let values = session_values(record)?;

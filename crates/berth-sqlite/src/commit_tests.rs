@@ -27,6 +27,7 @@ fn record(id: &str) -> SessionRecord {
         runs: Vec::new(),
         status_changed_at: Timestamp(1),
         resume_mark: Default::default(),
+        repair: Default::default(),
     }
 }
 

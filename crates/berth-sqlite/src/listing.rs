@@ -154,6 +154,10 @@ impl Builder {
         if let Some(before) = query.status_changed_before {
             self.push("s.status_changed_at < ?".into(), time(before));
         }
+        if let Some(search) = &query.search {
+            // Checked on the rows the index scan passes (`berth_catalog::search`).
+            self.push("s.search LIKE ? ESCAPE '\\'".into(), text(&search.like_pattern()));
+        }
         if let Some(cursor) = &query.cursor {
             // A row-value comparison: SQLite turns it into a range bound on the index.
             self.conditions.push(format!("({sort}.last_activity, {sort}.id) < (?, ?)"));

@@ -35,7 +35,7 @@ pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 /// Forward-only migrations; `MIGRATIONS[n]` takes the schema from version n to n + 1.
 /// Never edit a shipped entry: append a new one.
-const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12];
+const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13];
 
 /// The migrations' SQL, for tests that build an older catalog.
 #[cfg(test)]
@@ -352,6 +352,15 @@ UPDATE memory_usage SET
         AND m.id <= (SELECT counted FROM memory_ids) AND NOT (m.namespace >= 'berth/' AND m.namespace < 'berth0'));
 ";
 
+/// The listing's text search (issue 55): `sessions.search` holds the session's folded
+/// id, title and labels (`berth_catalog::search_column`), written with the rest of the
+/// row; a search is a `LIKE` filter on it (`listing.rs`). Filled for the rows stored
+/// before V13 by `fill_search` in the same migration transaction (folding is berth's,
+/// not SQLite's, whose `lower()` knows only ASCII).
+const V13: &str = "
+ALTER TABLE sessions ADD COLUMN search TEXT NOT NULL DEFAULT '';
+";
+
 /// The search file's tables (`search.rs`), created in the schema attached as `search`:
 /// the derived rows of schemas V3–V8, as they were there, without references to
 /// `memory_items` (SQLite cannot refer across files: rows go with their item through
@@ -438,6 +447,20 @@ fn fill_term_counts(transaction: &rusqlite::Transaction<'_>) -> Result<(), crate
     Ok(())
 }
 
+/// Fills `sessions.search` for the rows a V12 catalog holds.
+fn fill_search(transaction: &rusqlite::Transaction<'_>) -> Result<(), crate::error::Failure> {
+    let mut select = transaction.prepare("SELECT tenant, id, record_json FROM sessions")?;
+    let mut update = transaction.prepare("UPDATE sessions SET search = ?3 WHERE tenant = ?1 AND id = ?2")?;
+    let mut rows = select.query([])?;
+    while let Some(row) = rows.next()? {
+        let record: berth_catalog::SessionRecord = serde_json::from_str(row.get_ref(2)?.as_str()?)
+            .map_err(|_| crate::error::Failure::Corrupt("stored session record does not decode".into()))?;
+        let (tenant, id): (String, String) = (row.get(0)?, row.get(1)?);
+        update.execute((tenant, id, berth_catalog::search_column(&record)))?;
+    }
+    Ok(())
+}
+
 /// Brings the database to `SCHEMA_VERSION` inside one `BEGIN IMMEDIATE` transaction:
 /// when two processes open a fresh file at once, the second waits for the first's
 /// write lock and then finds the schema already current.
@@ -454,6 +477,9 @@ pub(crate) fn migrate(connection: &mut Connection, artifact: &str) -> Result<(),
         }
         if from + 1 == 7 {
             crate::blocks::build_all(&transaction)?;
+        }
+        if from + 1 == 13 {
+            fill_search(&transaction)?;
         }
     }
     if version != SCHEMA_VERSION {

@@ -215,6 +215,7 @@ fn berth_testkit_like_record() -> berth_catalog::SessionRecord {
         runs: Vec::new(),
         status_changed_at: Timestamp(1),
         resume_mark: Default::default(),
+        repair: Default::default(),
     }
 }
 
@@ -1508,4 +1509,36 @@ fn the_charged_range_is_the_system_namespaces() {
     let written = format!("NOT (m.namespace >= '{SYSTEM_NAMESPACES}' AND m.namespace < '{SYSTEM_NAMESPACES_END}')");
     assert_eq!(crate::memory::CHARGED, written);
     assert!(crate::memory::FOLD.contains(&written) && crate::memory::PAST_COUNTED.contains(&written));
+}
+
+/// A V12 catalog's sessions get their `search` column when V13 is applied (folded by
+/// berth: SQLite's `lower()` knows only ASCII), so a search finds sessions stored
+/// before it, by title, label and id.
+#[tokio::test]
+async fn v13_fills_the_search_column_for_sessions_stored_before_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join(CATALOG_FILE_NAME);
+    let mut record = berth_testkit_like_record();
+    record.title = Some("Remboursement ÉTÉ".into());
+    record.labels.insert("VIP".into());
+    let json = serde_json::to_string(&record).expect("json");
+    catalog_at_version(&path, 12, |transaction| {
+        transaction
+            .execute(
+                "INSERT INTO sessions (tenant, id, user, project, status, last_activity, lease_until, created_at, \
+                 status_changed_at, revision, blank, parent, record_json) \
+                 VALUES ('t', 's', 'u', NULL, 'active', 1, 10, 1, 1, 0, 0, NULL, ?1)",
+                [&json],
+            )
+            .expect("V12 session");
+    });
+    let catalog = SqliteCatalog::open(&path).expect("migrate to V13");
+    for (text, found) in [("été", true), ("vip", true), ("S", true), ("hiver", false)] {
+        let query = SessionQuery {
+            search: Some(berth_catalog::SessionSearch::parse(text).expect("search")),
+            ..SessionQuery::tenant(TenantId::parse("t").expect("tenant"))
+        };
+        let page = catalog.list(&query).await.expect("list");
+        assert_eq!(page == [record.clone()], found, "{text}");
+    }
 }

@@ -41,6 +41,7 @@ fn record(id: &str, revision: u64, status: Status) -> SessionRecord {
         runs: Vec::new(),
         status_changed_at: Timestamp(1),
         resume_mark: Default::default(),
+        repair: Default::default(),
     }
 }
 

@@ -9,6 +9,7 @@
 
 use async_trait::async_trait;
 use berth_catalog::audit::{self, AuditDraft, AuditEntry};
+use berth_catalog::SessionSearch;
 use berth_catalog::{Catalog, ListCursor, RetentionPolicy, RunRecord, RunStatus, SessionQuery, SessionRecord};
 use berth_core::lifecycle::Status;
 use berth_core::{Concurrency, ParentRef, ProjectId, Revision, RunId, Scope, SessionHeader, SessionId};
@@ -75,6 +76,7 @@ pub fn sample_record(tenant_id: &str, id: &str, user_id: &str, last_activity_ms:
         runs: Vec::new(),
         status_changed_at: created_at,
         resume_mark: Default::default(),
+        repair: Default::default(),
     }
 }
 
@@ -688,6 +690,99 @@ pub async fn list_follows_updates(catalog: &dyn Catalog) {
     assert_eq!(catalog.list(&with_blank).await.expect("list"), vec![record]);
 }
 
+fn search(text: &str) -> Option<SessionSearch> {
+    Some(SessionSearch::parse(text).expect("valid search"))
+}
+
+/// The text search (`SessionQuery::search`): case-insensitive (Unicode lowercase, NFC)
+/// substrings of the id, the title or a label; `%`, `_` and `\` match literally; it
+/// follows title and label updates; combined with every other filter it returns
+/// exactly the reference, and its keyset pages never skip or repeat a match.
+pub async fn list_text_search(catalog: &dyn Catalog) {
+    let titled = |id: &str, at: u64, title: Option<&str>, labels: &[&str]| {
+        let mut record = sample_record("t-find", id, "alice", at);
+        record.title = title.map(str::to_owned);
+        record.labels = labels.iter().map(|label| label.to_string()).collect();
+        record
+    };
+    let mut records = vec![
+        titled("s-pct", 100, Some("Refund 50% off"), &[]),
+        titled("s-nopct", 101, Some("refund 500 off"), &[]),
+        titled("s-under", 102, None, &["a_b"]),
+        titled("s-nounder", 103, None, &["axb"]),
+        titled("s-slash", 104, Some("path c:\\x"), &[]),
+        titled("s-noslash", 105, Some("path c:x"), &[]),
+        titled("s-cafe", 106, Some("CAFE\u{301} Crème"), &["Support"]),
+        titled("s-idmatch-XY", 107, None, &[]),
+        titled("s-split", 108, Some("ab"), &["cd"]),
+    ];
+    let mut theirs = records[0].clone();
+    theirs.header.scope.tenant = tenant("t-elsewhere");
+    records.push(theirs);
+    insert_all(catalog, &records).await;
+    let found = |text: &str| {
+        let query = SessionQuery { search: search(text), ..base_query("t-find") };
+        async move {
+            let page = catalog.list(&query).await.expect("list");
+            page.iter().map(|record| record.header.id.to_string()).collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(found("50%").await, ["s-pct"], "% is literal");
+    assert_eq!(found("a_b").await, ["s-under"], "_ is literal");
+    assert_eq!(found("c:\\x").await, ["s-slash"], "\\ is literal");
+    assert_eq!(found("REFUND").await, ["s-nopct", "s-pct"], "case is ignored");
+    assert_eq!(found("café").await, ["s-cafe"], "Unicode case and NFC");
+    assert_eq!(found("crÈme").await, ["s-cafe"]);
+    assert_eq!(found("supp").await, ["s-cafe"], "labels");
+    assert_eq!(found("idmatch-xy").await, ["s-idmatch-XY"], "ids");
+    assert!(found("bc").await.is_empty(), "a match never spans two fields");
+    assert!(found("%").await.len() == 1 && found("_").await.len() == 1, "wildcards alone are literal too");
+    for record in &records {
+        for query in [
+            SessionQuery { search: search("refund"), ..base_query("t-find") },
+            SessionQuery { search: search("s-"), ..base_query("t-find") },
+        ] {
+            assert_eq!(query.matches(record), catalog.list(&query).await.expect("list").contains(record));
+        }
+    }
+
+    // Title and label updates move a session in and out of a search.
+    let mut record = records[7].clone();
+    record.revision = Revision(1);
+    record.title = Some("Now Titled".into());
+    record.labels.insert("Green".into());
+    catalog.update(&record, Revision(0)).await.expect("update");
+    assert_eq!(found("now titled").await, ["s-idmatch-XY"]);
+    assert_eq!(found("green").await, ["s-idmatch-XY"]);
+    record.revision = Revision(2);
+    record.title = None;
+    record.labels.clear();
+    catalog.update_activity(&record, Revision(1)).await.expect("update");
+    assert!(found("titled").await.is_empty() && found("green").await.is_empty());
+
+    // With the other filters, whole and page by page (pages of 1, 3 and 50).
+    let mut records = listing_data_set(4);
+    let words = ["Alpha refund", "beta REFUND", "gamma", "Δelta rEfund", "epsilon"];
+    for (index, record) in records.iter_mut().enumerate() {
+        record.title = (index % 6 != 5).then(|| words[index % words.len()].to_owned());
+    }
+    insert_all(catalog, &records).await;
+    let mut rng = StdRng::seed_from_u64(11);
+    for text in ["refund", "RED", "s-01", "δ", "e", "no such text"] {
+        let mut alone = base_query("t-one");
+        alone.search = search(text);
+        if text != "no such text" {
+            assert!(!reference(&records, &alone).is_empty(), "the data set exercises {text}");
+        }
+        assert_lists_like_reference(catalog, &records, &alone).await;
+        for _ in 0..12 {
+            let mut query = random_query(&mut rng, &records);
+            query.search = search(text);
+            assert_lists_like_reference(catalog, &records, &query).await;
+        }
+    }
+}
+
 /// A query without a tenant (maintenance sweeps) spans tenants with the reference
 /// order, including equal (last_activity, id) pairs in different tenants.
 pub async fn list_without_tenant(catalog: &dyn Catalog) {
@@ -948,6 +1043,7 @@ macro_rules! catalog_conformance {
             list_sort_order_and_ties,
             list_each_filter_alone,
             list_filters_combined,
+            list_text_search,
             list_hides_blank_unless_asked,
             list_cursor_pagination_visits_each_once,
             list_tenant_isolation,

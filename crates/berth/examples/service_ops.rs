@@ -59,6 +59,7 @@ async fn main() -> berth_core::Result<()> {
                     runs: Vec::<RunRecord>::new(),
                     status_changed_at: now,
                     resume_mark: Default::default(),
+                    repair: Default::default(),
                 }
             })
             .collect();

@@ -2945,6 +2945,12 @@ export interface operations {
                 active_before?: number;
                 /** @description Include blank sessions (no conversation events yet). */
                 include_blank?: boolean;
+                /**
+                 * @description Sessions whose id, title or one of its labels holds this text, ignoring case
+                 *     (Unicode lowercase, NFC) and matching `%`, `_` and `\` literally; at most 256
+                 *     characters, no control characters (else 400). Empty: no search.
+                 */
+                q?: string;
                 /** @description The `next_cursor` of the previous page. */
                 cursor?: string;
                 /** @description Page size (default 50). */
@@ -3143,6 +3149,8 @@ export interface operations {
                 active_before?: number;
                 /** @description Count blank sessions too. */
                 include_blank?: boolean;
+                /** @description The listing's text search (`GET /v1/sessions`' `q`). */
+                q?: string;
             };
             header?: never;
             path?: never;

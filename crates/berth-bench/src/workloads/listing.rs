@@ -71,6 +71,7 @@ pub fn seeded_record(index: u64, events: u64) -> SessionRecord {
         runs: Vec::new(),
         status_changed_at: activity,
         resume_mark: Default::default(),
+        repair: Default::default(),
     }
 }
 

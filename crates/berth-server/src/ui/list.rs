@@ -1,9 +1,10 @@
-//! The session list: the listing's filters as a GET form, per-status counts (capped, as
+//! The session list: the listing's text search (`q`) and filters as a GET form, kept
+//! across its pages, per-status counts (capped, as
 //! `GET /v1/sessions/counts` answers them), status badges, and keyset paging by the
 //! listing's cursor (so the hundredth page costs what the first does), and for an
 //! untitled conversation the preview of its first user message (`preview`), and per
 //! row the badges its catalog record tells (a writer attached, a run's lease lapsed by
-//! the service's clock).
+//! the service's clock, a turn interrupted and repaired).
 
 use super::layout::{self, filled, html, status_badge, time_element};
 use super::signin::Viewer;
@@ -12,7 +13,7 @@ use crate::error::ApiError;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
-use berth_catalog::{RunStatus, SessionRecord};
+use berth_catalog::{RepairNote, RunStatus, SessionRecord};
 use berth_core::lifecycle::Status;
 use berth_core::{ProjectId, SessionId, Timestamp, UserId};
 use berth_service::{ListRequest, StatusCount, LISTABLE_STATUSES};
@@ -25,6 +26,8 @@ pub const LIST_PAGE_SESSIONS: usize = 50;
 /// The list's query string (every field as the form sends it: empty means unset).
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 pub struct ListQuery {
+    /// The text search (`berth_catalog::SessionSearch`), kept across pages.
+    pub q: Option<String>,
     pub status: Option<String>,
     pub label: Option<String>,
     pub user: Option<String>,
@@ -67,6 +70,7 @@ fn list_request(query: &ListQuery) -> Result<ListRequest, ApiError> {
         active_since: filled(&query.active_since).map(parse_time).transpose()?,
         active_before: filled(&query.active_before).map(parse_time).transpose()?,
         include_blank: filled(&query.include_blank).is_some(),
+        search: crate::api::search_param(filled(&query.q).map(str::to_owned))?,
         cursor: filled(&query.cursor).map(str::to_owned),
         limit: Some(LIST_PAGE_SESSIONS),
     })
@@ -86,6 +90,7 @@ fn href(query: &ListQuery, change: impl FnOnce(&mut ListQuery)) -> String {
 
 fn serde_urlencoded_pairs(query: &ListQuery) -> String {
     let fields = [
+        ("q", &query.q),
         ("status", &query.status),
         ("label", &query.label),
         ("user", &query.user),
@@ -139,6 +144,9 @@ pub async fn sessions_page(State(state): State<Shared>, viewer: Viewer, Query(qu
         (filter_form(&query))
         (counts_bar(&query, &counts))
         @if let Some(hidden) = hidden { (hidden_blank(&query, hidden)) }
+        @if let Some(q) = filled(&query.q) {
+            p.search-note { "Sessions whose title, a label or id holds " q.searched { (q) } " (ignoring case)." }
+        }
         @if page.items.is_empty() {
             p.empty { "No sessions match." }
         } @else {
@@ -169,6 +177,11 @@ fn filter_form(query: &ListQuery) -> Markup {
     let status = filled(&query.status).unwrap_or("");
     markup! {
         form.filters method="get" action="/ui/sessions" aria-label="Filter sessions" {
+            div.field.search {
+                label for="q" { "Search" }
+                input #q name="q" type="search" maxlength=(berth_catalog::SEARCH_CHARS_MAX)
+                    placeholder="title, label or id" value=[filled(&query.q)];
+            }
             div.field {
                 label for="status" { "Status" }
                 select #status name="status" {
@@ -284,10 +297,11 @@ pub(super) fn title_or_preview(record: &SessionRecord, preview: Option<&str>) ->
 }
 
 /// The badges a row shows from its catalog record alone (no log is read per row): a
-/// writer attached (a run whose lease holds at `now`), and a lease lapsed (a run still
+/// writer attached (a run whose lease holds at `now`), a lease lapsed (a run still
 /// recorded attached whose lease ended before `now`: it crashed or stopped without
-/// detaching; the next attach detaches it as abandoned). Whether a turn was interrupted
-/// or repaired is in the log, not the record, so the list does not say it.
+/// detaching; the next attach detaches it as abandoned), and from `record.repair`
+/// (`RepairNote`) interrupted (a run left a turn open; known once a resume read the log)
+/// and repaired (a resume closed it).
 pub(super) fn run_badges(record: &SessionRecord, now: Timestamp) -> Markup {
     let attached = || record.runs.iter().filter(|run| run.status == RunStatus::Attached);
     let live = attached().any(|run| run.lease_until >= now);
@@ -300,6 +314,24 @@ pub(super) fn run_badges(record: &SessionRecord, now: Timestamp) -> Markup {
             " " span.badge.run-lapsed title="A run is still attached but its lease has lapsed (it did not detach)" {
                 "lease lapsed"
             }
+        }
+        (repair_badges(&record.repair))
+    }
+}
+
+/// "interrupted" and "repaired" from the record's `RepairNote`, their runs and times in
+/// the title (UTC, as `time_element` shows them).
+pub(super) fn repair_badges(note: &RepairNote) -> Markup {
+    let when = layout::time_text;
+    markup! {
+        @if let Some(interrupted) = &note.interrupted {
+            " " span.badge.run-interrupted
+                title={ "Run " (interrupted.run) " left a turn open (its last event at " (when(interrupted.at)) ")" } {
+                "interrupted"
+            }
+        }
+        @if let (true, Some(by)) = (note.is_repaired(), &note.repaired_by) {
+            " " span.badge.run-repaired title={ "Repaired by run " (by.run) " at " (when(by.at)) } { "repaired" }
         }
     }
 }

@@ -4,7 +4,7 @@
 
 use super::fixtures::*;
 use super::ServiceBackend;
-use berth_catalog::{ResumeMark, RunStatus};
+use berth_catalog::{RepairNote, ResumeMark, RunAt, RunStatus};
 use berth_core::repair::{
     interrupted_turn_closers, mark_repaired_by, REPAIRED_BY, TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN,
 };
@@ -133,7 +133,16 @@ pub async fn crash_with_pending_tool_calls_then_resume_appends_closers_once(b: &
     let after = stored_log(&service, TENANT_A, "crashy").await.unwrap();
     assert_eq!(after[..9], before[..]);
     assert_eq!(after[9..], closers[..], "appended once, as returned");
-    assert_eq!(stored(&service, TENANT_A, "crashy").await.unwrap().event_count, 13);
+    let record = stored(&service, TENANT_A, "crashy").await.unwrap();
+    assert_eq!(record.event_count, 13);
+    // The record notes it (`RepairNote`): r1 left the turn open at its last event's
+    // time, r2 repaired it now.
+    let note = RepairNote {
+        interrupted: Some(RunAt { run: run("r1"), at: last.time }),
+        repaired_by: Some(RunAt { run: run("r2"), at: b.clock().now() }),
+    };
+    assert_eq!(record.repair, note);
+    assert!(record.repair.is_repaired());
     let attach_entry = audited(&service, TENANT_A, "attach").await.pop().unwrap();
     let repair_entry = audited(&service, TENANT_A, "repair").await;
     assert_eq!(repair_entry.len(), 1);
@@ -143,6 +152,9 @@ pub async fn crash_with_pending_tool_calls_then_resume_appends_closers_once(b: &
     drop(service);
 
     resume_again_repairs_nothing(b, "crashy", &after, Some(&before[8])).await;
+    let service = b.service();
+    let kept = stored(&service, TENANT_A, "crashy").await.unwrap().repair;
+    assert_eq!(kept, note, "a resume that repairs nothing leaves the note as it was");
 }
 
 /// R-S6 with `on_busy = interrupt` right after the crash (no waiting for the lease):
@@ -276,6 +288,7 @@ pub async fn resume_of_a_balanced_log_repairs_nothing(b: &dyn ServiceBackend) {
     assert_eq!(outcome.next_seq, 13);
     assert_eq!(stored_log(&service, TENANT_A, "balanced").await.unwrap(), log);
     assert!(audited(&service, TENANT_A, "repair").await.is_empty());
+    assert!(stored(&service, TENANT_A, "balanced").await.unwrap().repair.is_empty(), "nothing to note");
     assert_eq!(outcome.attachment.session_lease_until, b.clock().now().plus_ms(DAY_MS));
 }
 

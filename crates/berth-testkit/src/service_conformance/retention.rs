@@ -252,6 +252,7 @@ async fn insert_creating_made_at(
         runs: Vec::new(),
         status_changed_at: now,
         resume_mark: Default::default(),
+        repair: Default::default(),
         status: Status::Creating,
         header: SessionHeader::new(sid(id), scope, created_at),
     };

@@ -59,6 +59,10 @@ pub enum SessionsCommand {
         /// Include blank sessions (no conversation yet).
         #[arg(long)]
         all: bool,
+        /// Only sessions whose id, title or a label holds TEXT, ignoring case (at most
+        /// 256 characters, no control characters).
+        #[arg(long, value_name = "TEXT")]
+        search: Option<String>,
         #[arg(long)]
         limit: Option<usize>,
         #[arg(long)]
@@ -484,7 +488,7 @@ async fn sessions(targets: &Targets<'_>, command: SessionsCommand, json: bool) -
             let record = target.create(request).await?;
             print_value(&record, json, |record| record.header.id.to_string())?;
         }
-        SessionsCommand::Ls { principal, statuses, label, owner, all, limit, cursor } => {
+        SessionsCommand::Ls { principal, statuses, label, owner, all, search, limit, cursor } => {
             let target = targets.acting_as(&principal)?;
             let statuses = statuses
                 .iter()
@@ -495,6 +499,12 @@ async fn sessions(targets: &Targets<'_>, command: SessionsCommand, json: bool) -
                 statuses,
                 label,
                 include_blank: all,
+                search: search
+                    .map(|text| {
+                        Arg::named("--search")
+                            .parse(&text, |text| berth_catalog::SessionSearch::parse(text).map(|_| text.to_owned()))
+                    })
+                    .transpose()?,
                 cursor,
                 limit,
                 ..ListRequest::default()
