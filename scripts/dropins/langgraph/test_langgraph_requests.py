@@ -6,7 +6,6 @@ refused create, no second read of the record); a new thread is still created. On
 
 from __future__ import annotations
 
-import collections
 from typing import Annotated, Any, TypedDict
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
@@ -14,6 +13,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 
 import berth
+from dropin_count import count_calls
 from berth.integrations.langgraph import BerthSaver
 
 
@@ -27,30 +27,6 @@ def chat(saver: Any) -> Any:
     graph.add_edge(START, "answer")
     graph.add_edge("answer", END)
     return graph.compile(checkpointer=saver)
-
-
-def count_calls(client: berth.Client) -> collections.Counter[str]:
-    """Counts `client`'s calls by kind (`create`, `get_session`, `runs` (attach), `detach`,
-    `append`, `read`, `read_at`, …)."""
-    counts: collections.Counter[str] = collections.Counter()
-    original = client._execute
-
-    def kind(call: Any) -> str:
-        path = call.path.partition("?")[0]
-        if call.method == "GET":
-            if path.endswith("/events"):
-                return "read_at" if "seqs=" in call.path else "read"
-            return "get_session"
-        if path == "/v1/sessions":
-            return "create"
-        return "append" if path.endswith("/events") else path.rsplit("/", 1)[-1]
-
-    def counting(call: Any) -> Any:
-        counts[kind(call)] += 1
-        return original(call)
-
-    client._execute = counting  # type: ignore[method-assign]
-    return counts
 
 
 def turn(client: berth.Client, thread: str, text: str) -> None:

@@ -5,36 +5,15 @@ session is `serial`, and `close()` must free it for the next holder at once."""
 
 from __future__ import annotations
 
-import collections
 from typing import Any
 
 from smol_fakes import ScriptedModel, make_agent
 
 import berth
+from dropin_count import count_calls
 from berth.integrations.smolagents import BerthAgentLog
 
 SCRIPT = ["Thought: one.\n<code>\nprint('v', 2)\n</code>", "Thought: done.\n<code>\nfinal_answer('ok')\n</code>"]
-
-
-def count_calls(client: berth.Client) -> collections.Counter[str]:
-    """Counts `client`'s calls by kind (`create`, `resume`, `detach`, `append`, `read`, …)."""
-    counts: collections.Counter[str] = collections.Counter()
-    original = client._execute
-
-    def kind(call: Any) -> str:
-        path = call.path.partition("?")[0]
-        if call.method == "GET":
-            return "read" if path.endswith("/events") else "get_session"
-        if path == "/v1/sessions":
-            return "create"
-        return "append" if path.endswith("/events") else path.rsplit("/", 1)[-1]
-
-    def counting(call: Any) -> Any:
-        counts[kind(call)] += 1
-        return original(call)
-
-    client._execute = counting  # type: ignore[method-assign]
-    return counts
 
 
 def request(client: berth.Client, job: str, n: int) -> None:
