@@ -414,6 +414,20 @@ impl LineCursor {
         self.buf_offset + self.consumed as u64
     }
 
+    /// Moves the cursor forward to `offset` (a line start at or after its position),
+    /// keeping what it has loaded beyond `offset`.
+    pub fn skip_to(&mut self, offset: u64) {
+        debug_assert!(offset >= self.position());
+        let loaded_end = self.buf_offset + self.buf.len() as u64;
+        if offset <= loaded_end {
+            self.consumed = usize::try_from(offset - self.buf_offset).unwrap_or(self.buf.len());
+        } else {
+            self.buf.clear();
+            self.buf_offset = offset;
+            self.consumed = 0;
+        }
+    }
+
     pub fn next_line<S: ReadAt + ?Sized>(&mut self, source: &S) -> io::Result<NextLine<'_>> {
         let mut searched = self.consumed;
         loop {

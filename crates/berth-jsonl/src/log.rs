@@ -6,6 +6,7 @@
 //! scan from the end, a bisection over byte offsets), so they never scan from the header.
 
 mod lines;
+mod points;
 mod seek;
 
 use crate::format::{self, LineCursor, LineFault, NextLine, ReadAt, ScanStatus};

@@ -129,6 +129,14 @@ impl WriterCore {
         self.view.read_before(before, limit, end)
     }
 
+    pub fn read_seqs(&mut self, seqs: &[u64]) -> Result<Vec<Event>> {
+        if self.lease.is_none() {
+            return Err(Error::HandleClosed { id: self.id.clone(), operation: "read" });
+        }
+        let end = self.view.known_end();
+        self.view.read_seqs(seqs, end)
+    }
+
     pub fn append(&mut self, batch: &EncodedBatch) -> Result<()> {
         self.check_usable("append")?;
         let expected = self.view.known_events();
@@ -348,6 +356,11 @@ impl LogWriter for JsonlWriter {
 
     async fn read_before(&mut self, before: u64, limit: u64) -> Result<Vec<Event>> {
         self.with_core(move |core| core.read_before(before, limit)).await
+    }
+
+    async fn read_seqs(&mut self, seqs: &[u64]) -> Result<Vec<Event>> {
+        let seqs = seqs.to_vec();
+        self.with_core(move |core| core.read_seqs(&seqs)).await
     }
 
     async fn append(&mut self, batch: &[Event]) -> Result<()> {

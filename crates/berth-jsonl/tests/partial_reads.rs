@@ -174,10 +174,10 @@ async fn cold_partial_reads_of_a_long_log_read_a_bounded_part_of_it() {
 }
 
 /// A point read of many seqs in order (a LangGraph saver's resume reads every fifth
-/// event of a thread) reaches each seq by walking forward from the one before instead
-/// of bisecting the rest of the file for each: a cold read of 1,000 seqs spaced 5 apart
-/// reads two short chunks (8 KiB) a seq, ~23× the bytes of the span they cover, where a
-/// bisection per seq read ~64×.
+/// event of a thread) is one forward pass over the span they cover, not a read per seq:
+/// a cold read of 1,000 seqs spaced 5 apart reads the span once (~1.1× its bytes, with
+/// the seek to its start and the committed end), where a read per seq read two short
+/// chunks (8 KiB) a seq, ~23× the span, and a bisection per seq ~64×.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cold_point_read_of_many_seqs_walks_forward_between_them() {
     let dir = tempfile::tempdir().unwrap();
@@ -195,7 +195,7 @@ async fn a_cold_point_read_of_many_seqs_walks_forward_between_them() {
     assert_eq!(events, seqs.iter().map(|&seq| log[seq as usize].clone()).collect::<Vec<_>>());
     let span_bytes = file_bytes * 5_000 / 20_000;
     eprintln!("log {file_bytes} B, span {span_bytes} B; a point read of {} seqs read {bytes} B", seqs.len());
-    assert!(bytes < 32 * span_bytes, "a point read of spaced seqs read {bytes} B for a span of {span_bytes} B");
+    assert!(bytes < span_bytes * 3 / 2, "a point read of spaced seqs read {bytes} B for a span of {span_bytes} B");
 }
 
 /// A log as a property case: event sizes, whether a torn record follows, the reads,

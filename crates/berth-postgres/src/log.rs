@@ -61,6 +61,10 @@ const LIST: &str = "SELECT header_json, incarnation, next_seq FROM session_heads
 const READ: &str = "SELECT seq, line FROM events \
      WHERE tenant = $1 AND session_id = $2 AND seq >= $3 AND seq < $4 ORDER BY seq";
 
+/// The events at the seqs `$3` (an array): an index lookup per seq, one round trip.
+const READ_SEQS: &str = "SELECT seq, line FROM events \
+     WHERE tenant = $1 AND session_id = $2 AND seq = ANY($3) ORDER BY seq";
+
 /// The last `$4` events before seq `$3`, newest first: a backward range scan of the
 /// primary key `(tenant, session_id, seq)` that stops after `$4` rows. Public for the
 /// plan check in `tests/backend.rs`.
@@ -399,6 +403,35 @@ async fn read_events(db: &Database, key: &SessionKey, offset: u64, length: u64) 
     Ok(events)
 }
 
+/// The events at `seqs` (distinct, ascending) of a session's committed log, in one
+/// query: those of the longest prefix of `seqs` below its end. A seq left out while a
+/// later one is there is a gap (`Corrupt`), as `read_events` finds one.
+async fn read_events_at(db: &Database, key: &SessionKey, seqs: &[u64]) -> Result<Vec<Event>, Failure> {
+    // A seq beyond `i64` is past the end of any log.
+    let asked: Vec<i64> = seqs.iter().map_while(|seq| i64::try_from(*seq).ok()).collect();
+    if asked.is_empty() {
+        return Ok(Vec::new());
+    }
+    let (tenant, session) = (key.tenant.to_string(), key.id.to_string());
+    let rows = db
+        .with_tenant("read events", key.tenant.as_str(), move |client| {
+            Box::pin(async move {
+                let statement = client.prepare_cached(READ_SEQS).await?;
+                Ok(client.query(&statement, &[&tenant, &session, &asked]).await?)
+            })
+        })
+        .await?;
+    let mut events = Vec::with_capacity(rows.len());
+    for (row, expected) in rows.iter().zip(seqs) {
+        let seq = to_u64("seq", row.get(0))?;
+        if seq != *expected {
+            return Err(gap(key, *expected, seq));
+        }
+        events.push(decode_event(key, Some(seq), row.get(1))?);
+    }
+    Ok(events)
+}
+
 /// Up to `limit` events before seq `before`, in ascending order (R-S15).
 async fn read_events_before(db: &Database, key: &SessionKey, before: u64, limit: u64) -> Result<Vec<Event>, Failure> {
     let before = i64::try_from(before).unwrap_or(i64::MAX);
@@ -725,6 +758,14 @@ impl LogReader for PostgresReader {
             })
             .await
     }
+
+    async fn read_seqs(&mut self, seqs: &[u64]) -> Result<Vec<Event>> {
+        let (db, key, seqs) = (self.db.clone(), self.key.clone(), seqs.to_vec());
+        self.db
+            .exec
+            .run(async move { read_events_at(&db, &key, &seqs).await.map_err(|failure| failure.into_error("read")) })
+            .await
+    }
 }
 
 /// A write handle's backend half: holds the lease, renews it in the background.
@@ -818,6 +859,17 @@ impl LogWriter for PostgresWriter {
         self.db
             .exec
             .run(async move { read_events(&db, &key, offset, length).await.map_err(|failure| failure.into_error("read")) })
+            .await
+    }
+
+    async fn read_seqs(&mut self, seqs: &[u64]) -> Result<Vec<Event>> {
+        if self.released {
+            return Err(Error::HandleClosed { id: self.key.id.to_string(), operation: "read" });
+        }
+        let (db, key, seqs) = (self.db.clone(), self.key.clone(), seqs.to_vec());
+        self.db
+            .exec
+            .run(async move { read_events_at(&db, &key, &seqs).await.map_err(|failure| failure.into_error("read")) })
             .await
     }
 

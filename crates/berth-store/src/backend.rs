@@ -114,6 +114,40 @@ pub trait LogReader: Send + Sync {
         let start = end.saturating_sub(limit);
         self.read(start, end - start).await
     }
+
+    /// The events at `seqs` (distinct, ascending), each as `read` returns it: those of
+    /// the longest prefix of `seqs` below the end of the valid, committed prefix, in order
+    /// (fewer than asked only when a seq is at or past the end). The default reads each
+    /// run of consecutive seqs with one `read`; a backend that can read many positions in
+    /// one pass does better.
+    async fn read_seqs(&mut self, seqs: &[u64]) -> Result<Vec<Event>> {
+        let mut events = Vec::with_capacity(seqs.len());
+        for (first, length) in seq_runs(seqs) {
+            let read = self.read(first, length).await?;
+            let short = (read.len() as u64) < length;
+            events.extend(read);
+            if short {
+                break;
+            }
+        }
+        Ok(events)
+    }
+}
+
+/// The runs of consecutive seqs in `seqs` (distinct, ascending), in order, each as its
+/// first seq and its length.
+fn seq_runs(seqs: &[u64]) -> impl Iterator<Item = (u64, u64)> + '_ {
+    let mut start = 0;
+    std::iter::from_fn(move || {
+        let first = *seqs.get(start)?;
+        let mut end = start + 1;
+        while end < seqs.len() && seqs[end] == seqs[end - 1].wrapping_add(1) {
+            end += 1;
+        }
+        let length = (end - start) as u64;
+        start = end;
+        Some((first, length))
+    })
 }
 
 /// `min(before, length of the log)` for a reader that can only read forwards: a
@@ -168,6 +202,20 @@ pub trait LogWriter: Send + Sync {
         let end = before.min(self.next_seq());
         let start = end.saturating_sub(limit);
         self.read(start, end - start).await
+    }
+
+    /// The events at `seqs` (distinct, ascending), as `LogReader::read_seqs` returns them.
+    async fn read_seqs(&mut self, seqs: &[u64]) -> Result<Vec<Event>> {
+        let mut events = Vec::with_capacity(seqs.len());
+        for (first, length) in seq_runs(seqs) {
+            let read = self.read(first, length).await?;
+            let short = (read.len() as u64) < length;
+            events.extend(read);
+            if short {
+                break;
+            }
+        }
+        Ok(events)
     }
 
     /// Appends a validated batch whose first seq is `next_seq()`. Durable on return when

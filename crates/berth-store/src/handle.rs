@@ -470,8 +470,9 @@ impl SessionHandle {
     /// seqs (`LimitExceeded` on the page size above it, nothing read); a seq at or past
     /// the end of the committed log is `NotFound` (`what: "event"`, `id`: the first such
     /// seq).
-    /// Each run of consecutive seqs is one `read`, so its guarantees (never a torn tail,
-    /// monotonic per handle) hold for every event returned.
+    /// One backend call reads them all (in one pass where the backend can), and each
+    /// event is read and checked as a `read` of its run of consecutive seqs would: never
+    /// a torn tail, monotonic per handle.
     pub async fn read_seqs(&self, seqs: &[u64]) -> Result<Vec<Event>> {
         let mut wanted = seqs.to_vec();
         wanted.sort_unstable();
@@ -483,21 +484,34 @@ impl SessionHandle {
                 actual: wanted.len() as u64,
             });
         }
-        let mut events = Vec::with_capacity(wanted.len());
-        let mut start = 0;
-        while start < wanted.len() {
-            let mut end = start + 1;
-            while end < wanted.len() && wanted[end] == wanted[end - 1] + 1 {
-                end += 1;
+        let shared = &self.shared;
+        shared.check_open("read")?;
+        if wanted.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut state = shared.state.lock().await;
+        let events = match &mut *state {
+            State::Pending => Vec::new(),
+            State::Writer(writer) => {
+                let events = writer.read_seqs(&wanted).await?;
+                check_seqs_shape(&shared.key, &wanted, &events)?;
+                events
             }
-            let (first, length) = (wanted[start], (end - start) as u64);
-            let run = self.read(first, Some(length)).await?;
-            if (run.len() as u64) < length {
-                let missing = first + run.len() as u64;
-                return Err(Error::NotFound { what: "event", id: missing.to_string() });
-            }
-            events.extend(run);
-            start = end;
+            State::Reader { reader, observed_len } => match shared.materialized_reader(reader).await? {
+                None => Vec::new(),
+                Some(reader) => {
+                    let events = reader.read_seqs(&wanted).await?;
+                    check_seqs_shape(&shared.key, &wanted, &events)?;
+                    check_monotonic_seqs(&shared.key, &wanted, events.len(), observed_len)?;
+                    events
+                }
+            },
+            State::Closed => return Err(Error::HandleClosed { id: shared.key.id.to_string(), operation: "read" }),
+        };
+        drop(state);
+        events.iter().try_for_each(check_stored)?;
+        if let Some(missing) = wanted.get(events.len()) {
+            return Err(Error::NotFound { what: "event", id: missing.to_string() });
         }
         Ok(events)
     }
@@ -754,6 +768,37 @@ fn check_monotonic(key: &SessionKey, offset: u64, length: u64, returned: u64, ob
     }
     if returned > 0 {
         *observed_len = (*observed_len).max(offset + returned);
+    }
+    Ok(())
+}
+
+/// A pair assertion on what a backend's `read_seqs` returned: the events of a prefix of
+/// `wanted`, in order.
+fn check_seqs_shape(key: &SessionKey, wanted: &[u64], events: &[Event]) -> Result<()> {
+    let misplaced = events.iter().zip(wanted).position(|(event, seq)| event.seq.get() != *seq);
+    let Some(index) = misplaced.or((events.len() > wanted.len()).then_some(wanted.len())) else {
+        return Ok(());
+    };
+    let found = events[index].seq.get();
+    Err(Error::Corrupt {
+        reason: format!("a point read of {key} returned seq {found} where another seq was asked"),
+        location: Location { artifact: key.to_string(), offset: None, seq: Some(found) },
+    })
+}
+
+/// A point read on a read handle never observes an older state than an earlier read on
+/// it: a seq it leaves out (the first past the end it found) is not below what was seen.
+fn check_monotonic_seqs(key: &SessionKey, wanted: &[u64], returned: usize, observed_len: &mut u64) -> Result<()> {
+    if let Some(&missing) = wanted.get(returned) {
+        if missing < *observed_len {
+            return Err(Error::Corrupt {
+                reason: format!("log of {key} shrank below {observed_len} events already read"),
+                location: Location { artifact: key.to_string(), offset: None, seq: Some(missing) },
+            });
+        }
+    }
+    if let Some(last) = returned.checked_sub(1).map(|index| wanted[index]) {
+        *observed_len = (*observed_len).max(last.saturating_add(1));
     }
     Ok(())
 }

@@ -83,6 +83,11 @@ fn slice_before(events: &[Event], before: u64, limit: u64) -> Vec<Event> {
     events[start..end].to_vec()
 }
 
+/// The events at `seqs` (ascending), up to the first one past the end.
+fn pick(events: &[Event], seqs: &[u64]) -> Vec<Event> {
+    seqs.iter().map_while(|seq| events.get(usize::try_from(*seq).ok()?)).cloned().collect()
+}
+
 fn slice(events: &[Event], offset: u64, length: u64) -> Vec<Event> {
     let start = usize::try_from(offset).unwrap_or(usize::MAX).min(events.len());
     let end = start.saturating_add(usize::try_from(length).unwrap_or(usize::MAX)).min(events.len());
@@ -195,6 +200,11 @@ impl LogReader for MemoryReader {
         let sessions = self.storage.sessions();
         Ok(sessions.get(&self.key).map(|session| slice_before(&session.events, before, limit)).unwrap_or_default())
     }
+
+    async fn read_seqs(&mut self, seqs: &[u64]) -> Result<Vec<Event>> {
+        let sessions = self.storage.sessions();
+        Ok(sessions.get(&self.key).map(|session| pick(&session.events, seqs)).unwrap_or_default())
+    }
 }
 
 struct MemoryWriter {
@@ -246,6 +256,10 @@ impl LogWriter for MemoryWriter {
 
     async fn read_before(&mut self, before: u64, limit: u64) -> Result<Vec<Event>> {
         self.with_session(|session| Ok(slice_before(&session.events, before, limit)))
+    }
+
+    async fn read_seqs(&mut self, seqs: &[u64]) -> Result<Vec<Event>> {
+        self.with_session(|session| Ok(pick(&session.events, seqs)))
     }
 
     async fn append(&mut self, batch: &[Event]) -> Result<()> {

@@ -53,7 +53,7 @@ impl LogView {
         }
     }
 
-    fn remember(&mut self, position: Position) {
+    pub(super) fn remember(&mut self, position: Position) {
         if position.seq <= self.known_events {
             return; // the validated prefix and its index cover it
         }
@@ -63,12 +63,12 @@ impl LogView {
         }
     }
 
-    fn corrupt_at(&self, reason: String, offset: u64, seq: Option<u64>) -> Error {
+    pub(super) fn corrupt_at(&self, reason: String, offset: u64, seq: Option<u64>) -> Error {
         Error::Corrupt { reason, location: Location { artifact: self.artifact.clone(), offset: Some(offset), seq } }
     }
 
     /// The error for a bad line that valid records follow (it is not a tail).
-    fn fault_inside(&self, fault: LineFault, offset: u64, seq: Option<u64>) -> Error {
+    pub(super) fn fault_inside(&self, fault: LineFault, offset: u64, seq: Option<u64>) -> Error {
         match fault {
             LineFault::Damaged => self.corrupt_at("damaged record inside the log".into(), offset, seq),
             LineFault::Invalid(reason) => self.corrupt_at(reason, offset, seq),
@@ -151,16 +151,22 @@ impl LogView {
             return Ok(Vec::new());
         }
         let length = length.min(end.seq - offset);
-        let lower = self.floor_position(offset);
-        let upper = match self.marks.range(offset..=end.seq).next() {
-            Some((&seq, &byte)) => Position { seq, offset: byte },
-            None => end,
-        };
-        let start = self.locate(offset, lower, upper)?;
+        let start = self.locate_below(offset, end)?;
         self.remember(start);
         let (events, after) = self.read_range(start, length, end.offset)?;
         self.remember(after);
         Ok(events)
+    }
+
+    /// Where seq `target` (below `end`, the committed end) starts, found between the
+    /// nearest verified positions around it.
+    pub(super) fn locate_below(&self, target: u64, end: Position) -> Result<Position> {
+        let lower = self.floor_position(target);
+        let upper = match self.marks.range(target..=end.seq).next() {
+            Some((&seq, &byte)) => Position { seq, offset: byte },
+            None => end,
+        };
+        self.locate(target, lower, upper)
     }
 
     /// Where seq `target` starts, between the verified positions `lower ≤ target ≤ upper`.

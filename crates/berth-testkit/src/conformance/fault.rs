@@ -215,6 +215,10 @@ impl LogWriter for FaultyWriter {
         self.inner.read_before(before, limit).await
     }
 
+    async fn read_seqs(&mut self, seqs: &[u64]) -> Result<Vec<Event>> {
+        self.inner.read_seqs(seqs).await
+    }
+
     async fn append(&mut self, batch: &[Event]) -> Result<()> {
         self.plan.before_append(&self.key).await?;
         self.inner.append(batch).await

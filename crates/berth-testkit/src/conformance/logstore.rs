@@ -11,7 +11,7 @@ use serde_json::json;
 
 pub use super::positions::{
     partial_reads_report_damage_inside_their_range_only, read_before_returns_the_events_before_a_seq_in_order,
-    read_before_sees_appends_by_another_handle, read_before_skips_a_torn_tail,
+    read_before_sees_appends_by_another_handle, read_before_skips_a_torn_tail, read_seqs_match_reads_of_each_seq,
     reads_at_any_position_match_the_full_log,
 };
 

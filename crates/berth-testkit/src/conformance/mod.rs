@@ -229,6 +229,7 @@ macro_rules! logstore_conformance {
                 read_handle_is_monotonic,
                 read_before_returns_the_events_before_a_seq_in_order,
                 reads_at_any_position_match_the_full_log,
+                read_seqs_match_reads_of_each_seq,
                 read_before_sees_appends_by_another_handle,
                 read_before_skips_a_torn_tail,
                 partial_reads_report_damage_inside_their_range_only,

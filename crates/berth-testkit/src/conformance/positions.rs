@@ -1,5 +1,5 @@
-//! Reads by position (R-S15): `read_before` (the N events before a seq, or the tail) and
-//! reads from an arbitrary seq, on write handles, warm read handles and read handles of
+//! Reads by position (R-S15): `read_before` (the N events before a seq, or the tail),
+//! reads from an arbitrary seq and point reads (`read_seqs`), on write handles, warm read handles and read handles of
 //! a fresh instance (a log no handle of that instance has open). Part of the `logstore`
 //! suite (re-exported there), so every backend runs them.
 //!
@@ -11,7 +11,10 @@ use super::fixtures::*;
 use super::ConformanceBackend;
 use crate::assert_matches;
 use berth_core::{Error, Event};
-use berth_store::{Access, LogStore, SessionHandle};
+use berth_store::{Access, LogStore, SessionHandle, READ_SEQS_MAX};
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
 
 /// A log of `count` small extension events, appended in batches.
 pub fn marker_log(count: u64) -> Vec<Event> {
@@ -113,6 +116,151 @@ pub async fn reads_at_any_position_match_the_full_log(backend: &dyn ConformanceB
     assert_eq!(shared.read(0, None).await.unwrap(), log, "and the whole log still reads");
 }
 
+/// A set of seqs a caller may ask a point read for, drawn from a log of `len` events:
+/// random seqs, runs, strides (with seq 0 or without), duplicates, any order, and now
+/// and then seqs at or past the end.
+fn random_seqs(rng: &mut StdRng, len: u64) -> Vec<u64> {
+    let mut seqs: Vec<u64> = match rng.gen_range(0..4) {
+        0 => (0..rng.gen_range(1..40)).map(|_| rng.gen_range(0..len)).collect(),
+        1 => {
+            let mut runs = Vec::new();
+            for _ in 0..rng.gen_range(1..6) {
+                let start = rng.gen_range(0..len);
+                runs.extend(start..(start + rng.gen_range(1..30)).min(len));
+            }
+            runs
+        }
+        2 => {
+            let stride = rng.gen_range(2..40);
+            let start = rng.gen_range(0..stride);
+            (start..len).step_by(stride as usize).take(READ_SEQS_MAX).collect()
+        }
+        _ => {
+            let start = rng.gen_range(0..len / 2);
+            let count = rng.gen_range(1..200);
+            (start..len).filter(|_| rng.gen_bool(0.3)).take(count).collect()
+        }
+    };
+    if rng.gen_bool(0.3) {
+        let twice: Vec<u64> = seqs.iter().copied().filter(|_| rng.gen_bool(0.2)).collect();
+        seqs.extend(twice);
+    }
+    if rng.gen_bool(0.2) {
+        seqs.push([len, len + 1, len + rng.gen_range(2..1_000), u64::MAX][rng.gen_range(0..4)]);
+    }
+    if rng.gen_bool(0.5) {
+        seqs.shuffle(rng);
+    }
+    seqs
+}
+
+/// What `read_seqs(seqs)` must answer on a log: the events at the distinct seqs,
+/// ascending, or `NotFound` naming the first seq at or past the end.
+fn expected_at(log: &[Event], seqs: &[u64]) -> Result<Vec<Event>, String> {
+    let mut wanted = seqs.to_vec();
+    wanted.sort_unstable();
+    wanted.dedup();
+    match wanted.iter().find(|seq| **seq >= log.len() as u64) {
+        Some(past) => Err(past.to_string()),
+        None => Ok(wanted.iter().map(|seq| log[*seq as usize].clone()).collect()),
+    }
+}
+
+/// `read_seqs`, with `NotFound` as the seq it names (any other error fails the test).
+async fn point_read(handle: &SessionHandle, asked: &[u64], what: &str) -> Result<Vec<Event>, String> {
+    match handle.read_seqs(asked).await {
+        Ok(events) => Ok(events),
+        Err(Error::NotFound { what: "event", id }) => Err(id),
+        Err(error) => panic!("{what}: {error}"),
+    }
+}
+
+async fn check_at(handle: &SessionHandle, log: &[Event], asked: &[u64], what: &str) {
+    let what = format!("{what}: {} seqs from {:?}", asked.len(), &asked[..asked.len().min(8)]);
+    let outcome = point_read(handle, asked, &what).await;
+    let expected = expected_at(log, asked);
+    if let (Ok(events), Ok(expected)) = (&outcome, &expected) {
+        assert_eq!(seqs(events), seqs(expected), "{what}");
+    }
+    assert_eq!(outcome, expected, "{what}");
+}
+
+/// Reads each asked seq on its own (`read(seq, 1)`), as a point read must answer.
+async fn per_seq_reads(handle: &SessionHandle, asked: &[u64]) -> Result<Vec<Event>, String> {
+    let mut wanted = asked.to_vec();
+    wanted.sort_unstable();
+    wanted.dedup();
+    let mut events = Vec::new();
+    for seq in wanted {
+        match handle.read(seq, Some(1)).await.expect("one-event read").pop() {
+            Some(event) => events.push(event),
+            None => return Err(seq.to_string()),
+        }
+    }
+    Ok(events)
+}
+
+/// A point read (`read_seqs`) answers exactly what a one-event `read` of each asked seq
+/// answers — each once, ascending, whatever the order or repetition asked; `NotFound`
+/// naming the first seq at or past the end — for random sets (runs, gaps, strides,
+/// duplicates, past the end) on the write handle, a read handle that read the whole
+/// log, read handles that read half of it, and read handles of a fresh instance (a new
+/// one per read, and one for every read). Above `READ_SEQS_MAX` distinct seqs it is
+/// `LimitExceeded`, nothing read.
+pub async fn read_seqs_match_reads_of_each_seq(backend: &dyn ConformanceBackend) {
+    let store = backend.store().await;
+    let len = 1_500u64;
+    let log = marker_log(len);
+    let header = header("point-reads");
+    let key = header.key();
+    let writer = store.create(header).await.unwrap();
+    for batch in log.chunks(500) {
+        writer.append(batch).await.unwrap();
+    }
+    writer.flush().await.unwrap();
+    let warm = store.open(&key, Access::Read).await.unwrap();
+    assert_eq!(warm.read(0, None).await.unwrap(), log);
+    let other = backend.reopen().await;
+    let shared_cold = match &other {
+        Some(other) => Some(other.open(&key, Access::Read).await.unwrap()),
+        None => None,
+    };
+    let mut rng = StdRng::seed_from_u64(53);
+    for case in 0..40 {
+        let asked = random_seqs(&mut rng, len);
+        let what = |handle: &str| format!("case {case}, {handle}");
+        let single = store.open(&key, Access::Read).await.unwrap();
+        let one_by_one = per_seq_reads(&single, &asked).await;
+        let fresh = store.open(&key, Access::Read).await.unwrap();
+        let what_fresh = what("a fresh reader against one-event reads");
+        assert_eq!(point_read(&fresh, &asked, &what_fresh).await, one_by_one, "{what_fresh}");
+        check_at(&writer, &log, &asked, &what("writer")).await;
+        check_at(&warm, &log, &asked, &what("warm reader")).await;
+        let half = store.open(&key, Access::Read).await.unwrap();
+        assert_eq!(half.read(0, Some(len / 2)).await.unwrap(), log[..len as usize / 2]);
+        check_at(&half, &log, &asked, &what("half-read reader")).await;
+        if let (Some(other), Some(shared_cold)) = (&other, &shared_cold) {
+            let cold = other.open(&key, Access::Read).await.unwrap();
+            check_at(&cold, &log, &asked, &what("cold reader")).await;
+            cold.close().await.unwrap();
+            check_at(shared_cold, &log, &asked, &what("shared cold reader")).await;
+        }
+    }
+    if other.is_none() {
+        skipped(backend.name(), "read_seqs_match_reads_of_each_seq", "reopen");
+    }
+    // The limit counts distinct seqs, and refuses before reading.
+    let page: Vec<u64> = (0..READ_SEQS_MAX as u64).chain(0..10).collect();
+    check_at(&warm, &log, &page, "a full page with repeats").await;
+    let over: Vec<u64> = (0..=READ_SEQS_MAX as u64).collect();
+    assert_matches!(warm.read_seqs(&over).await, Err(Error::LimitExceeded { .. }));
+    // An empty set reads nothing; a closed handle refuses.
+    assert_eq!(warm.read_seqs(&[]).await.unwrap(), []);
+    warm.close().await.unwrap();
+    assert_matches!(warm.read_seqs(&[1]).await, Err(Error::HandleClosed { .. }));
+    writer.close().await.unwrap();
+}
+
 /// Freshness and monotonic reads: a read handle's `read_before` sees events another
 /// handle (of this instance or another) appended after its earlier reads.
 pub async fn read_before_sees_appends_by_another_handle(backend: &dyn ConformanceBackend) {
@@ -163,6 +311,14 @@ pub async fn read_before_skips_a_torn_tail(backend: &dyn ConformanceBackend) {
     let cold = other.open(&key, Access::Read).await.unwrap();
     assert_eq!(cold.read(290, None).await.unwrap(), log[290..], "a cold read from a seq stops before it");
     assert_eq!(cold.read(300, None).await.unwrap(), [], "the torn record is never served");
+    let cold = other.open(&key, Access::Read).await.unwrap();
+    assert_eq!(
+        cold.read_seqs(&[280, 299]).await.unwrap(),
+        [log[280].clone(), log[299].clone()],
+        "point reads before it"
+    );
+    // A point read of the torn record's seq: `NotFound`, as a seq past the end.
+    assert_matches!(cold.read_seqs(&[290, 299, 300]).await, Err(Error::NotFound { id, .. }) if id == "300");
 }
 
 /// Damage inside the range a partial read covers is `Corrupt`; damage outside it is
@@ -183,9 +339,12 @@ pub async fn partial_reads_report_damage_inside_their_range_only(backend: &dyn C
     assert_matches!(cold().await.read_before(201, 1).await, Err(Error::Corrupt { .. }));
     assert_matches!(cold().await.read(195, Some(10)).await, Err(Error::Corrupt { .. }));
     assert_matches!(cold().await.read(200, Some(1)).await, Err(Error::Corrupt { .. }));
+    assert_matches!(cold().await.read_seqs(&[10, 200, 300]).await, Err(Error::Corrupt { .. }));
+    assert_matches!(cold().await.read_seqs(&[198, 199, 200]).await, Err(Error::Corrupt { .. }));
     // Outside the range, and away from the records a seek steps on: not noticed. (A
     // read just after the damage may step on it while it seeks, and then reports it.)
     check_before(&cold().await, &log, u64::MAX, 20, "the tail, far from the damage").await;
     check_before(&cold().await, &log, 200, 10, "just before the damage").await;
     assert_eq!(cold().await.read(300, Some(10)).await.unwrap(), log[300..310], "well after the damage");
+    assert_eq!(cold().await.read_seqs(&[300, 305]).await.unwrap(), [log[300].clone(), log[305].clone()]);
 }
