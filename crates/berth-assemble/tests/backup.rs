@@ -601,3 +601,42 @@ fn the_manifest_format_is_pinned() {
     berth_golden::assert_golden(&golden, "the backup manifest", &bytes);
     assert_eq!(Manifest::read(dir.path()).unwrap(), manifest);
 }
+
+/// A preallocated log (log format version 2) with the zero tail a killed writer leaves:
+/// the backup copies its data only, so nothing is truncated at restore and an
+/// incremental backup finds the log unchanged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_preallocated_logs_zero_tail_is_left_out_of_the_backup() {
+    let dir = tempfile::tempdir().unwrap();
+    let (data, chain, restored) = (dir.path().join("data"), dir.path().join("chain"), dir.path().join("restored"));
+    std::fs::create_dir(&chain).unwrap();
+    let url = StoreUrl::Embedded(data.clone());
+    let jsonl = berth_jsonl::JsonlOptions { preallocate: true, ..berth_jsonl::JsonlOptions::default() };
+    let options_with_prealloc = AssembleOptions { jsonl, ..AssembleOptions::default() };
+    let service =
+        Arc::new(open_service_with(&url, options_with_prealloc, berth_assemble::system_clock()).await.unwrap());
+    create(&service, "a").await;
+    append(&service, "a", 0, 3).await;
+    service.shutdown().await.unwrap();
+    let log = data.join("tenants/acme/sessions/a/session.jsonl");
+    let written = std::fs::read(&log).unwrap();
+    assert!(written.starts_with(b"{\"berth\":\"session\",\"version\":2,"), "a preallocated log");
+    let mut with_tail = written.clone();
+    with_tail.resize(written.len() + 200_000, 0);
+    std::fs::write(&log, &with_tail).unwrap();
+
+    let full = take(&data, &chain.join("full"), options()).await;
+    assert_eq!(full.logs_copied, 1);
+    let copy = std::fs::read(chain.join("full/tenants/acme/sessions/a/session.jsonl")).unwrap();
+    assert_eq!(copy, written, "the copy holds the data, not the tail");
+    let mut since = options();
+    since.since = Some(chain.join("full"));
+    let next = take(&data, &chain.join("inc1"), since).await;
+    assert_eq!((next.logs_copied, next.logs_unchanged), (0, 1), "{next:?}");
+    let report = restore(&chain.join("inc1"), &restored).await.unwrap();
+    assert_eq!((report.logs_truncated, report.bytes_truncated), (0, 0));
+    assert!(berth_jsonl::fsck::check_root(&restored).unwrap().iter().all(|report| report.status.is_ok()));
+    let restored_service = open(&restored).await;
+    assert_eq!(check_events(&restored_service, "a").await, 3);
+    restored_service.shutdown().await.unwrap();
+}

@@ -62,9 +62,13 @@ pub fn service_principal() -> Principal {
     Principal { role: Role::Service, ..Principal::user(tenant(), scope().user, None) }
 }
 
-/// The embedded backend as shipped: `fdatasync` on every append.
+/// The embedded backend as shipped: `fdatasync` on every append. With
+/// `BERTH_BENCH_PREALLOCATE=1`, logs are preallocated (`JsonlOptions::preallocate`, off
+/// by default), to measure it against the same run without.
 pub fn jsonl_store(dir: &Path) -> Result<LogStore> {
-    Ok(LogStore::new(Arc::new(JsonlBackend::open(dir, JsonlOptions::default())?)))
+    let preallocate = std::env::var("BERTH_BENCH_PREALLOCATE").is_ok_and(|value| value == "1");
+    let options = JsonlOptions { preallocate, ..JsonlOptions::default() };
+    Ok(LogStore::new(Arc::new(JsonlBackend::open(dir, options)?)))
 }
 
 /// The embedded backend on a file layer whose syncs are no-ops: only for populating

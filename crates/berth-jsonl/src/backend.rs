@@ -8,6 +8,7 @@ use crate::format::{self, LineCursor, LineFault, NextLine, LOG_FILE, LOG_TEMP_PR
 use crate::fs::{write_all_at, Fs, FsFile, OpenOptions, OsFs};
 use crate::lease;
 use crate::log::{FileSource, LogView, SparseIndex};
+use crate::prealloc::Prealloc;
 use crate::writer::{JsonlWriter, PendingTruncation, WriterCore};
 use async_trait::async_trait;
 use berth_core::{Epoch, Error, Event, Location, Result, SessionHeader, SessionId, SessionKey};
@@ -32,19 +33,35 @@ pub enum Durability {
 #[derive(Clone)]
 pub struct JsonlOptions {
     pub durability: Durability,
+    /// Create logs that grow in preallocated, zero-filled extents (log format version
+    /// 2), so that a `PerAppend` append's `fdatasync` flushes data without a metadata
+    /// commit. Logs created without it stay classic (version 1); a version-2 log is
+    /// read and written correctly either way.
+    pub preallocate: bool,
+    /// Appends a write handle makes before it starts preallocating (so a short-lived
+    /// handle never does); tests set 0 to preallocate from the first append.
+    pub preallocate_after_appends: u64,
     /// The file system (the real one, or a fault-injecting one in tests).
     pub fs: Arc<dyn Fs>,
 }
 
 impl Default for JsonlOptions {
     fn default() -> Self {
-        JsonlOptions { durability: Durability::PerAppend, fs: Arc::new(OsFs) }
+        JsonlOptions {
+            durability: Durability::PerAppend,
+            preallocate: false,
+            preallocate_after_appends: crate::prealloc::APPENDS_BEFORE,
+            fs: Arc::new(OsFs),
+        }
     }
 }
 
 impl std::fmt::Debug for JsonlOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("JsonlOptions").field("durability", &self.durability).finish_non_exhaustive()
+        f.debug_struct("JsonlOptions")
+            .field("durability", &self.durability)
+            .field("preallocate", &self.preallocate)
+            .finish_non_exhaustive()
     }
 }
 
@@ -273,15 +290,22 @@ impl JsonlBackend {
             Err(error) => return Err(open_error(&error, key, &artifact, "open log")),
         };
         let meta = file.metadata().map_err(|error| Error::io("stat log", &error))?;
-        let (record, _) = read_header(file.as_ref(), key, &artifact)?;
-        // Only the log's own identity and times: the lock and epoch files are separate,
-        // so ownership churn never changes the token.
-        let token = format!("jsonl:{}:{}:{}:{}:{}", meta.dev, meta.ino, meta.len, meta.mtime_ns, meta.ctime_ns);
+        let (record, header_len) = read_header(file.as_ref(), key, &artifact)?;
+        // The size of the data: an append into a preallocated tail changes it, not the
+        // file's length (one byte read when the log has no tail).
+        let size = match record.zero_tail {
+            true => format::zero_tail::first_nul(&FileSource(file.as_ref()), header_len, meta.len)
+                .map_err(|error| Error::io("read log", &error))?,
+            false => meta.len,
+        };
+        // Only the log's own identity, data size and times: the lock and epoch files are
+        // separate, so ownership churn never changes the token.
+        let token = format!("jsonl:{}:{}:{}:{}:{}", meta.dev, meta.ino, size, meta.mtime_ns, meta.ctime_ns);
         Ok(Some(LogStat {
             header: record.header,
             change_token: ChangeToken(token),
             event_count: None,
-            size_bytes: Some(meta.len),
+            size_bytes: Some(size),
         }))
     }
 
@@ -342,7 +366,8 @@ impl JsonlBackend {
             .open(&self.log_path(key), OpenOptions::read_only())
             .map_err(|error| open_error(&error, key, &artifact, "open log"))?;
         let (record, header_len) = read_header(file.as_ref(), key, &artifact)?;
-        let view = LogView::new(file, artifact, header_len, record.epoch);
+        let mut view = LogView::new(file, artifact, header_len, record.epoch);
+        view.set_zero_tail(record.zero_tail);
         Ok(JsonlReader { header: record.header, view: Arc::new(Mutex::new(view)) })
     }
 
@@ -388,6 +413,10 @@ impl JsonlBackend {
         let mut view = LogView::new(file, artifact, outcome.header_len, record.epoch);
         view.set_index(index);
         view.set_known(outcome.events, outcome.committed_len, outcome.last_epoch);
+        view.set_zero_tail(record.zero_tail);
+        let options = &self.inner.options;
+        let prealloc =
+            record.zero_tail.then(|| Prealloc::new(options.preallocate, options.preallocate_after_appends, len));
         Ok(WriterCore::new(
             self.inner.options.fs.clone(),
             key.id.to_string(),
@@ -398,6 +427,7 @@ impl JsonlBackend {
             epoch,
             self.inner.options.durability,
             torn,
+            prealloc,
         ))
     }
 
@@ -431,7 +461,9 @@ impl JsonlBackend {
         // later writer takes the larger of the two (§5 of docs/reference/storage-format.md). An
         // unpublished attempt's epoch was never seen, so reusing it after a crash is safe.
         let epoch = Epoch(lease::read_epoch(fs, &session_dir, &self.relative(&session_dir))?.0 + 1);
-        let mut bytes = format::encode_header_line(header, epoch);
+        let zero_tail = self.inner.options.preallocate
+            && format::log_version(header.version, true) == format::LOG_FORMAT_VERSION_ZERO_TAIL;
+        let mut bytes = format::encode_header_line_for(header, epoch, zero_tail);
         let header_len = bytes.len() as u64;
         let mut line_offsets = Vec::with_capacity(first_batch.len());
         for event in first_batch {
@@ -452,6 +484,9 @@ impl JsonlBackend {
             .map_err(|error| open_error(&error, &key, &artifact, "open log"))?;
         let mut view = LogView::new(file, artifact, header_len, epoch);
         view.note_appended(0, &line_offsets, bytes.len() as u64, epoch);
+        view.set_zero_tail(zero_tail);
+        let after = self.inner.options.preallocate_after_appends;
+        let prealloc = zero_tail.then(|| Prealloc::new(true, after, bytes.len() as u64));
         Ok(WriterCore::new(
             self.inner.options.fs.clone(),
             key.id.to_string(),
@@ -462,6 +497,7 @@ impl JsonlBackend {
             epoch,
             self.inner.options.durability,
             None,
+            prealloc,
         ))
     }
 
@@ -719,7 +755,7 @@ fn read_current(view: &Mutex<LogView>, read: impl Fn(&mut LogView, u64) -> Resul
     let mut attempts = 0;
     loop {
         attempts += 1;
-        let len = view.file.len().map_err(|error| Error::io("stat log", &error))?;
+        let len = view.data_end_now().map_err(|error| Error::io("stat log", &error))?;
         match read(&mut view, len) {
             Err(Error::Io { kind: io::ErrorKind::UnexpectedEof, .. }) if attempts < 2 => continue,
             outcome => return outcome,

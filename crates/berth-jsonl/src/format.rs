@@ -35,8 +35,27 @@ pub const BROKEN_PREFIX: &str = "session.jsonl.broken-";
 pub const HEADER_MAGIC: &str = "session";
 /// The `berth` field of an epoch record.
 pub const EPOCH_MAGIC: &str = "epoch";
-/// The format version this build writes and reads (the header's `version`).
-pub const LOG_FORMAT_VERSION: u32 = SESSION_FORMAT_VERSION;
+/// The newest log format version this build reads (the header line's `version`). Log
+/// versions 0 and 1 are session format versions 0 and 1; log version 2
+/// (`LOG_FORMAT_VERSION_ZERO_TAIL`) holds session format version 1 in a file that may end
+/// in a zero-filled, preallocated tail (`zero_tail`). A berth that reads only up to
+/// version 1 refuses a version-2 log as "written by a newer berth".
+pub const LOG_FORMAT_VERSION: u32 = LOG_FORMAT_VERSION_ZERO_TAIL;
+/// The log format version of a log that may carry a zero-filled, preallocated tail.
+pub const LOG_FORMAT_VERSION_ZERO_TAIL: u32 = 2;
+const _: () = assert!(SESSION_FORMAT_VERSION == 1, "a new session format version needs a new log version");
+
+/// The log format version a header of session format `session_version` is written with.
+/// Only a log of the current session format can be preallocated.
+pub fn log_version(session_version: u32, zero_tail: bool) -> u32 {
+    if zero_tail && session_version == SESSION_FORMAT_VERSION {
+        LOG_FORMAT_VERSION_ZERO_TAIL
+    } else {
+        session_version
+    }
+}
+
+pub mod zero_tail;
 
 /// Every record ends with `CRC_OPEN`, 8 lowercase hex digits, `CRC_CLOSE`, then `\n`.
 pub const CRC_OPEN: &[u8] = b",\"crc\":\"";
@@ -122,10 +141,26 @@ fn with_epoch(mut object: Vec<u8>, epoch: Epoch) -> Vec<u8> {
     object
 }
 
-/// The header record: `{"berth":"session","version":…,…header fields…,"epoch":N,"crc":"…"}\n`.
+/// The header record: `{"berth":"session","version":…,…header fields…,"epoch":N,"crc":"…"}\n`,
+/// of a classic log (no zero tail; its `version` is the session format version).
 pub fn encode_header_line(header: &SessionHeader, epoch: Epoch) -> Vec<u8> {
+    encode_header_line_for(header, epoch, false)
+}
+
+/// The header record of a log that may carry a zero-filled tail (`zero_tail`; log
+/// format version 2 for a header of the current session format), or of a classic log.
+pub fn encode_header_line_for(header: &SessionHeader, epoch: Epoch, zero_tail: bool) -> Vec<u8> {
     // Serializing a header (strings, integers, plain structs) into memory cannot fail.
-    let fields = serde_json::to_vec(header).unwrap_or_else(|_| b"{}".to_vec());
+    let mut fields = serde_json::to_vec(header).unwrap_or_else(|_| b"{}".to_vec());
+    let version = log_version(header.version, zero_tail);
+    if version != header.version {
+        // `version` is the header's first field (`SessionHeader`'s serde order).
+        let old = format!("{{\"version\":{},", header.version);
+        if fields.starts_with(old.as_bytes()) {
+            let new = format!("{{\"version\":{version},");
+            fields.splice(..old.len(), new.into_bytes());
+        }
+    }
     let mut line = format!("{{\"berth\":\"{HEADER_MAGIC}\"").into_bytes();
     if fields.len() > 2 {
         line.push(b',');
@@ -185,6 +220,9 @@ pub enum LineFault {
 pub struct HeaderRecord {
     pub header: SessionHeader,
     pub epoch: Epoch,
+    /// Log format version 2: the file may end in a zero-filled, preallocated tail, which
+    /// is unwritten space, never data and never damage.
+    pub zero_tail: bool,
 }
 
 #[derive(Deserialize)]
@@ -202,12 +240,10 @@ pub fn decode_header_line(line: &[u8]) -> Result<HeaderRecord, LineFault> {
         if probe.berth.as_deref() == Some(HEADER_MAGIC) {
             if let Some(version) = probe.version {
                 if version > u64::from(LOG_FORMAT_VERSION) {
-                    let version = u32::try_from(version).unwrap_or(u32::MAX);
-                    let reason = match berth_core::header::check_version(version, None) {
-                        Err(Error::FormatUnsupported { reason, .. }) => reason,
-                        _ => format!("session format version {version} was written by a newer berth"),
-                    };
-                    return Err(LineFault::Unsupported(reason));
+                    return Err(LineFault::Unsupported(format!(
+                        "session log format version {version} was written by a newer berth (this build reads \
+                         log versions up to {LOG_FORMAT_VERSION}); upgrade berth to open it"
+                    )));
                 }
             }
         }
@@ -222,6 +258,12 @@ pub fn decode_header_line(line: &[u8]) -> Result<HeaderRecord, LineFault> {
         return Err(LineFault::Invalid(format!("line 1 is not a berth header (no \"berth\":\"{HEADER_MAGIC}\")")));
     }
     fields.remove("crc");
+    let zero_tail =
+        fields.get("version").and_then(|value| value.as_u64()) == Some(u64::from(LOG_FORMAT_VERSION_ZERO_TAIL));
+    if zero_tail {
+        // Log version 2 holds a header of session format version 1.
+        fields.insert("version".into(), serde_json::Value::from(SESSION_FORMAT_VERSION));
+    }
     let epoch = fields
         .remove("epoch")
         .and_then(|value| value.as_u64())
@@ -233,7 +275,7 @@ pub fn decode_header_line(line: &[u8]) -> Result<HeaderRecord, LineFault> {
         return Err(LineFault::Unsupported(error.to_string()));
     }
     header.validate().map_err(|error| LineFault::Invalid(format!("header: {error}")))?;
-    Ok(HeaderRecord { header, epoch: Epoch(epoch) })
+    Ok(HeaderRecord { header, epoch: Epoch(epoch), zero_tail })
 }
 
 #[derive(Deserialize)]
@@ -348,6 +390,12 @@ impl ReadAt for [u8] {
         let count = buf.len().min(self.len() - start);
         buf[..count].copy_from_slice(&self[start..start + count]);
         Ok(count)
+    }
+}
+
+impl ReadAt for std::fs::File {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        std::os::unix::fs::FileExt::read_at(self, buf, offset)
     }
 }
 
@@ -541,6 +589,9 @@ pub struct ScanOutcome {
     /// Largest epoch in the committed prefix (header included).
     pub last_epoch: Epoch,
     pub status: ScanStatus,
+    /// Zero-filled bytes after the committed prefix of a preallocated log (log format
+    /// version 2) whose status is `Clean`: unwritten space, neither data nor damage.
+    pub zero_tail: u64,
 }
 
 impl ScanOutcome {
@@ -570,6 +621,7 @@ pub fn scan(bytes: &[u8]) -> ScanOutcome {
         committed_len: 0,
         last_epoch: Epoch(0),
         status: ScanStatus::Corrupt { reason: error.to_string(), offset: 0, seq: None },
+        zero_tail: 0,
     })
 }
 
@@ -590,6 +642,7 @@ pub fn scan_source<S: ReadAt + ?Sized>(
         committed_len: 0,
         last_epoch: Epoch(0),
         status: ScanStatus::Clean,
+        zero_tail: 0,
     };
     let header_fault = match cursor.next_line(source)? {
         NextLine::Line { bytes, .. } => match decode_header_line(bytes) {
@@ -614,6 +667,15 @@ pub fn scan_source<S: ReadAt + ?Sized>(
     }
     outcome.header_len = cursor.position();
     outcome.committed_len = cursor.position();
+    // A preallocated log's data ends where its trailing zeros begin: the records are
+    // scanned up to there, and the zeros are unwritten space, not a torn tail.
+    let data_end = match &outcome.header {
+        Some(record) if record.zero_tail => zero_tail::data_end(source, outcome.header_len, len)?,
+        _ => len,
+    };
+    if data_end < len {
+        cursor = LineCursor::new(outcome.header_len, data_end);
+    }
     loop {
         let seq = outcome.events;
         let (offset, fault) = match cursor.next_line(source)? {
@@ -630,8 +692,15 @@ pub fn scan_source<S: ReadAt + ?Sized>(
                 Err(fault) => (offset, fault),
             },
         };
-        outcome.status = classify_fault(source, len, offset, seq, fault)?;
+        outcome.status = match classify_fault(source, data_end, offset, seq, fault)? {
+            // What a torn tail's truncation removes includes the zeros after it.
+            ScanStatus::TornTail { .. } => ScanStatus::TornTail { torn_bytes: len - offset },
+            status => status,
+        };
         break;
+    }
+    if outcome.status == ScanStatus::Clean {
+        outcome.zero_tail = len - outcome.committed_len;
     }
     Ok(outcome)
 }

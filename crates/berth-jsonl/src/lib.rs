@@ -20,6 +20,7 @@ pub mod fs;
 pub mod fsck;
 mod lease;
 mod log;
+mod prealloc;
 mod writer;
 
 pub use backend::{Durability, JsonlBackend, JsonlOptions, JsonlReader};

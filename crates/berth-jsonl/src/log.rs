@@ -107,6 +107,8 @@ pub struct LogView {
     /// Record starts (seq → byte offset) past the validated prefix that reads through
     /// `seek` verified, at most `seek::MARKS_MAX`: later reads start from them.
     marks: BTreeMap<u64, u64>,
+    /// The log may end in a zero-filled, preallocated tail (log format version 2).
+    zero_tail: bool,
 }
 
 impl LogView {
@@ -124,7 +126,26 @@ impl LogView {
             last_epoch: header_epoch,
             damage: None,
             marks: BTreeMap::new(),
+            zero_tail: false,
         }
+    }
+
+    /// Marks the log as one that may end in a zero-filled tail (log format version 2).
+    pub fn set_zero_tail(&mut self, zero_tail: bool) {
+        self.zero_tail = zero_tail;
+    }
+
+    /// Where the log's data ends now, as a reader that does not write it sees it: the
+    /// file's length, or, for a log that may carry a zero tail, the first `\0` from the
+    /// end of the validated prefix on (`zero_tail::first_nul`): the bytes before it are
+    /// records and perhaps an append in progress, the bytes after it unwritten space.
+    pub fn data_end_now(&self) -> io::Result<u64> {
+        let len = self.file.len()?;
+        if !self.zero_tail || len <= self.known_end {
+            return Ok(len);
+        }
+        let from = self.marks.values().copied().filter(|offset| *offset <= len).max().unwrap_or(0).max(self.known_end);
+        format::zero_tail::first_nul(&FileSource(self.file.as_ref()), from, len)
     }
 
     pub fn known_events(&self) -> u64 {

@@ -7,15 +7,17 @@
 //! poisoned: every later append or sync fails `Poisoned` without touching the disk.
 
 use crate::backend::Durability;
-use crate::format::{self, BROKEN_PREFIX, READ_CHUNK_BYTES};
+use crate::format::{self, zero_tail, BROKEN_PREFIX, READ_CHUNK_BYTES};
 use crate::fs::{read_full_at, write_all_at, Fs, OpenOptions};
 use crate::lease::Lease;
-use crate::log::LogView;
+use crate::log::{FileSource, LogView};
+use crate::prealloc::{self, Prealloc};
 use async_trait::async_trait;
 use berth_core::{Epoch, Error, Event, Result, SessionHeader};
 use berth_store::{LogWriter, TailRecovery};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
 
 /// A batch encoded for one writer epoch: the bytes to append, and where each record
 /// starts inside them.
@@ -65,6 +67,9 @@ pub(crate) struct WriterCore {
     pub recovery: Option<TailRecovery>,
     durable: DurablePoint,
     poisoned: Option<String>,
+    /// The zero tail of a preallocated log (log format version 2); `None` for a
+    /// classic log.
+    prealloc: Option<Prealloc>,
 }
 
 impl WriterCore {
@@ -79,6 +84,7 @@ impl WriterCore {
         epoch: Epoch,
         durability: Durability,
         torn: Option<PendingTruncation>,
+        prealloc: Option<Prealloc>,
     ) -> WriterCore {
         let durable =
             DurablePoint { end: view.known_end(), events: view.known_events(), last_epoch: view.last_epoch() };
@@ -96,7 +102,18 @@ impl WriterCore {
             recovery,
             durable,
             poisoned: None,
+            // Preallocation needs a sync per append to stay off the append's path: with
+            // `Barrier` durability a handle only writes into a tail it found.
+            prealloc: prealloc.map(|mut prealloc| {
+                prealloc.extend &= durability == Durability::PerAppend;
+                prealloc
+            }),
         }
+    }
+
+    /// The file's length as this writer knows it: its data, then any zero tail.
+    pub fn allocated_end(&self) -> u64 {
+        self.prealloc.as_ref().map_or(self.view.known_end(), |prealloc| prealloc.alloc_end)
     }
 
     pub fn next_seq(&self) -> u64 {
@@ -161,8 +178,48 @@ impl WriterCore {
         self.view.note_appended(batch.first_seq, &offsets, end, self.epoch);
         if self.durability == Durability::PerAppend {
             self.mark_durable();
+            self.preallocate();
         }
         Ok(())
+    }
+
+    /// After a durable append: fills the next extent with zeros and syncs it when the
+    /// space left is running out (`Prealloc::after_append`). The append is durable
+    /// already, so a failure here does not fail it; it poisons the handle like any
+    /// failed write or sync (rolled back to the durable end, the tail with it).
+    fn preallocate(&mut self) {
+        let end = self.view.known_end();
+        let Some((from, to)) = self.prealloc.as_mut().and_then(|prealloc| prealloc.after_append(end, Instant::now()))
+        else {
+            return;
+        };
+        match prealloc::fill_zeros(self.view.file.as_ref(), from, to) {
+            Ok(()) => {
+                if let Some(prealloc) = self.prealloc.as_mut() {
+                    prealloc.extended(to, Instant::now());
+                }
+            }
+            Err(error) => {
+                let _ = self.fail("preallocate", &error, self.durable.end);
+            }
+        }
+    }
+
+    /// Gives the zero tail back (`ftruncate` to the data end), on close or when idle.
+    /// Not synced: a power loss may bring the tail back, and a tail is never data nor
+    /// damage. A failure leaves the tail, which is harmless, and is only logged.
+    pub fn give_back_tail(&mut self) {
+        let end = self.view.known_end();
+        let Some(prealloc) = self.prealloc.as_mut() else {
+            return;
+        };
+        if prealloc.alloc_end <= end || self.poisoned.is_some() {
+            return;
+        }
+        match self.view.file.set_len(end) {
+            Ok(()) => prealloc.truncated(end),
+            Err(error) => tracing::warn!(session = %self.id, %error, "could not give back a log's preallocated tail"),
+        }
     }
 
     pub fn sync(&mut self) -> Result<()> {
@@ -178,6 +235,9 @@ impl WriterCore {
     }
 
     pub fn release(&mut self) {
+        if self.lease.is_some() {
+            self.give_back_tail();
+        }
         self.lease = None;
     }
 
@@ -202,6 +262,9 @@ impl WriterCore {
         };
         let rollback_len = rollback_len.min(self.view.known_end());
         self.view.forget_from(events, rollback_len, last_epoch);
+        if let Some(prealloc) = self.prealloc.as_mut() {
+            prealloc.truncated(rollback_len);
+        }
         let rollback = match &rolled_back {
             Ok(()) => format!("rolled back to {rollback_len} bytes"),
             Err(rollback_error) => format!("rollback to {rollback_len} bytes also failed: {rollback_error}"),
@@ -220,6 +283,9 @@ impl WriterCore {
         match self.copy_and_truncate(torn) {
             Ok(kept_copy) => {
                 self.torn = None;
+                if let Some(prealloc) = self.prealloc.as_mut() {
+                    prealloc.truncated(torn.committed_len);
+                }
                 self.recovery = Some(TailRecovery { torn_bytes: torn.torn_bytes, kept_copy });
                 Ok(())
             }
@@ -244,10 +310,17 @@ impl WriterCore {
             .fs
             .open(&copy_path, OpenOptions::write_truncate())
             .map_err(|error| ("create torn-tail copy", error))?;
+        // The copy keeps the discarded bytes, without the zero tail of a preallocated
+        // log (unwritten space, not part of the torn write).
+        let copy_end = match self.prealloc {
+            Some(_) => zero_tail::data_end(&FileSource(file), torn.committed_len, file_len)
+                .map_err(|error| ("read torn tail", error))?,
+            None => file_len,
+        };
         let mut buf = vec![0; READ_CHUNK_BYTES];
         let mut offset = torn.committed_len;
-        while offset < file_len {
-            let want = usize::try_from(file_len - offset).unwrap_or(usize::MAX).min(buf.len());
+        while offset < copy_end {
+            let want = usize::try_from(copy_end - offset).unwrap_or(usize::MAX).min(buf.len());
             let read = read_full_at(file, &mut buf[..want], offset).map_err(|error| ("read torn tail", error))?;
             if read == 0 {
                 break;
@@ -311,6 +384,13 @@ impl JsonlWriter {
     /// Entries in this writer's sparse seq index (bounded by `INDEX_ENTRIES_MAX`).
     pub fn index_entries(&self) -> usize {
         lock(&self.core).view.index_len()
+    }
+
+    /// The log's data end and its file length as this writer knows them (they differ
+    /// by the preallocated zero tail).
+    pub fn data_and_allocated_len(&self) -> (u64, u64) {
+        let core = lock(&self.core);
+        (core.view.known_end(), core.allocated_end())
     }
 
     /// Truncates a pending torn tail now (what `fsck --repair` does); returns what was

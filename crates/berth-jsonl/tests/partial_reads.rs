@@ -131,7 +131,7 @@ where
 {
     let fs = ByteCountingFs::default();
     let counter = fs.bytes_read.clone();
-    let options = JsonlOptions { durability: Durability::Barrier, fs: Arc::new(fs) };
+    let options = JsonlOptions { durability: Durability::Barrier, fs: Arc::new(fs), ..JsonlOptions::default() };
     let store = LogStore::new(Arc::new(JsonlBackend::open(root, options).unwrap()));
     let handle = store.open(key, Access::Read).await.unwrap();
     let events = read(handle).await;
@@ -339,7 +339,7 @@ async fn a_partial_read_retries_when_the_file_shrank_under_it() {
     let log: Vec<Event> = (0..500).map(|seq| event(seq, 30)).collect();
     let fs = ByteCountingFs::default();
     let stale = fs.stale_len_extra_bytes.clone();
-    let options = JsonlOptions { durability: Durability::Barrier, fs: Arc::new(fs) };
+    let options = JsonlOptions { durability: Durability::Barrier, fs: Arc::new(fs), ..JsonlOptions::default() };
     let store = LogStore::new(Arc::new(JsonlBackend::open(&root, options).unwrap()));
     let key = write_log(&store, "shrinks", &log).await;
     let reader = store.open(&key, Access::Read).await.unwrap();

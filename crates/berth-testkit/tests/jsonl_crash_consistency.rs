@@ -334,7 +334,8 @@ fn newer_format_is_refused_as_unsupported_never_misread() {
     let root = tempfile::tempdir().unwrap();
     let backend = backend(root.path());
     let key = key("t", "s");
-    let version = berth_core::SESSION_FORMAT_VERSION + 1;
+    // The next log format version (the header line's `version`; 2 is a preallocated log).
+    let version = format::LOG_FORMAT_VERSION + 1;
     let mut newer = format!(
         r#"{{"berth":"session","version":{version},"id":"s","scope":{{"tenant":"t","user":"u"}},"epoch":1,"crc2":"x"}}"#
     )

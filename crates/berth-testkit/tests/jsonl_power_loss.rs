@@ -62,8 +62,16 @@ fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
 }
 
-fn open_store(fs: &SimFs) -> Result<(JsonlBackend, LogStore), Error> {
-    let backend = JsonlBackend::open(ROOT, JsonlOptions { durability: Durability::PerAppend, fs: fs.shared() })?;
+fn open_store(fs: &SimFs, preallocate: bool) -> Result<(JsonlBackend, LogStore), Error> {
+    let options = JsonlOptions {
+        durability: Durability::PerAppend,
+        fs: fs.shared(),
+        preallocate,
+        // From the first append, so that every append of the workload after a create
+        // goes into preallocated space.
+        preallocate_after_appends: 0,
+    };
+    let backend = JsonlBackend::open(ROOT, options)?;
     let store = LogStore::new(Arc::new(backend.clone()));
     Ok((backend, store))
 }
@@ -108,6 +116,8 @@ impl SessionPlan {
 struct Workload {
     sessions: Vec<SessionPlan>,
     steps: Vec<Step>,
+    /// Logs created preallocated (log format version 2), extended from the first append.
+    preallocate: bool,
 }
 
 /// What the workload was told succeeded.
@@ -168,14 +178,14 @@ fn seeded_workload(seed: u64) -> Workload {
         let pick = candidates[rng.below(candidates.len() as u64) as usize];
         steps.push(queue[pick].pop_front().expect("non-empty"));
     }
-    Workload { sessions, steps }
+    Workload { sessions, steps, preallocate: false }
 }
 
 /// Runs `workload` on `fs` until the first failure (after which a frozen file system
 /// fails everything anyway) and returns what was acknowledged.
 async fn run_workload(fs: &SimFs, workload: &Workload) -> Vec<Acked> {
     let mut acked = vec![Acked::default(); workload.sessions.len()];
-    let Ok((_backend, store)) = open_store(fs) else {
+    let Ok((_backend, store)) = open_store(fs, workload.preallocate) else {
         return acked;
     };
     let mut handles: Vec<Option<SessionHandle>> = vec![None; workload.sessions.len()];
@@ -241,16 +251,35 @@ async fn run_step(
 
 /// Checks one crash image; returns the first violation, or how many sessions had a torn
 /// tail that the write open found (and the first append truncated).
-async fn check_image(image: &SimFs, workload: &Workload, acked: &[Acked]) -> Result<u64, String> {
+async fn check_image(image: &SimFs, workload: &Workload, acked: &[Acked]) -> Result<(u64, u64), String> {
     let mut torn_tails = 0;
     // What the crash left, before anything touches it.
     let reports = fsck::check_root_with(image, Path::new(ROOT)).map_err(|error| format!("fsck failed: {error}"))?;
+    let mut zero_tails = 0;
     for report in &reports {
         if !matches!(report.status, SessionStatus::Ok { .. } | SessionStatus::TornTail { .. }) {
             return Err(format!("fsck: {} is {:?}", report.key, report.status));
         }
+        let path = Path::new(ROOT).join(&report.artifact);
+        let scanned = fsck::scan_log(image, &path).map_err(|error| format!("{}: scan: {error}", report.key))?;
+        if let (true, SessionStatus::TornTail { committed_len, .. }) = (workload.preallocate, &report.status) {
+            // Only written bytes can be torn: in a preallocated log (all of this
+            // workload's), a tail of zeros alone is preallocated space.
+            let bytes = image.read_file(&path).map_err(|error| format!("{}: read: {error}", report.key))?;
+            let after = usize::try_from(*committed_len).expect("fits");
+            if bytes[after..].iter().all(|byte| *byte == 0) {
+                return Err(format!("{}: a zero tail reported as torn", report.key));
+            }
+        }
+        if scanned.zero_tail > 0 {
+            if !workload.preallocate {
+                return Err(format!("{}: a zero tail in a log created without preallocation", report.key));
+            }
+            zero_tails += 1;
+        }
     }
-    let (backend, store) = open_store(image).map_err(|error| format!("opening the data root: {error}"))?;
+    let (backend, store) =
+        open_store(image, workload.preallocate).map_err(|error| format!("opening the data root: {error}"))?;
     let mut query = ListQuery::tenant(tenant());
     query.limit = berth_core::limits::PAGE_SIZE_MAX;
     let listed: Vec<String> = store
@@ -341,7 +370,7 @@ async fn check_image(image: &SimFs, workload: &Workload, acked: &[Acked]) -> Res
             return Err(format!("{key}: the append after recovery is not read back"));
         }
     }
-    Ok(torn_tails)
+    Ok((torn_tails, zero_tails))
 }
 
 /// The epoch a new writer must exceed: the larger of `session.epoch` and the largest
@@ -402,6 +431,8 @@ struct Sweep {
     leftover_temp_logs: u64,
     /// Sessions whose write open after the crash found a torn tail.
     torn_tails: u64,
+    /// Sessions whose log the crash left with a preallocated zero tail (not torn).
+    zero_tails: u64,
 }
 
 /// Runs `workload` once to count its operations K, then crashes it at every operation
@@ -435,7 +466,10 @@ fn sweep(workload: &Workload, image_seeds: u64, mutate: &(dyn Fn(&SimFs) + Sync)
                                 result.leftover_temp_logs += 1;
                             }
                             match runtime.block_on(check_image(&image, workload, &acked)) {
-                                Ok(torn_tails) => result.torn_tails += torn_tails,
+                                Ok((torn_tails, zero_tails)) => {
+                                    result.torn_tails += torn_tails;
+                                    result.zero_tails += zero_tails;
+                                }
                                 Err(violation) => {
                                     result.violations.push((n, seed, violation));
                                     if stop_at_first {
@@ -457,6 +491,7 @@ fn sweep(workload: &Workload, image_seeds: u64, mutate: &(dyn Fn(&SimFs) + Sync)
         result.images += lane.images;
         result.leftover_temp_logs += lane.leftover_temp_logs;
         result.torn_tails += lane.torn_tails;
+        result.zero_tails += lane.zero_tails;
         result.violations.extend(lane.violations);
     }
     result.violations.sort_by_key(|(n, seed, _)| (*n, *seed));
@@ -481,11 +516,12 @@ fn has_leftover_temp_log(image: &SimFs, workload: &Workload) -> bool {
 
 fn report(what: &str, sweep: &Sweep) {
     eprintln!(
-        "{what}: {} crash points, {} images, {} with a leftover temp log, {} torn tails truncated, {} violations",
+        "{what}: {} crash points, {} images, {} with a leftover temp log, {} torn tails truncated, {} zero tails, {} violations",
         sweep.crash_points,
         sweep.images,
         sweep.leftover_temp_logs,
         sweep.torn_tails,
+        sweep.zero_tails,
         sweep.violations.len()
     );
 }
@@ -505,6 +541,35 @@ fn test_06_power_loss_at_every_operation_keeps_everything_acknowledged() {
         }
         assert!(result.crash_points > 100, "the workload has a useful number of crash points");
         assert!(result.torn_tails > 0, "the images include torn tails");
+    }
+}
+
+/// Test 6 on preallocated logs (log format version 2, extended from a handle's first
+/// append): a crash at every operation — during an extent's zero fill or its sync, at
+/// the write or the `fdatasync` of an append into preallocated space, during the tail's
+/// give-back at close — keeps everything acknowledged, and a zero tail is never
+/// reported as damage nor copied aside as a torn tail.
+#[test]
+fn test_06_power_loss_on_preallocated_logs_keeps_everything_acknowledged() {
+    let seeds = image_seeds();
+    for workload_seed in 0..2 {
+        let workload = Workload { preallocate: true, ..seeded_workload(workload_seed) };
+        // The uncrashed run extends logs: more writes to the logs than appends.
+        let fs = SimFs::with_root("/sim");
+        runtime().block_on(run_workload(&fs, &workload));
+        let appends = workload.steps.iter().filter(|step| matches!(step, Step::Append(_))).count();
+        let on_logs =
+            |kind: FsOp| fs.op_log().iter().filter(|(op, path)| *op == kind && path.ends_with(LOG_FILE)).count();
+        assert!(on_logs(FsOp::WriteAt) > appends, "extents were preallocated: {} writes", on_logs(FsOp::WriteAt));
+        assert!(on_logs(FsOp::SetLen) >= workload.sessions.len(), "tails given back at close");
+        let result = sweep(&workload, seeds, &|_| {}, true);
+        report(&format!("test 6 preallocated, workload seed {workload_seed}"), &result);
+        if let Some((n, seed, violation)) = result.violations.first() {
+            panic!("workload seed {workload_seed}, crash at operation {n}, image seed {seed}: {violation}");
+        }
+        assert!(result.crash_points > 100, "the workload has a useful number of crash points");
+        assert!(result.torn_tails > 0, "the images include torn appends into preallocated space");
+        assert!(result.zero_tails > 0, "the images include logs with a preallocated tail");
     }
 }
 
@@ -548,6 +613,7 @@ fn creation_workload() -> Workload {
             Step::Append(0),
             Step::Close(0),
         ],
+        preallocate: false,
     }
 }
 
@@ -630,6 +696,7 @@ fn lost_after_a_process_crash_between_mkdir_and_parent_fsync() -> Vec<(String, b
     let workload = Workload {
         sessions: vec![SessionPlan { header: header("s"), first: vec![marker(0)], batches: Vec::new() }],
         steps: vec![Step::Create(0), Step::Close(0)],
+        preallocate: false,
     };
     let probe = SimFs::with_root("/sim");
     let runtime = runtime();

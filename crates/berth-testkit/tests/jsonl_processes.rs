@@ -29,8 +29,15 @@ struct ChildProcess {
 
 impl ChildProcess {
     fn spawn(mode: &str, root: &Path, id: &str) -> ChildProcess {
+        ChildProcess::spawn_with(mode, root, id, false)
+    }
+
+    /// `preallocate`: the child's logs are preallocated (log format version 2), extended
+    /// from its first append.
+    fn spawn_with(mode: &str, root: &Path, id: &str, preallocate: bool) -> ChildProcess {
         let mut process = Command::new(env!("CARGO_BIN_EXE_berth-crash-child"))
             .args([mode, root.to_str().unwrap(), "t", id])
+            .env("BERTH_CRASH_CHILD_PREALLOCATE", if preallocate { "1" } else { "0" })
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -117,9 +124,35 @@ fn content_of(event: &berth_core::Event) -> String {
 
 #[test]
 fn test_08_kill_9_mid_append_loses_nothing_acknowledged() {
+    let zero_tails = kill_9_mid_append_rounds(false);
+    assert_eq!(zero_tails, 0, "a classic log never carries a zero tail");
+}
+
+/// Test 8 on a preallocated log: the children extend it from their first append, so a
+/// kill lands during an extent's zero fill, an append into preallocated space, or the
+/// tail's give-back; a zero tail the kill leaves is neither data nor damage.
+#[test]
+fn test_08_kill_9_mid_append_into_a_preallocated_log_loses_nothing_acknowledged() {
+    let zero_tails = kill_9_mid_append_rounds(true);
+    assert!(zero_tails > 0, "some kills left a preallocated tail");
+}
+
+/// 200 rounds of a child appending until killed; returns how many of the scans found a
+/// zero tail.
+fn kill_9_mid_append_rounds(preallocate: bool) -> u64 {
     let root = tempfile::tempdir().unwrap();
-    create_session(root.path(), "s", 0);
-    let backend = backend(root.path());
+    let backend = JsonlBackend::open(
+        root.path(),
+        berth_jsonl::JsonlOptions { preallocate, preallocate_after_appends: 0, ..Default::default() },
+    )
+    .unwrap();
+    runtime().block_on(async {
+        let store = store(&backend);
+        let handle = store.create(header("t", "s")).await.unwrap();
+        handle.flush().await.unwrap();
+        handle.close().await.unwrap();
+    });
+    let mut zero_tails = 0;
     let key = key("t", "s");
     let runtime = runtime();
     let mut rng = rand::rngs::StdRng::seed_from_u64(8);
@@ -127,7 +160,7 @@ fn test_08_kill_9_mid_append_loses_nothing_acknowledged() {
     let mut last_epoch = Epoch(1);
     let rounds = 200;
     for round in 0..rounds {
-        let child = ChildProcess::spawn("append-loop", root.path(), "s");
+        let child = ChildProcess::spawn_with("append-loop", root.path(), "s", preallocate);
         // Half the rounds kill during the appends, half anywhere from start-up on (the
         // write open, torn-tail truncation and epoch bump included).
         if round % 2 == 0 {
@@ -140,6 +173,11 @@ fn test_08_kill_9_mid_append_loses_nothing_acknowledged() {
                 let seq: u64 = seq.parse().unwrap();
                 max_acknowledged = Some(max_acknowledged.map_or(seq, |max| max.max(seq)));
             }
+        }
+        // What the kill left, before a writer gives a tail back.
+        let outcome = format::scan(&std::fs::read(backend.log_path(&key)).unwrap());
+        if outcome.zero_tail > 0 {
+            zero_tails += 1;
         }
         let (next_seq, epoch) = runtime.block_on(async {
             // The kernel dropped the killed holder's lock: acquire at once.
@@ -175,6 +213,7 @@ fn test_08_kill_9_mid_append_loses_nothing_acknowledged() {
             assert_eq!(content_of(event), format!("e{seq}"));
         }
     });
+    zero_tails
 }
 
 fn try_open_writer(backend: &JsonlBackend, key: &SessionKey) -> berth_core::Result<Epoch> {

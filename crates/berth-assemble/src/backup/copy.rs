@@ -6,7 +6,8 @@
 //!    transaction (`berth_sqlite::snapshot`): the snapshot point. The sessions, runs,
 //!    audit chain, retention policies and scoped memory are all as of that moment.
 //! 2. **Then every session the snapshot lists, its log copied from byte 0 to its length
-//!    when the copy starts.** Logs are append-only and the catalog lags its log, never
+//!    when the copy starts** (to the end of its data: a preallocated log's zero tail is
+//!    left out). Logs are append-only and the catalog lags its log, never
 //!    leads it, so a log copied after the snapshot holds at least every event the
 //!    snapshot implies (checked: the copy's committed events ≥ the record's count); it
 //!    may hold more — later events, and maybe part of an append in progress, which
@@ -310,7 +311,11 @@ impl LogCopier<'_> {
             Err(error) => return Err(Error::io("open a log", &error)),
         };
         // The length now, after the snapshot: at least every event the snapshot implies.
+        // Without a preallocated log's zero tail (unwritten space, never data): a copy
+        // holds the log's data only, and an unchanged log compares equal to it.
         let len = live.metadata().map_err(|error| Error::io("stat a log", &error))?.len();
+        let len =
+            berth_jsonl::format::zero_tail::data_end(&live, 0, len).map_err(|error| Error::io("read a log", &error))?;
         if let Some(earlier) = earlier {
             if unchanged(earlier, &live, len, session.event_count)? {
                 self.progress.advance(len);

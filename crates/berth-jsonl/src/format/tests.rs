@@ -46,7 +46,7 @@ fn header_line_round_trips_and_is_plain_json() {
     let line = encode_header_line(&header(), Epoch(3));
     assert!(line.starts_with(b"{\"berth\":\"session\",\"version\":1,\"id\":\"s1\""));
     let record = decode_header_line(&line[..line.len() - 1]).unwrap();
-    assert_eq!(record, HeaderRecord { header: header(), epoch: Epoch(3) });
+    assert_eq!(record, HeaderRecord { header: header(), epoch: Epoch(3), zero_tail: false });
     let value: serde_json::Value = serde_json::from_slice(&line).unwrap();
     assert_eq!(value["epoch"], 3);
 }
@@ -257,4 +257,102 @@ proptest! {
     fn scanner_never_panics_on_mutated_logs(bytes in mutated_log()) {
         check_scan_properties(&bytes);
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// Preallocated logs (log format version 2)
+
+fn preallocated_log_of(events: usize) -> Vec<u8> {
+    let mut bytes = encode_header_line_for(&header(), Epoch(1), true);
+    for seq in 0..events {
+        bytes.extend(encode_event_line(&event(seq as u64, "x"), Epoch(1)));
+    }
+    bytes
+}
+
+#[test]
+fn a_preallocated_log_is_version_2_and_holds_a_version_1_header() {
+    let line = encode_header_line_for(&header(), Epoch(3), true);
+    assert!(line.starts_with(b"{\"berth\":\"session\",\"version\":2,\"id\":\"s1\""));
+    let record = decode_header_line(&line[..line.len() - 1]).unwrap();
+    assert_eq!(record, HeaderRecord { header: header(), epoch: Epoch(3), zero_tail: true });
+    assert_eq!(record.header.version, SESSION_FORMAT_VERSION);
+    // A version-0 header is never preallocated (its version says what its data is).
+    let mut old = header();
+    old.version = 0;
+    let line = encode_header_line_for(&old, Epoch(1), true);
+    assert!(line.starts_with(b"{\"berth\":\"session\",\"version\":0,"));
+    assert!(!decode_header_line(&line[..line.len() - 1]).unwrap().zero_tail);
+}
+
+/// The version gate: a build that reads log versions up to 1 refuses a preallocated
+/// log before its checksum, as "written by a newer berth" — the gate every earlier
+/// build runs (`version > LOG_FORMAT_VERSION`, which was 1) — and this build refuses
+/// the next version the same way.
+#[test]
+fn the_version_gate_refuses_a_preallocated_log_in_an_older_reader_and_a_newer_log_here() {
+    let line = encode_header_line_for(&header(), Epoch(1), true);
+    let probe: HeaderProbe<'_> = serde_json::from_slice(&line[..line.len() - 1]).unwrap();
+    assert_eq!(probe.berth.as_deref(), Some(HEADER_MAGIC));
+    assert!(probe.version.unwrap() > 1, "an older build's gate (version > 1) refuses it");
+    assert!(berth_core::header::check_version(2, None).is_err(), "and the session version check would too");
+    let mut newer = preallocated_log_of(1);
+    newer[..line.len()].copy_from_slice(
+        &String::from_utf8(line.clone()).unwrap().replace("\"version\":2", "\"version\":3").into_bytes(),
+    );
+    match scan(&newer).status {
+        ScanStatus::Unsupported { reason, .. } => assert!(reason.contains("newer berth"), "{reason}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_zero_tail_is_clean_in_a_preallocated_log_and_torn_in_a_classic_one() {
+    let data = preallocated_log_of(3);
+    let events_end = data.len() as u64;
+    for zeros in [1usize, 4095, 70_000] {
+        let mut bytes = data.clone();
+        bytes.resize(data.len() + zeros, 0);
+        let outcome = scan(&bytes);
+        assert_eq!(outcome.status, ScanStatus::Clean, "{zeros} zeros");
+        assert_eq!((outcome.events, outcome.committed_len, outcome.zero_tail), (3, events_end, zeros as u64));
+        let (classic, _) = log_of(3);
+        let mut classic = classic;
+        let classic_len = classic.len() as u64;
+        classic.resize(classic.len() + zeros, 0);
+        let outcome = scan(&classic);
+        assert_eq!(outcome.status, ScanStatus::TornTail { torn_bytes: zeros as u64 });
+        assert_eq!((outcome.committed_len, outcome.zero_tail), (classic_len, 0));
+    }
+    // A header alone, then zeros.
+    let mut bytes = preallocated_log_of(0);
+    let header_len = bytes.len() as u64;
+    bytes.resize(bytes.len() + 100, 0);
+    let outcome = scan(&bytes);
+    assert_eq!((outcome.status, outcome.committed_len, outcome.zero_tail), (ScanStatus::Clean, header_len, 100));
+}
+
+#[test]
+fn a_torn_append_into_preallocated_space_is_a_torn_tail_that_includes_the_zeros() {
+    let data = preallocated_log_of(3);
+    let next = encode_event_line(&event(3, "torn"), Epoch(1));
+    for cut in [1, next.len() / 2, next.len() - 1] {
+        let mut bytes = data.clone();
+        bytes.extend_from_slice(&next[..cut]);
+        bytes.resize(data.len() + 8192, 0);
+        let outcome = scan(&bytes);
+        assert_eq!(outcome.status, ScanStatus::TornTail { torn_bytes: 8192 }, "cut at {cut}");
+        assert_eq!((outcome.events, outcome.committed_len, outcome.zero_tail), (3, data.len() as u64, 0));
+    }
+    // Garbage among the zeros (a torn zero fill) is a torn tail too, never data.
+    let mut bytes = data.clone();
+    bytes.resize(data.len() + 8192, 0);
+    bytes[data.len() + 5000] = b'x';
+    assert_eq!(scan(&bytes).status, ScanStatus::TornTail { torn_bytes: 8192 });
+    // A valid record after zeros is corruption, as after any damage.
+    let mut bytes = data.clone();
+    bytes.resize(data.len() + 512, 0);
+    bytes.extend_from_slice(&encode_event_line(&event(4, "later"), Epoch(1)));
+    bytes.resize(bytes.len() + 512, 0);
+    assert!(matches!(scan(&bytes).status, ScanStatus::Corrupt { .. }), "{:?}", scan(&bytes).status);
 }

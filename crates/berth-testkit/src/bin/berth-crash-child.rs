@@ -147,7 +147,10 @@ fn main() -> ExitCode {
         }
     };
     let outcome = runtime.block_on(async {
-        let backend = JsonlBackend::open(root.as_str(), JsonlOptions::default())?;
+        // `BERTH_CRASH_CHILD_PREALLOCATE=1`: preallocated logs, extended from the first append.
+        let preallocate = std::env::var("BERTH_CRASH_CHILD_PREALLOCATE").is_ok_and(|value| value == "1");
+        let options = JsonlOptions { preallocate, preallocate_after_appends: 0, ..JsonlOptions::default() };
+        let backend = JsonlBackend::open(root.as_str(), options)?;
         let store = LogStore::new(Arc::new(backend));
         run(mode, &store, &key).await
     });

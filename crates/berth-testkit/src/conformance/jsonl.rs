@@ -8,7 +8,6 @@ use async_trait::async_trait;
 use berth_core::{Epoch, Event, SessionKey};
 use berth_jsonl::{format, JsonlBackend, JsonlOptions};
 use berth_store::LogStore;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -48,19 +47,26 @@ impl JsonlConformance {
     /// bytes after the last `\n`.
     fn records(&self, key: &SessionKey) -> (PathBuf, Vec<Vec<u8>>, usize) {
         let path = self.backend().log_path(key);
-        let bytes = std::fs::read(&path).unwrap_or_else(|error| panic!("read {}: {error}", path.display()));
+        let mut bytes = std::fs::read(&path).unwrap_or_else(|error| panic!("read {}: {error}", path.display()));
+        // A preallocated log's zero tail is unwritten space, not part of any record.
+        bytes.truncate(bytes.iter().rposition(|byte| *byte != 0).map_or(0, |last| last + 1));
         let complete = bytes.iter().rposition(|byte| *byte == b'\n').map_or(0, |end| end + 1);
         let records =
             bytes[..complete].split(|byte| *byte == b'\n').filter(|line| !line.is_empty()).map(<[u8]>::to_vec);
         (path, records.collect(), bytes.len() - complete)
     }
 
+    /// Writes `bytes` where the log's data ends (before a preallocated zero tail, whose
+    /// zeros after them stay; at the end of a classic log).
     fn append_bytes(path: &Path, bytes: &[u8]) {
-        let mut file = std::fs::OpenOptions::new()
-            .append(true)
+        use std::os::unix::fs::FileExt;
+        let data = std::fs::read(path).unwrap_or_else(|error| panic!("read {}: {error}", path.display()));
+        let end = data.iter().rposition(|byte| *byte != 0).map_or(0, |last| last + 1) as u64;
+        let file = std::fs::OpenOptions::new()
+            .write(true)
             .open(path)
             .unwrap_or_else(|error| panic!("open {}: {error}", path.display()));
-        file.write_all(bytes).and_then(|()| file.sync_all()).expect("append to the log");
+        file.write_all_at(bytes, end).and_then(|()| file.sync_all()).expect("append to the log");
     }
 }
 

@@ -63,7 +63,7 @@ pub fn backend(root: &Path) -> JsonlBackend {
 }
 
 pub fn backend_with(root: &Path, fs: &FaultFs, durability: Durability) -> JsonlBackend {
-    JsonlBackend::open(root, JsonlOptions { durability, fs: fs.shared() }).unwrap()
+    JsonlBackend::open(root, JsonlOptions { durability, fs: fs.shared(), ..JsonlOptions::default() }).unwrap()
 }
 
 pub fn store(backend: &JsonlBackend) -> LogStore {
