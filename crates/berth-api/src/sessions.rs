@@ -316,7 +316,8 @@ pub struct ForkBody {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Id>)]
     pub user: Option<UserId>,
-    /// The new session's policy (default: the parent's).
+    /// The new session's policy (default: the parent's). A fork that copies events keeps
+    /// the parent's concurrency mode (409 otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<PolicyBody>,
     /// The new session's title (default: the parent's). At most 512 bytes.

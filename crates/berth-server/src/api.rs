@@ -314,8 +314,8 @@ pub async fn close_session(
 /// Forks a session (also a closed or expired one) into a new session of the same scope.
 #[utoipa::path(post, path = "/v1/sessions/{id}/fork", tag = "sessions",
     params(("id" = berth_api::sessions::Id, Path, description = "session id")), request_body = Option<ForkBody>,
-    responses((status = 201, body = SessionBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody),
-        (status = 422, body = ErrorBody)),
+    responses((status = 201, body = SessionBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody), (status = 413, body = ErrorBody), (status = 422, body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn fork_session(
     State(state): State<Shared>,

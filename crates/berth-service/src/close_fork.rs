@@ -169,6 +169,19 @@ impl SessionService {
         header.delegation_depth = source.header.delegation_depth;
         header.policy = policy.unwrap_or_else(|| source.header.policy.clone());
         header.validate()?;
+        let serial = |policy: &berth_core::SessionPolicy| matches!(policy.concurrency, berth_core::Concurrency::Serial);
+        if cut > 0 && serial(&header.policy) != serial(&source.header.policy) {
+            // Copied events keep their runs as stored: a serial log's may have none, which
+            // a parallel session refuses, so only an empty fork changes the mode.
+            let mode = |policy: &berth_core::SessionPolicy| if serial(policy) { "serial" } else { "parallel" };
+            return Err(Error::InvalidTransition {
+                from: mode(&source.header.policy).into(),
+                event: format!(
+                    "a fork copying {cut} events into a {} session (fork at 0 to change the concurrency mode)",
+                    mode(&header.policy)
+                ),
+            });
+        }
         let title = title.or_else(|| source.title.clone());
         let labels = labels.unwrap_or_else(|| source.labels.clone());
         crate::sessions::validate_metadata(title.as_deref(), &labels)?;

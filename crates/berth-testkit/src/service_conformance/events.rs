@@ -425,7 +425,11 @@ pub async fn fork_at_zero_takes_a_header_of_its_own(b: &dyn ServiceBackend) {
         ..fork.clone()
     };
     assert!(service.fork_with(&owner(), &sid("origin"), bad_policy).await.is_err());
-    for id in ["bad1", "bad2"] {
+    // Copied events keep their runs: a fork that copies any keeps the concurrency mode.
+    let serial_copy = berth_service::ForkSession { upto_seq: Some(2), new_id: Some(sid("bad3")), ..fork.clone() };
+    let refused = service.fork_with(&owner(), &sid("origin"), serial_copy).await;
+    assert!(matches!(refused, Err(Error::InvalidTransition { .. })), "{refused:?}");
+    for id in ["bad1", "bad2", "bad3"] {
         assert!(stored(&service, TENANT_A, id).await.is_none(), "{id} created");
     }
 }
