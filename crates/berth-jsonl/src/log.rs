@@ -300,10 +300,7 @@ impl LogView {
             } else {
                 match validate_new(line, seq, self.last_epoch, seq >= offset) {
                     Ok((event, epoch)) => {
-                        self.index.note(seq, line_offset);
-                        self.known_events = seq + 1;
-                        self.known_end = line_end;
-                        self.last_epoch = epoch;
+                        self.accept(seq, line_offset, line_end, epoch);
                         events.extend(event);
                     }
                     Err(fault) => {
@@ -318,6 +315,15 @@ impl LogView {
     }
 
     /// Decodes a line of the already validated prefix (its checksum is checked again).
+    /// Record `seq` (its line at `line_offset..line_end`, of `epoch`) is validated: the
+    /// view now knows the log up to its end.
+    fn accept(&mut self, seq: u64, line_offset: u64, line_end: u64, epoch: Epoch) {
+        self.index.note(seq, line_offset);
+        self.known_events = seq + 1;
+        self.known_end = line_end;
+        self.last_epoch = epoch;
+    }
+
     fn reread(&self, line: &[u8], line_offset: u64, seq: u64) -> Result<Event> {
         match format::decode_event_line(line) {
             Ok((event, _)) if event.seq.get() == seq => Ok(event),

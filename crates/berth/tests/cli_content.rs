@@ -6,28 +6,11 @@
 
 mod common;
 
-use common::{berth, start_server};
+use common::{as_alice, berth, start_server, stdout_ok as ok};
 use std::path::{Path, PathBuf};
-use std::process::Output;
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../berth-testkit/fixtures/content").join(name)
-}
-
-/// `berth ARGS` on `data` as alice of tenant acme (a user, as the fixtures' owner).
-fn as_alice(data: &Path, args: &[&str]) -> Output {
-    berth(data)
-        .args(args)
-        .env("BERTH_TENANT", "acme")
-        .env("BERTH_USER", "alice")
-        .env("BERTH_ROLE", "user")
-        .output()
-        .unwrap()
-}
-
-fn ok(output: Output) -> String {
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    String::from_utf8(output.stdout).unwrap()
 }
 
 /// The fixtures imported, a titled conversation and a blank session beside them.

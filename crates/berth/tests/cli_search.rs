@@ -5,24 +5,8 @@
 
 mod common;
 
-use common::{berth, start_server};
+use common::{as_alice, berth, start_server, stdout_ok as ok};
 use std::path::Path;
-use std::process::Output;
-
-fn as_alice(data: &Path, args: &[&str]) -> Output {
-    berth(data)
-        .args(args)
-        .env("BERTH_TENANT", "acme")
-        .env("BERTH_USER", "alice")
-        .env("BERTH_ROLE", "user")
-        .output()
-        .unwrap()
-}
-
-fn ok(output: Output) -> String {
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    String::from_utf8(output.stdout).unwrap()
-}
 
 fn seeded(data: &Path) {
     for (id, title, label) in

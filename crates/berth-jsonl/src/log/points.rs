@@ -97,10 +97,7 @@ impl LogView {
                 let line_end = line_offset + line.len() as u64 + 1;
                 match validate_new(line, seq, self.last_epoch, wanted) {
                     Ok((event, epoch)) => {
-                        self.index.note(seq, line_offset);
-                        self.known_events = seq + 1;
-                        self.known_end = line_end;
-                        self.last_epoch = epoch;
+                        self.accept(seq, line_offset, line_end, epoch);
                         events.extend(event);
                     }
                     Err(fault) => {

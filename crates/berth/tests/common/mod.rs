@@ -6,7 +6,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 
 /// `berth --data DATA`, hermetic: no `BERTH_SERVER`, key or principal from the caller's
 /// environment.
@@ -17,6 +17,23 @@ pub fn berth(data: &Path) -> Command {
         command.env_remove(variable);
     }
     command
+}
+
+/// `berth ARGS` on `data` as alice of tenant acme, a `user` principal.
+pub fn as_alice(data: &Path, args: &[&str]) -> Output {
+    berth(data)
+        .args(args)
+        .env("BERTH_TENANT", "acme")
+        .env("BERTH_USER", "alice")
+        .env("BERTH_ROLE", "user")
+        .output()
+        .unwrap()
+}
+
+/// The standard output of a command that must have succeeded (its stderr otherwise).
+pub fn stdout_ok(output: Output) -> String {
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8(output.stdout).unwrap()
 }
 
 /// A running `berth serve`, killed (and reaped) when dropped.
