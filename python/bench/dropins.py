@@ -167,8 +167,9 @@ def openai_count(workload: str, sizes: Sizes) -> int:
 # ---- LangGraph ----------------------------------------------------------------------------
 
 
-def langgraph_run(make: Callable[[], tuple[Any, Callable[[], None]]], steps: int) -> tuple[float, float]:
-    """(seconds for `steps` steps, seconds for a fresh saver's `get_tuple` of the latest)."""
+def steps_graph(steps: int) -> Any:
+    """The LangGraph benchmarks' graph (uncompiled): a node that adds a ~200-byte message
+    a step, `steps` times (`python/bench/migrate.py` builds its source with it too)."""
     from langchain_core.messages import AIMessage, AnyMessage
     from langgraph.graph import END, START, StateGraph
     from langgraph.graph.message import add_messages
@@ -184,6 +185,12 @@ def langgraph_run(make: Callable[[], tuple[Any, Callable[[], None]]], steps: int
     graph.add_node("step", step)
     graph.add_edge(START, "step")
     graph.add_conditional_edges("step", lambda state: END if state["n"] >= steps else "step")
+    return graph
+
+
+def langgraph_run(make: Callable[[], tuple[Any, Callable[[], None]]], steps: int) -> tuple[float, float]:
+    """(seconds for `steps` steps, seconds for a fresh saver's `get_tuple` of the latest)."""
+    graph = steps_graph(steps)
     thread = f"t-{uuid.uuid4().hex[:12]}"
     saver, close = make()
     compiled = graph.compile(checkpointer=saver)

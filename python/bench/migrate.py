@@ -60,10 +60,11 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import Annotated, Any, Callable
+from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench import Server  # noqa: E402
+from dropins import steps_graph  # noqa: E402
 
 VARIANTS = ("read", "embedded", "http", "memory", "floor")
 
@@ -117,21 +118,9 @@ def build_openai(path: Path, sessions: int, items: int) -> None:
 
 def build_langgraph(path: Path, steps: int) -> str:
     """One thread of `steps` steps, run by a graph on `SqliteSaver` at `path`; its id."""
-    from langchain_core.messages import AIMessage, AnyMessage
     from langgraph.checkpoint.sqlite import SqliteSaver
-    from langgraph.graph import END, START, StateGraph
-    from langgraph.graph.message import add_messages
-    from typing_extensions import TypedDict
 
-    State = TypedDict("State", {"messages": Annotated[list[AnyMessage], add_messages], "n": int})
-
-    def step(state: State) -> dict[str, Any]:
-        return {"messages": [AIMessage(content=f"step {state['n']} " + "y" * 200)], "n": state["n"] + 1}
-
-    graph = StateGraph(State)
-    graph.add_node("step", step)
-    graph.add_edge(START, "step")
-    graph.add_conditional_edges("step", lambda state: END if state["n"] >= steps else "step")
+    graph = steps_graph(steps)
     thread = f"t-{uuid.uuid4().hex[:12]}"
     conn = sqlite3.connect(str(path), check_same_thread=False)
     try:
