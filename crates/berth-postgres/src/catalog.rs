@@ -4,6 +4,7 @@
 //! tenant's head row is locked (`INSERT … ON CONFLICT DO UPDATE` locks it), so
 //! concurrent appenders queue instead of forking the chain.
 
+use crate::commit::AuditedCommitter;
 use crate::db::{to_i64, to_u64, Database, Failure};
 use crate::listing::{self, time_column};
 use crate::PostgresOptions;
@@ -193,8 +194,8 @@ impl Columns {
     }
 }
 
-/// What `change_audited` changes.
-enum AuditedChange {
+/// What an audited change changes.
+pub(crate) enum AuditedChange {
     Update(Box<SessionRecord>, Revision),
     Remove(SessionKey, Revision),
 }
@@ -250,6 +251,80 @@ pub(crate) async fn append_audit_locked<C: deadpool_postgres::GenericClient>(
     let inserted = client.execute(&append, &[&tenant, &entry_seq, &json, &entry.hash]).await;
     check_audit_insert(inserted, tenant)?;
     Ok(entry)
+}
+
+/// One audited change inside the caller's transaction, which holds the tenant's audit
+/// head (`lock_audit_head`; `head` is what it returned, advanced by each change that
+/// succeeds): the session change if any — `Update` and `Remove` are compare-and-sets on
+/// the revision — then its audit records chained from the head. On failure `head` is
+/// left as it was (the caller rolls the change back).
+pub(crate) async fn apply_audited<C: deadpool_postgres::GenericClient>(
+    client: &C,
+    tenant: &str,
+    change: Option<AuditedChange>,
+    audits: Vec<AuditDraft>,
+    head: &mut (i64, String),
+) -> Result<Vec<AuditEntry>, Failure> {
+    if let Some(change) = change {
+        apply_change(client, tenant, change).await?;
+    }
+    let mut chained = head.clone();
+    let mut entries = Vec::with_capacity(audits.len());
+    for draft in audits {
+        // Chain from the recorded head, not from the last stored row: a truncated log
+        // stays visibly truncated after the next append.
+        let entry = append_audit_locked(client, tenant, chained.clone(), draft).await?;
+        chained = (to_i64("audit seq", entry.seq)?, entry.hash.clone());
+        entries.push(entry);
+    }
+    *head = chained;
+    Ok(entries)
+}
+
+/// The session change of an audited change: a compare-and-set on the revision.
+async fn apply_change<C: deadpool_postgres::GenericClient>(
+    client: &C,
+    tenant: &str,
+    change: AuditedChange,
+) -> Result<(), Failure> {
+    let key = change.key();
+    let id = key.id.to_string();
+    let (expected, wellformed) = match &change {
+        AuditedChange::Update(record, expected) => (*expected, record.revision.0 == expected.0.wrapping_add(1)),
+        AuditedChange::Remove(_, expected) => (*expected, true),
+    };
+    let expected_column = expected.0 as i64;
+    let changed: i64 = match &change {
+        AuditedChange::Update(record, _) if wellformed => {
+            let columns = Columns::of(record)?;
+            let statement = client.prepare_cached(UPDATE).await?;
+            let mut params = columns.params().to_vec();
+            params.push(&expected_column);
+            client.query_one(&statement, &params).await?.get(0)
+        }
+        AuditedChange::Update(..) => 0,
+        AuditedChange::Remove(..) => {
+            let statement = client.prepare_cached(REMOVE).await?;
+            let removed: i64 = client.query_one(&statement, &[&tenant, &id, &expected_column]).await?.get(0);
+            if removed == 1 {
+                // The memory bound to the session goes with it.
+                crate::memory::remove_bound(client, tenant, &id).await?;
+            }
+            removed
+        }
+    };
+    if changed == 1 {
+        return Ok(());
+    }
+    // The reference's checks, in its order: missing, stale, malformed.
+    let row = client.query_opt(REVISION_OF, &[&tenant, &id]).await?;
+    Err(Failure::Berth(match row.map(|row| row.get::<_, i64>(0)) {
+        None => Error::session_not_found(&key.id),
+        Some(stored) if stored as u64 != expected.0 => {
+            Error::RevisionConflict { expected: expected.0, actual: stored as u64 }
+        }
+        Some(_) => Error::invalid("revision", "an update must carry expected + 1"),
+    }))
 }
 
 type Work<T> = Pin<Box<dyn Future<Output = Result<T, Failure>> + Send>>;
@@ -319,82 +394,21 @@ impl PostgresCatalog {
     }
 
     /// A session change and its audit records in one transaction (`update_audited`,
-    /// `remove_audited`). Locks the tenant's audit head first, then the session row — the
-    /// order every audited change takes, so two of them never deadlock.
+    /// `remove_audited`), grouped with the tenant's concurrent audited changes
+    /// (`commit.rs`).
     async fn change_audited(&self, change: AuditedChange, audits: Vec<AuditDraft>) -> Result<Vec<AuditEntry>> {
-        self.run("audited change", move |db| {
-            Box::pin(async move {
-                let mut client = db.pooled("audited change").await?;
-                let work = async {
-                    let transaction = client.transaction().await?;
-                    let key = change.key();
-                    let (tenant, id) = (key.tenant.to_string(), key.id.to_string());
-                    transaction
-                        .batch_execute(&crate::db::tenant_sql(&tenant, false, true, db.skipping_tenant_setting())?)
-                        .await?;
-                    let lock = transaction.prepare_cached(LOCK_AUDIT_HEAD).await?;
-                    let head = transaction.query_one(&lock, &[&tenant]).await?;
-                    let (mut seq, mut hash): (i64, String) = (head.get(0), head.get(1));
-                    let (expected, wellformed) = match &change {
-                        AuditedChange::Update(record, expected) => {
-                            (*expected, record.revision.0 == expected.0.wrapping_add(1))
-                        }
-                        AuditedChange::Remove(_, expected) => (*expected, true),
-                    };
-                    let expected_column = expected.0 as i64;
-                    let changed: i64 = match &change {
-                        AuditedChange::Update(record, _) if wellformed => {
-                            let columns = Columns::of(record)?;
-                            let statement = transaction.prepare_cached(UPDATE).await?;
-                            let mut params = columns.params().to_vec();
-                            params.push(&expected_column);
-                            transaction.query_one(&statement, &params).await?.get(0)
-                        }
-                        AuditedChange::Update(..) => 0,
-                        AuditedChange::Remove(..) => {
-                            let statement = transaction.prepare_cached(REMOVE).await?;
-                            let removed: i64 =
-                                transaction.query_one(&statement, &[&tenant, &id, &expected_column]).await?.get(0);
-                            if removed == 1 {
-                                // The memory bound to the session goes with it.
-                                crate::memory::remove_bound(&transaction, &tenant, &id).await?;
-                            }
-                            removed
-                        }
-                    };
-                    if changed != 1 {
-                        // The reference's checks, in its order: missing, stale, malformed.
-                        let row = transaction.query_opt(REVISION_OF, &[&tenant, &id]).await?;
-                        let error = match row.map(|row| row.get::<_, i64>(0)) {
-                            None => Error::session_not_found(&key.id),
-                            Some(stored) if stored as u64 != expected.0 => {
-                                Error::RevisionConflict { expected: expected.0, actual: stored as u64 }
-                            }
-                            Some(_) => Error::invalid("revision", "an update must carry expected + 1"),
-                        };
-                        return Err(Failure::Berth(error));
-                    }
-                    let append = transaction.prepare_cached(APPEND_AUDIT).await?;
-                    let mut entries = Vec::with_capacity(audits.len());
-                    for draft in audits {
-                        let previous = if seq < 0 { None } else { Some((to_u64("audit seq", seq)?, hash.as_str())) };
-                        let entry = audit::chain(draft, previous);
-                        let entry_seq = to_i64("audit seq", entry.seq)?;
-                        let json = encode(&entry, "audit entry")?;
-                        let inserted = transaction.execute(&append, &[&tenant, &entry_seq, &json, &entry.hash]).await;
-                        check_audit_insert(inserted, &tenant)?;
-                        (seq, hash) = (entry_seq, entry.hash.clone());
-                        entries.push(entry);
-                    }
-                    transaction.commit().await?;
-                    Ok(entries)
-                };
-                let outcome = db.timed("audited change", db.options.statement_timeout, work).await;
-                db.settle(client, &outcome);
-                outcome
-            })
-        })
-        .await
+        let tenant = change.key().tenant.to_string();
+        self.submit_audited(tenant, Some(change), audits).await
+    }
+
+    async fn submit_audited(
+        &self,
+        tenant: String,
+        change: Option<AuditedChange>,
+        audits: Vec<AuditDraft>,
+    ) -> Result<Vec<AuditEntry>> {
+        let db = self.db.clone();
+        self.db.exec.run(async move { AuditedCommitter::submit(&db, tenant, change, audits).await }).await
     }
 
     /// A listing without a tenant (maintenance sweeps): row-level security lets no
@@ -638,36 +652,12 @@ impl Catalog for PostgresCatalog {
     }
 
     async fn append_audit(&self, draft: AuditDraft) -> Result<AuditEntry> {
-        self.run("append audit", move |db| {
-            Box::pin(async move {
-                let mut client = db.pooled("append audit").await?;
-                let work = async {
-                    let transaction = client.transaction().await?;
-                    let tenant = draft.tenant.to_string();
-                    transaction
-                        .batch_execute(&crate::db::tenant_sql(&tenant, false, true, db.skipping_tenant_setting())?)
-                        .await?;
-                    let lock = transaction.prepare_cached(LOCK_AUDIT_HEAD).await?;
-                    let head = transaction.query_one(&lock, &[&tenant]).await?;
-                    let (seq, hash): (i64, String) = (head.get(0), head.get(1));
-                    // Chain from the recorded head, not from the last stored row: a
-                    // truncated log stays visibly truncated after the next append.
-                    let previous = if seq < 0 { None } else { Some((to_u64("audit seq", seq)?, hash.as_str())) };
-                    let entry = audit::chain(draft, previous);
-                    let entry_seq = to_i64("audit seq", entry.seq)?;
-                    let append = transaction.prepare_cached(APPEND_AUDIT).await?;
-                    let json = encode(&entry, "audit entry")?;
-                    let inserted = transaction.execute(&append, &[&tenant, &entry_seq, &json, &entry.hash]).await;
-                    check_audit_insert(inserted, &tenant)?;
-                    transaction.commit().await?;
-                    Ok(entry)
-                };
-                let outcome = db.timed("append audit", db.options.statement_timeout, work).await;
-                db.settle(client, &outcome);
-                outcome
-            })
-        })
-        .await
+        let tenant = draft.tenant.to_string();
+        let entries = self.submit_audited(tenant, None, vec![draft]).await?;
+        entries
+            .into_iter()
+            .next()
+            .ok_or_else(|| Error::Unavailable { reason: "postgres: append audit: no entry".into() })
     }
 
     async fn read_audit(&self, tenant: &TenantId, from_seq: u64, limit: usize) -> Result<Vec<AuditEntry>> {

@@ -189,6 +189,8 @@ pub(crate) struct Database {
     /// `berth.tenant`, to show that a connection never carries a tenant over from an
     /// earlier transaction (reliability test 34). Never set outside tests.
     pub(crate) skip_tenant_setting: AtomicBool,
+    /// The tenants' queues of audited changes (group commit).
+    pub(crate) audited: crate::commit::AuditedCommitter,
 }
 
 impl std::fmt::Debug for Database {
@@ -244,6 +246,7 @@ impl Database {
             instance: format!("{}-{}", std::process::id(), uuid::Uuid::now_v7().simple()),
             holder_counter: AtomicU64::new(0),
             skip_tenant_setting: AtomicBool::new(false),
+            audited: crate::commit::AuditedCommitter::default(),
         })
     }
 

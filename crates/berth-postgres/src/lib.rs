@@ -41,6 +41,9 @@
 //! whose runtime is starved cannot distort them.
 
 mod catalog;
+mod commit;
+#[cfg(test)]
+mod commit_tests;
 mod db;
 mod lease;
 mod listing;
@@ -90,6 +93,9 @@ pub struct PostgresOptions {
     pub migrate: bool,
     /// `application_name` of every connection (shown in `pg_stat_activity`).
     pub application_name: String,
+    /// Concurrent audited changes of one tenant share one transaction (`commit.rs`);
+    /// off, each commits alone (for comparisons).
+    pub group_commit: bool,
 }
 
 impl Default for PostgresOptions {
@@ -108,6 +114,7 @@ impl Default for PostgresOptions {
             local_deadline: true,
             migrate: true,
             application_name: "berth".into(),
+            group_commit: true,
         }
     }
 }

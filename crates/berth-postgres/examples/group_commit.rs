@@ -1,0 +1,113 @@
+//! What group commit of audited changes (`commit.rs`) buys the catalog's share of a
+//! session create on PostgreSQL: the service's two catalog writes per create — the
+//! record inserted as `creating`, then its final revision with an audit record
+//! (`update_audited`, which locks the tenant's audit head) — by 1 and by 8 concurrent
+//! clients of one tenant, with `PostgresOptions::group_commit` on and off, rounds
+//! alternating (on/off, off/on, …), each on a fresh database (`BERTH_TEST_PG`'s server).
+//! Prints each configuration's median creates/s. A figure for the report, not a test.
+//!
+//! ```text
+//! cargo run --release -p berth-postgres --example group_commit            # 400 creates a round, 5 rounds
+//! cargo run --release -p berth-postgres --example group_commit -- 1000 7  # creates a round, rounds
+//! ```
+
+use berth_catalog::audit::AuditDraft;
+use berth_catalog::{Catalog, SessionRecord};
+use berth_core::lifecycle::Status;
+use berth_core::{Revision, Scope, SessionHeader, SessionId, TenantId, Timestamp, UserId};
+use berth_postgres::testing::TestDatabase;
+use berth_postgres::{PostgresBackend, PostgresCatalog, PostgresOptions};
+use std::collections::BTreeSet;
+use std::time::Instant;
+
+fn record(id: &str, revision: u64, status: Status) -> SessionRecord {
+    let scope = Scope {
+        tenant: TenantId::parse("bench").expect("tenant"),
+        user: UserId::parse("u").expect("user"),
+        project: None,
+    };
+    SessionRecord {
+        header: SessionHeader::new(SessionId::parse(id).expect("id"), scope, Timestamp(1)),
+        status,
+        lease_until: Timestamp(10),
+        last_activity: Timestamp(1),
+        revision: Revision(revision),
+        title: None,
+        labels: BTreeSet::new(),
+        event_count: 0,
+        blank: false,
+        runs: Vec::new(),
+        status_changed_at: Timestamp(1),
+        resume_mark: Default::default(),
+        repair: Default::default(),
+    }
+}
+
+/// The catalog writes of one service create.
+async fn create(catalog: &PostgresCatalog, id: &str) {
+    catalog.insert(&record(id, 1, Status::Creating)).await.expect("insert");
+    let done = record(id, 2, Status::Active);
+    let draft = AuditDraft {
+        tenant: done.header.scope.tenant.clone(),
+        time: Timestamp(2),
+        actor: "service:bench".into(),
+        action: "create".into(),
+        session: Some(done.header.id.clone()),
+        revision: Some(Revision(2)),
+        outcome: "ok".into(),
+        details: serde_json::json!({"events": 0}),
+    };
+    catalog.update_audited(&done, Revision(1), vec![draft]).await.expect("update");
+}
+
+/// Creates/s of `creates` creates split over `clients` concurrent tasks.
+async fn round(group_commit: bool, clients: usize, creates: usize) -> f64 {
+    let database = TestDatabase::create().await;
+    let options = PostgresOptions { group_commit, pool_size: clients.max(1), ..PostgresOptions::default() };
+    let catalog = PostgresBackend::connect(&database.url(), options).await.expect("connect").catalog();
+    let started = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for client in 0..clients {
+        let catalog = catalog.clone();
+        tasks.spawn(async move {
+            for n in (client..creates).step_by(clients) {
+                create(&catalog, &format!("s{n}")).await;
+            }
+        });
+    }
+    while let Some(joined) = tasks.join_next().await {
+        joined.expect("client");
+    }
+    creates as f64 / started.elapsed().as_secs_f64()
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let mut args = std::env::args().skip(1);
+    let creates: usize = args.next().map_or(400, |arg| arg.parse().expect("creates a round"));
+    let rounds: usize = args.next().map_or(5, |arg| arg.parse().expect("rounds"));
+    for clients in [1, 8] {
+        let (mut on, mut off) = (Vec::new(), Vec::new());
+        for index in 0..rounds {
+            let order = if index % 2 == 0 { [true, false] } else { [false, true] };
+            for group_commit in order {
+                let rate = round(group_commit, clients, creates).await;
+                if group_commit {
+                    on.push(rate)
+                } else {
+                    off.push(rate)
+                }
+            }
+        }
+        let (on, off) = (median(on), median(off));
+        println!(
+            "{clients} client(s): group commit {on:.0} creates/s, one transaction a write {off:.0} creates/s ({:.2}×)",
+            on / off
+        );
+    }
+}
