@@ -8,9 +8,12 @@
  *     berth-store migrate --to TARGET [berth]     export berth into TARGET
  *
  * SOURCE / TARGET: `dsh-jsonl:DIR`. The berth: `--server URL --api-key KEY` (or
- * `BERTH_API_KEY`). Exit status: 0 when the target holds everything, 1 when records were
- * skipped or found changed (the report says which and why) or the run failed (said on
- * stderr), 2 on a usage error.
+ * `BERTH_API_KEY`). Whose sessions an import makes (`users.ts`): the caller's user
+ * (`--user-from caller`, the default), or `--user-map FILE.json` (harness session id →
+ * berth user, with a service key). Exit status: 0 when the target holds everything, 1
+ * when records were skipped or found changed (the report says which and why) or the run
+ * failed (said on stderr), 2 on a usage error (a bad `--user-map` file, or a user key
+ * importing for others, included: nothing written).
  */
 import { parseArgs } from 'node:util'
 import { BerthClient } from '../client.js'
@@ -20,6 +23,7 @@ import { MigrationError, MigrationUsageError } from './errors.js'
 import { exportJsonl, importJsonl } from './dsh-jsonl.js'
 import { type JsonlCompression, loadHarness } from './harness.js'
 import { Report, type ProgressStream } from './report.js'
+import { checkRole, loadUserMap, type UserMap, UserMapError } from './users.js'
 
 export const PROGRAM = 'berth-store migrate'
 
@@ -43,6 +47,9 @@ options:
   --api-key KEY          its API key (or BERTH_API_KEY); the key's tenant and user own what is imported
   --namespace NS         prefix of the harness sessions' berth ids (default dsh., as the drop-in's)
   --compression MODE     zstd or none: the root's encoding (default: the root's own; zstd for a new root)
+  --user-from caller     import: the sessions become the caller's user's (the default)
+  --user-map FILE.json   import: a JSON object of harness session id -> berth user; sessions it
+                         does not name are skipped (needs a service key)
   --dry-run              write nothing; report what would be written
   --json                 print the final report as JSON
   --no-progress          no progress line on stderr
@@ -66,6 +73,8 @@ export interface MigrateArguments {
   readonly dryRun: boolean
   readonly json: boolean
   readonly progress: boolean
+  /** `--user-map FILE.json` (import only): read and checked by `migrateMain` before the run. */
+  readonly userMap: string | undefined
 }
 
 /** `dsh-jsonl:DIR` → DIR; anything else is a usage error saying what is expected. */
@@ -98,6 +107,8 @@ export function parseMigrateArguments(argv: readonly string[], env: CliIo['env']
         'dry-run': { type: 'boolean' },
         json: { type: 'boolean' },
         'no-progress': { type: 'boolean' },
+        'user-from': { type: 'string' },
+        'user-map': { type: 'string' },
         // Python's embedded-store options: refused with the reason below.
         data: { type: 'string' },
         tenant: { type: 'string' },
@@ -118,6 +129,7 @@ export function parseMigrateArguments(argv: readonly string[], env: CliIo['env']
     throw new MigrationUsageError('give a SOURCE to import, or --to TARGET to export (one of them)')
   }
   const root = parseStore((source ?? values.to) as string)
+  checkUsers(values['user-from'], values['user-map'], source !== undefined)
   if (values.data !== undefined || values.tenant !== undefined || values.user !== undefined || values.role !== undefined) {
     throw new MigrationUsageError('--data/--tenant/--user/--role name Python\'s embedded store; this command talks to a berth server: --server URL --api-key KEY (the key\'s tenant and user own what is imported)')
   }
@@ -145,13 +157,30 @@ export function parseMigrateArguments(argv: readonly string[], env: CliIo['env']
     dryRun: values['dry-run'] === true,
     json: values.json === true,
     progress: values['no-progress'] !== true,
+    userMap: values['user-map'],
   }
 }
 
+/** Which `--user-from` / `--user-map` the direction takes (Python's `_check_users`, for harness roots). */
+function checkUsers(userFrom: string | undefined, userMap: string | undefined, importing: boolean): void {
+  if (userFrom === undefined && userMap === undefined) return
+  if (!importing) throw new MigrationUsageError('--user-from and --user-map are for an import (a SOURCE); an export keeps each session\'s own')
+  if (userFrom !== undefined && userMap !== undefined) throw new MigrationUsageError('give --user-from or --user-map, not both')
+  if (userFrom === 'adk-user') {
+    throw new MigrationUsageError('--user-from adk-user is for an adk: source (Python\'s berth-migrate); dsh-jsonl keeps no user (--user-from caller, or --user-map FILE.json)')
+  }
+  if (userFrom !== undefined && userFrom !== 'caller') {
+    throw new MigrationUsageError(`--user-from: expected caller, got ${JSON.stringify(userFrom)}`)
+  }
+  if (userMap === '') throw new MigrationUsageError('--user-map: name a file')
+}
+
 /** One run: the report (the caller prints it). Throws the run's failure. */
-export async function runMigration(args: MigrateArguments, io: CliIo): Promise<Report> {
+export async function runMigration(args: MigrateArguments, io: CliIo, users?: UserMap): Promise<Report> {
   const harness = await loadHarness()
   const client = new BerthClient({ baseUrl: args.server, apiKey: args.apiKey })
+  // Before the source is even mounted: a user key writes nothing.
+  if (users !== undefined) await checkRole(client)
   const persistence = new BerthHandlePersistence({
     client,
     ...(args.namespace === undefined ? {} : { namespace: args.namespace }),
@@ -166,12 +195,14 @@ export async function runMigration(args: MigrateArguments, io: CliIo): Promise<R
     ? new Report('import', store, berth, args.dryRun, PROGRAM)
     : new Report('export', berth, store, args.dryRun, PROGRAM)
   if (args.progress && io.stderr.isTTY === true) report.progress = io.stderr
+  if (users !== undefined) report.users = new Map()
   const options = {
     harness,
     root: args.root,
     persistence,
     report,
     ...(args.compression === undefined ? {} : { compression: args.compression }),
+    ...(users === undefined ? {} : { users }),
   }
   try {
     if (args.direction === 'import') await importJsonl(options)
@@ -203,8 +234,13 @@ export async function migrateMain(argv: readonly string[], io: CliIo): Promise<n
   }
   let report: Report
   try {
-    report = await runMigration(args, io)
+    const users = args.userMap === undefined ? undefined : await loadUserMap(args.userMap)
+    report = await runMigration(args, io, users)
   } catch (error) {
+    if (error instanceof UserMapError) {
+      io.stderr.write(`${PROGRAM}: ${errorLine(error)}\n`)
+      return 2
+    }
     io.stderr.write(`${PROGRAM}: ${errorLine(error)}\n`)
     // Not one of the failures a run reports (ours, berth's, the file system's): the trace too.
     if (!(error instanceof MigrationError) && io.env.BERTH_DEBUG !== undefined && error instanceof Error) io.stderr.write(`${error.stack ?? ''}\n`)

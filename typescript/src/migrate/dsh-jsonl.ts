@@ -17,6 +17,13 @@
  * run killed half-way is resumed so). A session whose source changed since (or that
  * berth holds otherwise) is reported under `changed` and left as it is; a session that
  * went on on berth after the import (a harness resumed it there) is not a change.
+ * A run killed with `kill -9` leaves the sessions it was writing owned by its berth runs
+ * until their leases lapse (the session policy's `run_lease_ttl_ms`, 30 s as the drop-in
+ * makes them): the rerun waits that out for a run nobody heartbeats, and skips (and
+ * reports) a session whose owner is alive.
+ *
+ * With a user map (`users.ts`), each session is first made for its berth user (the
+ * drop-in's own create body, with `user`), then written as above.
  *
  * Export: every harness session berth holds (label `dsh`, the namespace's) is read
  * through `BerthHandlePersistence` and written through the harness's JSONL backend
@@ -26,12 +33,16 @@
 import { stat } from 'node:fs/promises'
 import type { SessionEvent as HarnessEvent, SessionHeader as HarnessHeader, SessionId as HarnessSessionId } from '@deepseek-ai/dsh-session'
 import { BerthConnectionError, BerthError, InvalidError, LimitExceededError, PayloadTooLargeError } from '../errors.js'
-import { SessionAlreadyOwnedError, SessionPersistenceNotFoundError } from '../dsh/errors.js'
+import { SessionAlreadyExistsError, SessionAlreadyOwnedError, SessionPersistenceNotFoundError } from '../dsh/errors.js'
+import { materializeCreateHeader } from '../dsh/storage-contract.js'
+import type { BerthClient } from '../client.js'
+import { NotFoundError } from '../errors.js'
 import type { BerthHandlePersistence } from '../dsh/persistence.js'
 import type { SessionEvent, SessionHandle, SessionHeader } from '../dsh/types.js'
 import { MigrationError } from './errors.js'
 import { type Harness, type JsonlCompression, type MountedRoot, mountRoot } from './harness.js'
 import type { Report } from './report.js'
+import { claim, elsewhere, type UserMap, userFor } from './users.js'
 
 /**
  * Sessions moved at once: each one is several round trips to berth (its record, its run,
@@ -67,6 +78,8 @@ export interface JsonlRunOptions {
   /** The drop-in the sessions are written through (import) or read from (export). */
   readonly persistence: BerthHandlePersistence
   readonly report: Report
+  /** Import: whose sessions they become (`--user-map`); none: the caller's. */
+  readonly users?: UserMap
 }
 
 /** A harness event's exact text, as the drop-in stores it. */
@@ -124,7 +137,7 @@ export async function importJsonl(options: JsonlRunOptions): Promise<void> {
     try {
       await eachConcurrently(headers, SESSIONS_IN_FLIGHT, async (header) => {
         try {
-          await importSession(mounted, persistence, header, report)
+          await importSession(mounted, persistence, header, report, options.users)
         } catch (error) {
           if (failsTheRun(error)) throw error
           report.skip(header.id, 'session', `not imported: ${describe(error)}`)
@@ -141,11 +154,26 @@ export async function importJsonl(options: JsonlRunOptions): Promise<void> {
   }
 }
 
-async function importSession(mounted: MountedRoot, persistence: BerthHandlePersistence, listed: HarnessHeader, report: Report): Promise<void> {
+async function importSession(mounted: MountedRoot, persistence: BerthHandlePersistence, listed: HarnessHeader, report: Report, users: UserMap | undefined): Promise<void> {
   const id = listed.id
+  const user = users === undefined ? undefined : userFor(users, id)
+  if (users !== undefined && user === undefined) {
+    report.skip(id, 'session', `the user map ${users.path} names no berth user for it: not imported`)
+    return
+  }
   const { meta, events } = await mounted.backend.readFrom(id, 0)
   await reportTornTail(mounted, meta, report)
   const header = meta as unknown as SessionHeader
+  if (user !== undefined) {
+    // The session made for its user first: the drop-in finds it (empty) and writes on.
+    const create = persistence.createBody(header, materializeCreateHeader(header).text) ?? {}
+    const held = await claim(persistence.client, persistence.berthId(id), create, user, report.dryRun)
+    if (held !== undefined) {
+      report.change(id, 'session', elsewhere(user, held))
+      return
+    }
+    report.owned(user)
+  }
   const texts = events.map(textOf)
   const held = await heldOnBerth(persistence, id)
   if (held !== undefined) {
@@ -172,19 +200,28 @@ async function importSession(mounted: MountedRoot, persistence: BerthHandlePersi
     report.bytes += bytesOf(texts.slice(start))
     return
   }
+  await awaitLapsedRuns(persistence.client, persistence.berthId(id))
+  await writeSession(persistence, header, held !== undefined, events as unknown as SessionEvent[], texts, start, report)
+}
+
+/**
+ * Appends `events[start..]` to the session through the drop-in's write handle (`created`
+ * when berth holds none of it yet), after checking, with ownership taken, that berth's
+ * log is still the one compared.
+ */
+async function writeSession(persistence: BerthHandlePersistence, header: SessionHeader, held: boolean, events: readonly SessionEvent[], texts: readonly string[], start: number, report: Report): Promise<void> {
+  const id = header.id
+  const owned = (): void => report.skip(id, `events ${start}..${texts.length - 1}`,
+    'the berth session is owned by a live writer (a harness resumed it, or another import is writing it): not imported; run again once it is released')
   let handle: SessionHandle
   try {
-    handle = held === undefined ? await persistence.create(header) : await persistence.open(id, 'write')
+    handle = held ? await persistence.open(id, 'write') : await persistence.create(header)
   } catch (error) {
-    if (error instanceof SessionAlreadyOwnedError) {
-      report.skip(id, `events ${start}..${texts.length - 1}`,
-        'the berth session is owned by a live writer (a harness, or a killed import whose run lease has not lapsed yet): not imported; run again once it is released')
-      return
-    }
+    if (error instanceof SessionAlreadyOwnedError) return owned()
     throw error
   }
   try {
-    if (held !== undefined) {
+    if (held) {
       // Ownership taken: the log must still be the one compared (nobody appended meanwhile).
       const now = (await handle.read(0)).map(textOf)
       if (now.length !== start || divergence(now, texts) !== undefined) {
@@ -192,10 +229,53 @@ async function importSession(mounted: MountedRoot, persistence: BerthHandlePersi
         return
       }
     }
-    await appendAll(handle, id, events as unknown as SessionEvent[], texts, start, report)
+    await appendAll(handle, id, events, texts, start, report)
+  } catch (error) {
+    // A created session's first append attaches its run: another writer there is the same refusal.
+    if (!held && error instanceof SessionAlreadyExistsError) return owned()
+    throw error
   } finally {
     await handle.close()
   }
+}
+
+/** Margin past a lease's end before the import tries the session (the server's clock may run a little behind). */
+const LEASE_MARGIN_MS = 250
+
+/**
+ * Waits out the runs attached to `berthId` that nobody keeps alive: a killed import's (or
+ * harness's) run holds the session until its lease lapses, at most the session policy's
+ * `run_lease_ttl_ms` from now. It looks again four times a lease (a live owner
+ * heartbeats more often than that): a lease that moved on has a live owner, and the
+ * caller's attach then reports it. No session, or no run: no wait.
+ */
+async function awaitLapsedRuns(client: BerthClient, berthId: string): Promise<void> {
+  const seen = await leaseOfRuns(client, berthId)
+  if (seen === undefined) return
+  const step = Math.max(LEASE_MARGIN_MS, Math.floor(seen.leaseTtlMs / 4))
+  // Bounded whatever the clocks say: one lease and a margin past the one seen.
+  const deadline = Date.now() + seen.leaseTtlMs + step + LEASE_MARGIN_MS
+  while (Date.now() < deadline) {
+    const remaining = Math.min(seen.leaseUntil + LEASE_MARGIN_MS, deadline) - Date.now()
+    if (remaining <= 0) return
+    await new Promise((resolve) => setTimeout(resolve, Math.min(step, remaining)))
+    const now = await leaseOfRuns(client, berthId)
+    if (now === undefined || now.leaseUntil > seen.leaseUntil) return // released, or alive: the attach tells
+  }
+}
+
+/** The latest lease of the runs attached to `berthId`, with the session's run lease; `undefined` when none is. */
+async function leaseOfRuns(client: BerthClient, berthId: string): Promise<{ leaseUntil: number; leaseTtlMs: number } | undefined> {
+  let record
+  try {
+    record = await client.getSession(berthId)
+  } catch (error) {
+    if (error instanceof NotFoundError) return undefined
+    throw error
+  }
+  const attached = record.runs.filter((run) => run.status === 'attached')
+  if (attached.length === 0) return undefined
+  return { leaseUntil: Math.max(...attached.map((run) => run.lease_until)), leaseTtlMs: record.header.policy.run_lease_ttl_ms }
 }
 
 /** What berth holds of a harness session (its header and events' texts), or `undefined` when it holds none. */

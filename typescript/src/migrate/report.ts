@@ -34,6 +34,8 @@ export interface ReportJson {
   readonly skipped: readonly ReportEntry[]
   readonly changed: readonly ReportEntry[]
   readonly seconds: number
+  /** With `--user-map`: sessions per berth user they were (or would be) imported under. */
+  readonly users?: Readonly<Record<string, number>>
 }
 
 export class Report {
@@ -51,6 +53,8 @@ export class Report {
   bytes = 0
   readonly skipped: ReportEntry[] = []
   readonly changed: ReportEntry[] = []
+  /** With `--user-map`: sessions per berth user they were (or would be) imported under. */
+  users: Map<string, number> | undefined = undefined
   /** Sessions to go through, for the ETA. */
   total: number | undefined = undefined
   /** Where the progress line goes (none: no progress line). */
@@ -69,6 +73,17 @@ export class Report {
 
   skip(session: string, record: string, reason: string): void {
     this.skipped.push({ session, record, reason })
+  }
+
+  /** One more session imported under `user` (`--user-map`). */
+  owned(user: string): void {
+    if (this.users !== undefined) this.users.set(user, (this.users.get(user) ?? 0) + 1)
+  }
+
+  /** `users` sorted by user, as Python's report prints them. */
+  private sortedUsers(): [string, number][] | undefined {
+    if (this.users === undefined) return undefined
+    return [...this.users.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
   }
 
   change(session: string, record: string, reason: string): void {
@@ -138,6 +153,7 @@ export class Report {
       skipped: this.skipped,
       changed: this.changed,
       seconds: this.seconds(),
+      ...(this.users === undefined ? {} : { users: Object.fromEntries(this.sortedUsers() ?? []) }),
     }
   }
 
@@ -146,6 +162,8 @@ export class Report {
     let out = `${this.program} ${this.direction} ${this.source} -> ${this.target}: ${this.sessions} sessions ` +
       `(${this.imported} with new records, ${this.unchanged} unchanged); ${verb} ${this.records} events ` +
       `(${this.bytes} bytes), ${this.recordsUnchanged} already there, in ${this.seconds()}s\n`
+    const users = this.sortedUsers()
+    if (users !== undefined) out += `  users: ${users.map(([user, count]) => `${user} ${count}`).join(', ') || 'none'}\n`
     for (const entry of this.changed) out += `  changed: ${entry.session} ${entry.record}: ${entry.reason}\n`
     for (const entry of this.skipped) out += `  skipped: ${entry.session} ${entry.record}: ${entry.reason}\n`
     return out

@@ -4,30 +4,15 @@
  * a typed one-line error with exit 1 (a missing root, a file, a root of the other
  * encoding, an unreachable or refusing berth) or a usage error with exit 2.
  */
-import { execFileSync, spawn } from 'node:child_process'
+import { execFileSync } from 'node:child_process'
 import { mkdirSync, writeFileSync } from 'node:fs'
-import { dirname, join, resolve } from 'node:path'
-import { fileURLToPath } from 'node:url'
+import { join } from 'node:path'
 import { afterAll, expect, inject, it } from 'vitest'
 import { migrateMain } from '../../src/migrate/cli.js'
 import { berthBinary } from '../support/berth-server.js'
-import { freshNamespace, harnessRoot, removeScratch, scratchDir } from '../support/dsh-jsonl-roots.js'
+import { berthStore, freshNamespace, harnessRoot, removeScratch, scratchDir } from '../support/dsh-jsonl-roots.js'
 
 afterAll(removeScratch)
-
-const bin = resolve(dirname(fileURLToPath(import.meta.url)), '../../dist/bin/berth-store.js')
-
-function berthStore(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolveRun, reject) => {
-    const child = spawn(process.execPath, [bin, ...args], { env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
-    let stdout = ''
-    let stderr = ''
-    child.stdout.on('data', (chunk: Buffer) => { stdout += chunk.toString() })
-    child.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString() })
-    child.once('error', reject)
-    child.once('exit', (code) => resolveRun({ code, stdout, stderr }))
-  })
-}
 
 it('imports and exports as a process: the JSON report on stdout, exit 0 (the key from BERTH_API_KEY)', async () => {
   const { root, sessions } = await harnessRoot('zstd')
@@ -53,7 +38,7 @@ it('bad input: a typed one-line error and exit 1, or a usage error and exit 2', 
   const scratch = scratchDir('dsh-bad-')
   const missing = join(scratch, 'missing')
   expect(await berthStore(['migrate', `dsh-jsonl:${missing}`, ...berth])).toEqual({
-    code: 1, stdout: '', stderr: `berth-store migrate: MigrationSourceError: no such DeepSeek Harness JSONL root: ${missing} (no such directory)\n`,
+    code: 1, signal: null, stdout: '', stderr: `berth-store migrate: MigrationSourceError: no such DeepSeek Harness JSONL root: ${missing} (no such directory)\n`,
   })
   const file = join(scratch, 'file')
   writeFileSync(file, 'not a root')

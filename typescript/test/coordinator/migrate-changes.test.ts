@@ -113,10 +113,12 @@ it('grown, changed, continued on berth, cut short, owned: each run takes what it
   expect(finished.report).toMatchObject({ sessions: 3, sessions_imported: 1, events: 8, events_unchanged: 4 + 18 + 0 })
   expect((await readBerthHandle(namespace)).get('c')).toEqual((await readJsonl(root)).stored.get('c'))
 
-  // `d` is owned by a live writer on berth: reported under `skipped`; imported once released.
+  // `d` is owned by a live writer on berth (its heartbeats move its lease on, which the
+  // import watches for before it gives up): reported under `skipped`; imported once
+  // released. A 2 s run lease, so that the import sees a heartbeat soon.
   const d = log('d', 1)
   await write(root, 'zstd', 'd', d, true)
-  const live = await persistence.create(header('d'))
+  const live = await handlePersistence(namespace, 2_000).create(header('d'))
   await live.append(d.slice(0, 2))
   const owned = await migrate([`dsh-jsonl:${root}`, '--json'], namespace)
   expect(owned.code).toBe(1)

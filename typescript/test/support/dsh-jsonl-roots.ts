@@ -3,7 +3,7 @@
  * roots built by the harness itself, read back through the harness's JSONL backend and
  * through berth's two drop-ins, a tree hash, and the CLI run in-process.
  */
-import { spawn } from 'node:child_process'
+import { spawn, type ChildProcess } from 'node:child_process'
 import { createHash, randomUUID } from 'node:crypto'
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -49,6 +49,47 @@ export async function harnessRoot(compression: JsonlCompression): Promise<{ root
   const said = JSON.parse(first.value as string) as { state: string; sessions: [string, number][] }
   if (said.state !== 'tool-running') throw new Error(`unexpected: ${first.value as string}`)
   return { root, sessions: said.sessions }
+}
+
+/**
+ * A larger JSONL root written by the harness (`test/fixtures/dsh-jsonl-bulk-writer.mjs`):
+ * `sessions` sessions of `turns` turns (19 events a turn). Returns the root and each
+ * session's id and event count.
+ */
+export async function bulkRoot(sessions: number, turns: number, compression: JsonlCompression = 'zstd'): Promise<{ root: string; sessions: [string, number][] }> {
+  const root = join(scratchDir('dsh-bulk-'), 'sessions')
+  const run = await runNode([resolve(here, '../fixtures/dsh-jsonl-bulk-writer.mjs'), root, String(sessions), String(turns), compression])
+  if (run.code !== 0) throw new Error(`the harness process failed (${String(run.code)}): ${run.stderr}`)
+  return { root, sessions: (JSON.parse(run.stdout) as { sessions: [string, number][] }).sessions }
+}
+
+/** The package's `berth-store` command (dist/, built by the suite's global setup). */
+export const BERTH_STORE_BIN = resolve(here, '../../dist/bin/berth-store.js')
+
+export interface ProcessRun {
+  readonly code: number | null
+  readonly signal: NodeJS.Signals | null
+  readonly stdout: string
+  readonly stderr: string
+}
+
+/** A Node process (this test's Node) on `args`; `started` sees the child as soon as it runs. */
+export function runNode(args: readonly string[], env: Record<string, string> = { PATH: process.env.PATH ?? '' }, started?: (child: ChildProcess) => void): Promise<ProcessRun> {
+  return new Promise((resolveRun, reject) => {
+    const child = spawn(process.execPath, [...args], { env, stdio: ['ignore', 'pipe', 'pipe'] })
+    let stdout = ''
+    let stderr = ''
+    child.stdout.on('data', (chunk: Buffer) => { stdout += chunk.toString() })
+    child.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString() })
+    child.once('error', reject)
+    child.once('close', (code, signal) => resolveRun({ code, signal, stdout, stderr }))
+    started?.(child)
+  })
+}
+
+/** `berth-store ARGS` as a process (the package's `bin`). */
+export function berthStore(args: readonly string[], env: Record<string, string> = {}, started?: (child: ChildProcess) => void): Promise<ProcessRun> {
+  return runNode([BERTH_STORE_BIN, ...args], { PATH: process.env.PATH ?? '', ...env }, started)
 }
 
 /** Every file under `dir` (relative path → SHA-256), and every directory: the tree as bytes. */
