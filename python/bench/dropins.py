@@ -20,13 +20,25 @@ LangGraph — `BerthSaver` vs `SqliteSaver` (langgraph-checkpoint-sqlite 3.1.2):
 STEPS one-message steps (a ~200-byte `AIMessage` per step on an `add_messages` channel):
 steps/s, resume (a fresh saver's `get_tuple` of the latest) and bytes on disk.
 
+Google ADK and smolagents — the request patterns (`--only adk|smolagents`, each in its
+suite's venv: scripts/dropins/adk/requirements.txt, scripts/dropins/smolagents/): a chat
+turn (20 turns on a kept object: ADK, a `Runner` turn with one model call; smolagents, a
+kept `CodeAgent`'s `run(reset=False)` of a code step and the final answer) and a request
+(40 times a fresh object on the same session: ADK, a `BerthSessionService` per request,
+one turn, `close()`; smolagents, a fresh agent and `BerthAgentLog`, attached, one run,
+closed), in ms, beside ADK's own `DatabaseSessionService` (sqlite+aiosqlite, one engine,
+a service object per request on it) and `SqliteSessionService`, or smolagents with no
+store; berth's ADK rows with and without the hand-on of idle runs (`hand_on=False`: the
+before). The round trips and durable writes of one turn and one request are counted
+apart from the timed rounds.
+
 Variants: `sqlite` (the framework's SQLite store, on its defaults), `embedded`
 (`berth.open` on a data directory) and `http` (`berth.Client` against `berth serve
 --rate-per-tenant 0` on loopback). Rounds are interleaved and their order rotates;
 figures are medians over rounds, ratios are against `sqlite` of the same run.
 
     python bench/dropins.py --berth target/release/berth [--rounds 2] [--lg-rounds 1] \\
-        [--steps 2000] [--quick] [--only openai|langgraph] [--workloads W1,R] [--out report.json]
+        [--steps 2000] [--quick] [--only openai|langgraph|adk|smolagents] [--workloads W1,R] [--out report.json]
 
 Needs openai-agents==0.24.0, langgraph==1.2.24 and langgraph-checkpoint-sqlite==3.1.2
 beside the berth wheels (target/langgraph-venv plus `pip install openai-agents==0.24.0`).
@@ -36,7 +48,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
+import logging
 import os
 import shutil
 import sqlite3
@@ -219,7 +233,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--dir", default=tempfile.gettempdir())
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--only", choices=["openai", "langgraph"])
+    parser.add_argument("--only", choices=["openai", "langgraph", "adk", "smolagents"])
     parser.add_argument("--workloads", default=",".join(OPENAI_WORKLOADS),
                         help="the OpenAI workloads to run, comma-separated (default: all)")
     parser.add_argument("--out")
@@ -233,6 +247,9 @@ def main() -> None:
             report["openai"] = bench_openai(args, sizes, work, server)
         if args.only in (None, "langgraph"):
             report["langgraph"] = bench_langgraph(args, work, server)
+        for framework in ("adk", "smolagents"):
+            if args.only == framework:
+                report[framework] = bench_requests(args, work, server, framework)
         if args.out:
             Path(args.out).write_text(json.dumps(report, indent=2))
     finally:
@@ -426,6 +443,247 @@ def bench_langgraph(args: argparse.Namespace, work: Path, server: Server) -> lis
         rows.append(row)
         print(f"| {name} | {row['steps_per_second']:.1f} | {row['vs_sqlite_speed']:.2f}x | {row['resume_ms']:.0f} | "
               f"{disk[name] / 1e6:.1f} MB | 1/{1 / max(row['vs_sqlite_bytes'], 1e-9):.0f} |")
+    return rows
+
+
+# ---- Request patterns: Google ADK and smolagents ------------------------------------------
+
+
+def adk_requests(make: Callable[[], Any], close: Callable[[Any], Any], turns: int, requests: int,
+                 mark: Callable[[str], None] = lambda phase: None) -> Callable[[], tuple[float, float]]:
+    """ADK's two patterns on one session service kind (`make()` makes a service object,
+    `close(service)` closes it): a chat turn (`turns` `Runner` turns on a kept object, each
+    the user's message, one model call and its answer) and a request (`requests` times a
+    fresh object, one such turn, closed), on a session of `turns` turns already. Both in
+    one event loop (a web app's). `mark(phase)` is called before each timed turn and
+    request ("turn", "request") and at the end ("end"). Returns (seconds a turn, seconds
+    a request)."""
+    from google.adk.agents import LlmAgent
+    from google.adk.models.base_llm import BaseLlm
+    from google.adk.models.llm_response import LlmResponse
+    from google.adk.runners import Runner
+    from google.genai import types
+
+    logging.getLogger("google_adk").setLevel(logging.ERROR)  # "missing token usage", a turn
+
+    class Echo(BaseLlm):
+        async def generate_content_async(self, llm_request: Any, stream: bool = False) -> Any:
+            text = llm_request.contents[-1].parts[0].text
+            yield LlmResponse(content=types.Content(role="model", parts=[types.Part(text=f"re: {text}")]))
+
+    agent = LlmAgent(name="chat", model=Echo(model="echo"))
+
+    async def turn(service: Any, session_id: str, n: int) -> None:
+        runner = Runner(agent=agent, app_name="bench", session_service=service)
+        message = types.Content(role="user", parts=[types.Part(text=f"turn {n} " + "x" * 200)])
+        async for _ in runner.run_async(user_id="u", session_id=session_id, new_message=message):
+            pass
+
+    async def go() -> tuple[float, float]:
+        session_id = f"s-{uuid.uuid4().hex}"
+        kept = make()
+        await kept.create_session(app_name="bench", user_id="u", session_id=session_id)
+        started = time.perf_counter()
+        for n in range(turns):
+            mark("turn")
+            await turn(kept, session_id, n)
+        chat = (time.perf_counter() - started) / turns
+        mark("end")
+        await close(kept)
+
+        async def request(n: int) -> None:
+            service = make()
+            await turn(service, session_id, n)
+            await close(service)
+
+        await request(turns)  # the first request after the kept object's turns: not timed
+        started = time.perf_counter()
+        for n in range(requests):
+            mark("request")
+            await request(turns + 1 + n)
+        mark("end")
+        return chat, (time.perf_counter() - started) / requests
+
+    return lambda: asyncio.run(go())
+
+
+def smolagents_requests(make_log: Callable[[str], Any], turns: int, requests: int,
+                        mark: Callable[[str], None] = lambda phase: None) -> Callable[[], tuple[float, float]]:
+    """smolagents' two patterns (`make_log(job)`: a `BerthAgentLog`, or None for no store):
+    a chat turn (`turns` runs of a kept agent with `reset=False`, each a code step and the
+    final answer) and a request (`requests` times a fresh agent and log on the job,
+    attached — its memory rebuilt from the log —, one run, closed). `mark` as
+    `adk_requests`'. Returns (seconds a turn, seconds a request)."""
+    from smolagents import CodeAgent
+    from smolagents.models import ChatMessage, MessageRole, Model
+
+    script = ["Thought: one.\n<code>\nprint('v', 2)\n</code>", "Thought: done.\n<code>\nfinal_answer('ok')\n</code>"]
+
+    class Scripted(Model):
+        def __init__(self) -> None:
+            super().__init__(model_id="scripted")
+            self.calls = 0
+
+        def generate(self, messages: list[Any], stop_sequences: Any = None, response_format: Any = None,
+                     tools_to_call_from: Any = None, **kwargs: Any) -> ChatMessage:
+            self.calls += 1
+            return ChatMessage(role=MessageRole.ASSISTANT, content=script[(self.calls - 1) % 2])
+
+    def agent() -> Any:
+        return CodeAgent(tools=[], model=Scripted(), max_steps=6, verbosity_level=0)
+
+    def go() -> tuple[float, float]:
+        job = f"job-{uuid.uuid4().hex}"
+        kept, log = agent(), make_log(job)
+        if log is not None:
+            log.attach(kept)
+        started = time.perf_counter()
+        for n in range(turns):
+            mark("turn")
+            assert kept.run(f"task {n}", reset=False) == "ok"
+        chat = (time.perf_counter() - started) / turns
+        mark("end")
+        if log is not None:
+            log.close()
+
+        def request(n: int) -> None:
+            fresh, log = agent(), make_log(job)
+            if log is not None:
+                log.attach(fresh)
+            assert fresh.run(f"task {n}", reset=False) == "ok"
+            if log is not None:
+                log.close()
+
+        request(turns)
+        started = time.perf_counter()
+        for n in range(requests):
+            mark("request")
+            request(turns + 1 + n)
+        mark("end")
+        return chat, (time.perf_counter() - started) / requests
+
+    return go
+
+
+def calls_per_pattern(client: berth.Client,
+                      pattern: Callable[[Callable[[str], None]], Callable[[], Any]]) -> dict[str, dict[str, int]]:
+    """The round trips and durable writes through `client` of the last turn and the last
+    request of `pattern(mark)` (run once, untimed)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts" / "dropins"))
+    from dropin_count import count_calls, durable_writes
+
+    saved = client._execute, client._aexecute
+    counts = count_calls(client)
+    phase = {"now": "", "seen": {}}
+
+    def mark(next_phase: str) -> None:
+        if phase["now"]:
+            phase["seen"][phase["now"]] = {"round_trips": sum(counts.values()), "durable_writes": durable_writes(counts)}
+        phase["now"] = "" if next_phase == "end" else next_phase
+        counts.clear()
+
+    try:
+        pattern(mark)()
+    finally:
+        client._execute, client._aexecute = saved  # type: ignore[method-assign]
+    return phase["seen"]
+
+
+def bench_requests(args: argparse.Namespace, work: Path, server: Server, framework: str) -> list[dict[str, Any]]:
+    """The request patterns of one framework, its own store (or none) beside berth's
+    drop-in on both transports, with and without the hand-on of idle runs (ADK's
+    `hand_on`; smolagents' sessions are serial: nothing to hand on)."""
+    from berth.integrations._runpool import POOL
+
+    turns, requests = (5, 10) if args.quick else (20, 40)
+    embedded = berth.open(str(work / f"{framework}-embedded"), tenant="bench", user="bench", role="service")
+    http = berth.Client(server.url, api_key=server.key)
+    clients = {"embedded": embedded, "http": http}
+    variants: dict[str, Callable[[], tuple[float, float]]] = {}
+    counted: dict[str, Callable[[Callable[[str], None]], Callable[[], Any]]] = {}
+    if framework == "adk":
+        from google.adk.sessions import DatabaseSessionService
+        from google.adk.sessions.sqlite_session_service import SqliteSessionService
+        from sqlalchemy.ext.asyncio import create_async_engine
+
+        from berth.integrations.adk import BerthSessionService
+
+        (work / "adk").mkdir()
+        database_url = f"sqlite+aiosqlite:///{work / 'adk' / 'database.sqlite'}"
+
+        async def no_close(service: Any) -> None:
+            pass
+
+        def database() -> tuple[float, float]:
+            # One engine for the run (its connection pool), a service object per request on
+            # it, as berth's share one client.
+            engine = create_async_engine(database_url)
+
+            async def dispose(service: Any) -> None:
+                await service.close()
+
+            try:
+                return adk_requests(lambda: DatabaseSessionService(db_engine=engine), dispose, turns, requests)()
+            finally:
+                asyncio.run(engine.dispose())
+
+        variants["adk DatabaseSessionService"] = database
+        variants["adk SqliteSessionService"] = adk_requests(
+            lambda: SqliteSessionService(str(work / "adk" / "sqlite.db")), no_close, turns, requests)
+
+        async def close_berth(service: Any) -> None:
+            service.close()
+
+        for transport, client in clients.items():
+            for hand_on in (False, True):
+                name = f"berth {transport}{'' if hand_on else ', hand_on=False'}"
+                make = functools.partial(BerthSessionService, client, hand_on=hand_on)
+                variants[name] = adk_requests(make, close_berth, turns, requests)
+                counted[name] = functools.partial(adk_requests, make, close_berth, 2, 2)
+    else:
+        from berth.integrations.smolagents import BerthAgentLog
+
+        variants["smolagents, no store"] = smolagents_requests(lambda job: None, turns, requests)
+        for transport, client in clients.items():
+            name = f"berth {transport}"
+            make_log = functools.partial(BerthAgentLog, client)
+            variants[name] = smolagents_requests(make_log, turns, requests)
+            counted[name] = functools.partial(smolagents_requests, make_log, 2, 2)
+    measured: dict[str, list[tuple[float, float]]] = {}
+    names = list(variants)
+    for round_index in range(args.rounds):
+        order = names[round_index % len(names):] + names[: round_index % len(names)]
+        for name in order:
+            measured.setdefault(name, []).append(variants[name]())
+            POOL.release_all()
+            chat, request = measured[name][-1]
+            print(f"round {round_index + 1} {framework} {name}: turn {chat * 1000:.2f} ms, "
+                  f"request {request * 1000:.2f} ms", file=sys.stderr)
+    base = names[0]
+    base_chat = statistics.median(chat for chat, _ in measured[base])
+    base_request = statistics.median(request for _, request in measured[base])
+    rows = []
+    print(f"| {framework} ({turns} turns, {requests} requests) | turn ms | vs {base} | request ms | vs {base} "
+          "| turn: round trips, durable writes | request: round trips, durable writes |")
+    print("|---|---|---|---|---|---|---|")
+    for name in names:
+        chat = statistics.median(chat for chat, _ in measured[name])
+        request = statistics.median(request for _, request in measured[name])
+        calls: dict[str, dict[str, int]] = {}
+        if name in counted:
+            # Counted apart from the timed rounds (a pattern of two turns and two requests).
+            calls = calls_per_pattern(clients[name.split()[1].rstrip(",")], counted[name])
+            POOL.release_all()
+        row = {"framework": framework, "variant": name, "turn_ms": chat * 1000, "request_ms": request * 1000,
+               "turn_vs_base_speed": base_chat / chat, "request_vs_base_speed": base_request / request,
+               "rounds": measured[name], "calls": calls}
+        rows.append(row)
+        shown = [f"{calls[phase]['round_trips']}, {calls[phase]['durable_writes']}" if phase in calls else "-"
+                 for phase in ("turn", "request")]
+        print(f"| {name} | {row['turn_ms']:.2f} | {row['turn_vs_base_speed']:.2f}x | {row['request_ms']:.2f} | "
+              f"{row['request_vs_base_speed']:.2f}x | {shown[0]} | {shown[1]} |")
+    embedded.close()
+    http.close()
     return rows
 
 

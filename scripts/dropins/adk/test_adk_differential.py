@@ -26,6 +26,7 @@ from google.adk.sessions import InMemorySessionService
 from google.adk.sessions.base_session_service import GetSessionConfig
 from google.genai import types
 
+from berth.integrations._runpool import POOL
 from berth.integrations.adk import LABEL, BerthSessionService, session_berth_id
 
 T0 = 1_700_000_000.0
@@ -567,4 +568,8 @@ async def test_runs_beyond_max_holds_are_detached(adk_place: Any) -> None:
         session = await svc.get_session(app_name=APP, user_id="u1", session_id="a")  # attached again
         await svc.append_event(session, ev(1, text="still fine"))
         assert len(client.get_session(session_berth_id(APP, "u1", "a")).runs) == 1
+    # Closing handed the two runs held on, idle (`hand_on`); the evicted one stayed detached.
+    attached = {sid: len(client.get_session(session_berth_id(APP, "u1", sid)).runs) for sid in ("a", "b", "c")}
+    assert attached == {"a": 1, "b": 0, "c": 1}, attached
+    POOL.release_all()
     assert all(not client.get_session(session_berth_id(APP, "u1", sid)).runs for sid in ("a", "b", "c"))

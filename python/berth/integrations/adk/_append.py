@@ -77,17 +77,21 @@ class _Appends:
                            self._model_calls.waiting(berth_id))
         with self._refused(session, berth_id):
             try:
-                outcome = self._client._execute(plan.call())
+                with hold.writing():
+                    outcome = self._client._execute(plan.call())
             except berth.OwnershipLost:
-                # This object's run lapsed (a long pause): attach again and retry once. If
-                # the new attach repaired anything, the copy is stale (SeqConflict below).
+                # This object's run lapsed (a long pause) or `close()` released it: attach
+                # again and retry once. If the new attach repaired anything, the copy is
+                # stale (SeqConflict below).
                 with self._lock:
-                    self._holds.pop(berth_id, None)
+                    if self._holds.get(berth_id) is hold:
+                        self._holds.pop(berth_id, None)
                 hold, _ = self._hold(berth_id)
                 if hold is None:
                     raise SessionNotFoundError(f"Session {session.id} not found.") from None
                 plan.hold = hold
-                outcome = self._client._execute(plan.call())
+                with hold.writing():
+                    outcome = self._client._execute(plan.call())
         self._appended(plan, outcome)
 
     async def _append_on_loop(self, session: Session, event: Event) -> None:
@@ -105,7 +109,8 @@ class _Appends:
                            self._model_calls.waiting(berth_id))
         with self._refused(session, berth_id):
             try:
-                outcome = await self._client._aexecute(plan.call())
+                with hold.writing():
+                    outcome = await self._client._aexecute(plan.call())
             except berth.OwnershipLost:
                 with self._lock:  # `_append` attaches again
                     if self._holds.get(berth_id) is hold:
@@ -157,6 +162,7 @@ class _Appends:
 
     def _appended(self, plan: _AppendPlan, outcome: berth.AppendOutcome) -> None:
         hold = plan.hold
+        hold.appended(outcome)
         if hold.turns.invocation != plan.turns.invocation:
             hold.started = set()
         hold.turns = plan.turns

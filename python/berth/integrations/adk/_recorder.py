@@ -92,7 +92,9 @@ class _Recording:
                       "data": {"call_id": call_id, "name": name, "arguments": dict(arguments or {}),
                                "invocation_id": invocation_id, "author": author}}
             with self._refused(session, berth_id):  # type: ignore[attr-defined]
-                outcome = self._client.append(berth_id, [record], expected_seq=expected, run=hold.run_id)
+                with hold.writing() as run_id:
+                    outcome = self._client.append(berth_id, [record], expected_seq=expected, run=run_id)
+            hold.appended(outcome)
             hold.started.add(call_id)
             if cached is not None:
                 self._cache[berth_id] = (outcome.next_seq, *cached[1:])

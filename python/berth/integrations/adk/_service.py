@@ -23,6 +23,7 @@ from google.adk.sessions.state import State
 import berth
 from berth import _calls as berth_calls
 
+from .._runpool import POOL, chain_after_resume
 from . import _pages
 from ._append import _Appends, _Cached, _cached_from
 from ._kept import EVENTS_CACHE_BYTES_DEFAULT, _Events, _KeptEvents
@@ -46,7 +47,7 @@ from ._records import (
 )
 from ._recorder import _Recording
 from ._redelivery import _Delivered, _Redelivery
-from ._runs import _beat, _CLOSED, _Closed, _Hold, _release
+from ._runs import KIND, _beat, _CLOSED, _Closed, _Hold, _release, _Release
 
 
 #: Reads in flight ahead of their decoding, across the service's concurrent callers.
@@ -63,7 +64,12 @@ class BerthSessionService(_Appends, _KeptEvents, _Listing, _Recording, _Redelive
       used is detached beyond that);
     - `events_cache_bytes`: how many bytes of the sessions' events this object keeps,
       over all of them, to answer `get_session` from them after checking the log's end
-      (`_Events`; the least recently used session's are dropped beyond that; 0: none).
+      (`_Events`; the least recently used session's are dropped beyond that; 0: none);
+    - `hand_on`: `close()` hands each run whose turn is closed to the next service object
+      of this process on the same session and client (a service object per request)
+      instead of detaching it, while nothing else wrote the session since the run's
+      resume (`_runs`); an idle run is detached within a third of its lease, when the
+      client closes, and at exit. False: `close()` detaches every run at once.
     """
 
     def __init__(
@@ -75,6 +81,7 @@ class BerthSessionService(_Appends, _KeptEvents, _Listing, _Recording, _Redelive
         runs_max: int = 64,
         max_holds: int = 1024,
         events_cache_bytes: int = EVENTS_CACHE_BYTES_DEFAULT,
+        hand_on: bool = True,
     ) -> None:
         if isinstance(client, berth.AsyncClient):
             raise TypeError("BerthSessionService takes a berth.Client (its calls run on worker threads)")
@@ -91,8 +98,10 @@ class BerthSessionService(_Appends, _KeptEvents, _Listing, _Recording, _Redelive
         # Serializes `before_tool_recorder`'s own appends (`_Recording`).
         self._recording = threading.Lock()
         self._stop = threading.Event()
+        heartbeat_s = max(0.05, run_lease_ttl_ms / 3000)
+        self._release_how = _Release(heartbeat_s, hand_on)
         self._heartbeat = threading.Thread(
-            target=_beat, args=(client, self._holds, self._lock, self._stop, max(0.05, run_lease_ttl_ms / 3000)),
+            target=_beat, args=(client, self._holds, self._lock, self._stop, heartbeat_s),
             name="berth-adk-heartbeat", daemon=True,
         )
         self._heartbeat.start()
@@ -112,7 +121,7 @@ class BerthSessionService(_Appends, _KeptEvents, _Listing, _Recording, _Redelive
         # Fetches the next page of a read while the caller's thread decodes the current one.
         self._prefetch = ThreadPoolExecutor(max_workers=_PREFETCH_THREADS, thread_name_prefix="berth-adk-read")
         self._finalizer = weakref.finalize(self, _release, client, self._holds, self._lock, self._stop,
-                                           self._prefetch)
+                                           self._prefetch, self._release_how)
 
     # -- the interface ---------------------------------------------------------------
 
@@ -174,15 +183,18 @@ class BerthSessionService(_Appends, _KeptEvents, _Listing, _Recording, _Redelive
         return self._model_call_recorder
 
     def close(self) -> _Closed:
-        """Detaches this object's runs (idempotent), at once, and returns an awaitable
-        that is already done: `service.close()` and ADK's `await service.close()` (as
-        for `DatabaseSessionService`) both work. On a running loop, `await
-        service.aclose()` (or `async with`) detaches on a worker thread instead."""
+        """Releases this object's runs (idempotent), at once — each handed on to the next
+        service object of the process on the same session and client, or detached (see
+        `hand_on`) — and returns an awaitable that is already done: `service.close()` and
+        ADK's `await service.close()` (as for `DatabaseSessionService`) both work. On a
+        running loop, `await service.aclose()` (or `async with`) releases them on a
+        worker thread instead."""
+        self._release_how.hand_on = self._release_how.may_hand_on
         self._finalizer()
         return _CLOSED
 
     async def aclose(self) -> None:
-        await asyncio.to_thread(self._finalizer)
+        await asyncio.to_thread(self.close)
 
     def __enter__(self) -> BerthSessionService:
         return self
@@ -228,11 +240,22 @@ class BerthSessionService(_Appends, _KeptEvents, _Listing, _Recording, _Redelive
             return hold
 
     def _attach(self, berth_id: str) -> tuple[_Hold | None, list[berth.Event]]:
-        try:
-            outcome = self._resume(berth_id)
-        except berth.NotFound:
-            return None, []
-        hold = _Hold(outcome.attachment.run_id)
+        """A run on the session: an idle one a closed object of this process handed on
+        (`_take_idle`), else `resume`'s (its repairs returned)."""
+        hold = self._take_idle(berth_id) if self._release_how.may_hand_on else None
+        repaired: list[berth.Event] = []
+        if hold is None:
+            started = time.monotonic()
+            try:
+                outcome = self._resume(berth_id)
+            except berth.NotFound:
+                return None, []
+            hold = _Hold(outcome.attachment.run_id, started)
+            if self._release_how.may_hand_on:
+                # May be handed on at `close()` if no other run is attached and nothing
+                # changed since the resume (`_runpool`).
+                hold.chain = chain_after_resume(self._client, berth_id, outcome)
+            repaired = list(outcome.repaired)
         evicted: list[tuple[str, _Hold]] = []
         with self._lock:
             self._holds[berth_id] = hold
@@ -243,10 +266,28 @@ class BerthSessionService(_Appends, _KeptEvents, _Listing, _Recording, _Redelive
                 self._client.detach(old_id, old.run_id, outcome="completed")
             except (berth.BerthError, OSError):
                 pass
-        if outcome.repaired:
+        if repaired:
             self._cache.pop(berth_id, None)
             self._events_drop(berth_id)
-        return hold, list(outcome.repaired)
+        return hold, repaired
+
+    def _take_idle(self, berth_id: str) -> _Hold | None:
+        """The run a closed service object of this process handed on, when the record lists
+        no other run and the log ends where that run's last append ended (`_runpool`);
+        None (and the entry detached) otherwise, or when there is none."""
+        if not POOL.holds(KIND, self._client, berth_id):
+            return None
+        try:
+            session = self._client.get_session(berth_id)
+        except berth.NotFound:
+            POOL.drop(KIND, self._client, berth_id)
+            return None
+
+        def end() -> int:
+            return _read_page(self._client, berth_id, before=berth.SEQ_END, limit=1).next_seq
+
+        idle = POOL.take(KIND, self._client, berth_id, session, end)
+        return None if idle is None else _Hold(idle.run_id, idle.lease_from, idle.chain)
 
     def _resume(self, berth_id: str) -> berth.ResumeOutcome:
         """`resume`, waiting out another process's write handle on an embedded store (a
@@ -301,9 +342,11 @@ class BerthSessionService(_Appends, _KeptEvents, _Listing, _Recording, _Redelive
                                               "state": session_state, "time": now},
                  "ignorable": True, "time": now_ms}
         try:
-            outcome = self._client.append(berth_id, [event], expected_seq=0, run=hold.run_id, memory=writes)
+            with hold.writing() as run_id:
+                outcome = self._client.append(berth_id, [event], expected_seq=0, run=run_id, memory=writes)
         except (berth.SeqConflict, berth.RevisionConflict):
             raise AlreadyExistsError(f"Session with id {session_id} already exists.") from None
+        hold.appended(outcome)
         # Event times start from the first ADK event (kept non-decreasing from there).
         self._cache[berth_id] = (outcome.next_seq, dict(session_state), 1, 0, 0, None)
         self._events_keep(berth_id, _Events(outcome.next_seq))
@@ -417,7 +460,10 @@ class BerthSessionService(_Appends, _KeptEvents, _Listing, _Recording, _Redelive
         session_id = session_id.strip() if session_id else session_id
         berth_id = session_berth_id(app_name, user_id, session_id)
         with self._lock:
-            self._holds.pop(berth_id, None)
+            hold = self._holds.pop(berth_id, None)
+        if hold is not None:
+            hold.release()  # a write in flight on it is refused: the session is going
+        POOL.drop(KIND, self._client, berth_id)
         self._cache.pop(berth_id, None)
         self._events_drop(berth_id)
         try:

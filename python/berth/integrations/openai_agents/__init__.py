@@ -16,8 +16,8 @@ The package:
 - `_records`: how the SDK's history lives in berth (one session, one event per item,
   pops and clears as markers), and the session id's encoding;
 - `_session` (`BerthSession`): the protocol, each writing object through a berth run
-  of its own (`_binding`: the run, its heartbeat and release, and the idle runs a
-  process hands from one object to the next), with its reads and pops
+  of its own (`_binding`: the run, its heartbeat and release; the idle runs a process
+  hands from one object to the next are `berth.integrations._runpool`'s), with its reads and pops
   in `_reads` (over the view of the newest items it keeps, `_view`), its calls on
   worker threads (`_workers`), and its errors (`_errors`);
 - `_turns`: the turn and step markers around the items (one turn per `Runner.run`, one

@@ -17,7 +17,8 @@ from agents.memory.session_settings import SessionSettings, coerce_session_setti
 import berth
 from berth import _calls as calls
 
-from ._binding import _POOL, RUN_LEASE_TTL_MS_DEFAULT, _beat, _Binding, _release, _Release
+from .._runpool import chain_after_resume
+from ._binding import _POOL, KIND, RUN_LEASE_TTL_MS_DEFAULT, _beat, _Binding, _release, _Release
 from ._errors import SessionClosed, SessionModeMismatch
 from ._hooks import BerthRunHooks
 from ._reads import _Reads
@@ -293,10 +294,10 @@ class BerthSession(_Reads):
             binding.repaired = 0
             pooled = None
             if self._release_how.may_hand_on:
-                pooled = _POOL.take(client, self.berth_id, session, lambda: self._log_end(binding))
+                pooled = _POOL.take(KIND, client, self.berth_id, session, lambda: self._log_end(binding))
             binding.seen = None  # attaching changes the record
             if pooled is not None:
-                binding.turns.saw(pooled.next_turn - 1)
+                binding.turns.saw(pooled.carried - 1)
                 binding.run_id = pooled.run_id
                 binding.chain, binding.lease_from = pooled.chain, pooled.lease_from
             else:
@@ -311,12 +312,8 @@ class BerthSession(_Reads):
                 binding.chain = None
                 if self._release_how.may_hand_on:
                     # The run may be handed on if no other run is attached and nothing
-                    # changed since the resume (`_binding`).
-                    after = client.get_session(self.berth_id)
-                    if [run.run_id for run in after.runs] == [binding.run_id] and (
-                        after.revision == outcome.attachment.revision
-                    ):
-                        binding.chain = outcome.next_seq
+                    # changed since the resume (`_runpool`).
+                    binding.chain = chain_after_resume(client, self.berth_id, outcome)
             binding.stop = threading.Event()  # a fresh one: the last run's heartbeat may still be stopping
             binding.stop.clear()
             binding.heartbeat = threading.Thread(
@@ -394,7 +391,7 @@ class BerthSession(_Reads):
 
     def _delete(self, binding: _Binding) -> None:
         self._finalizer()
-        _POOL.drop(binding.client, self.berth_id)
+        _POOL.drop(KIND, binding.client, self.berth_id)
         binding.seen = None
         try:
             binding.client.delete_session(self.berth_id)
