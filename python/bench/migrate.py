@@ -184,19 +184,21 @@ def floor_openai(path: Path) -> int:
 
     async def go(copy: str) -> int:
         count = 0
-        for session_id in openai_session_ids(Path(copy)):
-            session = SQLiteSession(session_id, copy)
-            items = await session.get_items()
-            session.close()
-            conn = sqlite3.connect(copy)
-            times = conn.execute("SELECT created_at FROM agent_messages WHERE session_id = ? ORDER BY id",
-                                 (session_id,)).fetchall()
+        conn = sqlite3.connect(copy)  # one for every session's times, as the import reads them
+        try:
+            for session_id in openai_session_ids(Path(copy)):
+                session = SQLiteSession(session_id, copy)
+                items = await session.get_items()
+                session.close()
+                times = conn.execute("SELECT created_at FROM agent_messages WHERE session_id = ? ORDER BY id",
+                                     (session_id,)).fetchall()
+                assert len(times) == len(items)
+                digests = [keys.digest(item) for item in items]
+                keys.batch_key(keys.source_identity("openai-sqlite", str(path), session_id), 0, digests)
+                orjson.dumps([event_for_item(item) for item in items])
+                count += len(items)
+        finally:
             conn.close()
-            assert len(times) == len(items)
-            digests = [keys.digest(item) for item in items]
-            keys.batch_key(keys.source_identity("openai-sqlite", str(path), session_id), 0, digests)
-            orjson.dumps([event_for_item(item) for item in items])
-            count += len(items)
         return count
 
     with tempfile.TemporaryDirectory(prefix="berth-migrate-floor-") as scratch:

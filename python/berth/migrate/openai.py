@@ -15,6 +15,17 @@ asyncpg or psycopg) is read in place on connections the server holds read-only
 (`default_transaction_read_only`), one transaction per session. The sessions are listed
 with the same plain SELECT, through the SDK's engine.
 
+Several sessions are imported at once (`SESSIONS_IN_FLIGHT`): the drop-in's calls wait on
+the store on worker threads with the GIL released, so one session's appends are in flight
+while others are read. What berth already holds is read once, up front (`_Held`: every
+import state, one memory search; the berth sessions, one listing), so a session berth
+holds nothing of costs no read of berth; a session the listing does not name is created
+by the import itself (as the drop-in creates it), and one that exists after all (made
+since the listing) is read as before. A session's berth error is reported with it (the
+others go on; a rerun tries it again); a failure of berth itself (unreachable, the key
+refused) stops the import after the sessions in flight. The report's entries are in the
+source's session order, whatever order the sessions finished in.
+
 Export: `BerthSession.get_items()` (pops and clears applied: the live item list) into
 `SQLiteSession.add_items` of the target file, or `SQLAlchemySession.add_items` of the
 target database (its tables made by the SDK: `create_tables=True`).
@@ -22,21 +33,26 @@ target database (its tables made by the SDK: `create_tables=True`).
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
 import os
 import sqlite3
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from itertools import accumulate
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-import tempfile
-from collections.abc import Sequence
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from agents.memory import SQLiteSession
 
 import berth
 from berth.integrations.openai_agents import BerthSession
-from berth.integrations.openai_agents._records import event_for_item
+from berth.integrations.openai_agents._records import LABEL, event_for_item
+from berth.integrations.openai_agents._workers import _on_worker
 
 from . import keys
 from . import users as owners
@@ -45,6 +61,10 @@ from .source import redact, snapshot
 
 #: Items per append (one atomic batch each).
 CHUNK_ITEMS = 256
+#: Source sessions imported at once. Each is one berth session written by its own
+#: `BerthSession`; the store works on several sessions' durable writes together while
+#: Python reads and encodes the next ones (measured: python/bench/migrate.py).
+SESSIONS_IN_FLIGHT = 8
 KIND = "openai-sqlite"
 SQLALCHEMY_KIND = "openai-sqlalchemy"
 
@@ -54,11 +74,28 @@ class _ImportSession(BerthSession):
     sets (`import_key`) instead of a fresh one, and with the source's times
     (`import_times`, ms, one per item of `import_items`: each item's event at its row's
     `created_at`, the turn markers before the items at the first's, those after at the
-    last's): the same writes as the drop-in's, at the times the source holds."""
+    last's): the same writes as the drop-in's, at the times the source holds.
+
+    Its run is detached when it is closed, never handed on to the process's next object
+    of the session (`_binding`): the import opens each session once, so a handed-on run
+    would only wait for the sweeper to detach it, and handing on costs a read of the
+    session after each attach. `import_made`: the session's record, when the importer
+    has just created it (`_berth_items`): the attach then needs no read of it first."""
 
     import_key: str | None = None
     import_items: list[Any] | None = None
     import_times: list[int] | None = None
+    import_made: berth.Session | None = None
+
+    def __init__(self, session_id: str, client: berth.Client) -> None:
+        super().__init__(session_id, client)
+        self._release_how.may_hand_on = False
+
+    def _look(self, binding: Any, create: bool) -> berth.Session | None:
+        made, self.import_made = self.import_made, None
+        if made is not None and binding.seen is None:
+            binding.seen = (made, time.monotonic())  # as fresh as the drop-in's own read
+        return super()._look(binding, create)
 
     async def _aappend(self, binding: Any, events: list[dict[str, Any]], **options: Any) -> berth.AppendOutcome:
         if self.import_key is not None:
@@ -137,63 +174,143 @@ def _session_rows(copy: str, sessions_table: str, messages_table: str) -> list[t
         conn.close()
 
 
-def _state(client: berth.Client, identity: str) -> dict[str, Any] | None:
-    try:
-        value = client.memory_get(keys.STATE_NAMESPACE, keys.state_key(identity)).value
-    except berth.NotFound:
-        return None
-    return value if isinstance(value, dict) else None
+@dataclass
+class _Held:
+    """What berth holds, read once before an import: every import state (one memory
+    search of `keys.STATE_NAMESPACE`, by key) and the ids of the drop-in's sessions
+    berth holds (one listing). Hints only where they say "nothing": a session they miss
+    is created by the import (`_berth_items`), and one made since the listing is found by
+    that create and read as before; a state is what `memory_get` would have answered."""
+
+    states: dict[str, dict[str, Any]]
+    berth_ids: set[str]
+
+    @classmethod
+    def read(cls, client: berth.Client) -> _Held:
+        states: dict[str, dict[str, Any]] = {}
+        cursor = None
+        while True:
+            page = client.memory_search(keys.STATE_NAMESPACE, cursor=cursor, limit=1000)
+            for item in page.items:
+                if item.namespace == keys.STATE_NAMESPACE and isinstance(item.value, dict):
+                    states[item.key] = item.value
+            if page.next_cursor is None:
+                break
+            cursor = page.next_cursor
+        return cls(states, {session.id for session in client.iter_sessions(label=LABEL, include_blank=True)})
+
+    def state(self, identity: str) -> dict[str, Any] | None:
+        return self.states.get(keys.state_key(identity))
 
 
 async def import_store(path: str, client: berth.Client, report: Report, *, sessions_table: str = "agent_sessions",
-                       messages_table: str = "agent_messages", users: owners.UserMap | None = None) -> None:
+                       messages_table: str = "agent_messages", users: owners.UserMap | None = None,
+                       in_flight: int | None = None) -> None:
     where = os.path.realpath(path)
     with tempfile.TemporaryDirectory(prefix="berth-migrate-") as scratch:
         copy = snapshot(path, scratch)
         rows = _session_rows(copy, sessions_table, messages_table)
+        conn = sqlite3.connect(copy)  # the rows' times, every session's: on the loop's thread only
+        try:
+            async def times(session_id: str, items: list[Any], row_count: int) -> list[int] | None:
+                if row_count == len(items):
+                    # Every row decoded (the SDK skips only rows that do not), and the copy
+                    # does not change: the rows' times, in `get_items()`'s order, are the
+                    # items'. (A store read in place is checked item for item: `_times`.)
+                    created = conn.execute(f"SELECT created_at FROM {messages_table} WHERE session_id = ? "
+                                           "ORDER BY id", (session_id,)).fetchall()
+                    stamps = [_ms(at) for (at,) in created]
+                    if len(stamps) != len(items) or None in stamps:
+                        return None
+                    return list(accumulate(stamps, max))  # type: ignore[arg-type]
+                found = conn.execute(f"SELECT message_data, created_at FROM {messages_table} WHERE session_id = ? "
+                                     "ORDER BY id", (session_id,)).fetchall()
+                return _times(found, items)
 
-        async def times(session_id: str, items: list[Any]) -> list[int] | None:
-            conn = sqlite3.connect(copy)
-            try:  # in `SQLiteSession.get_items()`'s order
-                rows = conn.execute(f"SELECT message_data, created_at FROM {messages_table} WHERE session_id = ? "
-                                    "ORDER BY id", (session_id,)).fetchall()
-            finally:
-                conn.close()
-            return _times(rows, items)
+            await _import_sessions(client, report, KIND, where, rows,
+                                   lambda session_id: SQLiteSession(session_id, copy, sessions_table, messages_table),
+                                   times, users, in_flight)
+        finally:
+            conn.close()
 
-        await _import_sessions(client, report, KIND, where, rows,
-                               lambda session_id: SQLiteSession(session_id, copy, sessions_table, messages_table),
-                               times, users)
+
+#: Errors of one session (its berth session refused, busy, in the other mode, another
+#: user's, damaged…): reported with it, the others go on. Errors of berth itself (the
+#: key refused, the store unreachable, the client closed, an internal error) stop the run.
+_RUN_ERRORS = (berth.Unauthenticated, berth.Forbidden, berth.Unavailable, berth.ClientClosed, berth.Internal)
 
 
 async def _import_sessions(client: berth.Client, report: Report, kind: str, where: str, rows: list[tuple[str, int]],
-                           open_source: Any, times: Any, users: owners.UserMap | None) -> None:
+                           open_source: Callable[[str], Any],
+                           times: Callable[[str, list[Any], int], Awaitable[list[int] | None]],
+                           users: owners.UserMap | None, in_flight: int | None = None) -> None:
     """Every listed source session (`open_source(id)`: the SDK's session reading it)
-    into berth, at the source's times (`times(id, items)`: each item's, or None), each
-    under the user `users` maps it to (None: the caller's own)."""
+    into berth, at the source's times (`times(id, items, rows)`: each item's, or None),
+    each under the user `users` maps it to (None: the caller's own); up to `in_flight`
+    sessions at once (None: `SESSIONS_IN_FLIGHT`). The report's entries end in the
+    source's session order."""
     report.total = len(rows)
-    for session_id, row_count in rows:
-        user = users.user_for(session_id) if users is not None else None
-        if users is not None and user is None:
-            report.sessions += 1
-            report.skip(session_id, "session", f"the user map {users.path} names no berth user for it: not imported")
+    held = await _on_worker(_Held.read, client)
+    skipped, changed = len(report.skipped), len(report.changed)
+    pending = iter(rows)
+    failures: list[BaseException] = []
+
+    async def worker() -> None:
+        for session_id, row_count in pending:  # shared: each row is taken by one worker
+            if failures:
+                return
+            try:
+                await _import_one(client, report, kind, where, held, session_id, row_count, open_source, times, users)
+            except _RUN_ERRORS as error:
+                failures.append(error)
+                return
+            except berth.BerthError as error:
+                report.skip(session_id, "session", f"not imported, a rerun tries it again: "
+                                                   f"{type(error).__name__}: {error}")
+            except Exception as error:  # the source unreadable, a bug: the run stops
+                failures.append(error)
+                return
             report.tick()
-            continue
-        source = open_source(session_id)
-        try:
-            items = await source.get_items()
-        finally:
-            close = getattr(source, "close", None)
-            if close is not None:
-                close()
-        report.sessions += 1
-        if row_count > len(items):
-            report.skip(session_id, f"{row_count - len(items)} rows",
-                        f"rows {type(source).__name__} itself does not read (not valid JSON): not imported")
-        await _import_session(client, keys.source_identity(kind, where, session_id), session_id, items, report,
-                              await times(session_id, items), user)
-        report.tick()
+
+    workers = max(1, min(in_flight if in_flight is not None else SESSIONS_IN_FLIGHT, len(rows)))
+    await asyncio.gather(*(worker() for _ in range(workers)))
+    order = {session_id: index for index, (session_id, _) in enumerate(rows)}
+    _in_order(report.skipped, skipped, order)
+    _in_order(report.changed, changed, order)
     report.tick(force=True)
+    if failures:
+        raise failures[0]
+
+
+def _in_order(entries: list[dict[str, Any]], first: int, order: dict[str, int]) -> None:
+    """`entries[first:]` in the source's session order (each session's own in the order
+    it made them: the sort is stable)."""
+    entries[first:] = sorted(entries[first:], key=lambda entry: order.get(entry["session"], len(order)))
+
+
+async def _import_one(client: berth.Client, report: Report, kind: str, where: str, held: _Held, session_id: str,
+                      row_count: int, open_source: Callable[[str], Any],
+                      times: Callable[[str, list[Any], int], Awaitable[list[int] | None]],
+                      users: owners.UserMap | None) -> None:
+    """One source session: read through the SDK, then imported (`_import_session`)."""
+    user = users.user_for(session_id) if users is not None else None
+    if users is not None and user is None:
+        report.sessions += 1
+        report.skip(session_id, "session", f"the user map {users.path} names no berth user for it: not imported")
+        return
+    source = open_source(session_id)
+    try:
+        items = await source.get_items()
+    finally:
+        close = getattr(source, "close", None)
+        if close is not None:
+            close()
+    report.sessions += 1
+    if row_count > len(items):
+        report.skip(session_id, f"{row_count - len(items)} rows",
+                    f"rows {type(source).__name__} itself does not read (not valid JSON): not imported")
+    await _import_session(client, held, keys.source_identity(kind, where, session_id), session_id, items, report,
+                          await times(session_id, items, row_count), user)
 
 
 # ----- SQLAlchemySession ----------------------------------------------------------------
@@ -250,7 +367,7 @@ async def _zone(engine: Any) -> Any:
 
 async def import_sqlalchemy(url: str, client: berth.Client, report: Report, *,
                             sessions_table: str = "agent_sessions", messages_table: str = "agent_messages",
-                            users: owners.UserMap | None = None) -> None:
+                            users: owners.UserMap | None = None, in_flight: int | None = None) -> None:
     from agents.extensions.memory.sqlalchemy_session import SQLAlchemySession
     from sqlalchemy import make_url
 
@@ -268,7 +385,7 @@ async def import_sqlalchemy(url: str, client: berth.Client, report: Report, *,
             rows = await _sqlalchemy_rows(engine, sessions_table, messages_table)
             zone = await _zone(engine)
 
-            async def times(session_id: str, items: list[Any]) -> list[int] | None:
+            async def times(session_id: str, items: list[Any], row_count: int) -> list[int] | None:
                 from sqlalchemy import text
 
                 async with engine.connect() as conn:  # in `SQLAlchemySession.get_items()`'s order
@@ -281,25 +398,26 @@ async def import_sqlalchemy(url: str, client: berth.Client, report: Report, *,
                                    lambda session_id: SQLAlchemySession(session_id, engine=engine,
                                                                         sessions_table=sessions_table,
                                                                         messages_table=messages_table),
-                                   times, users)
+                                   times, users, in_flight)
         finally:
             await engine.dispose()
 
 
-async def _import_session(client: berth.Client, identity: str, session_id: str, items: list[Any],
+async def _import_session(client: berth.Client, held: _Held, identity: str, session_id: str, items: list[Any],
                           report: Report, times: list[int] | None = None, user: str | None = None) -> None:
     digests = [keys.digest(item) for item in items]
     chained = keys.chain(digests)
     target = _ImportSession(session_id, client)
     try:
         if user is not None:  # the session made for its user first (the drop-in writes on)
-            held = owners.claim(client, target.berth_id, user, report.dry_run, title=session_id,
-                                labels=list(target._labels), policy=target._policy)
-            if held is not None:
-                report.change(session_id, "session", owners.elsewhere(user, held))
+            owner = await _on_worker(functools.partial(
+                owners.claim, client, target.berth_id, user, report.dry_run, title=session_id,
+                labels=list(target._labels), policy=target._policy))
+            if owner is not None:
+                report.change(session_id, "session", owners.elsewhere(user, owner))
                 return
             report.owned(user)
-        state = _state(client, identity)
+        state = held.state(identity)
         if state is not None:
             start = int(state.get("items", 0))
             if start > len(items) or chained[start] != state.get("chain"):
@@ -307,12 +425,12 @@ async def _import_session(client: berth.Client, identity: str, session_id: str, 
                               "the source's items changed since the last import: the berth session is left as it is")
                 return
         else:
-            held = await target.get_items()
-            if held and [keys.digest(item) for item in held] != digests[:len(held)]:
-                report.change(session_id, f"{len(held)} items in berth",
+            found = await _berth_items(client, held, target, items, user, report.dry_run)
+            if found and [keys.digest(item) for item in found] != digests[:len(found)]:
+                report.change(session_id, f"{len(found)} items in berth",
                               "berth already holds this session with other items: not imported")
                 return
-            start = len(held)  # an import killed before it recorded its state, or a copy
+            start = len(found)  # an import killed before it recorded its state, or a copy
         new = items[start:]
         report.records_unchanged += start
         if not new:
@@ -332,11 +450,32 @@ async def _import_session(client: berth.Client, identity: str, session_id: str, 
             await _append(target, identity, start, batch, digests[start:start + len(batch)], session_id, report,
                           times[start:start + len(batch)] if times else None)
             start += len(batch)
-            client.memory_put(keys.STATE_NAMESPACE, keys.state_key(identity),
-                              {"source": session_id, "items": start, "chain": chained[start]},
-                              bound_to=target.berth_id)
+            await _on_worker(functools.partial(
+                client.memory_put, keys.STATE_NAMESPACE, keys.state_key(identity),
+                {"source": session_id, "items": start, "chain": chained[start]}, bound_to=target.berth_id))
     finally:
-        target.close()
+        await target.aclose()
+
+
+async def _berth_items(client: berth.Client, held: _Held, target: _ImportSession, items: list[Any],
+                       user: str | None, dry_run: bool) -> list[Any]:
+    """What berth holds of a session the import has no state of: the drop-in's read. Or,
+    when the listing (`_Held`) names no such session, nothing: the import creates it
+    now, as the drop-in would on its first write (not on a dry run, nor for a source
+    session without items: nothing is written then). A session made since the listing
+    is found by that create (`AlreadyExists`) and read. (Under `--user-map`, `claim`
+    has made it already: read.)"""
+    if user is None and target.berth_id not in held.berth_ids:
+        if dry_run or not items:
+            return []
+        try:
+            target.import_made = await _on_worker(functools.partial(
+                client.create_session, target.berth_id, title=target.session_id, labels=target._labels,
+                policy=target._policy))
+            return []
+        except berth.AlreadyExists:
+            pass
+    return await target.get_items()
 
 
 async def _append(target: _ImportSession, identity: str, start: int, batch: Sequence[Any], digests: list[str],

@@ -243,9 +243,9 @@ def _berth_times(client: Any, session_id: str) -> tuple[list[int], list[int]]:
     return items, [e.time for e in events]
 
 
-def _berth_items(client: Any, session_id: str) -> list[Any]:
+def _berth_items(client: Any, session_id: str, exclusive: bool = False) -> list[Any]:
     async def read() -> list[Any]:
-        session = BerthSession(session_id, client)
+        session = BerthSession(session_id, client, exclusive=exclusive)
         try:
             return await session.get_items()
         finally:
@@ -391,3 +391,158 @@ def test_entry_and_text_report(mig_place: Any, tmp_path: Path, capsys: pytest.Ca
     users.write_text(json.dumps({"solo2": "ann"}))
     assert main([store.spec(source), *_where(mig_place), "--user-map", str(users), "--no-progress"]) == 0
     assert "users: ann 1" in capsys.readouterr().out
+
+
+# ----- several sessions at once ----------------------------------------------------------
+
+FIVE = ["anna", "ben", "cleo", "dan", "eve"]
+
+
+def _five(store: Store, where: str) -> dict[str, list[Any]]:
+    """Five sessions of a few turns each (named in the order the import lists them)."""
+    for number, session_id in enumerate(FIVE):
+        store.add(where, session_id, [_user(f"{session_id} asks"), *_tool_turn(number)])
+    return store.items(where, FIVE)
+
+
+def test_a_session_failing_leaves_the_others(mig_place: Any, tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """Two sessions berth holds in the other concurrency mode (a drop-in opened them
+    `exclusive=True`): each is reported with its error and left as it is; the others,
+    in flight beside them, are imported item for item; a rerun reports the two again
+    and takes nothing else twice."""
+    store = Store("sqlite", tmp_path, dropin_pg.Databases("unused_"))
+    source = store.new()
+    original = _five(store, source)
+    client = mig_place.sync_client()
+
+    async def hold(session_id: str) -> None:
+        session = BerthSession(session_id, client, exclusive=True)
+        try:
+            await session.add_items([_user("written on berth first")])
+        finally:
+            session.close()
+    for session_id in ("ben", "dan"):
+        asyncio.run(hold(session_id))
+
+    for run in range(2):
+        code, report = _migrate(capsys, store.spec(source), *_where(mig_place))
+        assert code == 1 and report["sessions"] == len(FIVE), report
+        assert [(entry["session"], entry["record"]) for entry in report["skipped"]] == [("ben", "session"),
+                                                                                      ("dan", "session")]
+        assert all("SessionModeMismatch" in entry["reason"] for entry in report["skipped"]), report
+        others = ["anna", "cleo", "eve"]
+        want = sum(len(original[session_id]) for session_id in others)
+        assert (report["items"], report["items_unchanged"]) == ((want, 0) if run == 0 else (0, want)), report
+        for session_id in others:
+            assert _berth_items(client, session_id) == original[session_id], session_id
+        for session_id in ("ben", "dan"):
+            assert _berth_items(client, session_id, exclusive=True) == [_user("written on berth first")], session_id
+
+
+def test_sessions_in_flight_together_report_in_source_order(mig_place: Any, tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str],
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sessions are imported together (each one here waits for the next to finish
+    first, which only works with all of them in flight), and finish in the reverse of
+    the source's order; the report still lists the changes in the source's order."""
+    from berth.migrate import openai as importer
+
+    store = Store("sqlite", tmp_path, dropin_pg.Databases("unused_"))
+    source = store.new()
+    original = _five(store, source)
+    where = _where(mig_place)
+    code, report = _migrate(capsys, store.spec(source), *where)
+    assert code == 0 and report["sessions_imported"] == len(FIVE), report
+    # Each session's first row rewritten: every one a change on the next run.
+    store.sql(source, "UPDATE agent_messages SET message_data = :data WHERE id IN "
+                      "(SELECT MIN(id) FROM agent_messages GROUP BY session_id)", data=json.dumps(_user("rewritten")))
+
+    original_import = importer._import_session
+    finished: dict[str, asyncio.Event] = {}
+    order: list[str] = []
+
+    async def last_first(client: Any, held: Any, identity: str, session_id: str, *args: Any) -> None:
+        done = finished.setdefault(session_id, asyncio.Event())
+        later = FIVE[FIVE.index(session_id) + 1:]
+        if later:
+            await asyncio.wait_for(finished.setdefault(later[0], asyncio.Event()).wait(), timeout=30)
+        try:
+            await original_import(client, held, identity, session_id, *args)
+        finally:
+            order.append(session_id)
+            done.set()
+
+    monkeypatch.setattr(importer, "_import_session", last_first)
+    code, report = _migrate(capsys, store.spec(source), *where)
+    assert order == FIVE[::-1]
+    assert code == 1 and [entry["session"] for entry in report["changed"]] == FIVE, report
+    assert report["items"] == 0 and report["sessions_unchanged"] == 0, report
+    for session_id in FIVE:
+        assert _berth_items(mig_place.sync_client(), session_id) == original[session_id]
+
+
+def test_a_session_continued_on_berth_is_no_change(mig_place: Any, tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """After the import, the app goes on in berth: a rerun finds every session as the
+    import left it (its record of what it took), reports no change and writes nothing;
+    an item the source gains later still arrives, after berth's own."""
+    store = Store("sqlite", tmp_path, dropin_pg.Databases("unused_"))
+    source = store.new()
+    original = _five(store, source)
+    where = _where(mig_place)
+    client = mig_place.sync_client()
+    code, report = _migrate(capsys, store.spec(source), *where)
+    assert code == 0 and report["sessions_imported"] == len(FIVE), report
+
+    async def go_on(session_id: str, item: Any) -> None:
+        session = BerthSession(session_id, client)
+        try:
+            await session.add_items([item])
+        finally:
+            session.close()
+    for session_id in FIVE:
+        asyncio.run(go_on(session_id, _user(f"{session_id} goes on in berth")))
+    code, report = _migrate(capsys, store.spec(source), *where)
+    total = sum(len(items) for items in original.values())
+    assert code == 0 and report["changed"] == [] and report["items"] == 0, report
+    assert report["sessions_unchanged"] == len(FIVE) and report["items_unchanged"] == total, report
+
+    store.add(source, "cleo", [_user("cleo, later, in the old app")])
+    code, report = _migrate(capsys, store.spec(source), *where)
+    assert code == 0 and report["items"] == 1 and report["sessions_imported"] == 1, report
+    assert _berth_items(client, "cleo") == [*original["cleo"], _user("cleo goes on in berth"),
+                                            _user("cleo, later, in the old app")]
+
+
+def test_a_session_made_since_the_listing_is_read(mig_place: Any, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The listing read before the import is a hint: a session berth holds that it does
+    not name (made by the app after it was read; here, a listing that names nothing) is
+    found when the import goes to create it, and read: other items are reported and left
+    as they are, the import's own (a copy, or an earlier run's) are not taken twice."""
+    from berth.migrate import openai as importer
+
+    store = Store("sqlite", tmp_path, dropin_pg.Databases("unused_"))
+    source = store.new()
+    original = _five(store, source)
+    where = _where(mig_place)
+    client = mig_place.sync_client()
+
+    async def write(session_id: str, items: list[Any]) -> None:
+        session = BerthSession(session_id, client)
+        try:
+            await session.add_items(items)
+        finally:
+            session.close()
+    asyncio.run(write("ben", [_user("the app's own")]))
+    asyncio.run(write("dan", original["dan"][:2]))
+    monkeypatch.setattr(importer._Held, "read", classmethod(lambda cls, client: cls({}, set())))
+    code, report = _migrate(capsys, store.spec(source), *where)
+    assert code == 1 and [(entry["session"], entry["record"]) for entry in report["changed"]] == \
+        [("ben", "1 items in berth")], report
+    assert report["items_unchanged"] == 2 and report["sessions_imported"] == 4, report
+    assert _berth_items(client, "ben") == [_user("the app's own")]
+    for session_id in ("anna", "cleo", "dan", "eve"):
+        assert _berth_items(client, session_id) == original[session_id], session_id
