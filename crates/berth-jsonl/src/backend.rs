@@ -46,11 +46,14 @@ pub struct JsonlOptions {
     pub fs: Arc<dyn Fs>,
 }
 
+/// Whether new logs are preallocated by default (`JsonlOptions::preallocate`).
+pub const PREALLOCATE_DEFAULT: bool = false;
+
 impl Default for JsonlOptions {
     fn default() -> Self {
         JsonlOptions {
             durability: Durability::PerAppend,
-            preallocate: false,
+            preallocate: PREALLOCATE_DEFAULT,
             preallocate_after_appends: crate::prealloc::APPENDS_BEFORE,
             fs: Arc::new(OsFs),
         }

@@ -24,7 +24,7 @@ mod log;
 mod prealloc;
 mod writer;
 
-pub use backend::{Durability, JsonlBackend, JsonlOptions, JsonlReader};
+pub use backend::{Durability, JsonlBackend, JsonlOptions, JsonlReader, PREALLOCATE_DEFAULT};
 pub use counting_fs::{CountingFs, FsEvent, FsObserver};
 pub use idle_tails::SWEEP_EVERY;
 pub use log::INDEX_ENTRIES_MAX;
