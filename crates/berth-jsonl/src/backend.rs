@@ -36,8 +36,8 @@ pub struct JsonlOptions {
     pub durability: Durability,
     /// Create logs that grow in preallocated, zero-filled extents (log format version
     /// 2), so that a `PerAppend` append's `fdatasync` flushes data without a metadata
-    /// commit. Logs created without it stay classic (version 1); a version-2 log is
-    /// read and written correctly either way.
+    /// commit. On by default (`PREALLOCATE_DEFAULT`). Logs created without it stay
+    /// classic (version 1); a log of either version is read and written correctly whatever the setting.
     pub preallocate: bool,
     /// Appends a write handle makes before it starts preallocating (so a short-lived
     /// handle never does); tests set 0 to preallocate from the first append.
@@ -47,7 +47,7 @@ pub struct JsonlOptions {
 }
 
 /// Whether new logs are preallocated by default (`JsonlOptions::preallocate`).
-pub const PREALLOCATE_DEFAULT: bool = false;
+pub const PREALLOCATE_DEFAULT: bool = true;
 
 impl Default for JsonlOptions {
     fn default() -> Self {
