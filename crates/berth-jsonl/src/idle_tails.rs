@@ -10,8 +10,9 @@
 //! operation in progress: a busy handle is not idle, and is looked at again next time.
 //!
 //! Rejected: checking at the handle's next operation (an idle handle has none); a tokio
-//! task (the backend also runs without a runtime, under the Python client's blocking
-//! calls, and the truncation is blocking file work).
+//! task (the backend needs no runtime: `backend::in_place` runs file work on the calling
+//! thread when there is none; and the truncation is blocking file work, which would
+//! need `spawn_blocking` anyway).
 
 use crate::writer::WriterCore;
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError, Weak};
