@@ -93,7 +93,9 @@ __version__ = "0.1.0"
 Role = Literal["user", "service", "admin"]
 
 
-def _native_options(url: str | os.PathLike[str], writer_idle_ms: int) -> dict[str, Any]:
+def _native_options(
+    url: str | os.PathLike[str], writer_idle_ms: int, preallocate_logs: bool | None = None
+) -> dict[str, Any]:
     if not isinstance(url, (str, os.PathLike)):
         raise WrongType(f"url is a str or a path, not {type(url).__name__}", argument="url")
     url = os.fspath(url)
@@ -101,9 +103,15 @@ def _native_options(url: str | os.PathLike[str], writer_idle_ms: int) -> dict[st
         raise WrongType(f"writer_idle_ms is an int, not {type(writer_idle_ms).__name__}", argument="writer_idle_ms")
     if writer_idle_ms < 0:
         raise InvalidArgument(f"writer_idle_ms is not negative, not {writer_idle_ms}", argument="writer_idle_ms")
+    if preallocate_logs is not None and not isinstance(preallocate_logs, bool):
+        raise WrongType(
+            f"preallocate_logs is a bool or None, not {type(preallocate_logs).__name__}", argument="preallocate_logs"
+        )
     if "://" not in url and url not in ("memory:",):
         url = os.path.abspath(url)  # one store per directory, however it is spelled
     options: dict[str, Any] = {"url": url, "writer_idle_ms": writer_idle_ms}
+    if preallocate_logs is not None:
+        options["preallocate_logs"] = preallocate_logs
     if url.startswith("memory:"):
         options["_fresh"] = object()  # every open of memory: is a store of its own
     return options
@@ -128,18 +136,23 @@ def open(
     writer_idle_ms: int = 250,
     busy_wait_s: float = 10.0,
     retries: int = 4,
+    preallocate_logs: bool | None = None,
 ) -> Client:
     """The embedded store at `url`, in this process, acting as one principal.
 
     `writer_idle_ms`: a session's write handle (and its lock) is released after this
     long without appends, so other processes on the same data directory take turns;
     an append that finds another process's handle waits up to `busy_wait_s` for it.
+    `preallocate_logs`: create new logs of a data directory preallocated (log format
+    version 2, the default) or classic (`False`: version 1, readable by builds older
+    than preallocation); existing logs keep their format.
     Clients of one process opening the same URL share one store, whatever their
     principals.
     """
     from ._transport import NativeTransport
 
-    transport = NativeTransport(_native_options(url, writer_idle_ms), _principal(tenant, user, project, role), busy_wait_s)
+    options = _native_options(url, writer_idle_ms, preallocate_logs)
+    transport = NativeTransport(options, _principal(tenant, user, project, role), busy_wait_s)
     return Client(transport=transport, retries=retries)
 
 
@@ -153,12 +166,13 @@ def open_async(
     writer_idle_ms: int = 250,
     busy_wait_s: float = 10.0,
     retries: int = 4,
+    preallocate_logs: bool | None = None,
 ) -> AsyncClient:
     """As `open`, for asyncio (calls run on worker threads; the loop never blocks)."""
     from ._transport import AsyncNativeTransport
 
     transport = AsyncNativeTransport(
-        _native_options(url, writer_idle_ms), _principal(tenant, user, project, role), busy_wait_s
+        _native_options(url, writer_idle_ms, preallocate_logs), _principal(tenant, user, project, role), busy_wait_s
     )
     return AsyncClient(transport=transport, retries=retries)
 

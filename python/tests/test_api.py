@@ -4,6 +4,7 @@ the same calls, the same answers, the same exceptions."""
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -318,3 +319,14 @@ def test_usage_of_a_session_and_over_a_range(place: Place) -> None:
         place.connect(role="user", user="mallory").session_usage(session_id)
     with pytest.raises(berth.Invalid):
         client.usage(since=t0, before=t0)
+
+
+@pytest.mark.parametrize("preallocate, version", [(None, 2), (True, 2), (False, 1)])
+def test_preallocate_logs_chooses_the_format_of_new_logs(tmp_path: Path, preallocate: bool | None, version: int) -> None:
+    data = tmp_path / "data"
+    with berth.open(data, tenant="t", user="u", role="service", preallocate_logs=preallocate) as client:
+        client.create_session("grown", policy=FOREVER)
+        client.append("grown", [("user/message", {"content": "hi"})])
+        assert len(client.read("grown").events) == 1
+    header = (data / "tenants" / "t" / "sessions" / "grown" / "session.jsonl").read_bytes().split(b"\n")[0]
+    assert f'"version":{version},'.encode() in header, header

@@ -175,6 +175,8 @@ OPEN_REFUSED: list[tuple[dict[str, Any], type[berth.BerthError], type[BaseExcept
      "writer_idle_ms"),
     ({"url": "memory:", "tenant": "t", "user": "u", "writer_idle_ms": -1}, berth.InvalidArgument, ValueError,
      "writer_idle_ms"),
+    ({"url": "memory:", "tenant": "t", "user": "u", "preallocate_logs": "off"}, berth.WrongType, TypeError,
+     "preallocate_logs"),
 ]
 
 

@@ -62,11 +62,16 @@ pub fn service_principal() -> Principal {
     Principal { role: Role::Service, ..Principal::user(tenant(), scope().user, None) }
 }
 
-/// The embedded backend as shipped: `fdatasync` on every append. With
-/// `BERTH_BENCH_PREALLOCATE=1`, logs are preallocated (`JsonlOptions::preallocate`, off
-/// by default), to measure it against the same run without.
+/// The embedded backend as shipped: `fdatasync` on every append, preallocated logs
+/// (`JsonlOptions::preallocate`). `BERTH_BENCH_PREALLOCATE=0` (or `1`) turns
+/// preallocation off (or on), to measure it against the same run without.
 pub fn jsonl_store(dir: &Path) -> Result<LogStore> {
-    let preallocate = std::env::var("BERTH_BENCH_PREALLOCATE").is_ok_and(|value| value == "1");
+    let preallocate = match std::env::var("BERTH_BENCH_PREALLOCATE").as_deref() {
+        Err(_) => berth_jsonl::PREALLOCATE_DEFAULT,
+        Ok("0") => false,
+        Ok("1") => true,
+        Ok(other) => return Err(Error::invalid("BERTH_BENCH_PREALLOCATE", format!("0 or 1, not {other:?}"))),
+    };
     let options = JsonlOptions { preallocate, ..JsonlOptions::default() };
     Ok(LogStore::new(Arc::new(JsonlBackend::open(dir, options)?)))
 }

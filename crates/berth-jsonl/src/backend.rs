@@ -6,6 +6,7 @@
 
 use crate::format::{self, LineCursor, LineFault, NextLine, LOG_FILE, LOG_TEMP_PREFIX, SESSIONS_DIR, TENANTS_DIR};
 use crate::fs::{write_all_at, Fs, FsFile, OpenOptions, OsFs};
+use crate::idle_tails::IdleTails;
 use crate::lease;
 use crate::log::{FileSource, LogView, SparseIndex};
 use crate::prealloc::Prealloc;
@@ -35,8 +36,8 @@ pub struct JsonlOptions {
     pub durability: Durability,
     /// Create logs that grow in preallocated, zero-filled extents (log format version
     /// 2), so that a `PerAppend` append's `fdatasync` flushes data without a metadata
-    /// commit. Logs created without it stay classic (version 1); a version-2 log is
-    /// read and written correctly either way.
+    /// commit. On by default (`PREALLOCATE_DEFAULT`). Logs created without it stay
+    /// classic (version 1); a log of either version is read and written correctly whatever the setting.
     pub preallocate: bool,
     /// Appends a write handle makes before it starts preallocating (so a short-lived
     /// handle never does); tests set 0 to preallocate from the first append.
@@ -45,11 +46,14 @@ pub struct JsonlOptions {
     pub fs: Arc<dyn Fs>,
 }
 
+/// Whether new logs are preallocated by default (`JsonlOptions::preallocate`).
+pub const PREALLOCATE_DEFAULT: bool = true;
+
 impl Default for JsonlOptions {
     fn default() -> Self {
         JsonlOptions {
             durability: Durability::PerAppend,
-            preallocate: false,
+            preallocate: PREALLOCATE_DEFAULT,
             preallocate_after_appends: crate::prealloc::APPENDS_BEFORE,
             fs: Arc::new(OsFs),
         }
@@ -77,6 +81,8 @@ struct Inner {
     options: JsonlOptions,
     /// Directories whose entry in their parent this process made durable (`ensure_dir`).
     durable_dirs: DurableDirs,
+    /// The open write handles on version-2 logs, whose idle tails a sweeper gives back.
+    idle_tails: Arc<IdleTails>,
 }
 
 /// Runs blocking file work off the async runtime.
@@ -159,14 +165,18 @@ impl JsonlBackend {
     /// Opens the data root, creating it (mode 0700) if missing.
     pub fn open(root: impl Into<PathBuf>, options: JsonlOptions) -> Result<JsonlBackend> {
         let root = root.into();
-        let created = JsonlBackend { inner: Arc::new(Inner { root, options, durable_dirs: DurableDirs::default() }) };
+        let created = JsonlBackend {
+            inner: Arc::new(Inner { root, options, durable_dirs: DurableDirs::default(), idle_tails: Arc::default() }),
+        };
         created.create_root()?;
         // Every path the backend builds starts at the root's canonical path: a symlink
         // above the root (a data directory reached through one) is resolved here, once,
         // and every open below refuses a symlink in any component (see `fs`).
         let root = created.fs().canonicalize(created.root()).map_err(|error| Error::io("resolve data root", &error))?;
         let options = created.inner.options.clone();
-        let backend = JsonlBackend { inner: Arc::new(Inner { root, options, durable_dirs: DurableDirs::default() }) };
+        let backend = JsonlBackend {
+            inner: Arc::new(Inner { root, options, durable_dirs: DurableDirs::default(), idle_tails: Arc::default() }),
+        };
         if let Some(kind) = backend.network_filesystem() {
             tracing::warn!(
                 root = %backend.root().display(),
@@ -681,7 +691,7 @@ impl LogBackend for JsonlBackend {
         let header = header.clone();
         let first_batch = first_batch.to_vec();
         let core = blocking(move || backend.materialize_blocking(&header, &first_batch)).await?;
-        Ok(Box::new(JsonlWriter::new(core)))
+        Ok(Box::new(self.writer_over(core)))
     }
 
     async fn erase(&self, key: &SessionKey) -> Result<bool> {
@@ -702,7 +712,25 @@ impl JsonlBackend {
         let backend = self.clone();
         let key = key.clone();
         let core = blocking(move || backend.open_writer_blocking(&key)).await?;
-        Ok(JsonlWriter::new(core))
+        Ok(self.writer_over(core))
+    }
+
+    /// The handle over an opened `core`, swept for an idle tail if its log may carry one.
+    pub(crate) fn writer_over(&self, core: WriterCore) -> JsonlWriter {
+        let sweep = core.has_zero_tail_format();
+        let writer = JsonlWriter::new(core);
+        if sweep {
+            self.inner.idle_tails.register(writer.core());
+        }
+        writer
+    }
+
+    /// Gives back the zero tail of every open write handle of this backend that has had
+    /// no append for `IDLE_GIVE_BACK` before `now` and is not busy; returns how many.
+    /// A background sweeper calls it every `SWEEP_EVERY` with the current time; tests
+    /// call it with a time of their own.
+    pub fn give_back_idle_tails(&self, now: std::time::Instant) -> usize {
+        self.inner.idle_tails.give_back_idle(now)
     }
 }
 

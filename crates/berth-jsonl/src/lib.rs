@@ -18,12 +18,15 @@ pub mod counting_fs;
 pub mod format;
 pub mod fs;
 pub mod fsck;
+mod idle_tails;
 mod lease;
 mod log;
 mod prealloc;
 mod writer;
 
-pub use backend::{Durability, JsonlBackend, JsonlOptions, JsonlReader};
+pub use backend::{Durability, JsonlBackend, JsonlOptions, JsonlReader, PREALLOCATE_DEFAULT};
 pub use counting_fs::{CountingFs, FsEvent, FsObserver};
+pub use idle_tails::SWEEP_EVERY;
 pub use log::INDEX_ENTRIES_MAX;
+pub use prealloc::IDLE_GIVE_BACK;
 pub use writer::JsonlWriter;

@@ -8,6 +8,8 @@
 //! than `SLOW` halves it. A handle preallocates only from its `APPENDS_BEFORE`-th append
 //! on, so a short-lived handle (a create and a couple of appends) never does, and never
 //! past its data end plus `TAIL_BYTES_MAX`: the zero tail of an open log is bounded.
+//! A handle with no append for `IDLE_GIVE_BACK` gives its tail back (`idle_tails`), and
+//! extends again from its next append.
 
 use crate::format::zero_tail::{EXTENT_BYTES_MAX, EXTENT_BYTES_MIN, TAIL_BYTES_MAX};
 use crate::fs::{write_all_at, FsFile};
@@ -21,6 +23,9 @@ pub const APPENDS_BEFORE: u64 = 4;
 const FAST: Duration = Duration::from_secs(1);
 /// An extent that lasted longer than this halves the next one.
 const SLOW: Duration = Duration::from_secs(30);
+/// A write handle with no append for this long gives its zero tail back (the background
+/// sweep of `idle_tails` does it, within `idle_tails::SWEEP_EVERY` more).
+pub const IDLE_GIVE_BACK: Duration = Duration::from_secs(30);
 
 static ZEROS: [u8; 64 * 1024] = [0; 64 * 1024];
 
@@ -36,17 +41,28 @@ pub struct Prealloc {
     appends: u64,
     appends_before: u64,
     extended_at: Option<Instant>,
+    /// The last append of this handle (`None` before its first).
+    appended_at: Option<Instant>,
 }
 
 impl Prealloc {
     pub fn new(extend: bool, appends_before: u64, alloc_end: u64) -> Prealloc {
-        Prealloc { extend, alloc_end, extent: EXTENT_BYTES_MIN, appends: 0, appends_before, extended_at: None }
+        Prealloc {
+            extend,
+            alloc_end,
+            extent: EXTENT_BYTES_MIN,
+            appends: 0,
+            appends_before,
+            extended_at: None,
+            appended_at: None,
+        }
     }
 
     /// Counts an append that ended the data at `end`; returns the range to fill with
     /// zeros now, if the space left past `end` is under half an extent.
     pub fn after_append(&mut self, end: u64, now: Instant) -> Option<(u64, u64)> {
         self.appends += 1;
+        self.appended_at = Some(now);
         self.alloc_end = self.alloc_end.max(end);
         if !self.extend || self.appends < self.appends_before || self.alloc_end - end >= self.extent / 2 {
             return None;
@@ -67,6 +83,13 @@ impl Prealloc {
     pub fn extended(&mut self, to: u64, now: Instant) {
         self.alloc_end = self.alloc_end.max(to);
         self.extended_at = Some(now);
+    }
+
+    /// Whether the handle has a zero tail past `end` and no append since `IDLE_GIVE_BACK`
+    /// before `now` (a handle that never appended is idle: its tail is one a crash left).
+    pub fn idle_tail(&self, end: u64, now: Instant) -> bool {
+        self.alloc_end > end
+            && self.appended_at.is_none_or(|appended| now.saturating_duration_since(appended) >= IDLE_GIVE_BACK)
     }
 
     /// The file was cut to `len` (a rollback, a torn-tail truncation, a give-back).
@@ -123,6 +146,24 @@ mod tests {
             }
         }
         assert_eq!(*sizes.last().unwrap(), EXTENT_BYTES_MIN);
+    }
+
+    #[test]
+    fn a_tail_is_idle_once_no_append_came_for_the_idle_time() {
+        let start = Instant::now();
+        let mut prealloc = Prealloc::new(true, 0, 100);
+        assert!(!prealloc.idle_tail(100, start), "no tail, nothing to give back");
+        let (_, to) = prealloc.after_append(200, start).unwrap();
+        prealloc.extended(to, start);
+        assert!(!prealloc.idle_tail(200, start + IDLE_GIVE_BACK - Duration::from_millis(1)));
+        assert!(prealloc.idle_tail(200, start + IDLE_GIVE_BACK));
+        prealloc.truncated(200);
+        assert!(!prealloc.idle_tail(200, start + IDLE_GIVE_BACK), "given back: no tail left");
+        let again = prealloc.after_append(300, start + IDLE_GIVE_BACK);
+        assert_eq!(again, Some((300, 300 + EXTENT_BYTES_MIN)), "the next append extends again");
+        // A tail found at open (a crash left it) on a handle that never appended.
+        let found = Prealloc::new(true, 0, 5_000);
+        assert!(found.idle_tail(100, start));
     }
 
     #[test]

@@ -207,19 +207,39 @@ impl WriterCore {
 
     /// Gives the zero tail back (`ftruncate` to the data end), on close or when idle.
     /// Not synced: a power loss may bring the tail back, and a tail is never data nor
-    /// damage. A failure leaves the tail, which is harmless, and is only logged.
+    /// damage. A failure leaves the tail, which is harmless, and is only logged. A torn
+    /// tail still pending stays: past the data end are its bytes, which the first append
+    /// copies aside before truncating (§4 of the storage format), not a zero tail.
     pub fn give_back_tail(&mut self) {
         let end = self.view.known_end();
         let Some(prealloc) = self.prealloc.as_mut() else {
             return;
         };
-        if prealloc.alloc_end <= end || self.poisoned.is_some() {
+        if prealloc.alloc_end <= end || self.poisoned.is_some() || self.torn.is_some() {
             return;
         }
         match self.view.file.set_len(end) {
             Ok(()) => prealloc.truncated(end),
             Err(error) => tracing::warn!(session = %self.id, %error, "could not give back a log's preallocated tail"),
         }
+    }
+
+    /// Gives the zero tail back if this open handle has had no append for
+    /// `prealloc::IDLE_GIVE_BACK` before `now`; whether it did. Its next append extends
+    /// again (`Prealloc::after_append`).
+    pub fn give_back_if_idle(&mut self, now: Instant) -> bool {
+        let end = self.view.known_end();
+        let idle = self.prealloc.as_ref().is_some_and(|prealloc| prealloc.idle_tail(end, now));
+        if self.lease.is_none() || !idle {
+            return false;
+        }
+        self.give_back_tail();
+        self.allocated_end() == end
+    }
+
+    /// Whether the log may carry a zero tail (log format version 2).
+    pub fn has_zero_tail_format(&self) -> bool {
+        self.prealloc.is_some()
     }
 
     pub fn sync(&mut self) -> Result<()> {
@@ -379,6 +399,11 @@ impl JsonlWriter {
         });
         self.next_seq = next_seq;
         outcome
+    }
+
+    /// The shared state, for the idle sweep (`idle_tails`), which holds it weakly.
+    pub(crate) fn core(&self) -> &Arc<Mutex<WriterCore>> {
+        &self.core
     }
 
     /// Entries in this writer's sparse seq index (bounded by `INDEX_ENTRIES_MAX`).

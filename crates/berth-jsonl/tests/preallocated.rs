@@ -1,16 +1,18 @@
 //! Preallocated logs (log format version 2) on the real file system: the zero tail an
 //! open log carries is bounded, read past by every reader, never reported by `fsck`,
 //! given back at close; a tail a crash left is reused, not copied aside; a torn append
-//! into preallocated space is truncated with a copy of its written bytes only.
+//! into preallocated space is truncated with a copy of its written bytes only; an idle
+//! open log gives its tail back (but never a pending torn tail) and extends again.
 
 use berth_core::{Event, Scope, SessionHeader, SessionId, SessionKey, TenantId, Timestamp, UserId};
 use berth_jsonl::format::zero_tail::{EXTENT_BYTES_MIN, TAIL_BYTES_MAX};
 use berth_jsonl::fsck::{self, SessionStatus};
-use berth_jsonl::{format, JsonlBackend, JsonlOptions};
+use berth_jsonl::{format, JsonlBackend, JsonlOptions, IDLE_GIVE_BACK};
 use berth_store::{Access, LogBackend, LogStore};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Instant;
 
 fn key() -> SessionKey {
     SessionKey::new(TenantId::parse("t").unwrap(), SessionId::parse("s").unwrap())
@@ -199,4 +201,66 @@ async fn a_torn_append_into_preallocated_space_is_truncated_keeping_only_its_wri
     assert_eq!(copy, torn, "the copy holds the torn bytes, not the zeros after them");
     handle.close().await.unwrap();
     assert_eq!(fsck::check_root(dir.path()).unwrap()[0].status, SessionStatus::Ok { events: 11 });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_open_log_gives_its_tail_back_and_extends_again_on_its_next_append() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = backend(dir.path(), true);
+    let path = backend.log_path(&key());
+    let store = LogStore::new(Arc::new(backend.clone()));
+    let handle = store.create(header()).await.unwrap();
+    handle.flush().await.unwrap();
+    for seq in 0..20 {
+        handle.append(&[event(seq)]).await.unwrap();
+    }
+    let (data, len) = data_and_len(&path);
+    assert!(len > data, "an open log carries a tail");
+    let appended = Instant::now();
+    assert_eq!(backend.give_back_idle_tails(appended), 0, "a handle that just appended is not idle");
+    assert_eq!(data_and_len(&path), (data, len));
+    assert_eq!(backend.give_back_idle_tails(appended + IDLE_GIVE_BACK), 1);
+    assert_eq!(data_and_len(&path), (data, data), "the idle log's tail was given back");
+    assert_eq!(backend.give_back_idle_tails(appended + IDLE_GIVE_BACK), 0, "nothing left to give back");
+    let reader = store.open(&key(), Access::Read).await.unwrap();
+    assert_eq!(reader.read(0, None).await.unwrap(), (0..20).map(event).collect::<Vec<_>>());
+    // Used again: the next append extends again, and reads stay whole.
+    handle.append(&[event(20)]).await.unwrap();
+    let (data, len) = data_and_len(&path);
+    assert!(len > data, "the next append extended again");
+    assert_eq!(reader.read(20, None).await.unwrap(), vec![event(20)]);
+    reader.close().await.unwrap();
+    handle.close().await.unwrap();
+    assert_eq!(backend.give_back_idle_tails(Instant::now() + IDLE_GIVE_BACK), 0, "a closed handle is not swept");
+    assert_eq!(fsck::check_root(dir.path()).unwrap()[0].status, SessionStatus::Ok { events: 21 });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pending_torn_tail_is_neither_given_back_when_idle_nor_at_close() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = preallocated_session(dir.path(), 10).await;
+    let path = backend.log_path(&key());
+    let line = format::encode_event_line(&event(10), berth_core::Epoch(2));
+    let torn = &line[..line.len() / 2];
+    crash_tail(&path, torn, 100_000);
+    let before = std::fs::read(&path).unwrap();
+    let store = LogStore::new(Arc::new(backend.clone()));
+    let handle = store.open(&key(), Access::Write).await.unwrap();
+    assert_eq!(backend.give_back_idle_tails(Instant::now() + 10 * IDLE_GIVE_BACK), 0);
+    handle.close().await.unwrap();
+    assert_eq!(std::fs::read(&path).unwrap(), before, "the torn bytes wait for the copy an append makes first");
+    assert!(matches!(fsck::check_root(dir.path()).unwrap()[0].status, SessionStatus::TornTail { events: 10, .. }));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_zero_tail_a_crash_left_is_given_back_by_an_idle_handle_that_never_appended() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = preallocated_session(dir.path(), 10).await;
+    let path = backend.log_path(&key());
+    let data = crash_tail(&path, b"", 300_000);
+    let store = LogStore::new(Arc::new(backend.clone()));
+    let handle = store.open(&key(), Access::Write).await.unwrap();
+    assert_eq!(backend.give_back_idle_tails(Instant::now()), 1);
+    assert_eq!(data_and_len(&path), (data, data));
+    handle.close().await.unwrap();
 }

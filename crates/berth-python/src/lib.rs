@@ -272,14 +272,17 @@ impl Embedded {
     /// `writer_idle_ms`: write handles idle this long are closed, so other processes on
     /// the same data directory can take their turn. `tail_recheck_ms`: how often a live
     /// tail re-reads the log, to see appends made by other processes.
+    /// `preallocate_logs`: new logs of an embedded store preallocated (log format version
+    /// 2) or classic; `None`, the library's default (`berth_jsonl::PREALLOCATE_DEFAULT`).
     #[new]
-    #[pyo3(signature = (url, writer_idle_ms=250, tail_recheck_ms=200, sweep_interval_ms=60_000))]
+    #[pyo3(signature = (url, writer_idle_ms=250, tail_recheck_ms=200, sweep_interval_ms=60_000, preallocate_logs=None))]
     fn new(
         py: Python<'_>,
         url: &str,
         writer_idle_ms: u64,
         tail_recheck_ms: u64,
         sweep_interval_ms: u64,
+        preallocate_logs: Option<bool>,
     ) -> PyResult<Embedded> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -305,7 +308,12 @@ impl Embedded {
         };
         let opened = py.detach(|| {
             runtime.block_on(async {
-                let backends = berth::open_backends(&store_url).await?;
+                let jsonl = berth::jsonl::JsonlOptions {
+                    preallocate: preallocate_logs.unwrap_or(berth::jsonl::PREALLOCATE_DEFAULT),
+                    ..berth::jsonl::JsonlOptions::default()
+                };
+                let options = berth::AssembleOptions { jsonl, ..berth::AssembleOptions::default() };
+                let backends = berth::open_backends_with(&store_url, options).await?;
                 let feed = berth::change_feed(&backends);
                 let service = Arc::new(berth::service_over(backends, berth::system_clock()));
                 Ok::<_, berth_core::Error>(Arc::new(InProcessServer::start(config, service, feed)))

@@ -1,5 +1,5 @@
 //! The LogStore and live-write-path conformance suites on the embedded JSONL backend
-//! (a temporary data root per test, default options: fsync per append).
+//! (a temporary data root per test, default options: fsync per append, preallocated logs).
 
 use berth_testkit::conformance::JsonlConformance;
 

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{berth, start_server};
+use common::{berth, start_server, start_server_with};
 use std::io::Write;
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
@@ -249,5 +249,19 @@ tools: 1 calls, 40 ms
     ] {
         let output = local(usage_error);
         assert_eq!(output.status.code(), Some(2), "{usage_error:?}: {}", String::from_utf8_lossy(&output.stderr));
+    }
+}
+
+#[test]
+fn serve_creates_logs_preallocated_or_classic_as_its_flag_says() {
+    for (switch, version) in [("on", 2), ("off", 1)] {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        let (_server, url, admin_key) = start_server_with(&data, &["--preallocate-logs", switch]);
+        ok(&remote(&data, &url, &admin_key, &["sessions", "new", "--id", "grown"], None));
+        ok(&remote(&data, &url, &admin_key, &["append", "grown"], Some(TWO_EVENTS)));
+        let log = std::fs::read(data.join("tenants/default/sessions/grown/session.jsonl")).unwrap();
+        let header = String::from_utf8_lossy(&log[..log.iter().position(|byte| *byte == b'\n').unwrap()]).into_owned();
+        assert!(header.contains(&format!("\"version\":{version},")), "--preallocate-logs {switch}: {header}");
     }
 }

@@ -69,6 +69,8 @@ fn invalid_arguments_and_misplaced_commands_exit_2() {
     assert_usage(&data, &["memory", "search", "app", "--where", "n"], &acme, &["--where"]);
     assert_usage(&data, &["memory", "search", "app", "--order", "size"], &acme, &["--order"]);
     assert_usage(&data, &["log", "ls", "--tenant", "a b"], &[], &["--tenant"]);
+    assert_usage(&data, &["serve", "--preallocate-logs", "maybe"], &[], &["--preallocate-logs", "on, off"]);
+    assert_usage(&data, &["serve"], &[("BERTH_PREALLOCATE_LOGS", "1")], &["--preallocate-logs"]);
     assert_usage(&data, &["keys", "create", "--tenant", "acme", "--user", "bob", "--role", "root"], &[], &["--role"]);
     // Commands given a store they cannot work on.
     let memory = Path::new("memory:");

@@ -58,12 +58,20 @@ pub fn varied_event(seq: u64, size_max: usize) -> Event {
     }
 }
 
+/// Classic (version-1) logs: the tests over these helpers plant and inspect them byte by
+/// byte, count their syncs, and rely on a run of zeros after the last record being a
+/// torn tail. Preallocated logs (version 2, the default) have their own tests
+/// (berth-jsonl's `tests/preallocated.rs`, the `_preallocated` sweeps and suites).
+fn classic() -> JsonlOptions {
+    JsonlOptions { preallocate: false, ..JsonlOptions::default() }
+}
+
 pub fn backend(root: &Path) -> JsonlBackend {
-    JsonlBackend::open(root, JsonlOptions::default()).unwrap()
+    JsonlBackend::open(root, classic()).unwrap()
 }
 
 pub fn backend_with(root: &Path, fs: &FaultFs, durability: Durability) -> JsonlBackend {
-    JsonlBackend::open(root, JsonlOptions { durability, fs: fs.shared(), ..JsonlOptions::default() }).unwrap()
+    JsonlBackend::open(root, JsonlOptions { durability, fs: fs.shared(), ..classic() }).unwrap()
 }
 
 pub fn store(backend: &JsonlBackend) -> LogStore {

@@ -47,6 +47,23 @@ pub enum UiMode {
     Off,
 }
 
+/// A switch given as `on` or `off`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum OnOff {
+    On,
+    Off,
+}
+
+impl OnOff {
+    const fn from_bool(on: bool) -> OnOff {
+        if on {
+            OnOff::On
+        } else {
+            OnOff::Off
+        }
+    }
+}
+
 #[derive(Args, Debug)]
 pub struct ServeArgs {
     /// Address to listen on (use port 0 for any free port).
@@ -120,6 +137,13 @@ pub struct ServeArgs {
     /// The backups' copy rate, in MiB per second (0: no limit).
     #[arg(long, value_name = "MIB_PER_S", default_value_t = berth::backup::RATE_BYTES_PER_S_DEFAULT / (1024 * 1024))]
     backup_rate_mib_s: u64,
+    /// Create new session logs preallocated (log format version 2: they grow in
+    /// zero-filled extents written ahead of the appends, so an append's fdatasync commits
+    /// no file-system metadata), or classic (`off`: version 1). Existing logs keep their
+    /// format either way. Embedded stores only.
+    #[arg(long, env = "BERTH_PREALLOCATE_LOGS", value_enum, value_name = "on|off",
+          default_value_t = OnOff::from_bool(berth_jsonl::PREALLOCATE_DEFAULT))]
+    preallocate_logs: OnOff,
 }
 
 #[derive(Subcommand, Debug)]
@@ -258,8 +282,9 @@ fn keys(data: &str, command: KeysCommand, json: bool) -> Result<ExitCode> {
 async fn open_service(
     data: &str,
     metrics: &Metrics,
-    allow_db_owner: bool,
+    args: &ServeArgs,
 ) -> Result<(SessionService, Option<Arc<dyn ChangeFeed>>)> {
+    let allow_db_owner = args.dev_allow_db_owner;
     let counters = metrics.storage.clone();
     let observer: berth_jsonl::FsObserver = Arc::new(move |event| match event {
         berth_jsonl::FsEvent::Synced => {
@@ -275,6 +300,7 @@ async fn open_service(
     let options = berth::AssembleOptions {
         jsonl: berth_jsonl::JsonlOptions {
             fs: Arc::new(CountingFs::new(Arc::new(berth_jsonl::fs::OsFs), observer)),
+            preallocate: args.preallocate_logs == OnOff::On,
             ..berth_jsonl::JsonlOptions::default()
         },
         ..berth::AssembleOptions::default()
@@ -338,7 +364,7 @@ async fn serve(data: &str, args: ServeArgs) -> Result<ExitCode> {
         (None, berth::StoreUrl::Memory) => KeyStore::in_memory()?,
         (explicit, _) => KeyStore::open(&keys_path(data, explicit.clone())?)?,
     };
-    let (service, feed) = open_service(data, &metrics, args.dev_allow_db_owner).await?;
+    let (service, feed) = open_service(data, &metrics, &args).await?;
     let quota = berth_catalog::scoped::MemoryQuota { items: args.memory_items_max, bytes: args.memory_bytes_max };
     let service = Arc::new(service.with_memory_quota(quota));
     let first_key = if keys.is_empty()? {
