@@ -174,21 +174,8 @@ impl Catalog for MemoryCatalog {
     async fn list(&self, query: &SessionQuery) -> Result<Vec<SessionRecord>> {
         let state = self.state();
         let mut items: Vec<&SessionRecord> = state.sessions.values().filter(|r| query.matches(r)).collect();
-        // Ties (one id in two tenants, a cross-tenant sweep) in key order, as a stable
-        // sort of the key-ordered map gave them.
-        let newest_first = |a: &&SessionRecord, b: &&SessionRecord| {
-            (b.last_activity, &b.header.id)
-                .cmp(&(a.last_activity, &a.header.id))
-                .then_with(|| a.header.scope.tenant.cmp(&b.header.scope.tenant))
-        };
-        // A page of the newest `limit`: selected in linear time, only they sorted (a full
-        // sort of every match per page cost n log n a page, n²/page log n to list all).
-        if items.len() > query.limit {
-            items.select_nth_unstable_by(query.limit, newest_first);
-            items.truncate(query.limit);
-        }
-        items.sort_unstable_by(newest_first);
-        Ok(items.into_iter().cloned().collect())
+        items.sort_by(|a, b| (b.last_activity, &b.header.id).cmp(&(a.last_activity, &a.header.id)));
+        Ok(items.into_iter().take(query.limit).cloned().collect())
     }
 
     async fn tenants(&self) -> Result<Vec<TenantId>> {
