@@ -4,6 +4,7 @@
 //! that pair is the session's key (ids are unique per tenant); the user and project live
 //! in the header, so a session never moves when they are looked up differently.
 
+use crate::dir_sync::GroupDirSync;
 use crate::format::{self, LineCursor, LineFault, NextLine, LOG_FILE, LOG_TEMP_PREFIX, SESSIONS_DIR, TENANTS_DIR};
 use crate::fs::{write_all_at, Fs, FsFile, OpenOptions, OsFs};
 use crate::idle_tails::IdleTails;
@@ -83,6 +84,20 @@ struct Inner {
     durable_dirs: DurableDirs,
     /// The open write handles on version-2 logs, whose idle tails a sweeper gives back.
     idle_tails: Arc<IdleTails>,
+    /// Parent-directory syncs shared by concurrent creates (`ensure_dir`).
+    dir_syncs: GroupDirSync,
+}
+
+impl Inner {
+    fn new(root: PathBuf, options: JsonlOptions) -> Inner {
+        Inner {
+            root,
+            options,
+            durable_dirs: DurableDirs::default(),
+            idle_tails: Arc::default(),
+            dir_syncs: GroupDirSync::default(),
+        }
+    }
 }
 
 /// Runs blocking file work off the async runtime.
@@ -165,18 +180,14 @@ impl JsonlBackend {
     /// Opens the data root, creating it (mode 0700) if missing.
     pub fn open(root: impl Into<PathBuf>, options: JsonlOptions) -> Result<JsonlBackend> {
         let root = root.into();
-        let created = JsonlBackend {
-            inner: Arc::new(Inner { root, options, durable_dirs: DurableDirs::default(), idle_tails: Arc::default() }),
-        };
+        let created = JsonlBackend { inner: Arc::new(Inner::new(root, options)) };
         created.create_root()?;
         // Every path the backend builds starts at the root's canonical path: a symlink
         // above the root (a data directory reached through one) is resolved here, once,
         // and every open below refuses a symlink in any component (see `fs`).
         let root = created.fs().canonicalize(created.root()).map_err(|error| Error::io("resolve data root", &error))?;
         let options = created.inner.options.clone();
-        let backend = JsonlBackend {
-            inner: Arc::new(Inner { root, options, durable_dirs: DurableDirs::default(), idle_tails: Arc::default() }),
-        };
+        let backend = JsonlBackend { inner: Arc::new(Inner::new(root, options)) };
         if let Some(kind) = backend.network_filesystem() {
             tracing::warn!(
                 root = %backend.root().display(),
@@ -212,9 +223,15 @@ impl JsonlBackend {
             }
         }
         for directory in missing.iter().rev() {
-            ensure_dir(fs, directory, &self.inner.durable_dirs)?;
+            ensure_dir(fs, directory, &self.inner)?;
         }
         Ok(())
+    }
+
+    /// Creates now waiting for a shared sync of a parent directory to finish (a test
+    /// watches it to crash at a chosen point of a group sync).
+    pub fn directory_syncs_waiting(&self) -> usize {
+        self.inner.dir_syncs.waiting()
     }
 
     pub fn root(&self) -> &Path {
@@ -450,7 +467,7 @@ impl JsonlBackend {
         let already_exists = || Error::AlreadyExists { what: "session", id: key.id.to_string() };
         let chain = self.session_dir_chain(&key);
         for directory in &chain {
-            ensure_dir(fs, directory, &self.inner.durable_dirs)?;
+            ensure_dir(fs, directory, &self.inner)?;
         }
         let session_dir = self.session_dir(&key);
         let log_path = self.log_path(&key);
@@ -572,8 +589,6 @@ fn log_exists(fs: &dyn Fs, log_path: &Path) -> Result<bool> {
     }
 }
 
-/// Creates `directory` (mode 0700) if missing and fsyncs its parent so the new entry is
-/// durable; refuses a symlink in its place.
 /// The directories whose entry in their parent this process has made durable, so that
 /// `ensure_dir` syncs a parent once per process, not once per session. Bounded: past
 /// `DURABLE_DIRS_MAX` it starts over (costing syncs again, never durability).
@@ -601,10 +616,17 @@ impl DurableDirs {
 /// a process may have died between its `mkdir` and the parent's sync, and a power loss
 /// would then drop it with every session published inside since — so its parent is
 /// synced too, once per process (`DurableDirs`).
-fn ensure_dir(fs: &dyn Fs, directory: &Path, durable: &DurableDirs) -> Result<()> {
+///
+/// The parent's sync is a group sync (`dir_sync`): concurrent creates of sessions in one
+/// tenant each add a directory to its `sessions/` and share the syncs of it.
+fn ensure_dir(fs: &dyn Fs, directory: &Path, inner: &Inner) -> Result<()> {
+    let durable = &inner.durable_dirs;
     let sync_parent = || -> Result<()> {
         if let Some(parent) = directory.parent().filter(|parent| !parent.as_os_str().is_empty()) {
-            fs.sync_dir(parent).map_err(|error| Error::io("sync parent directory", &error))?;
+            inner
+                .dir_syncs
+                .sync(parent, || fs.sync_dir(parent))
+                .map_err(|error| Error::io("sync parent directory", &error))?;
         }
         durable.insert(directory);
         Ok(())

@@ -8,6 +8,7 @@
 //! - `fs`: the file-system seam (`Fs`, `FsFile`, `OsFs`), so faults can be injected.
 //! - `backend`: `JsonlBackend`, the `LogBackend` the `LogStore` front drives.
 //! - `counting_fs`: `CountingFs`, a pass-through `Fs` reporting fsyncs and open files.
+//! - `dir_sync`: group `fsync` of a directory, shared by concurrent creates.
 //! - `fsck`: verify a whole data root; repair torn tails only.
 //!
 //! The on-disk format and the write/fsync/publish protocol are described byte by byte
@@ -15,6 +16,7 @@
 
 pub mod backend;
 pub mod counting_fs;
+mod dir_sync;
 pub mod format;
 pub mod fs;
 pub mod fsck;

@@ -38,6 +38,11 @@ impl SessionService {
     ///
     /// The final record and its audit records (`action`, plus whatever `also_audit`
     /// drafts from it) are stored in one catalog transaction.
+    ///
+    /// The creating write handle is kept in the writer cache (before the final record
+    /// makes the session visible, so no append can race it for the lease): the appends
+    /// that usually follow a create then open nothing — on the embedded backend a write
+    /// open is a lease, a scan of the log and a durable epoch replacement (two syncs).
     pub(crate) async fn create_from_record(
         &self,
         principal: &Principal,
@@ -55,33 +60,45 @@ impl SessionService {
         // `created_at`: an import keeps its export's, which may be long past.
         creating.status_changed_at = self.now();
         self.catalog.insert(&creating).await?;
-        let materialized = async {
-            let handle = self.store.create(record.header.clone()).await?;
-            let outcome = async {
-                append_chunked(&handle, events).await?;
-                handle.flush().await
+        let handle = match self.materialize(&record, events).await {
+            Ok(handle) => handle,
+            Err(error) => {
+                let _ = self.catalog.remove(&key, creating_revision).await;
+                return Err(error);
             }
-            .await;
-            let closed = handle.close().await;
-            outcome.and(closed)
-        }
-        .await;
-        // An imported log keeps its keys (R-S14): index them before the session goes live.
-        let materialized = match materialized {
-            Ok(()) => match idempotency::keyed_batches(events) {
-                batches if batches.is_empty() => Ok(()),
-                batches => self.catalog.index_idempotency(&key, &batches, events.len() as u64).await,
-            },
-            Err(error) => Err(error),
         };
-        if let Err(error) = materialized {
-            let _ = self.catalog.remove(&key, creating_revision).await;
-            return Err(error);
-        }
+        self.adopt_writer(&key, handle).await;
         let mut audits = vec![self.draft_ok(principal, action, &record, serde_json::json!({"events": events.len()}))];
         audits.extend(also_audit(&record));
-        self.catalog.update_audited(&record, creating_revision, audits).await?;
+        if let Err(error) = self.catalog.update_audited(&record, creating_revision, audits).await {
+            // The record stays `creating` (the sweeper's); nobody may write the session.
+            self.close_writer(&key).await;
+            return Err(error);
+        }
         Ok(record)
+    }
+
+    /// Creates the log of `record` with `events`, durably, and indexes their
+    /// idempotency keys; returns the write handle (closed on failure).
+    async fn materialize(&self, record: &SessionRecord, events: &[Event]) -> Result<SessionHandle> {
+        let handle = self.store.create(record.header.clone()).await?;
+        let written = async {
+            append_chunked(&handle, events).await?;
+            handle.flush().await?;
+            // An imported log keeps its keys (R-S14): index them before the session goes live.
+            match idempotency::keyed_batches(events) {
+                batches if batches.is_empty() => Ok(()),
+                batches => self.catalog.index_idempotency(&record.key(), &batches, events.len() as u64).await,
+            }
+        }
+        .await;
+        match written {
+            Ok(()) => Ok(handle),
+            Err(error) => {
+                let _ = handle.close().await;
+                Err(error)
+            }
+        }
     }
 
     pub async fn get(&self, principal: &Principal, id: &SessionId) -> Result<SessionRecord> {

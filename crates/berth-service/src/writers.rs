@@ -157,6 +157,17 @@ impl SessionService {
         lock
     }
 
+    /// Caches a create's write handle of `key` (it holds the lease already) for the
+    /// appends that follow, evicting beyond the cache's bound as `writer` does.
+    pub(crate) async fn adopt_writer(&self, key: &SessionKey, handle: SessionHandle) {
+        let victims = {
+            let mut writers = self.writers.lock().await;
+            writers.insert(key.clone(), handle, self.now());
+            writers.beyond(self.writers_cached_max)
+        };
+        self.evict(victims).await;
+    }
+
     /// The cached write handle of `key`, opened if needed. Callers hold the session's
     /// append lock while they use it (eviction takes that lock before closing a handle).
     pub(crate) async fn writer(&self, key: &SessionKey) -> Result<SessionHandle> {

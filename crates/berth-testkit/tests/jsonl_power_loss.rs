@@ -808,3 +808,121 @@ fn test_16_io_error_at_every_operation_then_restart_keeps_everything_acknowledge
     eprintln!("test 16: {runs} runs over {total} operations, {} violations", violations.len());
     assert!(violations.is_empty(), "{violations:#?}");
 }
+
+/// Holds the first sync of one directory in flight: the sync has been made (a crash image
+/// keeps what it saw) but does not return until released, as a real `fsync` that has
+/// begun and not finished. Everything else passes through to the `SimFs`.
+struct SyncInFlight {
+    inner: SimFs,
+    directory: PathBuf,
+    /// Taken by the first sync of `directory`: says it is in flight, waits for release.
+    gate: std::sync::Mutex<Option<(std::sync::mpsc::Sender<()>, std::sync::mpsc::Receiver<()>)>>,
+}
+
+impl berth_jsonl::fs::Fs for SyncInFlight {
+    fn open(
+        &self,
+        path: &Path,
+        options: berth_jsonl::fs::OpenOptions,
+    ) -> std::io::Result<Box<dyn berth_jsonl::fs::FsFile>> {
+        self.inner.open(path, options)
+    }
+    fn open_dir(&self, path: &Path) -> std::io::Result<Box<dyn berth_jsonl::fs::FsFile>> {
+        self.inner.open_dir(path)
+    }
+    fn create_dir(&self, path: &Path) -> std::io::Result<()> {
+        self.inner.create_dir(path)
+    }
+    fn sync_dir(&self, path: &Path) -> std::io::Result<()> {
+        let synced = self.inner.sync_dir(path);
+        let gate = match path == self.directory {
+            true => self.gate.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).take(),
+            false => None,
+        };
+        if let Some((in_flight, release)) = gate {
+            in_flight.send(()).expect("the test listens");
+            release.recv().expect("the test releases the sync");
+        }
+        synced
+    }
+    fn hard_link(&self, from: &Path, to: &Path) -> std::io::Result<()> {
+        self.inner.hard_link(from, to)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> {
+        self.inner.rename(from, to)
+    }
+    fn remove_file(&self, path: &Path) -> std::io::Result<()> {
+        self.inner.remove_file(path)
+    }
+    fn remove_dir(&self, path: &Path) -> std::io::Result<()> {
+        self.inner.remove_dir(path)
+    }
+    fn read_dir(&self, path: &Path) -> std::io::Result<Vec<std::ffi::OsString>> {
+        self.inner.read_dir(path)
+    }
+    fn metadata(&self, path: &Path) -> std::io::Result<berth_jsonl::fs::FileMeta> {
+        self.inner.metadata(path)
+    }
+}
+
+/// Creates a session (its first write a flush, as test 6's first session) and says
+/// whether it was acknowledged.
+async fn create_acknowledged(store: LogStore, id: String) -> bool {
+    let Ok(handle) = store.create(header(&id)).await else {
+        return false;
+    };
+    let acknowledged = handle.flush().await.is_ok();
+    let _ = handle.close().await;
+    acknowledged
+}
+
+/// Concurrent creates share the syncs of their tenant's `sessions/` (the group sync in
+/// `crates/berth-jsonl/src/dir_sync.rs`), and a create is acknowledged only after a sync
+/// of it that *started* after its new directory was made. Create `a`'s sync of
+/// `sessions/` is held in flight, having seen `sessions/` without the others; creates
+/// `b0`…`b2` make their directories meanwhile; then `a`'s sync returns. A power loss
+/// after all four are acknowledged keeps all four. Fails if a create joins the sync in
+/// flight instead of waiting for the next, or does not wait at all.
+#[test]
+fn test_10_a_create_is_acknowledged_only_after_a_sync_that_started_after_its_directory() {
+    let sim = SimFs::with_root("/sim");
+    let sessions = session_dir(&header("a").key()).parent().expect("sessions/").to_path_buf();
+    let (in_flight_sender, in_flight) = std::sync::mpsc::channel();
+    let (release, release_receiver) = std::sync::mpsc::channel();
+    let fs = SyncInFlight {
+        inner: sim.clone(),
+        directory: sessions,
+        gate: std::sync::Mutex::new(Some((in_flight_sender, release_receiver))),
+    };
+    let options = JsonlOptions { fs: Arc::new(fs), ..JsonlOptions::default() };
+    let backend = JsonlBackend::open(ROOT, options).expect("open");
+    let store = LogStore::new(Arc::new(backend.clone()));
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let first = runtime.spawn(create_acknowledged(store.clone(), "a".into()));
+    let deadline = std::time::Duration::from_secs(30);
+    in_flight.recv_timeout(deadline).expect("a's sync of sessions/ is in flight");
+    let later: Vec<_> =
+        (0..3).map(|index| runtime.spawn(create_acknowledged(store.clone(), format!("b{index}")))).collect();
+    // Release a's sync once the others wait for a sync (or, were they not to wait, have
+    // finished). They wait on a condition variable: no event to wait on, so poll.
+    let started = std::time::Instant::now();
+    while backend.directory_syncs_waiting() < later.len() && !later.iter().all(|create| create.is_finished()) {
+        assert!(started.elapsed() < deadline, "the later creates neither wait nor finish");
+        std::thread::yield_now();
+    }
+    release.send(()).expect("a's sync waits for release");
+    let mut acknowledged = vec![("a".to_owned(), runtime.block_on(first).expect("create a"))];
+    for (index, create) in later.into_iter().enumerate() {
+        acknowledged.push((format!("b{index}"), runtime.block_on(create).expect("create b")));
+    }
+    assert!(acknowledged.iter().all(|(_, acked)| *acked), "every create is acknowledged: {acknowledged:?}");
+    let image = sim.crash_image(0);
+    let recovered = JsonlBackend::open(ROOT, JsonlOptions { fs: image.shared(), ..JsonlOptions::default() })
+        .expect("open the image");
+    let lost: Vec<_> = acknowledged
+        .iter()
+        .filter(|(id, _)| !matches!(recovered.stat_blocking(&header(id).key()), Ok(Some(_))))
+        .map(|(id, _)| id.clone())
+        .collect();
+    assert!(lost.is_empty(), "acknowledged creates lost by a power loss: {lost:?}");
+}

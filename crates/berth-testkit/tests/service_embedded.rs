@@ -29,6 +29,41 @@ fn open_sqlite(root: &Path) -> (Arc<dyn Catalog>, Arc<dyn AuditTamperer>) {
 
 berth_testkit::service_conformance!(EmbeddedService::new(open_sqlite));
 
+/// A create keeps its write handle (and the session's writer lease) in the service's
+/// cache, so the append that follows opens nothing: one sync, the append's own, where a
+/// write open first replaces the durable epoch (two syncs more).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_append_after_a_create_writes_through_the_creates_handle() {
+    use berth_jsonl::{CountingFs, FsEvent, FsObserver, JsonlBackend, JsonlOptions};
+    use berth_service::{AppendRequest, CreateSession, NewEvent, SessionService};
+    use berth_store::LogStore;
+    use berth_testkit::service_conformance::fixtures::{service_principal, sid, TENANT_A};
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    let dir = tempfile::tempdir().unwrap();
+    let syncs = Arc::new(AtomicU64::new(0));
+    let counted = syncs.clone();
+    let observer: FsObserver = Arc::new(move |event| {
+        if event == FsEvent::Synced {
+            counted.fetch_add(1, Ordering::SeqCst);
+        }
+    });
+    let fs = Arc::new(CountingFs::new(Arc::new(berth_jsonl::fs::OsFs), observer));
+    let backend = JsonlBackend::open(dir.path().to_path_buf(), JsonlOptions { fs, ..JsonlOptions::default() }).unwrap();
+    let catalog = SqliteCatalog::open(dir.path().join(CATALOG_FILE_NAME)).unwrap();
+    let service =
+        SessionService::new(LogStore::new(Arc::new(backend)), Arc::new(catalog), Arc::new(berth_core::SystemClock));
+    let principal = service_principal(TENANT_A);
+    service.create(&principal, CreateSession { id: Some(sid("s")), ..CreateSession::default() }).await.unwrap();
+    assert_eq!(service.writers_cached().await, 1, "the create's handle is cached");
+    syncs.store(0, Ordering::SeqCst);
+    let events = vec![NewEvent::new("note/x", serde_json::json!({ "n": 1 }))];
+    let request = AppendRequest { memory: Vec::new(), run: None, expected_seq: Some(0), events, idempotency_key: None };
+    service.append(&principal, &sid("s"), request).await.unwrap();
+    assert_eq!(syncs.load(Ordering::SeqCst), 1, "the append's own sync, no write open");
+    assert_eq!(service.read(&principal, &sid("s"), 0, None).await.unwrap().len(), 1);
+}
+
 /// The service's cache of write handles is bounded: beyond `with_writers_cached_max`,
 /// the least recently used idle handles are closed (their writer leases released and
 /// their descriptors freed), and reopened when their session is next written; no event

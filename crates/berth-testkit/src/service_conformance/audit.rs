@@ -49,6 +49,8 @@ pub async fn intact_chain_verifies(b: &dyn ServiceBackend) {
     assert_eq!(close.time, berth_core::Clock::now(&*b.clock()));
     let stored_revision = stored(&service, AUDITED, "one").await.unwrap().revision;
     assert_eq!(close.revision, Some(stored_revision));
+    // A restart: the old instance (and the write handles it keeps) is gone.
+    drop(service);
     b.restart().await;
     let verdict = b.service().verify_audit(&admin(AUDITED)).await.unwrap();
     assert_eq!(verdict.broken_at, None, "the chain survives a restart");

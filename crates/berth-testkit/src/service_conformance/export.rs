@@ -131,6 +131,8 @@ pub async fn export_import_export_is_byte_identical(b: &dyn ServiceBackend) {
     assert_eq!(imports.len(), 1);
     assert_eq!(imports[0].draft.details["events"], log.len());
 
+    // A restart: the old instance (and the write handles it keeps) is gone.
+    drop(service);
     b.restart().await;
     let service = b.service();
     assert_eq!(service.export(&owner(), &sid("rich")).await.unwrap(), first, "and after a restart");
@@ -188,6 +190,8 @@ pub async fn roundtrip_between(from: &dyn ServiceBackend, to: &dyn ServiceBacken
     target.import_zip(&owner(), &zip).await.expect("import zip");
     assert_eq!(export_all(&target, &FAMILY).await, singles, "{} → {}: every session", from.name(), to.name());
     assert_eq!(target.export_zip(&owner(), &sid("rich")).await.unwrap(), zip, "{} → {}: zip", from.name(), to.name());
+    // A restart: the old instance (and the write handles it keeps) is gone.
+    drop(target);
     to.restart().await;
     let target = to.service();
     assert_eq!(target.export_zip(&owner(), &sid("rich")).await.unwrap(), zip, "after a restart of {}", to.name());
