@@ -8,6 +8,10 @@
 //! than `SLOW` halves it. A handle preallocates only from its `APPENDS_BEFORE`-th append
 //! on, so a short-lived handle (a create and a couple of appends) never does, and never
 //! past its data end plus `TAIL_BYTES_MAX`: the zero tail of an open log is bounded.
+//! A handle whose appends are large (a moving mean of `LARGE_APPEND_BYTES` or more) does
+//! not extend: the metadata commit it would save is small beside the data it writes, and
+//! zero-filling first would write every byte twice (`berth bench` W2, batches of 100 ~1
+//! KiB events: 0.48× the overwrite reference preallocated, 0.61–0.73× not).
 //! A handle with no append for `IDLE_GIVE_BACK` gives its tail back (`idle_tails`), and
 //! extends again from its next append.
 
@@ -19,6 +23,8 @@ use std::time::{Duration, Instant};
 /// Appends a handle makes before it starts preallocating (the default of
 /// `JsonlOptions::preallocate_after_appends`).
 pub const APPENDS_BEFORE: u64 = 4;
+/// A handle whose moving mean append is at least this large does not extend.
+pub const LARGE_APPEND_BYTES: u64 = 16 * 1024;
 /// An extent used up faster than this doubles the next one.
 const FAST: Duration = Duration::from_secs(1);
 /// An extent that lasted longer than this halves the next one.
@@ -43,6 +49,10 @@ pub struct Prealloc {
     extended_at: Option<Instant>,
     /// The last append of this handle (`None` before its first).
     appended_at: Option<Instant>,
+    /// Where the last append ended the data (`None` before the first), and the moving
+    /// mean of the appends' sizes (each append weighs a quarter).
+    last_end: Option<u64>,
+    mean_append_bytes: u64,
 }
 
 impl Prealloc {
@@ -55,16 +65,27 @@ impl Prealloc {
             appends_before,
             extended_at: None,
             appended_at: None,
+            last_end: None,
+            mean_append_bytes: 0,
         }
     }
 
     /// Counts an append that ended the data at `end`; returns the range to fill with
     /// zeros now, if the space left past `end` is under half an extent.
     pub fn after_append(&mut self, end: u64, now: Instant) -> Option<(u64, u64)> {
+        // The first append is measured from where the file ended at open (a tail a
+        // crash left counts as no size: such a log was being appended to in small steps).
+        let size = end.saturating_sub(self.last_end.unwrap_or(self.alloc_end));
+        self.mean_append_bytes = if self.last_end.is_none() { size } else { (self.mean_append_bytes * 3 + size) / 4 };
+        self.last_end = Some(end);
         self.appends += 1;
         self.appended_at = Some(now);
         self.alloc_end = self.alloc_end.max(end);
-        if !self.extend || self.appends < self.appends_before || self.alloc_end - end >= self.extent / 2 {
+        if !self.extend
+            || self.appends < self.appends_before
+            || self.alloc_end - end >= self.extent / 2
+            || self.mean_append_bytes >= LARGE_APPEND_BYTES
+        {
             return None;
         }
         if let Some(last) = self.extended_at {
@@ -95,6 +116,7 @@ impl Prealloc {
     /// The file was cut to `len` (a rollback, a torn-tail truncation, a give-back).
     pub fn truncated(&mut self, len: u64) {
         self.alloc_end = len;
+        self.last_end = self.last_end.map(|last| last.min(len));
         self.extent = EXTENT_BYTES_MIN;
         self.extended_at = None;
     }
@@ -164,6 +186,27 @@ mod tests {
         // A tail found at open (a crash left it) on a handle that never appended.
         let found = Prealloc::new(true, 0, 5_000);
         assert!(found.idle_tail(100, start));
+    }
+
+    #[test]
+    fn large_appends_do_not_extend_until_appends_are_small_again() {
+        let start = Instant::now();
+        let mut prealloc = Prealloc::new(true, 0, 0);
+        let mut end = 0;
+        for _ in 0..50 {
+            end += 100 * 1024;
+            assert_eq!(prealloc.after_append(end, start), None, "bulk appends write over no zeros");
+        }
+        let mut extended = false;
+        for _ in 0..50 {
+            end += 1024;
+            if let Some((_, to)) = prealloc.after_append(end, start) {
+                prealloc.extended(to, start);
+                extended = true;
+                break;
+            }
+        }
+        assert!(extended, "small appends extend again once the mean falls");
     }
 
     #[test]
