@@ -1,21 +1,24 @@
-//! What group commit (`commit.rs`) buys the catalog's share of a session create: the
-//! service's two catalog writes per create — the record inserted as `creating`, then
+//! What group commit buys the catalog's share of a session create, on the SQLite catalog
+//! (`berth-sqlite`'s `commit.rs`: every write queues to one committer) or on PostgreSQL
+//! (`berth-postgres`'s `commit.rs`: one tenant's audited changes share a transaction).
+//! The service's two catalog writes per create — the record inserted as `creating`, then
 //! its final revision with an audit record (`update_audited`) — by 1 and by 8 concurrent
-//! clients, with `SqliteOptions::group_commit` on and off, rounds alternating (on/off,
-//! off/on, …) on fresh catalog files. Prints each configuration's median creates/s.
-//! A figure for the report, not a pass/fail test.
+//! clients of one tenant, with the catalog's `group_commit` option on and off, rounds
+//! alternating (on/off, off/on, …), each on a fresh catalog file or database (PostgreSQL:
+//! on `BERTH_TEST_PG`'s server). Prints each configuration's median creates/s. A figure
+//! for the report, not a pass/fail test.
 //!
 //! ```text
-//! cargo run --release -p berth-sqlite --example group_commit            # 400 creates a round, 5 rounds
-//! cargo run --release -p berth-sqlite --example group_commit -- 1000 7  # creates a round, rounds
+//! cargo run --release -p berth-bench --example catalog_group_commit -- sqlite            # 400 creates a round, 5 rounds
+//! cargo run --release -p berth-bench --example catalog_group_commit -- postgres 1000 7   # creates a round, rounds
 //! ```
 
 use berth_catalog::audit::AuditDraft;
 use berth_catalog::{Catalog, SessionRecord};
 use berth_core::lifecycle::Status;
 use berth_core::{Revision, Scope, SessionHeader, SessionId, TenantId, Timestamp, UserId};
-use berth_sqlite::{SqliteCatalog, SqliteOptions, CATALOG_FILE_NAME};
 use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::time::Instant;
 
 fn record(id: &str, revision: u64, status: Status) -> SessionRecord {
@@ -42,7 +45,7 @@ fn record(id: &str, revision: u64, status: Status) -> SessionRecord {
 }
 
 /// The catalog writes of one service create.
-async fn create(catalog: &SqliteCatalog, id: &str) {
+async fn create(catalog: &dyn Catalog, id: &str) {
     catalog.insert(&record(id, 1, Status::Creating)).await.expect("insert");
     let done = record(id, 2, Status::Active);
     let draft = AuditDraft {
@@ -58,18 +61,37 @@ async fn create(catalog: &SqliteCatalog, id: &str) {
     catalog.update_audited(&done, Revision(1), vec![draft]).await.expect("update");
 }
 
+/// A fresh catalog of `kind`, and what must live as long as it (a directory, a database).
+async fn fresh(kind: &str, group_commit: bool, clients: usize) -> (Arc<dyn Catalog>, Box<dyn std::any::Any>) {
+    match kind {
+        "sqlite" => {
+            let dir = tempfile::tempdir_in(".").expect("temp dir");
+            let options = berth_sqlite::SqliteOptions { group_commit, ..Default::default() };
+            let path = dir.path().join(berth_sqlite::CATALOG_FILE_NAME);
+            let catalog = berth_sqlite::SqliteCatalog::open_with(path, options).expect("open");
+            (Arc::new(catalog), Box::new(dir))
+        }
+        "postgres" => {
+            let database = berth_postgres::testing::TestDatabase::create().await;
+            let options =
+                berth_postgres::PostgresOptions { group_commit, pool_size: clients.max(1), ..Default::default() };
+            let backend = berth_postgres::PostgresBackend::connect(&database.url(), options).await.expect("connect");
+            (Arc::new(backend.catalog()), Box::new(database))
+        }
+        other => panic!("catalog {other:?}: sqlite or postgres"),
+    }
+}
+
 /// Creates/s of `creates` creates split over `clients` concurrent tasks.
-async fn round(group_commit: bool, clients: usize, creates: usize) -> f64 {
-    let dir = tempfile::tempdir_in(".").expect("temp dir");
-    let options = SqliteOptions { group_commit, ..SqliteOptions::default() };
-    let catalog = SqliteCatalog::open_with(dir.path().join(CATALOG_FILE_NAME), options).expect("open");
+async fn round(kind: &str, group_commit: bool, clients: usize, creates: usize) -> f64 {
+    let (catalog, _keep) = fresh(kind, group_commit, clients).await;
     let started = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
     for client in 0..clients {
         let catalog = catalog.clone();
         tasks.spawn(async move {
             for n in (client..creates).step_by(clients) {
-                create(&catalog, &format!("s{n}")).await;
+                create(catalog.as_ref(), &format!("s{n}")).await;
             }
         });
     }
@@ -84,9 +106,10 @@ fn median(mut values: Vec<f64>) -> f64 {
     values[values.len() / 2]
 }
 
-#[tokio::main]
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let mut args = std::env::args().skip(1);
+    let kind = args.next().unwrap_or_else(|| "sqlite".to_owned());
     let creates: usize = args.next().map_or(400, |arg| arg.parse().expect("creates a round"));
     let rounds: usize = args.next().map_or(5, |arg| arg.parse().expect("rounds"));
     for clients in [1, 8] {
@@ -94,7 +117,7 @@ async fn main() {
         for index in 0..rounds {
             let order = if index % 2 == 0 { [true, false] } else { [false, true] };
             for group_commit in order {
-                let rate = round(group_commit, clients, creates).await;
+                let rate = round(&kind, group_commit, clients, creates).await;
                 if group_commit {
                     on.push(rate)
                 } else {
@@ -104,7 +127,7 @@ async fn main() {
         }
         let (on, off) = (median(on), median(off));
         println!(
-            "{clients} client(s): group commit {on:.0} creates/s, one transaction a write {off:.0} creates/s ({:.2}×)",
+            "{kind}, {clients} client(s): group commit {on:.0} creates/s, one transaction a write {off:.0} creates/s ({:.2}×)",
             on / off
         );
     }
