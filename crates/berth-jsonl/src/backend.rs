@@ -724,9 +724,10 @@ impl LogBackend for JsonlBackend {
 impl JsonlBackend {
     /// `open_reader` returning the concrete reader (for tests and tools).
     pub async fn open_jsonl_reader(&self, key: &SessionKey) -> Result<JsonlReader> {
-        let backend = self.clone();
-        let key = key.clone();
-        blocking(move || backend.open_reader_blocking(&key)).await
+        // In place, like the reads it is for: a few `stat`s, an `open` and the header's
+        // read. Through the blocking pool its two thread hops cost more than the work
+        // (a read of one event from Python: 0.29 ms that way).
+        in_place(|| self.open_reader_blocking(key))
     }
 
     /// `open_writer` returning the concrete writer (for `fsck` and tests).

@@ -20,7 +20,8 @@
 //!   timer writes it one window later. Every other operation on the session writes it
 //!   before reading the record (so records and revisions are always what the catalog
 //!   holds); listing, the sweeper and `shutdown` write everything held first. Only the
-//!   append path reads the record with held activity overlaid.
+//!   append path and the log's reads (which use the record to authorize and to observe
+//!   its expiry, and return events) read the record with held activity overlaid.
 //! - This process sees held activity at once; other processes see it at most about one
 //!   window late. A crash loses at most what was held: the catalog then lags the log
 //!   (never leads it), as after a power loss with a relaxed write, and the next write

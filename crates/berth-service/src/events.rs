@@ -11,7 +11,7 @@ impl SessionService {
         offset: u64,
         length: Option<u64>,
     ) -> Result<Vec<Event>> {
-        let record = self.load(principal, id, "read").await?;
+        let record = self.load(principal, id, READ_ACTION).await?;
         let handle = self.store.open(&record.key(), Access::Read).await?;
         let events = handle.read(offset, length).await;
         let _ = handle.close().await;
@@ -28,7 +28,7 @@ impl SessionService {
         before: u64,
         limit: u64,
     ) -> Result<Vec<Event>> {
-        let record = self.load(principal, id, "read").await?;
+        let record = self.load(principal, id, READ_ACTION).await?;
         let handle = self.store.open(&record.key(), Access::Read).await?;
         let events = handle.read_before(before, limit).await;
         let _ = handle.close().await;
@@ -51,7 +51,7 @@ impl SessionService {
         if types.is_empty() || types.len() > READ_TYPES_MAX {
             return Err(Error::invalid("types", format!("between 1 and {READ_TYPES_MAX} event types")));
         }
-        let record = self.load(principal, id, "read").await?;
+        let record = self.load(principal, id, READ_ACTION).await?;
         let handle = self.store.open(&record.key(), Access::Read).await?;
         let page = scan_types(&handle, range, types, limit).await;
         let _ = handle.close().await;
@@ -62,7 +62,7 @@ impl SessionService {
     /// at most `berth_store::READ_SEQS_MAX` distinct seqs (`LimitExceeded` above), each
     /// below the log's end (`Invalid` naming the first that is not). Authorized like `read`.
     pub async fn read_seqs(&self, principal: &Principal, id: &SessionId, seqs: &[u64]) -> Result<Vec<Event>> {
-        let record = self.load(principal, id, "read").await?;
+        let record = self.load(principal, id, READ_ACTION).await?;
         let handle = self.store.open(&record.key(), Access::Read).await?;
         let events = handle.read_seqs(seqs).await;
         let _ = handle.close().await;

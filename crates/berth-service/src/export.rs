@@ -35,7 +35,12 @@ impl SessionService {
         let events = handle.read(0, None).await;
         let _ = handle.close().await;
         let events = events?;
-        let mut metadata = serde_json::to_value(record).map_err(|e| Error::invalid("metadata", e.to_string()))?;
+        // The metadata counts the events exported: after a crash the catalog's count may
+        // lag the log (activity held in memory is lost, `activity.rs`), and an import
+        // counts what it stores, so export → import → export stays byte-identical.
+        let mut counted = record.clone();
+        counted.event_count = counted.event_count.max(events.len() as u64);
+        let mut metadata = serde_json::to_value(&counted).map_err(|e| Error::invalid("metadata", e.to_string()))?;
         let header = metadata.as_object_mut().and_then(|object| object.remove("header")).unwrap_or_default();
         let first = serde_json::json!({"berth": EXPORT_MAGIC, "version": EXPORT_VERSION, "header": header, "metadata": metadata});
         let mut out = canonical_string(&first).into_bytes();

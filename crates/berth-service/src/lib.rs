@@ -79,6 +79,8 @@ const CAS_RETRIES_MAX: usize = 16;
 
 /// The action name of appends (audit, and `load`'s choice of how to read activity).
 const APPEND_ACTION: &str = "append";
+/// The action of the log's reads (events, usage).
+const READ_ACTION: &str = "read";
 
 /// A `creating` record older than this is an abandoned create (crash mid-create).
 pub const ABANDONED_CREATE_MS: u64 = 60 * 60 * 1000;

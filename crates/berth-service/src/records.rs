@@ -14,15 +14,19 @@ impl SessionService {
     /// overlaid instead, to keep its own activity writes coalesced.
     pub(crate) async fn load(&self, principal: &Principal, id: &SessionId, action: &str) -> Result<SessionRecord> {
         let key = SessionKey::new(principal.tenant.clone(), id.clone());
-        let appending = action == APPEND_ACTION;
-        if !appending {
+        // An append, or a read of the log, uses the record only to authorize the call and
+        // to observe its expiry: held activity is overlaid, not written first (a turn's
+        // read right after its append would pay a catalog commit for it). Every other
+        // action writes it first, so the records and revisions it sees are the catalog's.
+        let overlaid = action == APPEND_ACTION || action == READ_ACTION;
+        if !overlaid {
             self.activity.write_one(&key).await?;
         }
         let mut record = match self.catalog.get(&key).await? {
             Some(record) if record.status != Status::Creating && principal.can_access(&record.header.scope) => record,
             _ => return Err(self.denied(principal, action, id, Error::session_not_found(id)).await),
         };
-        if appending {
+        if overlaid {
             self.activity.overlay(&mut record);
         }
         let mut record = self.observe_expiry(record).await?;

@@ -21,7 +21,7 @@ impl SessionService {
     /// The session's usage: totals over its `model/call` events (also per provider and
     /// model) and its tool time. Authorized like `read`.
     pub async fn session_usage(&self, principal: &Principal, id: &SessionId) -> Result<SessionUsage> {
-        let record = self.load(principal, id, "read").await?;
+        let record = self.load(principal, id, READ_ACTION).await?;
         let mut tally = UsageTally::new(None);
         self.tally_log(&record, &mut tally).await?;
         Ok(tally.finish())

@@ -627,21 +627,22 @@ impl SessionHandle {
             }
             outcome
         };
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => match runtime.spawn(task).await {
-                Ok(outcome) => outcome,
-                Err(join) => {
-                    self.shared.abandon().await;
-                    Err(Error::Unavailable { reason: format!("close of session {} failed: {join}", self.shared.key) })
-                }
-            },
-            Err(_) => task.await,
+        // Polled here, on the caller's task (a spawned task and its join cost two thread
+        // hops, more than a read handle's whole close); moved to a task of its own only if
+        // the caller gives up first.
+        let outcome = run_to_completion(&self.shared.key, task).await;
+        if outcome.is_err() {
+            // A panic inside left the state as it was: close without touching storage.
+            // After any other failure the handle is closed and its slot released
+            // already, and this changes nothing.
+            self.shared.abandon().await;
         }
+        outcome
     }
 }
 
-/// Runs `work` to completion even if the awaiting future is dropped: a storage write is
-/// never abandoned half-way by a cancelled caller. `work` is polled on the caller's own
+/// Runs `work` to completion even if the awaiting future is dropped: a storage write (or
+/// a close) is never abandoned half-way by a cancelled caller. `work` is polled on the caller's own
 /// task (spawning it and joining the task cost two thread hops per append, the largest
 /// part of a durable append's overhead over the raw `fdatasync`); only if the caller
 /// drops this future while `work` is still pending does the remainder move to a task of

@@ -1,13 +1,15 @@
 //! Coalesced activity (`berth-service/src/activity.rs`): the catalog writes that appends
 //! cause are held for at most a window while a session is busy, and the rules that keep
 //! that safe hold. These clauses read the catalog directly (`raw`), bypassing the
-//! service's own reads, which always write held activity first.
+//! service's own record reads, which always write held activity first (its reads of
+//! the log overlay it instead).
 
 use super::fixtures::*;
 use super::ServiceBackend;
 use berth_catalog::SessionRecord;
 use berth_core::Clock;
 use berth_service::{SessionService, ACTIVITY_WINDOW_DEFAULT};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Turns a hang into a failure; never reached when the service works, however slow the
@@ -79,4 +81,31 @@ pub async fn an_append_near_the_end_of_the_stored_lease_extends_it_at_once(b: &d
     let stored = raw(&service, "edge").await;
     assert_eq!(stored.lease_until, clock.now().plus_ms(ttl_ms), "the extension was held");
     assert_eq!(stored.event_count, 2);
+}
+
+/// A read of the log (a range, the events before a seq, a point read, the usage tally)
+/// writes no held activity: like an append, it overlays it on the record it authorizes
+/// with and observes expiry on, so a turn's read right after its append pays no catalog
+/// commit. A read of the record itself still writes it first (the clause above).
+pub async fn reads_of_the_log_overlay_held_activity_and_write_none(b: &dyn ServiceBackend) {
+    let shared = b.service();
+    // A window no timer reaches during the clause: only the reads could write what is held.
+    let service = SessionService::new(shared.store().clone(), Arc::clone(shared.catalog()), b.clock())
+        .with_activity_window(Duration::from_secs(3600));
+    create(&service, &owner(), "reads", serial(DAY_MS, DAY_MS)).await;
+    attach(&service, &owner(), "reads", "r1").await;
+    append(&service, &owner(), "reads", Some("r1"), vec![user_message("first")]).await;
+    append(&service, &owner(), "reads", Some("r1"), vec![user_message("second")]).await;
+    let held = raw(&service, "reads").await;
+    assert_eq!(held.event_count, 1, "the second append's activity is held");
+
+    let id = sid("reads");
+    assert_eq!(service.read(&owner(), &id, 0, None).await.unwrap().len(), 2, "a read sees both appends");
+    assert_eq!(service.read_before(&owner(), &id, u64::MAX, 10).await.unwrap().len(), 2);
+    assert_eq!(service.read_seqs(&owner(), &id, &[1]).await.unwrap().len(), 1);
+    service.session_usage(&owner(), &id).await.unwrap();
+    assert_eq!(raw(&service, "reads").await, held, "the log's reads wrote nothing held");
+
+    assert_eq!(service.get(&owner(), &id).await.unwrap().event_count, 2, "a read of the record sees it");
+    assert_eq!(raw(&service, "reads").await.event_count, 2, "and writes it first");
 }

@@ -395,6 +395,7 @@ macro_rules! service_conformance {
             activity: [
                 busy_sessions_write_activity_coalesced_and_it_always_lands,
                 an_append_near_the_end_of_the_stored_lease_extends_it_at_once,
+                reads_of_the_log_overlay_held_activity_and_write_none,
             ],
             exact_data: [
                 appended_data_comes_back_byte_exact,

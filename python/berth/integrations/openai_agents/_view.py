@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import berth
 from berth import _calls as calls
 
 from ._records import CLEAR_TYPE, POP_TYPE, _stored_item, _stores_item
@@ -44,26 +43,30 @@ class _View:
         #: The items reach back to the log's start or a clear: none are older.
         self.complete = complete
 
-    def fold(self, events: list[berth.Event]) -> bool:
-        """Brings the view past `events` (the log's newest, from `end` on, in order);
-        False when only a backward read can tell what they change."""
+    def fold(self, events: list[dict[str, Any]]) -> bool:
+        """Brings the view past `events` (the log's newest, from `end` on, in order, as
+        the wire's JSON objects); False when only a backward read can tell what they
+        change."""
         for event in events:
-            data = event.data if isinstance(event.data, dict) else {}
-            if event.type == CLEAR_TYPE:
+            data = event.get("data")
+            if not isinstance(data, dict):
+                data = {}
+            event_type, seq = event["type"], event["seq"]
+            if event_type == CLEAR_TYPE:
                 self.items, self.complete = [], True
-            elif event.type == POP_TYPE:
+            elif event_type == POP_TYPE:
                 target = data.get("target")
                 kept = [entry for entry in self.items if entry[0] != target]
                 if len(kept) == len(self.items) and not self.complete:
                     return False  # a pop of an item older than the view
                 self.items = kept
-            elif _stores_item(event.type, data):
-                self.items.append((event.seq, _dumps(_stored_item(data))))
-            elif event.type == "tool/result":
+            elif _stores_item(event_type, data):
+                self.items.append((seq, _dumps(_stored_item(data))))
+            elif event_type == "tool/result":
                 return False  # a repair closer: it presents an earlier call too
             # Anything else presents no item (turns, in-flight records, other types).
-            self.end = event.seq + 1
-            self.last_key = event.idempotency_key
+            self.end = seq + 1
+            self.last_key = event.get("idempotency_key")
         return True
 
     def covers(self, limit: int | None) -> bool:
