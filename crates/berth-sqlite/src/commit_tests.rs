@@ -70,6 +70,17 @@ fn wait_queued(catalog: &SqliteCatalog, count: usize) {
     }
 }
 
+/// Waits (with a deadline) until a leader has taken its batch (`batches` past `before`):
+/// writes started after this queue behind it. (Its job in the queue is no sign: until the
+/// leader takes the queue, a write that arrives joins its batch instead of queueing.)
+fn wait_leading(catalog: &SqliteCatalog, before: u64) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while catalog.shared.committer.batches() <= before {
+        assert!(Instant::now() < deadline, "no leader took its batch");
+        std::thread::yield_now();
+    }
+}
+
 /// Eight writes queue behind a commit that holds the writer: they run as one batch (one
 /// transaction), in queue order; the ones that fail — a duplicate id, a compare-and-set
 /// miss, an `insert_many` whose second record is a duplicate after its first was
@@ -92,7 +103,7 @@ fn a_batch_commits_its_successes_and_fails_only_its_failures() {
     // The first write leads and waits for the writer connection; the rest queue.
     let held = lock(&catalog.shared.writer);
     let first = spawn(&catalog, |c| Box::pin(async move { c.insert(&record("first")).await }));
-    wait_queued(&catalog, 0);
+    wait_leading(&catalog, batches_before);
     let mut next = updated.clone();
     next.revision = Revision(1);
     let conflicting = next.clone();
