@@ -16,32 +16,17 @@
 use berth_catalog::audit::AuditDraft;
 use berth_catalog::{Catalog, SessionRecord};
 use berth_core::lifecycle::Status;
-use berth_core::{Revision, Scope, SessionHeader, SessionId, TenantId, Timestamp, UserId};
-use std::collections::BTreeSet;
+use berth_core::{Revision, Timestamp};
+use berth_testkit::catalog_conformance::sample_record;
 use std::sync::Arc;
 use std::time::Instant;
 
+/// The catalog conformance suite's record of `id`, at `revision` in `status`.
 fn record(id: &str, revision: u64, status: Status) -> SessionRecord {
-    let scope = Scope {
-        tenant: TenantId::parse("bench").expect("tenant"),
-        user: UserId::parse("u").expect("user"),
-        project: None,
-    };
-    SessionRecord {
-        header: SessionHeader::new(SessionId::parse(id).expect("id"), scope, Timestamp(1)),
-        status,
-        lease_until: Timestamp(10),
-        last_activity: Timestamp(1),
-        revision: Revision(revision),
-        title: None,
-        labels: BTreeSet::new(),
-        event_count: 0,
-        blank: false,
-        runs: Vec::new(),
-        status_changed_at: Timestamp(1),
-        resume_mark: Default::default(),
-        repair: Default::default(),
-    }
+    let mut record = sample_record("bench", id, "u", 1_000);
+    record.revision = Revision(revision);
+    record.status = status;
+    record
 }
 
 /// The catalog writes of one service create.

@@ -43,6 +43,7 @@ class _Reads:
 
     berth_id: str
     exclusive: bool
+    _probe_call: calls.Call[calls.Answer]
 
     def _collect(
         self, binding: _Binding, limit: int | None, open_turns: list[bool] | None = None
@@ -150,12 +151,12 @@ class _Reads:
     def _probe(self) -> calls.Call[calls.Answer]:
         """The read a kept view is checked with: the log's newest `PROBE_EVENTS` events,
         answered undecoded (the check reads a few fields of each; `berth.Event`s would
-        cost more than the check). Made once per object: every `get_items` sends it."""
-        probe: calls.Call[calls.Answer] | None = self.__dict__.get("_probe_call")
-        if probe is None:
-            probe = calls.read(self.berth_id, before=berth.SEQ_END, limit=PROBE_EVENTS).undecoded()
-            self.__dict__["_probe_call"] = probe
-        return probe
+        cost more than the check). Made once, with the object (`_make_probe`): every
+        `get_items` sends it."""
+        return self._probe_call
+
+    def _make_probe(self) -> None:
+        self._probe_call = calls.read(self.berth_id, before=berth.SEQ_END, limit=PROBE_EVENTS).undecoded()
 
     @staticmethod
     def _answer_from_view(binding: _Binding, view: _View, probe: calls.Answer, limit: int | None) -> list[Any] | None:

@@ -83,6 +83,7 @@ class BerthSession(_Reads):
         self._client = client if client is not None else berth.Client(url, api_key=api_key)
         self.exclusive = exclusive
         self.berth_id = encode_session_id(id_prefix + session_id)
+        self._make_probe()
         concurrency = {"mode": "serial"} if exclusive else {"mode": "parallel", "runs_max": runs_max}
         self._policy = {
             "concurrency": concurrency,
