@@ -60,6 +60,22 @@ pub struct SessionRecord {
     /// records of sessions never repaired, and in records written before it existed).
     #[serde(default, skip_serializing_if = "RepairNote::is_empty")]
     pub repair: RepairNote,
+    /// On a `creating` record only: the process making the session, so that a create of
+    /// the same id can tell a create a killed process left from one under way (absent
+    /// where the process cannot name itself, and in records written before it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub creator: Option<CreatorMark>,
+}
+
+/// The process that wrote a `creating` record, as the host's kernel knows it: which
+/// boot of which host (`/proc/sys/kernel/random/boot_id`), which PID namespace, its pid
+/// and its start time (clock ticks since boot, so a reused pid is another process).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CreatorMark {
+    pub boot: String,
+    pub pid_namespace: String,
+    pub pid: u32,
+    pub started: u64,
 }
 
 /// A run and a time.

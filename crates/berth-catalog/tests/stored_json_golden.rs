@@ -5,8 +5,8 @@
 //! (regenerate with `BERTH_BLESS=1 cargo test -p berth-catalog --test stored_json_golden`
 //! and make sure old rows still decode). Each golden line must decode back to its sample.
 
-use berth_catalog::SessionRecord;
 use berth_catalog::{AuditDraft, AuditEntry, RepairNote, ResumeMark, RetentionPolicy, RunAt, RunRecord, RunStatus};
+use berth_catalog::{CreatorMark, SessionRecord};
 use berth_core::lifecycle::Status;
 use berth_core::{Concurrency, ParentRef, Scope, SessionHeader, SessionPolicy};
 use berth_core::{ProjectId, Revision, RunId, SessionId, TenantId, Timestamp, UserId};
@@ -81,6 +81,7 @@ fn full_record() -> SessionRecord {
             interrupted: Some(RunAt { run: RunId::parse("run-0").unwrap(), at: Timestamp(T0 + 900) }),
             repaired_by: Some(RunAt { run: RunId::parse("run-1").unwrap(), at: Timestamp(T0 + 1_000) }),
         },
+        creator: None,
     }
 }
 
@@ -101,6 +102,7 @@ fn bare_record() -> SessionRecord {
         status_changed_at: Timestamp(T0),
         resume_mark: Default::default(),
         repair: Default::default(),
+        creator: None,
     }
 }
 
@@ -109,7 +111,14 @@ fn the_session_record_column_is_pinned() {
     let mut closed = bare_record();
     closed.status = Status::Closed;
     closed.runs = vec![run("run-9", RunStatus::Detached, 10), run("run-8", RunStatus::Cancelled, 20)];
-    assert_golden("SessionRecord", &[full_record(), bare_record(), closed]);
+    let mut creating = bare_record();
+    creating.creator = Some(CreatorMark {
+        boot: "0f4c7a4e-2d0b-4c55-9a51-7d3b8e1f6a20".into(),
+        pid_namespace: "pid:[4026531836]".into(),
+        pid: 4242,
+        started: 987_654,
+    });
+    assert_golden("SessionRecord", &[full_record(), bare_record(), closed, creating]);
 }
 
 #[test]

@@ -204,6 +204,7 @@ async fn seed_listing(admin: &Client, backend: &PostgresBackend, count: i64) {
         status_changed_at: Timestamp(1),
         resume_mark: Default::default(),
         repair: Default::default(),
+        creator: None,
     };
     // Through the catalog for a few, in SQL for the bulk (same columns, same JSON).
     backend.catalog().insert(&record).await.unwrap();

@@ -159,6 +159,7 @@ async fn seed_sessions(admin: &berth_postgres::testing::tokio_postgres::Client, 
         status_changed_at: Timestamp(1),
         resume_mark: Default::default(),
         repair: Default::default(),
+        creator: None,
     };
     let json = serde_json::to_string(&template).unwrap();
     for (tenant, rows) in [("tenant-big", count), ("tenant-a", 50), ("tenant-z", 50)] {
@@ -251,6 +252,7 @@ async fn activity_update_is_a_compare_and_set() {
         status_changed_at: Timestamp(1),
         resume_mark: Default::default(),
         repair: Default::default(),
+        creator: None,
     };
     catalog.insert(&record).await.unwrap();
     record.last_activity = Timestamp(7);
@@ -425,6 +427,7 @@ async fn migration_7_fills_the_search_column_for_sessions_stored_before_it() {
             status_changed_at: Timestamp(500),
             resume_mark: Default::default(),
             repair: Default::default(),
+            creator: None,
         };
         let json = serde_json::to_string(&record).unwrap();
         transaction.execute("SELECT set_config('berth.tenant', $1, true)", &[&tenant]).await.unwrap();

@@ -119,6 +119,7 @@ pub fn session_from(body: wire::SessionBody) -> SessionRecord {
         status_changed_at: body.status_changed_at,
         resume_mark: Default::default(),
         repair: Default::default(),
+        creator: None,
     }
 }
 

@@ -20,6 +20,7 @@ mod activity;
 mod audit;
 mod carried;
 mod close_fork;
+mod creator;
 mod events;
 mod export;
 mod idempotency;
@@ -35,6 +36,7 @@ mod writers;
 
 pub use activity::ACTIVITY_WINDOW_DEFAULT;
 pub use carried::{CARRIED_GRACE_MS, CARRIED_WRITES_MAX, PAUSE_HOOK_ENV};
+pub use creator::this_process as creator_of_this_process;
 pub use export::{EXPORT_VERSION, EXPORT_VERSION_OLDEST};
 pub use idempotency::IDEMPOTENCY_INDEX_LAG_EVENTS_MAX;
 pub use memory::{ForgetReport, MemoryAccess, MemoryExportHeader, MemoryPage, NamespacePage, MEMORY_EXPORT_VERSION};

@@ -51,15 +51,26 @@ impl SessionService {
         action: &str,
         also_audit: impl FnOnce(&SessionRecord) -> Vec<AuditDraft>,
     ) -> Result<SessionRecord> {
+        let mut record = record;
         let key = record.key();
-        let creating_revision = Revision(record.revision.0.saturating_sub(1));
         let mut creating = record.clone();
         creating.status = Status::Creating;
-        creating.revision = creating_revision;
+        creating.revision = Revision(record.revision.0.saturating_sub(1));
         // The sweeper dates an unfinished create from here, not from the header's
         // `created_at`: an import keeps its export's, which may be long past.
         creating.status_changed_at = self.now();
-        self.catalog.insert(&creating).await?;
+        creating.creator = creator::this_process();
+        match self.catalog.insert(&creating).await {
+            Ok(()) => {}
+            Err(error @ Error::AlreadyExists { .. }) => {
+                if !self.take_over_abandoned_create(&mut creating).await? {
+                    return Err(error);
+                }
+                record.revision = Revision(creating.revision.0 + 1);
+            }
+            Err(error) => return Err(error),
+        }
+        let creating_revision = creating.revision;
         let handle = match self.materialize(&record, events).await {
             Ok(handle) => handle,
             Err(error) => {
@@ -78,10 +89,45 @@ impl SessionService {
         Ok(record)
     }
 
+    /// When the record in the way of `creating` is a `creating` record whose creator is
+    /// gone (`creator::is_gone`: killed mid-create), takes it over by compare-and-set —
+    /// `creating` is stored in its place, one revision on — and says true; false when the
+    /// record is anything else or its creator may still be at work (then only the
+    /// sweeper removes it). Of concurrent takers one wins; the others see a conflict.
+    async fn take_over_abandoned_create(&self, creating: &mut SessionRecord) -> Result<bool> {
+        let Some(found) = self.catalog.get(&creating.key()).await? else { return Ok(false) };
+        let abandoned = found.status == Status::Creating && found.creator.as_ref().is_some_and(creator::is_gone);
+        if !abandoned {
+            return Ok(false);
+        }
+        creating.revision = Revision(found.revision.0 + 1);
+        match self.catalog.update(creating, found.revision).await {
+            Ok(()) => {
+                tracing::info!(session = %creating.key(), "took over a create its process left when it died");
+                Ok(true)
+            }
+            Err(Error::RevisionConflict { .. } | Error::NotFound { .. }) => Ok(false),
+            Err(error) => Err(error),
+        }
+    }
+
     /// Creates the log of `record` with `events`, durably, and indexes their
-    /// idempotency keys; returns the write handle (closed on failure).
+    /// idempotency keys; returns the write handle (closed on failure). A log already
+    /// there is another create's that never finished — the caller holds the `creating`
+    /// record, so no session owns it — and is erased first, unless a writer still holds
+    /// it (then `AlreadyExists`).
     async fn materialize(&self, record: &SessionRecord, events: &[Event]) -> Result<SessionHandle> {
-        let handle = self.store.create(record.header.clone()).await?;
+        let handle = match self.store.create(record.header.clone()).await {
+            Err(error @ Error::AlreadyExists { .. }) if self.store.stat(&record.key()).await?.is_some() => {
+                match self.store.erase(&record.key()).await {
+                    Ok(_) => tracing::info!(session = %record.key(), "erased the log of a create that never finished"),
+                    Err(Error::AlreadyOwned { .. }) => return Err(error),
+                    Err(other) => return Err(other),
+                }
+                self.store.create(record.header.clone()).await?
+            }
+            created => created?,
+        };
         let written = async {
             append_chunked(&handle, events).await?;
             handle.flush().await?;
@@ -241,6 +287,7 @@ pub(crate) fn new_record(
         status_changed_at: now,
         resume_mark: Default::default(),
         repair: Default::default(),
+        creator: None,
     }
 }
 

@@ -59,6 +59,7 @@ fn session(tenant: &TenantId, index: u64) -> SessionRecord {
         status_changed_at: last_activity,
         resume_mark: Default::default(),
         repair: Default::default(),
+        creator: None,
     }
 }
 

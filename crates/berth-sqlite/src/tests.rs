@@ -216,6 +216,7 @@ fn berth_testkit_like_record() -> berth_catalog::SessionRecord {
         status_changed_at: Timestamp(1),
         resume_mark: Default::default(),
         repair: Default::default(),
+        creator: None,
     }
 }
 

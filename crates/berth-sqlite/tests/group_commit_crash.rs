@@ -42,6 +42,7 @@ fn record(id: &str, revision: u64, status: Status) -> SessionRecord {
         status_changed_at: Timestamp(1),
         resume_mark: Default::default(),
         repair: Default::default(),
+        creator: None,
     }
 }
 

@@ -77,6 +77,7 @@ pub fn sample_record(tenant_id: &str, id: &str, user_id: &str, last_activity_ms:
         status_changed_at: created_at,
         resume_mark: Default::default(),
         repair: Default::default(),
+        creator: None,
     }
 }
 

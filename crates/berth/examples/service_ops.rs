@@ -60,6 +60,7 @@ async fn main() -> berth_core::Result<()> {
                     status_changed_at: now,
                     resume_mark: Default::default(),
                     repair: Default::default(),
+                    creator: None,
                 }
             })
             .collect();

@@ -72,6 +72,7 @@ pub fn seeded_record(index: u64, events: u64) -> SessionRecord {
         status_changed_at: activity,
         resume_mark: Default::default(),
         repair: Default::default(),
+        creator: None,
     }
 }
 

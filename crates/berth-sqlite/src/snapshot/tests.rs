@@ -23,6 +23,7 @@ fn record(id: &str) -> SessionRecord {
         status_changed_at: Timestamp(1),
         resume_mark: Default::default(),
         repair: Default::default(),
+        creator: None,
     }
 }
 

@@ -386,6 +386,7 @@ macro_rules! service_conformance {
                 sweep_expires_lapsed_idle_and_old_sessions_and_never_reactivates,
                 sweep_deletes_terminal_sessions_after_retention,
                 sweep_removes_abandoned_creates,
+                a_create_takes_over_a_create_whose_process_is_gone,
                 sweep_dates_a_create_from_when_it_began_not_from_its_header,
                 list_sorts_by_last_activity_and_pages_with_cursors,
                 list_refuses_a_status_filter_of_creating,

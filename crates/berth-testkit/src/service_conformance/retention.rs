@@ -3,10 +3,10 @@
 
 use super::fixtures::*;
 use super::ServiceBackend;
-use berth_catalog::{RetentionPolicy, SessionRecord};
+use berth_catalog::{CreatorMark, RetentionPolicy, SessionRecord};
 use berth_core::lifecycle::Status;
 use berth_core::{Clock, Revision, Scope, SessionHeader};
-use berth_service::{ClosePolicy, ListRequest, MetadataUpdate, OnBusy, SessionService, SweepReport};
+use berth_service::{ClosePolicy, CreateSession, ListRequest, MetadataUpdate, OnBusy, SessionService, SweepReport};
 use std::collections::BTreeSet;
 
 fn actions(report: &SweepReport) -> u64 {
@@ -239,6 +239,17 @@ async fn insert_creating_made_at(
     began: berth_core::Timestamp,
     id: &str,
 ) {
+    insert_creating_by(service, created_at, began, id, None).await;
+}
+
+/// `insert_creating_made_at` naming the process that made it.
+async fn insert_creating_by(
+    service: &SessionService,
+    created_at: berth_core::Timestamp,
+    began: berth_core::Timestamp,
+    id: &str,
+    creator: Option<CreatorMark>,
+) -> SessionRecord {
     let now = began;
     let scope = Scope { tenant: tenant(TENANT_A), user: user(OWNER), project: Some(project(PROJECT)) };
     let record = SessionRecord {
@@ -253,10 +264,12 @@ async fn insert_creating_made_at(
         status_changed_at: now,
         resume_mark: Default::default(),
         repair: Default::default(),
+        creator,
         status: Status::Creating,
         header: SessionHeader::new(sid(id), scope, created_at),
     };
     service.catalog().insert(&record).await.unwrap();
+    record
 }
 
 /// R-S11: an import of an old export is not an abandoned create while it is being made:
@@ -328,6 +341,52 @@ pub async fn sweep_removes_abandoned_creates(b: &dyn ServiceBackend) {
     assert!(stored(&service, TENANT_A, "half-made").await.is_none());
     let created = create(&service, &owner(), "half-made", serial(DAY_MS, DAY_MS)).await;
     assert_eq!(created.status, Status::Active, "the id is usable again");
+}
+
+/// Issue 56: a create of an id whose `creating` record was left by a process that is
+/// gone (killed mid-create: its pid now names another process, or none) takes the
+/// record over at once instead of failing `AlreadyExists` until the sweeper's hour —
+/// erasing the log that create had published, which no session owns. A record whose
+/// creator may still run (this very process), names no creator, or names one of another
+/// boot still refuses the create, unchanged. (Skipped where the kernel names no
+/// process: no `/proc`.)
+pub async fn a_create_takes_over_a_create_whose_process_is_gone(b: &dyn ServiceBackend) {
+    let Some(here) = berth_service::creator_of_this_process() else { return };
+    let service = b.service();
+    let now = b.clock().now();
+    // Another process once ran under this pid: the one that made these records is gone.
+    let gone = CreatorMark { started: here.started.wrapping_add(1), ..here.clone() };
+
+    let left = insert_creating_by(&service, now, now, "left-bare", Some(gone.clone())).await;
+    let created = create(&service, &owner(), "left-bare", serial(DAY_MS, DAY_MS)).await;
+    assert_eq!(created.status, Status::Active);
+    assert_eq!(created.revision, Revision(left.revision.0 + 2), "one past the taken-over record");
+    let stored_now = stored(&service, TENANT_A, "left-bare").await.expect("stored");
+    assert_eq!((stored_now.status, stored_now.creator), (Status::Active, None), "the final record names no creator");
+    append(&service, &service_principal(TENANT_A), "left-bare", None, vec![user_message("after")]).await;
+
+    // The killed create had published its log (with an event) before it died.
+    let left = insert_creating_by(&service, now, now, "left-log", Some(gone.clone())).await;
+    let handle = service.store().create(left.header.clone()).await.unwrap();
+    handle.append(&crate::conformance::fixtures::one_turn_log()).await.unwrap();
+    handle.close().await.unwrap();
+    assert_eq!(stored_log(&service, TENANT_A, "left-log").await.map(|log| log.len()), Some(6));
+    create(&service, &owner(), "left-log", serial(DAY_MS, DAY_MS)).await;
+    assert_eq!(
+        stored_log(&service, TENANT_A, "left-log").await,
+        Some(Vec::new()),
+        "the killed create's log was erased"
+    );
+
+    // Not taken over: a creator that may still run, none named, another boot's.
+    let another_boot = CreatorMark { boot: format!("not-{}", here.boot), ..gone };
+    for (id, creator) in [("running", Some(here)), ("unnamed", None), ("other-boot", Some(another_boot))] {
+        let left = insert_creating_by(&service, now, now, id, creator).await;
+        let request = CreateSession { id: Some(sid(id)), policy: Some(serial(DAY_MS, DAY_MS)), ..Default::default() };
+        let refused = service.create(&owner(), request).await;
+        assert!(matches!(refused, Err(berth_core::Error::AlreadyExists { .. })), "{id}: {refused:?}");
+        assert_eq!(stored(&service, TENANT_A, id).await, Some(left), "{id}: the record is untouched");
+    }
 }
 
 /// Creates `id` for alice/p1 and gives it a conversation event at the current time.
