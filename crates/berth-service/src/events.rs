@@ -3,6 +3,10 @@
 
 use super::*;
 
+/// Most events a `read_before` reads through an idle cached write handle: it holds the
+/// handle while it reads, and an append to the session waits for it meanwhile.
+const WRITER_READ_EVENTS_MAX: u64 = 64;
+
 impl SessionService {
     pub async fn read(
         &self,
@@ -29,7 +33,20 @@ impl SessionService {
         limit: u64,
     ) -> Result<Vec<Event>> {
         let record = self.load(principal, id, READ_ACTION).await?;
-        let handle = self.store.open(&record.key(), Access::Read).await?;
+        let key = record.key();
+        if limit <= WRITER_READ_EVENTS_MAX {
+            let cached = self.writers.lock().await.handles.get(&key).map(|cached| cached.handle.clone());
+            if let Some(writer) = cached {
+                // A few of the log's events — a chat turn's read of the newest after its
+                // own append — through the write handle this process keeps when it is
+                // idle: no open, no header read (a turn 0.65 → 0.54 ms from Python).
+                // Busy (an append in flight) or failing: a read handle of its own.
+                if let Ok(Some(events)) = writer.try_read_before(before, limit).await {
+                    return Ok(events);
+                }
+            }
+        }
+        let handle = self.store.open(&key, Access::Read).await?;
         let events = handle.read_before(before, limit).await;
         let _ = handle.close().await;
         events

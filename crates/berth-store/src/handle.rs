@@ -465,6 +465,22 @@ impl SessionHandle {
         Ok(events)
     }
 
+    /// `read_before` through this write handle when it is idle: `None` — nothing read —
+    /// when it is not a materialized write handle or an append or another read holds it
+    /// now (a reader then opens its own handle instead of queuing behind a durable
+    /// write). A write handle reads its log without opening it again.
+    pub async fn try_read_before(&self, before: u64, limit: u64) -> Result<Option<Vec<Event>>> {
+        let shared = &self.shared;
+        shared.check_open("read")?;
+        let Ok(mut state) = shared.state.try_lock() else { return Ok(None) };
+        let State::Writer(writer) = &mut *state else { return Ok(None) };
+        let events = writer.read_before(before, limit).await?;
+        drop(state);
+        check_before_shape(&shared.key, before, limit, &events)?;
+        events.iter().try_for_each(check_stored)?;
+        Ok(Some(events))
+    }
+
     /// The events at the given seqs (a point read by position), each once, in ascending
     /// order whatever the order or repetition asked. At most [`READ_SEQS_MAX`] distinct
     /// seqs (`LimitExceeded` on the page size above it, nothing read); a seq at or past

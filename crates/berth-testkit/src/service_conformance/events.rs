@@ -20,6 +20,30 @@ fn at(expected_seq: u64, run_id: Option<&str>, events: Vec<NewEvent>) -> AppendR
     }
 }
 
+/// `read_before` answers alike whether this process keeps the session's write handle
+/// (a few events are read through it while it is idle) or not (a read handle of its
+/// own): after appends through the kept handle, every window of the newest events, and
+/// windows further back, equal a fresh read handle's; and appends after such reads
+/// still land (the handle was let go).
+pub async fn read_before_through_a_kept_writer_equals_a_fresh_read(b: &dyn ServiceBackend) {
+    let service = b.service();
+    let principal = service_principal(TENANT_A);
+    let id = sid("kept");
+    create(&service, &principal, "kept", serial(DAY_MS, DAY_MS)).await;
+    for round in 0..3u64 {
+        let events = (0..5).map(|n| event("note/x", json!({"round": round, "n": n}))).collect();
+        append(&service, &principal, "kept", None, events).await;
+        let fresh = service.store().open(&key(TENANT_A, "kept"), Access::Read).await.unwrap();
+        for (before, limit) in [(u64::MAX, 1), (u64::MAX, 8), (u64::MAX, 64), (u64::MAX, 65), (4, 3), (3, 10)] {
+            let kept = service.read_before(&principal, &id, before, limit).await.unwrap();
+            let read = fresh.read_before(before, limit).await.unwrap();
+            assert_eq!(kept, read, "round {round}, before {before}, limit {limit}");
+        }
+        fresh.close().await.unwrap();
+    }
+    assert_eq!(stored_log(&service, TENANT_A, "kept").await.map(|log| log.len()), Some(15));
+}
+
 /// A read filtered by type (`read_types`) returns only events of the asked types, in
 /// order, at most `limit`; its `[first_seq, next_seq)` is what it scanned, so paging on
 /// from `next_seq` (forward) or before `first_seq` (backward) finds every match once,

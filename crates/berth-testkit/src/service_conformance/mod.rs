@@ -356,6 +356,7 @@ macro_rules! service_conformance {
             events: [
                 append_retry_is_idempotent_and_conflicts_are_seq_conflict,
                 typed_reads_return_only_those_types_and_bound_what_they_scanned,
+                read_before_through_a_kept_writer_equals_a_fresh_read,
                 close_refuses_while_runs_are_attached,
                 close_with_cancel_runs_detaches_them_as_cancelled,
                 closed_session_is_terminal_but_readable_and_forkable,
