@@ -46,12 +46,11 @@ impl SessionService {
     pub(crate) async fn create_from_record(
         &self,
         principal: &Principal,
-        record: SessionRecord,
+        mut record: SessionRecord,
         events: &[Event],
         action: &str,
         also_audit: impl FnOnce(&SessionRecord) -> Vec<AuditDraft>,
     ) -> Result<SessionRecord> {
-        let mut record = record;
         let key = record.key();
         let mut creating = record.clone();
         creating.status = Status::Creating;

@@ -460,7 +460,12 @@ impl SessionHandle {
             State::Closed => return Err(Error::HandleClosed { id: shared.key.id.to_string(), operation: "read" }),
         };
         drop(state);
-        check_before_shape(&shared.key, before, limit, &events)?;
+        self.checked_before(before, limit, events)
+    }
+
+    /// What a `read_before` read, once its shape and every event are checked.
+    fn checked_before(&self, before: u64, limit: u64, events: Vec<Event>) -> Result<Vec<Event>> {
+        check_before_shape(&self.shared.key, before, limit, &events)?;
         events.iter().try_for_each(check_stored)?;
         Ok(events)
     }
@@ -476,9 +481,7 @@ impl SessionHandle {
         let State::Writer(writer) = &mut *state else { return Ok(None) };
         let events = writer.read_before(before, limit).await?;
         drop(state);
-        check_before_shape(&shared.key, before, limit, &events)?;
-        events.iter().try_for_each(check_stored)?;
-        Ok(Some(events))
+        self.checked_before(before, limit, events).map(Some)
     }
 
     /// The events at the given seqs (a point read by position), each once, in ascending
